@@ -1,0 +1,111 @@
+// Package collectives holds the Comm seam (how ranks exchange buffers) and the
+// collective algorithms written once against it: ring AllReduce, recursive
+// doubling AllReduce for small messages, broadcast and all-gather.
+//
+// Transports live in their own packages: collectives/mpi (MPI over gompi and
+// a small cgo shim) and collectives/local (goroutines in one process).
+package collectives
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Comm is a communicator: a fixed group of Size() ranks that exchange tagged
+// messages point to point. It is the only thing the algorithms in this package
+// know about the transport.
+//
+// Buffers: the caller owns every buffer. A buffer passed to Send, Recv or
+// their non-blocking forms must not be touched by the caller until the call
+// returns (blocking forms) or its Request has completed (Isend/Irecv). Messages
+// between one pair of ranks with one tag arrive in the order they were sent.
+//
+// Concurrency: a Comm is used by one goroutine at a time per rank, unless an
+// implementation says otherwise.
+type Comm interface {
+	// Rank is this rank's index in [0, Size()).
+	Rank() int
+	// Size is the number of ranks.
+	Size() int
+
+	// Isend starts sending buf to rank `to` with tag `tag`.
+	Isend(buf []float32, to, tag int) (Request, error)
+	// Irecv starts receiving exactly len(buf) float32s from rank `from`.
+	// A message of a different length completes the request with an error
+	// wrapping ErrLengthMismatch.
+	Irecv(buf []float32, from, tag int) (Request, error)
+
+	// SendBytes sends a byte message (blocking until buf may be reused).
+	SendBytes(buf []byte, to, tag int) error
+	// RecvBytes receives one byte message from rank `from` (or AnySource) with
+	// tag `tag` (or AnyTag), returning the message and where it came from.
+	RecvBytes(from, tag int) (msg []byte, src, gotTag int, err error)
+
+	// Barrier returns once every rank has entered it.
+	Barrier() error
+	// Abort stops every rank of the job with the given exit code, after
+	// reporting err. It does not return.
+	Abort(code int, err error)
+}
+
+// Request is an outstanding non-blocking operation.
+type Request interface {
+	// Wait blocks until the operation completes.
+	Wait() error
+}
+
+// AnySource and AnyTag are wildcards for RecvBytes.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Sentinel errors callers may test with errors.Is.
+var (
+	// ErrLengthMismatch: ranks passed buffers of different lengths to one
+	// collective, or a message was not the size its receiver expected.
+	ErrLengthMismatch = errors.New("buffer length mismatch between ranks")
+	// ErrBadRank: a peer rank outside [0, Size()).
+	ErrBadRank = errors.New("rank out of range")
+	// ErrTimeout: a peer did not answer in time.
+	ErrTimeout = errors.New("timed out waiting for peer")
+)
+
+// Send is the blocking form of Isend.
+func Send(c Comm, buf []float32, to, tag int) error {
+	r, err := c.Isend(buf, to, tag)
+	if err != nil {
+		return err
+	}
+	return r.Wait()
+}
+
+// Recv is the blocking form of Irecv.
+func Recv(c Comm, buf []float32, from, tag int) error {
+	r, err := c.Irecv(buf, from, tag)
+	if err != nil {
+		return err
+	}
+	return r.Wait()
+}
+
+// SendRecv sends send to rank `to` while receiving recv from rank `from`,
+// both with tag `tag`, without deadlocking when every rank does the same.
+func SendRecv(c Comm, send []float32, to int, recv []float32, from, tag int) error {
+	rr, err := c.Irecv(recv, from, tag)
+	if err != nil {
+		return fmt.Errorf("recv from rank %d: %w", from, err)
+	}
+	sr, err := c.Isend(send, to, tag)
+	if err != nil {
+		return fmt.Errorf("send to rank %d: %w", to, err)
+	}
+	if err := sr.Wait(); err != nil {
+		rr.Wait()
+		return fmt.Errorf("send to rank %d: %w", to, err)
+	}
+	if err := rr.Wait(); err != nil {
+		return fmt.Errorf("recv from rank %d: %w", from, err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package kernels defines the Backend seam: the op set a model needs for its
+// forward and backward passes and its optimizer updates. Models call these
+// ops and nothing else, so the pure-Go CPU backend (package kernels/cpu) and
+// the CUDA backend (package cuda, build tag cuda) are interchangeable.
+//
+// Conventions for every op:
+//   - Matrices are row-major and contiguous: an r×c matrix is a Buffer of
+//     r*c elements, element (i, j) at i*c+j.
+//   - Buffers are owned by the Backend that allocated them; passing a
+//     buffer from another backend is a programmer error (panic).
+//   - Shapes are validated before any work; a mismatch returns an error
+//     wrapping ErrShape and leaves every output untouched.
+//   - Outputs may not alias inputs unless the op says so.
+package kernels
+
+import "errors"
+
+// ErrShape reports arguments whose lengths do not fit the shapes given.
+var ErrShape = errors.New("kernels: shape mismatch")
+
+// Buffer is a vector of float32 owned by a Backend (host memory for the CPU
+// backend, device memory for CUDA).
+type Buffer interface {
+	// Len is the number of float32 elements.
+	Len() int
+}
+
+// Backend is the op set. A Backend is used by one goroutine at a time.
+type Backend interface {
+	// Name identifies the backend ("cpu", "cuda").
+	Name() string
+
+	// Alloc returns a zeroed buffer of n elements (n >= 0).
+	Alloc(n int) Buffer
+	// View returns the n elements of b starting at off, sharing b's memory.
+	View(b Buffer, off, n int) Buffer
+	// Upload copies src (host) into dst; lengths must match.
+	Upload(dst Buffer, src []float32) error
+	// Download copies src into dst (host); lengths must match.
+	Download(dst []float32, src Buffer) error
+	// Copy copies src into dst; lengths must match.
+	Copy(dst, src Buffer) error
+	// Fill sets every element of b to v.
+	Fill(b Buffer, v float32)
+
+	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
+	// op(B) is k×n and C is m×n. transA means A is stored k×m and op(A)=Aᵀ;
+	// likewise transB (B stored n×k).
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a, b Buffer, beta float32, c Buffer) error
+	// AddBias adds bias[j] to every x[i, j] of the rows×cols matrix x, in place.
+	AddBias(x, bias Buffer, rows, cols int) error
+	// SumRows sets dst[j] = beta·dst[j] + Σ_i x[i, j] for the rows×cols matrix x
+	// (the bias gradient).
+	SumRows(dst, x Buffer, rows, cols int, beta float32) error
+
+	// Relu sets y = max(x, 0); y may alias x.
+	Relu(y, x Buffer) error
+	// ReluGrad sets dx = dy where y > 0, else 0 (y is the Relu output);
+	// dx may alias dy.
+	ReluGrad(dx, dy, y Buffer) error
+
+	// SoftmaxCrossEntropy takes logits, a rows×cols matrix, and labels in
+	// [0, cols). It writes grad = scale·(softmax(logits) − onehot(labels)) and
+	// returns the summed (not averaged) cross-entropy loss over the rows and
+	// the number of rows whose argmax equals the label. grad may alias logits.
+	SoftmaxCrossEntropy(grad, logits Buffer, labels []int32, rows, cols int, scale float32) (lossSum float64, correct int, err error)
+	// SigmoidCrossEntropy is the binary logistic loss for one logit per row
+	// and labels in {0, 1}: grad = scale·(σ(z) − y); it returns the summed loss
+	// and the number of rows where (z > 0) == (y == 1). grad may alias logits.
+	SigmoidCrossEntropy(grad, logits Buffer, labels []int32, scale float32) (lossSum float64, correct int, err error)
+	// Predict writes argmax over each row of the rows×cols matrix x into out
+	// (for cols == 1: 1 if x > 0 else 0).
+	Predict(out []int32, x Buffer, rows, cols int) error
+
+	// Axpy sets y += alpha·x.
+	Axpy(alpha float32, x, y Buffer) error
+	// Scale sets x *= alpha.
+	Scale(alpha float32, x Buffer)
+	// Sum sets dst = Σ srcs element-wise (the reduction of gradient buffers).
+	Sum(dst Buffer, srcs ...Buffer) error
+	// Dot returns Σ x·y in float64 (used for norms and checks).
+	Dot(x, y Buffer) (float64, error)
+	// NonFinite returns the index of the first NaN or ±Inf in x, or -1.
+	NonFinite(x Buffer) int
+
+	// SGD: w -= lr·(g + wd·w).
+	SGD(w, g Buffer, lr, wd float32) error
+	// Momentum (PyTorch's form): v = mu·v + (g + wd·w); w -= lr·v.
+	Momentum(w, g, v Buffer, lr, mu, wd float32) error
+	// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
+	Adagrad(w, g, h Buffer, lr, eps, wd float32) error
+}
