@@ -44,7 +44,8 @@ type Comm interface {
 	// Barrier returns once every rank has entered it.
 	Barrier() error
 	// Abort stops every rank of the job with the given exit code, after
-	// reporting err. It does not return.
+	// reporting err. Over MPI it does not return; the in-process transport
+	// may return in tests, after which every other rank's calls fail.
 	Abort(code int, err error)
 }
 

@@ -1,0 +1,76 @@
+# dml — build, test, demo and benchmarks. `make help` lists the targets.
+
+GO      ?= go
+BIN     := bin/dml
+NP      ?= 2
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+# mpirun as dml's tests and docs use it: more ranks than cores allowed, root
+# allowed (containers, CI), shared memory only.
+MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --mca btl self,vader
+
+APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist
+
+.PHONY: help deps build test test-short vet fmt-check demo bench bench-exchange bench-go fuzz clean
+
+help:
+	@echo "make deps            install what is missing (OpenMPI, pkg-config, Fashion-MNIST, Go modules)"
+	@echo "make build           build $(BIN)"
+	@echo "make test            vet, format check, all tests (race detector; MPI tests launch mpirun)"
+	@echo "make demo            the main job: mpirun -np $(NP) training run on Fashion-MNIST"
+	@echo "make bench           dml bench allreduce with 2 and 4 ranks"
+	@echo "make bench-exchange  shim vs MPI_THREAD_MULTIPLE point-to-point comparison"
+	@echo "make bench-go        Go benchmarks (kernels, reductions)"
+	@echo "make fuzz            run each fuzzer for FUZZTIME (default 20s)"
+
+# deps installs only what is missing: a no-op (no apt, no network) when all is there.
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@$(GO) mod download
+
+build: deps
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/dml
+
+vet: deps
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+test: deps fmt-check vet
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+test-short: deps
+	$(GO) test -count=1 -short ./...
+
+demo: build
+	$(MPIRUN) -np $(NP) $(BIN) bench allreduce -b 4K -e 16M -f 4
+
+bench: build
+	$(MPIRUN) -np 2 $(BIN) bench allreduce -b 4K -e 64M -f 2
+	$(MPIRUN) -np 4 $(BIN) bench allreduce -b 4K -e 64M -f 2
+
+bench-exchange: deps
+	$(GO) test -c -o bin/mpi.test ./collectives/mpi
+	$(MPIRUN) -np 2 bin/mpi.test -test.run x -test.bench Exchange -test.benchtime 2000x
+	DML_MPI_THREADS=multiple $(MPIRUN) -np 2 -x DML_MPI_THREADS bin/mpi.test -test.run x -test.bench Exchange -test.benchtime 2000x
+
+bench-go: deps
+	$(GO) test -run x -bench . ./kernels/... ./collectives/
+
+FUZZTIME ?= 20s
+fuzz: deps
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run x -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+)
+
+// AllreduceConfig is one `dml bench allreduce` sweep. Sizes run from
+// MinBytes to MaxBytes, multiplied by Factor each time (nccl-tests' -b, -e,
+// -f); each size is timed Iters times after Warmup untimed runs.
+type AllreduceConfig struct {
+	MinBytes, MaxBytes int64
+	Factor             int64
+	Iters, Warmup      int
+	Algorithms         []collectives.Algorithm
+	Op                 collectives.Op
+	// SegmentBytes is the ring's pipelining unit (0: the default).
+	SegmentBytes int
+}
+
+// DefaultAllreduceConfig is what `dml bench allreduce` runs with no flags.
+func DefaultAllreduceConfig() AllreduceConfig {
+	return AllreduceConfig{
+		MinBytes: 4 << 10, MaxBytes: 64 << 20, Factor: 2, Iters: 20, Warmup: 5,
+		Algorithms: []collectives.Algorithm{collectives.Ring, collectives.Tree, collectives.Native},
+		Op:         collectives.Sum,
+	}
+}
+
+// Validate reports the first bad field as a usage error.
+func (c AllreduceConfig) Validate() error {
+	switch {
+	case c.MinBytes <= 0 || c.MaxBytes <= 0:
+		return fmt.Errorf("sizes must be greater than 0 (got -b %d -e %d)", c.MinBytes, c.MaxBytes)
+	case c.MinBytes > c.MaxBytes:
+		return fmt.Errorf("min size -b %s is above max size -e %s", FormatSize(c.MinBytes), FormatSize(c.MaxBytes))
+	case c.MinBytes < 4:
+		return fmt.Errorf("min size -b %d is below one float32 (4 bytes)", c.MinBytes)
+	case c.MaxBytes > 1<<33:
+		return fmt.Errorf("max size -e %s is above 8G", FormatSize(c.MaxBytes))
+	case c.Factor < 2:
+		return fmt.Errorf("step factor -f %d must be at least 2", c.Factor)
+	case c.Iters < 1:
+		return fmt.Errorf("iterations -n %d must be at least 1", c.Iters)
+	case c.Warmup < 0:
+		return fmt.Errorf("warm-up iterations -w %d must not be negative", c.Warmup)
+	case len(c.Algorithms) == 0:
+		return fmt.Errorf("no algorithm given (--algo ring,tree,mpi)")
+	case c.SegmentBytes < 0:
+		return fmt.Errorf("segment size %d must not be negative", c.SegmentBytes)
+	}
+	return nil
+}
+
+// Sizes lists the message sizes of the sweep, each a whole number of float32s.
+func (c AllreduceConfig) Sizes() []int64 {
+	var out []int64
+	for s := c.MinBytes; s <= c.MaxBytes; s *= c.Factor {
+		out = append(out, s/4*4)
+		if s > c.MaxBytes/c.Factor {
+			break
+		}
+	}
+	return out
+}
+
+// Row is one line of the table.
+type Row struct {
+	Algo    string  `json:"algo"`
+	Size    int64   `json:"size"`
+	Count   int     `json:"count"`
+	TimeUS  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw"`
+	BusBW   float64 `json:"busbw"`
+	Wrong   int     `json:"wrong"`
+	Ranks   int     `json:"ranks"`
+	Samples int     `json:"-"`
+}
+
+// fill gives rank r element i a small integer, so that the sum over ranks
+// is exact and known: Σ_r (r+1)·(i mod 97) = n(n+1)/2 · (i mod 97).
+func fill(buf []float32, r int) {
+	for i := range buf {
+		buf[i] = float32((r + 1) * (i % 97))
+	}
+}
+
+func wrong(buf []float32, n int, op collectives.Op) int {
+	bad := 0
+	for i, v := range buf {
+		want := float64(n*(n+1)/2) * float64(i%97)
+		if op == collectives.Avg {
+			want /= float64(n)
+		}
+		d := float64(v) - want
+		if d > 1e-5*want+1e-6 || d < -(1e-5*want+1e-6) {
+			bad++
+		}
+	}
+	return bad
+}
+
+// RunAllreduce runs the sweep on every rank (all ranks must call it with the
+// same config) and calls emit on rank 0 for each row as it is measured.
+// A row's time is the median over iterations of the slowest rank's time;
+// #wrong counts the elements, summed over ranks, that differ from the
+// exact expected value after the last iteration.
+func RunAllreduce(c collectives.Comm, cfg AllreduceConfig, emit func(Row)) ([]Row, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := c.Size()
+	sizes := cfg.Sizes()
+	buf := make([]float32, sizes[len(sizes)-1]/4)
+	times := make([]float32, cfg.Iters)
+	all := make([]float32, cfg.Iters*n)
+	var rows []Row
+	for _, algo := range cfg.Algorithms {
+		ar := &collectives.Allreducer{Comm: c, Algorithm: algo, SegmentBytes: cfg.SegmentBytes}
+		for _, size := range sizes {
+			b := buf[:size/4]
+			for it := -cfg.Warmup; it < cfg.Iters; it++ {
+				fill(b, c.Rank())
+				if err := c.Barrier(); err != nil {
+					return rows, err
+				}
+				t0 := time.Now()
+				if err := ar.Allreduce(b, cfg.Op); err != nil {
+					return rows, fmt.Errorf("%s, %d bytes: %w", algo, size, err)
+				}
+				if it >= 0 {
+					times[it] = float32(time.Since(t0).Seconds() * 1e6)
+				}
+			}
+			// The slowest rank sets each iteration's time; #wrong is summed.
+			if err := collectives.Allgather(c, times, all); err != nil {
+				return rows, err
+			}
+			bad := []float32{float32(wrong(b, n, cfg.Op))}
+			if err := collectives.Allreduce(c, bad, collectives.Sum, collectives.Tree); err != nil {
+				return rows, err
+			}
+			perIter := make([]float64, cfg.Iters)
+			for it := range perIter {
+				for q := 0; q < n; q++ {
+					perIter[it] = max(perIter[it], float64(all[q*cfg.Iters+it]))
+				}
+			}
+			slices.Sort(perIter)
+			us := perIter[len(perIter)/2]
+			if len(perIter)%2 == 0 {
+				us = (perIter[len(perIter)/2-1] + perIter[len(perIter)/2]) / 2
+			}
+			algbw := float64(size) / us / 1e3 // bytes/µs = MB/s; /1e3 → GB/s
+			row := Row{Algo: string(algo), Size: size, Count: int(size / 4), TimeUS: us, AlgBW: algbw,
+				BusBW: algbw * 2 * float64(n-1) / float64(n), Wrong: int(bad[0]), Ranks: n, Samples: cfg.Iters}
+			rows = append(rows, row)
+			if c.Rank() == 0 && emit != nil {
+				emit(row)
+			}
+		}
+	}
+	return rows, nil
+}

@@ -1,0 +1,127 @@
+// Command dml is the distributed trainer's CLI: `dml train`, `dml eval` and
+// `dml bench …`, each run as one rank of an MPI job (or alone, as a world of
+// one rank). The work lives in the packages; this file parses flags, wires
+// them together and formats output.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `dml — distributed training over MPI (ring AllReduce or parameter server)
+
+Usage:
+  mpirun -np N dml <command> [flags]
+  dml <command> [flags]            (a world of one rank)
+
+Commands:
+  train             train a model data-parallel across the ranks
+  eval              evaluate saved weights on a dataset
+  bench allreduce   time AllReduce algorithms (nccl-tests style table)
+  version           print the version
+
+Run 'dml <command> --help' for a command's flags.
+`
+
+// version is set at build time by the Makefile (-ldflags -X main.version=…).
+var version = "dev"
+
+// errUsage marks errors that are the user's input: exit code 2, with a hint.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the exit code: 0 success,
+// 1 failure at run time, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, "dml", version)
+		return 0
+	case "bench":
+		err = cmdBench(args[1:], stdout, stderr)
+	case "train":
+		err = cmdTrain(args[1:], stdout, stderr)
+	case "eval":
+		err = cmdEval(args[1:], stdout, stderr)
+	default:
+		err = usageErr("unknown command %q (want train, eval, bench or version; see 'dml --help')", args[0])
+	}
+	return report(err, stderr)
+}
+
+func report(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		if printsErrors() {
+			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		}
+		return 2
+	default:
+		fmt.Fprintf(stderr, "dml: %v\n", err)
+		return 1
+	}
+}
+
+// printsErrors is true on the rank that reports usage errors: rank 0 of an
+// MPI job (every rank sees the same flags, so one message is enough), or
+// the only process.
+func printsErrors() bool {
+	r := os.Getenv("OMPI_COMM_WORLD_RANK")
+	if r == "" {
+		r = os.Getenv("PMI_RANK")
+	}
+	return r == "" || r == "0"
+}
+
+// newFlags returns a FlagSet that prints its usage to stdout on --help and
+// turns parse errors into usage errors.
+func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "%s\n\nFlags:\n", synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	return fs
+}
+
+// parse parses args, mapping errors to usage errors (and --help to flag.ErrHelp).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return err
+		}
+		return usageErr("%s: %v (see 'dml %s --help')", fs.Name(), err, fs.Name())
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q (see 'dml %s --help')", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/collectives/mpi"
+)
+
+// withWorld starts MPI (a singleton world of one rank without mpirun), runs
+// fn and shuts MPI down. An error in a job of several ranks aborts the whole
+// job (MPI_Abort), so that no rank is left waiting for one that gave up.
+func withWorld(fn func(c collectives.Comm) error) error {
+	c, err := mpi.Init()
+	if err != nil {
+		return fmt.Errorf("starting MPI: %w", err)
+	}
+	if err := fn(c); err != nil {
+		if c.Size() > 1 {
+			c.Abort(1, err)
+		}
+		return err
+	}
+	if err := mpi.Finalize(); err != nil {
+		fmt.Fprintf(os.Stderr, "dml: rank %d: MPI_Finalize: %v\n", c.Rank(), err)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package collectives
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Allreducer runs AllReduce over one Comm and keeps its scratch buffers
+// between calls, so that a training loop that reduces the same gradient
+// buffer every step allocates nothing after the first call. The zero
+// Algorithm is Auto. An Allreducer is used by one goroutine at a time.
+type Allreducer struct {
+	Comm      Comm
+	Algorithm Algorithm
+	// SegmentBytes is the ring's pipelining unit (DefaultSegmentBytes if 0).
+	SegmentBytes int
+	// SkipLengthCheck turns off the ring's check that every rank passed the
+	// same length (one tiny all-gather per call). Recursive doubling and
+	// MPI detect mismatches on their own.
+	SkipLengthCheck bool
+
+	scratch [2][]float32
+	lens    []float32
+}
+
+// NewAllreducer returns an Allreducer for c using algo.
+func NewAllreducer(c Comm, algo Algorithm) *Allreducer {
+	return &Allreducer{Comm: c, Algorithm: algo}
+}
+
+// Allreduce replaces buf on every rank with the element-wise reduction (op)
+// of all ranks' bufs, in place. Every rank must call it with the same
+// length, op and algorithm; a length mismatch returns an error wrapping
+// ErrLengthMismatch that names the ranks involved.
+func (a *Allreducer) Allreduce(buf []float32, op Op) error {
+	if op != Sum && op != Avg {
+		return fmt.Errorf("allreduce: unknown op %v", op)
+	}
+	algo := a.Algorithm
+	if algo == "" || algo == Auto {
+		algo = Ring
+		if 4*len(buf) < AutoThresholdBytes {
+			algo = Tree
+		}
+	}
+	switch algo {
+	case Ring:
+		if !a.SkipLengthCheck {
+			if err := a.checkLengths(len(buf)); err != nil {
+				return err
+			}
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		return a.ring(buf, op)
+	case Tree:
+		return a.recursiveDoubling(buf, op)
+	case Native:
+		nat, ok := a.Comm.(NativeAllreducer)
+		if !ok {
+			return fmt.Errorf("allreduce: the %T transport has no native AllReduce (algorithm %q)", a.Comm, Native)
+		}
+		if err := nat.NativeAllreduceSum(buf); err != nil {
+			return fmt.Errorf("allreduce (native): %w", err)
+		}
+		if op == Avg {
+			scale(buf, 1/float32(a.Comm.Size()))
+		}
+		return nil
+	}
+	return fmt.Errorf("allreduce: unknown algorithm %q", algo)
+}
+
+// Allreduce is the one-shot form of Allreducer.Allreduce.
+func Allreduce(c Comm, buf []float32, op Op, algo Algorithm) error {
+	return NewAllreducer(c, algo).Allreduce(buf, op)
+}
+
+// checkLengths all-gathers every rank's length (as the bits of two float32s,
+// which travel unchanged) and fails on every rank alike if they differ.
+func (a *Allreducer) checkLengths(n int) error {
+	c := a.Comm
+	if c.Size() == 1 {
+		return nil
+	}
+	if len(a.lens) != 2*c.Size() {
+		a.lens = make([]float32, 2*c.Size())
+	}
+	mine := []float32{math.Float32frombits(uint32(uint64(n) >> 32)), math.Float32frombits(uint32(n))}
+	if err := Allgather(c, mine, a.lens); err != nil {
+		return fmt.Errorf("allreduce length check: %w", err)
+	}
+	got := make([]int, c.Size())
+	bad := false
+	for i := range got {
+		got[i] = int(uint64(math.Float32bits(a.lens[2*i]))<<32 | uint64(math.Float32bits(a.lens[2*i+1])))
+		bad = bad || got[i] != n
+	}
+	if !bad {
+		return nil
+	}
+	var parts []string
+	for i, l := range got {
+		parts = append(parts, fmt.Sprintf("rank %d: %d", i, l))
+	}
+	return fmt.Errorf("allreduce: ranks passed different lengths (%s): %w", strings.Join(parts, ", "), ErrLengthMismatch)
+}

@@ -1,0 +1,211 @@
+// Package collectivestest is the conformance suite for collectives.Comm
+// transports and the algorithms written on them. Every rank of a world calls
+// Run with its own Comm; each check gives every rank different input (never
+// all ones), compares with a plain reference computed from the same formula,
+// and covers length 0, lengths below the rank count, lengths not divisible
+// by it, and segment sizes that force the ring to pipeline.
+package collectivestest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/dml-project/dml/collectives"
+)
+
+// Lengths returns the buffer lengths the suite tries for n ranks.
+func Lengths(n int) []int {
+	ls := []int{0, 1, 2, 3, n - 1, n, n + 1, 2*n + 1, 7, 31, 100, 1000, 4099, 65537}
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range ls {
+		if l >= 0 && !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// value is rank r's element i: small integers, so that sums are exact in
+// any order and the expected result is known without rounding questions.
+func value(r, i int) float32 { return float32((r+1)*(i%251) - 3*r + i%7) }
+
+// Run runs every check on this rank and returns the first failure. algos are
+// the AllReduce algorithms to test (Native only where the transport has one).
+func Run(c collectives.Comm, algos []collectives.Algorithm) error {
+	checks := []struct {
+		name string
+		fn   func(collectives.Comm, []collectives.Algorithm) error
+	}{
+		{"allreduce exact", checkAllreduceExact},
+		{"allreduce identical bits", checkAllreduceIdentical},
+		{"allreduce length mismatch", checkLengthMismatch},
+		{"broadcast", checkBroadcast},
+		{"allgather", checkAllgather},
+	}
+	for _, ch := range checks {
+		if err := ch.fn(c, algos); err != nil {
+			return fmt.Errorf("rank %d of %d: %s: %w", c.Rank(), c.Size(), ch.name, err)
+		}
+		if err := c.Barrier(); err != nil {
+			return fmt.Errorf("rank %d: barrier after %s: %w", c.Rank(), ch.name, err)
+		}
+	}
+	return nil
+}
+
+func checkAllreduceExact(c collectives.Comm, algos []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	for _, algo := range algos {
+		for _, segBytes := range []int{12, 4096, 0} {
+			ar := &collectives.Allreducer{Comm: c, Algorithm: algo, SegmentBytes: segBytes}
+			for _, l := range Lengths(n) {
+				if segBytes == 12 && l > 1000 {
+					continue // tiny segments on big buffers only add time
+				}
+				for _, op := range []collectives.Op{collectives.Sum, collectives.Avg} {
+					buf := make([]float32, l)
+					for i := range buf {
+						buf[i] = value(r, i)
+					}
+					if err := ar.Allreduce(buf, op); err != nil {
+						return fmt.Errorf("%s len %d seg %dB %v: %w", algo, l, segBytes, op, err)
+					}
+					for i, got := range buf {
+						var want float64
+						for q := 0; q < n; q++ {
+							want += float64(value(q, i))
+						}
+						if op == collectives.Avg {
+							want /= float64(n)
+						}
+						if math.Abs(float64(got)-want) > 1e-6*math.Max(1, math.Abs(want)) {
+							return fmt.Errorf("%s len %d seg %dB %v: element %d = %v, want %v", algo, l, segBytes, op, i, got, want)
+						}
+					}
+				}
+				if algo != collectives.Ring && segBytes != 0 {
+					break // segments only matter to the ring
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkAllreduceIdentical reduces random floats (sums not exact) and checks
+// that every rank holds the same bits and is close to a float64 reference.
+func checkAllreduceIdentical(c collectives.Comm, algos []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	const l = 10007
+	gen := func(q int) []float32 {
+		rng := rand.New(rand.NewPCG(uint64(q), 42))
+		v := make([]float32, l)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	ref := make([]float64, l)
+	for q := 0; q < n; q++ {
+		for i, x := range gen(q) {
+			ref[i] += float64(x)
+		}
+	}
+	for _, algo := range algos {
+		buf := gen(r)
+		ar := &collectives.Allreducer{Comm: c, Algorithm: algo, SegmentBytes: 4000}
+		if err := ar.Allreduce(buf, collectives.Sum); err != nil {
+			return fmt.Errorf("%s: %w", algo, err)
+		}
+		var h uint64 = 14695981039346656037
+		for i, x := range buf {
+			if math.Abs(float64(x)-ref[i]) > 1e-5*float64(n)*math.Max(1, math.Abs(ref[i])) {
+				return fmt.Errorf("%s: element %d = %v, float64 reference %v", algo, i, x, ref[i])
+			}
+			h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
+		}
+		mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
+		all := make([]float32, 2*n)
+		if err := collectives.Allgather(c, mine, all); err != nil {
+			return err
+		}
+		for q := 0; q < n; q++ {
+			if math.Float32bits(all[2*q]) != math.Float32bits(mine[0]) || math.Float32bits(all[2*q+1]) != math.Float32bits(mine[1]) {
+				return fmt.Errorf("%s: rank %d's result differs bitwise from rank %d's", algo, q, r)
+			}
+		}
+	}
+	return nil
+}
+
+// checkLengthMismatch gives the last rank one element more; the ring's check
+// must fail on every rank and name that rank.
+func checkLengthMismatch(c collectives.Comm, _ []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	if n == 1 {
+		return nil
+	}
+	l := 100
+	if r == n-1 {
+		l++
+	}
+	err := collectives.Allreduce(c, make([]float32, l), collectives.Sum, collectives.Ring)
+	if !errors.Is(err, collectives.ErrLengthMismatch) {
+		return fmt.Errorf("got %v, want ErrLengthMismatch", err)
+	}
+	if want := fmt.Sprintf("rank %d: 101", n-1); !strings.Contains(err.Error(), want) {
+		return fmt.Errorf("error %q does not name %q", err, want)
+	}
+	return nil
+}
+
+func checkBroadcast(c collectives.Comm, _ []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	for root := 0; root < n; root++ {
+		for _, l := range []int{0, 1, n + 1, 1000} {
+			buf := make([]float32, l)
+			for i := range buf {
+				buf[i] = value(r, i)
+			}
+			if err := collectives.Broadcast(c, buf, root); err != nil {
+				return fmt.Errorf("root %d len %d: %w", root, l, err)
+			}
+			for i, got := range buf {
+				if got != value(root, i) {
+					return fmt.Errorf("root %d len %d: element %d = %v, want %v", root, l, i, got, value(root, i))
+				}
+			}
+		}
+	}
+	if err := collectives.Broadcast(c, nil, n); !errors.Is(err, collectives.ErrBadRank) {
+		return fmt.Errorf("root %d: got %v, want ErrBadRank", n, err)
+	}
+	return nil
+}
+
+func checkAllgather(c collectives.Comm, _ []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	for _, m := range []int{0, 1, 3, 257} {
+		send := make([]float32, m)
+		for i := range send {
+			send[i] = value(r, i)
+		}
+		recv := make([]float32, n*m)
+		if err := collectives.Allgather(c, send, recv); err != nil {
+			return fmt.Errorf("block %d: %w", m, err)
+		}
+		for q := 0; q < n; q++ {
+			for i := 0; i < m; i++ {
+				if got := recv[q*m+i]; got != value(q, i) {
+					return fmt.Errorf("block %d: rank %d element %d = %v, want %v", m, q, i, got, value(q, i))
+				}
+			}
+		}
+	}
+	return nil
+}

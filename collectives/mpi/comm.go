@@ -1,0 +1,288 @@
+// Package mpi is the collectives.Comm transport over MPI (MPI_COMM_WORLD):
+// gompi (github.com/sbromberger/gompi) for what it covers, and a small cgo
+// shim (shim.go) for non-blocking point-to-point calls, deadlines and error
+// codes. It is the only package that calls MPI.
+//
+// Buffers are handed to MPI in place (no staging copies): a []float32 is
+// passed as MPI_FLOAT data, pinned with runtime.Pinner until its request
+// completes.
+package mpi
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	gompi "github.com/sbromberger/gompi"
+
+	"github.com/dml-project/dml/collectives"
+)
+
+// DefaultTimeout bounds every wait for a peer.
+const DefaultTimeout = 5 * time.Minute
+
+// Comm is MPI_COMM_WORLD as a collectives.Comm. Use it from one goroutine
+// at a time (MPI is initialised with MPI_THREAD_SERIALIZED).
+type Comm struct {
+	rank, size int
+	// Timeout bounds each wait for a peer; a wait that runs out fails with
+	// collectives.ErrTimeout naming the peer.
+	Timeout time.Duration
+}
+
+var (
+	_ collectives.Comm             = (*Comm)(nil)
+	_ collectives.NativeAllreducer = (*Comm)(nil)
+)
+
+var (
+	initOnce sync.Once
+	world    *Comm
+	initErr  error
+)
+
+// Launched reports whether this process was started by an MPI launcher
+// (mpirun/mpiexec of OpenMPI, or a PMI-based one such as srun or MPICH's).
+func Launched() bool {
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// LocalRank is this rank's index among the ranks on its node (for picking a
+// GPU), or 0 when the launcher does not say.
+func LocalRank() int {
+	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"} {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+			return v
+		}
+	}
+	return 0
+}
+
+// Init initialises MPI once per process and returns the world communicator.
+// Without a launcher, OpenMPI starts as a singleton: a world of one rank.
+// Setting DML_MPI_THREADS=multiple asks for MPI_THREAD_MULTIPLE instead of
+// MPI_THREAD_SERIALIZED (for the comparison in exchange_test.go).
+func Init() (*Comm, error) {
+	initOnce.Do(func() {
+		var provided C.int
+		multiple := C.int(0)
+		if os.Getenv("DML_MPI_THREADS") == "multiple" {
+			multiple = 1
+		}
+		if err := mpiError(C.dml_init(multiple, &provided)); err != nil {
+			initErr = fmt.Errorf("MPI_Init_thread: %w", err)
+			return
+		}
+		if multiple == 1 && provided != C.MPI_THREAD_MULTIPLE {
+			initErr = fmt.Errorf("MPI_Init_thread: asked for MPI_THREAD_MULTIPLE, MPI provides level %d", int(provided))
+			return
+		}
+		var r, n C.int
+		if err := mpiError(C.dml_rank(&r)); err != nil {
+			initErr = fmt.Errorf("MPI_Comm_rank: %w", err)
+			return
+		}
+		if err := mpiError(C.dml_size(&n)); err != nil {
+			initErr = fmt.Errorf("MPI_Comm_size: %w", err)
+			return
+		}
+		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout}
+	})
+	return world, initErr
+}
+
+// Finalize shuts MPI down; call it once, after the last collective.
+func Finalize() error {
+	if !gompi.IsOn() {
+		return nil
+	}
+	return mpiError(C.dml_finalize())
+}
+
+// Wtime is MPI_Wtime: seconds since an arbitrary point, for timings.
+func Wtime() float64 { return gompi.WorldTime() }
+
+// Rank implements collectives.Comm.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size implements collectives.Comm.
+func (c *Comm) Size() int { return c.size }
+
+func (c *Comm) checkPeer(p int, wildcard bool) error {
+	if wildcard && p == collectives.AnySource {
+		return nil
+	}
+	if p < 0 || p >= c.size {
+		return fmt.Errorf("rank %d: peer %d not in [0,%d): %w", c.rank, p, c.size, collectives.ErrBadRank)
+	}
+	return nil
+}
+
+func (c *Comm) timeout() C.double {
+	if c.Timeout <= 0 {
+		return C.double(DefaultTimeout.Seconds())
+	}
+	return C.double(c.Timeout.Seconds())
+}
+
+// request is an outstanding MPI_Isend or MPI_Irecv.
+type request struct {
+	c      *Comm
+	req    C.MPI_Request
+	pin    runtime.Pinner
+	n      int // elements expected (receives)
+	peer   int
+	tag    int
+	recv   bool
+	done   bool
+	result error
+}
+
+// Wait implements collectives.Request.
+func (q *request) Wait() error {
+	if q.done {
+		return q.result
+	}
+	q.done = true
+	defer q.pin.Unpin()
+	var count C.int
+	rc := C.dml_wait(&q.req, q.c.timeout(), &count)
+	what, dir := "send", "to"
+	if q.recv {
+		what, dir = "recv", "from"
+	}
+	switch {
+	case rc == dmlTimeout:
+		q.result = fmt.Errorf("rank %d: %s %s rank %d tag %d: no progress after %v: %w",
+			q.c.rank, what, dir, q.peer, q.tag, q.c.Timeout, collectives.ErrTimeout)
+	case rc == C.MPI_ERR_TRUNCATE:
+		q.result = fmt.Errorf("rank %d: recv from rank %d tag %d: message longer than the %d elements expected: %w",
+			q.c.rank, q.peer, q.tag, q.n, collectives.ErrLengthMismatch)
+	case rc != C.MPI_SUCCESS:
+		q.result = fmt.Errorf("rank %d: %s %s rank %d tag %d: %w", q.c.rank, what, dir, q.peer, q.tag, mpiError(rc))
+	case q.recv && int(count) != q.n:
+		q.result = fmt.Errorf("rank %d: recv from rank %d tag %d: got %d elements, want %d: %w",
+			q.c.rank, q.peer, q.tag, int(count), q.n, collectives.ErrLengthMismatch)
+	}
+	return q.result
+}
+
+// Isend implements collectives.Comm.
+func (c *Comm) Isend(buf []float32, to, tag int) (collectives.Request, error) {
+	if err := c.checkPeer(to, false); err != nil {
+		return nil, err
+	}
+	q := &request{c: c, peer: to, tag: tag}
+	p := ptr(buf)
+	if p != nil {
+		q.pin.Pin(&buf[0])
+	}
+	if err := mpiError(C.dml_isend_f32(p, C.int(len(buf)), C.int(to), C.int(tag), &q.req)); err != nil {
+		q.pin.Unpin()
+		return nil, fmt.Errorf("rank %d: MPI_Isend to rank %d: %w", c.rank, to, err)
+	}
+	return q, nil
+}
+
+// Irecv implements collectives.Comm.
+func (c *Comm) Irecv(buf []float32, from, tag int) (collectives.Request, error) {
+	if err := c.checkPeer(from, false); err != nil {
+		return nil, err
+	}
+	q := &request{c: c, peer: from, tag: tag, recv: true, n: len(buf)}
+	p := ptr(buf)
+	if p != nil {
+		q.pin.Pin(&buf[0])
+	}
+	if err := mpiError(C.dml_irecv_f32(p, C.int(len(buf)), C.int(from), C.int(tag), &q.req)); err != nil {
+		q.pin.Unpin()
+		return nil, fmt.Errorf("rank %d: MPI_Irecv from rank %d: %w", c.rank, from, err)
+	}
+	return q, nil
+}
+
+// SendBytes implements collectives.Comm.
+func (c *Comm) SendBytes(buf []byte, to, tag int) error {
+	if err := c.checkPeer(to, false); err != nil {
+		return err
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	if len(buf) > 0 {
+		pin.Pin(&buf[0])
+	}
+	if err := mpiError(C.dml_send_bytes(ptr(buf), C.int(len(buf)), C.int(to), C.int(tag))); err != nil {
+		return fmt.Errorf("rank %d: send to rank %d tag %d: %w", c.rank, to, tag, err)
+	}
+	return nil
+}
+
+// RecvBytes implements collectives.Comm.
+func (c *Comm) RecvBytes(from, tag int) ([]byte, int, int, error) {
+	if err := c.checkPeer(from, true); err != nil {
+		return nil, 0, 0, err
+	}
+	var src, gotTag, count C.int
+	rc := C.dml_probe(C.int(from), C.int(tag), c.timeout(), &src, &gotTag, &count)
+	if rc == dmlTimeout {
+		return nil, 0, 0, fmt.Errorf("rank %d: recv bytes from rank %d tag %d: no message after %v: %w",
+			c.rank, from, tag, c.Timeout, collectives.ErrTimeout)
+	}
+	if err := mpiError(rc); err != nil {
+		return nil, 0, 0, fmt.Errorf("rank %d: probe from rank %d tag %d: %w", c.rank, from, tag, err)
+	}
+	buf := make([]byte, int(count))
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	if len(buf) > 0 {
+		pin.Pin(&buf[0])
+	}
+	if err := mpiError(C.dml_recv_bytes(ptr(buf), count, src, gotTag)); err != nil {
+		return nil, int(src), int(gotTag), fmt.Errorf("rank %d: recv bytes from rank %d: %w", c.rank, int(src), err)
+	}
+	return buf, int(src), int(gotTag), nil
+}
+
+// Barrier implements collectives.Comm.
+func (c *Comm) Barrier() error {
+	if err := mpiError(C.dml_barrier()); err != nil {
+		return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
+	}
+	return nil
+}
+
+// Abort implements collectives.Comm: it prints err and calls MPI_Abort,
+// which ends every rank of the job.
+func (c *Comm) Abort(code int, err error) {
+	fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.rank, err)
+	C.dml_abort(C.int(code))
+	os.Exit(code) // MPI_Abort does not return; this is for the singleton case.
+}
+
+// NativeAllreduceSum is MPI_Allreduce(MPI_IN_PLACE, …, MPI_SUM): the
+// baseline the collectives package measures itself against.
+func (c *Comm) NativeAllreduceSum(buf []float32) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&buf[0])
+	if err := mpiError(C.dml_allreduce_sum_f32(ptr(buf), C.int(len(buf)))); err != nil {
+		return fmt.Errorf("rank %d: MPI_Allreduce: %w", c.rank, err)
+	}
+	return nil
+}

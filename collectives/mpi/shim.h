@@ -1,0 +1,23 @@
+// Declarations of shim.c, shared by the Go files of package mpi.
+#ifndef DML_SHIM_H
+#define DML_SHIM_H
+#include <mpi.h>
+
+#define DML_TIMEOUT (-1)
+
+int dml_init(int multiple, int *provided);
+int dml_rank(int *r);
+int dml_size(int *n);
+int dml_finalize(void);
+void dml_abort(int code);
+int dml_barrier(void);
+int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req);
+int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req);
+int dml_send_bytes(void *buf, int n, int to, int tag);
+int dml_allreduce_sum_f32(void *buf, int n);
+int dml_wait(MPI_Request *req, double timeout, int *count);
+int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *count);
+int dml_recv_bytes(void *buf, int n, int from, int tag);
+void dml_error_string(int code, char *out, int *len);
+
+#endif
