@@ -90,3 +90,13 @@ type Backend interface {
 	// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
 	Adagrad(w, g, h Buffer, lr, eps, wd float32) error
 }
+
+// HostBuffer is a Buffer that lives in host memory and shows it. Code that
+// must hand a buffer to the host side (the gradient AllReduce) checks for
+// it and skips the Download/Upload round trip; device buffers do not
+// implement it.
+type HostBuffer interface {
+	Buffer
+	// Data is the buffer's memory itself, not a copy.
+	Data() []float32
+}

@@ -1,11 +1,246 @@
 package main
 
-import "io"
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pkg/profile"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// intList is a flag holding comma-separated positive integers ("256,128").
+type intList struct{ v *[]int }
+
+func (l intList) String() string {
+	if l.v == nil {
+		return ""
+	}
+	s := make([]string, len(*l.v))
+	for i, x := range *l.v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l intList) Set(s string) error {
+	*l.v = nil
+	if strings.TrimSpace(s) == "" {
+		return fmt.Errorf("empty list")
+	}
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || x <= 0 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		*l.v = append(*l.v, x)
+	}
+	return nil
+}
+
+// float32Flag parses a float32.
+type float32Flag struct{ v *float32 }
+
+func (f float32Flag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*f.v), 'g', -1, 32)
+}
+
+func (f float32Flag) Set(s string) error {
+	x, err := strconv.ParseFloat(s, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", s)
+	}
+	*f.v = float32(x)
+	return nil
+}
+
+// commonFlags are the flags train and eval share.
+type commonFlags struct {
+	backend string
+	profile string
+	timeout time.Duration
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.backend, "backend", "cpu", "compute backend: cpu (pure Go)")
+	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
+}
+
+func (c *commonFlags) check() error {
+	if c.backend != "cpu" {
+		return usageErr("--backend %q: this build has the cpu backend only", c.backend)
+	}
+	switch c.profile {
+	case "", "cpu", "mem", "block", "mutex", "trace":
+	default:
+		return usageErr("--profile %q: want cpu, mem, block, mutex or trace", c.profile)
+	}
+	if c.timeout <= 0 {
+		return usageErr("--timeout %v must be positive", c.timeout)
+	}
+	return nil
+}
+
+func (c *commonFlags) newBackend() kernels.Backend { return cpu.New() }
+
+// startProfile starts pkg/profile on rank 0 when asked; the returned stop
+// function is safe to call either way.
+func (c *commonFlags) startProfile(rank int) func() {
+	if c.profile == "" || rank != 0 {
+		return func() {}
+	}
+	opt := map[string]func(*profile.Profile){"cpu": profile.CPUProfile, "mem": profile.MemProfile,
+		"block": profile.BlockProfile, "mutex": profile.MutexProfile, "trace": profile.TraceProfile}[c.profile]
+	return profile.Start(opt, profile.ProfilePath("."), profile.NoShutdownHook).Stop
+}
+
+func setTimeout(c collectives.Comm, d time.Duration) {
+	if m, ok := c.(*mpi.Comm); ok {
+		m.Timeout = d
+	}
+}
+
+func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
+	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm or synthetic")
+	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST folder (the four IDX .gz files)")
+	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm")
+	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
+	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")
+	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
+	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
+	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
+}
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
-	return usageErr("train: not built yet")
+	cfg := trainer.DefaultConfig()
+	var cf commonFlags
+	fs := newFlags("train", `Usage: mpirun -np N dml train [flags]
+
+Trains a model data-parallel: every rank holds a strided shard of the data,
+computes the gradient of its part of each global batch (N × --batch
+samples), the ranks sum the gradients with one AllReduce per step, and each
+applies the same update. Rank 0 prints one line per epoch.
+
+Example:
+  mpirun -np 2 dml train --model mlp --hidden 256,128 --data fashion-mnist \
+      --epochs 5 --batch 64 --lr 0.05 --sync allreduce`, stdout)
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression) or logreg (binary)")
+	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
+	registerData(fs, &cfg.Data)
+	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch)")
+	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; -1: no limit)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
+	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
+	fs.StringVar(&cfg.Opt.Name, "optimizer", cfg.Opt.Name, "optimizer: sgd, momentum or adagrad")
+	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
+	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
+	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
+	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
+	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce")
+	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
+	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs (and after the last; 0: never)")
+	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (rank 0)")
+	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (rank 0)")
+	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
+	cf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	bar, err := showProgress(*progress, stdout)
+	if err != nil {
+		return err
+	}
+	cfg.Allreduce = collectives.Algorithm(*algo)
+	cfg.Timeout = cf.timeout
+	if err := cfg.Validate(); err != nil {
+		return usageErr("train: %v", err)
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	return withWorld(func(c collectives.Comm) error {
+		setTimeout(c, cf.timeout)
+		defer cf.startProfile(c.Rank())()
+		tr := &trainer.Trainer{Comm: c, Backend: cf.newBackend(), Out: stdout, Progress: bar}
+		_, err := tr.Run(cfg)
+		return err
+	})
+}
+
+// showProgress decides on the progress bar. Under mpirun a rank's stdout is
+// a pseudo-terminal even when mpirun's own output goes to a file, so "auto"
+// draws the bar only outside mpirun.
+func showProgress(mode string, stdout io.Writer) (bool, error) {
+	switch mode {
+	case "always":
+		return true, nil
+	case "never":
+		return false, nil
+	case "auto":
+		return trainer.IsTerminal(stdout) && !mpi.Launched(), nil
+	}
+	return false, usageErr("train: --progress %q: want auto, always or never", mode)
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) error {
-	return usageErr("eval: not built yet")
+	dc := trainer.DefaultConfig().Data
+	var cf commonFlags
+	fs := newFlags("eval", `Usage: [mpirun -np N] dml eval --weights FILE [data flags]
+
+Evaluates weights saved by 'dml train --save' (or any .npz with layerK.weight
+[out, in] and layerK.bias [out]) on a dataset's test set, and prints the
+accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
+	weights := fs.String("weights", "", "the .npz weights file (required)")
+	batch := fs.Int("batch", 1000, "evaluation batch size")
+	seed := fs.Uint64("seed", trainer.DefaultConfig().Seed, "seed of the synthetic data (as given to train)")
+	registerData(fs, &dc)
+	cf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case *weights == "":
+		return usageErr("eval: --weights FILE is required")
+	case *batch <= 0:
+		return usageErr("eval: --batch %d must be greater than 0", *batch)
+	}
+	if err := dc.Validate(); err != nil {
+		return usageErr("eval: %v", err)
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	arch, params, err := trainer.LoadNPZ(*weights)
+	if err != nil {
+		return err
+	}
+	return withWorld(func(c collectives.Comm) error {
+		setTimeout(c, cf.timeout)
+		_, test, err := dc.Load(*seed)
+		if err != nil {
+			return err
+		}
+		ev, err := trainer.Evaluate(c, cf.newBackend(), arch, params, test, *batch)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			fmt.Fprintf(stdout, "%s on %d test samples: accuracy %.4f  loss %.4f\n", *weights, ev.Samples, ev.Accuracy, ev.Loss)
+		}
+		return nil
+	})
 }

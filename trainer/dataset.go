@@ -1,0 +1,159 @@
+package trainer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// DataConfig says where the training and test sets come from.
+type DataConfig struct {
+	// Name: fashion-mnist, idx, libsvm or synthetic.
+	Name string `json:"name"`
+	// Dir is Fashion-MNIST's folder (data.DefaultFashionMNISTDir if empty).
+	Dir string `json:"dir"`
+	// Train and Test: for idx "IMAGES,LABELS" (raw or gzip), for libsvm a
+	// file each (Test optional: then a tenth of Train is held out).
+	Train string `json:"train"`
+	Test  string `json:"test"`
+	// Synthetic data: Samples training rows (plus a quarter as many test
+	// rows), Features columns, Classes classes, Gaussian Noise.
+	Samples  int     `json:"samples"`
+	Features int     `json:"features"`
+	Classes  int     `json:"classes"`
+	Noise    float64 `json:"noise"`
+}
+
+// DataNames lists the data sources.
+var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic"}
+
+// Validate reports a bad data setting.
+func (d DataConfig) Validate() error {
+	switch d.Name {
+	case "fashion-mnist":
+	case "idx":
+		if len(strings.Split(d.Train, ",")) != 2 {
+			return fmt.Errorf("--data idx needs --train IMAGES,LABELS (and optionally --test IMAGES,LABELS)")
+		}
+		if d.Test != "" && len(strings.Split(d.Test, ",")) != 2 {
+			return fmt.Errorf("--test %q: want IMAGES,LABELS", d.Test)
+		}
+	case "libsvm":
+		if d.Train == "" {
+			return fmt.Errorf("--data libsvm needs --train FILE (and optionally --test FILE)")
+		}
+	case "synthetic":
+		switch {
+		case d.Samples <= 0:
+			return fmt.Errorf("--samples %d must be greater than 0", d.Samples)
+		case d.Features <= 0:
+			return fmt.Errorf("--features %d must be greater than 0", d.Features)
+		case d.Classes < 2:
+			return fmt.Errorf("--classes %d must be at least 2", d.Classes)
+		case !(d.Noise >= 0):
+			return fmt.Errorf("--noise %v must not be negative", d.Noise)
+		}
+	default:
+		return fmt.Errorf("--data: unknown source %q (want %s)", d.Name, strings.Join(DataNames, ", "))
+	}
+	return nil
+}
+
+// Load reads (or generates) the whole training and test sets.
+func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
+	switch d.Name {
+	case "fashion-mnist":
+		return data.LoadFashionMNIST(d.Dir)
+	case "idx":
+		p := strings.Split(d.Train, ",")
+		if train, err = data.LoadIDXPair(p[0], p[1], 0); err != nil {
+			return nil, nil, err
+		}
+		if d.Test == "" {
+			return holdOut(train)
+		}
+		p = strings.Split(d.Test, ",")
+		if test, err = data.LoadIDXPair(p[0], p[1], 0); err != nil {
+			return nil, nil, err
+		}
+		if test.Cols != train.Cols {
+			return nil, nil, fmt.Errorf("test images have %d pixels, training images %d", test.Cols, train.Cols)
+		}
+		classes := max(train.Classes, test.Classes)
+		train.Classes, test.Classes = classes, classes
+		return train, test, nil
+	case "libsvm":
+		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		if train, err = tr.ToDense(); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.Train, err)
+		}
+		if d.Test == "" {
+			return holdOut(train)
+		}
+		te, err := data.LoadLIBSVM(d.Test, data.LIBSVMOptions{Cols: tr.Cols, Labels: tr.LabelValues})
+		if err != nil {
+			return nil, nil, err
+		}
+		if test, err = te.ToDense(); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", d.Test, err)
+		}
+		return train, test, nil
+	case "synthetic":
+		nTest := max(1, d.Samples/4)
+		all, err := data.Synthetic(data.SyntheticConfig{Rows: d.Samples + nTest, Cols: d.Features,
+			Classes: d.Classes, Noise: d.Noise, Seed: seed})
+		if err != nil {
+			return nil, nil, err
+		}
+		return split(all, d.Samples)
+	}
+	return nil, nil, fmt.Errorf("unknown data source %q", d.Name)
+}
+
+// holdOut keeps the last tenth of a training set (at least one row) as the test set.
+func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
+	if all.Rows < 2 {
+		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", all.Rows)
+	}
+	return split(all, all.Rows-max(1, all.Rows/10))
+}
+
+func split(all *data.Dense, nTrain int) (*data.Dense, *data.Dense, error) {
+	idx := make([]int, all.Rows)
+	for i := range idx {
+		idx[i] = i
+	}
+	train, err := all.Subset(idx[:nTrain])
+	if err != nil {
+		return nil, nil, err
+	}
+	test, err := all.Subset(idx[nTrain:])
+	return train, test, err
+}
+
+// StridedShard is rank's share of n samples: rows rank, rank+size,
+// rank+2·size, … It is what each rank keeps of the training and test sets.
+//
+// Why strided and not contiguous: with strided shards and no shuffling,
+// step k of N ranks with batch b covers exactly the samples [kNb, (k+1)Nb)
+// that step k of one rank with batch N·b covers, so the two runs compute
+// the same gradient (see TestSyncEquivalence).
+func StridedShard(n, rank, size int) []int {
+	var idx []int
+	for i := rank; i < n; i += size {
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+// ShardLen is len(StridedShard(n, rank, size)) without building it.
+func ShardLen(n, rank, size int) int {
+	if rank >= n {
+		return 0
+	}
+	return (n-rank-1)/size + 1
+}

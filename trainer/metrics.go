@@ -1,0 +1,104 @@
+package trainer
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+)
+
+// EpochStats is one epoch's line: what rank 0 prints and --metrics records.
+type EpochStats struct {
+	Epoch         int      `json:"epoch"`
+	Steps         int      `json:"steps"`
+	Loss          float64  `json:"loss"`      // mean training loss over the epoch's samples
+	TrainAcc      float64  `json:"train_acc"` // accuracy on the epoch's training batches
+	TestAcc       *float64 `json:"test_acc"`  // null when not evaluated this epoch
+	SamplesPerSec float64  `json:"samples_per_sec"`
+	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks)
+	WallSec       float64  `json:"wall_sec"`
+}
+
+// String is the epoch's line on the terminal.
+func (e EpochStats) String() string {
+	test := "     -"
+	if e.TestAcc != nil {
+		test = fmt.Sprintf("%.4f", *e.TestAcc)
+	}
+	return fmt.Sprintf("epoch %3d  loss %.4f  train_acc %.4f  test_acc %s  %9.0f samples/s  comm %4.1f%%  %6.1fs",
+		e.Epoch, e.Loss, e.TrainAcc, test, e.SamplesPerSec, 100*e.CommFraction, e.WallSec)
+}
+
+// metricsFile writes EpochStats as JSON lines.
+type metricsFile struct {
+	f   *os.File
+	enc *json.Encoder
+}
+
+func openMetrics(path string) (*metricsFile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics: %w", err)
+	}
+	return &metricsFile{f: f, enc: json.NewEncoder(f)}, nil
+}
+
+func (m *metricsFile) write(v any) error {
+	if m == nil {
+		return nil
+	}
+	return m.enc.Encode(v)
+}
+
+func (m *metricsFile) close() error {
+	if m == nil {
+		return nil
+	}
+	return m.f.Close()
+}
+
+// progress draws a bar on a terminal, at most ten times a second.
+type progress struct {
+	w     io.Writer
+	last  time.Time
+	shown bool
+}
+
+// IsTerminal reports whether w is a character device (a terminal), where
+// a progress bar makes sense; pipes and files get plain lines only.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progress) update(epoch, step, steps int, loss float64) {
+	if p == nil || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	done := width * step / max(1, steps)
+	fmt.Fprintf(p.w, "\repoch %3d [%s%s] %3d%%  loss %.4f ", epoch, strings.Repeat("=", done),
+		strings.Repeat(" ", width-done), 100*step/max(1, steps), loss)
+	p.shown = true
+}
+
+func (p *progress) clear() {
+	if p == nil || !p.shown {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 72))
+	p.shown = false
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

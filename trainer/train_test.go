@@ -1,0 +1,208 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/data"
+)
+
+func init() { local.AbortExits = false }
+
+func synthCfg() Config {
+	cfg := DefaultConfig()
+	cfg.Data = DataConfig{Name: "synthetic", Samples: 203, Features: 12, Classes: 3, Noise: 1}
+	cfg.Hidden = []int{16, 8}
+	cfg.Epochs = 2
+	cfg.Batch = 8
+	cfg.Shuffle = false
+	cfg.Opt.LR = 0.1
+	return cfg
+}
+
+// runWorld trains cfg on n in-process ranks and returns every rank's result.
+func runWorld(t *testing.T, n int, cfg Config, perRank func(r int, c *Config)) ([]*Result, []error) {
+	t.Helper()
+	w := local.NewWorld(n)
+	w.SetTimeout(20 * time.Second)
+	res := make([]*Result, n)
+	errs := w.Run(func(c *local.Comm) error {
+		mine := cfg
+		if perRank != nil {
+			perRank(c.Rank(), &mine)
+		}
+		tr := &Trainer{Comm: c, Backend: cpu.New()}
+		var err error
+		res[c.Rank()], err = tr.Run(mine)
+		return err
+	})
+	return res, errs
+}
+
+func mustRun(t *testing.T, n int, cfg Config) []*Result {
+	t.Helper()
+	res, errs := runWorld(t, n, cfg, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return res
+}
+
+// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
+func maxRelDiff(a, b []float32) float64 {
+	var scale, d float64 = 1, 0
+	for _, v := range b {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d / scale
+}
+
+// TestSyncEquivalence: synchronous training on N ranks with batch b gives
+// the weights of 1 rank with batch N·b (same sample order), for every
+// optimizer, including epochs whose last global batch is partial.
+func TestSyncEquivalence(t *testing.T) {
+	for _, opt := range []string{"sgd", "momentum", "adagrad"} {
+		cfg := synthCfg()
+		cfg.Opt.Name = opt
+		if opt == "adagrad" {
+			cfg.Opt.LR = 0.05
+		}
+		for _, n := range []int{1, 2, 3, 4} {
+			t.Run(fmt.Sprintf("opt=%s/ranks=%d", opt, n), func(t *testing.T) {
+				one := cfg
+				one.Batch = cfg.Batch * n
+				ref := mustRun(t, 1, one)[0]
+				got := mustRun(t, n, cfg)
+				for r, res := range got {
+					if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+						t.Errorf("rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", r, one.Batch, d)
+					}
+					if maxRelDiff(res.Params, got[0].Params) != 0 {
+						t.Errorf("rank %d's weights differ from rank 0's", r)
+					}
+				}
+				if d := maxRelDiff(ref.Params, ref.Arch.InitParams(cfg.Seed)); d < 1e-3 {
+					t.Errorf("training barely moved the weights (%.3g): the comparison proves nothing", d)
+				}
+			})
+		}
+	}
+}
+
+// TestShuffleChangesOrder guards the equivalence test: with shuffling on,
+// the weights must differ from the unshuffled run.
+func TestShuffleChangesOrder(t *testing.T) {
+	cfg := synthCfg()
+	a := mustRun(t, 2, cfg)[0]
+	cfg.Shuffle = true
+	b := mustRun(t, 2, cfg)[0]
+	c := mustRun(t, 2, cfg)[0]
+	if maxRelDiff(a.Params, b.Params) == 0 {
+		t.Error("shuffled and unshuffled runs gave identical weights")
+	}
+	if maxRelDiff(b.Params, c.Params) != 0 {
+		t.Error("two shuffled runs with one seed differ: not deterministic")
+	}
+}
+
+func TestConverges(t *testing.T) {
+	for _, model := range []string{"mlp", "softmax", "logreg"} {
+		t.Run(model, func(t *testing.T) {
+			cfg := synthCfg()
+			cfg.Model = model
+			cfg.Data.Samples, cfg.Data.Noise, cfg.Epochs, cfg.Shuffle = 1000, 1, 5, true
+			if model == "logreg" {
+				cfg.Data.Classes = 2
+			}
+			res := mustRun(t, 2, cfg)[0]
+			first, last := res.Epochs[0], res.Epochs[len(res.Epochs)-1]
+			if !(last.Loss < first.Loss) || res.TestAcc < 0.85 {
+				t.Errorf("loss %.4f → %.4f, test accuracy %.3f: want falling loss and accuracy ≥ 0.85", first.Loss, last.Loss, res.TestAcc)
+			}
+		})
+	}
+}
+
+func TestNonFiniteStops(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Opt.LR = 1e30
+	_, errs := runWorld(t, 2, cfg, nil)
+	for r, err := range errs {
+		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "layer") {
+			t.Errorf("rank %d: got %v, want ErrNonFinite naming the step and layer", r, err)
+		}
+	}
+}
+
+func TestConfigMismatch(t *testing.T) {
+	_, errs := runWorld(t, 3, synthCfg(), func(r int, c *Config) {
+		if r == 2 {
+			c.Hidden = []int{16, 9}
+		}
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), "rank(s) 2") {
+			t.Errorf("rank %d: got %v, want ErrConfigMismatch naming rank 2", r, err)
+		}
+	}
+}
+
+func TestMoreRanksThanSamples(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Data.Samples = 3
+	_, errs := runWorld(t, 4, cfg, nil)
+	for r, err := range errs {
+		if !errors.Is(err, data.ErrMoreRanksThanSamples) {
+			t.Errorf("rank %d: got %v, want ErrMoreRanksThanSamples", r, err)
+		}
+	}
+}
+
+// TestMaxStepsZeroSavesInitialWeights: --max-steps 0 trains nothing and
+// writes the broadcast initial weights; the checkpoint reads back exactly.
+func TestMaxStepsZeroSavesInitialWeights(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 0
+	cfg.Save = filepath.Join(t.TempDir(), "w.npz")
+	res := mustRun(t, 2, cfg)[0]
+	if res.Steps != 0 {
+		t.Fatalf("ran %d steps, want 0", res.Steps)
+	}
+	arch, params, err := LoadNPZ(cfg.Save)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(arch.Sizes) != fmt.Sprint(res.Arch.Sizes) || maxRelDiff(params, res.Arch.InitParams(cfg.Seed)) != 0 {
+		t.Fatalf("saved %v, want the initial weights of %v", arch.Sizes, res.Arch.Sizes)
+	}
+}
+
+func TestMaxSteps(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 5
+	if res := mustRun(t, 2, cfg)[0]; res.Steps != 5 {
+		t.Fatalf("ran %d steps, want 5", res.Steps)
+	}
+}
+
+func TestGlobalBatch(t *testing.T) {
+	// 10 samples, 3 ranks, batch 2: shards of 4, 3, 3 → steps of 6 and 4.
+	r := &run{cfg: Config{Batch: 2}, nTrain: 10, nAll: 3}
+	if got := []int{r.stepsPerEpoch(), r.globalBatch(0), r.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
+		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
+	}
+	_ = collectives.Sum
+}
