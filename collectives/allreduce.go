@@ -37,6 +37,9 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	if op != Sum && op != Avg {
 		return fmt.Errorf("allreduce: unknown op %v", op)
 	}
+	if a.Comm.Size() == 1 {
+		return nil // the sum and the mean of one buffer are itself, for every algorithm
+	}
 	algo := a.Algorithm
 	if algo == "" || algo == Auto {
 		algo = Ring

@@ -204,5 +204,12 @@ func TestGlobalBatch(t *testing.T) {
 	if got := []int{r.stepsPerEpoch(), r.globalBatch(0), r.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
 		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
 	}
-	_ = collectives.Sum
+}
+
+func mustAlgo(s string) collectives.Algorithm {
+	a, err := collectives.ParseAlgorithm(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

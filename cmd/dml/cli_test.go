@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives/mpi"
+)
+
+// These tests run the real binary, alone and under mpirun, the way a user
+// does, and check exit codes and messages.
+
+var dmlBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dml-cli")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	dmlBin = filepath.Join(dir, "dml")
+	out, err := exec.Command("go", "build", "-o", dmlBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building dml: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// dml runs the binary (under mpirun with np ranks when np > 0).
+func dml(t *testing.T, np int, args ...string) result {
+	t.Helper()
+	argv := append([]string{dmlBin}, args...)
+	if np > 0 {
+		argv = mpi.MpirunArgs(np, dmlBin, args...)
+	}
+	return runCmd(t, argv)
+}
+
+func runCmd(t *testing.T, argv []string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%v: hung (killed after 2 minutes)\nstdout:\n%s\nstderr:\n%s", argv, so.String(), se.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return result{code, so.String(), se.String()}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "Usage"},
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"bench"}, "which benchmark"},
+		{[]string{"bench", "nope"}, `unknown mode "nope"`},
+		{[]string{"bench", "allreduce", "-b", "0"}, "must be greater than 0"},
+		{[]string{"bench", "allreduce", "-b", "-4K"}, "must be greater than 0"},
+		{[]string{"bench", "allreduce", "-b", "1M", "-e", "4K"}, "above max size"},
+		{[]string{"bench", "allreduce", "-b", "4Q"}, "want a number of bytes"},
+		{[]string{"bench", "allreduce", "--algo", "ring,star"}, `unknown allreduce algorithm "star"`},
+		{[]string{"bench", "allreduce", "--format", "xml"}, `unknown format "xml"`},
+		{[]string{"bench", "allreduce", "-f", "1"}, "at least 2"},
+		{[]string{"bench", "allreduce", "-n", "0"}, "at least 1"},
+		{[]string{"train", "--batch", "0"}, "--batch 0 must be greater than 0"},
+		{[]string{"train", "--lr", "0"}, "learning rate 0 must be greater than 0"},
+		{[]string{"train", "--lr", "abc"}, "not a number"},
+		{[]string{"train", "--hidden", ""}, "empty list"},
+		{[]string{"train", "--hidden", "64,0"}, "not a positive integer"},
+		{[]string{"train", "--model", "cnn"}, `unknown model "cnn"`},
+		{[]string{"train", "--data", "imagenet"}, `unknown source "imagenet"`},
+		{[]string{"train", "--optimizer", "adam"}, `unknown optimizer "adam"`},
+		{[]string{"train", "--allreduce", "star"}, `unknown allreduce algorithm "star"`},
+		{[]string{"train", "--epochs", "3", "extra"}, `unexpected argument "extra"`},
+		{[]string{"train", "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"eval"}, "--weights FILE is required"},
+	} {
+		r := dml(t, 0, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("dml %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"train", "--help"}, {"eval", "-h"}, {"bench", "allreduce", "--help"}} {
+		r := dml(t, 0, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
+			t.Errorf("dml %v: exit %d, stdout %q", args, r.code, r.stdout)
+		}
+	}
+}
+
+func TestMissingDataset(t *testing.T) {
+	r := dml(t, 0, "train", "--data", "fashion-mnist", "--data-dir", "/nonexistent/fm")
+	if r.code != 1 || !strings.Contains(r.stderr, "/nonexistent/fm") || !strings.Contains(r.stderr, "make deps") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 naming the path and `make deps`", r.code, r.stderr)
+	}
+	if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); n != 0 {
+		t.Errorf("want one line, got %d:\n%s", n+1, r.stderr)
+	}
+}
+
+func TestCorruptIDX(t *testing.T) {
+	dir := t.TempDir()
+	img, lab := filepath.Join(dir, "img"), filepath.Join(dir, "lab")
+	os.WriteFile(img, []byte{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3}, 0o644) // 8 pixels declared, 3 present
+	os.WriteFile(lab, []byte{0, 0, 8, 1, 0, 0, 0, 2, 0, 1}, 0o644)
+	r := dml(t, 0, "train", "--data", "idx", "--train", img+","+lab)
+	if r.code != 1 || !strings.Contains(r.stderr, "truncated") || strings.Contains(r.stderr, "panic") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and a 'truncated' error", r.code, r.stderr)
+	}
+}
+
+func TestNaNStops(t *testing.T) {
+	r := dml(t, 0, "train", "--data", "synthetic", "--samples", "500", "--lr", "1e30", "--optimizer", "sgd")
+	if r.code != 1 || !strings.Contains(r.stderr, "non-finite gradient in layer") || !strings.Contains(r.stderr, "step") {
+		t.Fatalf("exit %d, stderr %q: want exit 1 naming the step and layer", r.code, r.stderr)
+	}
+}
+
+func TestBenchSingleRankCSV(t *testing.T) {
+	r := dml(t, 0, "bench", "allreduce", "-b", "4K", "-e", "16K", "-n", "3", "-w", "1", "--format", "csv")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rows[0], ",") != "algo,size,count,time_us,algbw,busbw,wrong" || len(rows) != 1+3*3 {
+		t.Fatalf("got %d rows, header %v:\n%s", len(rows), rows[0], r.stdout)
+	}
+}
+
+func TestBenchUnderMPI(t *testing.T) {
+	r := dml(t, 2, "bench", "allreduce", "-b", "4K", "-e", "256K", "-f", "8", "-n", "3", "-w", "1", "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var rows []struct {
+		Algo  string `json:"algo"`
+		Ranks int    `json:"ranks"`
+		Wrong int    `json:"wrong"`
+		BusBW float64
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if len(rows) != 9 || rows[0].Ranks != 2 {
+		t.Fatalf("got %+v", rows)
+	}
+	for _, row := range rows {
+		if row.Wrong != 0 || !(row.BusBW > 0) {
+			t.Errorf("row %+v", row)
+		}
+	}
+}
+
+// TestTrainEvalUnderMPI: two ranks train synthetic data, save weights and
+// metrics; eval reads the weights back and gets the same accuracy.
+func TestTrainEvalUnderMPI(t *testing.T) {
+	dir := t.TempDir()
+	w, m := filepath.Join(dir, "w.npz"), filepath.Join(dir, "m.jsonl")
+	data := []string{"--data", "synthetic", "--samples", "2000", "--features", "10", "--classes", "3", "--seed", "7"}
+	r := dml(t, 2, append([]string{"train", "--epochs", "2", "--hidden", "32", "--save", w, "--metrics", m}, data...)...)
+	if r.code != 0 {
+		t.Fatalf("train: exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "epoch   2") || !strings.Contains(r.stdout, "done:") {
+		t.Errorf("train output:\n%s", r.stdout)
+	}
+	lines, err := os.ReadFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	for i, l := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+		if err := json.Unmarshal([]byte(l), &last); err != nil {
+			t.Fatalf("metrics line %d: %v", i+1, err)
+		}
+		for _, k := range []string{"epoch", "loss", "train_acc", "test_acc", "samples_per_sec", "comm_fraction", "wall_sec"} {
+			if _, ok := last[k]; !ok {
+				t.Errorf("metrics line %d lacks %q: %s", i+1, k, l)
+			}
+		}
+	}
+	r = dml(t, 0, append([]string{"eval", "--weights", w}, data...)...)
+	want := fmt.Sprintf("accuracy %.4f", last["test_acc"])
+	if r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("eval: exit %d, stdout %q stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	}
+}
+
+// TestConfigMismatchUnderMPI starts two ranks with different --hidden
+// (MPMD syntax): both must notice, and the job must fail, not hang.
+func TestConfigMismatchUnderMPI(t *testing.T) {
+	argv := mpi.MpirunArgs(1, dmlBin, "train", "--data", "synthetic", "--hidden", "16")
+	argv = append(argv, ":", "-np", "1", dmlBin, "train", "--data", "synthetic", "--hidden", "17")
+	r := runCmd(t, argv)
+	if r.code == 0 || !strings.Contains(r.stderr, "differ from rank 0") {
+		t.Fatalf("exit %d, stderr %q: want failure reporting the mismatch", r.code, r.stderr)
+	}
+}
+
+func TestMoreRanksThanSamples(t *testing.T) {
+	r := dml(t, 4, "train", "--data", "synthetic", "--samples", "3")
+	if r.code == 0 || !strings.Contains(r.stderr, "more ranks than samples") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
