@@ -9,6 +9,7 @@ package collectives
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Comm is a communicator: a fixed group of Size() ranks that exchange tagged
@@ -39,7 +40,13 @@ type Comm interface {
 	SendBytes(buf []byte, to, tag int) error
 	// RecvBytes receives one byte message from rank `from` (or AnySource) with
 	// tag `tag` (or AnyTag), returning the message and where it came from.
+	// It waits up to the transport's timeout, then fails with ErrTimeout.
 	RecvBytes(from, tag int) (msg []byte, src, gotTag int, err error)
+	// RecvBytesWithin is RecvBytes with its own deadline d (a server loop
+	// that must also notice silent peers polls with a short one). A receive
+	// that times out leaves nothing behind: the next call can still get
+	// the message it was waiting for.
+	RecvBytesWithin(from, tag int, d time.Duration) (msg []byte, src, gotTag int, err error)
 
 	// Barrier returns once every rank has entered it.
 	Barrier() error

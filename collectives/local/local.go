@@ -134,9 +134,9 @@ func (c *Comm) deliver(to int, m message) {
 
 // take removes and returns the first pending message matching (src, tag),
 // waiting up to the world's timeout.
-func (c *Comm) take(src, tag int, what string) (message, error) {
+func (c *Comm) take(src, tag int, what string, timeout time.Duration) (message, error) {
 	b := c.w.boxes[c.rank]
-	timer := time.NewTimer(c.w.timeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		b.mu.Lock()
@@ -155,7 +155,7 @@ func (c *Comm) take(src, tag int, what string) (message, error) {
 			return message{}, fmt.Errorf("rank %d: %s: job aborted: %w", c.rank, what, c.w.abortErr)
 		case <-timer.C:
 			return message{}, fmt.Errorf("rank %d: %s from rank %d tag %d: no message after %v: %w",
-				c.rank, what, src, tag, c.w.timeout, collectives.ErrTimeout)
+				c.rank, what, src, tag, timeout, collectives.ErrTimeout)
 		}
 	}
 }
@@ -175,7 +175,7 @@ type recvRequest struct {
 
 func (r *recvRequest) Wait() error {
 	r.once.Do(func() {
-		m, err := r.c.take(r.from, r.tag, "recv")
+		m, err := r.c.take(r.from, r.tag, "recv", r.c.w.timeout)
 		if err != nil {
 			r.err = err
 			return
@@ -223,10 +223,15 @@ func (c *Comm) SendBytes(buf []byte, to, tag int) error {
 
 // RecvBytes implements collectives.Comm.
 func (c *Comm) RecvBytes(from, tag int) ([]byte, int, int, error) {
+	return c.RecvBytesWithin(from, tag, c.w.timeout)
+}
+
+// RecvBytesWithin implements collectives.Comm.
+func (c *Comm) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
 	if err := c.checkPeer(from, true); err != nil {
 		return nil, 0, 0, err
 	}
-	m, err := c.take(from, tag, "recv bytes")
+	m, err := c.take(from, tag, "recv bytes", d)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -232,14 +232,21 @@ func (c *Comm) SendBytes(buf []byte, to, tag int) error {
 
 // RecvBytes implements collectives.Comm.
 func (c *Comm) RecvBytes(from, tag int) ([]byte, int, int, error) {
+	return c.RecvBytesWithin(from, tag, time.Duration(float64(c.timeout())*float64(time.Second)))
+}
+
+// RecvBytesWithin implements collectives.Comm. It probes until a matching
+// message is there and only then receives it, so a timeout leaves no
+// posted receive behind.
+func (c *Comm) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
 	if err := c.checkPeer(from, true); err != nil {
 		return nil, 0, 0, err
 	}
 	var src, gotTag, count C.int
-	rc := C.dml_probe(C.int(from), C.int(tag), c.timeout(), &src, &gotTag, &count)
+	rc := C.dml_probe(C.int(from), C.int(tag), C.double(d.Seconds()), &src, &gotTag, &count)
 	if rc == dmlTimeout {
 		return nil, 0, 0, fmt.Errorf("rank %d: recv bytes from rank %d tag %d: no message after %v: %w",
-			c.rank, from, tag, c.Timeout, collectives.ErrTimeout)
+			c.rank, from, tag, d, collectives.ErrTimeout)
 	}
 	if err := mpiError(rc); err != nil {
 		return nil, 0, 0, fmt.Errorf("rank %d: probe from rank %d tag %d: %w", c.rank, from, tag, err)

@@ -1,0 +1,112 @@
+package ps
+
+import "math"
+
+// applyPush applies a served push: at once under SSP, ASP and DSSP (each
+// worker's gradient scaled by lr alone, Downpour style), or into the current
+// round under BSP.
+func (s *server) applyPush(r *request) {
+	if s.bsp != nil {
+		s.bsp.contrib[r.worker] = r
+		s.completeRounds()
+		return
+	}
+	m := &r.msg
+	if m.kind == kindPushRange {
+		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
+	} else {
+		for i, k := range m.keys {
+			s.upd.at(int(k)-s.rng.Lo, r.vals[i])
+		}
+	}
+	s.stats.Updates++
+}
+
+// bspRound gathers one BSP round: every worker's push for clock == number.
+type bspRound struct {
+	number  int        // the round being gathered (= clock of its pushes)
+	contrib []*request // per worker, nil if it has not pushed this round
+	acc     []float32  // sum of the gradients, per key of the range
+	touched []bool     // keys some push of the round carried
+	keys    []int      // the touched keys, in first-touch order
+}
+
+func newBSPRound(workers, n int) *bspRound {
+	return &bspRound{contrib: make([]*request, workers), acc: make([]float32, n), touched: make([]bool, n)}
+}
+
+// completeRounds applies every round that all unfinished workers have
+// pushed (the push gate makes that at most one at a time).
+func (s *server) completeRounds() {
+	b := s.bsp
+	for {
+		m := s.ctl.MinClock()
+		if m <= b.number {
+			return
+		}
+		s.applyRound()
+		b.number++
+		if m == math.MaxInt { // everyone finished: nothing more will come
+			return
+		}
+	}
+}
+
+// applyRound sums the round's gradients in worker order (so the result does
+// not depend on arrival order), divides by the number of contributions and
+// applies one optimizer step to the keys the round's pushes carried. Keys no
+// push carried are left alone (no weight decay or momentum step), as for
+// sparse gradients; with dense pushes that is no key at all.
+func (s *server) applyRound() {
+	b := s.bsp
+	n := 0
+	for w, r := range b.contrib {
+		if r == nil {
+			continue
+		}
+		n++
+		m := &r.msg
+		if m.kind == kindPushRange {
+			off := int(m.lo) - s.rng.Lo
+			acc := b.acc[off : off+len(r.vals)]
+			for i, v := range r.vals {
+				acc[i] += v
+				if !b.touched[off+i] {
+					b.touched[off+i] = true
+					b.keys = append(b.keys, off+i)
+				}
+			}
+		} else {
+			for i, k := range m.keys {
+				j := int(k) - s.rng.Lo
+				b.acc[j] += r.vals[i]
+				if !b.touched[j] {
+					b.touched[j] = true
+					b.keys = append(b.keys, j)
+				}
+			}
+		}
+		b.contrib[w] = nil
+	}
+	if n == 0 {
+		return
+	}
+	scale := float32(n)
+	if len(b.keys) == len(b.acc) {
+		// Dense: one vector step over the range.
+		for i := range b.acc {
+			b.acc[i] /= scale
+			b.touched[i] = false
+		}
+		s.upd.dense(0, b.acc)
+		clear(b.acc)
+	} else {
+		for _, j := range b.keys {
+			s.upd.at(j, b.acc[j]/scale)
+			b.acc[j] = 0
+			b.touched[j] = false
+		}
+	}
+	b.keys = b.keys[:0]
+	s.stats.Updates++
+}

@@ -1,0 +1,173 @@
+package ps
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Consistency is the synchronisation model the servers enforce.
+type Consistency uint8
+
+const (
+	// BSP (bulk synchronous parallel): the server averages every worker's
+	// step-t gradient and applies one update before any worker may pull for
+	// step t+1.
+	BSP Consistency = iota
+	// SSP (stale synchronous parallel, Petuum): a worker at clock c may start
+	// its next iteration only if c - minClock <= Config.Staleness.
+	SSP
+	// ASP (asynchronous parallel, Downpour SGD): workers never wait.
+	ASP
+	// DSSP (dynamic SSP, Zhao et al. ICDCS'19): the staleness bound moves in
+	// [Config.StalenessLow, Config.StalenessHigh] as the server's
+	// synchronisation controller grants extra iterations; see dssp.go.
+	DSSP
+)
+
+var consistencyNames = [...]string{BSP: "bsp", SSP: "ssp", ASP: "asp", DSSP: "dssp"}
+
+// String returns the lower-case name ("bsp", "ssp", "asp", "dssp").
+func (c Consistency) String() string {
+	if int(c) < len(consistencyNames) {
+		return consistencyNames[c]
+	}
+	return fmt.Sprintf("consistency(%d)", c)
+}
+
+// ParseConsistency parses "bsp", "ssp", "asp" or "dssp" (any case).
+func ParseConsistency(s string) (Consistency, error) {
+	for i, n := range consistencyNames {
+		if strings.EqualFold(s, n) {
+			return Consistency(i), nil
+		}
+	}
+	return 0, fmt.Errorf("ps: unknown consistency %q (want bsp, ssp, asp or dssp)", s)
+}
+
+// Optimizer is the server-side update rule.
+type Optimizer uint8
+
+const (
+	// SGD: w -= lr*(g + wd*w).
+	SGD Optimizer = iota
+	// Momentum (PyTorch SGD with momentum, no dampening, no Nesterov):
+	// v = mu*v + g'; w -= lr*v, with g' = g + wd*w.
+	Momentum
+	// Adagrad (PyTorch, no lr decay, zero initial accumulator):
+	// h += g'^2; w -= lr*g'/(sqrt(h)+eps).
+	Adagrad
+)
+
+var optimizerNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad"}
+
+// String returns the lower-case name ("sgd", "momentum", "adagrad").
+func (o Optimizer) String() string {
+	if int(o) < len(optimizerNames) {
+		return optimizerNames[o]
+	}
+	return fmt.Sprintf("optimizer(%d)", o)
+}
+
+// ParseOptimizer parses "sgd", "momentum" or "adagrad" (any case).
+func ParseOptimizer(s string) (Optimizer, error) {
+	for i, n := range optimizerNames {
+		if strings.EqualFold(s, n) {
+			return Optimizer(i), nil
+		}
+	}
+	return 0, fmt.Errorf("ps: unknown optimizer %q (want sgd, momentum or adagrad)", s)
+}
+
+// Defaults for zero-valued Config fields.
+const (
+	DefaultLR      = 0.01
+	DefaultEps     = 1e-10 // PyTorch Adagrad's default
+	DefaultTimeout = 60 * time.Second
+)
+
+// Config is the parameter-server configuration. Every rank must pass the same
+// values for the fields marked "agreed" (the servers check them against each
+// worker's at NewWorker). The zero value is a usable configuration: one
+// server, BSP, plain SGD with DefaultLR, DefaultTimeout.
+type Config struct {
+	// Servers is the number of server ranks, 0..Servers-1 (agreed). Zero means 1.
+	Servers int
+	// Consistency is the synchronisation model (agreed).
+	Consistency Consistency
+	// Staleness is SSP's bound s (agreed).
+	Staleness int
+	// StalenessLow and StalenessHigh are DSSP's range [sL, sU] (agreed).
+	StalenessLow, StalenessHigh int
+
+	// Optimizer, LR, Momentum, WeightDecay and Eps define the server-side
+	// update (agreed). LR zero means DefaultLR; Eps zero means DefaultEps.
+	Optimizer   Optimizer
+	LR          float32
+	Momentum    float32
+	WeightDecay float32
+	Eps         float32
+
+	// Timeout bounds how long anyone waits in silence. A server reports a
+	// worker missing (and returns an error) when that worker has sent nothing
+	// for Timeout while others wait on it, or when every remaining worker has
+	// been silent for Timeout. A worker gives up on a server it has not heard
+	// from for 2*Timeout (servers send keep-alives to workers they hold).
+	// Zero means DefaultTimeout. The transport's own receive timeout sets how
+	// often these checks run, so keep it below Timeout.
+	Timeout time.Duration
+
+	// Filters are applied, in order, to every push of a worker; each worker
+	// builds its own Filter from each spec (filters keep per-worker state).
+	Filters []FilterSpec
+
+	// Now is the clock the server feeds its consistency controller and
+	// timeouts with, and workers time their waits with. Nil means time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.Servers == 0 {
+		c.Servers = 1
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR
+	}
+	if c.Eps == 0 {
+		c.Eps = DefaultEps
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks c (after defaults) for a job of size ranks.
+func (c Config) Validate(size int) error {
+	c = c.withDefaults()
+	switch {
+	case c.Servers < 1:
+		return fmt.Errorf("ps: %d servers: need at least 1: %w", c.Servers, ErrConfig)
+	case c.Servers >= size:
+		return fmt.Errorf("ps: %d servers in a job of %d ranks leaves no worker: %w", c.Servers, size, ErrConfig)
+	case int(c.Consistency) >= len(consistencyNames):
+		return fmt.Errorf("ps: %v: %w", c.Consistency, ErrConfig)
+	case int(c.Optimizer) >= len(optimizerNames):
+		return fmt.Errorf("ps: %v: %w", c.Optimizer, ErrConfig)
+	case c.Staleness < 0:
+		return fmt.Errorf("ps: staleness %d < 0: %w", c.Staleness, ErrConfig)
+	case c.Consistency == DSSP && (c.StalenessLow < 0 || c.StalenessHigh < c.StalenessLow):
+		return fmt.Errorf("ps: dssp staleness range [%d,%d]: need 0 <= low <= high: %w",
+			c.StalenessLow, c.StalenessHigh, ErrConfig)
+	case c.LR < 0 || c.Momentum < 0 || c.WeightDecay < 0 || c.Eps < 0:
+		return fmt.Errorf("ps: lr %g, momentum %g, weight decay %g, eps %g: need all >= 0: %w",
+			c.LR, c.Momentum, c.WeightDecay, c.Eps, ErrConfig)
+	case c.Timeout < 0:
+		return fmt.Errorf("ps: timeout %v < 0: %w", c.Timeout, ErrConfig)
+	}
+	return nil
+}

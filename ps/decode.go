@@ -1,0 +1,208 @@
+package ps
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Decoding of the messages described in wire.go.
+
+// reader consumes a byte slice; the first failure sticks in err.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrBadMessage}, args...)...)
+	}
+}
+
+func (r *reader) take(n int, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.fail("%s: need %d bytes, have %d", what, n, len(r.b))
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) u8(what string) uint8 {
+	if b := r.take(1, what); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *reader) u32(what string) uint32 {
+	if b := r.take(4, what); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *reader) u64(what string) uint64 {
+	if b := r.take(8, what); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *reader) f32(what string) float32 { return math.Float32frombits(r.u32(what)) }
+
+// keys decodes n delta-coded keys.
+func (r *reader) keys(n int) []int64 {
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.b) { // every key takes at least one byte
+		r.fail("%d keys in %d bytes", n, len(r.b))
+		return nil
+	}
+	keys := make([]int64, n)
+	prev := int64(-1)
+	b := r.b // a local copy: no write barrier per key
+	defer func() { r.b = b }()
+	for i := range keys {
+		d, m := binary.Uvarint(b)
+		if m <= 0 || (m > 1 && b[m-1] == 0) {
+			r.fail("key %d: bad or non-minimal varint", i)
+			return nil
+		}
+		b = b[m:]
+		if d > uint64(math.MaxInt64-prev-1) {
+			r.fail("key %d overflows", i)
+			return nil
+		}
+		prev += int64(d) + 1
+		keys[i] = prev
+	}
+	return keys
+}
+
+// values takes n values of encoding enc, still encoded.
+func (r *reader) values(n int, enc Encoding) []byte {
+	w := enc.width()
+	if w == 0 {
+		r.fail("unknown value encoding %d", uint8(enc))
+		return nil
+	}
+	if r.err == nil && n > len(r.b)/w {
+		r.fail("%d values of %v in %d bytes", n, enc, len(r.b))
+		return nil
+	}
+	return r.take(n*w, "values")
+}
+
+// decode parses one message. The values stay encoded in m.raw (aliasing b);
+// use m.floats or m.floatsInto to get them.
+func decode(b []byte) (m message, err error) {
+	if len(b) == 0 {
+		return message{}, fmt.Errorf("%w: empty message", ErrBadMessage)
+	}
+	r := &reader{b: b}
+	m.kind = msgKind(r.u8("kind"))
+	switch m.kind {
+	case kindHello:
+		h := &m.hello
+		h.version = r.u8("version")
+		h.p = r.u64("P")
+		h.servers = r.u32("servers")
+		h.consistency = Consistency(r.u8("consistency"))
+		h.optimizer = Optimizer(r.u8("optimizer"))
+		h.staleness = r.u32("staleness")
+		h.low = r.u32("low")
+		h.high = r.u32("high")
+		h.lr, h.momentum, h.wd, h.eps32 = r.f32("lr"), r.f32("momentum"), r.f32("wd"), r.f32("eps")
+	case kindPullRange:
+		m.clock = r.u32("clock")
+		m.lo, m.hi = int64(r.u64("lo")), int64(r.u64("hi"))
+	case kindPullKeys:
+		m.clock = r.u32("clock")
+		m.n = int(r.u32("n"))
+		m.keys = r.keys(m.n)
+	case kindPushRange:
+		m.enc = Encoding(r.u8("encoding"))
+		m.clock = r.u32("clock")
+		m.lo = int64(r.u64("lo"))
+		m.n = int(r.u32("n"))
+		m.raw = r.values(m.n, m.enc)
+		m.hi = m.lo + int64(m.n)
+	case kindPushKeys:
+		m.enc = Encoding(r.u8("encoding"))
+		m.clock = r.u32("clock")
+		m.n = int(r.u32("n"))
+		m.keys = r.keys(m.n)
+		m.raw = r.values(m.n, m.enc)
+	case kindDone:
+		m.clock = r.u32("clock")
+	case kindOK:
+		m.held = time.Duration(r.u64("held"))
+	case kindValues:
+		m.staleness = r.u32("staleness")
+		m.held = time.Duration(r.u64("held"))
+		m.n = int(r.u32("n"))
+		m.enc = Float32
+		m.raw = r.values(m.n, Float32)
+	case kindError:
+		m.code = r.u8("code")
+		n := int(r.u32("length"))
+		m.text = string(r.take(n, "text"))
+	case kindWait:
+	default:
+		return message{}, fmt.Errorf("%w: unknown message kind %d", ErrBadMessage, uint8(m.kind))
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%v: %d trailing bytes", m.kind, len(r.b))
+	}
+	if r.err != nil {
+		return message{}, fmt.Errorf("%v message of %d bytes: %w", m.kind, len(b), r.err)
+	}
+	return m, nil
+}
+
+// numValues is how many values m carries (0 for kinds without values).
+func (m *message) numValues() int {
+	if w := m.enc.width(); w > 0 {
+		return len(m.raw) / w
+	}
+	return 0
+}
+
+// floatsInto decodes m's values into dst[:m.numValues()].
+func (m *message) floatsInto(dst []float32) {
+	dst = dst[:m.numValues()]
+	raw := m.raw
+	switch m.enc {
+	case Float32:
+		if littleEndian {
+			copy(float32Bytes(dst), raw)
+			return
+		}
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+	case Float16:
+		for i := range dst {
+			dst[i] = Float16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	case BFloat16:
+		for i := range dst {
+			dst[i] = BFloat16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	}
+}
+
+// floats decodes m's values into a new slice.
+func (m *message) floats() []float32 {
+	out := make([]float32, m.numValues())
+	m.floatsInto(out)
+	return out
+}

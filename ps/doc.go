@@ -1,0 +1,63 @@
+// Package ps is the parameter server: a flat float32 model of P keys is split
+// into contiguous key ranges owned by server ranks, and worker ranks pull
+// weights from and push gradients to the owners of the keys they need
+// (Li et al., OSDI'14; DistBelief's Downpour SGD).
+//
+// Ranks 0..S-1 are servers, ranks S..N-1 are workers. Each server runs
+// RunServer; each worker makes a Worker with NewWorker and loops
+//
+//	w, err := ps.NewWorker(c, cfg, len(model))
+//	for step := 0; step < steps; step++ {
+//		if err := w.Pull(model); err != nil { ... } // blocks as the consistency model requires
+//		grad := computeGradient(model)
+//		if err := w.Push(grad); err != nil { ... }
+//	}
+//	err = w.Done()
+//
+// while the servers call
+//
+//	stats, err := ps.RunServer(c, cfg, initialModel)
+//
+// and return once every worker has called Done (or with an error naming the
+// workers that went missing).
+//
+// # Pieces
+//
+//   - config.go: Config, Consistency, Optimizer; errors.go: sentinel errors.
+//   - partition.go: which server owns which key range (Partition, Owner).
+//   - wire.go, decode.go, floatbytes.go: the binary messages over
+//     collectives.Comm's SendBytes/RecvBytes.
+//   - consistency.go, dssp.go: when a worker may start its next iteration
+//     (BSP, SSP, ASP, DSSP). The controllers are pure bookkeeping: time comes
+//     in as an argument, they do no I/O.
+//   - update.go: the server-side optimizers (SGD, momentum, Adagrad).
+//   - filter.go, halffloat.go: push filters (significantly-modified, float16
+//     and bfloat16 compression).
+//   - server.go, aggregate.go, liveness.go: the server loop, how pushes are
+//     applied (BSP rounds), keep-alives and missing workers.
+//   - worker.go, worker_check.go: the worker side; stats.go: what both measure.
+//
+// # Faults
+//
+// Nothing waits forever. A server that holds a request sends the worker a
+// keep-alive every Timeout/4; a worker gives up on a server it has not heard
+// from for 2*Timeout. A server gives up (RunServer returns a *MissingError
+// naming the ranks and their clocks, and tells the other workers) when the
+// workers others are waiting on have been silent for Timeout, or when every
+// remaining worker has. The checks run whenever the server's receive
+// returns, so the transport's receive timeout should be shorter than
+// Timeout (the local transport's default is 2 minutes; tests shorten it).
+//
+// # Consistency and updates
+//
+// A worker's clock is the number of pushes it has made. Under BSP the server
+// sums every worker's step-t gradient (in worker rank order, so the result is
+// deterministic), divides by the number of contributions and applies one
+// optimizer step; no worker may pull for step t+1 before that, so BSP+SGD is
+// synchronous SGD on the averaged gradient. Under SSP, ASP and DSSP every push
+// is applied as it arrives, each worker's gradient scaled by the learning rate
+// alone (Downpour style, not divided by the number of workers).
+//
+// Staleness, as recorded at each pull, is the puller's clock minus the
+// smallest clock of the workers that have not called Done.
+package ps

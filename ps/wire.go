@@ -1,0 +1,278 @@
+package ps
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The wire format. Every message is one SendBytes on RequestTag (worker to
+// server) or ReplyTag (server to worker); integers are little-endian, keys
+// are delta-coded unsigned varints (first key, then key[i]-key[i-1]-1, so
+// sorted working sets of nearby keys take a byte or two each). A decoder
+// checks every length against the bytes present before it allocates and
+// rejects trailing bytes, so garbage yields an error, never a panic.
+//
+//	hello      kind=1 | version u8 | P u64 | servers u32 | consistency u8 | optimizer u8 |
+//	           staleness u32 | low u32 | high u32 | lr f32 | momentum f32 | wd f32 | eps f32
+//	pull range kind=2 | clock u32 | lo u64 | hi u64
+//	pull keys  kind=3 | clock u32 | n u32 | n keys
+//	push range kind=4 | enc u8 | clock u32 | lo u64 | n u32 | n values (enc)
+//	push keys  kind=5 | enc u8 | clock u32 | n u32 | n keys | n values (enc)
+//	done       kind=6 | clock u32
+//	ok         kind=16 | held ns i64
+//	values     kind=17 | staleness u32 | held ns i64 | n u32 | n float32
+//	error      kind=18 | code u8 | len u32 | text
+//	wait       kind=19                       (keep-alive while a request is held)
+//
+// clock is the sender's push count, which the server checks against its own
+// bookkeeping; held is how long the server held the request.
+
+// Tags of the ps messages; MPI guarantees tags up to 32767.
+const (
+	RequestTag = 30701
+	ReplyTag   = 30702
+)
+
+const wireVersion = 1
+
+type msgKind uint8
+
+const (
+	kindHello     msgKind = 1
+	kindPullRange msgKind = 2
+	kindPullKeys  msgKind = 3
+	kindPushRange msgKind = 4
+	kindPushKeys  msgKind = 5
+	kindDone      msgKind = 6
+	kindOK        msgKind = 16
+	kindValues    msgKind = 17
+	kindError     msgKind = 18
+	kindWait      msgKind = 19
+)
+
+var kindNames = map[msgKind]string{
+	kindHello: "hello", kindPullRange: "pull", kindPullKeys: "pull keys", kindPushRange: "push",
+	kindPushKeys: "push keys", kindDone: "done", kindOK: "ok", kindValues: "values",
+	kindError: "error", kindWait: "wait",
+}
+
+func (k msgKind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind %d", uint8(k))
+}
+
+// Encoding is how a push carries its values on the wire.
+type Encoding uint8
+
+const (
+	// Float32 sends values as IEEE binary32 (4 bytes).
+	Float32 Encoding = iota
+	// Float16 sends values as IEEE binary16 (2 bytes), rounded to nearest even.
+	Float16
+	// BFloat16 sends values as bfloat16 (2 bytes), rounded to nearest even.
+	BFloat16
+)
+
+var encodingNames = [...]string{Float32: "fp32", Float16: "fp16", BFloat16: "bf16"}
+
+// String returns "fp32", "fp16" or "bf16".
+func (e Encoding) String() string {
+	if int(e) < len(encodingNames) {
+		return encodingNames[e]
+	}
+	return fmt.Sprintf("encoding(%d)", e)
+}
+
+// width is the bytes per value, 0 for an unknown encoding.
+func (e Encoding) width() int {
+	switch e {
+	case Float32:
+		return 4
+	case Float16, BFloat16:
+		return 2
+	}
+	return 0
+}
+
+// Error codes of an error reply.
+const (
+	codeRejected = 1
+	codeMissing  = 2
+)
+
+// helloInfo is what a worker tells a server at NewWorker, so that the server
+// can refuse a worker whose configuration differs from its own.
+type helloInfo struct {
+	version                 uint8
+	p                       uint64
+	servers                 uint32
+	consistency             Consistency
+	optimizer               Optimizer
+	staleness, low, high    uint32
+	lr, momentum, wd, eps32 float32
+}
+
+func helloFor(cfg Config, p int) helloInfo {
+	return helloInfo{
+		version: wireVersion, p: uint64(p), servers: uint32(cfg.Servers),
+		consistency: cfg.Consistency, optimizer: cfg.Optimizer,
+		staleness: uint32(cfg.Staleness), low: uint32(cfg.StalenessLow), high: uint32(cfg.StalenessHigh),
+		lr: cfg.LR, momentum: cfg.Momentum, wd: cfg.WeightDecay, eps32: cfg.Eps,
+	}
+}
+
+// diff describes the first field where h (the worker's) differs from want
+// (the server's), or returns "".
+func (h helloInfo) diff(want helloInfo) string {
+	type field struct {
+		name      string
+		got, want any
+	}
+	fs := []field{
+		{"wire version", h.version, want.version}, {"model size P", h.p, want.p},
+		{"servers", h.servers, want.servers}, {"consistency", h.consistency, want.consistency},
+		{"optimizer", h.optimizer, want.optimizer}, {"staleness", h.staleness, want.staleness},
+		{"dssp low", h.low, want.low}, {"dssp high", h.high, want.high},
+		{"lr", h.lr, want.lr}, {"momentum", h.momentum, want.momentum},
+		{"weight decay", h.wd, want.wd}, {"eps", h.eps32, want.eps32},
+	}
+	for _, f := range fs {
+		if f.got != f.want {
+			return fmt.Sprintf("%s %v, server has %v", f.name, f.got, f.want)
+		}
+	}
+	return ""
+}
+
+// message is a decoded ps message. Which fields are set depends on kind.
+type message struct {
+	kind      msgKind
+	clock     uint32
+	enc       Encoding
+	lo, hi    int64   // pull range [lo,hi); push range lo (hi = lo+n)
+	n         int     // number of keys and/or values
+	keys      []int64 // pull/push keys
+	raw       []byte  // the n values, still encoded (aliases the input)
+	hello     helloInfo
+	staleness uint32
+	held      time.Duration
+	code      uint8
+	text      string
+}
+
+// --- encoding -----------------------------------------------------------
+
+func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
+func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+
+// appendKeys delta-codes keys, which must be strictly increasing and >= 0.
+func appendKeys(b []byte, keys []int64) []byte {
+	prev := int64(-1)
+	for _, k := range keys {
+		if k <= prev {
+			panic(fmt.Sprintf("ps: appendKeys: keys not strictly increasing (%d after %d)", k, prev))
+		}
+		b = binary.AppendUvarint(b, uint64(k-prev-1))
+		prev = k
+	}
+	return b
+}
+
+// appendValues encodes vs with enc.
+func appendValues(b []byte, vs []float32, enc Encoding) []byte {
+	switch enc {
+	case Float32:
+		if littleEndian {
+			return append(b, float32Bytes(vs)...) // the wire order is the memory order
+		}
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+	case Float16:
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint16(b, Float32ToFloat16(v))
+		}
+	case BFloat16:
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint16(b, Float32ToBFloat16(v))
+		}
+	default:
+		panic(fmt.Sprintf("ps: appendValues: %v", enc))
+	}
+	return b
+}
+
+func appendHello(b []byte, h helloInfo) []byte {
+	b = append(b, byte(kindHello), h.version)
+	b = appendU64(b, h.p)
+	b = appendU32(b, h.servers)
+	b = append(b, byte(h.consistency), byte(h.optimizer))
+	b = appendU32(b, h.staleness)
+	b = appendU32(b, h.low)
+	b = appendU32(b, h.high)
+	for _, f := range []float32{h.lr, h.momentum, h.wd, h.eps32} {
+		b = appendU32(b, math.Float32bits(f))
+	}
+	return b
+}
+
+func appendPullRange(b []byte, clock uint32, lo, hi int64) []byte {
+	b = append(b, byte(kindPullRange))
+	b = appendU32(b, clock)
+	b = appendU64(b, uint64(lo))
+	return appendU64(b, uint64(hi))
+}
+
+func appendPullKeys(b []byte, clock uint32, keys []int64) []byte {
+	b = append(b, byte(kindPullKeys))
+	b = appendU32(b, clock)
+	b = appendU32(b, uint32(len(keys)))
+	return appendKeys(b, keys)
+}
+
+func appendPushRange(b []byte, clock uint32, enc Encoding, lo int64, vs []float32) []byte {
+	b = append(b, byte(kindPushRange), byte(enc))
+	b = appendU32(b, clock)
+	b = appendU64(b, uint64(lo))
+	b = appendU32(b, uint32(len(vs)))
+	return appendValues(b, vs, enc)
+}
+
+func appendPushKeys(b []byte, clock uint32, enc Encoding, keys []int64, vs []float32) []byte {
+	if len(keys) != len(vs) {
+		panic(fmt.Sprintf("ps: appendPushKeys: %d keys, %d values", len(keys), len(vs)))
+	}
+	b = append(b, byte(kindPushKeys), byte(enc))
+	b = appendU32(b, clock)
+	b = appendU32(b, uint32(len(keys)))
+	b = appendKeys(b, keys)
+	return appendValues(b, vs, enc)
+}
+
+func appendDone(b []byte, clock uint32) []byte {
+	return appendU32(append(b, byte(kindDone)), clock)
+}
+
+func appendOK(b []byte, held time.Duration) []byte {
+	return appendU64(append(b, byte(kindOK)), uint64(held))
+}
+
+func appendValuesReply(b []byte, staleness uint32, held time.Duration, vs []float32) []byte {
+	b = append(b, byte(kindValues))
+	b = appendU32(b, staleness)
+	b = appendU64(b, uint64(held))
+	b = appendU32(b, uint32(len(vs)))
+	return appendValues(b, vs, Float32)
+}
+
+func appendError(b []byte, code uint8, text string) []byte {
+	b = append(b, byte(kindError), code)
+	b = appendU32(b, uint32(len(text)))
+	return append(b, text...)
+}
+
+func appendWait(b []byte) []byte { return append(b, byte(kindWait)) }

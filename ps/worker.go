@@ -1,0 +1,316 @@
+package ps
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+)
+
+// Worker is one worker rank's connection to the servers. Its methods are
+// called from one goroutine. Every call sends one request to every server
+// (so that all servers count the same pushes) and waits for all replies.
+//
+// After a failed call the Worker is unusable: later calls return an error
+// wrapping ErrDone (arguments rejected before anything was sent, errors
+// wrapping ErrArgument, are the exception).
+type Worker struct {
+	c       collectives.Comm
+	cfg     Config
+	rank    int
+	p       int
+	ranges  []Range
+	clock   int
+	filters []Filter
+	broken  error
+	start   time.Time
+	stats   WorkerStats
+	out     []byte
+	grad    []float32 // filters' copy of the gradient
+}
+
+// NewWorker connects worker rank c.Rank() (>= cfg.Servers) to the servers of
+// a model of p keys: it sends each server a hello with its configuration and
+// waits for every server to accept it (a server refuses a configuration that
+// differs from its own, naming the field). It builds one Filter per
+// cfg.Filters entry.
+func NewWorker(c collectives.Comm, cfg Config, p int) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(c.Size()); err != nil {
+		return nil, err
+	}
+	if c.Rank() < cfg.Servers {
+		return nil, fmt.Errorf("ps: NewWorker on rank %d, a server rank (servers are 0..%d): %w",
+			c.Rank(), cfg.Servers-1, ErrConfig)
+	}
+	if p < 0 || Partition(p, cfg.Servers)[0].Len() > math.MaxUint32 {
+		return nil, fmt.Errorf("ps: NewWorker: model size %d (at most 2^32-1 keys per server): %w", p, ErrConfig)
+	}
+	w := &Worker{c: c, cfg: cfg, rank: c.Rank(), p: p, ranges: Partition(p, cfg.Servers)}
+	w.stats.Rank = w.rank
+	for _, f := range cfg.Filters {
+		w.filters = append(w.filters, f.NewFilter(p))
+	}
+	h := helloFor(cfg, p)
+	err := w.exchange("hello", func(int, []byte) []byte { return appendHello(w.out[:0], h) },
+		func(i int, m *message) error { return w.expect(i, m, kindOK, 0) })
+	if err != nil {
+		return nil, err
+	}
+	w.start = cfg.Now()
+	return w, nil
+}
+
+// Clock is the number of pushes this worker has made.
+func (w *Worker) Clock() int { return w.clock }
+
+// Size is the model size P.
+func (w *Worker) Size() int { return w.p }
+
+// Pull fills dst (length P) with the current weights, blocking until the
+// consistency model lets this worker start its next iteration.
+func (w *Worker) Pull(dst []float32) error {
+	if len(dst) != w.p {
+		return fmt.Errorf("ps worker rank %d: pull into %d values, model has %d: %w", w.rank, len(dst), w.p, ErrArgument)
+	}
+	return w.pull("pull", func(i int, b []byte) []byte {
+		r := w.ranges[i]
+		return appendPullRange(b, uint32(w.clock), int64(r.Lo), int64(r.Hi))
+	}, func(i int, m *message) error {
+		r := w.ranges[i]
+		if err := w.expect(i, m, kindValues, r.Len()); err != nil {
+			return err
+		}
+		m.floatsInto(dst[r.Lo:r.Hi])
+		return nil
+	})
+}
+
+// PullKeys fills dst[i] with the weight of keys[i], for a strictly
+// increasing list of keys in [0, P) (a sparse working set), blocking as Pull
+// does.
+func (w *Worker) PullKeys(keys []int64, dst []float32) error {
+	if err := w.checkKeys("pull keys", keys, len(dst)); err != nil {
+		return err
+	}
+	split := splitKeys(w.ranges, keys)
+	return w.pull("pull keys", func(i int, b []byte) []byte {
+		return appendPullKeys(b, uint32(w.clock), keys[split[i]:split[i+1]])
+	}, func(i int, m *message) error {
+		if err := w.expect(i, m, kindValues, split[i+1]-split[i]); err != nil {
+			return err
+		}
+		m.floatsInto(dst[split[i]:split[i+1]])
+		return nil
+	})
+}
+
+func (w *Worker) pull(op string, build func(int, []byte) []byte, onReply func(int, *message) error) error {
+	st, held := 0, time.Duration(0)
+	err := w.exchange(op, build, func(i int, m *message) error {
+		st, held = max(st, int(m.staleness)), max(held, m.held)
+		return onReply(i, m)
+	})
+	if err != nil {
+		return err
+	}
+	w.stats.Pulls++
+	w.stats.Staleness.Add(st)
+	w.stats.HeldSeconds += held.Seconds()
+	return nil
+}
+
+// Push sends a gradient for the whole model (length P) through the filters
+// to the servers; w's clock goes up by one. grad is not modified.
+func (w *Worker) Push(grad []float32) error {
+	if len(grad) != w.p {
+		return fmt.Errorf("ps worker rank %d: push of %d values, model has %d: %w", w.rank, len(grad), w.p, ErrArgument)
+	}
+	unfiltered := int64(0)
+	for _, r := range w.ranges {
+		unfiltered += int64(pushRangeLen(r.Len(), Float32))
+	}
+	return w.push("push", Update{Dense: true, Values: grad}, unfiltered)
+}
+
+// PushKeys sends grads[i] for keys[i], for a strictly increasing list of keys
+// in [0, P), through the filters to the servers; w's clock goes up by one.
+// Servers owning none of the keys still get an (empty) push, so that every
+// server counts every push.
+func (w *Worker) PushKeys(keys []int64, grads []float32) error {
+	if err := w.checkKeys("push keys", keys, len(grads)); err != nil {
+		return err
+	}
+	split := splitKeys(w.ranges, keys)
+	unfiltered := int64(0)
+	for i := range w.ranges {
+		unfiltered += int64(pushKeysLen(keys[split[i]:split[i+1]], Float32))
+	}
+	return w.push("push keys", Update{Keys: keys, Values: grads}, unfiltered)
+}
+
+func (w *Worker) push(op string, u Update, unfiltered int64) error {
+	if err := w.usable(op); err != nil {
+		return err
+	}
+	if err := w.checkFinite(op, u); err != nil {
+		return err
+	}
+	if len(w.filters) > 0 {
+		w.grad = append(w.grad[:0], u.Values...)
+		u.Values = w.grad
+		for _, f := range w.filters {
+			if err := f.Filter(&u); err != nil {
+				return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
+			}
+		}
+		if err := w.checkFiltered(op, u); err != nil {
+			return err
+		}
+	}
+	var split []int
+	if !u.Dense {
+		split = splitKeys(w.ranges, u.Keys)
+	}
+	sent := w.stats.BytesSent
+	held := time.Duration(0)
+	err := w.exchange(op, func(i int, b []byte) []byte {
+		if u.Dense {
+			r := w.ranges[i]
+			return appendPushRange(b, uint32(w.clock), u.Encoding, int64(r.Lo), u.Values[r.Lo:r.Hi])
+		}
+		return appendPushKeys(b, uint32(w.clock), u.Encoding, u.Keys[split[i]:split[i+1]], u.Values[split[i]:split[i+1]])
+	}, func(i int, m *message) error {
+		held = max(held, m.held)
+		return w.expect(i, m, kindOK, 0)
+	})
+	if err != nil {
+		return err
+	}
+	w.clock++
+	w.stats.Pushes++
+	w.stats.PushBytes += w.stats.BytesSent - sent
+	w.stats.PushBytesUnfiltered += unfiltered
+	w.stats.HeldSeconds += held.Seconds()
+	return nil
+}
+
+// Done tells the servers this worker has finished. The Worker may not be
+// used afterwards; Stats stays available.
+func (w *Worker) Done() error {
+	err := w.exchange("done", func(_ int, b []byte) []byte { return appendDone(b, uint32(w.clock)) },
+		func(i int, m *message) error { return w.expect(i, m, kindOK, 0) })
+	if err != nil {
+		return err
+	}
+	w.stats.Elapsed = w.cfg.Now().Sub(w.start)
+	w.broken = ErrDone
+	return nil
+}
+
+// Stats returns what this worker has measured so far.
+func (w *Worker) Stats() WorkerStats {
+	s := w.stats
+	if w.broken != ErrDone {
+		s.Elapsed = w.cfg.Now().Sub(w.start)
+	}
+	s.Staleness = w.stats.Staleness.clone()
+	s.MaxStaleness = max(s.Staleness.Max(), 0)
+	return s
+}
+
+// Filters returns the worker's filter instances, in order (for inspection,
+// e.g. Residue).
+func (w *Worker) Filters() []Filter { return w.filters }
+
+func (w *Worker) usable(op string) error {
+	switch {
+	case w.broken == nil:
+		return nil
+	case w.broken == ErrDone:
+		return fmt.Errorf("ps worker rank %d: %s after Done: %w", w.rank, op, ErrDone)
+	default:
+		return fmt.Errorf("ps worker rank %d: %s after an earlier failure (%v): %w", w.rank, op, w.broken, ErrDone)
+	}
+}
+
+// exchange sends build(i) to every server i, then waits for every server's
+// reply in turn and hands it to onReply. Any failure breaks the Worker.
+func (w *Worker) exchange(op string, build func(int, []byte) []byte, onReply func(int, *message) error) error {
+	if err := w.usable(op); err != nil {
+		return err
+	}
+	t0 := w.cfg.Now()
+	err := w.exchangeOnce(op, build, onReply)
+	w.stats.WaitSeconds += w.cfg.Now().Sub(t0).Seconds()
+	if err != nil {
+		w.broken = err
+	}
+	return err
+}
+
+func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply func(int, *message) error) error {
+	for i := range w.ranges {
+		b := build(i, w.out[:0])
+		w.out = b[:0]
+		w.stats.BytesSent += int64(len(b))
+		if err := w.c.SendBytes(b, i, RequestTag); err != nil {
+			return fmt.Errorf("ps worker rank %d: %s: send to server rank %d: %w", w.rank, op, i, err)
+		}
+	}
+	for i := range w.ranges {
+		m, err := w.await(i, op)
+		if err != nil {
+			return err
+		}
+		if err := onReply(i, &m); err != nil {
+			return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
+		}
+	}
+	return nil
+}
+
+// await returns server i's reply, skipping keep-alives. It gives up when the
+// server has been silent for 2*Timeout.
+func (w *Worker) await(i int, op string) (message, error) {
+	last := w.cfg.Now()
+	for {
+		b, _, _, err := w.c.RecvBytesWithin(i, ReplyTag, w.cfg.Timeout/2)
+		now := w.cfg.Now()
+		if err != nil {
+			if errors.Is(err, collectives.ErrTimeout) && now.Sub(last) < 2*w.cfg.Timeout {
+				continue
+			}
+			return message{}, fmt.Errorf("ps worker rank %d: %s: no reply from server rank %d for %v: %w",
+				w.rank, op, i, now.Sub(last).Round(time.Millisecond), err)
+		}
+		w.stats.BytesReceived += int64(len(b))
+		m, err := decode(b)
+		if err != nil {
+			return message{}, fmt.Errorf("ps worker rank %d: %s: reply from server rank %d: %w", w.rank, op, i, err)
+		}
+		switch m.kind {
+		case kindWait:
+			last = now
+			continue
+		case kindError:
+			kind := ErrRejected
+			if m.code == codeMissing {
+				kind = ErrWorkerMissing
+			}
+			return message{}, fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, &ServerError{Server: i, Msg: m.text, kind: kind})
+		}
+		return m, nil
+	}
+}
+
+// expect checks a reply's kind and value count.
+func (w *Worker) expect(i int, m *message, kind msgKind, n int) error {
+	if m.kind != kind || m.n != n {
+		return fmt.Errorf("server rank %d answered %v with %d values, want %v with %d: %w",
+			i, m.kind, m.n, kind, n, ErrBadMessage)
+	}
+	return nil
+}
