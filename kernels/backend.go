@@ -11,6 +11,10 @@
 //   - Shapes are validated before any work; a mismatch returns an error
 //     wrapping ErrShape and leaves every output untouched.
 //   - Outputs may not alias inputs unless the op says so.
+//   - beta == 0 (Gemm, SumRows) means "overwrite": whatever the output held,
+//     NaN included, does not leak through (the BLAS and cuBLAS convention).
+//   - Upload, Download and Copy move every bit unchanged.
+//   - Wrong sizes never panic, even when a product of dimensions overflows.
 package kernels
 
 import "errors"
@@ -76,9 +80,11 @@ type Backend interface {
 	Axpy(alpha float32, x, y Buffer) error
 	// Scale sets x *= alpha.
 	Scale(alpha float32, x Buffer)
-	// Sum sets dst = Σ srcs element-wise (the reduction of gradient buffers).
+	// Sum sets dst = Σ srcs element-wise (the reduction of gradient buffers);
+	// dst may be one of the srcs, so Sum(acc, acc, g) accumulates.
 	Sum(dst Buffer, srcs ...Buffer) error
-	// Dot returns Σ x·y in float64 (used for norms and checks).
+	// Dot returns Σ x·y as a float64 (used for norms and checks); the CPU
+	// backend also accumulates in float64.
 	Dot(x, y Buffer) (float64, error)
 	// NonFinite returns the index of the first NaN or ±Inf in x, or -1.
 	NonFinite(x Buffer) int

@@ -1,0 +1,84 @@
+package cpu
+
+import "github.com/dml-project/dml/kernels"
+
+// Axpy sets y += alpha·x; x may alias y.
+func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
+	xd, yd := be.data(x), be.data(y)
+	if err := checkLen("Axpy", "x", len(xd), len(yd)); err != nil {
+		return err
+	}
+	yd = yd[:len(xd)]
+	for i, v := range xd {
+		yd[i] += alpha * v
+	}
+	return nil
+}
+
+// Scale sets x *= alpha.
+func (be *Backend) Scale(alpha float32, x kernels.Buffer) {
+	scale(alpha, be.data(x))
+}
+
+// scale sets x *= alpha.
+func scale(alpha float32, x []float32) {
+	for i := range x {
+		x[i] *= alpha
+	}
+}
+
+// Sum sets dst = Σ srcs element-wise, adding in the order given; with no
+// srcs it zeroes dst. dst may be srcs[0] or srcs[1] (so Sum(acc, acc, g)
+// accumulates), but no later src.
+func (be *Backend) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
+	dd := be.data(dst)
+	for i, s := range srcs {
+		if n := len(be.data(s)); n != len(dd) {
+			return shapeError("Sum", "srcs[%d] has %d elements, want %d", i, n, len(dd))
+		}
+	}
+	switch len(srcs) {
+	case 0:
+		clear(dd)
+		return nil
+	case 1:
+		copy(dd, be.data(srcs[0]))
+		return nil
+	}
+	a, b := be.data(srcs[0])[:len(dd)], be.data(srcs[1])[:len(dd)]
+	for i := range dd {
+		dd[i] = a[i] + b[i]
+	}
+	for _, s := range srcs[2:] {
+		for i, v := range be.data(s)[:len(dd)] {
+			dd[i] += v
+		}
+	}
+	return nil
+}
+
+// Dot returns Σ x·y accumulated in float64; the float32 products are exact
+// in float64, so only the additions round.
+func (be *Backend) Dot(x, y kernels.Buffer) (float64, error) {
+	xd, yd := be.data(x), be.data(y)
+	if err := checkLen("Dot", "x", len(xd), len(yd)); err != nil {
+		return 0, err
+	}
+	yd = yd[:len(xd)]
+	var sum float64
+	for i, v := range xd {
+		sum += float64(v) * float64(yd[i])
+	}
+	return sum, nil
+}
+
+// NonFinite returns the index of the first NaN or ±Inf in x, or -1.
+func (be *Backend) NonFinite(x kernels.Buffer) int {
+	for i, v := range be.data(x) {
+		// v-v is NaN exactly when v is NaN or ±Inf.
+		if d := v - v; d != d {
+			return i
+		}
+	}
+	return -1
+}

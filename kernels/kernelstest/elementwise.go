@@ -1,0 +1,191 @@
+package kernelstest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// vectorLengths are the lengths the element-wise ops are checked on.
+var vectorLengths = []int{0, 1, 2, 17, 1000}
+
+// withZeros returns n normals where every fifth element is 0 or −0, so that
+// ops that branch on the sign meet the boundary.
+func withZeros(seed uint64, n int) []float32 {
+	x := normals(newRand(seed), n, 1)
+	for i := 0; i < n; i += 5 {
+		x[i] = 0
+		if i%10 == 5 {
+			x[i] = float32(math.Copysign(0, -1))
+		}
+	}
+	return x
+}
+
+// testRelu checks Relu exactly against max(x, 0), into a separate y (x left
+// alone) and in place (y aliasing x, which the interface allows).
+func testRelu(t *testing.T, be kernels.Backend) {
+	for _, n := range vectorLengths {
+		x := withZeros(4, n)
+		want := make([]float32, n)
+		for i, v := range x {
+			want[i] = float32(math.Max(float64(v), 0))
+		}
+		name := fmt.Sprintf("n=%d", n)
+		xb, yb := load(t, be, x), load(t, be, filled(n, 7))
+		ok(t, name, be.Relu(yb, xb))
+		checkExact(t, name+": y", read(t, be, yb), want)
+		checkExact(t, name+": x after", read(t, be, xb), x)
+
+		ok(t, name+" in place", be.Relu(xb, xb))
+		checkExact(t, name+" in place: y", read(t, be, xb), want)
+	}
+}
+
+// testReluGrad checks ReluGrad exactly against dy where y > 0 else 0, with y
+// a Relu output (so it has exact zeros), into a separate dx and in place
+// (dx aliasing dy).
+func testReluGrad(t *testing.T, be kernels.Backend) {
+	for _, n := range vectorLengths {
+		x := withZeros(5, n)
+		y := make([]float32, n)
+		for i, v := range x {
+			y[i] = float32(math.Max(float64(v), 0))
+		}
+		dy := normals(newRand(6), n, 1)
+		want := make([]float32, n)
+		for i := range want {
+			if y[i] > 0 {
+				want[i] = dy[i]
+			}
+		}
+		name := fmt.Sprintf("n=%d", n)
+		yb, dyb, dxb := load(t, be, y), load(t, be, dy), load(t, be, filled(n, 7))
+		ok(t, name, be.ReluGrad(dxb, dyb, yb))
+		checkExact(t, name+": dx", read(t, be, dxb), want)
+		checkExact(t, name+": dy after", read(t, be, dyb), dy)
+		checkExact(t, name+": y after", read(t, be, yb), y)
+
+		ok(t, name+" in place", be.ReluGrad(dyb, dyb, yb))
+		checkExact(t, name+" in place: dx", read(t, be, dyb), want)
+	}
+}
+
+// testAxpy compares Axpy with y + alpha·x within gamma(2)·(|y| + |alpha·x|).
+func testAxpy(t *testing.T, be kernels.Backend) {
+	r := newRand(7)
+	for _, n := range vectorLengths {
+		for _, alpha := range []float32{0, 1, -2.5} {
+			name := fmt.Sprintf("n=%d,alpha=%v", n, alpha)
+			x, y := normals(r, n, 1), normals(r, n, 1)
+			want, bound := make([]float64, n), make([]float64, n)
+			for i := range n {
+				ax := float64(alpha) * float64(x[i])
+				want[i] = float64(y[i]) + ax
+				bound[i] = gamma(2) * (math.Abs(float64(y[i])) + math.Abs(ax))
+			}
+			xb, yb := load(t, be, x), load(t, be, y)
+			ok(t, name, be.Axpy(alpha, xb, yb))
+			checkWithin(t, name+": y", read(t, be, yb), want, bound)
+			checkExact(t, name+": x after", read(t, be, xb), x)
+		}
+	}
+}
+
+// testScale compares Scale with alpha·x within gamma(1)·|alpha·x|.
+func testScale(t *testing.T, be kernels.Backend) {
+	r := newRand(8)
+	for _, n := range vectorLengths {
+		for _, alpha := range []float32{0, 1, -0.5, 3} {
+			name := fmt.Sprintf("n=%d,alpha=%v", n, alpha)
+			x := normals(r, n, 1)
+			want, bound := make([]float64, n), make([]float64, n)
+			for i, v := range x {
+				want[i] = float64(alpha) * float64(v)
+				bound[i] = gamma(1) * math.Abs(want[i])
+			}
+			xb := load(t, be, x)
+			be.Scale(alpha, xb)
+			checkWithin(t, name+": x", read(t, be, xb), want, bound)
+		}
+	}
+}
+
+// testSum compares Sum over 0 to 5 sources with their float64 sum, within
+// gamma(sources)·Σ|src|; dst starts full of garbage, which must not count,
+// and the sources must be left alone.
+func testSum(t *testing.T, be kernels.Backend) {
+	r := newRand(9)
+	for _, n := range []int{0, 1, 33} {
+		for _, count := range []int{0, 1, 2, 3, 5} {
+			name := fmt.Sprintf("n=%d,srcs=%d", n, count)
+			srcs, hosts := make([]kernels.Buffer, count), make([][]float32, count)
+			want, bound := make([]float64, n), make([]float64, n)
+			for s := range srcs {
+				hosts[s] = normals(r, n, float64(s+1))
+				srcs[s] = load(t, be, hosts[s])
+				for i, v := range hosts[s] {
+					want[i] += float64(v)
+					bound[i] += gamma(count) * math.Abs(float64(v))
+				}
+			}
+			dst := load(t, be, filled(n, 1e6))
+			ok(t, name, be.Sum(dst, srcs...))
+			checkWithin(t, name+": dst", read(t, be, dst), want, bound)
+			for s := range srcs {
+				checkExact(t, fmt.Sprintf("%s: srcs[%d] after", name, s), read(t, be, srcs[s]), hosts[s])
+			}
+		}
+	}
+}
+
+// testDot compares Dot with the float64 sum of products within
+// gamma(n)·Σ|x·y|, which also admits a float32 accumulation.
+func testDot(t *testing.T, be kernels.Backend) {
+	r := newRand(10)
+	for _, n := range []int{0, 1, 17, 1000, 4097} {
+		x, y := normals(r, n, 1), normals(r, n, 1)
+		var want, abs float64
+		for i := range n {
+			p := float64(x[i]) * float64(y[i])
+			want += p
+			abs += math.Abs(p)
+		}
+		got, err := be.Dot(load(t, be, x), load(t, be, y))
+		ok(t, fmt.Sprintf("n=%d", n), err)
+		checkScalar(t, fmt.Sprintf("Dot n=%d", n), got, want, gamma(n)*abs)
+	}
+}
+
+// testNonFinite checks that NonFinite finds the first NaN or ±Inf and
+// nothing in finite data, extreme finite values included.
+func testNonFinite(t *testing.T, be kernels.Backend) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	finite := normals(newRand(11), 100, 1)
+	finite[3], finite[4], finite[5] = math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32
+	with := func(at map[int]float32) []float32 {
+		x := clone(finite)
+		for i, v := range at {
+			x[i] = v
+		}
+		return x
+	}
+	for _, c := range []struct {
+		name string
+		x    []float32
+		want int
+	}{
+		{"empty", nil, -1},
+		{"finite", finite, -1},
+		{"NaN", with(map[int]float32{40: nan}), 40},
+		{"+Inf", with(map[int]float32{0: inf}), 0},
+		{"-Inf last", with(map[int]float32{99: -inf}), 99},
+		{"first of several", with(map[int]float32{70: nan, 20: -inf, 50: inf}), 20},
+	} {
+		if got := be.NonFinite(load(t, be, c.x)); got != c.want {
+			t.Errorf("NonFinite(%s) = %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package kernelstest
+
+import (
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// foreign is a Buffer no backend allocated, standing for another backend's.
+type foreign struct{ n int }
+
+// Len is the length the buffer claims to have.
+func (f foreign) Len() int { return f.n }
+
+// testForeignBuffer passes a foreign buffer, of a length that would
+// otherwise fit, in turn to every op: each must panic (the interface makes
+// it a programmer error).
+func testForeignBuffer(t *testing.T, be kernels.Backend) {
+	x := func() kernels.Buffer { return be.Alloc(4) }
+	f := foreign{4}
+	for _, c := range []struct {
+		name string
+		call func()
+	}{
+		{"View", func() { be.View(f, 0, 1) }},
+		{"Upload", func() { _ = be.Upload(f, make([]float32, 4)) }},
+		{"Download", func() { _ = be.Download(make([]float32, 4), f) }},
+		{"Copy dst", func() { _ = be.Copy(f, x()) }},
+		{"Copy src", func() { _ = be.Copy(x(), f) }},
+		{"Fill", func() { be.Fill(f, 1) }},
+		{"Gemm a", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, f, x(), 0, x()) }},
+		{"Gemm b", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, x(), f, 0, x()) }},
+		{"Gemm c", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, x(), x(), 0, f) }},
+		{"AddBias", func() { _ = be.AddBias(x(), foreign{2}, 2, 2) }},
+		{"SumRows", func() { _ = be.SumRows(foreign{2}, x(), 2, 2, 0) }},
+		{"Relu", func() { _ = be.Relu(x(), f) }},
+		{"ReluGrad", func() { _ = be.ReluGrad(x(), x(), f) }},
+		{"SoftmaxCrossEntropy", func() { _, _, _ = be.SoftmaxCrossEntropy(x(), f, []int32{0, 1}, 2, 2, 1) }},
+		{"SigmoidCrossEntropy", func() { _, _, _ = be.SigmoidCrossEntropy(f, x(), []int32{0, 1, 0, 1}, 1) }},
+		{"Predict", func() { _ = be.Predict(make([]int32, 2), f, 2, 2) }},
+		{"Axpy", func() { _ = be.Axpy(1, f, x()) }},
+		{"Scale", func() { be.Scale(2, f) }},
+		{"Sum", func() { _ = be.Sum(x(), x(), f) }},
+		{"Dot", func() { _, _ = be.Dot(x(), f) }},
+		{"NonFinite", func() { be.NonFinite(f) }},
+		{"SGD", func() { _ = be.SGD(x(), f, 0.1, 0) }},
+		{"Momentum", func() { _ = be.Momentum(x(), x(), f, 0.1, 0.9, 0) }},
+		{"Adagrad", func() { _ = be.Adagrad(f, x(), x(), 0.1, 1e-6, 0) }},
+	} {
+		if !panics(c.call) {
+			t.Errorf("%s with a foreign buffer did not panic", c.name)
+		}
+	}
+}
+
+// panics reports whether f panics.
+func panics(f func()) (panicked bool) {
+	defer func() { panicked = recover() != nil }()
+	f()
+	return false
+}

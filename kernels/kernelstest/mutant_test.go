@@ -1,0 +1,258 @@
+package kernelstest_test
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/kernelstest"
+)
+
+// The suite is only worth running if it can fail. Each mutant below is the
+// cpu backend with one plausible bug; TestSuiteCatchesMutants re-runs this
+// test binary once per mutant, running the suite on it, and requires the
+// named subtest to fail.
+
+const mutantEnv = "KERNELSTEST_MUTANT"
+
+// mutants maps a mutant's name to the suite subtest that must catch it and
+// the backend with the bug.
+var mutants = map[string]struct {
+	caughtBy string
+	wrap     func(inner kernels.Backend) kernels.Backend
+}{
+	"view-copies":             {"View", func(b kernels.Backend) kernels.Backend { return viewCopies{b} }},
+	"gemm-drops-beta":         {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmDropsBeta{b} }},
+	"gemm-ignores-transB":     {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransB{b} }},
+	"addbias-skips-last-row":  {"AddBias", func(b kernels.Backend) kernels.Backend { return addBiasSkipsLastRow{b} }},
+	"sumrows-drops-beta":      {"SumRows", func(b kernels.Backend) kernels.Backend { return sumRowsDropsBeta{b} }},
+	"relugrad-passes-zero":    {"ReluGrad", func(b kernels.Backend) kernels.Backend { return reluGradPassesZero{b} }},
+	"softmax-ignores-scale":   {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return softmaxIgnoresScale{b} }},
+	"sigmoid-naive-log":       {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return sigmoidNaive{b} }},
+	"predict-ge-zero":         {"Predict", func(b kernels.Backend) kernels.Backend { return predictGEZero{b} }},
+	"sum-drops-last-src":      {"Sum", func(b kernels.Backend) kernels.Backend { return sumDropsLast{b} }},
+	"nonfinite-misses-inf":    {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
+	"momentum-drops-wd":       {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
+	"adagrad-eps-inside-sqrt": {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
+	"axpy-writes-then-checks": {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
+	"gemm-ignores-transA":     {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
+}
+
+// TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
+// is run by TestSuiteCatchesMutants and skips otherwise.
+func TestMutant(t *testing.T) {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		t.Skip("run by TestSuiteCatchesMutants")
+	}
+	m, ok := mutants[name]
+	if !ok {
+		t.Fatalf("no mutant %q", name)
+	}
+	kernelstest.Run(t, func() kernels.Backend { return m.wrap(cpu.New()) })
+}
+
+func TestSuiteCatchesMutants(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Skip("inside a mutant run")
+	}
+	if testing.Short() {
+		t.Skip("re-runs the test binary once per mutant")
+	}
+	for name, m := range mutants {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMutant$/^"+m.caughtBy+"$", "-test.count=1")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed the mutant; output:\n%s", out)
+			}
+			if want := "--- FAIL: TestMutant/" + m.caughtBy; !strings.Contains(string(out), want) {
+				t.Fatalf("output lacks %q:\n%s", want, out)
+			}
+		})
+	}
+}
+
+// hostOp runs f on host copies of bufs and uploads them back: the mutants
+// below that rewrite an op do it on the host, which is enough for a test.
+func hostOp(b kernels.Backend, f func(host [][]float32), bufs ...kernels.Buffer) {
+	host := make([][]float32, len(bufs))
+	for i, buf := range bufs {
+		host[i] = make([]float32, buf.Len())
+		if err := b.Download(host[i], buf); err != nil {
+			panic(err)
+		}
+	}
+	f(host)
+	for i, buf := range bufs {
+		if err := b.Upload(buf, host[i]); err != nil {
+			panic(err)
+		}
+	}
+}
+
+type viewCopies struct{ kernels.Backend }
+
+func (m viewCopies) View(b kernels.Buffer, off, n int) kernels.Buffer {
+	c := m.Alloc(n)
+	_ = m.Copy(c, m.Backend.View(b, off, n))
+	return c
+}
+
+type gemmDropsBeta struct{ kernels.Backend }
+
+func (m gemmDropsBeta) Gemm(tA, tB bool, mm, n, k int, alpha float32, a, b kernels.Buffer, beta float32, c kernels.Buffer) error {
+	return m.Backend.Gemm(tA, tB, mm, n, k, alpha, a, b, 0, c)
+}
+
+type gemmIgnoresTransB struct{ kernels.Backend }
+
+func (m gemmIgnoresTransB) Gemm(tA, tB bool, mm, n, k int, alpha float32, a, b kernels.Buffer, beta float32, c kernels.Buffer) error {
+	return m.Backend.Gemm(tA, false, mm, n, k, alpha, a, b, beta, c)
+}
+
+// gemmIgnoresTransA breaks every weight gradient (dW = Xᵀ·dY); it is here to
+// show that the gradient checks, run on their own, catch it.
+type gemmIgnoresTransA struct{ kernels.Backend }
+
+func (m gemmIgnoresTransA) Gemm(tA, tB bool, mm, n, k int, alpha float32, a, b kernels.Buffer, beta float32, c kernels.Buffer) error {
+	return m.Backend.Gemm(false, tB, mm, n, k, alpha, a, b, beta, c)
+}
+
+type addBiasSkipsLastRow struct{ kernels.Backend }
+
+func (m addBiasSkipsLastRow) AddBias(x, bias kernels.Buffer, rows, cols int) error {
+	if rows > 1 && x.Len() == rows*cols {
+		return m.Backend.AddBias(m.Backend.View(x, 0, (rows-1)*cols), bias, rows-1, cols)
+	}
+	return m.Backend.AddBias(x, bias, rows, cols)
+}
+
+type sumRowsDropsBeta struct{ kernels.Backend }
+
+func (m sumRowsDropsBeta) SumRows(dst, x kernels.Buffer, rows, cols int, beta float32) error {
+	return m.Backend.SumRows(dst, x, rows, cols, 0)
+}
+
+type reluGradPassesZero struct{ kernels.Backend }
+
+func (m reluGradPassesZero) ReluGrad(dx, dy, y kernels.Buffer) error {
+	if dx.Len() != y.Len() || dy.Len() != y.Len() {
+		return m.Backend.ReluGrad(dx, dy, y)
+	}
+	hostOp(m.Backend, func(h [][]float32) {
+		for i, v := range h[2] {
+			if v >= 0 {
+				h[0][i] = h[1][i]
+			} else {
+				h[0][i] = 0
+			}
+		}
+	}, dx, dy, y)
+	return nil
+}
+
+type softmaxIgnoresScale struct{ kernels.Backend }
+
+func (m softmaxIgnoresScale) SoftmaxCrossEntropy(grad, logits kernels.Buffer, labels []int32, rows, cols int, scale float32) (float64, int, error) {
+	return m.Backend.SoftmaxCrossEntropy(grad, logits, labels, rows, cols, 1)
+}
+
+// sigmoidNaive computes the loss as log(1 + exp(z)) − y·z in float32, which
+// overflows for large z.
+type sigmoidNaive struct{ kernels.Backend }
+
+func (m sigmoidNaive) SigmoidCrossEntropy(grad, logits kernels.Buffer, labels []int32, scale float32) (float64, int, error) {
+	loss, correct, err := m.Backend.SigmoidCrossEntropy(grad, logits, labels, scale)
+	if err != nil || grad == logits {
+		return loss, correct, err
+	}
+	loss = 0
+	hostOp(m.Backend, func(h [][]float32) {
+		for i, z := range h[0] {
+			e := float32(math.Exp(float64(z)))
+			loss += float64(float32(math.Log(float64(1+e))) - float32(labels[i])*z)
+		}
+	}, logits)
+	return loss, correct, nil
+}
+
+type predictGEZero struct{ kernels.Backend }
+
+func (m predictGEZero) Predict(out []int32, x kernels.Buffer, rows, cols int) error {
+	if err := m.Backend.Predict(out, x, rows, cols); err != nil || cols != 1 {
+		return err
+	}
+	hostOp(m.Backend, func(h [][]float32) {
+		for i, v := range h[0] {
+			if v >= 0 {
+				out[i] = 1
+			}
+		}
+	}, x)
+	return nil
+}
+
+type sumDropsLast struct{ kernels.Backend }
+
+func (m sumDropsLast) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
+	if len(srcs) > 1 {
+		srcs = srcs[:len(srcs)-1]
+	}
+	return m.Backend.Sum(dst, srcs...)
+}
+
+type nonFiniteNaNOnly struct{ kernels.Backend }
+
+func (m nonFiniteNaNOnly) NonFinite(x kernels.Buffer) int {
+	at := -1
+	hostOp(m.Backend, func(h [][]float32) {
+		for i, v := range h[0] {
+			if v != v {
+				at = i
+				return
+			}
+		}
+	}, x)
+	return at
+}
+
+type momentumDropsWD struct{ kernels.Backend }
+
+func (m momentumDropsWD) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
+	return m.Backend.Momentum(w, g, v, lr, mu, 0)
+}
+
+type adagradEpsInside struct{ kernels.Backend }
+
+func (m adagradEpsInside) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
+	if g.Len() != w.Len() || h.Len() != w.Len() {
+		return m.Backend.Adagrad(w, g, h, lr, eps, wd)
+	}
+	hostOp(m.Backend, func(x [][]float32) {
+		w, g, h := x[0], x[1], x[2]
+		for i := range w {
+			gi := g[i] + wd*w[i]
+			h[i] += gi * gi
+			w[i] -= lr * gi / float32(math.Sqrt(float64(h[i]+eps)))
+		}
+	}, w, g, h)
+	return nil
+}
+
+// axpyWritesFirst updates as much of y as x covers before reporting the
+// shape error.
+type axpyWritesFirst struct{ kernels.Backend }
+
+func (m axpyWritesFirst) Axpy(alpha float32, x, y kernels.Buffer) error {
+	if n := min(x.Len(), y.Len()); n != x.Len() || n != y.Len() {
+		_ = m.Backend.Axpy(alpha, m.Backend.View(x, 0, n), m.Backend.View(y, 0, n))
+	}
+	return m.Backend.Axpy(alpha, x, y)
+}

@@ -1,0 +1,96 @@
+package kernelstest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// optimLen is the number of weights each optimizer check updates.
+const optimLen = 37
+
+// optimCase is one optimizer setting: step applies one update to the
+// backend buffers (w, g, state), ref the same update to float64 copies.
+type optimCase struct {
+	name string
+	step func(be kernels.Backend, w, g, state kernels.Buffer) error
+	ref  func(w, g, state []float64)
+}
+
+// runOptim starts from random weights and a zero state, applies optimSteps
+// updates with fresh random gradients to the backend and to a float64
+// reference, and compares weights and state after every step within
+// optimAbs or optimRel. Gradients must be left alone.
+func runOptim(t *testing.T, be kernels.Backend, seed uint64, c optimCase) {
+	t.Helper()
+	r := newRand(seed)
+	w0 := normals(r, optimLen, 1)
+	wb, sb := load(t, be, w0), be.Alloc(optimLen)
+	w, state := widen(w0), make([]float64, optimLen)
+	for step := range optimSteps {
+		g := normals(r, optimLen, 1)
+		gb := load(t, be, g)
+		name := fmt.Sprintf("%s step %d", c.name, step+1)
+		ok(t, name, c.step(be, wb, gb, sb))
+		c.ref(w, widen(g), state)
+		checkAbsOrRel(t, name+": w", read(t, be, wb), w, optimAbs, optimRel)
+		checkAbsOrRel(t, name+": state", read(t, be, sb), state, optimAbs, optimRel)
+		checkExact(t, name+": g after", read(t, be, gb), g)
+	}
+}
+
+// testSGD checks w -= lr·(g + wd·w), with and without weight decay.
+func testSGD(t *testing.T, be kernels.Backend) {
+	for _, wd := range []float32{0, 0.05} {
+		lr := float32(0.1)
+		runOptim(t, be, 16, optimCase{
+			name: fmt.Sprintf("lr=%v,wd=%v", lr, wd),
+			step: func(be kernels.Backend, w, g, _ kernels.Buffer) error { return be.SGD(w, g, lr, wd) },
+			ref: func(w, g, _ []float64) {
+				for i := range w {
+					w[i] -= float64(lr) * (g[i] + float64(wd)*w[i])
+				}
+			},
+		})
+	}
+}
+
+// testMomentum checks v = mu·v + (g + wd·w); w -= lr·v.
+func testMomentum(t *testing.T, be kernels.Backend) {
+	for _, wd := range []float32{0, 0.05} {
+		lr, mu := float32(0.1), float32(0.9)
+		runOptim(t, be, 17, optimCase{
+			name: fmt.Sprintf("lr=%v,mu=%v,wd=%v", lr, mu, wd),
+			step: func(be kernels.Backend, w, g, v kernels.Buffer) error { return be.Momentum(w, g, v, lr, mu, wd) },
+			ref: func(w, g, v []float64) {
+				for i := range w {
+					v[i] = float64(mu)*v[i] + g[i] + float64(wd)*w[i]
+					w[i] -= float64(lr) * v[i]
+				}
+			},
+		})
+	}
+}
+
+// testAdagrad checks g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps), with an
+// eps large enough (0.1) to tell √h + eps from √(h + eps).
+func testAdagrad(t *testing.T, be kernels.Backend) {
+	for _, eps := range []float32{1e-6, 0.1} {
+		for _, wd := range []float32{0, 0.05} {
+			lr := float32(0.1)
+			runOptim(t, be, 18, optimCase{
+				name: fmt.Sprintf("lr=%v,eps=%v,wd=%v", lr, eps, wd),
+				step: func(be kernels.Backend, w, g, h kernels.Buffer) error { return be.Adagrad(w, g, h, lr, eps, wd) },
+				ref: func(w, g, h []float64) {
+					for i := range w {
+						gi := g[i] + float64(wd)*w[i]
+						h[i] += gi * gi
+						w[i] -= float64(lr) * gi / (math.Sqrt(h[i]) + float64(eps))
+					}
+				},
+			})
+		}
+	}
+}

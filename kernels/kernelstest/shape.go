@@ -1,0 +1,177 @@
+package kernelstest
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// guard hands out buffers and host slices full of a recognisable pattern
+// and afterwards checks that none of them changed: an op that rejects its
+// shapes must not have written anything.
+type guard struct {
+	be    kernels.Backend
+	bufs  []kernels.Buffer
+	hosts [][]float32
+	outs  [][]int32
+}
+
+// pattern is what a watched buffer or slice of n elements holds.
+func (g *guard) pattern(n int) []float32 { return ramp(n, 1000) }
+
+// buf returns a buffer of n elements the guard watches.
+func (g *guard) buf(n int) kernels.Buffer {
+	b := g.be.Alloc(n)
+	if err := g.be.Upload(b, g.pattern(n)); err != nil {
+		panic(err) // lengths match by construction
+	}
+	g.bufs = append(g.bufs, b)
+	return b
+}
+
+// host returns a host slice of n elements the guard watches.
+func (g *guard) host(n int) []float32 {
+	h := g.pattern(n)
+	g.hosts = append(g.hosts, h)
+	return h
+}
+
+// out returns an int32 host slice of n elements the guard watches.
+func (g *guard) out(n int) []int32 {
+	o := make([]int32, n)
+	for i := range o {
+		o[i] = -7
+	}
+	g.outs = append(g.outs, o)
+	return o
+}
+
+// check reports any watched buffer or slice that changed.
+func (g *guard) check(t *testing.T, name string) {
+	t.Helper()
+	for i, b := range g.bufs {
+		checkBits(t, name+": buffer "+strconv.Itoa(i), read(t, g.be, b), g.pattern(b.Len()))
+	}
+	for i, h := range g.hosts {
+		checkBits(t, name+": host slice "+strconv.Itoa(i), h, g.pattern(len(h)))
+	}
+	for i, o := range g.outs {
+		for j, v := range o {
+			if v != -7 {
+				t.Errorf("%s: out %d: [%d] = %d, want untouched", name, i, j, v)
+				break
+			}
+		}
+	}
+}
+
+// shapeCases are calls with arguments that do not fit: each must return an
+// error wrapping kernels.ErrShape and write nothing.
+var shapeCases = []struct {
+	name string
+	call func(g *guard) error
+}{
+	{"Upload short src", func(g *guard) error { return g.be.Upload(g.buf(3), g.host(2)) }},
+	{"Upload long src", func(g *guard) error { return g.be.Upload(g.buf(3), g.host(4)) }},
+	{"Download", func(g *guard) error { return g.be.Download(g.host(4), g.buf(3)) }},
+	{"Copy", func(g *guard) error { return g.be.Copy(g.buf(3), g.buf(4)) }},
+
+	{"Gemm a", func(g *guard) error { return g.be.Gemm(false, false, 2, 3, 4, 1, g.buf(7), g.buf(12), 0, g.buf(6)) }},
+	{"Gemm b", func(g *guard) error { return g.be.Gemm(false, false, 2, 3, 4, 1, g.buf(8), g.buf(11), 1, g.buf(6)) }},
+	{"Gemm c", func(g *guard) error { return g.be.Gemm(false, false, 2, 3, 4, 1, g.buf(8), g.buf(12), 0, g.buf(5)) }},
+	{"Gemm transA", func(g *guard) error { return g.be.Gemm(true, false, 2, 3, 4, 1, g.buf(6), g.buf(12), 0, g.buf(6)) }},
+	{"Gemm transB", func(g *guard) error { return g.be.Gemm(false, true, 2, 3, 4, 1, g.buf(8), g.buf(6), 0, g.buf(6)) }},
+	{"Gemm negative m", func(g *guard) error { return g.be.Gemm(false, false, -1, 0, 0, 1, g.buf(0), g.buf(0), 0, g.buf(0)) }},
+	{"Gemm k=0 with a and b not empty", func(g *guard) error { return g.be.Gemm(false, false, 2, 3, 0, 1, g.buf(2), g.buf(3), 0, g.buf(6)) }},
+	{"Gemm m·n overflows", func(g *guard) error {
+		// 2³²·2³² wraps to 0 in 64-bit ints: all three lengths "match".
+		big := 1 << (strconv.IntSize / 2)
+		return g.be.Gemm(false, false, big, big, 0, 1, g.buf(0), g.buf(0), 0, g.buf(0))
+	}},
+
+	{"AddBias x", func(g *guard) error { return g.be.AddBias(g.buf(5), g.buf(3), 2, 3) }},
+	{"AddBias bias", func(g *guard) error { return g.be.AddBias(g.buf(6), g.buf(2), 2, 3) }},
+	{"AddBias negative rows", func(g *guard) error { return g.be.AddBias(g.buf(0), g.buf(3), -1, 3) }},
+	{"SumRows dst", func(g *guard) error { return g.be.SumRows(g.buf(2), g.buf(6), 2, 3, 0) }},
+	{"SumRows x", func(g *guard) error { return g.be.SumRows(g.buf(3), g.buf(7), 2, 3, 1) }},
+
+	{"Relu", func(g *guard) error { return g.be.Relu(g.buf(3), g.buf(4)) }},
+	{"ReluGrad dx", func(g *guard) error { return g.be.ReluGrad(g.buf(3), g.buf(4), g.buf(4)) }},
+	{"ReluGrad dy", func(g *guard) error { return g.be.ReluGrad(g.buf(4), g.buf(3), g.buf(4)) }},
+
+	{"SoftmaxCrossEntropy grad", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(5), g.buf(6), []int32{0, 1}, 2, 3, 1))
+	}},
+	{"SoftmaxCrossEntropy logits", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(7), g.buf(7), []int32{0, 1}, 2, 3, 1))
+	}},
+	{"SoftmaxCrossEntropy labels", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(6), g.buf(6), []int32{0, 1, 2}, 2, 3, 1))
+	}},
+	{"SoftmaxCrossEntropy label -1", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(6), g.buf(6), []int32{0, -1}, 2, 3, 1))
+	}},
+	{"SoftmaxCrossEntropy label == cols", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(6), g.buf(6), []int32{3, 0}, 2, 3, 1))
+	}},
+	{"SoftmaxCrossEntropy no columns", func(g *guard) error {
+		return lossErr(g.be.SoftmaxCrossEntropy(g.buf(0), g.buf(0), []int32{0, 0}, 2, 0, 1))
+	}},
+	{"SigmoidCrossEntropy grad", func(g *guard) error {
+		return lossErr(g.be.SigmoidCrossEntropy(g.buf(2), g.buf(3), []int32{0, 1, 1}, 1))
+	}},
+	{"SigmoidCrossEntropy labels", func(g *guard) error {
+		return lossErr(g.be.SigmoidCrossEntropy(g.buf(3), g.buf(3), []int32{0, 1}, 1))
+	}},
+	{"SigmoidCrossEntropy label 2", func(g *guard) error {
+		return lossErr(g.be.SigmoidCrossEntropy(g.buf(3), g.buf(3), []int32{0, 1, 2}, 1))
+	}},
+	{"SigmoidCrossEntropy label -1", func(g *guard) error {
+		return lossErr(g.be.SigmoidCrossEntropy(g.buf(3), g.buf(3), []int32{-1, 1, 0}, 1))
+	}},
+	{"Predict out", func(g *guard) error { return g.be.Predict(g.out(3), g.buf(6), 2, 3) }},
+	{"Predict x", func(g *guard) error { return g.be.Predict(g.out(2), g.buf(5), 2, 3) }},
+	{"Predict no columns", func(g *guard) error { return g.be.Predict(g.out(2), g.buf(0), 2, 0) }},
+
+	{"Axpy", func(g *guard) error { return g.be.Axpy(2, g.buf(4), g.buf(3)) }},
+	{"Sum last src", func(g *guard) error { return g.be.Sum(g.buf(3), g.buf(3), g.buf(3), g.buf(2)) }},
+	{"Dot", func(g *guard) error { _, err := g.be.Dot(g.buf(3), g.buf(4)); return err }},
+
+	{"SGD", func(g *guard) error { return g.be.SGD(g.buf(3), g.buf(4), 0.1, 0) }},
+	{"Momentum g", func(g *guard) error { return g.be.Momentum(g.buf(3), g.buf(2), g.buf(3), 0.1, 0.9, 0) }},
+	{"Momentum v", func(g *guard) error { return g.be.Momentum(g.buf(3), g.buf(3), g.buf(4), 0.1, 0.9, 0) }},
+	{"Adagrad g", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(4), g.buf(3), 0.1, 1e-6, 0) }},
+	{"Adagrad h", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(3), g.buf(2), 0.1, 1e-6, 0) }},
+}
+
+// lossErr keeps only the error of a loss op.
+func lossErr(_ float64, _ int, err error) error { return err }
+
+// testErrShape runs every shape case: the error must wrap kernels.ErrShape
+// and every buffer and host slice involved must be as it was.
+func testErrShape(t *testing.T, be kernels.Backend) {
+	for _, c := range shapeCases {
+		g := &guard{be: be}
+		err := catch(func() error { return c.call(g) })
+		switch {
+		case err == nil:
+			t.Errorf("%s: no error, want one wrapping kernels.ErrShape", c.name)
+		case !errors.Is(err, kernels.ErrShape):
+			t.Errorf("%s: error %q does not wrap kernels.ErrShape", c.name, err)
+		}
+		g.check(t, c.name)
+	}
+}
+
+// catch runs f and turns a panic into an error that wraps nothing.
+func catch(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f()
+}
