@@ -51,7 +51,7 @@ test-short: deps
 	$(GO) test -count=1 -short ./...
 
 demo: build
-	$(MPIRUN) -np $(NP) $(BIN) bench allreduce -b 4K -e 16M -f 4
+	$(MPIRUN) -np $(NP) $(BIN) train --model mlp --hidden 256,128 --data fashion-mnist --epochs 5 --batch 64 --lr 0.05 --sync allreduce
 
 bench: build
 	$(MPIRUN) -np 2 $(BIN) bench allreduce -b 4K -e 64M -f 2

@@ -104,64 +104,80 @@ func wrong(buf []float32, n int, op collectives.Op) int {
 }
 
 // RunAllreduce runs the sweep on every rank (all ranks must call it with the
-// same config) and calls emit on rank 0 for each row as it is measured.
-// A row's time is the median over iterations of the slowest rank's time;
-// #wrong counts the elements, summed over ranks, that differ from the
-// exact expected value after the last iteration.
-func RunAllreduce(c collectives.Comm, cfg AllreduceConfig, emit func(Row)) ([]Row, error) {
+// same config) and calls emit on rank 0 for each size once it is measured,
+// with one row per algorithm. The algorithms take turns iteration by
+// iteration, so that a noisy neighbour slows them alike and their ratio
+// stays fair. A row's time is the median over iterations of the slowest
+// rank's time; #wrong counts the elements, summed over ranks, that differ
+// from the exact expected value after the last iteration.
+func RunAllreduce(c collectives.Comm, cfg AllreduceConfig, emit func([]Row)) ([]Row, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	n := c.Size()
 	sizes := cfg.Sizes()
 	buf := make([]float32, sizes[len(sizes)-1]/4)
-	times := make([]float32, cfg.Iters)
-	all := make([]float32, cfg.Iters*n)
+	nalg := len(cfg.Algorithms)
+	ars := make([]*collectives.Allreducer, nalg)
+	for i, algo := range cfg.Algorithms {
+		ars[i] = &collectives.Allreducer{Comm: c, Algorithm: algo, SegmentBytes: cfg.SegmentBytes}
+	}
+	times := make([]float32, nalg*cfg.Iters) // [algo][iter]
+	all := make([]float32, n*len(times))
+	bad := make([]float32, nalg)
 	var rows []Row
-	for _, algo := range cfg.Algorithms {
-		ar := &collectives.Allreducer{Comm: c, Algorithm: algo, SegmentBytes: cfg.SegmentBytes}
-		for _, size := range sizes {
-			b := buf[:size/4]
-			for it := -cfg.Warmup; it < cfg.Iters; it++ {
+	for _, size := range sizes {
+		b := buf[:size/4]
+		for it := -cfg.Warmup; it < cfg.Iters; it++ {
+			for a, ar := range ars {
 				fill(b, c.Rank())
 				if err := c.Barrier(); err != nil {
 					return rows, err
 				}
 				t0 := time.Now()
 				if err := ar.Allreduce(b, cfg.Op); err != nil {
-					return rows, fmt.Errorf("%s, %d bytes: %w", algo, size, err)
+					return rows, fmt.Errorf("%s, %d bytes: %w", cfg.Algorithms[a], size, err)
 				}
 				if it >= 0 {
-					times[it] = float32(time.Since(t0).Seconds() * 1e6)
+					times[a*cfg.Iters+it] = float32(time.Since(t0).Seconds() * 1e6)
+				}
+				if it == cfg.Iters-1 {
+					bad[a] = float32(wrong(b, n, cfg.Op))
 				}
 			}
-			// The slowest rank sets each iteration's time; #wrong is summed.
-			if err := collectives.Allgather(c, times, all); err != nil {
-				return rows, err
-			}
-			bad := []float32{float32(wrong(b, n, cfg.Op))}
-			if err := collectives.Allreduce(c, bad, collectives.Sum, collectives.Tree); err != nil {
-				return rows, err
-			}
+		}
+		// The slowest rank sets each iteration's time; #wrong is summed.
+		if err := collectives.Allgather(c, times, all); err != nil {
+			return rows, err
+		}
+		if err := collectives.Allreduce(c, bad, collectives.Sum, collectives.Tree); err != nil {
+			return rows, err
+		}
+		var batch []Row
+		for a, algo := range cfg.Algorithms {
 			perIter := make([]float64, cfg.Iters)
 			for it := range perIter {
 				for q := 0; q < n; q++ {
-					perIter[it] = max(perIter[it], float64(all[q*cfg.Iters+it]))
+					perIter[it] = max(perIter[it], float64(all[q*len(times)+a*cfg.Iters+it]))
 				}
 			}
-			slices.Sort(perIter)
-			us := perIter[len(perIter)/2]
-			if len(perIter)%2 == 0 {
-				us = (perIter[len(perIter)/2-1] + perIter[len(perIter)/2]) / 2
-			}
+			us := median(perIter)
 			algbw := float64(size) / us / 1e3 // bytes/µs = MB/s; /1e3 → GB/s
-			row := Row{Algo: string(algo), Size: size, Count: int(size / 4), TimeUS: us, AlgBW: algbw,
-				BusBW: algbw * 2 * float64(n-1) / float64(n), Wrong: int(bad[0]), Ranks: n, Samples: cfg.Iters}
-			rows = append(rows, row)
-			if c.Rank() == 0 && emit != nil {
-				emit(row)
-			}
+			batch = append(batch, Row{Algo: string(algo), Size: size, Count: int(size / 4), TimeUS: us, AlgBW: algbw,
+				BusBW: algbw * 2 * float64(n-1) / float64(n), Wrong: int(bad[a]), Ranks: n, Samples: cfg.Iters})
+		}
+		rows = append(rows, batch...)
+		if c.Rank() == 0 && emit != nil {
+			emit(batch)
 		}
 	}
 	return rows, nil
+}
+
+func median(v []float64) float64 {
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

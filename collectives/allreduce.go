@@ -15,12 +15,16 @@ type Allreducer struct {
 	Algorithm Algorithm
 	// SegmentBytes is the ring's pipelining unit (DefaultSegmentBytes if 0).
 	SegmentBytes int
+	// Window is how many reduce-scatter segments the ring receives ahead
+	// (DefaultWindow if 0, at most 8).
 	// SkipLengthCheck turns off the ring's check that every rank passed the
 	// same length (one tiny all-gather per call). Recursive doubling and
 	// MPI detect mismatches on their own.
 	SkipLengthCheck bool
 
-	scratch [2][]float32
+	Window int
+
+	scratch [maxWindow][]float32
 	lens    []float32
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 func TestAddInto(t *testing.T) {
-	for _, n := range []int{0, 1, 3, 17, 1000} {
+	for _, n := range []int{0, 1, 3, 17, 31, 32, 33, 64, 1000, 1027} {
 		dst, src := make([]float32, n), make([]float32, n)
 		for i := range dst {
 			dst[i], src[i] = float32(i), float32(3*i+1)
@@ -25,7 +25,7 @@ func TestAddInto(t *testing.T) {
 func BenchmarkAddInto(b *testing.B) {
 	for _, n := range []int{1 << 10, 1 << 16, 1 << 21} {
 		dst, src := make([]float32, n), make([]float32, n)
-		for name, fn := range map[string]func(d, s []float32){"axpy": addInto, "loop": addIntoLoop} {
+		for name, fn := range map[string]func(d, s []float32){"dispatch": addInto, "axpy": addIntoAxpy, "loop": addIntoLoop} {
 			b.Run(fmt.Sprintf("kernel=%s/bytes=%d", name, 4*n), func(b *testing.B) {
 				b.SetBytes(int64(4 * n))
 				for i := 0; i < b.N; i++ {

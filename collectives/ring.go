@@ -23,19 +23,28 @@ import "fmt"
 // about 2(n−1)/n · B/β + 2(n−1)·α, α the per-message latency. Bus bandwidth
 // (busbw = algbw · 2(n−1)/n) measures how close a run gets to β.
 //
-// Pipelining: each chunk travels as segments of at most SegmentElems. A
+// Pipelining: each chunk travels as segments of at most SegmentBytes. A
 // segment received at reduce-scatter step s is added into the buffer and
-// sent on at once as part of step s+1, so links and the adder work at the
-// same time; receives for the next step are posted before this step's are
-// waited on. Each rank's sums happen in one fixed order per chunk, so every
-// rank ends with bitwise identical results.
+// sent on at once as part of step s+1, so the next rank can work on it while
+// this one handles the following segment. Each rank's sums happen in one
+// fixed order per chunk, so every rank ends with bitwise identical results.
 //
-// Buffers: sends go straight from the caller's buffer (no staging copy); the
-// reduce-scatter receives into two persistent scratch chunks that alternate
-// by step, and the all-gather receives straight into the caller's buffer.
+// Buffers: sends go straight from the caller's buffer (no staging copy). The
+// reduce-scatter keeps at most Window receives in flight, each into its own
+// segment-sized scratch slot (persistent in the Allreducer), so a segment is
+// added while it is still in cache: on this 2-core machine (shared memory,
+// single-copy CMA transfers) 256 KiB segments with 4 slots ran 16 MiB
+// AllReduces about 25% faster than whole-chunk receives. The all-gather
+// receives straight into the caller's buffer, every segment posted at once.
 
 // DefaultSegmentBytes is the ring's default pipelining unit.
-const DefaultSegmentBytes = 1 << 20
+const DefaultSegmentBytes = 256 << 10
+
+// DefaultWindow is the default number of reduce-scatter receives in flight.
+const DefaultWindow = 4
+
+// maxWindow bounds Allreducer.Window (the scratch slots it keeps).
+const maxWindow = 8
 
 // ring runs the ring AllReduce on buf, in place.
 func (a *Allreducer) ring(buf []float32, op Op) error {
@@ -49,28 +58,37 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 	rs, ag := RingSchedule(r, n)
 	seg := a.segmentElems()
 
-	maxChunk := chunks[0].Len
-	for i := range a.scratch {
-		if cap(a.scratch[i]) < maxChunk {
-			a.scratch[i] = make([]float32, maxChunk)
+	// Reduce-scatter: every segment of every step, in the order the left
+	// neighbour sends them. At most `window` receives are in flight, each
+	// into its own small scratch slot, so a segment is added while it is
+	// still in cache.
+	type rsSeg struct {
+		step int
+		sg   Span
+	}
+	var order []rsSeg
+	for s, st := range rs {
+		for _, sg := range Segments(chunks[st.Recv], seg) {
+			order = append(order, rsSeg{s, sg})
 		}
 	}
-
-	// Reduce-scatter. recvs[s] holds the posted receives of step s.
-	recvs := make([][]Request, len(rs))
-	post := func(s int) error {
-		if s >= len(rs) {
+	window := a.window()
+	slot := min(seg, chunks[0].Len) // chunk 0 is the largest
+	for i := range a.scratch[:window] {
+		if cap(a.scratch[i]) < slot {
+			a.scratch[i] = make([]float32, slot)
+		}
+	}
+	recvs := make([]Request, len(order))
+	post := func(k int) error {
+		if k >= len(order) {
 			return nil
 		}
-		ch := chunks[rs[s].Recv]
-		tmp := a.scratch[s%2]
-		for _, sg := range Segments(ch, seg) {
-			q, err := c.Irecv(tmp[sg.Off-ch.Off:sg.Off-ch.Off+sg.Len], left, tagRingRS)
-			if err != nil {
-				return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", s, left, err)
-			}
-			recvs[s] = append(recvs[s], q)
+		q, err := c.Irecv(a.scratch[k%window][:order[k].sg.Len], left, tagRingRS)
+		if err != nil {
+			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", order[k].step, left, err)
 		}
+		recvs[k] = q
 		return nil
 	}
 	var sends []Request
@@ -82,11 +100,10 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		sends = append(sends, q)
 		return nil
 	}
-	if err := post(0); err != nil {
-		return err
-	}
-	if err := post(1); err != nil {
-		return err
+	for k := 0; k < window; k++ {
+		if err := post(k); err != nil {
+			return err
+		}
 	}
 	for _, sg := range Segments(chunks[rs[0].Send], seg) {
 		if err := send("reduce-scatter", 0, sg, tagRingRS); err != nil {
@@ -94,27 +111,22 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		}
 	}
 	inv := float32(1) / float32(n)
-	for s, st := range rs {
-		ch := chunks[st.Recv]
-		tmp := a.scratch[s%2]
-		last := s == len(rs)-1
-		for j, sg := range Segments(ch, seg) {
-			if err := recvs[s][j].Wait(); err != nil {
-				return fmt.Errorf("ring reduce-scatter step %d: recv chunk %d from rank %d: %w", s, st.Recv, left, err)
-			}
-			addInto(buf[sg.Off:sg.Off+sg.Len], tmp[sg.Off-ch.Off:sg.Off-ch.Off+sg.Len])
-			if last {
-				if op == Avg {
-					scale(buf[sg.Off:sg.Off+sg.Len], inv)
-				}
-				continue // sent by the all-gather below
-			}
-			if err := send("reduce-scatter", s+1, sg, tagRingRS); err != nil {
-				return err
-			}
+	for k, it := range order {
+		if err := recvs[k].Wait(); err != nil {
+			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.step, left, err)
 		}
-		// This step's scratch is free again: post the receives of step s+2.
-		if err := post(s + 2); err != nil {
+		sg := it.sg
+		addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
+		if err := post(k + window); err != nil {
+			return err
+		}
+		if it.step == len(rs)-1 {
+			if op == Avg {
+				scale(buf[sg.Off:sg.Off+sg.Len], inv)
+			}
+			continue // sent by the all-gather below
+		}
+		if err := send("reduce-scatter", it.step+1, sg, tagRingRS); err != nil {
 			return err
 		}
 	}
@@ -127,9 +139,15 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 
 	// All-gather: every receive lands in its final place, so all can be
 	// posted now (in step order, which is the order they will arrive).
+	// Segments only serve forwarding; with two ranks nothing is forwarded,
+	// and one message per chunk saves the per-message handshakes.
+	agSeg := seg
+	if n == 2 {
+		agSeg = 0
+	}
 	agRecvs := make([][]Request, len(ag))
 	for t, st := range ag {
-		for _, sg := range Segments(chunks[st.Recv], seg) {
+		for _, sg := range Segments(chunks[st.Recv], agSeg) {
 			q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG)
 			if err != nil {
 				return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", t, left, err)
@@ -137,13 +155,13 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 			agRecvs[t] = append(agRecvs[t], q)
 		}
 	}
-	for _, sg := range Segments(chunks[ag[0].Send], seg) {
+	for _, sg := range Segments(chunks[ag[0].Send], agSeg) {
 		if err := send("all-gather", 0, sg, tagRingAG); err != nil {
 			return err
 		}
 	}
 	for t, st := range ag {
-		for j, sg := range Segments(chunks[st.Recv], seg) {
+		for j, sg := range Segments(chunks[st.Recv], agSeg) {
 			if err := agRecvs[t][j].Wait(); err != nil {
 				return fmt.Errorf("ring all-gather step %d: recv chunk %d from rank %d: %w", t, st.Recv, left, err)
 			}
@@ -158,6 +176,13 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		return fmt.Errorf("ring all-gather: send to rank %d: %w", right, err)
 	}
 	return nil
+}
+
+func (a *Allreducer) window() int {
+	if a.Window > 0 {
+		return min(a.Window, maxWindow)
+	}
+	return DefaultWindow
 }
 
 func (a *Allreducer) segmentElems() int {

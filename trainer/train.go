@@ -141,6 +141,9 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		return nil, err
 	}
 	r.ar = collectives.NewAllreducer(c, cfg.Allreduce)
+	// Every rank built the same model (CheckSameConfig), so the gradient
+	// lengths agree: no need to check them again at every step.
+	r.ar.SkipLengthCheck = true
 	if _, ok := r.model.Grads.(kernels.HostBuffer); !ok {
 		r.host = make([]float32, np+GradStats)
 	}

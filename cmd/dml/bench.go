@@ -100,11 +100,29 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 					c.Size(), bench.FormatSize(cfg.MinBytes), bench.FormatSize(cfg.MaxBytes), cfg.Factor, cfg.Iters, cfg.Warmup)
 			}
 		}
-		rows, err := bench.RunAllreduce(c, cfg, func(r bench.Row) { rw.Write(r) })
+		// Machine-readable formats stream a row per measurement; the table
+		// groups rows by algorithm, so it is printed at the end.
+		rows, err := bench.RunAllreduce(c, cfg, func(batch []bench.Row) {
+			if *format != "table" {
+				for _, r := range batch {
+					rw.Write(r)
+				}
+			}
+		})
 		if err != nil {
 			return err
 		}
 		if c.Rank() == 0 {
+			if *format == "table" {
+				for _, a := range cfg.Algorithms {
+					for _, r := range rows {
+						if r.Algo == string(a) {
+							rw.Write(r)
+						}
+					}
+				}
+				writeRatios(stdout, rows)
+			}
 			rw.Close()
 			for _, r := range rows {
 				if r.Wrong > 0 {
@@ -114,4 +132,46 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 		}
 		return nil
 	})
+}
+
+// writeRatios prints, under the table, each algorithm's busbw relative to
+// MPI_Allreduce's at every size (when both were measured).
+func writeRatios(w io.Writer, rows []bench.Row) {
+	base := map[int64]float64{}
+	for _, r := range rows {
+		if r.Algo == string(collectives.Native) {
+			base[r.Size] = r.BusBW
+		}
+	}
+	if len(base) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "#\n# busbw relative to mpi (MPI_Allreduce), measured side by side\n#%12s", "size(B)")
+	var algos []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Algo != string(collectives.Native) && !seen[r.Algo] {
+			seen[r.Algo] = true
+			algos = append(algos, r.Algo)
+			fmt.Fprintf(w, " %9s", r.Algo)
+		}
+	}
+	fmt.Fprintln(w)
+	var sizes []int64
+	for _, r := range rows {
+		if r.Algo == string(collectives.Native) {
+			sizes = append(sizes, r.Size)
+		}
+	}
+	for _, size := range sizes {
+		fmt.Fprintf(w, " %12d", size)
+		for _, a := range algos {
+			for _, r := range rows {
+				if r.Algo == a && r.Size == size && base[size] > 0 {
+					fmt.Fprintf(w, " %8.2fx", r.BusBW/base[size])
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }

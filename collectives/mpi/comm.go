@@ -100,6 +100,9 @@ func Init() (*Comm, error) {
 			return
 		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout}
+		if os.Getenv("DML_NOYIELD") != "" {
+			C.dml_yield = 0
+		}
 	})
 	return world, initErr
 }

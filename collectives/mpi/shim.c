@@ -2,6 +2,9 @@
 #include <sched.h>
 #include "shim.h"
 
+// dml_yield: give the core away while waiting (set when ranks outnumber cores).
+int dml_yield = 1;
+
 int dml_init(int multiple, int *provided) {
 	int flag = 0;
 	MPI_Initialized(&flag);
@@ -45,7 +48,7 @@ int dml_wait(MPI_Request *req, double timeout, int *count) {
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
 		if ((spins & 1023) == 1023 && MPI_Wtime() > deadline) return DML_TIMEOUT;
-		if (spins > 2000) sched_yield();
+		if (dml_yield && spins > 2000) sched_yield();
 	}
 	return MPI_Get_count(&st, MPI_FLOAT, count);
 }
@@ -63,7 +66,7 @@ int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *cou
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
 		if ((spins & 1023) == 1023 && MPI_Wtime() > deadline) return DML_TIMEOUT;
-		if (spins > 2000) sched_yield();
+		if (dml_yield && spins > 2000) sched_yield();
 	}
 	*src = st.MPI_SOURCE;
 	*gottag = st.MPI_TAG;

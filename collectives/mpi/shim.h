@@ -5,6 +5,8 @@
 
 #define DML_TIMEOUT (-1)
 
+extern int dml_yield;
+
 int dml_init(int multiple, int *provided);
 int dml_rank(int *r);
 int dml_size(int *n);
