@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
 )
 
 // Config is one training job. Every rank must hold the same Config (apart
@@ -23,9 +24,11 @@ type Config struct {
 	Shuffle  bool            `json:"shuffle"`
 	Opt      OptimizerConfig `json:"optimizer"`
 
-	Sync      string                `json:"sync"`      // allreduce (ps: see package ps)
+	Sync      string                `json:"sync"`      // allreduce or ps
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
+	PS        PSConfig              `json:"ps"`        // with Sync "ps"
 	EvalEvery int                   `json:"eval_every"`
+	Straggle  Straggle              `json:"straggle"`
 
 	// Per-process settings, not compared between ranks.
 	Timeout time.Duration `json:"-"`
@@ -34,7 +37,45 @@ type Config struct {
 }
 
 // Models lists the model names.
-var Models = []string{"mlp", "softmax", "logreg"}
+var Models = []string{"mlp", "softmax", "logreg", "sparse-logreg"}
+
+// PSConfig is the parameter server's part of a job (see package ps).
+type PSConfig struct {
+	Servers     int    `json:"servers"`     // ranks 0..Servers-1 serve; the rest are workers
+	Consistency string `json:"consistency"` // bsp, ssp, asp, dssp
+	Staleness   int    `json:"staleness"`   // ssp's s
+	// StalenessLow and StalenessHigh are dssp's range [sL, sU].
+	StalenessLow  int    `json:"staleness_low"`
+	StalenessHigh int    `json:"staleness_high"`
+	Filters       string `json:"filters"` // push filters: sigmod:T, fp16, bf16, comma-separated
+}
+
+// Validate reports a bad parameter-server setting.
+func (p PSConfig) Validate() error {
+	if p.Servers < 1 {
+		return fmt.Errorf("--servers %d must be at least 1", p.Servers)
+	}
+	if _, err := ps.ParseConsistency(p.Consistency); err != nil {
+		return fmt.Errorf("--consistency: %q is not bsp, ssp, asp or dssp", p.Consistency)
+	}
+	switch {
+	case p.Staleness < 0:
+		return fmt.Errorf("--staleness %d must not be negative", p.Staleness)
+	case p.StalenessLow < 0 || p.StalenessHigh < p.StalenessLow:
+		return fmt.Errorf("--staleness-range %d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	}
+	if _, err := ps.ParseFilters(p.Filters); err != nil {
+		return fmt.Errorf("--filters: %v", err)
+	}
+	return nil
+}
+
+// Straggle slows one rank down for experiments: each of its steps takes
+// Factor times as long as its computation did (it sleeps the difference).
+type Straggle struct {
+	Rank   int     `json:"rank"` // -1: nobody
+	Factor float64 `json:"factor"`
+}
 
 // DefaultConfig is `dml train` with no flags.
 func DefaultConfig() Config {
@@ -44,7 +85,9 @@ func DefaultConfig() Config {
 		Epochs: 5, Batch: 64, MaxSteps: -1, Seed: 1, Shuffle: true,
 		Opt:  OptimizerConfig{Name: "momentum", LR: 0.05, Momentum: 0.9, Eps: 1e-10},
 		Sync: "allreduce", Allreduce: collectives.Auto, EvalEvery: 1,
-		Timeout: 5 * time.Minute,
+		PS:       PSConfig{Servers: 1, Consistency: "bsp", Staleness: 3, StalenessLow: 1, StalenessHigh: 4},
+		Straggle: Straggle{Rank: -1, Factor: 1},
+		Timeout:  5 * time.Minute,
 	}
 }
 
@@ -61,8 +104,12 @@ func (c Config) Validate() error {
 			}
 		}
 	case "softmax", "logreg":
+	case "sparse-logreg":
+		if c.Sync != "ps" {
+			return fmt.Errorf("--model sparse-logreg trains with --sync ps: workers pull and push only the keys their batch touches")
+		}
 	default:
-		return fmt.Errorf("--model: unknown model %q (want mlp, softmax or logreg)", c.Model)
+		return fmt.Errorf("--model: unknown model %q (want mlp, softmax, logreg or sparse-logreg)", c.Model)
 	}
 	switch {
 	case c.Batch <= 0:
@@ -71,8 +118,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--epochs %d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
 		return fmt.Errorf("--eval-every %d must not be negative", c.EvalEvery)
-	case c.Sync != "allreduce":
-		return fmt.Errorf("--sync %q: want allreduce", c.Sync)
+	case c.Sync != "allreduce" && c.Sync != "ps":
+		return fmt.Errorf("--sync %q: want allreduce or ps", c.Sync)
+	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
+		return fmt.Errorf("--straggle: factor %v must be at least 1", c.Straggle.Factor)
+	}
+	if c.Sync == "ps" {
+		if err := c.PS.Validate(); err != nil {
+			return err
+		}
 	}
 	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
 		return fmt.Errorf("--allreduce: %v", err)

@@ -33,12 +33,36 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch Arch, params []float32
 	if err := b.Upload(m.Params, params); err != nil {
 		return EvalResult{}, err
 	}
-	return evaluateShard(c, m, shard, make([]float32, batch*arch.Sizes[0]), make([]int32, batch))
+	local, err := evaluateLocal(m, shard, make([]float32, batch*arch.Sizes[0]), make([]int32, batch))
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return local.sum(c)
 }
 
-// evaluateShard runs m over its rank's shard in batches of m.MaxRows (x and
-// y are host staging buffers of that size) and sums the counts over ranks.
-func evaluateShard(c collectives.Comm, m *Model, shard *data.Dense, x []float32, y []int32) (EvalResult, error) {
+// evalCounts are one rank's evaluation sums.
+type evalCounts struct{ correct, lossSum, n float64 }
+
+// sum adds the counts of every rank of c (nil: this rank alone) and turns
+// them into an EvalResult.
+func (e evalCounts) sum(c collectives.Comm) (EvalResult, error) {
+	tot := []float32{float32(e.correct), float32(e.lossSum), float32(e.n)}
+	if c != nil {
+		if err := collectives.Allreduce(c, tot, collectives.Sum, collectives.Tree); err != nil {
+			return EvalResult{}, fmt.Errorf("evaluation: %w", err)
+		}
+	}
+	res := EvalResult{Samples: int(tot[2]), Accuracy: math.NaN(), Loss: math.NaN()}
+	if res.Samples > 0 {
+		res.Accuracy = float64(tot[0]) / float64(tot[2])
+		res.Loss = float64(tot[1]) / float64(tot[2])
+	}
+	return res, nil
+}
+
+// evaluateLocal runs m over a shard in batches of m.MaxRows (x and y are
+// host staging buffers of that size) and returns this rank's sums.
+func evaluateLocal(m *Model, shard *data.Dense, x []float32, y []int32) (evalCounts, error) {
 	b := m.B
 	out := m.Arch.Sizes[len(m.Arch.Sizes)-1]
 	scratch := b.Alloc(m.MaxRows * out)
@@ -52,14 +76,14 @@ func evaluateShard(c collectives.Comm, m *Model, shard *data.Dense, x []float32,
 		}
 		xs, ys := x[:rows*m.Arch.Sizes[0]], y[:rows]
 		if err := shard.Gather(xs, ys, idx); err != nil {
-			return EvalResult{}, err
+			return evalCounts{}, err
 		}
 		if err := b.Upload(m.Input(rows), xs); err != nil {
-			return EvalResult{}, err
+			return evalCounts{}, err
 		}
 		logits, err := m.Forward(rows)
 		if err != nil {
-			return EvalResult{}, err
+			return evalCounts{}, err
 		}
 		g := b.View(scratch, 0, rows*out)
 		var l float64
@@ -70,19 +94,10 @@ func evaluateShard(c collectives.Comm, m *Model, shard *data.Dense, x []float32,
 			l, k, err = b.SoftmaxCrossEntropy(g, logits, ys, rows, out, 0)
 		}
 		if err != nil {
-			return EvalResult{}, fmt.Errorf("evaluation: %w", err)
+			return evalCounts{}, fmt.Errorf("evaluation: %w", err)
 		}
 		lossSum += l
 		correct += float64(k)
 	}
-	tot := []float32{float32(correct), float32(lossSum), float32(shard.Rows)}
-	if err := collectives.Allreduce(c, tot, collectives.Sum, collectives.Tree); err != nil {
-		return EvalResult{}, fmt.Errorf("evaluation: %w", err)
-	}
-	res := EvalResult{Samples: int(tot[2]), Accuracy: math.NaN(), Loss: math.NaN()}
-	if res.Samples > 0 {
-		res.Accuracy = float64(tot[0]) / float64(tot[2])
-		res.Loss = float64(tot[1]) / float64(tot[2])
-	}
-	return res, nil
+	return evalCounts{correct: correct, lossSum: lossSum, n: float64(shard.Rows)}, nil
 }

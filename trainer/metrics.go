@@ -18,8 +18,10 @@ type EpochStats struct {
 	TrainAcc      float64  `json:"train_acc"` // accuracy on the epoch's training batches
 	TestAcc       *float64 `json:"test_acc"`  // null when not evaluated this epoch
 	SamplesPerSec float64  `json:"samples_per_sec"`
-	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks)
+	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks), or in Pull and Push (ps)
 	WallSec       float64  `json:"wall_sec"`
+	// Parameter-server figures of the reporting worker (with --sync ps).
+	*PSStats
 }
 
 // String is the epoch's line on the terminal.

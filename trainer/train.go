@@ -22,6 +22,10 @@ import (
 // ErrNonFinite reports a loss or gradient that became NaN or ±Inf.
 var ErrNonFinite = errors.New("training diverged")
 
+// ErrUsage marks errors in how the job was started (flags that cannot work
+// with this many ranks); the CLI exits with its usage code.
+var ErrUsage = errors.New("usage")
+
 // ErrConfigMismatch reports ranks started with different settings.
 var ErrConfigMismatch = errors.New("ranks disagree on the configuration")
 
@@ -30,10 +34,14 @@ var ErrConfigMismatch = errors.New("ranks disagree on the configuration")
 type Result struct {
 	Arch    Arch
 	Params  []float32
-	Epochs  []EpochStats
+	Epochs  []EpochStats // on the reporting rank (rank 0; the first worker under ps)
 	Steps   int
 	WallSec float64
 	TestAcc float64 // at the end of training (NaN if never evaluated)
+	// SamplesPerSec is the whole job's training throughput.
+	SamplesPerSec float64
+	// PS sums up the workers' parameter-server figures (with --sync ps).
+	PS *PSStats
 }
 
 // Trainer holds what a run needs besides its Config.
@@ -105,32 +113,48 @@ func BuildArch(cfg Config, features, classes int) (Arch, error) {
 // run is one rank's state during training.
 type run struct {
 	*Trainer
-	cfg          Config
-	model        *Model
-	opt          *Optimizer
-	ar           *collectives.Allreducer
-	train, test  *data.Dense // this rank's shards
-	nTrain, nAll int         // global training set size, ranks
-	host         []float32   // gradient + stats on the host, when the backend's buffers are not host memory
-	xbuf         []float32
-	ybuf         []int32
+	cfg         Config
+	model       *Model
+	opt         *Optimizer
+	ar          *collectives.Allreducer
+	train, test *data.Dense // this rank's shards (train is nil on a parameter server)
+	testAll     *data.Dense // the whole test set (a ps worker evaluates it alone)
+	nTrain      int         // global training set size
+	nAll        int         // ranks that train: all under allreduce, the workers under ps
+	reporter    int         // the rank that prints epoch lines and writes --metrics
+	host        []float32   // gradient + stats on the host, when the backend's buffers are not host memory
+	xbuf        []float32
+	ybuf        []int32
 }
 
 // RunWithData trains on the given full training and test sets; each rank
-// keeps only its strided shard of both.
+// keeps only its strided shard of both. Under --sync ps the workers (ranks
+// Servers..N-1) share the training set and the servers hold none of it.
 func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, error) {
 	c := t.Comm
 	n, rank := c.Size(), c.Rank()
-	if err := data.CheckShards(train.Rows, n); err != nil {
+	members, idx := n, rank
+	if cfg.Sync == "ps" {
+		if cfg.PS.Servers >= n {
+			return nil, fmt.Errorf("--servers %d in a job of %d ranks leaves no worker: %w", cfg.PS.Servers, n, ErrUsage)
+		}
+		members, idx = n-cfg.PS.Servers, rank-cfg.PS.Servers
+	}
+	if err := data.CheckShards(train.Rows, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
 	arch, err := BuildArch(cfg, train.Cols, train.Classes)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{Trainer: t, cfg: cfg, nTrain: train.Rows, nAll: n}
-	if r.train, err = train.Subset(StridedShard(train.Rows, rank, n)); err != nil {
-		return nil, err
+	r := &run{Trainer: t, cfg: cfg, nTrain: train.Rows, nAll: members, testAll: test}
+	if cfg.Sync == "ps" {
+		r.reporter = cfg.PS.Servers
+	}
+	if idx >= 0 {
+		if r.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
+			return nil, err
+		}
 	}
 	if r.test, err = test.Subset(StridedShard(test.Rows, rank, n)); err != nil {
 		return nil, err
@@ -155,6 +179,9 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 	if err := collectives.Broadcast(c, params, 0); err != nil {
 		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
 	}
+	if cfg.Sync == "ps" {
+		return r.loopPS(params)
+	}
 	if err := t.Backend.Upload(r.model.Params, params); err != nil {
 		return nil, err
 	}
@@ -163,8 +190,11 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 
 func (r *run) rank0() bool { return r.Comm.Rank() == 0 }
 
+func (r *run) reports() bool { return r.Comm.Rank() == r.reporter }
+
+// printf prints on the reporting rank.
 func (r *run) printf(format string, args ...any) {
-	if r.rank0() && r.Out != nil {
+	if r.reports() && r.Out != nil {
 		fmt.Fprintf(r.Out, format, args...)
 	}
 }
@@ -189,13 +219,13 @@ func (r *run) loop() (*Result, error) {
 	cfg := r.cfg
 	start := time.Now()
 	res := &Result{Arch: r.model.Arch, TestAcc: math.NaN()}
-	metrics, err := openMetrics(pick(r.rank0(), cfg.Metrics))
+	metrics, err := openMetrics(pick(r.reports(), cfg.Metrics))
 	if err != nil {
 		return nil, err
 	}
 	defer metrics.close()
 	var bar *progress
-	if r.Progress && r.rank0() && r.Out != nil {
+	if r.Progress && r.reports() && r.Out != nil {
 		bar = &progress{w: r.Out}
 	}
 	r.printf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s\n",
@@ -251,13 +281,13 @@ func (r *run) loop() (*Result, error) {
 		st.WallSec = time.Since(t0).Seconds()
 		res.Epochs = append(res.Epochs, st)
 		r.printf("%s\n", st)
-		if r.rank0() {
+		if r.reports() {
 			if err := metrics.write(st); err != nil {
 				return nil, fmt.Errorf("--metrics: %w", err)
 			}
 		}
 	}
-	if math.IsNaN(res.TestAcc) && cfg.EvalEvery >= 0 && res.Steps == 0 {
+	if math.IsNaN(res.TestAcc) {
 		acc, err := r.evaluate()
 		if err != nil {
 			return nil, err
@@ -269,14 +299,32 @@ func (r *run) loop() (*Result, error) {
 		return nil, err
 	}
 	res.WallSec = time.Since(start).Seconds()
-	if r.rank0() && cfg.Save != "" {
-		if err := SaveNPZ(cfg.Save, r.model.Arch, res.Params); err != nil {
-			return nil, err
+	res.SamplesPerSec = float64(res.Steps) * float64(r.cfg.Batch*r.nAll) / res.WallSec
+	return res, r.finish(res)
+}
+
+// finish saves the weights (reporting rank) and prints the summary.
+func (r *run) finish(res *Result) error {
+	cfg := r.cfg
+	if r.reports() && cfg.Save != "" {
+		if err := SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
+			return err
 		}
 	}
-	r.printf("done: %d steps in %.1fs, test accuracy %.4f%s\n", res.Steps, res.WallSec, res.TestAcc,
-		map[bool]string{true: ", weights saved to " + cfg.Save, false: ""}[cfg.Save != ""])
-	return res, nil
+	r.printf("done: %d steps in %.1fs (%.0f samples/s), test accuracy %.4f", res.Steps, res.WallSec, res.SamplesPerSec, res.TestAcc)
+	if cfg.Save != "" {
+		r.printf(", weights saved to %s", cfg.Save)
+	}
+	r.printf("\n")
+	if p := res.PS; p != nil {
+		saved := ""
+		if p.PushBytesUnfiltered > 0 && p.PushBytes < p.PushBytesUnfiltered {
+			saved = fmt.Sprintf(" (filters saved %.1f%% of push bytes)", 100*(1-float64(p.PushBytes)/float64(p.PushBytesUnfiltered)))
+		}
+		r.printf("ps: max staleness %d, mean wait %.2fs per worker, %.0f pushes/s, %.0f pulls/s, %.1f MB sent%s\n",
+			p.MaxStaleness, p.WaitSec, p.PushesPerSec, p.PullsPerSec, float64(p.BytesSent)/1e6, saved)
+	}
+	return nil
 }
 
 func pick(ok bool, s string) string {
@@ -292,26 +340,15 @@ func pick(ok bool, s string) string {
 // and correct count and the seconds spent in the AllReduce.
 func (r *run) step(idx []int, gb int) (lossSum, correct, commSec float64, err error) {
 	m, b := r.model, r.Backend
-	rows := len(idx)
 	np := m.Arch.NumParams()
-	x := r.xbuf[:rows*m.Arch.Sizes[0]]
-	y := r.ybuf[:rows]
-	if err := r.train.Gather(x, y, idx); err != nil {
-		return 0, 0, 0, err
-	}
-	if err := b.Upload(m.Input(rows), x); err != nil {
-		return 0, 0, 0, err
-	}
 	// Each rank's gradient is of its summed loss scaled by 1/gb: the sum over
 	// ranks is then the gradient of the mean loss over the global batch.
-	l, c, err := m.Step(y, rows, 1/float32(gb))
+	l, c, err := r.compute(idx, 1/float32(gb))
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	buf := r.host
-	if hb, ok := m.Grads.(kernels.HostBuffer); ok {
-		buf = hb.Data()
-	} else if err := b.Download(buf, m.Grads); err != nil {
+	buf, err := r.hostGrads()
+	if err != nil {
 		return 0, 0, 0, err
 	}
 	buf[np], buf[np+1] = float32(l), float32(c)
@@ -331,6 +368,38 @@ func (r *run) step(idx []int, gb int) (lossSum, correct, commSec float64, err er
 		return 0, 0, 0, err
 	}
 	return lossSum, correct, commSec, r.opt.Update(m.Params, grads)
+}
+
+// compute runs forward and backward on this rank's samples idx of the
+// training shard, leaving scale × the gradient of their summed loss in
+// model.Grads, then sleeps if this rank is the straggler (--straggle).
+func (r *run) compute(idx []int, scale float32) (lossSum float64, correct int, err error) {
+	t0 := time.Now()
+	m, b := r.model, r.Backend
+	rows := len(idx)
+	x, y := r.xbuf[:rows*m.Arch.Sizes[0]], r.ybuf[:rows]
+	if err := r.train.Gather(x, y, idx); err != nil {
+		return 0, 0, err
+	}
+	if err := b.Upload(m.Input(rows), x); err != nil {
+		return 0, 0, err
+	}
+	if lossSum, correct, err = m.Step(y, rows, scale); err != nil {
+		return 0, 0, err
+	}
+	if st := r.cfg.Straggle; st.Rank == r.Comm.Rank() && st.Factor > 1 {
+		time.Sleep(time.Duration(float64(time.Since(t0)) * (st.Factor - 1)))
+	}
+	return lossSum, correct, nil
+}
+
+// hostGrads returns the gradient (and its GradStats slots) in host memory:
+// the backend's own buffer when it is host memory, else a downloaded copy.
+func (r *run) hostGrads() ([]float32, error) {
+	if hb, ok := r.model.Grads.(kernels.HostBuffer); ok {
+		return hb.Data(), nil
+	}
+	return r.host, r.Backend.Download(r.host, r.model.Grads)
 }
 
 // checkFinite stops training on a NaN/Inf loss or gradient, naming the
@@ -358,6 +427,10 @@ func (r *run) checkFinite(lossSum float64, grads kernels.Buffer) error {
 
 // evaluate returns the test accuracy over every rank's test shard.
 func (r *run) evaluate() (float64, error) {
-	ev, err := evaluateShard(r.Comm, r.model, r.test, r.xbuf, r.ybuf)
+	local, err := evaluateLocal(r.model, r.test, r.xbuf, r.ybuf)
+	if err != nil {
+		return 0, err
+	}
+	ev, err := local.sum(r.Comm)
 	return ev.Accuracy, err
 }

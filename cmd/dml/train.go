@@ -47,6 +47,48 @@ func (l intList) Set(s string) error {
 	return nil
 }
 
+// rangeFlag parses "LO,HI" into two ints.
+type rangeFlag struct{ lo, hi *int }
+
+func (f rangeFlag) String() string {
+	if f.lo == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d,%d", *f.lo, *f.hi)
+}
+
+func (f rangeFlag) Set(s string) error {
+	a, b, ok := strings.Cut(s, ",")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil {
+		return fmt.Errorf("%q: want LOW,HIGH (two integers)", s)
+	}
+	*f.lo, *f.hi = lo, hi
+	return nil
+}
+
+// straggleFlag parses "RANK:FACTOR".
+type straggleFlag struct{ v *trainer.Straggle }
+
+func (f straggleFlag) String() string {
+	if f.v == nil || f.v.Rank < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d:%g", f.v.Rank, f.v.Factor)
+}
+
+func (f straggleFlag) Set(s string) error {
+	a, b, ok := strings.Cut(s, ":")
+	r, err1 := strconv.Atoi(strings.TrimSpace(a))
+	x, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+	if !ok || err1 != nil || err2 != nil || r < 0 {
+		return fmt.Errorf("%q: want RANK:FACTOR, e.g. 2:3", s)
+	}
+	*f.v = trainer.Straggle{Rank: r, Factor: x}
+	return nil
+}
+
 // float32Flag parses a float32.
 type float32Flag struct{ v *float32 }
 
@@ -134,9 +176,16 @@ computes the gradient of its part of each global batch (N × --batch
 samples), the ranks sum the gradients with one AllReduce per step, and each
 applies the same update. Rank 0 prints one line per epoch.
 
-Example:
+With --sync ps, ranks 0..S-1 are parameter servers holding key ranges of
+the model and the optimizer state; the other ranks are workers that pull
+weights and push gradients under the --consistency model (BSP, SSP with
+--staleness, ASP, DSSP with --staleness-range). The first worker prints.
+
+Examples:
   mpirun -np 2 dml train --model mlp --hidden 256,128 --data fashion-mnist \
-      --epochs 5 --batch 64 --lr 0.05 --sync allreduce`, stdout)
+      --epochs 5 --batch 64 --lr 0.05 --sync allreduce
+  mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
+      --model mlp --data fashion-mnist`, stdout)
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression) or logreg (binary)")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
@@ -150,7 +199,13 @@ Example:
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce")
+	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce, or ps (parameter server)")
+	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
+	fs.StringVar(&cfg.PS.Consistency, "consistency", cfg.PS.Consistency, "ps: bsp, ssp, asp or dssp")
+	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
+	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
+	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
+	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs (and after the last; 0: never)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (rank 0)")
@@ -175,6 +230,9 @@ Example:
 	return withWorld(func(c collectives.Comm) error {
 		setTimeout(c, cf.timeout)
 		defer cf.startProfile(c.Rank())()
+		if cfg.Sync == "ps" && cfg.PS.Servers >= c.Size() {
+			return usageErr("train: --servers %d needs at least %d ranks (servers + 1 worker); this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, c.Size())
+		}
 		tr := &trainer.Trainer{Comm: c, Backend: cf.newBackend(), Out: stdout, Progress: bar}
 		_, err := tr.Run(cfg)
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,9 +18,13 @@ func withWorld(fn func(c collectives.Comm) error) error {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
 	if err := fn(c); err != nil {
-		if c.Size() > 1 {
+		// A usage error is found by every rank alike (same flags, same
+		// world): no rank is left waiting, so the job ends normally with
+		// the usage exit code. Anything else may strand a peer: abort.
+		if c.Size() > 1 && !errors.Is(err, errUsage) {
 			c.Abort(1, err)
 		}
+		mpi.Finalize()
 		return err
 	}
 	if err := mpi.Finalize(); err != nil {

@@ -1,0 +1,101 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func psCfg(consistency string, servers int) Config {
+	cfg := synthCfg()
+	cfg.Sync = "ps"
+	cfg.PS.Servers = servers
+	cfg.PS.Consistency = consistency
+	return cfg
+}
+
+// workerResult returns the first worker's result (servers return the same
+// final weights but no epochs).
+func workerResult(res []*Result, servers int) *Result { return res[servers] }
+
+// TestPSBSPEqualsAllreduce: BSP through 1 or 2 servers trains the same
+// weights as synchronous AllReduce over the same number of workers.
+func TestPSBSPEqualsAllreduce(t *testing.T) {
+	for _, opt := range []string{"sgd", "momentum", "adagrad"} {
+		for _, servers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("opt=%s/servers=%d", opt, servers), func(t *testing.T) {
+				const workers = 3
+				cfg := psCfg("bsp", servers)
+				cfg.Opt.Name = opt
+				if opt == "adagrad" {
+					cfg.Opt.LR = 0.05
+				}
+				ar := cfg
+				ar.Sync = "allreduce"
+				ref := mustRun(t, workers, ar)[0]
+				got := mustRun(t, servers+workers, cfg)
+				for r, res := range got {
+					if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+						t.Errorf("rank %d: weights differ from AllReduce's by %.3g", r, d)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPSConverges(t *testing.T) {
+	for _, cons := range []string{"bsp", "ssp", "asp", "dssp"} {
+		t.Run(cons, func(t *testing.T) {
+			cfg := psCfg(cons, 1)
+			cfg.Data.Samples, cfg.Epochs, cfg.Shuffle = 1000, 4, true
+			cfg.Opt.Name, cfg.Opt.LR = "sgd", 0.05
+			cfg.Straggle = Straggle{Rank: 2, Factor: 3}
+			res := mustRun(t, 4, cfg)
+			w := workerResult(res, 1)
+			if res[0].TestAcc < 0.85 || len(w.Epochs) != cfg.Epochs {
+				t.Errorf("test accuracy %.3f after %d epochs: want ≥ 0.85", res[0].TestAcc, len(w.Epochs))
+			}
+			p := res[0].PS
+			if p == nil || p.PushesPerSec <= 0 || p.BytesSent <= 0 {
+				t.Fatalf("ps stats %+v", p)
+			}
+			switch cons {
+			case "bsp":
+				if p.MaxStaleness != 0 {
+					t.Errorf("bsp saw staleness %d", p.MaxStaleness)
+				}
+			case "ssp":
+				if p.MaxStaleness > cfg.PS.Staleness {
+					t.Errorf("ssp saw staleness %d > s=%d", p.MaxStaleness, cfg.PS.Staleness)
+				}
+			case "dssp":
+				if p.MaxStaleness > cfg.PS.StalenessHigh {
+					t.Errorf("dssp saw staleness %d > sU=%d", p.MaxStaleness, cfg.PS.StalenessHigh)
+				}
+			}
+		})
+	}
+}
+
+func TestPSFiltersSaveBytes(t *testing.T) {
+	cfg := psCfg("asp", 1)
+	cfg.PS.Filters = "fp16"
+	res := mustRun(t, 3, cfg)
+	p := res[0].PS
+	if !(p.PushBytes < p.PushBytesUnfiltered*6/10) {
+		t.Fatalf("fp16 pushes took %d bytes of %d unfiltered: want about half", p.PushBytes, p.PushBytesUnfiltered)
+	}
+	if res[0].TestAcc < 0.8 {
+		t.Errorf("test accuracy %.3f with fp16 pushes", res[0].TestAcc)
+	}
+}
+
+func TestPSTooManyServers(t *testing.T) {
+	_, errs := runWorld(t, 3, psCfg("bsp", 3), nil)
+	for r, err := range errs {
+		if !errors.Is(err, ErrUsage) {
+			t.Errorf("rank %d: got %v, want ErrUsage", r, err)
+		}
+	}
+}
