@@ -81,7 +81,7 @@ type Straggle struct {
 func DefaultConfig() Config {
 	return Config{
 		Model: "mlp", Hidden: []int{256, 128},
-		Data:   DataConfig{Name: "fashion-mnist", Samples: 10000, Features: 20, Classes: 2, Noise: 1},
+		Data:   DataConfig{Name: "fashion-mnist", Samples: 10000, Features: 20, Classes: 2, Noise: 1, NNZ: 50},
 		Epochs: 5, Batch: 64, MaxSteps: -1, Seed: 1, Shuffle: true,
 		Opt:  OptimizerConfig{Name: "momentum", LR: 0.05, Momentum: 0.9, Eps: 1e-10},
 		Sync: "allreduce", Allreduce: collectives.Auto, EvalEvery: 1,
@@ -108,6 +108,9 @@ func (c Config) Validate() error {
 		if c.Sync != "ps" {
 			return fmt.Errorf("--model sparse-logreg trains with --sync ps: workers pull and push only the keys their batch touches")
 		}
+		if !c.Data.Sparse() {
+			return fmt.Errorf("--model sparse-logreg reads sparse data: --data libsvm or synthetic-sparse")
+		}
 	default:
 		return fmt.Errorf("--model: unknown model %q (want mlp, softmax, logreg or sparse-logreg)", c.Model)
 	}
@@ -122,6 +125,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--sync %q: want allreduce or ps", c.Sync)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
 		return fmt.Errorf("--straggle: factor %v must be at least 1", c.Straggle.Factor)
+	}
+	if c.Data.Name == "synthetic-sparse" && c.Model != "sparse-logreg" {
+		return fmt.Errorf("--data synthetic-sparse is for --model sparse-logreg")
 	}
 	if c.Sync == "ps" {
 		if err := c.PS.Validate(); err != nil {

@@ -23,10 +23,13 @@ type DataConfig struct {
 	Features int     `json:"features"`
 	Classes  int     `json:"classes"`
 	Noise    float64 `json:"noise"`
+	// NNZ is synthetic-sparse's nonzeros per row (features drawn with
+	// power-law frequencies; binary labels from a hidden logistic model).
+	NNZ int `json:"nnz"`
 }
 
 // DataNames lists the data sources.
-var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic"}
+var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthetic-sparse"}
 
 // Validate reports a bad data setting.
 func (d DataConfig) Validate() error {
@@ -54,10 +57,68 @@ func (d DataConfig) Validate() error {
 		case !(d.Noise >= 0):
 			return fmt.Errorf("--noise %v must not be negative", d.Noise)
 		}
+	case "synthetic-sparse":
+		switch {
+		case d.Samples <= 0:
+			return fmt.Errorf("--samples %d must be greater than 0", d.Samples)
+		case d.Features <= 0 || d.Features > data.MaxSyntheticFeatures:
+			return fmt.Errorf("--features %d must be in 1..%d", d.Features, data.MaxSyntheticFeatures)
+		case d.NNZ <= 0 || d.NNZ > d.Features:
+			return fmt.Errorf("--nnz %d must be in 1..--features (%d)", d.NNZ, d.Features)
+		}
 	default:
 		return fmt.Errorf("--data: unknown source %q (want %s)", d.Name, strings.Join(DataNames, ", "))
 	}
 	return nil
+}
+
+// Sparse reports whether the source is read as sparse rows (the
+// sparse-logreg model's input).
+func (d DataConfig) Sparse() bool { return d.Name == "libsvm" || d.Name == "synthetic-sparse" }
+
+// LoadSparse reads (or generates) sparse training and test sets: LIBSVM
+// files, or the synthetic power-law generator.
+func (d DataConfig) LoadSparse(seed uint64) (train, test *data.Sparse, err error) {
+	switch d.Name {
+	case "libsvm":
+		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{}); err != nil {
+			return nil, nil, err
+		}
+		if d.Test == "" {
+			return splitSparse(train, train.Rows-max(1, train.Rows/10))
+		}
+		test, err = data.LoadLIBSVM(d.Test, data.LIBSVMOptions{Cols: train.Cols, Labels: train.LabelValues})
+		return train, test, err
+	case "synthetic-sparse":
+		nTest := max(1, d.Samples/4)
+		all, err := data.SyntheticSparse(data.SyntheticSparseConfig{Rows: d.Samples + nTest, Features: d.Features, NNZ: d.NNZ, Seed: seed})
+		if err != nil {
+			return nil, nil, err
+		}
+		return splitSparse(all, d.Samples)
+	}
+	return nil, nil, fmt.Errorf("--data %s is not a sparse source (want libsvm or synthetic-sparse)", d.Name)
+}
+
+func splitSparse(all *data.Sparse, nTrain int) (*data.Sparse, *data.Sparse, error) {
+	if nTrain < 1 || nTrain >= all.Rows {
+		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", all.Rows)
+	}
+	train, err := all.Subset(seq(0, nTrain))
+	if err != nil {
+		return nil, nil, err
+	}
+	test, err := all.Subset(seq(nTrain, all.Rows))
+	return train, test, err
+}
+
+// seq is lo, lo+1, …, hi-1.
+func seq(lo, hi int) []int {
+	idx := make([]int, 0, max(0, hi-lo))
+	for i := lo; i < hi; i++ {
+		idx = append(idx, i)
+	}
+	return idx
 }
 
 // Load reads (or generates) the whole training and test sets.
@@ -123,15 +184,11 @@ func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
 }
 
 func split(all *data.Dense, nTrain int) (*data.Dense, *data.Dense, error) {
-	idx := make([]int, all.Rows)
-	for i := range idx {
-		idx[i] = i
-	}
-	train, err := all.Subset(idx[:nTrain])
+	train, err := all.Subset(seq(0, nTrain))
 	if err != nil {
 		return nil, nil, err
 	}
-	test, err := all.Subset(idx[nTrain:])
+	test, err := all.Subset(seq(nTrain, all.Rows))
 	return train, test, err
 }
 

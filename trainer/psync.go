@@ -49,17 +49,18 @@ func (c Config) psConfig() (ps.Config, error) {
 }
 
 // loopPS is training through the parameter server: ranks below Servers
-// serve their key ranges until every worker is done, the workers train.
-// Then every rank takes the final weights from the servers, evaluates them
-// together and the reporting worker saves them.
-func (r *run) loopPS(params []float32) (*Result, error) {
+// serve their key ranges (starting from params) until every worker is done,
+// the workers train with stepper. Then every rank takes the final weights
+// from the servers into params, evaluates them together with evalAll, and
+// the reporting worker saves them.
+func (r *run) loopPS(arch Arch, params []float32, stepper psStepper, evalAll func([]float32) (float64, error)) (*Result, error) {
 	cfg, c := r.cfg, r.Comm
 	start := time.Now()
 	pcfg, err := cfg.psConfig()
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Arch: r.model.Arch, TestAcc: math.NaN()}
+	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
 	if c.Rank() < cfg.PS.Servers {
@@ -68,18 +69,19 @@ func (r *run) loopPS(params []float32) (*Result, error) {
 			return nil, err
 		}
 		copy(params[st.Range.Lo:st.Range.Hi], st.Weights)
-	} else if ws, samples, err = r.workPS(pcfg, params, res); err != nil {
-		return nil, err
+	} else {
+		r.printf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side\n",
+			cfg.Model, arch.Sizes, r.nTrain, r.nAll, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Name)
+		if ws, samples, err = r.workPS(pcfg, len(params), stepper, res); err != nil {
+			return nil, err
+		}
 	}
 	for s, rng := range ps.Partition(len(params), cfg.PS.Servers) {
 		if err := collectives.Broadcast(c, params[rng.Lo:rng.Hi], s); err != nil {
 			return nil, fmt.Errorf("collecting the final weights from server rank %d: %w", s, err)
 		}
 	}
-	if err := r.Backend.Upload(r.model.Params, params); err != nil {
-		return nil, err
-	}
-	if res.TestAcc, err = r.evaluate(); err != nil {
+	if res.TestAcc, err = evalAll(params); err != nil {
 		return nil, err
 	}
 	if res.PS, res.SamplesPerSec, err = r.runStats(ws, samples, time.Since(start)); err != nil {
@@ -90,11 +92,77 @@ func (r *run) loopPS(params []float32) (*Result, error) {
 	return res, r.finish(res)
 }
 
-// workPS is one worker's training loop: pull, compute, push, step after
-// step. It returns the worker's statistics and the samples it trained on.
-func (r *run) workPS(pcfg ps.Config, params []float32, res *Result) (ps.WorkerStats, float64, error) {
-	cfg, b, m := r.cfg, r.Backend, r.model
+// evalAll uploads params into the dense model and measures the test set
+// over every rank.
+func (r *run) evalAll(params []float32) (float64, error) {
+	if err := r.Backend.Upload(r.model.Params, params); err != nil {
+		return 0, err
+	}
+	return r.evaluate()
+}
+
+// psStepper is what a model does in one parameter-server step and at the
+// end of an epoch; workPS runs the loop around it.
+type psStepper interface {
+	// step pulls what it needs, computes the gradient of its samples idx
+	// (times scale) and pushes it. It returns the summed loss and correct
+	// count of the samples and the seconds spent waiting in Pull and Push.
+	step(w *ps.Worker, idx []int, scale float32) (lossSum float64, correct int, waitSec float64, err error)
+	// testAccuracy measures the whole test set with the worker's current view
+	// of the weights (the reporting worker, at the end of an epoch).
+	testAccuracy(w *ps.Worker) (float64, error)
+}
+
+// denseStepper trains a dense Model: pull all weights, compute on the
+// backend, push the whole gradient.
+type denseStepper struct {
+	r      *run
+	params []float32
+}
+
+func (d *denseStepper) step(w *ps.Worker, idx []int, scale float32) (float64, int, float64, error) {
+	r, b, m := d.r, d.r.Backend, d.r.model
 	np := m.Arch.NumParams()
+	tw := time.Now()
+	if err := w.Pull(d.params); err != nil {
+		return 0, 0, 0, err
+	}
+	wait := time.Since(tw).Seconds()
+	if err := b.Upload(m.Params, d.params); err != nil {
+		return 0, 0, 0, err
+	}
+	l, k, err := r.compute(idx, scale)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	grads, err := r.hostGrads()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := r.checkFinite(l, b.View(m.Grads, 0, np)); err != nil {
+		return 0, 0, 0, err
+	}
+	tw = time.Now()
+	if err := w.Push(grads[:np]); err != nil {
+		return 0, 0, 0, err
+	}
+	return l, k, wait + time.Since(tw).Seconds(), nil
+}
+
+func (d *denseStepper) testAccuracy(*ps.Worker) (float64, error) {
+	local, err := evaluateLocal(d.r.model, d.r.testAll, d.r.xbuf, d.r.ybuf)
+	if err != nil {
+		return 0, err
+	}
+	ev, err := local.sum(nil)
+	return ev.Accuracy, err
+}
+
+// workPS is one worker's training loop: step after step through the
+// parameter server. It returns the worker's statistics and the number of
+// samples it trained on.
+func (r *run) workPS(pcfg ps.Config, np int, stepper psStepper, res *Result) (ps.WorkerStats, float64, error) {
+	cfg := r.cfg
 	w, err := ps.NewWorker(r.Comm, pcfg, np)
 	if err != nil {
 		return ps.WorkerStats{}, 0, err
@@ -104,8 +172,6 @@ func (r *run) workPS(pcfg ps.Config, params []float32, res *Result) (ps.WorkerSt
 		return ps.WorkerStats{}, 0, err
 	}
 	defer metrics.close()
-	r.printf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side\n",
-		cfg.Model, m.Arch.Sizes, r.nTrain, r.nAll, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Name)
 	bsp := cfg.PS.Consistency == "bsp"
 	steps := r.stepsPerEpoch()
 	done := cfg.MaxSteps == 0
@@ -113,21 +179,13 @@ func (r *run) workPS(pcfg ps.Config, params []float32, res *Result) (ps.WorkerSt
 	prev := w.Stats()
 	for epoch := 1; epoch <= cfg.Epochs && !done; epoch++ {
 		t0 := time.Now()
-		order := data.EpochOrder(r.train.Rows, cfg.Seed, epoch, cfg.Shuffle)
+		order := data.EpochOrder(r.shardRows, cfg.Seed, epoch, cfg.Shuffle)
 		var lossSum, correct, seen, waitSec float64
 		ran := 0
 		for step := 0; step < steps; step++ {
 			if cfg.MaxSteps > 0 && res.Steps >= cfg.MaxSteps {
 				done = true
 				break
-			}
-			tw := time.Now()
-			if err := w.Pull(params); err != nil {
-				return ps.WorkerStats{}, 0, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-			}
-			waitSec += time.Since(tw).Seconds()
-			if err := b.Upload(m.Params, params); err != nil {
-				return ps.WorkerStats{}, 0, err
 			}
 			lo, hi := min(step*cfg.Batch, len(order)), min((step+1)*cfg.Batch, len(order))
 			// BSP: the server averages the workers' pushes, so each is scaled
@@ -140,25 +198,14 @@ func (r *run) workPS(pcfg ps.Config, params []float32, res *Result) (ps.WorkerSt
 			if bsp {
 				scale = float32(r.nAll) / float32(r.globalBatch(step))
 			}
-			l, k, err := r.compute(order[lo:hi], scale)
+			l, k, wait, err := stepper.step(w, order[lo:hi], scale)
 			if err != nil {
-				return ps.WorkerStats{}, 0, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-			}
-			grads, err := r.hostGrads()
-			if err != nil {
-				return ps.WorkerStats{}, 0, err
-			}
-			if err := r.checkFinite(l, b.View(m.Grads, 0, np)); err != nil {
 				return ps.WorkerStats{}, 0, fmt.Errorf("worker rank %d, epoch %d step %d (global step %d): %w", r.Comm.Rank(), epoch, step, res.Steps+1, err)
 			}
-			tw = time.Now()
-			if err := w.Push(grads[:np]); err != nil {
-				return ps.WorkerStats{}, 0, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-			}
-			waitSec += time.Since(tw).Seconds()
 			lossSum += l
 			correct += float64(k)
 			seen += float64(hi - lo)
+			waitSec += wait
 			res.Steps++
 			ran++
 		}
@@ -175,12 +222,11 @@ func (r *run) workPS(pcfg ps.Config, params []float32, res *Result) (ps.WorkerSt
 			SamplesPerSec: seen / wall, CommFraction: waitSec / wall, PSStats: psDelta(prev, now, wall)}
 		prev = now
 		if cfg.EvalEvery > 0 && (epoch%cfg.EvalEvery == 0 || epoch == cfg.Epochs || done) {
-			local, err := evaluateLocal(m, r.testAll, r.xbuf, r.ybuf)
+			acc, err := stepper.testAccuracy(w)
 			if err != nil {
 				return ps.WorkerStats{}, 0, err
 			}
-			ev, _ := local.sum(nil)
-			st.TestAcc = &ev.Accuracy
+			st.TestAcc = &acc
 		}
 		st.WallSec = time.Since(t0).Seconds()
 		res.Epochs = append(res.Epochs, st)

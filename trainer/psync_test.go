@@ -99,3 +99,27 @@ func TestPSTooManyServers(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseLogreg trains on synthetic power-law data with many more
+// features than a batch touches: accuracy must approach the generator's
+// Bayes level and each push must carry far fewer bytes than the model.
+func TestSparseLogreg(t *testing.T) {
+	for _, servers := range []int{1, 2} {
+		cfg := psCfg("ssp", servers)
+		cfg.Model = "sparse-logreg"
+		cfg.Data = DataConfig{Name: "synthetic-sparse", Samples: 20000, Features: 100000, NNZ: 20}
+		cfg.Opt = OptimizerConfig{Name: "adagrad", LR: 0.5, Eps: 1e-10}
+		cfg.Epochs, cfg.Batch = 3, 32
+		res := mustRun(t, servers+2, cfg)
+		w := workerResult(res, servers)
+		p := res[0].PS
+		dense := 4 * float64(cfg.Data.Features+1)
+		t.Logf("servers=%d: test accuracy %.4f, %d bytes pushed in %d steps × 2 workers", servers, res[0].TestAcc, p.PushBytes, w.Steps)
+		if res[0].TestAcc < 0.75 || len(w.Epochs) != 3 {
+			t.Errorf("servers=%d: test accuracy %.3f: want ≥ 0.75", servers, res[0].TestAcc)
+		}
+		if perPush := float64(p.PushBytes) / 2 / float64(w.Steps); perPush > dense/10 {
+			t.Errorf("servers=%d: %.0f bytes per push, the dense model is %.0f: the working set is not used", servers, perPush, dense)
+		}
+	}
+}

@@ -62,6 +62,13 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if err := CheckSameConfig(t.Comm, cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Model == "sparse-logreg" {
+		train, test, err := cfg.Data.LoadSparse(cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return t.runSparse(cfg, train, test)
+	}
 	train, test, err := cfg.Data.Load(cfg.Seed)
 	if err != nil {
 		return nil, err
@@ -120,6 +127,7 @@ type run struct {
 	train, test *data.Dense // this rank's shards (train is nil on a parameter server)
 	testAll     *data.Dense // the whole test set (a ps worker evaluates it alone)
 	nTrain      int         // global training set size
+	shardRows   int         // this rank's training samples
 	nAll        int         // ranks that train: all under allreduce, the workers under ps
 	reporter    int         // the rank that prints epoch lines and writes --metrics
 	host        []float32   // gradient + stats on the host, when the backend's buffers are not host memory
@@ -155,6 +163,7 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		if r.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
 			return nil, err
 		}
+		r.shardRows = r.train.Rows
 	}
 	if r.test, err = test.Subset(StridedShard(test.Rows, rank, n)); err != nil {
 		return nil, err
@@ -180,7 +189,7 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
 	}
 	if cfg.Sync == "ps" {
-		return r.loopPS(params)
+		return r.loopPS(arch, params, &denseStepper{r: r, params: params}, r.evalAll)
 	}
 	if err := t.Backend.Upload(r.model.Params, params); err != nil {
 		return nil, err
@@ -235,7 +244,7 @@ func (r *run) loop() (*Result, error) {
 	done := cfg.MaxSteps == 0
 	for epoch := 1; epoch <= cfg.Epochs && !done; epoch++ {
 		t0 := time.Now()
-		order := data.EpochOrder(r.train.Rows, cfg.Seed, epoch, cfg.Shuffle)
+		order := data.EpochOrder(r.shardRows, cfg.Seed, epoch, cfg.Shuffle)
 		var lossSum, correct, seen, commSec, stepSec float64
 		ran := 0
 		for step := 0; step < steps; step++ {

@@ -156,7 +156,7 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 }
 
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
-	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm or synthetic")
+	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm, synthetic, or synthetic-sparse (for sparse-logreg)")
 	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST folder (the four IDX .gz files)")
 	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm")
 	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
@@ -164,6 +164,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
+	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -186,7 +187,7 @@ Examples:
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
       --model mlp --data fashion-mnist`, stdout)
-	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression) or logreg (binary)")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
