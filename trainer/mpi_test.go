@@ -17,11 +17,14 @@ import (
 // restricted to the MPI tests.
 func TestMain(m *testing.M) {
 	if !mpi.Launched() && os.Getenv("DML_NO_MPIRUN") == "" {
-		for _, np := range []int{2, 4} {
-			fmt.Printf("=== mpirun -np %d (trainer MPI tests)\n", np)
-			os.Args = append(os.Args, "-test.run=^TestMPI")
-			if err := mpi.Relaunch(np); err != nil {
-				fmt.Fprintf(os.Stderr, "FAIL: trainer tests under mpirun -np %d: %v\n", np, err)
+		for _, job := range []struct {
+			np    int
+			tests string
+		}{{2, "^TestMPISync"}, {4, "^TestMPISync"}, {3, "^TestMPIPS"}, {5, "^TestMPIPS"}} {
+			fmt.Printf("=== mpirun -np %d %s (trainer MPI tests)\n", job.np, job.tests)
+			os.Args = append(os.Args, "-test.run="+job.tests)
+			if err := mpi.Relaunch(job.np); err != nil {
+				fmt.Fprintf(os.Stderr, "FAIL: trainer tests under mpirun -np %d: %v\n", job.np, err)
 				os.Exit(1)
 			}
 			os.Args = os.Args[:len(os.Args)-1]
@@ -36,9 +39,7 @@ func TestMain(m *testing.M) {
 
 var mpiStarted bool
 
-// TestMPISyncEquivalence: under mpirun, N ranks with batch b end with the
-// weights that one rank with batch N·b computes in-process.
-func TestMPISyncEquivalence(t *testing.T) {
+func mpiComm(t *testing.T) *mpi.Comm {
 	if !mpi.Launched() {
 		t.Skip("runs under mpirun (TestMain launches it)")
 	}
@@ -48,6 +49,60 @@ func TestMPISyncEquivalence(t *testing.T) {
 	}
 	mpiStarted = true
 	c.Timeout = time.Minute
+	return c
+}
+
+// TestMPIPS: under mpirun -np 3 and 5, with 1 and 2 servers, BSP through
+// the parameter server equals AllReduce over the workers (computed here
+// in-process), and SSP, ASP and DSSP converge within their staleness bounds.
+func TestMPIPS(t *testing.T) {
+	c := mpiComm(t)
+	for _, servers := range []int{1, 2} {
+		workers := c.Size() - servers
+		cfg := synthCfg()
+		cfg.Sync, cfg.PS.Servers, cfg.PS.Consistency, cfg.Timeout = "ps", servers, "bsp", 30*time.Second
+		got, err := (&Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+		if err != nil {
+			c.Abort(1, err)
+		}
+		ar := cfg
+		ar.Sync = "allreduce"
+		w := local.NewWorld(workers)
+		refs := make([]*Result, workers)
+		for r, err := range w.Run(func(lc *local.Comm) error {
+			var err error
+			refs[lc.Rank()], err = (&Trainer{Comm: lc, Backend: cpu.New()}).Run(ar)
+			return err
+		}) {
+			if err != nil {
+				t.Fatalf("reference rank %d: %v", r, err)
+			}
+		}
+		if d := maxRelDiff(got.Params, refs[0].Params); d > 2e-5 {
+			t.Errorf("rank %d, %d servers: BSP weights differ from AllReduce's by %.3g", c.Rank(), servers, d)
+		}
+		for _, cons := range []string{"ssp", "asp", "dssp"} {
+			cfg := cfg
+			cfg.PS.Consistency, cfg.Data.Samples, cfg.Data.Noise, cfg.Epochs = cons, 1000, 1, 4
+			cfg.Opt.Name, cfg.Opt.LR = "sgd", 0.05
+			res, err := (&Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+			if err != nil {
+				c.Abort(1, err)
+			}
+			if res.TestAcc < 0.85 {
+				t.Errorf("rank %d, %s, %d servers: test accuracy %.3f < 0.85", c.Rank(), cons, servers, res.TestAcc)
+			}
+			if cons == "ssp" && res.PS.MaxStaleness > cfg.PS.Staleness {
+				t.Errorf("rank %d, ssp: staleness %d > %d", c.Rank(), res.PS.MaxStaleness, cfg.PS.Staleness)
+			}
+		}
+	}
+}
+
+// TestMPISyncEquivalence: under mpirun, N ranks with batch b end with the
+// weights that one rank with batch N·b computes in-process.
+func TestMPISyncEquivalence(t *testing.T) {
+	c := mpiComm(t)
 	for _, algo := range []string{"ring", "tree", "mpi"} {
 		cfg := synthCfg()
 		cfg.Allreduce = mustAlgo(algo)

@@ -7,21 +7,25 @@ import (
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer"
 )
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench allreduce [flags]\n\nModes:\n  allreduce   time AllReduce algorithms (ring, tree, mpi)\n")
+		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n")
 		if len(args) == 0 {
-			return usageErr("bench: which benchmark? (allreduce)")
+			return usageErr("bench: which benchmark? (allreduce or consistency)")
 		}
 		return nil
 	}
 	switch args[0] {
 	case "allreduce":
 		return cmdBenchAllreduce(args[1:], stdout)
+	case "consistency":
+		return cmdBenchConsistency(args[1:], stdout)
 	}
-	return usageErr("bench: unknown mode %q (want allreduce)", args[0])
+	return usageErr("bench: unknown mode %q (want allreduce or consistency)", args[0])
 }
 
 // sizeFlag is a byte count flag that accepts 4K/16M/1G suffixes.
@@ -174,4 +178,75 @@ func writeRatios(w io.Writer, rows []bench.Row) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+func cmdBenchConsistency(args []string, stdout io.Writer) error {
+	cfg := trainer.DefaultConfig()
+	cfg.Sync = "ps"
+	cfg.Data = trainer.DataConfig{Name: "synthetic", Samples: 20000, Features: 50, Classes: 10, Noise: 2.5, NNZ: 50}
+	cfg.Hidden, cfg.Epochs, cfg.Opt.Name = []int{64}, 8, "sgd"
+	var cf commonFlags
+	fs := newFlags("bench consistency", `Usage: mpirun -np N dml bench consistency [training flags] [flags]
+
+Trains the same job through the parameter server under each consistency
+model (--models), first with all workers at full speed, then with one
+worker slowed by --straggle RANK:FACTOR (a real delay in its step), and
+prints for each run the time to reach --target test accuracy, the final
+accuracy, the largest staleness seen and the mean time a worker waited.
+Default job: an MLP on synthetic 10-class data. Every training flag of
+'dml train' applies (--data, --model, --servers, --staleness, …).`, stdout)
+	algo := registerTrainFlags(fs, &cfg)
+	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare")
+	target := fs.Float64("target", 0.8, "test accuracy whose first epoch sets the time to target")
+	format := fs.String("format", "table", "output format: table, csv or json")
+	cf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if strings.Contains(strings.Join(args, " "), "-sync") && cfg.Sync != "ps" {
+		return usageErr("bench consistency: runs through the parameter server (--sync ps)")
+	}
+	cfg.Sync = "ps"
+	cfg.Allreduce = collectives.Algorithm(*algo)
+	cfg.Timeout = cf.timeout
+	var list []string
+	for _, m := range strings.Split(*models, ",") {
+		m = strings.TrimSpace(m)
+		if _, err := ps.ParseConsistency(m); err != nil {
+			return usageErr("bench consistency: --models: %q is not bsp, ssp, asp or dssp", m)
+		}
+		list = append(list, m)
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageErr("bench consistency: %v", err)
+	}
+	if err := bench.CheckFormat(*format); err != nil {
+		return usageErr("bench consistency: --format: %v", err)
+	}
+	if !(*target > 0 && *target <= 1) {
+		return usageErr("bench consistency: --target %v must be in (0, 1]", *target)
+	}
+	if err := cf.check(); err != nil {
+		return err
+	}
+	return withWorld(func(c collectives.Comm) error {
+		setTimeout(c, cf.timeout)
+		if cfg.PS.Servers >= c.Size() {
+			return usageErr("bench consistency: --servers %d needs at least %d ranks; this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, c.Size())
+		}
+		st := cfg.Straggle
+		if st.Rank < 0 {
+			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
+		}
+		bc := bench.ConsistencyConfig{Base: cfg, Models: list, Straggle: st, Target: *target}
+		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
+		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == cfg.PS.Servers {
+			return bench.WriteConsistency(stdout, *format, *target, rows)
+		}
+		return nil
+	})
 }

@@ -187,30 +187,7 @@ Examples:
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
       --model mlp --data fashion-mnist`, stdout)
-	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
-	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
-	registerData(fs, &cfg.Data)
-	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
-	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch)")
-	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; -1: no limit)")
-	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
-	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
-	fs.StringVar(&cfg.Opt.Name, "optimizer", cfg.Opt.Name, "optimizer: sgd, momentum or adagrad")
-	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
-	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
-	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
-	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce, or ps (parameter server)")
-	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
-	fs.StringVar(&cfg.PS.Consistency, "consistency", cfg.PS.Consistency, "ps: bsp, ssp, asp or dssp")
-	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
-	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
-	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
-	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
-	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
-	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs (and after the last; 0: never)")
-	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (rank 0)")
-	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (rank 0)")
+	algo := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -238,6 +215,37 @@ Examples:
 		_, err := tr.Run(cfg)
 		return err
 	})
+}
+
+// registerTrainFlags registers the flags of a training job (train and
+// bench consistency share them); the allreduce algorithm comes back as a
+// string to be parsed after fs.Parse.
+func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
+	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
+	registerData(fs, &cfg.Data)
+	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch)")
+	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; -1: no limit)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
+	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
+	fs.StringVar(&cfg.Opt.Name, "optimizer", cfg.Opt.Name, "optimizer: sgd, momentum or adagrad")
+	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
+	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
+	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
+	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
+	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce, or ps (parameter server)")
+	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
+	fs.StringVar(&cfg.PS.Consistency, "consistency", cfg.PS.Consistency, "ps: bsp, ssp, asp or dssp")
+	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
+	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
+	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
+	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
+	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
+	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs (and after the last; 0: never)")
+	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (rank 0)")
+	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (rank 0)")
+	return algo
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is

@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer"
+)
+
+// ConsistencyConfig is one `dml bench consistency` sweep: the same training
+// job through the parameter server under each consistency model, without
+// and with a straggler.
+type ConsistencyConfig struct {
+	Base     trainer.Config   // the job (Sync is set to "ps")
+	Models   []string         // bsp, ssp, asp, dssp
+	Straggle trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
+	Target   float64          // test accuracy whose first epoch counts as time-to-target
+}
+
+// ConsistencyRow is one run of the sweep.
+type ConsistencyRow struct {
+	Consistency  string  `json:"consistency"`
+	Straggler    string  `json:"straggler"` // "none" or "RANK:FACTOR"
+	TimeToTarget *float64 `json:"time_to_target_sec"` // nil: never reached
+	EpochsToHit  int      `json:"epochs_to_target"`
+	FinalAcc     float64 `json:"final_acc"`
+	WallSec      float64 `json:"wall_sec"`
+	MaxStaleness int     `json:"max_staleness"`
+	WaitSec      float64 `json:"wait_sec"` // mean per worker
+}
+
+// RunConsistency runs the sweep on every rank and calls emit on the
+// reporting rank (the first worker) after each run. Time to target is the
+// wall time, counted from the start of training, of the first epoch whose
+// test accuracy reaches Target (nil if none does).
+func RunConsistency(c collectives.Comm, newBackend func() kernels.Backend, cfg ConsistencyConfig, emit func(ConsistencyRow)) ([]ConsistencyRow, error) {
+	if !(cfg.Target > 0 && cfg.Target <= 1) {
+		return nil, fmt.Errorf("target accuracy %v must be in (0, 1]", cfg.Target)
+	}
+	straggles := []trainer.Straggle{{Rank: -1, Factor: 1}}
+	if cfg.Straggle.Rank >= 0 {
+		if cfg.Straggle.Rank < cfg.Base.PS.Servers || cfg.Straggle.Rank >= c.Size() {
+			return nil, fmt.Errorf("straggler rank %d is not a worker (workers are ranks %d..%d)", cfg.Straggle.Rank, cfg.Base.PS.Servers, c.Size()-1)
+		}
+		straggles = append(straggles, cfg.Straggle)
+	}
+	var rows []ConsistencyRow
+	for _, st := range straggles {
+		for _, m := range cfg.Models {
+			job := cfg.Base
+			job.Sync, job.PS.Consistency, job.Straggle = "ps", m, st
+			job.EvalEvery = 1
+			tr := &trainer.Trainer{Comm: c, Backend: newBackend()}
+			res, err := tr.Run(job)
+			if err != nil {
+				return rows, fmt.Errorf("%s, straggler %+v: %w", m, st, err)
+			}
+			row := ConsistencyRow{Consistency: m, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
+			if st.Rank >= 0 {
+				row.Straggler = fmt.Sprintf("%d:%g", st.Rank, st.Factor)
+			}
+			if res.PS != nil {
+				row.MaxStaleness, row.WaitSec = res.PS.MaxStaleness, res.PS.WaitSec
+			}
+			elapsed := 0.0
+			for _, e := range res.Epochs {
+				elapsed += e.WallSec
+				if e.TestAcc != nil && *e.TestAcc >= cfg.Target {
+					row.TimeToTarget, row.EpochsToHit = &elapsed, e.Epoch
+					break
+				}
+			}
+			rows = append(rows, row)
+			if c.Rank() == cfg.Base.PS.Servers && emit != nil {
+				emit(row)
+			}
+		}
+	}
+	return rows, nil
+}
+
+// WriteConsistency writes rows as a table, CSV or JSON.
+func WriteConsistency(w io.Writer, format string, target float64, rows []ConsistencyRow) error {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(rows, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "csv":
+		fmt.Fprintln(w, "consistency,straggler,time_to_target_sec,epochs_to_target,final_acc,wall_sec,max_staleness,wait_sec")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s,%s,%s,%d,%.4f,%.2f,%d,%.2f\n", r.Consistency, r.Straggler, fmtSec(r.TimeToTarget, ""), r.EpochsToHit,
+				r.FinalAcc, r.WallSec, r.MaxStaleness, r.WaitSec)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "# consistency models: time to %.3f test accuracy, and final accuracy\n", target)
+	fmt.Fprintf(w, "#%11s %10s %14s %7s %9s %8s %10s %9s\n", "consistency", "straggler", "to_target(s)", "epochs", "final_acc", "wall(s)", "staleness", "wait(s)")
+	for _, r := range rows {
+		fmt.Fprintf(w, " %11s %10s %14s %7d %9.4f %8.2f %10d %9.2f\n", r.Consistency, r.Straggler, fmtSec(r.TimeToTarget, "not reached"),
+			r.EpochsToHit, r.FinalAcc, r.WallSec, r.MaxStaleness, r.WaitSec)
+	}
+	return nil
+}
+
+func fmtSec(s *float64, none string) string {
+	if s == nil {
+		return none
+	}
+	return fmt.Sprintf("%.2f", *s)
+}
