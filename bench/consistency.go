@@ -22,14 +22,14 @@ type ConsistencyConfig struct {
 
 // ConsistencyRow is one run of the sweep.
 type ConsistencyRow struct {
-	Consistency  string  `json:"consistency"`
-	Straggler    string  `json:"straggler"` // "none" or "RANK:FACTOR"
+	Consistency  string   `json:"consistency"`
+	Straggler    string   `json:"straggler"`          // "none" or "RANK:FACTOR"
 	TimeToTarget *float64 `json:"time_to_target_sec"` // nil: never reached
 	EpochsToHit  int      `json:"epochs_to_target"`
-	FinalAcc     float64 `json:"final_acc"`
-	WallSec      float64 `json:"wall_sec"`
-	MaxStaleness int     `json:"max_staleness"`
-	WaitSec      float64 `json:"wait_sec"` // mean per worker
+	FinalAcc     float64  `json:"final_acc"`
+	WallSec      float64  `json:"wall_sec"`
+	MaxStaleness int      `json:"max_staleness"`
+	WaitSec      float64  `json:"wait_sec"` // mean per worker
 }
 
 // RunConsistency runs the sweep on every rank and calls emit on the
