@@ -237,3 +237,99 @@ func TestMoreRanksThanSamples(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+func TestPSUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--sync", "gossip"}, `--sync "gossip": want allreduce or ps`},
+		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `"eventual" is not bsp, ssp, asp or dssp`},
+		{[]string{"train", "--sync", "ps", "--staleness", "-1"}, "--staleness -1 must not be negative"},
+		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
+		{[]string{"train", "--sync", "ps", "--staleness-range", "5"}, "want LOW,HIGH"},
+		{[]string{"train", "--sync", "ps", "--filters", "zip"}, `unknown filter "zip"`},
+		{[]string{"train", "--straggle", "x"}, "want RANK:FACTOR"},
+		{[]string{"train", "--straggle", "1:0.5"}, "factor 0.5 must be at least 1"},
+		{[]string{"train", "--model", "sparse-logreg"}, "trains with --sync ps"},
+		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
+		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `"lazy" is not bsp, ssp, asp or dssp`},
+		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
+		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},
+	} {
+		r := dml(t, 0, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("dml %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+	// Too many servers for the job, found once MPI says how many ranks there are.
+	r := dml(t, 3, "train", "--sync", "ps", "--servers", "3", "--data", "synthetic")
+	if r.code == 0 || !strings.Contains(r.stderr, "--servers 3 needs at least 4 ranks") {
+		t.Errorf("3 servers of 3 ranks: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestPSUnderMPI: one server and two workers train with SSP and fp16
+// pushes; the metrics carry the parameter-server fields.
+func TestPSUnderMPI(t *testing.T) {
+	m := filepath.Join(t.TempDir(), "m.jsonl")
+	r := dml(t, 3, "train", "--sync", "ps", "--servers", "1", "--consistency", "ssp", "--staleness", "2",
+		"--filters", "fp16", "--data", "synthetic", "--samples", "2000", "--epochs", "2", "--hidden", "16",
+		"--optimizer", "sgd", "--lr", "0.1", "--metrics", m)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "ps: max staleness") || !strings.Contains(r.stdout, "filters saved") {
+		t.Errorf("summary lacks the ps line:\n%s", r.stdout)
+	}
+	b, err := os.ReadFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(string(b), "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"max_staleness", "staleness_hist", "wait_sec", "pushes_per_sec", "pulls_per_sec", "bytes_sent", "push_bytes", "push_bytes_unfiltered"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("metrics lack %q: %s", k, b)
+		}
+	}
+	if ms := first["max_staleness"].(float64); ms > 2 {
+		t.Errorf("ssp with staleness 2 saw %v", ms)
+	}
+}
+
+// TestPSMissingWorker: a worker that stops answering (a straggler slowed
+// a millionfold) makes the server report it by rank and the job fail,
+// well before the test's own limit.
+func TestPSMissingWorker(t *testing.T) {
+	start := time.Now()
+	r := dml(t, 3, "train", "--sync", "ps", "--servers", "1", "--consistency", "bsp", "--data", "synthetic",
+		"--samples", "2000", "--straggle", "2:1000000", "--timeout", "2s")
+	if r.code == 0 || !strings.Contains(r.stderr, "rank 2") || !strings.Contains(r.stderr, "silent for more than 2s") {
+		t.Fatalf("exit %d after %v, stderr %q: want a failure naming missing worker rank 2", r.code, time.Since(start), r.stderr)
+	}
+}
+
+func TestBenchConsistency(t *testing.T) {
+	r := dml(t, 3, "bench", "consistency", "--samples", "2000", "--epochs", "2", "--format", "csv", "--target", "0.5")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1+8 || rows[0][0] != "consistency" {
+		t.Fatalf("want a header and 8 runs (4 models × with/without straggler):\n%s", r.stdout)
+	}
+}
+
+func TestSparseLogregUnderMPI(t *testing.T) {
+	r := dml(t, 3, "train", "--sync", "ps", "--consistency", "asp", "--model", "sparse-logreg", "--data", "synthetic-sparse",
+		"--features", "200000", "--nnz", "20", "--samples", "10000", "--optimizer", "adagrad", "--lr", "0.5", "--epochs", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "test accuracy 0.") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
