@@ -3,6 +3,8 @@ package ps
 import (
 	"fmt"
 	"sort"
+
+	"github.com/dml-project/dml/collectives"
 )
 
 // Range is the half-open key range [Lo, Hi).
@@ -28,16 +30,10 @@ func Partition(p, s int) []Range {
 	if s < 1 || p < 0 {
 		panic(fmt.Sprintf("ps.Partition(%d, %d): need p >= 0 and s >= 1", p, s))
 	}
+	// The same split as the ring AllReduce's chunks.
 	out := make([]Range, s)
-	base, extra := p/s, p%s
-	lo := 0
-	for i := range out {
-		n := base
-		if i < extra {
-			n++
-		}
-		out[i] = Range{lo, lo + n}
-		lo += n
+	for i, c := range collectives.Chunks(p, s) {
+		out[i] = Range{c.Off, c.Off + c.Len}
 	}
 	return out
 }

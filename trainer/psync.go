@@ -179,7 +179,7 @@ func (r *run) workPS(pcfg ps.Config, np int, stepper psStepper, res *Result) (ps
 	prev := w.Stats()
 	for epoch := 1; epoch <= cfg.Epochs && !done; epoch++ {
 		t0 := time.Now()
-		order := data.EpochOrder(r.shardRows, cfg.Seed, epoch, cfg.Shuffle)
+		order := data.EpochOrder(r.shardRows, r.shuffleSeed(), epoch, cfg.Shuffle)
 		var lossSum, correct, seen, waitSec float64
 		ran := 0
 		for step := 0; step < steps; step++ {

