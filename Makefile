@@ -9,7 +9,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # allowed (containers, CI), shared memory only.
 MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --mca btl self,vader
 
-APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist
+APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy
 
 .PHONY: help deps build test test-short vet fmt-check demo bench bench-exchange bench-go fuzz clean
 

@@ -1,0 +1,113 @@
+package trainer
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sbinet/npyio/npz"
+
+	"github.com/dml-project/dml/kernels/cpu"
+)
+
+func TestNPZRoundTrip(t *testing.T) {
+	arch, _ := NewArch(5, []int{4, 3}, 2, SoftmaxCE)
+	p := arch.InitParams(9)
+	path := filepath.Join(t.TempDir(), "w.npz")
+	if err := SaveNPZ(path, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	got, q, err := LoadNPZ(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Sizes) != 4 || got.Sizes[1] != 4 || got.Loss != SoftmaxCE || maxRelDiff(q, p) != 0 {
+		t.Fatalf("read back %v, %d params", got.Sizes, len(q))
+	}
+}
+
+func TestLoadNPZErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.npz")
+	w, _ := npz.Create(bad)
+	w.Write("layer0.weight", []float32{1, 2, 3}) // 1-D: not [out, in]
+	w.Write("layer0.bias", []float32{1})
+	w.Close()
+	odd := filepath.Join(dir, "odd.npz")
+	w, _ = npz.Create(odd)
+	w.Write("conv1.weight", []float32{1})
+	w.Close()
+	os.WriteFile(filepath.Join(dir, "junk.npz"), []byte("not a zip"), 0o644)
+	for name, want := range map[string]string{"bad.npz": "want [out, in]", "odd.npz": "unexpected array", "junk.npz": "junk.npz", "none.npz": "none.npz"} {
+		if _, _, err := LoadNPZ(filepath.Join(dir, name)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error containing %q", name, err, want)
+		}
+	}
+}
+
+// TestNumpyReadsCheckpoint: numpy loads the .npz as it is, and its forward
+// pass (x Wᵀ + b, ReLU between layers) gives our logits.
+func TestNumpyReadsCheckpoint(t *testing.T) {
+	py := ""
+	for _, cand := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(cand, "-c", "import numpy").Run() == nil {
+			py = cand
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("no python3 with numpy (make deps installs Debian's python3-numpy)")
+	}
+	arch, _ := NewArch(6, []int{5}, 3, SoftmaxCE)
+	p := arch.InitParams(4)
+	dir := t.TempDir()
+	wpath, xpath := filepath.Join(dir, "w.npz"), filepath.Join(dir, "x.npz")
+	if err := SaveNPZ(wpath, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 4
+	x := make([]float32, rows*6)
+	for i := range x {
+		x[i] = float32(i%7) / 7
+	}
+	xw, _ := npz.Create(xpath)
+	if err := xw.Write("x", matrix(x, rows, 6)); err != nil {
+		t.Fatal(err)
+	}
+	xw.Close()
+	b := cpu.New()
+	m := NewModel(arch, b, rows)
+	b.Upload(m.Params, p)
+	b.Upload(m.Input(rows), x)
+	logits, err := m.Forward(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := make([]float32, rows*3)
+	b.Download(ours, logits)
+	script := `
+import sys, numpy as np
+w = np.load(sys.argv[1]); x = np.load(sys.argv[2])["x"]
+h = np.maximum(x @ w["layer0.weight"].T + w["layer0.bias"], 0)
+z = h @ w["layer1.weight"].T + w["layer1.bias"]
+assert w["layer0.weight"].dtype == np.float32 and w["layer0.weight"].shape == (5, 6)
+print(" ".join(repr(float(v)) for v in z.ravel()))
+`
+	out, err := exec.Command(py, "-c", script, wpath, xpath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("numpy: %v\n%s", err, out)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) != len(ours) {
+		t.Fatalf("numpy gave %d logits, want %d: %s", len(fields), len(ours), out)
+	}
+	for i, f := range fields {
+		v, _ := strconv.ParseFloat(f, 64)
+		if d := v - float64(ours[i]); d > 1e-5 || d < -1e-5 {
+			t.Errorf("logit %d: numpy %v, dml %v", i, v, ours[i])
+		}
+	}
+}
