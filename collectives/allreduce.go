@@ -13,18 +13,19 @@ import (
 type Allreducer struct {
 	Comm      Comm
 	Algorithm Algorithm
-	// SegmentBytes is the ring's pipelining unit (DefaultSegmentBytes if 0).
+	// SegmentBytes is the ring's pipelining unit. If 0, chunks up to
+	// WholeChunkBytes travel whole and larger ones in DefaultSegmentBytes.
 	SegmentBytes int
 	// Window is how many reduce-scatter segments the ring receives ahead
 	// (DefaultWindow if 0, at most 8).
+	Window int
 	// SkipLengthCheck turns off the ring's check that every rank passed the
 	// same length (one tiny all-gather per call). Recursive doubling and
 	// MPI detect mismatches on their own.
 	SkipLengthCheck bool
 
-	Window int
-
 	scratch [maxWindow][]float32
+	plan    *ringPlan
 	lens    []float32
 }
 

@@ -26,19 +26,42 @@ import "fmt"
 // Pipelining: each chunk travels as segments of at most SegmentBytes. A
 // segment received at reduce-scatter step s is added into the buffer and
 // sent on at once as part of step s+1, so the next rank can work on it while
-// this one handles the following segment. Each rank's sums happen in one
-// fixed order per chunk, so every rank ends with bitwise identical results.
+// this one handles the following segment. A segment's final sum goes out at
+// once as all-gather step 0, and each all-gather segment is forwarded as soon
+// as it lands: the two phases overlap, one segment apart (RingPipeline gives
+// the order in which a rank handles what it receives). Each rank's sums
+// happen in one fixed order per chunk, so every rank ends with bitwise
+// identical results.
 //
 // Buffers: sends go straight from the caller's buffer (no staging copy). The
 // reduce-scatter keeps at most Window receives in flight, each into its own
 // segment-sized scratch slot (persistent in the Allreducer), so a segment is
-// added while it is still in cache: on this 2-core machine (shared memory,
-// single-copy CMA transfers) 256 KiB segments with 4 slots ran 16 MiB
-// AllReduces about 25% faster than whole-chunk receives. The all-gather
-// receives straight into the caller's buffer, every segment posted at once.
+// added while it is still in cache. An all-gather segment is received
+// straight into the caller's buffer, posted only when the rank gets to it
+// (over shared memory the receiver does the copy, so posting earlier gains
+// nothing) and only after this rank's send from that place has completed.
+//
+// Measured (dml bench allreduce, 2 and 4 ranks on a 2-core VM, OpenMPI
+// vader/CMA, ring and MPI_Allreduce interleaved, runs repeated): 256 KiB
+// segments with 4 slots beat 64 and 128 KiB (per-message handshakes), while
+// chunks up to 1 MiB went faster whole (WholeChunkBytes: 1 MiB at 2 ranks
+// from about 0.95× to 1.0-1.05× MPI). At 2 ranks, overlapping the
+// all-gather with the reduce-scatter took 4 MiB from about 0.9× to 1.1-1.2×
+// MPI: the neighbour copies each reduced segment while it is still in cache.
+// The other large term was not the algorithm but the Go runtime waking a
+// thread on the rank's only core during long MPI waits (see mpi.Init on
+// GOMAXPROCS). At 4 ranks on 2 cores the ring pays 2(n−1) dependent hops,
+// each of which may wait for a descheduled neighbour, and stays at about
+// 0.9× MPI at 1 MiB.
 
-// DefaultSegmentBytes is the ring's default pipelining unit.
+// DefaultSegmentBytes is the ring's default pipelining unit for chunks
+// larger than WholeChunkBytes.
 const DefaultSegmentBytes = 256 << 10
+
+// WholeChunkBytes: with the default segment size, a chunk (1/n of the
+// buffer) up to this size travels whole, one message per step. It fits in
+// cache as it is, and fewer messages save their handshakes.
+const WholeChunkBytes = 1 << 20
 
 // DefaultWindow is the default number of reduce-scatter receives in flight.
 const DefaultWindow = 4
@@ -55,23 +78,11 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 	}
 	left, right := (r-1+n)%n, (r+1)%n
 	chunks := Chunks(len(buf), n)
-	rs, ag := RingSchedule(r, n)
-	seg := a.segmentElems()
+	rs, _ := RingSchedule(r, n)
+	seg := a.segmentElems(chunks[0].Len)
+	p := a.ringPlan(r, n, len(buf), seg)
+	order, rsIdx, nseg := p.order, p.rsIdx, p.nseg
 
-	// Reduce-scatter: every segment of every step, in the order the left
-	// neighbour sends them. At most `window` receives are in flight, each
-	// into its own small scratch slot, so a segment is added while it is
-	// still in cache.
-	type rsSeg struct {
-		step int
-		sg   Span
-	}
-	var order []rsSeg
-	for s, st := range rs {
-		for _, sg := range Segments(chunks[st.Recv], seg) {
-			order = append(order, rsSeg{s, sg})
-		}
-	}
 	window := a.window()
 	slot := min(seg, chunks[0].Len) // chunk 0 is the largest
 	for i := range a.scratch[:window] {
@@ -79,103 +90,136 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 			a.scratch[i] = make([]float32, slot)
 		}
 	}
-	recvs := make([]Request, len(order))
+	recvs, rsSends, agSends := p.recvs, p.rsSends, p.agSends[:0]
+	defer func() { // drop the finished requests; keep the slices
+		clear(recvs)
+		clear(rsSends)
+		clear(agSends)
+		p.agSends = agSends[:0]
+	}()
 	post := func(k int) error {
-		if k >= len(order) {
+		if k >= len(rsIdx) {
 			return nil
 		}
-		q, err := c.Irecv(a.scratch[k%window][:order[k].sg.Len], left, tagRingRS)
+		it := order[rsIdx[k]]
+		q, err := c.Irecv(a.scratch[k%window][:it.Span.Len], left, tagRingRS)
 		if err != nil {
-			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", order[k].step, left, err)
+			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
 		}
 		recvs[k] = q
 		return nil
 	}
-	var sends []Request
-	send := func(phase string, step int, sg Span, tag int) error {
+	send := func(phase string, step int, sg Span, tag int) (Request, error) {
 		q, err := c.Isend(buf[sg.Off:sg.Off+sg.Len], right, tag)
 		if err != nil {
-			return fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, right, err)
+			return nil, fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, right, err)
 		}
-		sends = append(sends, q)
-		return nil
+		return q, nil
 	}
 	for k := 0; k < window; k++ {
 		if err := post(k); err != nil {
 			return err
 		}
 	}
-	for _, sg := range Segments(chunks[rs[0].Send], seg) {
-		if err := send("reduce-scatter", 0, sg, tagRingRS); err != nil {
+	for j, sg := range Segments(chunks[rs[0].Send], seg) {
+		q, err := send("reduce-scatter", 0, sg, tagRingRS)
+		if err != nil {
 			return err
 		}
+		rsSends[j] = q
 	}
 	inv := float32(1) / float32(n)
-	for k, it := range order {
-		if err := recvs[k].Wait(); err != nil {
-			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.step, left, err)
-		}
-		sg := it.sg
-		addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
-		if err := post(k + window); err != nil {
-			return err
-		}
-		if it.step == len(rs)-1 {
-			if op == Avg {
-				scale(buf[sg.Off:sg.Off+sg.Len], inv)
+	k := 0 // reduce-scatter receives handled
+	for _, it := range order {
+		sg := it.Span
+		if !it.AllGather {
+			if err := recvs[k].Wait(); err != nil {
+				return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
 			}
-			continue // sent by the all-gather below
-		}
-		if err := send("reduce-scatter", it.step+1, sg, tagRingRS); err != nil {
-			return err
-		}
-	}
-	// The all-gather overwrites chunks this rank sent during the
-	// reduce-scatter: those sends must be complete first.
-	if err := waitAll(sends); err != nil {
-		return fmt.Errorf("ring reduce-scatter: send to rank %d: %w", right, err)
-	}
-	sends = sends[:0]
-
-	// All-gather: every receive lands in its final place, so all can be
-	// posted now (in step order, which is the order they will arrive).
-	// Segments only serve forwarding; with two ranks nothing is forwarded,
-	// and one message per chunk saves the per-message handshakes.
-	agSeg := seg
-	if n == 2 {
-		agSeg = 0
-	}
-	agRecvs := make([][]Request, len(ag))
-	for t, st := range ag {
-		for _, sg := range Segments(chunks[st.Recv], agSeg) {
-			q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG)
-			if err != nil {
-				return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", t, left, err)
+			addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
+			if err := post(k + window); err != nil {
+				return err
 			}
-			agRecvs[t] = append(agRecvs[t], q)
-		}
-	}
-	for _, sg := range Segments(chunks[ag[0].Send], agSeg) {
-		if err := send("all-gather", 0, sg, tagRingAG); err != nil {
-			return err
-		}
-	}
-	for t, st := range ag {
-		for j, sg := range Segments(chunks[st.Recv], agSeg) {
-			if err := agRecvs[t][j].Wait(); err != nil {
-				return fmt.Errorf("ring all-gather step %d: recv chunk %d from rank %d: %w", t, st.Recv, left, err)
-			}
-			if t+1 < len(ag) {
-				if err := send("all-gather", t+1, sg, tagRingAG); err != nil {
+			k++
+			if it.Step == n-2 {
+				if op == Avg {
+					scale(buf[sg.Off:sg.Off+sg.Len], inv)
+				}
+				q, err := send("all-gather", 0, sg, tagRingAG)
+				if err != nil {
 					return err
 				}
+				agSends = append(agSends, q)
+				continue
+			}
+			q, err := send("reduce-scatter", it.Step+1, sg, tagRingRS)
+			if err != nil {
+				return err
+			}
+			rsSends[(it.Step+1)*nseg+it.Seg] = q
+			continue
+		}
+		// All-gather: the segment lands where this rank sent its partial
+		// sum at reduce-scatter step it.Step; that send must be done.
+		if q := rsSends[it.Step*nseg+it.Seg]; q != nil {
+			if err := q.Wait(); err != nil {
+				return fmt.Errorf("ring reduce-scatter step %d: send to rank %d: %w", it.Step, right, err)
 			}
 		}
+		q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG)
+		if err == nil {
+			err = q.Wait()
+		}
+		if err != nil {
+			return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", it.Step, left, err)
+		}
+		if it.Step+1 < n-1 {
+			q, err := send("all-gather", it.Step+1, sg, tagRingAG)
+			if err != nil {
+				return err
+			}
+			agSends = append(agSends, q)
+		}
 	}
-	if err := waitAll(sends); err != nil {
+	if err := waitAll(rsSends); err != nil {
+		return fmt.Errorf("ring reduce-scatter: send to rank %d: %w", right, err)
+	}
+	if err := waitAll(agSends); err != nil {
 		return fmt.Errorf("ring all-gather: send to rank %d: %w", right, err)
 	}
 	return nil
+}
+
+// ringPlan is what the ring computes once per (rank, size, length, segment):
+// the order of receives and the request slots, reused while they match.
+type ringPlan struct {
+	rank, n, length, seg int
+	order                []RingRecv
+	rsIdx                []int // indexes in order of the reduce-scatter receives
+	nseg                 int   // segments in the largest chunk
+	recvs                []Request
+	// rsSends[s*nseg+j] is the send of segment j at reduce-scatter step s:
+	// the all-gather receive into that segment waits for it.
+	rsSends []Request
+	agSends []Request
+}
+
+func (a *Allreducer) ringPlan(rank, n, length, seg int) *ringPlan {
+	if p := a.plan; p != nil && p.rank == rank && p.n == n && p.length == length && p.seg == seg {
+		return p
+	}
+	p := &ringPlan{rank: rank, n: n, length: length, seg: seg}
+	p.order = RingPipeline(rank, n, length, seg)
+	for i, it := range p.order {
+		if !it.AllGather {
+			p.rsIdx = append(p.rsIdx, i)
+		}
+	}
+	p.nseg = len(Segments(Chunks(length, n)[0], seg))
+	p.recvs = make([]Request, len(p.rsIdx))
+	p.rsSends = make([]Request, (n-1)*p.nseg)
+	a.plan = p
+	return p
 }
 
 func (a *Allreducer) window() int {
@@ -185,10 +229,14 @@ func (a *Allreducer) window() int {
 	return DefaultWindow
 }
 
-func (a *Allreducer) segmentElems() int {
+// segmentElems is the segment length for chunks of at most chunk elements.
+func (a *Allreducer) segmentElems(chunk int) int {
 	b := a.SegmentBytes
 	if b <= 0 {
 		b = DefaultSegmentBytes
+		if 4*chunk <= WholeChunkBytes {
+			b = 4 * chunk
+		}
 	}
 	return max(1, b/4)
 }
@@ -197,6 +245,9 @@ func (a *Allreducer) segmentElems() int {
 func waitAll(reqs []Request) error {
 	var first error
 	for _, q := range reqs {
+		if q == nil {
+			continue
+		}
 		if err := q.Wait(); err != nil && first == nil {
 			first = err
 		}

@@ -1,5 +1,10 @@
 package collectives
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Span is a half-open range [Off, Off+Len) of a buffer.
 type Span struct{ Off, Len int }
 
@@ -54,4 +59,64 @@ func RingSchedule(rank, n int) (reduceScatter, allGather []RingStep) {
 		allGather = append(allGather, RingStep{Send: mod(rank + 1 - t), Recv: mod(rank - t)})
 	}
 	return reduceScatter, allGather
+}
+
+// RingRecv is one segment a rank receives from its left neighbour during the
+// pipelined ring (RingPipeline): in the reduce-scatter when AllGather is
+// false (it is added into Span), in the all-gather otherwise (it lands in
+// Span). Step is the step within its phase and Seg the segment's index
+// within its chunk.
+type RingRecv struct {
+	AllGather bool
+	Step, Seg int
+	Span      Span
+}
+
+// RingPipeline returns, for rank of n ranks and a buffer of length elements
+// cut into segments of at most seg elements, every segment the rank receives
+// in the order it handles them. Sends need no list: a rank sends every
+// segment of its RingSchedule reduce-scatter step 0 first, then each segment
+// it handles moves on to the right neighbour at once (to the next step of
+// its phase, or, from the last reduce-scatter step, to all-gather step 0),
+// except from the last all-gather step.
+//
+// The order interleaves the phases. Reduce-scatter segment (s, j) has
+// virtual time s·S + j (S = segments of the largest chunk); all-gather
+// segment (t, j) has (n−2)·S + j + t + 1, one more than the segment it is
+// forwarded from, so that a segment's all-gather follows right behind its
+// final sum through the ring. Ties go to the reduce-scatter, then to the
+// lower step. Each segment comes from one the left neighbour handled at an
+// earlier virtual time, so no rank waits on a later one (no deadlock), and
+// the left neighbour sends each phase's segments in the order the right
+// one handles them (MPI matches same-tag messages in order).
+func RingPipeline(rank, n, length, seg int) []RingRecv {
+	if n < 2 {
+		return nil
+	}
+	chunks := Chunks(length, n)
+	rs, ag := RingSchedule(rank, n)
+	S := len(Segments(chunks[0], seg))
+	type keyed struct {
+		v, kind int
+		r       RingRecv
+	}
+	var all []keyed
+	for s, st := range rs {
+		for j, sp := range Segments(chunks[st.Recv], seg) {
+			all = append(all, keyed{s*S + j, 0, RingRecv{false, s, j, sp}})
+		}
+	}
+	for t, st := range ag {
+		for j, sp := range Segments(chunks[st.Recv], seg) {
+			all = append(all, keyed{(n-2)*S + j + t + 1, 1, RingRecv{true, t, j, sp}})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.v, b.v), cmp.Compare(a.kind, b.kind), cmp.Compare(a.r.Step, b.r.Step))
+	})
+	out := make([]RingRecv, len(all))
+	for i, k := range all {
+		out[i] = k.r
+	}
+	return out
 }

@@ -60,6 +60,17 @@ func Launched() bool {
 	return false
 }
 
+// localRanks is the number of ranks on this node, as the launcher tells
+// it, or 1 when it does not.
+func localRanks() int {
+	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"} {
+		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+			return v
+		}
+	}
+	return 1
+}
+
 // LocalRank is this rank's index among the ranks on its node (for picking a
 // GPU), or 0 when the launcher does not say.
 func LocalRank() int {
@@ -75,6 +86,10 @@ func LocalRank() int {
 // Without a launcher, OpenMPI starts as a singleton: a world of one rank.
 // Setting DML_MPI_THREADS=multiple asks for MPI_THREAD_MULTIPLE instead of
 // MPI_THREAD_SERIALIZED (for the comparison in exchange_test.go).
+//
+// Init raises GOMAXPROCS from 1 to 2 unless the GOMAXPROCS environment
+// variable is set (see the comment in the code: MPI waits are long cgo
+// calls, and with a single P each one makes the runtime wake a thread).
 func Init() (*Comm, error) {
 	initOnce.Do(func() {
 		var provided C.int
@@ -100,8 +115,24 @@ func Init() (*Comm, error) {
 			return
 		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout}
-		if os.Getenv("DML_NOYIELD") != "" {
-			C.dml_yield = 0
+		// Waits give the core away (sched_yield) only when this node's
+		// ranks outnumber its cores: then a spinning rank holds a core the
+		// rank it waits for needs. With a core each there is nobody to
+		// yield to (2 ranks, 2 cores: no difference beyond noise).
+		C.dml_yield = 0
+		if localRanks() > int(C.dml_online_cpus()) {
+			C.dml_yield = 1
+		}
+		// With GOMAXPROCS=1 (mpirun binds each rank to one core when
+		// ranks ≤ cores, and Go sizes GOMAXPROCS by that affinity), every
+		// cgo wait longer than a sysmon tick (20 µs) gets its P handed to
+		// a freshly woken thread on the same core, and sysmon keeps
+		// ticking every 20 µs: a ring AllReduce waits hundreds of times
+		// per call and lost 10-25% to that at 4 MiB (2 ranks). A second,
+		// idle P stops the hand-offs (the runtime keeps a P in a syscall
+		// while another P is idle). An explicit GOMAXPROCS wins.
+		if runtime.GOMAXPROCS(0) == 1 && os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(2)
 		}
 	})
 	return world, initErr

@@ -1,9 +1,16 @@
 // The C half of the shim: see shim.go for why it exists.
 #include <sched.h>
+#include <unistd.h>
 #include "shim.h"
 
-// dml_yield: give the core away while waiting (set when ranks outnumber cores).
+// dml_yield: give the core away while waiting (set by Init when this node's
+// ranks outnumber its cores).
 int dml_yield = 1;
+
+int dml_online_cpus(void) {
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
 
 int dml_init(int multiple, int *provided) {
 	int flag = 0;

@@ -7,6 +7,7 @@
 
 extern int dml_yield;
 
+int dml_online_cpus(void);
 int dml_init(int multiple, int *provided);
 int dml_rank(int *r);
 int dml_size(int *n);
