@@ -75,7 +75,7 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	algos := fs.String("algo", "ring,tree,mpi", "comma-separated algorithms: ring, tree (recursive doubling), mpi (MPI_Allreduce), auto")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	segBytes := int64(0)
-	fs.Var(sizeFlag{&segBytes}, "segment", "ring pipelining segment size (default 1M)")
+	fs.Var(sizeFlag{&segBytes}, "segment", "ring pipelining segment size (default: whole chunks up to 1M, 256K segments above)")
 	avg := fs.Bool("avg", false, "average instead of sum")
 	if err := parse(fs, args); err != nil {
 		return err
