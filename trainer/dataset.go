@@ -191,26 +191,3 @@ func split(all *data.Dense, nTrain int) (*data.Dense, *data.Dense, error) {
 	test, err := all.Subset(seq(nTrain, all.Rows))
 	return train, test, err
 }
-
-// StridedShard is rank's share of n samples: rows rank, rank+size,
-// rank+2·size, … It is what each rank keeps of the training and test sets.
-//
-// Why strided and not contiguous: with strided shards and no shuffling,
-// step k of N ranks with batch b covers exactly the samples [kNb, (k+1)Nb)
-// that step k of one rank with batch N·b covers, so the two runs compute
-// the same gradient (see TestSyncEquivalence).
-func StridedShard(n, rank, size int) []int {
-	var idx []int
-	for i := rank; i < n; i += size {
-		idx = append(idx, i)
-	}
-	return idx
-}
-
-// ShardLen is len(StridedShard(n, rank, size)) without building it.
-func ShardLen(n, rank, size int) int {
-	if rank >= n {
-		return 0
-	}
-	return (n-rank-1)/size + 1
-}

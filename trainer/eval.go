@@ -25,7 +25,7 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch Arch, params []float32
 	if out := arch.Sizes[len(arch.Sizes)-1]; (arch.Loss == SoftmaxCE && set.Classes > out) || (arch.Loss == SigmoidCE && set.Classes > 2) {
 		return EvalResult{}, fmt.Errorf("the data has %d classes, the model predicts %d", set.Classes, max(out, 2))
 	}
-	shard, err := set.Subset(StridedShard(set.Rows, c.Rank(), c.Size()))
+	shard, err := set.Subset(data.StridedShard(set.Rows, c.Rank(), c.Size()))
 	if err != nil {
 		return EvalResult{}, err
 	}

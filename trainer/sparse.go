@@ -40,14 +40,14 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 	r := &run{Trainer: t, cfg: cfg, nTrain: train.Rows, nAll: members, reporter: cfg.PS.Servers}
 	st := &sparseStepper{r: r, f: train.Cols, test: test}
 	if idx >= 0 {
-		if st.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
+		if st.train, err = train.Subset(data.StridedShard(train.Rows, idx, members)); err != nil {
 			return nil, err
 		}
 		r.shardRows, r.shardIdx = st.train.Rows, idx
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
 	evalAll := func(p []float32) (float64, error) {
-		shard, err := test.Subset(StridedShard(test.Rows, rank, n))
+		shard, err := test.Subset(data.StridedShard(test.Rows, rank, n))
 		if err != nil {
 			return 0, err
 		}

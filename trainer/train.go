@@ -161,12 +161,12 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 		r.reporter = cfg.PS.Servers
 	}
 	if idx >= 0 {
-		if r.train, err = train.Subset(StridedShard(train.Rows, idx, members)); err != nil {
+		if r.train, err = train.Subset(data.StridedShard(train.Rows, idx, members)); err != nil {
 			return nil, err
 		}
 		r.shardRows, r.shardIdx = r.train.Rows, idx
 	}
-	if r.test, err = test.Subset(StridedShard(test.Rows, rank, n)); err != nil {
+	if r.test, err = test.Subset(data.StridedShard(test.Rows, rank, n)); err != nil {
 		return nil, err
 	}
 	r.model = NewModel(arch, t.Backend, cfg.Batch)
@@ -229,7 +229,7 @@ func (r *run) stepsPerEpoch() int {
 func (r *run) globalBatch(step int) int {
 	total := 0
 	for q := 0; q < r.nAll; q++ {
-		total += max(0, min(r.cfg.Batch, ShardLen(r.nTrain, q, r.nAll)-step*r.cfg.Batch))
+		total += max(0, min(r.cfg.Batch, data.ShardLen(r.nTrain, q, r.nAll)-step*r.cfg.Batch))
 	}
 	return total
 }

@@ -274,7 +274,7 @@ func scaleBytes(dst []float32, src []byte) {
 	}
 	var wg sync.WaitGroup
 	for w := range workers {
-		lo, hi := ShardRange(len(src), w, workers)
+		lo, hi := w*len(src)/workers, (w+1)*len(src)/workers
 		wg.Go(func() { scale(dst[lo:hi:hi], src[lo:hi:hi]) })
 	}
 	wg.Wait()

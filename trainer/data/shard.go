@@ -2,31 +2,37 @@ package data
 
 import "fmt"
 
-// Static sharding: n samples split into size contiguous shards, one per
-// rank, balanced so that shard sizes differ by at most one. With
-// q = n / size and r = n % size, ranks 0..r-1 get q+1 samples and ranks
-// r..size-1 get q:
+// Static sharding, strided: rank r of size keeps samples r, r+size,
+// r+2·size, … of n, so shard sizes differ by at most one:
 //
-//	n = 10, size = 4:   rank 0 [0,3)  rank 1 [3,6)  rank 2 [6,8)  rank 3 [8,10)
+//	n = 10, size = 4:   rank 0 {0,4,8}  rank 1 {1,5,9}  rank 2 {2,6}  rank 3 {3,7}
 //
-// Rank k's shard starts at k·q + min(k, r). The shards cover [0, n) in rank
-// order, so concatenating them restores the original order.
+// Why strided and not contiguous: with no shuffling, step k of N ranks with
+// batch b then covers exactly the samples [kNb, (k+1)Nb) that step k of one
+// rank with batch N·b covers, so the two runs compute the same gradient
+// (the trainer's TestSyncEquivalence); contiguous shards would put samples
+// from N distant places of the data into one global batch.
 
-// ShardRange returns rank's shard [lo, hi) of n samples split among size
-// ranks as drawn above. A shard is empty when n < size (see CheckShards).
-// It panics when size < 1, n < 0 or rank is outside [0, size): those are
-// programmer errors.
-func ShardRange(n, rank, size int) (lo, hi int) {
+// StridedShard returns rank's samples of n split among size ranks as drawn
+// above. It panics when size < 1, n < 0 or rank is outside [0, size): those
+// are programmer errors.
+func StridedShard(n, rank, size int) []int {
+	idx := make([]int, 0, ShardLen(n, rank, size))
+	for i := rank; i < n; i += size {
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+// ShardLen is len(StridedShard(n, rank, size)), without building it.
+func ShardLen(n, rank, size int) int {
 	if size < 1 || n < 0 || rank < 0 || rank >= size {
-		panic(fmt.Sprintf("data.ShardRange: n=%d rank=%d size=%d, want n ≥ 0 and 0 ≤ rank < size", n, rank, size))
+		panic(fmt.Sprintf("data.ShardLen: n=%d rank=%d size=%d, want n ≥ 0 and 0 ≤ rank < size", n, rank, size))
 	}
-	q, r := n/size, n%size
-	lo = rank*q + min(rank, r)
-	hi = lo + q
-	if rank < r {
-		hi++
+	if rank >= n {
+		return 0
 	}
-	return lo, hi
+	return (n-rank-1)/size + 1
 }
 
 // CheckShards returns an error matching ErrMoreRanksThanSamples when n

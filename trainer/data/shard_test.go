@@ -6,59 +6,46 @@ import (
 	"testing"
 )
 
-func TestShardRange(t *testing.T) {
-	tests := []struct {
-		n, size int
-		want    [][2]int // [lo, hi) per rank
-	}{
-		{10, 4, [][2]int{{0, 3}, {3, 6}, {6, 8}, {8, 10}}},
-		{8, 4, [][2]int{{0, 2}, {2, 4}, {4, 6}, {6, 8}}},
-		{7, 1, [][2]int{{0, 7}}},
-		{2, 3, [][2]int{{0, 1}, {1, 2}, {2, 2}}},
-		{0, 2, [][2]int{{0, 0}, {0, 0}}},
+func TestStridedShard(t *testing.T) {
+	if got := fmt.Sprint(StridedShard(10, 1, 4), StridedShard(10, 3, 4), StridedShard(2, 2, 3)); got != "[1 5 9] [3 7] []" {
+		t.Errorf("got %s", got)
 	}
-	for _, tc := range tests {
-		for rank, w := range tc.want {
-			if lo, hi := ShardRange(tc.n, rank, tc.size); lo != w[0] || hi != w[1] {
-				t.Errorf("ShardRange(%d, %d, %d) = [%d, %d), want [%d, %d)", tc.n, rank, tc.size, lo, hi, w[0], w[1])
+	// Every sample exactly once over the ranks; sizes differ by at most one.
+	for n := 0; n <= 23; n++ {
+		for size := 1; size <= 6; size++ {
+			seen := make([]int, n)
+			lo, hi := n, 0
+			for r := 0; r < size; r++ {
+				s := StridedShard(n, r, size)
+				if len(s) != ShardLen(n, r, size) {
+					t.Fatalf("n=%d size=%d rank %d: %d samples, ShardLen says %d", n, size, r, len(s), ShardLen(n, r, size))
+				}
+				lo, hi = min(lo, len(s)), max(hi, len(s))
+				for _, i := range s {
+					seen[i]++
+				}
+			}
+			for i, c := range seen {
+				if c != 1 {
+					t.Fatalf("n=%d size=%d: sample %d in %d shards", n, size, i, c)
+				}
+			}
+			if hi-lo > 1 {
+				t.Fatalf("n=%d size=%d: shard sizes from %d to %d", n, size, lo, hi)
 			}
 		}
 	}
 }
 
-// TestShardRangeInvariants: for every n and size the shards tile [0, n) in
-// rank order and their sizes differ by at most one, larger ones first.
-func TestShardRangeInvariants(t *testing.T) {
-	for n := 0; n <= 40; n++ {
-		for size := 1; size <= 9; size++ {
-			next := 0
-			prevLen := n + 1
-			for rank := range size {
-				lo, hi := ShardRange(n, rank, size)
-				if lo != next || hi < lo {
-					t.Fatalf("n=%d size=%d rank %d: [%d, %d) does not follow %d", n, size, rank, lo, hi, next)
-				}
-				if l := hi - lo; l > prevLen || l < n/size || l > n/size+1 {
-					t.Fatalf("n=%d size=%d rank %d: %d samples", n, size, rank, l)
-				}
-				next, prevLen = hi, hi-lo
-			}
-			if next != n {
-				t.Fatalf("n=%d size=%d: shards end at %d", n, size, next)
-			}
-		}
-	}
-}
-
-func TestShardRangePanics(t *testing.T) {
-	for _, a := range [][3]int{{5, -1, 2}, {5, 2, 2}, {5, 0, 0}, {-1, 0, 1}} {
+func TestShardLenPanics(t *testing.T) {
+	for _, a := range [][3]int{{5, 0, 0}, {-1, 0, 1}, {5, 2, 2}, {5, -1, 2}} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("ShardRange%v did not panic", a)
+					t.Errorf("ShardLen%v did not panic", a)
 				}
 			}()
-			ShardRange(a[0], a[1], a[2])
+			ShardLen(a[0], a[1], a[2])
 		}()
 	}
 }
