@@ -252,6 +252,7 @@ func (r *run) loop() (*Result, error) {
 
 	steps := r.stepsPerEpoch()
 	done := cfg.MaxSteps == 0
+	total := 0.0 // samples trained on, all ranks
 	for epoch := 1; epoch <= cfg.Epochs && !done; epoch++ {
 		t0 := time.Now()
 		order := data.EpochOrder(r.shardRows, r.shuffleSeed(), epoch, cfg.Shuffle)
@@ -272,6 +273,7 @@ func (r *run) loop() (*Result, error) {
 			lossSum += l
 			correct += c
 			seen += float64(gb)
+			total += float64(gb)
 			commSec += comm
 			stepSec += time.Since(ts).Seconds()
 			res.Steps++
@@ -318,7 +320,7 @@ func (r *run) loop() (*Result, error) {
 		return nil, err
 	}
 	res.WallSec = time.Since(start).Seconds()
-	res.SamplesPerSec = float64(res.Steps) * float64(r.cfg.Batch*r.nAll) / res.WallSec
+	res.SamplesPerSec = total / res.WallSec
 	return res, r.finish(res)
 }
 
