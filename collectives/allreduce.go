@@ -36,8 +36,10 @@ func NewAllreducer(c Comm, algo Algorithm) *Allreducer {
 
 // Allreduce replaces buf on every rank with the element-wise reduction (op)
 // of all ranks' bufs, in place. Every rank must call it with the same
-// length, op and algorithm; a length mismatch returns an error wrapping
-// ErrLengthMismatch that names the ranks involved.
+// length, op and algorithm. A length mismatch returns an error wrapping
+// ErrLengthMismatch: with Ring and Auto on every rank, naming each rank's
+// length (unless SkipLengthCheck); with Tree and Native at the ranks whose
+// exchange partner differs, while the others time out (a job aborts then).
 func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	if op != Sum && op != Avg {
 		return fmt.Errorf("allreduce: unknown op %v", op)
@@ -47,14 +49,23 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	}
 	algo := a.Algorithm
 	if algo == "" || algo == Auto {
+		// Each rank picks from its own length: check first that they agree,
+		// or ranks on either side of the threshold would run different
+		// algorithms and wait for each other until the timeout.
+		if !a.SkipLengthCheck {
+			if err := a.checkLengths(len(buf)); err != nil {
+				return err
+			}
+		}
 		algo = Ring
 		if 4*len(buf) < AutoThresholdBytes {
 			algo = Tree
 		}
 	}
+	checked := a.SkipLengthCheck || a.Algorithm == "" || a.Algorithm == Auto
 	switch algo {
 	case Ring:
-		if !a.SkipLengthCheck {
+		if !checked {
 			if err := a.checkLengths(len(buf)); err != nil {
 				return err
 			}

@@ -32,8 +32,8 @@ type Config struct {
 
 	// Per-process settings, not compared between ranks.
 	Timeout time.Duration `json:"-"`
-	Metrics string        `json:"-"` // JSON lines file (rank 0)
-	Save    string        `json:"-"` // .npz weights file (rank 0)
+	Metrics string        `json:"-"` // JSON lines file (written by the reporting rank: 0, or the first worker under ps)
+	Save    string        `json:"-"` // .npz weights file (the reporting rank)
 }
 
 // Models lists the model names.

@@ -29,11 +29,12 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch Arch, params []float32
 	if err != nil {
 		return EvalResult{}, err
 	}
-	m := NewModel(arch, b, batch)
+	rows := max(1, min(batch, shard.Rows))
+	m := NewModel(arch, b, rows)
 	if err := b.Upload(m.Params, params); err != nil {
 		return EvalResult{}, err
 	}
-	local, err := evaluateLocal(m, shard, make([]float32, batch*arch.Sizes[0]), make([]int32, batch))
+	local, err := evaluateLocal(m, shard, make([]float32, rows*arch.Sizes[0]), make([]int32, rows))
 	if err != nil {
 		return EvalResult{}, err
 	}

@@ -209,6 +209,7 @@ func (r *run) workPS(pcfg ps.Config, np int, stepper psStepper, res *Result) (ps
 			res.Steps++
 			ran++
 		}
+		done = done || (cfg.MaxSteps > 0 && res.Steps >= cfg.MaxSteps)
 		if ran == 0 {
 			break
 		}

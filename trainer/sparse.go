@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 )
@@ -47,11 +48,7 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
 	evalAll := func(p []float32) (float64, error) {
-		shard, err := test.Subset(data.StridedShard(test.Rows, rank, n))
-		if err != nil {
-			return 0, err
-		}
-		ev, err := sparseCounts(shard, p).sum(c)
+		ev, err := EvaluateSparse(c, arch, p, test)
 		return ev.Accuracy, err
 	}
 	return r.loopPS(arch, params, st, evalAll)
@@ -136,6 +133,20 @@ func (s *sparseStepper) testAccuracy(w *ps.Worker) (float64, error) {
 	}
 	ev, err := sparseCounts(s.test, s.full).sum(nil)
 	return ev.Accuracy, err
+}
+
+// EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)
+// on every rank's strided shard of a sparse set and combines the counts.
+// Features beyond F are ignored.
+func EvaluateSparse(c collectives.Comm, arch Arch, params []float32, set *data.Sparse) (EvalResult, error) {
+	if len(arch.Sizes) != 2 || arch.Sizes[1] != 1 || len(params) != arch.NumParams() {
+		return EvalResult{}, fmt.Errorf("sparse evaluation needs a logistic regression (one layer, one output), got layers %v", arch.Sizes)
+	}
+	shard, err := set.Subset(data.StridedShard(set.Rows, c.Rank(), c.Size()))
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return sparseCounts(shard, params).sum(c)
 }
 
 // sparseCounts scores the weights p (w, then b) on a sparse set.

@@ -23,7 +23,8 @@ import (
 var ErrNonFinite = errors.New("training diverged")
 
 // ErrUsage marks errors in how the job was started (flags that cannot work
-// with this many ranks); the CLI exits with its usage code.
+// with this many ranks); every rank finds them alike, and the CLI exits
+// with its usage code.
 var ErrUsage = errors.New("usage")
 
 // ErrConfigMismatch reports ranks started with different settings.
@@ -54,7 +55,11 @@ type Trainer struct {
 	Progress bool
 }
 
-// Run loads the data cfg names and trains on it.
+// Run loads the data cfg names and trains on it. Every rank of the Comm
+// calls it with the same cfg. A rank that fails returns its error without
+// telling the others: they fail too once they wait for it longer than the
+// transport's timeout (ps: Config.Timeout). The CLI aborts the whole job on
+// the first error instead.
 func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -91,12 +96,12 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 	var bad []string
 	for r := 1; r < c.Size(); r++ {
 		if hashOf(r) != hashOf(0) {
-			bad = append(bad, fmt.Sprintf("%d", r))
+			bad = append(bad, fmt.Sprintf("rank %d (%016x)", r, hashOf(r)))
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("rank %d: rank(s) %s were started with flags that differ from rank 0's (configuration hash %016x vs %016x): start every rank with the same command line: %w",
-			c.Rank(), strings.Join(bad, ", "), hashOf(c.Rank()), hashOf(0), ErrConfigMismatch)
+		return fmt.Errorf("%s started with flags that differ from rank 0's (configuration hash %016x): start every rank with the same command line: %w",
+			strings.Join(bad, ", "), hashOf(0), ErrConfigMismatch)
 	}
 	return nil
 }
@@ -169,7 +174,10 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 	if r.test, err = test.Subset(data.StridedShard(test.Rows, rank, n)); err != nil {
 		return nil, err
 	}
-	r.model = NewModel(arch, t.Backend, cfg.Batch)
+	// Buffers for at most a batch, and never more rows than a shard holds
+	// (a --batch far above the data size must not allocate for it).
+	rows := max(1, min(cfg.Batch, max(r.shardRows, r.test.Rows)))
+	r.model = NewModel(arch, t.Backend, rows)
 	np := arch.NumParams()
 	if r.opt, err = NewOptimizer(cfg.Opt, t.Backend, np); err != nil {
 		return nil, err
@@ -181,8 +189,8 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 	if _, ok := r.model.Grads.(kernels.HostBuffer); !ok {
 		r.host = make([]float32, np+GradStats)
 	}
-	r.xbuf = make([]float32, cfg.Batch*arch.Sizes[0])
-	r.ybuf = make([]int32, cfg.Batch)
+	r.xbuf = make([]float32, rows*arch.Sizes[0])
+	r.ybuf = make([]int32, rows)
 
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
@@ -280,6 +288,9 @@ func (r *run) loop() (*Result, error) {
 			ran++
 			bar.update(epoch, step+1, steps, lossSum/seen)
 		}
+		// Reaching --max-steps on the epoch's last step ends training here,
+		// so that this epoch's evaluation sees the final weights.
+		done = done || (cfg.MaxSteps > 0 && res.Steps >= cfg.MaxSteps)
 		bar.clear()
 		if ran == 0 {
 			break

@@ -154,7 +154,7 @@ func TestConfigMismatch(t *testing.T) {
 		}
 	})
 	for r, err := range errs {
-		if !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), "rank(s) 2") {
+		if !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), "rank 2 (") {
 			t.Errorf("rank %d: got %v, want ErrConfigMismatch naming rank 2", r, err)
 		}
 	}

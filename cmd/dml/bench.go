@@ -231,8 +231,9 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	}
 	return withWorld(func(c collectives.Comm) error {
 		setTimeout(c, cf.timeout)
-		if cfg.PS.Servers >= c.Size() {
-			return usageErr("bench consistency: --servers %d needs at least %d ranks; this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, c.Size())
+		defer cf.startProfile(c.Rank())()
+		if err := checkWorld(cfg, c.Size()); err != nil {
+			return err
 		}
 		st := cfg.Straggle
 		if st.Rank < 0 {

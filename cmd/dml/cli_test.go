@@ -333,3 +333,53 @@ func TestSparseLogregUnderMPI(t *testing.T) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestHelpOnceAndQuietErrors: --help prints the help once; a bad flag gets
+// one line on stderr and nothing on stdout.
+func TestHelpOnceAndQuietErrors(t *testing.T) {
+	r := dml(t, 0, "train", "--help")
+	if n := strings.Count(r.stdout, "Usage:"); r.code != 0 || n != 1 {
+		t.Errorf("train --help: exit %d, %d Usage lines", r.code, n)
+	}
+	r = dml(t, 0, "train", "--hidden", "0")
+	if r.code != 2 || r.stdout != "" || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("bad flag: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestEvalSparse: weights trained by sparse-logreg evaluate on the same
+// synthetic-sparse data, to the accuracy training reported.
+func TestEvalSparse(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "w.npz")
+	data := []string{"--data", "synthetic-sparse", "--features", "5000", "--nnz", "10", "--samples", "4000"}
+	r := dml(t, 2, append([]string{"train", "--sync", "ps", "--model", "sparse-logreg", "--optimizer", "adagrad", "--lr", "0.5",
+		"--epochs", "1", "--save", w}, data...)...)
+	if r.code != 0 {
+		t.Fatalf("train: exit %d: %s", r.code, r.stderr)
+	}
+	i := strings.Index(r.stdout, "test accuracy ")
+	if i < 0 {
+		t.Fatalf("train output: %s", r.stdout)
+	}
+	acc := r.stdout[i+len("test accuracy ") : i+len("test accuracy ")+6]
+	r = dml(t, 0, append([]string{"eval", "--weights", w}, data...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "accuracy "+acc) {
+		t.Fatalf("eval: exit %d, stdout %q, stderr %q; want accuracy %s", r.code, r.stdout, r.stderr, acc)
+	}
+}
+
+func TestMaxStepsAtEpochEndEvaluatesFinalWeights(t *testing.T) {
+	w := filepath.Join(t.TempDir(), "w.npz")
+	data := []string{"--data", "synthetic", "--samples", "200", "--noise", "3"}
+	r := dml(t, 0, append([]string{"train", "--model", "softmax", "--epochs", "5", "--eval-every", "2", "--max-steps", "12",
+		"--lr", "0.5", "--save", w}, data...)...)
+	i := strings.Index(r.stdout, "test accuracy ")
+	if r.code != 0 || i < 0 {
+		t.Fatalf("train: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	acc := r.stdout[i+len("test accuracy ") : i+len("test accuracy ")+6]
+	r = dml(t, 0, append([]string{"eval", "--weights", w}, data...)...)
+	if !strings.Contains(r.stdout, "accuracy "+acc) {
+		t.Fatalf("eval of the saved weights: %q; training reported %s", r.stdout, acc)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/dml-project/dml/trainer"
 )
 
 const usage = `dml — distributed training over MPI (ring AllReduce or parameter server)
@@ -75,7 +77,7 @@ func report(err error, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
+	case errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		}
@@ -97,12 +99,18 @@ func printsErrors() bool {
 	return r == "" || r == "0"
 }
 
-// newFlags returns a FlagSet that prints its usage to stdout on --help and
-// turns parse errors into usage errors.
+// helps holds each FlagSet's help printer: the flag package would call
+// fs.Usage on every parse error too, and a mistyped flag should get one
+// line, not the whole help.
+var helps = map[*flag.FlagSet]func(){}
+
+// newFlags returns a FlagSet whose help (synopsis and flags) goes to stdout
+// on --help only; parse turns its errors into usage errors.
 func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	helps[fs] = func() {
 		fmt.Fprintf(stdout, "%s\n\nFlags:\n", synopsis)
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
@@ -115,7 +123,7 @@ func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			helps[fs]()
 			return err
 		}
 		return usageErr("%s: %v (see 'dml %s --help')", fs.Name(), err, fs.Name())

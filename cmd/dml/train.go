@@ -208,8 +208,8 @@ Examples:
 	return withWorld(func(c collectives.Comm) error {
 		setTimeout(c, cf.timeout)
 		defer cf.startProfile(c.Rank())()
-		if cfg.Sync == "ps" && cfg.PS.Servers >= c.Size() {
-			return usageErr("train: --servers %d needs at least %d ranks (servers + 1 worker); this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, c.Size())
+		if err := checkWorld(cfg, c.Size()); err != nil {
+			return err
 		}
 		tr := &trainer.Trainer{Comm: c, Backend: cf.newBackend(), Out: stdout, Progress: bar}
 		_, err := tr.Run(cfg)
@@ -242,10 +242,21 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
-	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs (and after the last; 0: never)")
-	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (rank 0)")
-	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (rank 0)")
+	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
+	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
+	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
 	return algo
+}
+
+// checkWorld rejects flags that cannot work with this many ranks.
+func checkWorld(cfg trainer.Config, size int) error {
+	if cfg.Sync == "ps" && cfg.PS.Servers >= size {
+		return usageErr("--servers %d needs at least %d ranks (servers + 1 worker); this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, size)
+	}
+	if cfg.Straggle.Rank >= size {
+		return usageErr("--straggle: rank %d is not in this job of %d ranks", cfg.Straggle.Rank, size)
+	}
+	return nil
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is
@@ -295,15 +306,33 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if err != nil {
 		return err
 	}
+	// A logistic regression (one layer, one output) reads LIBSVM and
+	// synthetic-sparse data as sparse rows, as sparse-logreg trained on it.
+	sparse := dc.Sparse() && len(arch.Sizes) == 2 && arch.Sizes[1] == 1
+	if dc.Name == "synthetic-sparse" && !sparse {
+		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
+	}
 	return withWorld(func(c collectives.Comm) error {
 		setTimeout(c, cf.timeout)
-		_, test, err := dc.Load(*seed)
-		if err != nil {
-			return err
-		}
-		ev, err := trainer.Evaluate(c, cf.newBackend(), arch, params, test, *batch)
-		if err != nil {
-			return err
+		defer cf.startProfile(c.Rank())()
+		var ev trainer.EvalResult
+		if sparse {
+			_, test, err := dc.LoadSparse(*seed)
+			if err != nil {
+				return err
+			}
+			ev, err = trainer.EvaluateSparse(c, arch, params, test)
+			if err != nil {
+				return err
+			}
+		} else {
+			_, test, err := dc.Load(*seed)
+			if err != nil {
+				return err
+			}
+			if ev, err = trainer.Evaluate(c, cf.newBackend(), arch, params, test, *batch); err != nil {
+				return err
+			}
 		}
 		if c.Rank() == 0 {
 			fmt.Fprintf(stdout, "%s on %d test samples: accuracy %.4f  loss %.4f\n", *weights, ev.Samples, ev.Accuracy, ev.Loss)

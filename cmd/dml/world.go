@@ -7,6 +7,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/trainer"
 )
 
 // withWorld starts MPI (a singleton world of one rank without mpirun), runs
@@ -21,7 +22,7 @@ func withWorld(fn func(c collectives.Comm) error) error {
 		// A usage error is found by every rank alike (same flags, same
 		// world): no rank is left waiting, so the job ends normally with
 		// the usage exit code. Anything else may strand a peer: abort.
-		if c.Size() > 1 && !errors.Is(err, errUsage) {
+		if c.Size() > 1 && !errors.Is(err, errUsage) && !errors.Is(err, trainer.ErrUsage) {
 			c.Abort(1, err)
 		}
 		mpi.Finalize()

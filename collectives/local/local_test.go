@@ -104,3 +104,23 @@ func TestBadPeer(t *testing.T) {
 		t.Fatalf("got %v, want ErrBadRank", err)
 	}
 }
+
+// TestAutoLengthMismatch: lengths on either side of Auto's threshold must be
+// reported as a mismatch on every rank, not leave the ranks in different
+// algorithms until the timeout.
+func TestAutoLengthMismatch(t *testing.T) {
+	w := local.NewWorld(2)
+	w.SetTimeout(5 * time.Second)
+	errs := w.Run(func(c *local.Comm) error {
+		l := 20000
+		if c.Rank() == 1 {
+			l = 10
+		}
+		return collectives.Allreduce(c, make([]float32, l), collectives.Sum, collectives.Auto)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, collectives.ErrLengthMismatch) {
+			t.Errorf("rank %d: got %v, want ErrLengthMismatch", r, err)
+		}
+	}
+}

@@ -165,12 +165,15 @@ func (c *Comm) checkPeer(p int, wildcard bool) error {
 	return nil
 }
 
-func (c *Comm) timeout() C.double {
+// timeoutDuration is c.Timeout, or DefaultTimeout when it is not positive.
+func (c *Comm) timeoutDuration() time.Duration {
 	if c.Timeout <= 0 {
-		return C.double(DefaultTimeout.Seconds())
+		return DefaultTimeout
 	}
-	return C.double(c.Timeout.Seconds())
+	return c.Timeout
 }
+
+func (c *Comm) timeout() C.double { return C.double(c.timeoutDuration().Seconds()) }
 
 // request is an outstanding MPI_Isend or MPI_Irecv.
 type request struct {
@@ -191,9 +194,18 @@ func (q *request) Wait() error {
 		return q.result
 	}
 	q.done = true
-	defer q.pin.Unpin()
 	var count C.int
 	rc := C.dml_wait(&q.req, q.c.timeout(), &count)
+	if rc == dmlTimeout {
+		// Cancel the request before giving its buffer back to Go: a late
+		// message must not land in reused memory. If even the cancellation
+		// does not finish, the buffer stays pinned (never freed) for good.
+		if C.dml_cancel(&q.req, 1) == C.MPI_SUCCESS {
+			q.pin.Unpin()
+		}
+	} else {
+		q.pin.Unpin()
+	}
 	what, dir := "send", "to"
 	if q.recv {
 		what, dir = "recv", "from"
@@ -201,7 +213,7 @@ func (q *request) Wait() error {
 	switch {
 	case rc == dmlTimeout:
 		q.result = fmt.Errorf("rank %d: %s %s rank %d tag %d: no progress after %v: %w",
-			q.c.rank, what, dir, q.peer, q.tag, q.c.Timeout, collectives.ErrTimeout)
+			q.c.rank, what, dir, q.peer, q.tag, q.c.timeoutDuration(), collectives.ErrTimeout)
 	case rc == C.MPI_ERR_TRUNCATE:
 		q.result = fmt.Errorf("rank %d: recv from rank %d tag %d: message longer than the %d elements expected: %w",
 			q.c.rank, q.peer, q.tag, q.n, collectives.ErrLengthMismatch)
@@ -266,7 +278,7 @@ func (c *Comm) SendBytes(buf []byte, to, tag int) error {
 
 // RecvBytes implements collectives.Comm.
 func (c *Comm) RecvBytes(from, tag int) ([]byte, int, int, error) {
-	return c.RecvBytesWithin(from, tag, time.Duration(float64(c.timeout())*float64(time.Second)))
+	return c.RecvBytesWithin(from, tag, c.timeoutDuration())
 }
 
 // RecvBytesWithin implements collectives.Comm. It probes until a matching

@@ -87,3 +87,21 @@ int dml_recv_bytes(void *buf, int n, int from, int tag) {
 void dml_error_string(int code, char *out, int *len) {
 	MPI_Error_string(code, out, len);
 }
+
+// dml_cancel cancels an outstanding request after a timeout and waits up to
+// `timeout` seconds for the cancellation to complete. It returns 0 once the
+// request is finished (MPI no longer touches its buffer), DML_TIMEOUT if it
+// is still active.
+int dml_cancel(MPI_Request *req, double timeout) {
+	int rc = MPI_Cancel(req);
+	if (rc != MPI_SUCCESS) return rc;
+	double deadline = MPI_Wtime() + timeout;
+	int flag = 0;
+	while (!flag) {
+		rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS) return rc;
+		if (!flag && MPI_Wtime() > deadline) return DML_TIMEOUT;
+		if (!flag) sched_yield();
+	}
+	return MPI_SUCCESS;
+}

@@ -21,6 +21,7 @@ int dml_allreduce_sum_f32(void *buf, int n);
 int dml_wait(MPI_Request *req, double timeout, int *count);
 int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *count);
 int dml_recv_bytes(void *buf, int n, int from, int tag);
+int dml_cancel(MPI_Request *req, double timeout);
 void dml_error_string(int code, char *out, int *len);
 
 #endif
