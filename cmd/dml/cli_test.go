@@ -102,6 +102,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--epochs", "3", "extra"}, `unexpected argument "extra"`},
 		{[]string{"train", "--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"eval"}, "--weights FILE is required"},
+		{[]string{"train", "--save", "/nonexistent/dir/w.npz"}, "folder /nonexistent/dir does not exist"},
+		{[]string{"train", "--metrics", "/nonexistent/m.jsonl"}, "folder /nonexistent does not exist"},
 	} {
 		r := dml(t, 0, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

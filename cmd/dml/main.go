@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/dml-project/dml/trainer"
 )
@@ -80,6 +81,10 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		} else {
+			// mpirun kills the job as soon as one rank exits non-zero: the
+			// silent ranks give rank 0 a moment to print the message first.
+			time.Sleep(time.Second)
 		}
 		return 2
 	default:

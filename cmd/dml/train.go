@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +204,11 @@ Examples:
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %v", err)
 	}
+	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
+		if err := checkOutputDir(path); err != nil {
+			return usageErr("train: %s: %v", flagName, err)
+		}
+	}
 	if err := cf.check(); err != nil {
 		return err
 	}
@@ -226,7 +233,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
 	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch)")
-	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; -1: no limit)")
+	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; negative: no limit)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
 	fs.StringVar(&cfg.Opt.Name, "optimizer", cfg.Opt.Name, "optimizer: sgd, momentum or adagrad")
@@ -246,6 +253,23 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
 	return algo
+}
+
+// checkOutputDir fails early, before any training, when path's folder does
+// not exist (the file itself is written later).
+func checkOutputDir(path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("folder %s does not exist", dir)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	return nil
 }
 
 // checkWorld rejects flags that cannot work with this many ranks.
