@@ -230,8 +230,7 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 		return err
 	}
 	return withWorld(func(c collectives.Comm) error {
-		setTimeout(c, cf.timeout)
-		defer cf.startProfile(c.Rank())()
+		defer cf.begin(c)()
 		if err := checkWorld(cfg, c.Size()); err != nil {
 			return err
 		}

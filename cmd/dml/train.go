@@ -140,10 +140,12 @@ func (c *commonFlags) check() error {
 
 func (c *commonFlags) newBackend() kernels.Backend { return cpu.New() }
 
-// startProfile starts pkg/profile on rank 0 when asked; the returned stop
-// function is safe to call either way.
-func (c *commonFlags) startProfile(rank int) func() {
-	if c.profile == "" || rank != 0 {
+// begin applies the flags to a started world — the peer timeout, and
+// pkg/profile on rank 0 when asked — and returns the function that stops
+// the profile (safe to call either way).
+func (c *commonFlags) begin(w collectives.Comm) func() {
+	setTimeout(w, c.timeout)
+	if c.profile == "" || w.Rank() != 0 {
 		return func() {}
 	}
 	opt := map[string]func(*profile.Profile){"cpu": profile.CPUProfile, "mem": profile.MemProfile,
@@ -213,8 +215,7 @@ Examples:
 		return err
 	}
 	return withWorld(func(c collectives.Comm) error {
-		setTimeout(c, cf.timeout)
-		defer cf.startProfile(c.Rank())()
+		defer cf.begin(c)()
 		if err := checkWorld(cfg, c.Size()); err != nil {
 			return err
 		}
@@ -337,8 +338,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
 	}
 	return withWorld(func(c collectives.Comm) error {
-		setTimeout(c, cf.timeout)
-		defer cf.startProfile(c.Rank())()
+		defer cf.begin(c)()
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)
