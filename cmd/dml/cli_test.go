@@ -228,8 +228,8 @@ func TestConfigMismatchUnderMPI(t *testing.T) {
 	argv := mpi.MpirunArgs(1, dmlBin, "train", "--data", "synthetic", "--hidden", "16")
 	argv = append(argv, ":", "-np", "1", dmlBin, "train", "--data", "synthetic", "--hidden", "17")
 	r := runCmd(t, argv)
-	if r.code == 0 || !strings.Contains(r.stderr, "differ from rank 0") {
-		t.Fatalf("exit %d, stderr %q: want failure reporting the mismatch", r.code, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") || !strings.Contains(r.stderr, "dml: rank 1: rank 1 (") {
+		t.Fatalf("exit %d, stderr %q: want both ranks reporting the mismatch", r.code, r.stderr)
 	}
 }
 

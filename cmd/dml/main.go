@@ -78,6 +78,8 @@ func report(err error, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(reported)):
+		return 1
 	case errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))

@@ -19,10 +19,19 @@ func withWorld(fn func(c collectives.Comm) error) error {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
 	if err := fn(c); err != nil {
-		// A usage error is found by every rank alike (same flags, same
-		// world): no rank is left waiting, so the job ends normally with
-		// the usage exit code. Anything else may strand a peer: abort.
-		if c.Size() > 1 && !errors.Is(err, errUsage) && !errors.Is(err, trainer.ErrUsage) {
+		switch {
+		case c.Size() > 1 && errors.Is(err, trainer.ErrConfigMismatch):
+			// Every rank found the mismatch in the same all-gather: each
+			// reports it, and the barrier keeps mpirun from killing a rank
+			// before it has printed.
+			fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.Rank(), err)
+			c.Barrier()
+			mpi.Finalize()
+			return reported{err}
+		case c.Size() > 1 && !errors.Is(err, errUsage) && !errors.Is(err, trainer.ErrUsage):
+			// A usage error is found by every rank alike (same flags, same
+			// world): no rank is left waiting, so the job ends normally with
+			// the usage exit code. Anything else may strand a peer: abort.
 			c.Abort(1, err)
 		}
 		mpi.Finalize()
@@ -33,3 +42,9 @@ func withWorld(fn func(c collectives.Comm) error) error {
 	}
 	return nil
 }
+
+// reported is an error already printed (by every rank): report exits 1
+// without printing it again.
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
