@@ -48,28 +48,25 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 		return nil // the sum and the mean of one buffer are itself, for every algorithm
 	}
 	algo := a.Algorithm
-	if algo == "" || algo == Auto {
-		// Each rank picks from its own length: check first that they agree,
-		// or ranks on either side of the threshold would run different
-		// algorithms and wait for each other until the timeout.
-		if !a.SkipLengthCheck {
-			if err := a.checkLengths(len(buf)); err != nil {
-				return err
-			}
+	if algo == "" {
+		algo = Auto
+	}
+	// The ring cuts the buffer into chunks by its length, and Auto picks the
+	// algorithm by it: ranks that disagreed would wait for each other until
+	// the timeout, so both check the lengths first.
+	if (algo == Ring || algo == Auto) && !a.SkipLengthCheck {
+		if err := a.checkLengths(len(buf)); err != nil {
+			return err
 		}
+	}
+	if algo == Auto {
 		algo = Ring
 		if 4*len(buf) < AutoThresholdBytes {
 			algo = Tree
 		}
 	}
-	checked := a.SkipLengthCheck || a.Algorithm == "" || a.Algorithm == Auto
 	switch algo {
 	case Ring:
-		if !checked {
-			if err := a.checkLengths(len(buf)); err != nil {
-				return err
-			}
-		}
 		if len(buf) == 0 {
 			return nil
 		}
