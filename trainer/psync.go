@@ -222,7 +222,7 @@ func (r *run) workPS(pcfg ps.Config, np int, stepper psStepper, res *Result) (ps
 		st := EpochStats{Epoch: epoch, Steps: ran, Loss: lossSum / math.Max(seen, 1), TrainAcc: correct / math.Max(seen, 1),
 			SamplesPerSec: seen / wall, CommFraction: waitSec / wall, PSStats: psDelta(prev, now, wall)}
 		prev = now
-		if cfg.EvalEvery > 0 && (epoch%cfg.EvalEvery == 0 || epoch == cfg.Epochs || done) {
+		if r.evalDue(epoch, done) {
 			acc, err := stepper.testAccuracy(w)
 			if err != nil {
 				return ps.WorkerStats{}, 0, err

@@ -215,6 +215,13 @@ func (r *run) shuffleSeed() uint64 {
 	return r.cfg.Seed ^ uint64(r.shardIdx+1)*0x9E3779B97F4A7C15
 }
 
+// evalDue says whether the epoch just trained is measured on the test set:
+// every --eval-every epochs, and after the last one.
+func (r *run) evalDue(epoch int, last bool) bool {
+	c := r.cfg
+	return c.EvalEvery > 0 && (epoch%c.EvalEvery == 0 || epoch == c.Epochs || last)
+}
+
 func (r *run) rank0() bool { return r.Comm.Rank() == 0 }
 
 func (r *run) reports() bool { return r.Comm.Rank() == r.reporter }
@@ -302,7 +309,7 @@ func (r *run) loop() (*Result, error) {
 		}
 		st := EpochStats{Epoch: epoch, Steps: ran, Loss: lossSum / seen, TrainAcc: correct / seen,
 			SamplesPerSec: seen / wall, CommFraction: float64(fr[0]) / math.Max(float64(fr[1]), 1e-12)}
-		if cfg.EvalEvery > 0 && (epoch%cfg.EvalEvery == 0 || epoch == cfg.Epochs || done) {
+		if r.evalDue(epoch, done) {
 			acc, err := r.evaluate()
 			if err != nil {
 				return nil, err
