@@ -3,24 +3,41 @@
 // ops and nothing else, so the pure-Go CPU backend (package kernels/cpu) and
 // the CUDA backend (package cuda, build tag cuda) are interchangeable.
 //
+// The seam is shaped for a device that runs ops asynchronously on a queue
+// (a CUDA stream): no op inside a training step hands a value back to the
+// host. Labels live in a Buffer, uploaded with the inputs; the loss ops write
+// their loss sum and correct count into a Buffer (the two slots after the
+// gradient in the fused AllReduce buffer); the host reads results only
+// through Download, which waits for the work queued before it.
+//
 // Conventions for every op:
 //   - Matrices are row-major and contiguous: an r×c matrix is a Buffer of
 //     r*c elements, element (i, j) at i*c+j.
 //   - Buffers are owned by the Backend that allocated them; passing a
 //     buffer from another backend is a programmer error (panic).
-//   - Shapes are validated before any work; a mismatch returns an error
-//     wrapping ErrShape and leaves every output untouched.
+//   - Shapes are validated on the host before any work is queued; a mismatch
+//     returns an error wrapping ErrShape and leaves every output untouched.
 //   - Outputs may not alias inputs unless the op says so.
 //   - beta == 0 (Gemm, SumRows) means "overwrite": whatever the output held,
 //     NaN included, does not leak through (the BLAS and cuBLAS convention).
 //   - Upload, Download and Copy move every bit unchanged.
 //   - Wrong sizes never panic, even when a product of dimensions overflows.
+//   - Labels are class indices stored as float32 values (exact for indices
+//     below 2^24), so they travel in the same kind of Buffer as the data.
+//   - An op may return before its work is done (a device queues it). An
+//     error the device reports later (a failed launch, a fault) comes back
+//     from a later op, Download or Sync; every error names the op and its
+//     shapes, and wraps ErrDevice when the device itself failed.
 package kernels
 
 import "errors"
 
 // ErrShape reports arguments whose lengths do not fit the shapes given.
 var ErrShape = errors.New("kernels: shape mismatch")
+
+// ErrDevice reports a failure of the device behind a Backend: out of
+// memory, a failed launch or copy, a lost context.
+var ErrDevice = errors.New("kernels: device error")
 
 // Buffer is a vector of float32 owned by a Backend (host memory for the CPU
 // backend, device memory for CUDA).
@@ -29,23 +46,37 @@ type Buffer interface {
 	Len() int
 }
 
-// Backend is the op set. A Backend is used by one goroutine at a time.
+// Backend is the op set. A Backend is used by one goroutine at a time; ops
+// run in the order they are called.
 type Backend interface {
 	// Name identifies the backend ("cpu", "cuda").
 	Name() string
 
-	// Alloc returns a zeroed buffer of n elements (n >= 0).
-	Alloc(n int) Buffer
+	// Alloc returns a zeroed buffer of n elements (n >= 0). A device that
+	// cannot hold it returns an error wrapping ErrDevice.
+	Alloc(n int) (Buffer, error)
+	// Free releases a buffer from Alloc (not a View); the buffer and every
+	// view of it must not be used afterwards. Free(nil) does nothing.
+	Free(b Buffer) error
 	// View returns the n elements of b starting at off, sharing b's memory.
+	// Asking for elements outside b is a programmer error (panic).
 	View(b Buffer, off, n int) Buffer
-	// Upload copies src (host) into dst; lengths must match.
+	// Upload copies src (host) into dst; lengths must match. src may be
+	// reused as soon as Upload returns.
 	Upload(dst Buffer, src []float32) error
-	// Download copies src into dst (host); lengths must match.
+	// Download copies src into dst (host); lengths must match. It waits
+	// for every op queued before it, so dst is complete when it returns.
 	Download(dst []float32, src Buffer) error
 	// Copy copies src into dst; lengths must match.
 	Copy(dst, src Buffer) error
 	// Fill sets every element of b to v.
-	Fill(b Buffer, v float32)
+	Fill(b Buffer, v float32) error
+	// Sync waits until every op queued so far has finished and returns the
+	// first error the device reported since the last Sync, if any.
+	Sync() error
+	// Close releases everything the backend holds (its buffers, its device
+	// context). The backend must not be used afterwards.
+	Close() error
 
 	// Gemm computes C = alpha·op(A)·op(B) + beta·C where op(A) is m×k,
 	// op(B) is k×n and C is m×n. transA means A is stored k×m and op(A)=Aᵀ;
@@ -63,31 +94,42 @@ type Backend interface {
 	// dx may alias dy.
 	ReluGrad(dx, dy, y Buffer) error
 
-	// SoftmaxCrossEntropy takes logits, a rows×cols matrix, and labels in
-	// [0, cols). It writes grad = scale·(softmax(logits) − onehot(labels)) and
-	// returns the summed (not averaged) cross-entropy loss over the rows and
-	// the number of rows whose argmax equals the label. grad may alias logits.
-	SoftmaxCrossEntropy(grad, logits Buffer, labels []int32, rows, cols int, scale float32) (lossSum float64, correct int, err error)
+	// SoftmaxCrossEntropy takes logits, a rows×cols matrix, and labels, a
+	// buffer of rows class indices in [0, cols). It writes
+	// grad = scale·(softmax(logits) − onehot(labels)), and into stats (2
+	// elements) the summed (not averaged) cross-entropy loss over the rows
+	// and the number of rows whose argmax (the first, on ties) equals the
+	// label. grad may alias logits. A label outside [0, cols) is an error
+	// the CPU backend returns before writing; a device backend, which cannot
+	// see it without waiting, makes stats[0] NaN instead, so that the
+	// non-finite check stops training.
+	SoftmaxCrossEntropy(grad, logits, labels Buffer, rows, cols int, scale float32, stats Buffer) error
 	// SigmoidCrossEntropy is the binary logistic loss for one logit per row
-	// and labels in {0, 1}: grad = scale·(σ(z) − y); it returns the summed loss
-	// and the number of rows where (z > 0) == (y == 1). grad may alias logits.
-	SigmoidCrossEntropy(grad, logits Buffer, labels []int32, scale float32) (lossSum float64, correct int, err error)
-	// Predict writes argmax over each row of the rows×cols matrix x into out
+	// (logits has rows elements) and labels in {0, 1}: grad = scale·(σ(z) − y);
+	// stats receives the summed loss and the number of rows where
+	// (z > 0) == (y == 1). grad may alias logits. Bad labels as for
+	// SoftmaxCrossEntropy.
+	SigmoidCrossEntropy(grad, logits, labels Buffer, rows int, scale float32, stats Buffer) error
+	// Predict writes the argmax (the first, on ties) of each row of the
+	// rows×cols matrix x into out, rows elements, as float32 class indices
 	// (for cols == 1: 1 if x > 0 else 0).
-	Predict(out []int32, x Buffer, rows, cols int) error
+	Predict(out, x Buffer, rows, cols int) error
 
 	// Axpy sets y += alpha·x.
 	Axpy(alpha float32, x, y Buffer) error
 	// Scale sets x *= alpha.
-	Scale(alpha float32, x Buffer)
+	Scale(alpha float32, x Buffer) error
 	// Sum sets dst = Σ srcs element-wise (the reduction of gradient buffers);
 	// dst may be one of the srcs, so Sum(acc, acc, g) accumulates.
 	Sum(dst Buffer, srcs ...Buffer) error
-	// Dot returns Σ x·y as a float64 (used for norms and checks); the CPU
-	// backend also accumulates in float64.
+	// Dot returns Σ x·y as a float64 (used for norms and checks, never
+	// inside a step: it waits for the device). The CPU backend accumulates
+	// in float64.
 	Dot(x, y Buffer) (float64, error)
-	// NonFinite returns the index of the first NaN or ±Inf in x, or -1.
-	NonFinite(x Buffer) int
+	// NonFinite returns the index of the first NaN or ±Inf in x, or -1. It
+	// waits for the device; the training step checks the host copy of the
+	// gradient instead.
+	NonFinite(x Buffer) (int, error)
 
 	// SGD: w -= lr·(g + wd·w).
 	SGD(w, g Buffer, lr, wd float32) error
