@@ -1,0 +1,288 @@
+package optim
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func randSlice(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(scale * r.NormFloat64())
+	}
+	return x
+}
+
+// ref64 is each rule in float64 from the float32 inputs: what the float32
+// code approximates.
+func ref64(k Kind, w, g, s float64, lr, mu, wd, eps float64) (w1, s1 float64) {
+	gp := g + wd*w
+	switch k {
+	case SGD:
+		return w - lr*gp, s
+	case Momentum:
+		v := mu*s + gp
+		return w - lr*v, v
+	case Adagrad:
+		h := s + gp*gp
+		return w - lr*gp/(math.Sqrt(h)+eps), h
+	}
+	panic(k)
+}
+
+func TestStepMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, k := range Kinds {
+		for _, wd := range []float32{0, 1e-3} {
+			cfg := Config{Kind: k, LR: 0.05, Momentum: 0.9, WeightDecay: wd, Eps: 1e-10}
+			const n = 1001
+			w, g := randSlice(r, n, 1), randSlice(r, n, 0.1)
+			state := make([]float32, n)
+			if k == Adagrad {
+				for i := range state {
+					state[i] = float32(r.Float64()) // a sum of squares is >= 0
+				}
+			} else if k == Momentum {
+				state = randSlice(r, n, 0.1)
+			}
+			w0, s0 := append([]float32(nil), w...), append([]float32(nil), state...)
+			for step := range 3 {
+				Step(cfg, w, g, state)
+				for i := range w {
+					ws, ss := float64(w0[i]), float64(s0[i])
+					ws, ss = ref64(k, ws, float64(g[i]), ss, float64(cfg.LR), float64(cfg.Momentum), float64(wd), float64(cfg.Eps))
+					// One float32 step from float32 inputs: a few ulps of
+					// the larger magnitude involved.
+					if d := math.Abs(float64(w[i]) - ws); d > 1e-6*(1+math.Abs(ws)) {
+						t.Fatalf("%v wd=%v step %d: w[%d] = %v, float64 rule gives %v", k, wd, step, i, w[i], ws)
+					}
+					if k.HasState() {
+						if d := math.Abs(float64(state[i]) - ss); d > 1e-6*(1+math.Abs(ss)) {
+							t.Fatalf("%v wd=%v step %d: state[%d] = %v, float64 rule gives %v", k, wd, step, i, state[i], ss)
+						}
+					}
+				}
+				copy(w0, w)
+				copy(s0, state)
+			}
+		}
+	}
+}
+
+// The rules as kernels/cpu/optim.go and ps/update.go wrote them before this
+// package: the results must stay identical bit for bit.
+func oldCPU(k Kind, wv, gv, sv []float32, lr, mu, eps, wd float32) {
+	for i, wi := range wv {
+		switch k {
+		case SGD:
+			wv[i] = wi - lr*(gv[i]+wd*wi)
+		case Momentum:
+			vi := mu*sv[i] + (gv[i] + wd*wi)
+			sv[i] = vi
+			wv[i] = wi - lr*vi
+		case Adagrad:
+			gi := gv[i] + wd*wi
+			hi := sv[i] + gi*gi
+			sv[i] = hi
+			wv[i] = wi - lr*gi/(float32(math.Sqrt(float64(hi)))+eps)
+		}
+	}
+}
+
+func oldPS(k Kind, w, g, s []float32, lr, mu, eps, wd float32) {
+	for i := range w {
+		w, g := &w[i], g[i]
+		switch k {
+		case SGD:
+			g += wd * *w
+			*w -= lr * g
+		case Momentum:
+			v := &s[i]
+			g += wd * *w
+			*v = mu**v + g
+			*w -= lr * *v
+		case Adagrad:
+			h := &s[i]
+			g += wd * *w
+			*h += g * g
+			*w -= lr * g / (float32(math.Sqrt(float64(*h))) + eps)
+		}
+	}
+}
+
+func TestBitIdenticalToPreviousCode(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range Kinds {
+		for _, wd := range []float32{0, 5e-4, 0.1} {
+			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: wd, Eps: 1e-7}
+			const n = 4096
+			w, g := randSlice(r, n, 1), randSlice(r, n, 0.3)
+			s := make([]float32, n)
+			wc, sc := append([]float32(nil), w...), append([]float32(nil), s...)
+			wp, sp := append([]float32(nil), w...), append([]float32(nil), s...)
+			wa, sa := append([]float32(nil), w...), append([]float32(nil), s...)
+			for range 5 {
+				Step(cfg, w, g, s)
+				oldCPU(k, wc, g, sc, cfg.LR, cfg.Momentum, cfg.Eps, wd)
+				oldPS(k, wp, g, sp, cfg.LR, cfg.Momentum, cfg.Eps, wd)
+				for i := range wa {
+					StepAt(cfg, wa, sa, i, g[i])
+				}
+			}
+			for i := range w {
+				b := math.Float32bits
+				if b(w[i]) != b(wc[i]) || b(s[i]) != b(sc[i]) {
+					t.Fatalf("%v wd=%v: Step w[%d]=%v s=%v, old cpu code %v %v", k, wd, i, w[i], s[i], wc[i], sc[i])
+				}
+				if b(w[i]) != b(wp[i]) || b(s[i]) != b(sp[i]) {
+					t.Fatalf("%v wd=%v: Step w[%d]=%v s=%v, old ps code %v %v", k, wd, i, w[i], s[i], wp[i], sp[i])
+				}
+				if b(w[i]) != b(wa[i]) || b(s[i]) != b(sa[i]) {
+					t.Fatalf("%v wd=%v: Step w[%d]=%v s=%v, StepAt %v %v", k, wd, i, w[i], s[i], wa[i], sa[i])
+				}
+			}
+		}
+	}
+}
+
+func TestKnownValues(t *testing.T) {
+	// Hand-computed in exact arithmetic (all values representable).
+	w, g := []float32{1, -2}, []float32{0.5, 0.25}
+	SGDUpdate(w, g, 0.5, 0.5) // g' = [1, -0.75]
+	if w[0] != 0.5 || w[1] != -1.625 {
+		t.Errorf("SGD: w = %v, want [0.5 -1.625]", w)
+	}
+	w, v := []float32{1, -2}, []float32{2, 4}
+	MomentumUpdate(w, []float32{0.5, 0.25}, v, 0.5, 0.5, 0) // v = [1.5, 2.25]
+	if v[0] != 1.5 || v[1] != 2.25 || w[0] != 0.25 || w[1] != -3.125 {
+		t.Errorf("Momentum: w = %v, v = %v; want [0.25 -3.125], [1.5 2.25]", w, v)
+	}
+	w, h := []float32{1}, []float32{7}
+	AdagradUpdate(w, []float32{3}, h, 2, 0, 0) // h = 16, w = 1 - 2·3/4
+	if h[0] != 16 || w[0] != -0.5 {
+		t.Errorf("Adagrad: w = %v, h = %v; want [-0.5], [16]", w, h)
+	}
+}
+
+func TestStepPanicsOnMismatch(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		w, g, st []float32
+	}{
+		{"short g", Config{Kind: SGD}, make([]float32, 3), make([]float32, 2), nil},
+		{"long g", Config{Kind: SGD}, make([]float32, 3), make([]float32, 4), nil},
+		{"no momentum state", Config{Kind: Momentum}, make([]float32, 3), make([]float32, 3), nil},
+		{"short adagrad state", Config{Kind: Adagrad}, make([]float32, 3), make([]float32, 3), make([]float32, 2)},
+		{"bad kind", Config{Kind: 7}, make([]float32, 3), make([]float32, 3), make([]float32, 3)},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", c.name)
+				}
+			}()
+			Step(c.cfg, c.w, c.g, c.st)
+		}()
+	}
+	Step(Config{Kind: SGD, LR: 1}, nil, nil, nil) // empty is fine
+}
+
+func TestParseKind(t *testing.T) {
+	for _, k := range Kinds {
+		got, err := ParseKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)
+		}
+		if got, err := ParseKind(strings.ToUpper(k.String())); err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v", strings.ToUpper(k.String()), got, err)
+		}
+	}
+	_, err := ParseKind("adam")
+	var se *SettingError
+	if !errors.As(err, &se) || se.Setting != "Kind" || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"adam"`) {
+		t.Errorf("ParseKind(adam) error = %v", err)
+	}
+	if s := Kind(9).String(); s != "optim.Kind(9)" {
+		t.Errorf("Kind(9).String() = %q", s)
+	}
+	if SGD.HasState() || !Momentum.HasState() || !Adagrad.HasState() {
+		t.Error("HasState wrong")
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	in := Config{Kind: Adagrad, LR: 0.5, Eps: 1e-10}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"kind":"adagrad"`) {
+		t.Errorf("JSON = %s", b)
+	}
+	var out Config
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Errorf("round trip = %+v, %v; want %+v", out, err, in)
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"adam"}`), &out); err == nil {
+		t.Error("unknown kind unmarshalled")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	nan := float32(math.NaN())
+	ok := Config{Kind: Momentum, LR: 0.05, Momentum: 0.9, Eps: 1e-10}
+	for _, c := range []struct {
+		name    string
+		mod     func(*Config)
+		setting string // "" means valid
+		msg     string
+	}{
+		{"defaults", func(*Config) {}, "", ""},
+		{"sgd without eps", func(c *Config) { c.Kind, c.Eps = SGD, 0 }, "", ""},
+		{"momentum 0", func(c *Config) { c.Momentum = 0 }, "", ""},
+		{"unknown kind", func(c *Config) { c.Kind = 3 }, "Kind", "unknown optimizer"},
+		{"lr 0", func(c *Config) { c.LR = 0 }, "LR", "learning rate 0 must be greater than 0"},
+		{"lr negative", func(c *Config) { c.LR = -1 }, "LR", "learning rate -1"},
+		{"lr NaN", func(c *Config) { c.LR = nan }, "LR", "learning rate NaN"},
+		{"momentum 1", func(c *Config) { c.Momentum = 1 }, "Momentum", "momentum 1 must be in [0, 1)"},
+		{"momentum negative", func(c *Config) { c.Momentum = -0.1 }, "Momentum", "momentum -0.1"},
+		{"momentum NaN", func(c *Config) { c.Momentum = nan }, "Momentum", "momentum NaN"},
+		{"weight decay negative", func(c *Config) { c.WeightDecay = -1e-4 }, "WeightDecay", "weight decay -0.0001 must not be negative"},
+		{"adagrad eps 0", func(c *Config) { c.Kind, c.Eps = Adagrad, 0 }, "Eps", "adagrad eps 0 must be greater than 0"},
+		{"momentum eps 0", func(c *Config) { c.Eps = 0 }, "", ""},
+	} {
+		cfg := ok
+		c.mod(&cfg)
+		err := cfg.Validate()
+		if c.setting == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		var se *SettingError
+		if !errors.As(err, &se) || se.Setting != c.setting || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: error %v, want a SettingError for %s saying %q", c.name, err, c.setting, c.msg)
+		}
+	}
+}
+
+func BenchmarkStep(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n = 1 << 16
+	w, g, s := randSlice(r, n, 1), randSlice(r, n, 0.1), make([]float32, n)
+	for _, k := range Kinds {
+		cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
+		b.Run("kind="+k.String(), func(b *testing.B) {
+			b.SetBytes(4 * 4 * n)
+			for b.Loop() {
+				Step(cfg, w, g, s)
+			}
+		})
+	}
+}
