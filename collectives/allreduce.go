@@ -11,7 +11,9 @@ import (
 // buffer every step allocates nothing after the first call. The zero
 // Algorithm is Auto. An Allreducer is used by one goroutine at a time.
 type Allreducer struct {
-	Comm      Comm
+	// Comm is the transport: any Comm, or anything with Rank, Size, Isend
+	// and Irecv (Native also needs it to be a NativeAllreducer).
+	Comm      PointToPoint
 	Algorithm Algorithm
 	// SegmentBytes is the ring's pipelining unit. If 0, chunks up to
 	// WholeChunkBytes travel whole and larger ones in DefaultSegmentBytes.
@@ -30,7 +32,7 @@ type Allreducer struct {
 }
 
 // NewAllreducer returns an Allreducer for c using algo.
-func NewAllreducer(c Comm, algo Algorithm) *Allreducer {
+func NewAllreducer(c PointToPoint, algo Algorithm) *Allreducer {
 	return &Allreducer{Comm: c, Algorithm: algo}
 }
 
@@ -90,7 +92,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 }
 
 // Allreduce is the one-shot form of Allreducer.Allreduce.
-func Allreduce(c Comm, buf []float32, op Op, algo Algorithm) error {
+func Allreduce(c PointToPoint, buf []float32, op Op, algo Algorithm) error {
 	return NewAllreducer(c, algo).Allreduce(buf, op)
 }
 

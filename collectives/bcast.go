@@ -7,7 +7,7 @@ import "fmt"
 // from root) each send it to the rank 2^k further on. Every rank must pass a
 // buffer of the same length; a shorter or longer one fails with
 // ErrLengthMismatch at the receiving rank.
-func Broadcast(c Comm, buf []float32, root int) error {
+func Broadcast(c PointToPoint, buf []float32, root int) error {
 	n, r := c.Size(), c.Rank()
 	if root < 0 || root >= n {
 		return fmt.Errorf("broadcast: root %d not in [0,%d): %w", root, n, ErrBadRank)
@@ -41,7 +41,7 @@ func Broadcast(c Comm, buf []float32, root int) error {
 // recv[i*len(send):(i+1)*len(send)] is rank i's block. It runs the ring's
 // all-gather (n−1 steps, each rank forwarding the block it got last).
 // len(recv) must be Size()·len(send).
-func Allgather(c Comm, send, recv []float32) error {
+func Allgather(c PointToPoint, send, recv []float32) error {
 	n, r := c.Size(), c.Rank()
 	m := len(send)
 	if len(recv) != n*m {

@@ -1,6 +1,7 @@
 // Package collectives holds the Comm seam (how ranks exchange buffers) and the
-// collective algorithms written once against it: ring AllReduce, recursive
-// doubling AllReduce for small messages, broadcast and all-gather.
+// collective algorithms written once against its point-to-point part
+// (PointToPoint): ring AllReduce, recursive doubling AllReduce for small
+// messages, broadcast and all-gather.
 //
 // Transports live in their own packages: collectives/mpi (MPI over gompi and
 // a small cgo shim) and collectives/local (goroutines in one process).
@@ -13,8 +14,10 @@ import (
 )
 
 // Comm is a communicator: a fixed group of Size() ranks that exchange tagged
-// messages point to point. It is the only thing the algorithms in this package
-// know about the transport.
+// messages point to point. It is the full seam every transport implements
+// (collectives/mpi, collectives/local); its consumers each declare the part
+// they use: the algorithms in this package need only PointToPoint, the
+// parameter server only byte messages (ps.Transport).
 //
 // Buffers: the caller owns every buffer. A buffer passed to Send, Recv or
 // their non-blocking forms must not be touched by the caller until the call
@@ -24,17 +27,7 @@ import (
 // Concurrency: a Comm is used by one goroutine at a time per rank, unless an
 // implementation says otherwise.
 type Comm interface {
-	// Rank is this rank's index in [0, Size()).
-	Rank() int
-	// Size is the number of ranks.
-	Size() int
-
-	// Isend starts sending buf to rank `to` with tag `tag`.
-	Isend(buf []float32, to, tag int) (Request, error)
-	// Irecv starts receiving exactly len(buf) float32s from rank `from`.
-	// A message of a different length completes the request with an error
-	// wrapping ErrLengthMismatch.
-	Irecv(buf []float32, from, tag int) (Request, error)
+	PointToPoint
 
 	// SendBytes sends a byte message (blocking until buf may be reused).
 	SendBytes(buf []byte, to, tag int) error
@@ -54,6 +47,24 @@ type Comm interface {
 	// reporting err. Over MPI it does not return; the in-process transport
 	// may return in tests, after which every other rank's calls fail.
 	Abort(code int, err error)
+}
+
+// PointToPoint is what the collective algorithms in this package need from a
+// transport (CONVENTIONS 17): rank, size and non-blocking float32 sends and
+// receives. Buffer ownership and ordering are as for Comm. Every Comm is a
+// PointToPoint.
+type PointToPoint interface {
+	// Rank is this rank's index in [0, Size()).
+	Rank() int
+	// Size is the number of ranks.
+	Size() int
+
+	// Isend starts sending buf to rank `to` with tag `tag`.
+	Isend(buf []float32, to, tag int) (Request, error)
+	// Irecv starts receiving exactly len(buf) float32s from rank `from`.
+	// A message of a different length completes the request with an error
+	// wrapping ErrLengthMismatch.
+	Irecv(buf []float32, from, tag int) (Request, error)
 }
 
 // Request is an outstanding non-blocking operation.
@@ -80,7 +91,7 @@ var (
 )
 
 // Send is the blocking form of Isend.
-func Send(c Comm, buf []float32, to, tag int) error {
+func Send(c PointToPoint, buf []float32, to, tag int) error {
 	r, err := c.Isend(buf, to, tag)
 	if err != nil {
 		return err
@@ -89,7 +100,7 @@ func Send(c Comm, buf []float32, to, tag int) error {
 }
 
 // Recv is the blocking form of Irecv.
-func Recv(c Comm, buf []float32, from, tag int) error {
+func Recv(c PointToPoint, buf []float32, from, tag int) error {
 	r, err := c.Irecv(buf, from, tag)
 	if err != nil {
 		return err
@@ -99,7 +110,7 @@ func Recv(c Comm, buf []float32, from, tag int) error {
 
 // SendRecv sends send to rank `to` while receiving recv from rank `from`,
 // both with tag `tag`, without deadlocking when every rank does the same.
-func SendRecv(c Comm, send []float32, to int, recv []float32, from, tag int) error {
+func SendRecv(c PointToPoint, send []float32, to int, recv []float32, from, tag int) error {
 	rr, err := c.Irecv(recv, from, tag)
 	if err != nil {
 		return fmt.Errorf("recv from rank %d: %w", from, err)
