@@ -5,7 +5,7 @@ import "math"
 // applyPush applies a served push: at once under SSP, ASP and DSSP (each
 // worker's gradient scaled by lr alone, Downpour style), or into the current
 // round under BSP.
-func (s *server) applyPush(r *request) {
+func (s *Server) applyPush(r *request) {
 	if s.bsp != nil {
 		s.bsp.contrib[r.worker] = r
 		s.completeRounds()
@@ -37,7 +37,7 @@ func newBSPRound(workers, n int) *bspRound {
 
 // completeRounds applies every round that all unfinished workers have
 // pushed (the push gate makes that at most one at a time).
-func (s *server) completeRounds() {
+func (s *Server) completeRounds() {
 	b := s.bsp
 	for {
 		m := s.ctl.MinClock()
@@ -57,7 +57,7 @@ func (s *server) completeRounds() {
 // applies one optimizer step to the keys the round's pushes carried. Keys no
 // push carried are left alone (no weight decay or momentum step), as for
 // sparse gradients; with dense pushes that is no key at all.
-func (s *server) applyRound() {
+func (s *Server) applyRound() {
 	b := s.bsp
 	n := 0
 	for w, r := range b.contrib {

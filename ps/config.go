@@ -113,16 +113,17 @@ type Config struct {
 	// for Timeout while others wait on it, or when every remaining worker has
 	// been silent for Timeout. A worker gives up on a server it has not heard
 	// from for 2*Timeout (servers send keep-alives to workers they hold).
-	// Zero means DefaultTimeout. The transport's own receive timeout sets how
-	// often these checks run, so keep it below Timeout.
+	// Zero means DefaultTimeout.
 	Timeout time.Duration
 
 	// Filters are applied, in order, to every push of a worker; each worker
 	// builds its own Filter from each spec (filters keep per-worker state).
 	Filters []FilterSpec
 
-	// Now is the clock the server feeds its consistency controller and
-	// timeouts with, and workers time their waits with. Nil means time.Now.
+	// Now is the clock of the drivers: RunServer reads it and passes the
+	// time to Server.Step and Server.Tick (the Server itself reads no
+	// clock), and a Worker times its waits and its silence limit with it.
+	// Nil means time.Now.
 	Now func() time.Time
 }
 

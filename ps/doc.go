@@ -19,23 +19,28 @@
 //	stats, err := ps.RunServer(c, cfg, initialModel)
 //
 // and return once every worker has called Done (or with an error naming the
-// workers that went missing).
+// workers that went missing). Both take a Transport (any collectives.Comm).
 //
 // # Pieces
 //
 //   - config.go: Config, Consistency, Optimizer; errors.go: sentinel errors.
 //   - partition.go: which server owns which key range (Partition, Owner).
-//   - wire.go, decode.go, floatbytes.go: the binary messages over
-//     collectives.Comm's SendBytes/RecvBytes.
+//   - transport.go: Transport, the byte messages the package needs from a
+//     communicator (any collectives.Comm), and RunServer, the I/O driver.
+//   - wire.go, decode.go, floatbytes.go: the binary messages.
 //   - consistency.go, dssp.go: when a worker may start its next iteration
 //     (BSP, SSP, ASP, DSSP). The controllers are pure bookkeeping: time comes
 //     in as an argument, they do no I/O.
 //   - update.go: the server-side optimizers (SGD, momentum, Adagrad).
 //   - filter.go, halffloat.go: push filters (significantly-modified, float16
 //     and bfloat16 compression).
-//   - server.go, aggregate.go, liveness.go: the server loop, how pushes are
-//     applied (BSP rounds), keep-alives and missing workers.
-//   - worker.go, worker_check.go: the worker side; stats.go: what both measure.
+//   - server.go, aggregate.go, liveness.go: the server as a state machine
+//     (etcd raft style): Server.Step handles one request and returns the
+//     replies to send, Server.Tick sends keep-alives and finds missing
+//     workers; time comes in as an argument and neither does I/O, so the
+//     consistency and liveness rules are tested on a fake clock.
+//   - worker.go, worker_check.go: the worker side (its wait bookkeeping,
+//     serverWait, is pure too); stats.go: what both measure.
 //
 // # Faults
 //
@@ -44,9 +49,8 @@
 // from for 2*Timeout. A server gives up (RunServer returns a *MissingError
 // naming the ranks and their clocks, and tells the other workers) when the
 // workers others are waiting on have been silent for Timeout, or when every
-// remaining worker has. The checks run whenever the server's receive
-// returns, so the transport's receive timeout should be shorter than
-// Timeout (the local transport's default is 2 minutes; tests shorten it).
+// remaining worker has. RunServer runs these checks (Server.Tick) after
+// every receive and at least every Timeout/4.
 //
 // # Consistency and updates
 //

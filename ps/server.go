@@ -1,66 +1,36 @@
 package ps
 
 import (
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/dml-project/dml/collectives"
 )
 
 // maxRejections is how many rejection messages ServerStats keeps.
 const maxRejections = 16
 
-// RunServer serves this rank's key range until every worker has called Done.
-// initial is the full model (length P, the same on every rank); the server
-// copies its own range out of it and never writes to it. The final weights
-// of the range come back in ServerStats.Weights.
+// Server is one server rank's state as a state machine (etcd raft style):
+// Step handles one request and returns the replies to send, Tick runs the
+// time-driven checks (keep-alives, missing workers); neither does I/O nor
+// reads a clock. RunServer is the driver that receives, steps, ticks and
+// sends over a Transport; tests drive a Server directly on a fake clock.
+//
+// Times are durations since the server started (NewServer is time 0), from
+// any monotonic clock, and must not go backwards between calls.
 //
 // Requests that break the protocol (malformed bytes, unknown kinds, keys
 // outside the server's range, wrong lengths, non-finite values, a clock that
 // disagrees with the server's, a configuration that differs from the
 // server's) are answered with an error naming the worker rank and do not
-// touch the server's state; the server goes on serving.
+// touch the server's state.
 //
-// RunServer returns an error when the transport fails, or a *MissingError
-// (wrapping ErrWorkerMissing) when workers went silent for cfg.Timeout while
-// others waited on them; the caller should then Abort the job. Before
-// returning that error it tells every unfinished worker.
-//
-// The server uses c from the calling goroutine only.
-func RunServer(c collectives.Comm, cfg Config, initial []float32) (ServerStats, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.Validate(c.Size()); err != nil {
-		return ServerStats{}, err
-	}
-	rank := c.Rank()
-	if rank >= cfg.Servers {
-		return ServerStats{}, fmt.Errorf("ps: RunServer on rank %d, but only ranks 0..%d are servers: %w",
-			rank, cfg.Servers-1, ErrConfig)
-	}
-	s, err := newServer(c, cfg, initial)
-	if err != nil {
-		return ServerStats{}, err
-	}
-	return s.run()
-}
-
-// request is a validated request waiting to be served.
-type request struct {
-	msg     message
-	worker  int
-	arrived time.Duration
-	vals    []float32 // decoded push values
-}
-
-type server struct {
-	c     collectives.Comm
+// A Server is used from one goroutine.
+type Server struct {
 	cfg   Config
 	rank  int
+	size  int
 	rng   Range
 	nw    int // number of workers
 	hello helloInfo
-	start time.Time
 
 	ctl Controller
 	upd *updater
@@ -73,76 +43,91 @@ type server struct {
 	lastBeat  []time.Duration
 
 	stats ServerStats
-	out   []byte    // reply buffer
 	keyed []float32 // gather buffer for keyed pulls
+
+	// The replies of the current Step or Tick, and the buffers they are
+	// built in (reused from batch to batch; nbuf in use).
+	out  []Outgoing
+	bufs [][]byte
+	nbuf int
 }
 
-func newServer(c collectives.Comm, cfg Config, initial []float32) (*server, error) {
-	nw := c.Size() - cfg.Servers
+// Outgoing is a reply the server wants sent: Msg to rank To with ReplyTag.
+type Outgoing struct {
+	To  int
+	Msg []byte
+}
+
+// request is a validated request waiting to be served.
+type request struct {
+	msg     message
+	worker  int
+	arrived time.Duration
+	vals    []float32 // decoded push values
+}
+
+// NewServer returns the state of server rank `rank` (< cfg.Servers) in a job
+// of size ranks, for the model initial (length P, the same on every rank): it
+// copies its own key range out of initial and never writes to initial.
+func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
+	}
+	if rank < 0 || rank >= cfg.Servers {
+		return nil, fmt.Errorf("ps: server on rank %d, but only ranks 0..%d are servers: %w",
+			rank, cfg.Servers-1, ErrConfig)
+	}
+	nw := size - cfg.Servers
 	ctl, err := NewController(cfg, nw)
 	if err != nil {
 		return nil, err
 	}
-	rng := Partition(len(initial), cfg.Servers)[c.Rank()]
+	rng := Partition(len(initial), cfg.Servers)[rank]
 	w := append([]float32(nil), initial[rng.Lo:rng.Hi]...)
-	s := &server{
-		c: c, cfg: cfg, rank: c.Rank(), rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
-		start: cfg.Now(), ctl: ctl, upd: newUpdater(cfg, w),
+	s := &Server{
+		cfg: cfg, rank: rank, size: size, rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
+		ctl: ctl, upd: newUpdater(cfg, w),
 		said: make([]bool, nw), finished: make([]bool, nw), pending: make([]*request, nw),
 		lastHeard: make([]time.Duration, nw), lastBeat: make([]time.Duration, nw),
 	}
 	if cfg.Consistency == BSP {
 		s.bsp = newBSPRound(nw, rng.Len())
 	}
-	s.stats.Rank, s.stats.Range = s.rank, rng
+	s.stats.Rank, s.stats.Range = rank, rng
 	return s, nil
 }
 
-func (s *server) now() time.Duration { return s.cfg.Now().Sub(s.start) }
-
-func (s *server) workerRank(w int) int { return w + s.cfg.Servers }
-
-func (s *server) run() (ServerStats, error) {
-	for s.unfinished() > 0 {
-		// Poll with a quarter of the timeout, so that keep-alives and the
-		// missing-worker check run on time whatever the transport's default.
-		b, src, _, err := s.c.RecvBytesWithin(collectives.AnySource, RequestTag, s.cfg.Timeout/4)
-		now := s.now()
-		if err != nil && !errors.Is(err, collectives.ErrTimeout) {
-			return s.finalStats(), fmt.Errorf("ps server rank %d: receive: %w", s.rank, err)
-		}
-		if err == nil {
-			s.stats.BytesReceived += int64(len(b))
-			if err := s.handle(src, b, now); err != nil {
-				return s.finalStats(), err
-			}
-		}
-		if err := s.keepAlive(now); err != nil {
-			return s.finalStats(), err
-		}
-		if merr := s.checkMissing(now); merr != nil {
-			s.abandon(merr)
-			return s.finalStats(), merr
-		}
-	}
-	return s.finalStats(), nil
+// Step handles the request msg from rank `from`, received at time now, and
+// returns the replies to send, in order. The replies and their bytes are
+// valid until the next call of Step or Tick. A held request keeps
+// referring to msg, so the caller must not modify msg afterwards.
+func (s *Server) Step(from int, msg []byte, now time.Duration) []Outgoing {
+	s.begin()
+	s.stats.BytesReceived += int64(len(msg))
+	s.handle(from, msg, now)
+	return s.out
 }
 
-func (s *server) unfinished() int {
-	n := 0
+// Finished reports whether every worker has said done: the server's work is
+// over.
+func (s *Server) Finished() bool {
 	for _, f := range s.finished {
 		if !f {
-			n++
+			return false
 		}
 	}
-	return n
+	return true
 }
 
-func (s *server) finalStats() ServerStats {
+// Stats returns what the server measured up to now, and the current weights
+// of its range (a copy).
+func (s *Server) Stats(now time.Duration) ServerStats {
 	st := s.stats
-	st.Elapsed = s.now()
+	st.Elapsed = now
 	st.Staleness = s.stats.Staleness.clone()
 	st.MaxStaleness = max(st.Staleness.Max(), 0)
+	st.Rejections = append([]string(nil), s.stats.Rejections...)
 	if d, ok := s.ctl.(*DSSPController); ok {
 		st.DSSPGrants = d.Grants()
 	}
@@ -150,51 +135,87 @@ func (s *server) finalStats() ServerStats {
 	return st
 }
 
+func (s *Server) workerRank(w int) int { return w + s.cfg.Servers }
+
+// begin starts a new batch of replies, reusing the previous batch's buffers.
+func (s *Server) begin() { s.out, s.nbuf = s.out[:0], 0 }
+
+// next returns an empty buffer for the next reply built by the server.
+func (s *Server) next() []byte {
+	if s.nbuf < len(s.bufs) {
+		return s.bufs[s.nbuf][:0]
+	}
+	return nil
+}
+
+// emit queues reply b, built on next(), to rank `to`, and keeps b's
+// storage for the next batch.
+func (s *Server) emit(to int, b []byte) {
+	if s.nbuf < len(s.bufs) {
+		s.bufs[s.nbuf] = b
+	} else {
+		s.bufs = append(s.bufs, b)
+	}
+	s.nbuf++
+	s.queue(to, b)
+}
+
+// queue queues message b to rank `to`.
+func (s *Server) queue(to int, b []byte) {
+	s.stats.BytesSent += int64(len(b))
+	s.out = append(s.out, Outgoing{To: to, Msg: b})
+}
+
 // handle decodes, validates and serves or holds one request from rank src.
-// Only transport failures are returned.
-func (s *server) handle(src int, b []byte, now time.Duration) error {
-	if src < s.cfg.Servers || src >= s.c.Size() {
-		return s.reject(src, 0, fmt.Sprintf("rank %d is not a worker rank (workers are %d..%d)",
-			src, s.cfg.Servers, s.c.Size()-1))
+func (s *Server) handle(src int, b []byte, now time.Duration) {
+	if src < s.cfg.Servers || src >= s.size {
+		s.reject(src, 0, fmt.Sprintf("rank %d is not a worker rank (workers are %d..%d)",
+			src, s.cfg.Servers, s.size-1))
+		return
 	}
 	w := src - s.cfg.Servers
 	s.lastHeard[w] = now
 	m, err := decode(b)
 	if err != nil {
-		return s.reject(src, 0, err.Error())
+		s.reject(src, 0, err.Error())
+		return
 	}
 	switch {
 	case s.finished[w]:
-		return s.reject(src, m.kind, "worker already said done")
+		s.reject(src, m.kind, "worker already said done")
+		return
 	case s.pending[w] != nil:
-		return s.reject(src, m.kind, fmt.Sprintf("its %v is still being held", s.pending[w].msg.kind))
+		s.reject(src, m.kind, fmt.Sprintf("its %v is still being held", s.pending[w].msg.kind))
+		return
 	case m.kind == kindHello:
 		if d := m.hello.diff(s.hello); d != "" {
-			return s.reject(src, m.kind, "configuration differs: "+d)
+			s.reject(src, m.kind, "configuration differs: "+d)
+			return
 		}
 		s.said[w] = true
-		return s.send(w, appendOK(s.out[:0], 0))
+		s.emit(src, appendOK(s.next(), 0))
+		return
 	case !s.said[w]:
-		return s.reject(src, m.kind, "request before hello (NewWorker)")
+		s.reject(src, m.kind, "request before hello (NewWorker)")
+		return
 	}
 	r := &request{msg: m, worker: w, arrived: now}
 	if reason := s.validate(r); reason != "" {
-		return s.reject(src, m.kind, reason)
+		s.reject(src, m.kind, reason)
+		return
 	}
 	if m.kind == kindDone || s.ctl.MayProceed(w, now) {
-		if err := s.serve(r, now); err != nil {
-			return err
-		}
-		return s.drain(now)
+		s.serve(r, now)
+		s.drain(now)
+		return
 	}
 	s.pending[w] = r
 	s.lastBeat[w] = now
-	return nil
 }
 
 // validate checks r completely against the server's state and decodes push
 // values; it returns the reason for rejecting r, or "".
-func (s *server) validate(r *request) string {
+func (s *Server) validate(r *request) string {
 	m := &r.msg
 	switch m.kind {
 	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindDone:
@@ -233,7 +254,7 @@ func (s *server) validate(r *request) string {
 }
 
 // serve answers a request that may proceed.
-func (s *server) serve(r *request, now time.Duration) error {
+func (s *Server) serve(r *request, now time.Duration) {
 	w, m := r.worker, &r.msg
 	held := now - r.arrived
 	s.stats.HeldSeconds += held.Seconds()
@@ -252,7 +273,8 @@ func (s *server) serve(r *request, now time.Duration) error {
 			}
 			vals = s.keyed
 		}
-		return s.send(w, appendValuesReply(s.out[:0], uint32(st), held, vals))
+		s.emit(s.workerRank(w), appendValuesReply(s.next(), uint32(st), held, vals))
+		return
 	case kindPushRange, kindPushKeys:
 		s.ctl.Pushed(w, now)
 		s.stats.Pushes++
@@ -264,38 +286,25 @@ func (s *server) serve(r *request, now time.Duration) error {
 			s.completeRounds()
 		}
 	}
-	return s.send(w, appendOK(s.out[:0], held))
+	s.emit(s.workerRank(w), appendOK(s.next(), held))
 }
 
 // drain serves held requests that may now proceed, until none can.
-func (s *server) drain(now time.Duration) error {
+func (s *Server) drain(now time.Duration) {
 	for progress := true; progress; {
 		progress = false
 		for w, r := range s.pending {
 			if r != nil && s.ctl.MayProceed(w, now) {
 				s.pending[w] = nil
-				if err := s.serve(r, now); err != nil {
-					return err
-				}
+				s.serve(r, now)
 				progress = true
 			}
 		}
 	}
-	return nil
-}
-
-// send sends a reply to worker w; a failure is fatal.
-func (s *server) send(w int, b []byte) error {
-	s.out = b[:0]
-	s.stats.BytesSent += int64(len(b))
-	if err := s.c.SendBytes(b, s.workerRank(w), ReplyTag); err != nil {
-		return fmt.Errorf("ps server rank %d: reply to worker rank %d: %w", s.rank, s.workerRank(w), err)
-	}
-	return nil
 }
 
 // reject answers rank src with an error naming it; state is not touched.
-func (s *server) reject(src int, kind msgKind, reason string) error {
+func (s *Server) reject(src int, kind msgKind, reason string) {
 	what := "request"
 	if kind != 0 {
 		what = kind.String()
@@ -309,11 +318,5 @@ func (s *server) reject(src int, kind msgKind, reason string) error {
 	if len(s.stats.Rejections) < maxRejections {
 		s.stats.Rejections = append(s.stats.Rejections, text)
 	}
-	b := appendError(s.out[:0], codeRejected, text)
-	s.out = b[:0]
-	s.stats.BytesSent += int64(len(b))
-	if err := s.c.SendBytes(b, src, ReplyTag); err != nil {
-		return fmt.Errorf("ps server rank %d: reply to rank %d: %w", s.rank, src, err)
-	}
-	return nil
+	s.emit(src, appendError(s.next(), codeRejected, text))
 }

@@ -17,7 +17,7 @@ import (
 // wrapping ErrDone (arguments rejected before anything was sent, errors
 // wrapping ErrArgument, are the exception).
 type Worker struct {
-	c       collectives.Comm
+	c       Transport
 	cfg     Config
 	rank    int
 	p       int
@@ -36,7 +36,7 @@ type Worker struct {
 // waits for every server to accept it (a server refuses a configuration that
 // differs from its own, naming the field). It builds one Filter per
 // cfg.Filters entry.
-func NewWorker(c collectives.Comm, cfg Config, p int) (*Worker, error) {
+func NewWorker(c Transport, cfg Config, p int) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(c.Size()); err != nil {
 		return nil, err
@@ -273,38 +273,67 @@ func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply
 }
 
 // await returns server i's reply, skipping keep-alives. It gives up when the
-// server has been silent for 2*Timeout.
+// server has been silent for 2*Timeout (see serverWait).
 func (w *Worker) await(i int, op string) (message, error) {
-	last := w.cfg.Now()
+	sw := serverWait{server: i, limit: 2 * w.cfg.Timeout, last: w.cfg.Now()}
 	for {
 		b, _, _, err := w.c.RecvBytesWithin(i, ReplyTag, w.cfg.Timeout/2)
 		now := w.cfg.Now()
 		if err != nil {
-			if errors.Is(err, collectives.ErrTimeout) && now.Sub(last) < 2*w.cfg.Timeout {
+			if errors.Is(err, collectives.ErrTimeout) && !sw.expired(now) {
 				continue
 			}
 			return message{}, fmt.Errorf("ps worker rank %d: %s: no reply from server rank %d for %v: %w",
-				w.rank, op, i, now.Sub(last).Round(time.Millisecond), err)
+				w.rank, op, i, sw.silence(now).Round(time.Millisecond), err)
 		}
 		w.stats.BytesReceived += int64(len(b))
-		m, err := decode(b)
+		m, keepAlive, err := sw.receive(b, now)
 		if err != nil {
-			return message{}, fmt.Errorf("ps worker rank %d: %s: reply from server rank %d: %w", w.rank, op, i, err)
+			return message{}, fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
 		}
-		switch m.kind {
-		case kindWait:
-			last = now
-			continue
-		case kindError:
-			kind := ErrRejected
-			if m.code == codeMissing {
-				kind = ErrWorkerMissing
-			}
-			return message{}, fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, &ServerError{Server: i, Msg: m.text, kind: kind})
+		if !keepAlive {
+			return m, nil
 		}
-		return m, nil
 	}
 }
+
+// serverWait is a worker's bookkeeping while it waits for one server's
+// reply: when it last heard from the server and when to give up. It does no
+// I/O and reads no clock.
+type serverWait struct {
+	server int           // the server's rank
+	limit  time.Duration // give up after this long without a word
+	last   time.Time     // when the wait started or the latest keep-alive came
+}
+
+// receive classifies server bytes b that arrived at now: a keep-alive
+// (keepAlive true: keep waiting, the server is alive), an error reply (a
+// *ServerError wrapping ErrRejected or ErrWorkerMissing), undecodable bytes
+// (ErrBadMessage), or the reply m.
+func (sw *serverWait) receive(b []byte, now time.Time) (m message, keepAlive bool, err error) {
+	m, err = decode(b)
+	if err != nil {
+		return message{}, false, fmt.Errorf("reply from server rank %d: %w", sw.server, err)
+	}
+	switch m.kind {
+	case kindWait:
+		sw.last = now
+		return message{}, true, nil
+	case kindError:
+		kind := ErrRejected
+		if m.code == codeMissing {
+			kind = ErrWorkerMissing
+		}
+		return message{}, false, &ServerError{Server: sw.server, Msg: m.text, kind: kind}
+	}
+	return m, false, nil
+}
+
+// silence is how long the server has been silent at now.
+func (sw *serverWait) silence(now time.Time) time.Duration { return now.Sub(sw.last) }
+
+// expired reports whether, at now, the server has been silent for the limit.
+func (sw *serverWait) expired(now time.Time) bool { return sw.silence(now) >= sw.limit }
 
 // expect checks a reply's kind and value count.
 func (w *Worker) expect(i int, m *message, kind msgKind, n int) error {
