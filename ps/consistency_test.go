@@ -1,6 +1,7 @@
 package ps
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -86,5 +87,71 @@ func TestASPController(t *testing.T) {
 	}
 	if c.Clock(0) != 10 || c.MinClock() != 0 {
 		t.Errorf("clocks %d, min %d", c.Clock(0), c.MinClock())
+	}
+}
+
+// TestServerGatesPulls drives the Server state machine through scripts of
+// requests on a fake clock and checks which requests are answered at once,
+// which are held, and which held pulls a push releases, under each model.
+// Two workers, ranks 1 and 2; "push" and "pull" carry the worker's clock.
+func TestServerGatesPulls(t *testing.T) {
+	type req struct {
+		op    string // "push" or "pull"
+		rank  int
+		clock int
+		want  []int // ranks that get an answer, in order (values or ok)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		reqs []req
+	}{
+		{"bsp", Config{Consistency: BSP}, []req{
+			{"pull", 1, 0, []int{1}},
+			{"push", 1, 0, []int{1}},
+			{"pull", 1, 1, nil}, // held: rank 2 has not pushed step 0
+			{"pull", 2, 0, []int{2}},
+			{"push", 2, 0, []int{2, 1}}, // the round completes: rank 1's pull goes
+			{"pull", 2, 1, []int{2}},
+		}},
+		{"ssp s=1", Config{Consistency: SSP, Staleness: 1}, []req{
+			{"push", 1, 0, []int{1}},
+			{"pull", 1, 1, []int{1}}, // 1 ahead: allowed
+			{"push", 1, 1, []int{1}},
+			{"pull", 1, 2, nil}, // 2 ahead: held
+			{"push", 2, 0, []int{2, 1}},
+			{"push", 1, 2, []int{1}},
+			{"pull", 1, 3, nil},
+			{"push", 2, 1, []int{2, 1}},
+		}},
+		{"asp", Config{Consistency: ASP}, []req{
+			{"push", 1, 0, []int{1}},
+			{"push", 1, 1, []int{1}},
+			{"push", 1, 2, []int{1}},
+			{"pull", 1, 3, []int{1}},
+			{"pull", 2, 0, []int{2}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Servers = 1
+			x := newSim(t, tc.cfg, 0, 3, make([]float32, 2))
+			x.hello(0, 1, 2)
+			for i, r := range tc.reqs {
+				b := x.pull(r.rank, r.clock)
+				if r.op == "push" {
+					b = appendPushRange(nil, uint32(r.clock), Float32, 0, []float32{1, 1})
+				}
+				var got []int
+				for _, rep := range x.step(r.rank, b, time.Duration(i+1)*time.Millisecond) {
+					if rep.m.kind != kindOK && rep.m.kind != kindValues {
+						t.Fatalf("request %d (%s rank %d clock %d): %v", i, r.op, r.rank, r.clock, rep)
+					}
+					got = append(got, rep.to)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(r.want) {
+					t.Fatalf("request %d (%s rank %d clock %d): answers to %v, want %v", i, r.op, r.rank, r.clock, got, r.want)
+				}
+			}
+		})
 	}
 }

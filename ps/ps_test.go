@@ -1,6 +1,7 @@
 package ps
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -344,4 +345,48 @@ func TestFiltersEndToEnd(t *testing.T) {
 	}
 	assertClose(t, "model", res.model(), want, 0, 0)
 	t.Logf("%v", ws)
+}
+
+// TestUnevenStepsBSP: workers that run different numbers of steps under BSP
+// finish: a worker's Done releases the rounds it will not join.
+func TestUnevenStepsBSP(t *testing.T) {
+	cfg := Config{Servers: 2, Consistency: BSP, LR: 0.1, Timeout: 5 * time.Second}
+	res := runJob(t, 5, time.Second, cfg, make([]float32, 6), func(w *Worker) (bool, error) {
+		steps := 2 + 2*(w.rank-2) // 2, 4, 6 steps
+		model := make([]float32, 6)
+		g := []float32{1, 1, 1, 1, 1, 1}
+		for s := 0; s < steps; s++ {
+			if err := w.Pull(model); err != nil {
+				return false, err
+			}
+			if err := w.Push(g); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	res.mustSucceed(t)
+	// Six rounds, each averaging gradients of 1: the model moved by 6*lr.
+	assertClose(t, "model", res.model(), []float32{-0.6, -0.6, -0.6, -0.6, -0.6, -0.6}, 1e-6, 1e-6)
+	if u := res.servers[0].Updates; u != 6 {
+		t.Errorf("%d updates, want 6", u)
+	}
+}
+
+// TestWorkerAfterDone: a Worker may not be used after Done.
+func TestWorkerAfterDone(t *testing.T) {
+	cfg := Config{Servers: 1, Consistency: ASP, Timeout: 5 * time.Second}
+	res := runJob(t, 2, time.Second, cfg, make([]float32, 2), func(w *Worker) (bool, error) {
+		if err := w.Done(); err != nil {
+			return false, err
+		}
+		if err := w.Push(make([]float32, 2)); !errors.Is(err, ErrDone) {
+			t.Errorf("push after done: %v, want ErrDone", err)
+		}
+		if err := w.Done(); !errors.Is(err, ErrDone) {
+			t.Errorf("second done: %v, want ErrDone", err)
+		}
+		return false, nil
+	})
+	res.mustSucceed(t)
 }
