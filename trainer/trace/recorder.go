@@ -6,7 +6,7 @@ import (
 )
 
 // DefaultCapacity is the number of spans a Recorder keeps when
-// Options.Capacity is zero (about 16 MiB once full).
+// Options.Capacity is zero (about 15 MB once full: 232 bytes a span).
 const DefaultCapacity = 1 << 16
 
 // Options configure a Recorder. The zero value is usable: rank 0,

@@ -29,6 +29,9 @@
 // Time comes from a clock the Recorder is given (Options.Now), so tests run on
 // a fake clock; nesting (a step span holding forward and backward) is time
 // containment, there are no parent links.
+//
+// This package imports collectives and kernels for its decorators, so those
+// two cannot import it; spans from inside them come from the decorators.
 package trace
 
 import "fmt"
