@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // Consistency is the synchronisation model the servers enforce.
@@ -45,39 +47,10 @@ func ParseConsistency(s string) (Consistency, error) {
 	return 0, fmt.Errorf("ps: unknown consistency %q (want bsp, ssp, asp or dssp)", s)
 }
 
-// Optimizer is the server-side update rule.
-type Optimizer uint8
-
-const (
-	// SGD: w -= lr*(g + wd*w).
-	SGD Optimizer = iota
-	// Momentum (PyTorch SGD with momentum, no dampening, no Nesterov):
-	// v = mu*v + g'; w -= lr*v, with g' = g + wd*w.
-	Momentum
-	// Adagrad (PyTorch, no lr decay, zero initial accumulator):
-	// h += g'^2; w -= lr*g'/(sqrt(h)+eps).
-	Adagrad
-)
-
-var optimizerNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad"}
-
-// String returns the lower-case name ("sgd", "momentum", "adagrad").
-func (o Optimizer) String() string {
-	if int(o) < len(optimizerNames) {
-		return optimizerNames[o]
-	}
-	return fmt.Sprintf("optimizer(%d)", o)
-}
-
 // ParseOptimizer parses "sgd", "momentum" or "adagrad" (any case).
-func ParseOptimizer(s string) (Optimizer, error) {
-	for i, n := range optimizerNames {
-		if strings.EqualFold(s, n) {
-			return Optimizer(i), nil
-		}
-	}
-	return 0, fmt.Errorf("ps: unknown optimizer %q (want sgd, momentum or adagrad)", s)
-}
+//
+// Deprecated: the update rule is an optim.Kind; use optim.ParseKind.
+func ParseOptimizer(s string) (optim.Kind, error) { return optim.ParseKind(s) }
 
 // Defaults for zero-valued Config fields.
 const (
@@ -101,8 +74,10 @@ type Config struct {
 	StalenessLow, StalenessHigh int
 
 	// Optimizer, LR, Momentum, WeightDecay and Eps define the server-side
-	// update (agreed). LR zero means DefaultLR; Eps zero means DefaultEps.
-	Optimizer   Optimizer
+	// update, kernels/optim's rule with these hyper-parameters (agreed). LR
+	// zero means DefaultLR; Eps zero means DefaultEps. The zero Optimizer is
+	// optim.SGD.
+	Optimizer   optim.Kind
 	LR          float32
 	Momentum    float32
 	WeightDecay float32
@@ -157,18 +132,17 @@ func (c Config) Validate(size int) error {
 		return fmt.Errorf("ps: %d servers in a job of %d ranks leaves no worker: %w", c.Servers, size, ErrConfig)
 	case int(c.Consistency) >= len(consistencyNames):
 		return fmt.Errorf("ps: %v: %w", c.Consistency, ErrConfig)
-	case int(c.Optimizer) >= len(optimizerNames):
-		return fmt.Errorf("ps: %v: %w", c.Optimizer, ErrConfig)
 	case c.Staleness < 0:
 		return fmt.Errorf("ps: staleness %d < 0: %w", c.Staleness, ErrConfig)
 	case c.Consistency == DSSP && (c.StalenessLow < 0 || c.StalenessHigh < c.StalenessLow):
 		return fmt.Errorf("ps: dssp staleness range [%d,%d]: need 0 <= low <= high: %w",
 			c.StalenessLow, c.StalenessHigh, ErrConfig)
-	case c.LR < 0 || c.Momentum < 0 || c.WeightDecay < 0 || c.Eps < 0:
-		return fmt.Errorf("ps: lr %g, momentum %g, weight decay %g, eps %g: need all >= 0: %w",
-			c.LR, c.Momentum, c.WeightDecay, c.Eps, ErrConfig)
 	case c.Timeout < 0:
 		return fmt.Errorf("ps: timeout %v < 0: %w", c.Timeout, ErrConfig)
+	}
+	if err := c.optimConfig().Validate(); err != nil {
+		// Both ErrConfig and the *optim.SettingError naming the field.
+		return fmt.Errorf("ps: %w: %w", err, ErrConfig)
 	}
 	return nil
 }

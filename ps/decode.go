@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // Decoding of the messages described in wire.go.
@@ -116,7 +118,7 @@ func decode(b []byte) (m message, err error) {
 		h.p = r.u64("P")
 		h.servers = r.u32("servers")
 		h.consistency = Consistency(r.u8("consistency"))
-		h.optimizer = Optimizer(r.u8("optimizer"))
+		h.optimizer = optim.Kind(r.u8("optimizer"))
 		h.staleness = r.u32("staleness")
 		h.low = r.u32("low")
 		h.high = r.u32("high")

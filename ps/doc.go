@@ -23,7 +23,7 @@
 //
 // # Pieces
 //
-//   - config.go: Config, Consistency, Optimizer; errors.go: sentinel errors.
+//   - config.go: Config, Consistency; errors.go: sentinel errors.
 //   - partition.go: which server owns which key range (Partition, Owner).
 //   - transport.go: Transport, the byte messages the package needs from a
 //     communicator (any collectives.Comm), and RunServer, the I/O driver.
@@ -31,7 +31,8 @@
 //   - consistency.go, dssp.go: when a worker may start its next iteration
 //     (BSP, SSP, ASP, DSSP). The controllers are pure bookkeeping: time comes
 //     in as an argument, they do no I/O.
-//   - update.go: the server-side optimizers (SGD, momentum, Adagrad).
+//   - update.go: the server-side update, kernels/optim's rules (SGD,
+//     momentum, Adagrad) over the server's range or single keys.
 //   - filter.go, halffloat.go: push filters (significantly-modified, float16
 //     and bfloat16 compression).
 //   - server.go, aggregate.go, liveness.go: the server as a state machine

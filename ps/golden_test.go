@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/golden_weights.txt from this code")
@@ -30,7 +32,7 @@ type goldenCase struct {
 func goldenCases() []goldenCase {
 	var cs []goldenCase
 	for _, servers := range []int{1, 2} {
-		for _, opt := range []Optimizer{SGD, Momentum, Adagrad} {
+		for _, opt := range optim.Kinds {
 			cs = append(cs, goldenCase{
 				name:    fmt.Sprintf("bsp/dense/servers=%d/%v", servers, opt),
 				workers: 3,
@@ -40,19 +42,19 @@ func goldenCases() []goldenCase {
 		}
 		cs = append(cs, goldenCase{
 			name: fmt.Sprintf("bsp/sparse/servers=%d/adagrad", servers), workers: 3, sparse: true,
-			cfg: Config{Servers: servers, Consistency: BSP, Optimizer: Adagrad, LR: 0.1, WeightDecay: 0.05},
+			cfg: Config{Servers: servers, Consistency: BSP, Optimizer: optim.Adagrad, LR: 0.1, WeightDecay: 0.05},
 		})
 	}
 	cs = append(cs,
 		goldenCase{name: "bsp/dense/servers=2/momentum/sigmod+fp16", workers: 2,
-			cfg: Config{Servers: 2, Consistency: BSP, Optimizer: Momentum, LR: 0.05, Momentum: 0.9,
+			cfg: Config{Servers: 2, Consistency: BSP, Optimizer: optim.Momentum, LR: 0.05, Momentum: 0.9,
 				Filters: []FilterSpec{SignificantlyModified{Threshold: 0.01}, Compress{Format: Float16}}}},
 		// One worker: the order of pushes is fixed under every model, so the
 		// apply-at-once path (SSP, ASP, DSSP) is pinned too.
 		goldenCase{name: "asp/dense/servers=2/momentum", workers: 1,
-			cfg: Config{Servers: 2, Consistency: ASP, Optimizer: Momentum, LR: 0.05, Momentum: 0.9, WeightDecay: 0.01}},
+			cfg: Config{Servers: 2, Consistency: ASP, Optimizer: optim.Momentum, LR: 0.05, Momentum: 0.9, WeightDecay: 0.01}},
 		goldenCase{name: "ssp/sparse/servers=1/adagrad", workers: 1, sparse: true,
-			cfg: Config{Servers: 1, Consistency: SSP, Staleness: 2, Optimizer: Adagrad, LR: 0.1}},
+			cfg: Config{Servers: 1, Consistency: SSP, Staleness: 2, Optimizer: optim.Adagrad, LR: 0.1}},
 	)
 	return cs
 }

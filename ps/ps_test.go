@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // TestBSPEqualsAveragedSGD: BSP through the servers equals synchronous SGD
@@ -20,7 +22,7 @@ func TestBSPEqualsAveragedSGD(t *testing.T) {
 		initial[j] = float32(j) * 0.1
 	}
 	for _, servers := range []int{1, 2} {
-		for _, opt := range []Optimizer{SGD, Momentum, Adagrad} {
+		for _, opt := range optim.Kinds {
 			t.Run(fmt.Sprintf("servers=%d/%v", servers, opt), func(t *testing.T) {
 				cfg := Config{Servers: servers, Consistency: BSP, Optimizer: opt, LR: 0.05,
 					Momentum: 0.9, WeightDecay: 0.01, Timeout: 10 * time.Second}

@@ -3,36 +3,14 @@ package ps
 import (
 	"math"
 	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
-
-// TestUpdateRulesByHand checks one step of each rule against numbers worked
-// out by hand (as torch.optim computes them).
-func TestUpdateRulesByHand(t *testing.T) {
-	// SGD: w=1, g=0.5, wd=0.1: g'=0.6; w = 1 - 0.1*0.6 = 0.94.
-	w := []float32{1}
-	SGDStep(w, []float32{0.5}, 0.1, 0.1)
-	assertClose(t, "sgd", w, []float32{0.94}, 0, 1e-6)
-
-	// Momentum mu=0.9, two steps of g=1, lr=0.1, wd=0:
-	// v1 = 1, w1 = 1 - 0.1 = 0.9; v2 = 0.9*1 + 1 = 1.9, w2 = 0.9 - 0.19 = 0.71.
-	w, v := []float32{1}, []float32{0}
-	MomentumStep(w, v, []float32{1}, 0.1, 0.9, 0)
-	MomentumStep(w, v, []float32{1}, 0.1, 0.9, 0)
-	assertClose(t, "momentum w", w, []float32{0.71}, 0, 1e-6)
-	assertClose(t, "momentum v", v, []float32{1.9}, 0, 1e-6)
-
-	// Adagrad lr=1, eps=0: g=3: h=9, w = 1 - 3/3 = 0; g=4: h=25, w = 0 - 4/5 = -0.8.
-	w, h := []float32{1}, []float32{0}
-	AdagradStep(w, h, []float32{3}, 1, 0, 0)
-	AdagradStep(w, h, []float32{4}, 1, 0, 0)
-	assertClose(t, "adagrad w", w, []float32{-0.8}, 0, 1e-6)
-	assertClose(t, "adagrad h", h, []float32{25}, 0, 1e-6)
-}
 
 // TestUpdaterMatchesNaiveLoops runs the server's updater (dense and per key)
 // against naive loops over the PyTorch formulas in float64.
 func TestUpdaterMatchesNaiveLoops(t *testing.T) {
-	for _, opt := range []Optimizer{SGD, Momentum, Adagrad} {
+	for _, opt := range optim.Kinds {
 		t.Run(opt.String(), func(t *testing.T) {
 			cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8}.withDefaults()
 			n := 9
@@ -57,12 +35,12 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 					sparse.at(i, g[i])
 					gp := float64(g[i]) + float64(cfg.WeightDecay)*ref[i]
 					switch opt {
-					case SGD:
+					case optim.SGD:
 						ref[i] -= float64(cfg.LR) * gp
-					case Momentum:
+					case optim.Momentum:
 						state[i] = float64(cfg.Momentum)*state[i] + gp
 						ref[i] -= float64(cfg.LR) * state[i]
-					case Adagrad:
+					case optim.Adagrad:
 						state[i] += gp * gp
 						ref[i] -= float64(cfg.LR) * gp / (math.Sqrt(state[i]) + float64(cfg.Eps))
 					}

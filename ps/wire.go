@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // The wire format. Every message is one SendBytes on RequestTag (worker to
@@ -111,7 +113,7 @@ type helloInfo struct {
 	p                       uint64
 	servers                 uint32
 	consistency             Consistency
-	optimizer               Optimizer
+	optimizer               optim.Kind
 	staleness, low, high    uint32
 	lr, momentum, wd, eps32 float32
 }
