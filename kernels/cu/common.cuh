@@ -1,0 +1,90 @@
+// common.cuh: helpers shared by the kernels in this folder (device code only).
+// See ABI.md for the contract every extern "C" kernel follows.
+#pragma once
+
+#define DML_EXTERN extern "C" __global__
+
+// Threads per block of the row and reduction kernels (ABI.md): their shared
+// memory trees assume exactly this many; any other block size traps, so the
+// runtime gets a launch error instead of a wrong answer.
+#define DML_RED_THREADS 256
+
+// grid-stride loop over [0, n) with 64-bit indices.
+#define DML_GRID_STRIDE(i, n)                                                   \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+       i += (long long)blockDim.x * gridDim.x)
+
+__device__ __forceinline__ void dml_require_red_threads() {
+  if (blockDim.x != DML_RED_THREADS || blockDim.y != 1 || blockDim.z != 1) __trap();
+}
+
+// Argmax candidates: idx < 0 means "no candidate" (every value seen was NaN).
+// The combined result is the first index of the largest non-NaN value, which
+// with the row[0]-is-NaN rule in dml_row_argmax reproduces the CPU's
+// sequential `if v > top` scan exactly.
+__device__ __forceinline__ void dml_argmax_combine(float& v, long long& i, float ov, long long oi) {
+  if (oi < 0) return;
+  if (i < 0 || ov > v || (ov == v && oi < i)) {
+    v = ov;
+    i = oi;
+  }
+}
+
+// dml_row_argmax returns, to every thread of the block, the index of the
+// first maximum of row[0..cols) as the CPU computes it (0 when row[0] is NaN,
+// when every value is NaN, or when cols == 0), and that value (row[best], or
+// NaN / 0 as the CPU would see it). sv and si are shared scratch of
+// DML_RED_THREADS entries. Ends with a __syncthreads.
+__device__ __forceinline__ long long dml_row_argmax(const float* row, long long cols, float* sv,
+                                                    long long* si, float* top) {
+  const int t = threadIdx.x;
+  float v = 0.f;
+  long long i = -1;
+  for (long long j = t; j < cols; j += DML_RED_THREADS) {
+    float x = row[j];
+    if (x == x) dml_argmax_combine(v, i, x, j);
+  }
+  sv[t] = v;
+  si[t] = i;
+  __syncthreads();
+  for (int s = DML_RED_THREADS / 2; s > 0; s >>= 1) {
+    if (t < s) {
+      float a = sv[t];
+      long long ai = si[t];
+      dml_argmax_combine(a, ai, sv[t + s], si[t + s]);
+      sv[t] = a;
+      si[t] = ai;
+    }
+    __syncthreads();
+  }
+  long long best = si[0];
+  float bv = sv[0];
+  float first = cols > 0 ? row[0] : 0.f;
+  __syncthreads();  // everyone has read sv[0]/si[0] before the scratch is reused
+  if (cols <= 0) {
+    *top = 0.f;
+    return 0;
+  }
+  if (first != first || best < 0) {  // row[0] NaN: the CPU keeps index 0, top NaN
+    *top = first;
+    return 0;
+  }
+  *top = bv;
+  return best;
+}
+
+// dml_block_sum_d returns to every thread the sum of each thread's v over the
+// block, in a fixed tree order. sh is shared scratch of DML_RED_THREADS
+// doubles. Ends with a __syncthreads.
+__device__ __forceinline__ double dml_block_sum_d(double v, double* sh) {
+  const int t = threadIdx.x;
+  sh[t] = v;
+  __syncthreads();
+  for (int s = DML_RED_THREADS / 2; s > 0; s >>= 1) {
+    if (t < s) sh[t] = __dadd_rn(sh[t], sh[t + s]);
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}

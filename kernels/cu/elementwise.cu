@@ -1,0 +1,117 @@
+// elementwise.cu: 1-D kernels (fill, scale, axpy, add, ReLU, bias add, the
+// optimizer updates, gather/scatter). Grid-stride loops: any grid and block.
+//
+// Arithmetic that the CPU backend also does is written with the _rn
+// intrinsics, which the compiler never contracts into a fused multiply-add,
+// in the CPU's operation order, so the results are the CPU's bit for bit
+// (see kernels/optim/rules.go for the update rules).
+#include "common.cuh"
+
+DML_EXTERN void dml_fill(float* __restrict__ x, long long n, float v) {
+  DML_GRID_STRIDE(i, n) x[i] = v;
+}
+
+DML_EXTERN void dml_scale(float* __restrict__ x, long long n, float a) {
+  DML_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], a);
+}
+
+// y and x may be the same buffer (then y = y + a·y), so no __restrict__.
+DML_EXTERN void dml_axpy(float* y, const float* x, long long n, float a) {
+  DML_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
+}
+
+// dst may be a or b.
+DML_EXTERN void dml_add(float* dst, const float* a, const float* b, long long n) {
+  DML_GRID_STRIDE(i, n) dst[i] = __fadd_rn(a[i], b[i]);
+}
+
+// y = max(x, 0); NaN stays NaN, -0 stays -0 (as the CPU's `if v < 0`). y may be x.
+DML_EXTERN void dml_relu(float* y, const float* x, long long n) {
+  DML_GRID_STRIDE(i, n) {
+    float v = x[i];
+    y[i] = v < 0.f ? 0.f : v;
+  }
+}
+
+// dx = dy where y > 0, else 0 (NaN y gives 0). dx may be dy.
+DML_EXTERN void dml_relu_grad(float* dx, const float* dy, const float* __restrict__ y, long long n) {
+  DML_GRID_STRIDE(i, n) {
+    float g = dy[i];
+    dx[i] = y[i] > 0.f ? g : 0.f;
+  }
+}
+
+// x[i, j] += bias[j] over the rows×cols elements of x.
+DML_EXTERN void dml_add_bias(float* __restrict__ x, const float* __restrict__ bias, long long rows,
+                             long long cols) {
+  if (cols <= 0) return;
+  const long long n = rows * cols;
+  DML_GRID_STRIDE(i, n) x[i] = __fadd_rn(x[i], bias[i % cols]);
+}
+
+// SGD: w -= lr·(g + wd·w).
+DML_EXTERN void dml_sgd(float* __restrict__ w, const float* __restrict__ g, long long n, float lr,
+                        float wd) {
+  DML_GRID_STRIDE(i, n) {
+    float wi = w[i];
+    w[i] = __fsub_rn(wi, __fmul_rn(lr, __fadd_rn(g[i], __fmul_rn(wd, wi))));
+  }
+}
+
+// Momentum (PyTorch's form): v = mu·v + (g + wd·w); w -= lr·v.
+DML_EXTERN void dml_momentum(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v,
+                             long long n, float lr, float mu, float wd) {
+  DML_GRID_STRIDE(i, n) {
+    float wi = w[i];
+    float vi = __fadd_rn(__fmul_rn(mu, v[i]), __fadd_rn(g[i], __fmul_rn(wd, wi)));
+    v[i] = vi;
+    w[i] = __fsub_rn(wi, __fmul_rn(lr, vi));
+  }
+}
+
+// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps),
+// where lr·g'/(…) is (lr·g')/(…) as Go evaluates it, and √ is correctly
+// rounded (Go's float32(math.Sqrt(float64(h))) is too).
+DML_EXTERN void dml_adagrad(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ h,
+                            long long n, float lr, float eps, float wd) {
+  DML_GRID_STRIDE(i, n) {
+    float wi = w[i];
+    float gi = __fadd_rn(g[i], __fmul_rn(wd, wi));
+    float hi = __fadd_rn(h[i], __fmul_rn(gi, gi));
+    h[i] = hi;
+    w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(lr, gi), __fadd_rn(__fsqrt_rn(hi), eps)));
+  }
+}
+
+// dst[i·width + c] = src[idx[i]·width + c] for i < n, c < width: gathers rows
+// of a table (width 1: single values) by key index. An index outside
+// [0, srcRows) writes NaN (the runtime validates keys on the host; this only
+// keeps a bad key from reading out of bounds).
+DML_EXTERN void dml_gather(float* __restrict__ dst, const float* __restrict__ src,
+                           const long long* __restrict__ idx, long long n, long long width,
+                           long long srcRows) {
+  if (width <= 0) return;
+  const long long total = n * width;
+  DML_GRID_STRIDE(e, total) {
+    long long i = e / width, c = e - i * width;
+    long long k = idx[i];
+    dst[e] = (k >= 0 && k < srcRows) ? src[k * width + c] : __int_as_float(0x7fc00000);
+  }
+}
+
+// dst[idx[i]·width + c] += src[i·width + c]: scatters gradient rows back to
+// a table. Precondition (ABI.md): the n indices are distinct, as the sparse
+// worker's sorted, compacted key list is; then no two threads touch the same
+// element, no atomics are needed, and the result is deterministic. An index
+// outside [0, dstRows) is skipped.
+DML_EXTERN void dml_scatter_add(float* __restrict__ dst, const float* __restrict__ src,
+                                const long long* __restrict__ idx, long long n, long long width,
+                                long long dstRows) {
+  if (width <= 0) return;
+  const long long total = n * width;
+  DML_GRID_STRIDE(e, total) {
+    long long i = e / width, c = e - i * width;
+    long long k = idx[i];
+    if (k >= 0 && k < dstRows) dst[k * width + c] = __fadd_rn(dst[k * width + c], src[e]);
+  }
+}

@@ -1,0 +1,64 @@
+// reduce.cu: deterministic reductions. No float atomics: each result is a
+// sum in a fixed order for a given shape and launch configuration (which the
+// runtime derives from the shape alone).
+#include "common.cuh"
+
+// grid = (ceil(cols/256), ceil(rows/rowsPerBlock)), block = 256 (any block
+// size works: each thread owns one column). partial[by·cols + j] = Σ x[i, j]
+// over block row by's rows, in row order, starting from 0.
+DML_EXTERN void dml_sum_rows_partial(float* __restrict__ partial, const float* __restrict__ x,
+                                     long long rows, long long cols, long long rowsPerBlock) {
+  const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= cols || rowsPerBlock <= 0) return;
+  const long long r0 = (long long)blockIdx.y * rowsPerBlock;
+  long long r1 = r0 + rowsPerBlock;
+  if (r1 > rows) r1 = rows;
+  float s = 0.f;
+  for (long long i = r0; i < r1; i++) s = __fadd_rn(s, x[i * cols + j]);
+  partial[(long long)blockIdx.y * cols + j] = s;
+}
+
+// 1-D over cols: dst[j] = (beta == 0 ? 0 : beta·dst[j]) + Σ_p partial[p·cols + j]
+// in p order. beta == 0 never reads dst. With parts == 1 and beta == 0 the
+// result is the CPU's bit for bit (0 + x0 + x1 + … in row order).
+DML_EXTERN void dml_sum_rows_final(float* __restrict__ dst, const float* __restrict__ partial,
+                                   long long parts, long long cols, float beta) {
+  DML_GRID_STRIDE(j, cols) {
+    float s = beta == 0.f ? 0.f : __fmul_rn(beta, dst[j]);
+    for (long long p = 0; p < parts; p++) s = __fadd_rn(s, partial[p * cols + j]);
+    dst[j] = s;
+  }
+}
+
+// grid ≤ 1024 blocks of 256: partial[b] = Σ x[i]·y[i] (float64) over block b's
+// grid-stride share, each thread in index order, then a fixed tree.
+DML_EXTERN void dml_dot_partial(double* __restrict__ partial, const float* __restrict__ x,
+                                const float* __restrict__ y, long long n) {
+  dml_require_red_threads();
+  __shared__ double sd[DML_RED_THREADS];
+  double s = 0.0;
+  // float32 products are exact in float64, so fusing them changes nothing.
+  DML_GRID_STRIDE(i, n) s = __dadd_rn(s, __dmul_rn((double)x[i], (double)y[i]));
+  const double b = dml_block_sum_d(s, sd);
+  if (threadIdx.x == 0) partial[blockIdx.x] = b;
+}
+
+// One block of 256: out[0] = Σ partial[0..parts) in a fixed order.
+DML_EXTERN void dml_dot_final(double* __restrict__ out, const double* __restrict__ partial,
+                              long long parts) {
+  dml_require_red_threads();
+  __shared__ double sd[DML_RED_THREADS];
+  double s = 0.0;
+  for (long long i = threadIdx.x; i < parts; i += DML_RED_THREADS) s = __dadd_rn(s, partial[i]);
+  const double b = dml_block_sum_d(s, sd);
+  if (threadIdx.x == 0) out[0] = b;
+}
+
+// first[0] must hold n before the launch; it ends as the smallest index of a
+// NaN or ±Inf in x (integer atomicMin: order-independent), or n if none.
+DML_EXTERN void dml_nonfinite(long long* __restrict__ first, const float* __restrict__ x, long long n) {
+  DML_GRID_STRIDE(i, n) {
+    const float v = x[i];
+    if (!isfinite(v)) atomicMin(first, i);
+  }
+}

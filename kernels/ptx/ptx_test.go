@@ -1,0 +1,190 @@
+package ptx
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// abiKernels returns the dml_* kernel names ABI.md's tables list (the first
+// column of each table row), split into the TF32 GEMMs and the rest.
+func abiKernels(t *testing.T) (fp32, tf32 []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "cu", "ABI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`\bdml_[a-z0-9_]+\b`)
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "| dml_") {
+			continue
+		}
+		first := strings.SplitN(line[1:], "|", 2)[0]
+		for _, n := range name.FindAllString(first, -1) {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			if strings.Contains(n, "_tf32") {
+				tf32 = append(tf32, n)
+			} else {
+				fp32 = append(fp32, n)
+			}
+		}
+	}
+	if len(fp32) < 20 || len(tf32) != 4 {
+		t.Fatalf("ABI.md lists %d fp32 and %d TF32 kernels; the table format changed?", len(fp32), len(tf32))
+	}
+	return fp32, tf32
+}
+
+// entriesFor returns the entry points of every module with this arch.
+func entriesFor(arch int) map[string]string {
+	m := map[string]string{}
+	for _, mod := range All() {
+		if mod.Arch == arch {
+			for _, e := range mod.Entries() {
+				m[e] = mod.Name
+			}
+		}
+	}
+	return m
+}
+
+func TestEveryABIKernelIsEmbedded(t *testing.T) {
+	fp32, tf32 := abiKernels(t)
+	for _, arch := range []int{70, 90} {
+		have := entriesFor(arch)
+		for _, k := range fp32 {
+			if _, ok := have[k]; !ok {
+				t.Errorf("compute_%d PTX lacks %s (listed in ABI.md)", arch, k)
+			}
+		}
+		for _, k := range tf32 {
+			if _, ok := have[k]; ok {
+				t.Errorf("compute_%d PTX has the TF32 kernel %s", arch, k)
+			}
+		}
+	}
+	have := entriesFor(80)
+	for _, k := range tf32 {
+		if have[k] != "gemm_tf32" {
+			t.Errorf("compute_80 PTX lacks %s in module gemm_tf32", k)
+		}
+	}
+	// And nothing undocumented: every entry is in ABI.md.
+	all := append(slices.Clone(fp32), tf32...)
+	for _, mod := range All() {
+		for _, e := range mod.Entries() {
+			if !slices.Contains(all, e) {
+				t.Errorf("%s.compute_%d defines %s, which ABI.md does not list", mod.Name, mod.Arch, e)
+			}
+		}
+	}
+}
+
+func TestModulesPerArch(t *testing.T) {
+	var names []string
+	for _, m := range All() {
+		names = append(names, m.Name+"."+strconv.Itoa(m.Arch))
+		if !strings.Contains(m.PTX, "\n.target sm_"+strconv.Itoa(m.Arch)+"\n") {
+			t.Errorf("%s.compute_%d: .target does not match the file name", m.Name, m.Arch)
+		}
+		if strings.ContainsRune(m.PTX, 0) {
+			t.Errorf("%s.compute_%d contains a NUL byte", m.Name, m.Arch)
+		}
+	}
+	want := []string{"elementwise.70", "elementwise.90", "gemm.70", "gemm.90", "gemm_tf32.80", "loss.70", "loss.90", "reduce.70", "reduce.90"}
+	if !slices.Equal(names, want) {
+		t.Errorf("embedded modules %v, want %v", names, want)
+	}
+}
+
+// The compute_70 and compute_90 PTX must not use tensor-core or TF32
+// instructions (compute_70 cannot run them; TF32 is opt-in), and the TF32
+// module must.
+func TestNoTensorCoreOutsideTF32(t *testing.T) {
+	bad := regexp.MustCompile(`\b(mma|wmma)\.|\.tf32\b`)
+	for _, m := range All() {
+		found := bad.FindString(m.PTX)
+		switch {
+		case m.Name == "gemm_tf32":
+			if !strings.Contains(m.PTX, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") || !strings.Contains(m.PTX, "cvt.rna.tf32.f32") {
+				t.Errorf("gemm_tf32.compute_%d has no TF32 mma.sync / cvt.rna.tf32", m.Arch)
+			}
+		case found != "":
+			t.Errorf("%s.compute_%d contains %q", m.Name, m.Arch, found)
+		}
+	}
+}
+
+// No float atomics anywhere (determinism, ABI.md); the one integer
+// atomicMin is dml_nonfinite's.
+func TestNoFloatAtomics(t *testing.T) {
+	atom := regexp.MustCompile(`\b(atom|red)(\.[a-z]+)*\.(f32|f64|f16|bf16)\b`)
+	for _, m := range All() {
+		if s := atom.FindString(m.PTX); s != "" {
+			t.Errorf("%s.compute_%d: float atomic %q", m.Name, m.Arch, s)
+		}
+	}
+}
+
+func TestForDevice(t *testing.T) {
+	names := func(ms []Module) []string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.Name+"."+strconv.Itoa(m.Arch))
+		}
+		sort.Strings(s)
+		return s
+	}
+	cases := []struct {
+		major, minor int
+		want         []string
+	}{
+		{6, 1, nil},
+		{7, 0, []string{"elementwise.70", "gemm.70", "loss.70", "reduce.70"}},
+		{8, 6, []string{"elementwise.70", "gemm.70", "gemm_tf32.80", "loss.70", "reduce.70"}},
+		{9, 0, []string{"elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90"}},
+		{12, 0, []string{"elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90"}},
+	}
+	for _, c := range cases {
+		if got := names(ForDevice(c.major, c.minor)); !slices.Equal(got, c.want) {
+			t.Errorf("ForDevice(%d, %d) = %v, want %v", c.major, c.minor, got, c.want)
+		}
+	}
+}
+
+func TestEntries(t *testing.T) {
+	src := ".visible .entry a_b(\n\t.param .u64 x\n)\n// .entry not_this(\n.entry c1 (\n.weak .entry d$(\n"
+	got := Entries(src)
+	want := []string{"a_b", "c1", "d$"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Entries = %v, want %v", got, want)
+	}
+}
+
+func TestPickGemm(t *testing.T) {
+	g := PickGemm(false, true, false, 4096, 4096, 132)
+	if g.Name != "dml_sgemm_nt" || g.BlockM != GemmBlockM || g.Threads != GemmThreads {
+		t.Errorf("4096²: %+v", g)
+	}
+	if x, y := g.Grid(4096, 4096); x != 32 || y != 32 {
+		t.Errorf("grid %d×%d, want 32×32", x, y)
+	}
+	if g := PickGemm(true, false, false, 1024, 10, 132); g.Name != "dml_sgemm64_tn" || g.BlockN != Gemm64BlockN {
+		t.Errorf("1024×10: %+v", g)
+	}
+	if g := PickGemm(true, true, true, 1, 1, 132); g.Name != "dml_sgemm_tf32_tt" {
+		t.Errorf("tf32: %+v", g)
+	}
+	if _, y := (Gemm{BlockM: 1, BlockN: 1}).Grid(1<<20, 1); y != MaxGridY {
+		t.Errorf("grid y not clamped: %d", y)
+	}
+}
