@@ -1,0 +1,232 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+var _ kernels.Backend = (*Backend)(nil)
+
+func init() {
+	kernels.Register("cuda", func(o kernels.Options) (kernels.Backend, error) { return Open(o) })
+}
+
+// Backend is kernels.Backend on one NVIDIA GPU. Open it with Open (or
+// kernels.Open("cuda", …)); the zero value is not usable. Like every
+// kernels.Backend it is used by one goroutine at a time.
+type Backend struct {
+	dev       *device
+	q         queue
+	localRank int
+	tf32      bool // Gemm uses the TF32 tensor-core kernels
+
+	pool   pool
+	up     uploadRing
+	down   pinned   // staging for Download, Dot, NonFinite
+	hosts  []pinned // from HostAlloc
+	args   [16]uint64
+	ops    opLog
+	err    error // sticky: the device failed, the context is unusable
+	closed bool
+	// syncEach makes every op wait for the device (DML_CUDA_SYNC=1), so an
+	// asynchronous fault is reported by the op that caused it.
+	syncEach bool
+}
+
+// Open opens device LocalRank mod count with a stream of its own. Without
+// a driver or a GPU the error wraps errNoDevice and starts with
+// "no CUDA device:". Precision TF32 selects the tensor-core GEMM on
+// compute capability ≥ 8.0 (FP32 elsewhere).
+func Open(o kernels.Options) (*Backend, error) {
+	if err := loadDriver(); err != nil {
+		return nil, err
+	}
+	all, err := Devices()
+	if err != nil {
+		return nil, err
+	}
+	ord := DeviceFor(o.LocalRank, len(all))
+	d, err := openDevice(ord)
+	if err != nil {
+		if ErrNoDevice(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cuda: local rank %d: %w: %w", o.LocalRank, kernels.ErrDevice, err)
+	}
+	be := &Backend{dev: d, localRank: o.LocalRank, syncEach: os.Getenv("DML_CUDA_SYNC") == "1"}
+	be.tf32 = o.Precision == kernels.TF32 && d.k.hasTF32
+	if be.q, err = d.ctx.newQueue(); err != nil {
+		return nil, be.deviceErr("Open", "", err)
+	}
+	return be, nil
+}
+
+// ErrNoDevice reports whether err says the machine has no usable CUDA
+// device (no driver library, no GPU, a driver that refuses to start).
+func ErrNoDevice(err error) bool { return errors.Is(err, errNoDevice) }
+
+// Name returns "cuda".
+func (be *Backend) Name() string { return "cuda" }
+
+// Device describes the GPU this backend runs on.
+func (be *Backend) Device() Device { return be.dev.Device }
+
+// Arch is the PTX the device runs ("compute_90" or "compute_70").
+func (be *Backend) Arch() string { return be.dev.arch }
+
+// TF32 reports whether Gemm uses the TF32 tensor-core kernels.
+func (be *Backend) TF32() bool { return be.tf32 }
+
+// Sync waits for every op queued so far and returns the first error the
+// device reported since, naming the ops queued since the last sync.
+func (be *Backend) Sync() error {
+	if err := be.usable("Sync"); err != nil {
+		return err
+	}
+	if err := be.q.sync(); err != nil {
+		return be.asyncErr("Sync", "", err)
+	}
+	be.ops.reset()
+	return nil
+}
+
+// Close waits for the queue, then releases the backend's buffers (every
+// Buffer from it becomes invalid), pinned memory (HostAlloc slices too)
+// and stream. The device's context and kernels stay for other backends in
+// the process.
+func (be *Backend) Close() error {
+	if be.closed {
+		return nil
+	}
+	var errs []error
+	if be.err == nil {
+		if err := be.q.sync(); err != nil {
+			errs = append(errs, be.asyncErr("Close", "", err))
+		}
+	}
+	be.pool.drain(func(p devPtr) {
+		if err := be.q.free(p); err != nil && be.err == nil {
+			errs = append(errs, err)
+		}
+	})
+	be.up.release(be.q)
+	be.down.release(be.q)
+	for i := range be.hosts {
+		be.hosts[i].release(be.q)
+	}
+	be.hosts = nil
+	if err := be.q.destroy(); err != nil && be.err == nil {
+		errs = append(errs, err)
+	}
+	be.closed = true
+	if len(errs) > 0 {
+		return be.deviceErr("Close", "", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Live buffers stay allocated until Close; the pool counts them.
+// MemoryInUse returns the bytes handed out and the bytes cached in the
+// pool's free lists.
+func (be *Backend) MemoryInUse() (live, cached int64) { return be.pool.live, be.pool.cached }
+
+// usable returns the sticky device error, or an error for a closed backend.
+func (be *Backend) usable(op string) error {
+	if be.closed {
+		panic("cuda: " + op + " on a closed Backend")
+	}
+	return be.err
+}
+
+// where names the device and rank for messages.
+func (be *Backend) where() string {
+	return fmt.Sprintf("device %d (%s), local rank %d", be.dev.Ordinal, be.dev.Name, be.localRank)
+}
+
+// shapeErr returns an error wrapping kernels.ErrShape.
+func (be *Backend) shapeErr(op, format string, args ...any) error {
+	return fmt.Errorf("cuda.%s: %s: %w", op, fmt.Sprintf(format, args...), kernels.ErrShape)
+}
+
+// deviceErr wraps a failed driver call of op (with its shapes) in
+// kernels.ErrDevice, naming the device and the rank. A fault (see fatal)
+// makes the error sticky: the context is unusable after one, so every
+// later call returns it; out of memory or a rejected launch leave the
+// backend usable.
+func (be *Backend) deviceErr(op, shapes string, err error) error {
+	e := fmt.Errorf("cuda.%s(%s) on %s: %w: %w", op, shapes, be.where(), kernels.ErrDevice, err)
+	if fatal(err) {
+		be.err = e
+	}
+	return e
+}
+
+// asyncErr is deviceErr for an error a wait reported: it may come from any
+// op queued since the last sync, so those are listed.
+func (be *Backend) asyncErr(op, shapes string, err error) error {
+	e := fmt.Errorf("cuda.%s(%s) on %s: %w: %w (ops queued since the last sync, oldest first: %s; DML_CUDA_SYNC=1 reports the failing op itself)",
+		op, shapes, be.where(), kernels.ErrDevice, err, be.ops.String())
+	if fatal(err) {
+		be.err = e
+	}
+	return e
+}
+
+// opLog remembers the last ops queued since the last sync, for messages.
+type opLog struct {
+	recs  [8]opRec
+	n     int // ops since the last sync
+	first int // index of the oldest kept
+}
+
+type opRec struct {
+	name string
+	dims [4]int
+	nd   int
+}
+
+func (l *opLog) add(name string, dims []int) {
+	r := &l.recs[l.n%len(l.recs)]
+	r.name, r.nd = name, copy(r.dims[:], dims)
+	l.n++
+}
+
+func (l *opLog) reset() { l.n = 0 }
+
+func (l *opLog) String() string {
+	if l.n == 0 {
+		return "none"
+	}
+	var parts []string
+	start := max(0, l.n-len(l.recs))
+	if start > 0 {
+		parts = append(parts, fmt.Sprintf("%d earlier", start))
+	}
+	for i := start; i < l.n; i++ {
+		r := l.recs[i%len(l.recs)]
+		d := make([]string, r.nd)
+		for j := range d {
+			d[j] = fmt.Sprint(r.dims[j])
+		}
+		parts = append(parts, r.name+"("+strings.Join(d, ",")+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// record notes a queued op; with DML_CUDA_SYNC=1 it waits for it.
+func (be *Backend) record(op string, dims ...int) error {
+	be.ops.add(op, dims)
+	if be.syncEach {
+		if err := be.q.sync(); err != nil {
+			return be.asyncErr(op, fmt.Sprint(dims), err)
+		}
+		be.ops.reset()
+	}
+	return nil
+}

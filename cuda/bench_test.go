@@ -1,0 +1,309 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// The GPU benchmarks. Run them with -benchtime=1x: each sub-benchmark
+// measures itself (warm-up, repeats, median) once and reports metrics.
+//
+//	go test -tags cuda -run x -bench . -benchtime 1x ./cuda
+//
+// BenchmarkGemm: SGEMM GFLOP/s (2·m·n·k / time) at 1024³, 4096³ and the
+// GEMMs of an MLP 784-1024-1024-10 step at batch 1024, with the transposes
+// the step uses (the cases and names of bench/gpu/torch_baselines.py).
+// Each case rotates among enough input sets to be ≥ 4× the L2 cache
+// (at least 2), times `inner` back-to-back products between two CUDA
+// events (≥ about 1 ms), and reports the median over 15 repeats. A sample
+// of 256 elements of one product is checked against float64 dot products
+// (max relative error, which also shows TF32 when it ran).
+//
+// BenchmarkMLPStep: one momentum-SGD training step of that MLP at batch
+// 1024 (forward, softmax cross-entropy, backward, one Momentum over the
+// fused parameters), median over blocks of 20 steps (host clock around a
+// block, device synced): "device" with batches already on the GPU,
+// "h2d" uploading each batch from host memory, "staged" adding the
+// fused-gradient round trip of the AllReduce (one D2H into pinned memory,
+// one H2D back), which is what a rank does around the ring.
+
+const l2Bytes = 60 << 20 // H200: 60 MB (KINDS.md); a lead, not a limit
+
+type gemmCase struct {
+	name           string
+	m, n, k        int
+	transA, transB bool
+}
+
+func gemmCases(batch int) []gemmCase {
+	b := batch
+	return []gemmCase{
+		{"square1024", 1024, 1024, 1024, false, false},
+		{"square4096", 4096, 4096, 4096, false, false},
+		{"fwdL1_x.W1T", b, 1024, 784, false, true},
+		{"fwdL2_h1.W2T", b, 1024, 1024, false, true},
+		{"fwdL3_h2.W3T", b, 10, 1024, false, true},
+		{"dWL1_dz1T.x", 1024, 784, b, true, false},
+		{"dWL2_dz2T.h1", 1024, 1024, b, true, false},
+		{"dWL3_dz3T.h2", 10, 1024, b, true, false},
+		{"dXL3_dz3.W3", b, 1024, 10, false, false},
+		{"dXL2_dz2.W2", b, 1024, 1024, false, false},
+	}
+}
+
+func randomFloats(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+func BenchmarkGemm(b *testing.B) {
+	for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
+		for _, c := range gemmCases(1024) {
+			b.Run(p.String()+"/"+c.name, func(b *testing.B) { benchGemm(b, p, c) })
+		}
+	}
+}
+
+func benchGemm(b *testing.B, p kernels.Precision, c gemmCase) {
+	be := open(b, kernels.Options{Precision: p})
+	defer be.Close()
+	if p == kernels.TF32 && !be.TF32() {
+		b.Skip("no TF32 GEMM on this device")
+	}
+	m, n, k := c.m, c.n, c.k
+	setBytes := 4 * (m*k + k*n + m*n)
+	nsets := max(2, min(64, ceilDiv(4*l2Bytes, setBytes)))
+	r := rand.New(rand.NewPCG(1, uint64(m*n*k)))
+	type set struct{ a, b, c kernels.Buffer }
+	sets := make([]set, nsets)
+	var host0 [2][]float32
+	for i := range sets {
+		ha, hb := randomFloats(r, m*k), randomFloats(r, k*n)
+		if i == 0 {
+			host0 = [2][]float32{ha, hb}
+		}
+		sets[i] = set{mustLoad(b, be, ha), mustLoad(b, be, hb), mustAlloc(b, be, m*n)}
+	}
+	flop := 2 * float64(m) * float64(n) * float64(k)
+	est := flop/30e12 + 4e-6
+	inner := min(512, max(nsets, ceilDiv(int(math.Ceil(1e-3/est)), nsets)*nsets))
+	run := func() {
+		for i := range inner {
+			s := sets[i%nsets]
+			if err := be.Gemm(c.transA, c.transB, m, n, k, 1, s.a, s.b, 0, s.c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	// Accuracy on a sample of C against float64.
+	run()
+	got := make([]float32, m*n)
+	if err := be.Download(got, sets[0].c); err != nil {
+		b.Fatal(err)
+	}
+	relErr := sampleGemmError(r, c, host0[0], host0[1], got)
+
+	for range 3 {
+		run()
+	}
+	times := timeEvents(b, be, 15, run)
+	med := median(times) / float64(inner)
+	gflops := flop / (med * 1e-3) / 1e9
+	b.ReportMetric(gflops, "GFLOP/s")
+	b.ReportMetric(med, "ms/gemm")
+	b.ReportMetric(relErr, "max-rel-err")
+	b.Logf("%s %-14s m=%d n=%d k=%d tA=%v tB=%v: %.3f ms, %.0f GFLOP/s (sets %d, inner %d, spread %.1f%%), sampled max rel err %.2g",
+		p, c.name, m, n, k, c.transA, c.transB, med, gflops, nsets, inner, spread(times), relErr)
+}
+
+// sampleGemmError compares 256 random elements of C with float64 dot
+// products, relative to Σ|terms|.
+func sampleGemmError(r *rand.Rand, c gemmCase, a, bm, got []float32) float64 {
+	worst := 0.0
+	for range 256 {
+		i, j := r.IntN(c.m), r.IntN(c.n)
+		var s, mag float64
+		for l := range c.k {
+			av := a[i*c.k+l]
+			if c.transA {
+				av = a[l*c.m+i]
+			}
+			bv := bm[l*c.n+j]
+			if c.transB {
+				bv = bm[j*c.k+l]
+			}
+			s += float64(av) * float64(bv)
+			mag += math.Abs(float64(av) * float64(bv))
+		}
+		worst = max(worst, math.Abs(float64(got[i*c.n+j])-s)/mag)
+	}
+	return worst
+}
+
+// timeEvents runs f reps times between two timing events each, and
+// returns the milliseconds of each.
+func timeEvents(b *testing.B, be *Backend, reps int, f func()) []float64 {
+	start, err := be.q.newEvent(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	end, err := be.q.newEvent(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.q.destroyEvent(start)
+	defer be.q.destroyEvent(end)
+	var out []float64
+	for range reps {
+		if err := be.q.record(start); err != nil {
+			b.Fatal(err)
+		}
+		f()
+		if err := be.q.record(end); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.q.wait(end); err != nil {
+			b.Fatal(err)
+		}
+		ms, err := be.q.elapsed(start, end)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, ms)
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spread is (max − min)/median in percent.
+func spread(x []float64) float64 {
+	return 100 * (slices.Max(x) - slices.Min(x)) / median(x)
+}
+
+func mustAlloc(b testing.TB, be kernels.Backend, n int) kernels.Buffer {
+	buf, err := be.Alloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return buf
+}
+
+func mustLoad(b testing.TB, be kernels.Backend, x []float32) kernels.Buffer {
+	buf := mustAlloc(b, be, len(x))
+	if err := be.Upload(buf, x); err != nil {
+		b.Fatal(err)
+	}
+	return buf
+}
+
+var benchSizes = []int{784, 1024, 1024, 10}
+
+const benchBatch = 1024
+
+func BenchmarkMLPStep(b *testing.B) {
+	for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
+		for _, mode := range []string{"device", "h2d", "staged"} {
+			b.Run(fmt.Sprintf("%s/%s", p, mode), func(b *testing.B) { benchMLPStep(b, p, mode) })
+		}
+	}
+}
+
+func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
+	be := open(b, kernels.Options{Precision: p})
+	defer be.Close()
+	if p == kernels.TF32 && !be.TF32() {
+		b.Skip("no TF32 GEMM on this device")
+	}
+	const nb = 8
+	in := benchSizes[0]
+	x, labels := teacherData(3, nb*benchBatch, in, benchSizes[len(benchSizes)-1])
+	m, err := newMLP(be, benchSizes, benchBatch, initParams(benchSizes, 5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var dx, dl []kernels.Buffer
+	for i := range nb {
+		dx = append(dx, mustLoad(b, be, x[i*benchBatch*in:(i+1)*benchBatch*in]))
+		dl = append(dl, mustLoad(b, be, labels[i*benchBatch:(i+1)*benchBatch]))
+	}
+	x0, l0 := m.acts[0], m.labels
+	staging, err := be.HostAlloc(paramCount(benchSizes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	step := func(i int) error {
+		switch mode {
+		case "h2d":
+			m.acts[0], m.labels = x0, l0
+			return m.step(x[(i%nb)*benchBatch*in:(i%nb+1)*benchBatch*in], labels[(i%nb)*benchBatch:(i%nb+1)*benchBatch], 0.05, 0.9)
+		}
+		m.acts[0], m.labels = dx[i%nb], dl[i%nb]
+		if err := m.forwardBackward(); err != nil {
+			return err
+		}
+		if mode == "staged" {
+			if err := be.Download(staging, m.grads); err != nil {
+				return err
+			}
+			if err := be.Upload(m.grads, staging); err != nil {
+				return err
+			}
+		}
+		return be.Momentum(m.params, m.grads, m.vel, 0.05, 0.9, 0)
+	}
+	const block, reps = 20, 10
+	for i := range 2 * block {
+		if err := step(i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	var times []float64
+	for r := range reps {
+		t0 := time.Now()
+		for i := range block {
+			if err := step(r*block + i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := be.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
+	}
+	stats := make([]float32, 2)
+	if err := be.Download(stats, m.stats); err != nil {
+		b.Fatal(err)
+	}
+	if math.IsNaN(float64(stats[0])) {
+		b.Fatalf("loss is NaN after %d steps", 2*block+reps*block)
+	}
+	med := median(times)
+	b.ReportMetric(med, "ms/step")
+	b.ReportMetric(benchBatch/(med*1e-3), "samples/s")
+	b.Logf("%s %s: %.3f ms/step, %.0f samples/s (spread %.1f%%, last loss %.4f)", p, mode, med, benchBatch/(med*1e-3), spread(times), stats[0]/benchBatch)
+}

@@ -1,0 +1,388 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/ptx"
+)
+
+// Every op checks its shapes on the host, then queues its kernels
+// (kernels/cu/ABI.md) on the backend's stream and returns: nothing in a
+// step waits for the device except Download, Dot, NonFinite and Sync.
+
+// matrixOK reports whether rows×cols is a valid shape with rows*cols == n.
+func matrixOK(n, rows, cols int) bool {
+	if rows < 0 || cols < 0 || (cols != 0 && rows > math.MaxInt/cols) {
+		return false
+	}
+	return rows*cols == n
+}
+
+// AddBias adds bias[j] to every x[i, j] of the rows×cols matrix x.
+func (be *Backend) AddBias(x, bias kernels.Buffer, rows, cols int) error {
+	const op = "AddBias"
+	xd, bd := be.buf(x), be.buf(bias)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if !matrixOK(xd.n, rows, cols) || bd.n != cols {
+		return be.shapeErr(op, "x has %d elements, bias %d, for rows=%d cols=%d", xd.n, bd.n, rows, cols)
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.addBias, xd.n, ptr(xd), ptr(bd), i64(rows), i64(cols)), rows, cols)
+}
+
+// SumRows sets dst[j] = beta·dst[j] + Σ_i x[i, j], in two deterministic
+// stages: per-block partial sums of rowsPerBlock rows into scratch, then one
+// ordered sum of the partials per column.
+func (be *Backend) SumRows(dst, x kernels.Buffer, rows, cols int, beta float32) error {
+	const op = "SumRows"
+	dd, xd := be.buf(dst), be.buf(x)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if !matrixOK(xd.n, rows, cols) || dd.n != cols {
+		return be.shapeErr(op, "x has %d elements, dst %d, for rows=%d cols=%d", xd.n, dd.n, rows, cols)
+	}
+	if cols == 0 {
+		return nil
+	}
+	if rows == 0 {
+		if beta == 0 {
+			return be.done(op, be.q.memset32(dd.ptr, 0, cols), rows, cols)
+		}
+		return be.done(op, be.launch1D(be.dev.k.scale, cols, ptr(dd), i64(cols), f32(beta)), rows, cols)
+	}
+	rpb := max(16, ceilDiv(rows, 1024))
+	parts := ceilDiv(rows, rpb)
+	s, err := be.scratch(op, parts*cols, rows, cols)
+	if err != nil {
+		return err
+	}
+	defer be.release(s)
+	k := &be.dev.k
+	if err := be.launch(k.sumRowsPartial, ceilDiv(cols, threads), parts, threads,
+		ptrAt(s.ptr), ptr(xd), i64(rows), i64(cols), i64(rpb)); err != nil {
+		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
+	}
+	return be.done(op, be.launch1D(k.sumRowsFinal, cols, ptr(dd), ptrAt(s.ptr), i64(parts), i64(cols), f32(beta)), rows, cols)
+}
+
+// Relu sets y = max(x, 0); y may alias x.
+func (be *Backend) Relu(y, x kernels.Buffer) error {
+	const op = "Relu"
+	yd, xd := be.buf(y), be.buf(x)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if yd.n != xd.n {
+		return be.shapeErr(op, "y has %d elements, x %d", yd.n, xd.n)
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.relu, xd.n, ptr(yd), ptr(xd), i64(xd.n)), xd.n)
+}
+
+// ReluGrad sets dx = dy where y > 0, else 0; dx may alias dy.
+func (be *Backend) ReluGrad(dx, dy, y kernels.Buffer) error {
+	const op = "ReluGrad"
+	a, b, c := be.buf(dx), be.buf(dy), be.buf(y)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if a.n != b.n || b.n != c.n {
+		return be.shapeErr(op, "dx has %d elements, dy %d, y %d", a.n, b.n, c.n)
+	}
+	if a.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.reluGrad, a.n, ptr(a), ptr(b), ptr(c), i64(a.n)), a.n)
+}
+
+// SoftmaxCrossEntropy: see kernels.Backend. A label outside [0, cols)
+// makes stats[0] NaN (the device cannot report it without waiting).
+func (be *Backend) SoftmaxCrossEntropy(grad, logits, labels kernels.Buffer, rows, cols int, scale float32, stats kernels.Buffer) error {
+	const op = "SoftmaxCrossEntropy"
+	gd, zd, ld, sd := be.buf(grad), be.buf(logits), be.buf(labels), be.buf(stats)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	switch {
+	case !matrixOK(zd.n, rows, cols):
+		return be.shapeErr(op, "logits have %d elements, want rows=%d × cols=%d", zd.n, rows, cols)
+	case gd.n != zd.n:
+		return be.shapeErr(op, "grad has %d elements, logits %d", gd.n, zd.n)
+	case ld.n != rows:
+		return be.shapeErr(op, "labels have %d elements, want rows=%d", ld.n, rows)
+	case sd.n != 2:
+		return be.shapeErr(op, "stats has %d elements, want 2", sd.n)
+	case rows > 0 && cols == 0:
+		return be.shapeErr(op, "%d rows of 0 classes: no label fits", rows)
+	}
+	if rows == 0 {
+		return be.done(op, be.q.memset32(sd.ptr, 0, 2), rows, cols)
+	}
+	s, err := be.scratch(op, 2*rows, rows, cols)
+	if err != nil {
+		return err
+	}
+	defer be.release(s)
+	loss, ok := s.ptr, s.ptr+uint64(rows)*4
+	k := &be.dev.k
+	if err := be.launch(k.softmaxXent, rows, 1, threads,
+		ptr(gd), ptr(zd), ptr(ld), i64(rows), i64(cols), f32(scale), ptrAt(loss), ptrAt(ok)); err != nil {
+		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
+	}
+	return be.done(op, be.launch(k.stats, 1, 1, threads, ptr(sd), ptrAt(loss), ptrAt(ok), i64(rows)), rows, cols)
+}
+
+// SigmoidCrossEntropy: see kernels.Backend. A label other than 0 or 1
+// makes stats[0] NaN.
+func (be *Backend) SigmoidCrossEntropy(grad, logits, labels kernels.Buffer, rows int, scale float32, stats kernels.Buffer) error {
+	const op = "SigmoidCrossEntropy"
+	gd, zd, ld, sd := be.buf(grad), be.buf(logits), be.buf(labels), be.buf(stats)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	switch {
+	case rows < 0 || zd.n != rows:
+		return be.shapeErr(op, "logits have %d elements, want rows=%d", zd.n, rows)
+	case gd.n != zd.n:
+		return be.shapeErr(op, "grad has %d elements, logits %d", gd.n, zd.n)
+	case ld.n != rows:
+		return be.shapeErr(op, "labels have %d elements, want rows=%d", ld.n, rows)
+	case sd.n != 2:
+		return be.shapeErr(op, "stats has %d elements, want 2", sd.n)
+	}
+	if rows == 0 {
+		return be.done(op, be.q.memset32(sd.ptr, 0, 2), rows)
+	}
+	s, err := be.scratch(op, 2*rows, rows)
+	if err != nil {
+		return err
+	}
+	defer be.release(s)
+	loss, ok := s.ptr, s.ptr+uint64(rows)*4
+	k := &be.dev.k
+	if err := be.launch1D(k.sigmoidXent, rows,
+		ptr(gd), ptr(zd), ptr(ld), i64(rows), f32(scale), ptrAt(loss), ptrAt(ok)); err != nil {
+		return be.deviceErr(op, dimsString([]int{rows}), err)
+	}
+	return be.done(op, be.launch(k.stats, 1, 1, threads, ptr(sd), ptrAt(loss), ptrAt(ok), i64(rows)), rows)
+}
+
+// Predict writes each row's first argmax (cols == 1: x > 0) into out.
+func (be *Backend) Predict(out, x kernels.Buffer, rows, cols int) error {
+	const op = "Predict"
+	od, xd := be.buf(out), be.buf(x)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	switch {
+	case !matrixOK(xd.n, rows, cols):
+		return be.shapeErr(op, "x has %d elements, want rows=%d × cols=%d", xd.n, rows, cols)
+	case od.n != rows:
+		return be.shapeErr(op, "out has %d elements, want rows=%d", od.n, rows)
+	case rows > 0 && cols == 0:
+		return be.shapeErr(op, "%d rows of 0 columns have no argmax", rows)
+	}
+	if rows == 0 {
+		return nil
+	}
+	return be.done(op, be.launch(be.dev.k.predict, rows, 1, threads, ptr(od), ptr(xd), i64(rows), i64(cols)), rows, cols)
+}
+
+// Axpy sets y += alpha·x.
+func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
+	const op = "Axpy"
+	xd, yd := be.buf(x), be.buf(y)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if xd.n != yd.n {
+		return be.shapeErr(op, "x has %d elements, y %d", xd.n, yd.n)
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.axpy, xd.n, ptr(yd), ptr(xd), i64(xd.n), f32(alpha)), xd.n)
+}
+
+// Scale sets x *= alpha.
+func (be *Backend) Scale(alpha float32, x kernels.Buffer) error {
+	const op = "Scale"
+	xd := be.buf(x)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.scale, xd.n, ptr(xd), i64(xd.n), f32(alpha)), xd.n)
+}
+
+// Sum sets dst = Σ srcs element-wise, adding in the order given (as the
+// CPU backend does); with no srcs it zeroes dst. dst may be srcs[0] or
+// srcs[1], but no later src.
+func (be *Backend) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
+	const op = "Sum"
+	dd := be.buf(dst)
+	ss := make([]*Buffer, len(srcs))
+	for i, s := range srcs {
+		ss[i] = be.buf(s)
+	}
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	for i, s := range ss {
+		if s.n != dd.n {
+			return be.shapeErr(op, "srcs[%d] has %d elements, dst %d", i, s.n, dd.n)
+		}
+	}
+	if dd.n == 0 {
+		return nil
+	}
+	switch len(ss) {
+	case 0:
+		return be.done(op, be.q.memset32(dd.ptr, 0, dd.n), dd.n, 0)
+	case 1:
+		return be.Copy(dst, srcs[0])
+	}
+	k := &be.dev.k
+	if err := be.launch1D(k.add, dd.n, ptr(dd), ptr(ss[0]), ptr(ss[1]), i64(dd.n)); err != nil {
+		return be.deviceErr(op, dimsString([]int{dd.n, len(ss)}), err)
+	}
+	for _, s := range ss[2:] {
+		if err := be.launch1D(k.add, dd.n, ptr(dd), ptr(dd), ptr(s), i64(dd.n)); err != nil {
+			return be.deviceErr(op, dimsString([]int{dd.n, len(ss)}), err)
+		}
+	}
+	return be.record(op, dd.n, len(ss))
+}
+
+// dotBlocks is the number of partial sums of Dot: a function of n only,
+// so the summation order, and the result, do not depend on the device.
+func dotBlocks(n int) int { return max(1, min(ceilDiv(n, threads), ptx.DotMaxBlocks)) }
+
+// Dot returns Σ x·y, accumulated in float64 in a fixed order. It waits for
+// the device.
+func (be *Backend) Dot(x, y kernels.Buffer) (float64, error) {
+	const op = "Dot"
+	xd, yd := be.buf(x), be.buf(y)
+	if err := be.usable(op); err != nil {
+		return 0, err
+	}
+	if xd.n != yd.n {
+		return 0, be.shapeErr(op, "x has %d elements, y %d", xd.n, yd.n)
+	}
+	if xd.n == 0 {
+		return 0, be.Sync()
+	}
+	parts := dotBlocks(xd.n)
+	s, err := be.scratch(op, 2*(parts+1), xd.n)
+	if err != nil {
+		return 0, err
+	}
+	defer be.release(s)
+	out := s.ptr + uint64(parts)*8
+	k := &be.dev.k
+	if err := be.launch(k.dotPartial, parts, 1, threads, ptrAt(s.ptr), ptr(xd), ptr(yd), i64(xd.n)); err != nil {
+		return 0, be.deviceErr(op, dimsString([]int{xd.n}), err)
+	}
+	if err := be.done(op, be.launch(k.dotFinal, 1, 1, threads, ptrAt(out), ptrAt(s.ptr), i64(parts)), xd.n); err != nil {
+		return 0, err
+	}
+	v, err := be.read8(op, dimsString([]int{xd.n}), out)
+	return math.Float64frombits(v), err
+}
+
+// NonFinite returns the index of the first NaN or ±Inf in x, or -1. It
+// waits for the device.
+func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
+	const op = "NonFinite"
+	xd := be.buf(x)
+	if err := be.usable(op); err != nil {
+		return 0, err
+	}
+	if xd.n == 0 {
+		return -1, be.Sync()
+	}
+	s, err := be.scratch(op, 2, xd.n)
+	if err != nil {
+		return 0, err
+	}
+	defer be.release(s)
+	n := uint64(xd.n)
+	// first = n, as two 32-bit words (little-endian).
+	if err := be.q.memset32(s.ptr, uint32(n), 1); err != nil {
+		return 0, be.deviceErr(op, dimsString([]int{xd.n}), err)
+	}
+	if err := be.q.memset32(s.ptr+4, uint32(n>>32), 1); err != nil {
+		return 0, be.deviceErr(op, dimsString([]int{xd.n}), err)
+	}
+	if err := be.done(op, be.launch1D(be.dev.k.nonFinite, xd.n, ptrAt(s.ptr), ptr(xd), i64(xd.n)), xd.n); err != nil {
+		return 0, err
+	}
+	v, err := be.read8(op, dimsString([]int{xd.n}), s.ptr)
+	if err != nil {
+		return 0, err
+	}
+	if v >= n {
+		return -1, nil
+	}
+	return int(v), nil
+}
+
+// SGD: w -= lr·(g + wd·w).
+func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
+	const op = "SGD"
+	wd_, gd := be.buf(w), be.buf(g)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if wd_.n != gd.n {
+		return be.shapeErr(op, "w has %d elements, g %d", wd_.n, gd.n)
+	}
+	if wd_.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.sgd, wd_.n, ptr(wd_), ptr(gd), i64(wd_.n), f32(lr), f32(wd)), wd_.n)
+}
+
+// Momentum (PyTorch's form): v = mu·v + (g + wd·w); w -= lr·v.
+func (be *Backend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
+	const op = "Momentum"
+	a, b, c := be.buf(w), be.buf(g), be.buf(v)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if a.n != b.n || a.n != c.n {
+		return be.shapeErr(op, "w has %d elements, g %d, v %d", a.n, b.n, c.n)
+	}
+	if a.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.momentum, a.n, ptr(a), ptr(b), ptr(c), i64(a.n), f32(lr), f32(mu), f32(wd)), a.n)
+}
+
+// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
+func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
+	const op = "Adagrad"
+	a, b, c := be.buf(w), be.buf(g), be.buf(h)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if a.n != b.n || a.n != c.n {
+		return be.shapeErr(op, "w has %d elements, g %d, h %d", a.n, b.n, c.n)
+	}
+	if a.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.adagrad, a.n, ptr(a), ptr(b), ptr(c), i64(a.n), f32(lr), f32(eps), f32(wd)), a.n)
+}

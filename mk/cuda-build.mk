@@ -1,0 +1,34 @@
+# mk/cuda-build.mk — dml built with the CUDA backend (build tag `cuda`).
+#
+# Included by the Makefile after mk/cuda.mk (which provides cuda-toolchain
+# and CUDA_CGO_ENV). Targets:
+#   build-cuda   bin/dml-cuda: dml with `--backend cuda` and `dml devices`.
+#                Compiled against cuda.h from the fetched toolchain; the
+#                binary does not link libcuda: it opens libcuda.so.1 (the
+#                driver's) at run time, so it starts anywhere and says
+#                "no CUDA device: …" where there is none.
+#   test-cuda    the cuda package's tests (conformance suite, GPU-vs-CPU
+#                training check); without a GPU they skip, saying why.
+#   bench-cuda   the GPU benchmarks (SGEMM GFLOP/s, MLP training step).
+#   gpu-bundle   stripped binaries in .gpu/ for the GPU machine, which has no
+#                Go: the test binary and dml (carry .gpu with the device tool).
+
+BIN_CUDA ?= bin/dml-cuda
+GPU_DIR  ?= .gpu
+
+.PHONY: build-cuda test-cuda bench-cuda gpu-bundle
+
+build-cuda: deps cuda-toolchain
+	$(CUDA_CGO_ENV) $(GO) build -tags cuda -ldflags "-X main.version=$(VERSION)" -o $(BIN_CUDA) ./cmd/dml
+
+test-cuda: deps cuda-toolchain
+	$(CUDA_CGO_ENV) $(GO) vet -tags cuda ./cuda/ ./cmd/dml/
+	set -o pipefail; $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -json ./cuda/ | $(GO) run ./cmd/testreport
+
+bench-cuda: deps cuda-toolchain
+	$(CUDA_CGO_ENV) $(GO) test -tags cuda -run x -bench . -benchtime 1x ./cuda/
+
+gpu-bundle: deps cuda-toolchain
+	mkdir -p $(GPU_DIR)
+	$(CUDA_CGO_ENV) $(GO) test -c -tags cuda -ldflags "-s -w" -o $(GPU_DIR)/cuda.test ./cuda/
+	$(CUDA_CGO_ENV) $(GO) build -tags cuda -ldflags "-s -w -X main.version=$(VERSION)" -o $(GPU_DIR)/dml ./cmd/dml
