@@ -2,31 +2,37 @@ package trainer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 )
 
-// Config is one training job. Every rank must hold the same Config (apart
-// from the paths, which may differ between nodes); Run checks that first.
+// Config is one training job, in typed values: the command line parses its
+// flags into one (enums through the Parse functions and the flag.Value
+// methods below) and Validate checks it, in one place. Every rank must hold
+// the same Config (apart from the per-process settings at the end); Run
+// checks that first.
 type Config struct {
-	Model  string `json:"model"`  // mlp, softmax, logreg
-	Hidden []int  `json:"hidden"` // hidden layer sizes of the mlp
+	Model  ModelKind `json:"model"`
+	Hidden []int     `json:"hidden"` // hidden layer sizes of the mlp
 
-	Data     DataConfig      `json:"data"`
-	Epochs   int             `json:"epochs"`
-	Batch    int             `json:"batch"`     // per rank
-	MaxSteps int             `json:"max_steps"` // < 0: no limit; 0: save the initial weights
-	Seed     uint64          `json:"seed"`
-	Shuffle  bool            `json:"shuffle"`
-	Opt      OptimizerConfig `json:"optimizer"`
+	Data     DataConfig   `json:"data"`
+	Epochs   int          `json:"epochs"`
+	Batch    int          `json:"batch"`     // per rank
+	MaxSteps int          `json:"max_steps"` // < 0: no limit; 0: save the initial weights
+	Seed     uint64       `json:"seed"`
+	Shuffle  bool         `json:"shuffle"`
+	Opt      optim.Config `json:"optimizer"`
 
-	Sync      string                `json:"sync"`      // allreduce or ps
+	Sync      Sync                  `json:"sync"`
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
-	PS        PSConfig              `json:"ps"`        // with Sync "ps"
+	PS        PSConfig              `json:"ps"`        // with Sync == SyncPS
 	EvalEvery int                   `json:"eval_every"`
 	Straggle  Straggle              `json:"straggle"`
 
@@ -36,38 +42,15 @@ type Config struct {
 	Save    string        `json:"-"` // .npz weights file (the reporting rank)
 }
 
-// Models lists the model names.
-var Models = []string{"mlp", "softmax", "logreg", "sparse-logreg"}
-
 // PSConfig is the parameter server's part of a job (see package ps).
 type PSConfig struct {
-	Servers     int    `json:"servers"`     // ranks 0..Servers-1 serve; the rest are workers
-	Consistency string `json:"consistency"` // bsp, ssp, asp, dssp
-	Staleness   int    `json:"staleness"`   // ssp's s
+	Servers     int            `json:"servers"` // ranks 0..Servers-1 serve; the rest are workers
+	Consistency ps.Consistency `json:"consistency"`
+	Staleness   int            `json:"staleness"` // ssp's s
 	// StalenessLow and StalenessHigh are dssp's range [sL, sU].
 	StalenessLow  int    `json:"staleness_low"`
 	StalenessHigh int    `json:"staleness_high"`
-	Filters       string `json:"filters"` // push filters: sigmod:T, fp16, bf16, comma-separated
-}
-
-// Validate reports a bad parameter-server setting.
-func (p PSConfig) Validate() error {
-	if p.Servers < 1 {
-		return fmt.Errorf("--servers %d must be at least 1", p.Servers)
-	}
-	if _, err := ps.ParseConsistency(p.Consistency); err != nil {
-		return fmt.Errorf("--consistency: %q is not bsp, ssp, asp or dssp", p.Consistency)
-	}
-	switch {
-	case p.Staleness < 0:
-		return fmt.Errorf("--staleness %d must not be negative", p.Staleness)
-	case p.StalenessLow < 0 || p.StalenessHigh < p.StalenessLow:
-		return fmt.Errorf("--staleness-range %d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
-	}
-	if _, err := ps.ParseFilters(p.Filters); err != nil {
-		return fmt.Errorf("--filters: %v", err)
-	}
-	return nil
+	Filters       string `json:"filters"` // push filters: sigmod:T, fp16, bf16, comma-separated (ps.ParseFilters)
 }
 
 // Straggle slows one rank down for experiments: each of its steps takes
@@ -80,67 +63,124 @@ type Straggle struct {
 // DefaultConfig is `dml train` with no flags.
 func DefaultConfig() Config {
 	return Config{
-		Model: "mlp", Hidden: []int{256, 128},
+		Model: MLP, Hidden: []int{256, 128},
 		Data:   DataConfig{Name: "fashion-mnist", Samples: 10000, Features: 20, Classes: 2, Noise: 1, NNZ: 50},
 		Epochs: 5, Batch: 64, MaxSteps: -1, Seed: 1, Shuffle: true,
-		Opt:  OptimizerConfig{Name: "momentum", LR: 0.05, Momentum: 0.9, Eps: 1e-10},
-		Sync: "allreduce", Allreduce: collectives.Auto, EvalEvery: 1,
-		PS:       PSConfig{Servers: 1, Consistency: "bsp", Staleness: 3, StalenessLow: 1, StalenessHigh: 4},
+		Opt:  optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9, Eps: 1e-10},
+		Sync: SyncAllreduce, Allreduce: collectives.Auto, EvalEvery: 1,
+		PS:       PSConfig{Servers: 1, Consistency: ps.BSP, Staleness: 3, StalenessLow: 1, StalenessHigh: 4},
 		Straggle: Straggle{Rank: -1, Factor: 1},
 		Timeout:  5 * time.Minute,
 	}
 }
 
-// Validate reports the first bad setting, in words a user can act on.
+// ErrConfig is wrapped by every *ConfigError (which also wraps ErrUsage:
+// every rank finds a bad setting alike).
+var ErrConfig = errors.New("invalid configuration")
+
+// ConfigError reports one bad setting. Field is the Config field's path
+// ("Batch", "PS.Servers", "Opt.LR", "Data.Samples"): the command line maps
+// it to the flag a person typed. Msg follows the setting's name in a
+// sentence ("0 must be greater than 0").
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+// Error names the field: "Batch 0 must be greater than 0".
+func (e *ConfigError) Error() string { return e.Field + " " + e.Msg }
+
+// Unwrap returns ErrConfig and ErrUsage.
+func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, ErrUsage} }
+
+func bad(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate reports the first bad setting as a *ConfigError.
 func (c Config) Validate() error {
 	switch c.Model {
-	case "mlp":
+	case MLP:
 		if len(c.Hidden) == 0 {
-			return fmt.Errorf("--hidden: the mlp needs at least one hidden layer (or use --model softmax)")
+			return bad("Hidden", "is empty: the mlp needs at least one hidden layer (or use model softmax)")
 		}
 		for _, h := range c.Hidden {
 			if h <= 0 {
-				return fmt.Errorf("--hidden: layer size %d must be positive", h)
+				return bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
-	case "softmax", "logreg":
-	case "sparse-logreg":
-		if c.Sync != "ps" {
-			return fmt.Errorf("--model sparse-logreg trains with --sync ps: workers pull and push only the keys their batch touches")
+	case Softmax, Logreg:
+	case SparseLogreg:
+		if c.Sync != SyncPS {
+			return bad("Model", "sparse-logreg trains with sync ps: workers pull and push only the keys their batch touches")
 		}
 		if !c.Data.Sparse() {
-			return fmt.Errorf("--model sparse-logreg reads sparse data: --data libsvm or synthetic-sparse")
+			return bad("Model", "sparse-logreg reads sparse data: data libsvm or synthetic-sparse")
 		}
 	default:
-		return fmt.Errorf("--model: unknown model %q (want mlp, softmax, logreg or sparse-logreg)", c.Model)
+		return bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
 	}
 	switch {
 	case c.Batch <= 0:
-		return fmt.Errorf("--batch %d must be greater than 0", c.Batch)
+		return bad("Batch", "%d must be greater than 0", c.Batch)
 	case c.Epochs <= 0:
-		return fmt.Errorf("--epochs %d must be greater than 0", c.Epochs)
+		return bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
-		return fmt.Errorf("--eval-every %d must not be negative", c.EvalEvery)
-	case c.Sync != "allreduce" && c.Sync != "ps":
-		return fmt.Errorf("--sync %q: want allreduce or ps", c.Sync)
+		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
+	case c.Sync != SyncAllreduce && c.Sync != SyncPS:
+		return bad("Sync", "%v: want allreduce or ps", c.Sync)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
-		return fmt.Errorf("--straggle: factor %v must be at least 1", c.Straggle.Factor)
+		return bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
 	}
-	if c.Data.Name == "synthetic-sparse" && c.Model != "sparse-logreg" {
-		return fmt.Errorf("--data synthetic-sparse is for --model sparse-logreg")
+	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
+		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
 	}
-	if c.Sync == "ps" {
-		if err := c.PS.Validate(); err != nil {
+	if c.Sync == SyncPS {
+		if err := c.PS.validate(); err != nil {
 			return err
 		}
 	}
 	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
-		return fmt.Errorf("--allreduce: %v", err)
+		return bad("Allreduce", "%v", err)
 	}
 	if err := c.Opt.Validate(); err != nil {
-		return fmt.Errorf("--optimizer: %v", err)
+		var se *optim.SettingError
+		if errors.As(err, &se) {
+			return &ConfigError{Field: "Opt." + se.Setting, Msg: se.Msg}
+		}
+		return bad("Opt", "%v", err)
 	}
 	return c.Data.Validate()
+}
+
+func (p PSConfig) validate() error {
+	switch {
+	case p.Servers < 1:
+		return bad("PS.Servers", "%d must be at least 1", p.Servers)
+	case p.Consistency > ps.DSSP:
+		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
+	case p.Staleness < 0:
+		return bad("PS.Staleness", "%d must not be negative", p.Staleness)
+	case p.StalenessLow < 0 || p.StalenessHigh < p.StalenessLow:
+		return bad("PS.StalenessRange", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	}
+	if _, err := ps.ParseFilters(p.Filters); err != nil {
+		return bad("PS.Filters", "%q: %v", p.Filters, err)
+	}
+	return nil
+}
+
+// ValidateWorld reports settings that cannot work in a job of size ranks
+// (the one place that knows servers must be fewer than ranks). Its errors
+// are *ConfigErrors.
+func (c Config) ValidateWorld(size int) error {
+	if c.Sync == SyncPS && c.PS.Servers >= size {
+		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
+	}
+	if c.Straggle.Rank >= size {
+		return bad("Straggle", "rank %d is not in this job of %d ranks", c.Straggle.Rank, size)
+	}
+	return nil
 }
 
 // Hash fingerprints the settings every rank must share.
@@ -153,4 +193,22 @@ func (c Config) Hash() uint64 {
 	h := fnv.New64a()
 	h.Write(b)
 	return h.Sum64()
+}
+
+// psConfig turns the job's settings into package ps's.
+func (c Config) psConfig() (ps.Config, error) {
+	filters, err := ps.ParseFilters(c.PS.Filters)
+	if err != nil {
+		return ps.Config{}, err
+	}
+	opt, err := ps.ParseOptimizer(c.Opt.Kind.String())
+	if err != nil {
+		return ps.Config{}, err
+	}
+	return ps.Config{
+		Servers: c.PS.Servers, Consistency: c.PS.Consistency, Staleness: c.PS.Staleness,
+		StalenessLow: c.PS.StalenessLow, StalenessHigh: c.PS.StalenessHigh,
+		Optimizer: opt, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
+		Timeout: c.Timeout, Filters: filters,
+	}, nil
 }

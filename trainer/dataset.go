@@ -31,43 +31,43 @@ type DataConfig struct {
 // DataNames lists the data sources.
 var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthetic-sparse"}
 
-// Validate reports a bad data setting.
+// Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
 	switch d.Name {
 	case "fashion-mnist":
 	case "idx":
 		if len(strings.Split(d.Train, ",")) != 2 {
-			return fmt.Errorf("--data idx needs --train IMAGES,LABELS (and optionally --test IMAGES,LABELS)")
+			return bad("Data.Train", "IMAGES,LABELS is needed with data idx (and optionally a test set, IMAGES,LABELS)")
 		}
 		if d.Test != "" && len(strings.Split(d.Test, ",")) != 2 {
-			return fmt.Errorf("--test %q: want IMAGES,LABELS", d.Test)
+			return bad("Data.Test", "%q: want IMAGES,LABELS", d.Test)
 		}
 	case "libsvm":
 		if d.Train == "" {
-			return fmt.Errorf("--data libsvm needs --train FILE (and optionally --test FILE)")
+			return bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
 		}
 	case "synthetic":
 		switch {
 		case d.Samples <= 0:
-			return fmt.Errorf("--samples %d must be greater than 0", d.Samples)
+			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
 		case d.Features <= 0:
-			return fmt.Errorf("--features %d must be greater than 0", d.Features)
+			return bad("Data.Features", "%d must be greater than 0", d.Features)
 		case d.Classes < 2:
-			return fmt.Errorf("--classes %d must be at least 2", d.Classes)
+			return bad("Data.Classes", "%d must be at least 2", d.Classes)
 		case !(d.Noise >= 0):
-			return fmt.Errorf("--noise %v must not be negative", d.Noise)
+			return bad("Data.Noise", "%v must not be negative", d.Noise)
 		}
 	case "synthetic-sparse":
 		switch {
 		case d.Samples <= 0:
-			return fmt.Errorf("--samples %d must be greater than 0", d.Samples)
+			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
 		case d.Features <= 0 || d.Features > data.MaxSyntheticFeatures:
-			return fmt.Errorf("--features %d must be in 1..%d", d.Features, data.MaxSyntheticFeatures)
+			return bad("Data.Features", "%d must be in 1..%d", d.Features, data.MaxSyntheticFeatures)
 		case d.NNZ <= 0 || d.NNZ > d.Features:
-			return fmt.Errorf("--nnz %d must be in 1..--features (%d)", d.NNZ, d.Features)
+			return bad("Data.NNZ", "%d must be in 1..features (%d)", d.NNZ, d.Features)
 		}
 	default:
-		return fmt.Errorf("--data: unknown source %q (want %s)", d.Name, strings.Join(DataNames, ", "))
+		return bad("Data.Name", "%q: unknown source (want %s)", d.Name, strings.Join(DataNames, ", "))
 	}
 	return nil
 }

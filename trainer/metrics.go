@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -14,9 +13,10 @@ import (
 type EpochStats struct {
 	Epoch         int      `json:"epoch"`
 	Steps         int      `json:"steps"`
-	Loss          float64  `json:"loss"`      // mean training loss over the epoch's samples
-	TrainAcc      float64  `json:"train_acc"` // accuracy on the epoch's training batches
-	TestAcc       *float64 `json:"test_acc"`  // null when not evaluated this epoch
+	LossScope     Scope    `json:"loss_scope"` // what Loss and TrainAcc cover: "global" (every rank's samples, allreduce) or "worker" (the reporting worker's own, ps)
+	Loss          float64  `json:"loss"`       // mean training loss over the epoch's samples (in LossScope)
+	TrainAcc      float64  `json:"train_acc"`  // accuracy on the epoch's training batches (in LossScope)
+	TestAcc       *float64 `json:"test_acc"`   // null when not evaluated this epoch
 	SamplesPerSec float64  `json:"samples_per_sec"`
 	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks), or in Pull and Push (ps)
 	WallSec       float64  `json:"wall_sec"`
@@ -30,8 +30,12 @@ func (e EpochStats) String() string {
 	if e.TestAcc != nil {
 		test = fmt.Sprintf("%.4f", *e.TestAcc)
 	}
-	return fmt.Sprintf("epoch %3d  loss %.4f  train_acc %.4f  test_acc %s  %9.0f samples/s  comm %4.1f%%  %6.1fs",
+	line := fmt.Sprintf("epoch %3d  loss %.4f  train_acc %.4f  test_acc %s  %9.0f samples/s  comm %4.1f%%  %6.1fs",
 		e.Epoch, e.Loss, e.TrainAcc, test, e.SamplesPerSec, 100*e.CommFraction, e.WallSec)
+	if e.PSStats != nil {
+		line += fmt.Sprintf("  staleness ≤%d  wait %.1fs", e.MaxStaleness, e.WaitSec)
+	}
+	return line
 }
 
 // metricsFile writes EpochStats as JSON lines.
@@ -102,5 +106,3 @@ func (p *progress) clear() {
 	fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 72))
 	p.shown = false
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 func init() { local.AbortExits = false }
@@ -30,6 +31,11 @@ func synthCfg() Config {
 
 // runWorld trains cfg on n in-process ranks and returns every rank's result.
 func runWorld(t *testing.T, n int, cfg Config, perRank func(r int, c *Config)) ([]*Result, []error) {
+	return runWorldFrom(t, n, cfg, nil, perRank)
+}
+
+// runWorldFrom is runWorld resuming every rank from start (if not nil).
+func runWorldFrom(t *testing.T, n int, cfg Config, start *TrainState, perRank func(r int, c *Config)) ([]*Result, []error) {
 	t.Helper()
 	w := local.NewWorld(n)
 	w.SetTimeout(20 * time.Second)
@@ -40,6 +46,10 @@ func runWorld(t *testing.T, n int, cfg Config, perRank func(r int, c *Config)) (
 			perRank(c.Rank(), &mine)
 		}
 		tr := &Trainer{Comm: c, Backend: cpu.New()}
+		if start != nil {
+			st := start.Clone()
+			tr.Start = &st
+		}
 		var err error
 		res[c.Rank()], err = tr.Run(mine)
 		return err
@@ -74,10 +84,10 @@ func maxRelDiff(a, b []float32) float64 {
 // the weights of 1 rank with batch N·b (same sample order), for every
 // optimizer, including epochs whose last global batch is partial.
 func TestSyncEquivalence(t *testing.T) {
-	for _, opt := range []string{"sgd", "momentum", "adagrad"} {
+	for _, opt := range optim.Kinds {
 		cfg := synthCfg()
-		cfg.Opt.Name = opt
-		if opt == "adagrad" {
+		cfg.Opt.Kind = opt
+		if opt == optim.Adagrad {
 			cfg.Opt.LR = 0.05
 		}
 		for _, n := range []int{1, 2, 3, 4} {
@@ -119,12 +129,12 @@ func TestShuffleChangesOrder(t *testing.T) {
 }
 
 func TestConverges(t *testing.T) {
-	for _, model := range []string{"mlp", "softmax", "logreg"} {
-		t.Run(model, func(t *testing.T) {
+	for _, model := range []ModelKind{MLP, Softmax, Logreg} {
+		t.Run(model.String(), func(t *testing.T) {
 			cfg := synthCfg()
 			cfg.Model = model
 			cfg.Data.Samples, cfg.Data.Noise, cfg.Epochs, cfg.Shuffle = 1000, 1, 5, true
-			if model == "logreg" {
+			if model == Logreg {
 				cfg.Data.Classes = 2
 			}
 			res := mustRun(t, 2, cfg)[0]
@@ -181,7 +191,7 @@ func TestMaxStepsZeroSavesInitialWeights(t *testing.T) {
 	if res.Steps != 0 {
 		t.Fatalf("ran %d steps, want 0", res.Steps)
 	}
-	arch, params, err := LoadNPZ(cfg.Save)
+	arch, params, err := model.LoadNPZ(cfg.Save)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,16 +210,8 @@ func TestMaxSteps(t *testing.T) {
 
 func TestGlobalBatch(t *testing.T) {
 	// 10 samples, 3 ranks, batch 2: shards of 4, 3, 3 → steps of 6 and 4.
-	r := &run{cfg: Config{Batch: 2}, nTrain: 10, nAll: 3}
-	if got := []int{r.stepsPerEpoch(), r.globalBatch(0), r.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
+	s := schedule{n: 10, ranks: 3, batch: 2}
+	if got := []int{s.stepsPerEpoch(), s.globalBatch(0), s.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
 		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
 	}
-}
-
-func mustAlgo(s string) collectives.Algorithm {
-	a, err := collectives.ParseAlgorithm(s)
-	if err != nil {
-		panic(err)
-	}
-	return a
 }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/ps"
 )
 
-func psCfg(consistency string, servers int) Config {
+func psCfg(consistency ps.Consistency, servers int) Config {
 	cfg := synthCfg()
-	cfg.Sync = "ps"
+	cfg.Sync = SyncPS
 	cfg.PS.Servers = servers
 	cfg.PS.Consistency = consistency
 	return cfg
@@ -21,17 +24,17 @@ func workerResult(res []*Result, servers int) *Result { return res[servers] }
 // TestPSBSPEqualsAllreduce: BSP through 1 or 2 servers trains the same
 // weights as synchronous AllReduce over the same number of workers.
 func TestPSBSPEqualsAllreduce(t *testing.T) {
-	for _, opt := range []string{"sgd", "momentum", "adagrad"} {
+	for _, opt := range optim.Kinds {
 		for _, servers := range []int{1, 2} {
 			t.Run(fmt.Sprintf("opt=%s/servers=%d", opt, servers), func(t *testing.T) {
 				const workers = 3
-				cfg := psCfg("bsp", servers)
-				cfg.Opt.Name = opt
-				if opt == "adagrad" {
+				cfg := psCfg(ps.BSP, servers)
+				cfg.Opt.Kind = opt
+				if opt == optim.Adagrad {
 					cfg.Opt.LR = 0.05
 				}
 				ar := cfg
-				ar.Sync = "allreduce"
+				ar.Sync = SyncAllreduce
 				ref := mustRun(t, workers, ar)[0]
 				got := mustRun(t, servers+workers, cfg)
 				for r, res := range got {
@@ -45,11 +48,11 @@ func TestPSBSPEqualsAllreduce(t *testing.T) {
 }
 
 func TestPSConverges(t *testing.T) {
-	for _, cons := range []string{"bsp", "ssp", "asp", "dssp"} {
-		t.Run(cons, func(t *testing.T) {
+	for _, cons := range []ps.Consistency{ps.BSP, ps.SSP, ps.ASP, ps.DSSP} {
+		t.Run(cons.String(), func(t *testing.T) {
 			cfg := psCfg(cons, 1)
 			cfg.Data.Samples, cfg.Epochs, cfg.Shuffle = 1000, 4, true
-			cfg.Opt.Name, cfg.Opt.LR = "sgd", 0.05
+			cfg.Opt.Kind, cfg.Opt.LR = optim.SGD, 0.05
 			cfg.Straggle = Straggle{Rank: 2, Factor: 3}
 			res := mustRun(t, 4, cfg)
 			w := workerResult(res, 1)
@@ -61,15 +64,15 @@ func TestPSConverges(t *testing.T) {
 				t.Fatalf("ps stats %+v", p)
 			}
 			switch cons {
-			case "bsp":
+			case ps.BSP:
 				if p.MaxStaleness != 0 {
 					t.Errorf("bsp saw staleness %d", p.MaxStaleness)
 				}
-			case "ssp":
+			case ps.SSP:
 				if p.MaxStaleness > cfg.PS.Staleness {
 					t.Errorf("ssp saw staleness %d > s=%d", p.MaxStaleness, cfg.PS.Staleness)
 				}
-			case "dssp":
+			case ps.DSSP:
 				if p.MaxStaleness > cfg.PS.StalenessHigh {
 					t.Errorf("dssp saw staleness %d > sU=%d", p.MaxStaleness, cfg.PS.StalenessHigh)
 				}
@@ -79,7 +82,7 @@ func TestPSConverges(t *testing.T) {
 }
 
 func TestPSFiltersSaveBytes(t *testing.T) {
-	cfg := psCfg("asp", 1)
+	cfg := psCfg(ps.ASP, 1)
 	cfg.PS.Filters = "fp16"
 	res := mustRun(t, 3, cfg)
 	p := res[0].PS
@@ -92,7 +95,7 @@ func TestPSFiltersSaveBytes(t *testing.T) {
 }
 
 func TestPSTooManyServers(t *testing.T) {
-	_, errs := runWorld(t, 3, psCfg("bsp", 3), nil)
+	_, errs := runWorld(t, 3, psCfg(ps.BSP, 3), nil)
 	for r, err := range errs {
 		if !errors.Is(err, ErrUsage) {
 			t.Errorf("rank %d: got %v, want ErrUsage", r, err)
@@ -105,10 +108,10 @@ func TestPSTooManyServers(t *testing.T) {
 // Bayes level and each push must carry far fewer bytes than the model.
 func TestSparseLogreg(t *testing.T) {
 	for _, servers := range []int{1, 2} {
-		cfg := psCfg("ssp", servers)
-		cfg.Model = "sparse-logreg"
+		cfg := psCfg(ps.SSP, servers)
+		cfg.Model = SparseLogreg
 		cfg.Data = DataConfig{Name: "synthetic-sparse", Samples: 20000, Features: 100000, NNZ: 20}
-		cfg.Opt = OptimizerConfig{Name: "adagrad", LR: 0.5, Eps: 1e-10}
+		cfg.Opt = optim.Config{Kind: optim.Adagrad, LR: 0.5, Eps: 1e-10}
 		cfg.Epochs, cfg.Batch = 3, 32
 		res := mustRun(t, servers+2, cfg)
 		w := workerResult(res, servers)

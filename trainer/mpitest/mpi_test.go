@@ -1,14 +1,22 @@
-package trainer
+// Package mpitest runs the trainer under mpirun: N real ranks train and
+// their weights are compared with in-process references. It is a package
+// of its own so that package trainer tests without OpenMPI.
+package mpitest
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer"
 )
 
 // TestMain runs the package's tests once in this process (the in-process
@@ -21,7 +29,7 @@ func TestMain(m *testing.M) {
 			np    int
 			tests string
 		}{{2, "^TestMPISync"}, {4, "^TestMPISync"}, {3, "^TestMPIPS"}, {5, "^TestMPIPS"}} {
-			fmt.Printf("=== mpirun -np %d %s (trainer MPI tests)\n", job.np, job.tests)
+			fmt.Printf("=== mpirun -np %d %s (trainer/mpitest)\n", job.np, job.tests)
 			os.Args = append(os.Args, "-test.run="+job.tests)
 			if err := mpi.Relaunch(job.np); err != nil {
 				fmt.Fprintf(os.Stderr, "FAIL: trainer tests under mpirun -np %d: %v\n", job.np, err)
@@ -60,18 +68,18 @@ func TestMPIPS(t *testing.T) {
 	for _, servers := range []int{1, 2} {
 		workers := c.Size() - servers
 		cfg := synthCfg()
-		cfg.Sync, cfg.PS.Servers, cfg.PS.Consistency, cfg.Timeout = "ps", servers, "bsp", 30*time.Second
-		got, err := (&Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+		cfg.Sync, cfg.PS.Servers, cfg.PS.Consistency, cfg.Timeout = trainer.SyncPS, servers, ps.BSP, 30*time.Second
+		got, err := (&trainer.Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
 		if err != nil {
 			c.Abort(1, err)
 		}
 		ar := cfg
-		ar.Sync = "allreduce"
+		ar.Sync = trainer.SyncAllreduce
 		w := local.NewWorld(workers)
-		refs := make([]*Result, workers)
+		refs := make([]*trainer.Result, workers)
 		for r, err := range w.Run(func(lc *local.Comm) error {
 			var err error
-			refs[lc.Rank()], err = (&Trainer{Comm: lc, Backend: cpu.New()}).Run(ar)
+			refs[lc.Rank()], err = (&trainer.Trainer{Comm: lc, Backend: cpu.New()}).Run(ar)
 			return err
 		}) {
 			if err != nil {
@@ -81,18 +89,18 @@ func TestMPIPS(t *testing.T) {
 		if d := maxRelDiff(got.Params, refs[0].Params); d > 2e-5 {
 			t.Errorf("rank %d, %d servers: BSP weights differ from AllReduce's by %.3g", c.Rank(), servers, d)
 		}
-		for _, cons := range []string{"ssp", "asp", "dssp"} {
+		for _, cons := range []ps.Consistency{ps.SSP, ps.ASP, ps.DSSP} {
 			cfg := cfg
 			cfg.PS.Consistency, cfg.Data.Samples, cfg.Data.Noise, cfg.Epochs = cons, 1000, 1, 4
-			cfg.Opt.Name, cfg.Opt.LR = "sgd", 0.05
-			res, err := (&Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+			cfg.Opt.Kind, cfg.Opt.LR = optim.SGD, 0.05
+			res, err := (&trainer.Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
 			if err != nil {
 				c.Abort(1, err)
 			}
 			if res.TestAcc < 0.85 {
 				t.Errorf("rank %d, %s, %d servers: test accuracy %.3f < 0.85", c.Rank(), cons, servers, res.TestAcc)
 			}
-			if cons == "ssp" && res.PS.MaxStaleness > cfg.PS.Staleness {
+			if cons == ps.SSP && res.PS.MaxStaleness > cfg.PS.Staleness {
 				t.Errorf("rank %d, ssp: staleness %d > %d", c.Rank(), res.PS.MaxStaleness, cfg.PS.Staleness)
 			}
 		}
@@ -103,10 +111,10 @@ func TestMPIPS(t *testing.T) {
 // weights that one rank with batch N·b computes in-process.
 func TestMPISyncEquivalence(t *testing.T) {
 	c := mpiComm(t)
-	for _, algo := range []string{"ring", "tree", "mpi"} {
+	for _, algo := range []collectives.Algorithm{collectives.Ring, collectives.Tree, collectives.Native} {
 		cfg := synthCfg()
-		cfg.Allreduce = mustAlgo(algo)
-		tr := &Trainer{Comm: c, Backend: cpu.New()}
+		cfg.Allreduce = algo
+		tr := &trainer.Trainer{Comm: c, Backend: cpu.New()}
 		got, err := tr.Run(cfg)
 		if err != nil {
 			c.Abort(1, err)
@@ -114,7 +122,7 @@ func TestMPISyncEquivalence(t *testing.T) {
 		one := cfg
 		one.Batch = cfg.Batch * c.Size()
 		w := local.NewWorld(1)
-		ref, err := (&Trainer{Comm: w.Comm(0), Backend: cpu.New()}).Run(one)
+		ref, err := (&trainer.Trainer{Comm: w.Comm(0), Backend: cpu.New()}).Run(one)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,4 +130,27 @@ func TestMPISyncEquivalence(t *testing.T) {
 			t.Errorf("rank %d, allreduce %s: weights differ from 1 rank × batch %d by %.3g", c.Rank(), algo, one.Batch, d)
 		}
 	}
+}
+
+func synthCfg() trainer.Config {
+	cfg := trainer.DefaultConfig()
+	cfg.Data = trainer.DataConfig{Name: "synthetic", Samples: 203, Features: 12, Classes: 3, Noise: 1}
+	cfg.Hidden = []int{16, 8}
+	cfg.Epochs = 2
+	cfg.Batch = 8
+	cfg.Shuffle = false
+	cfg.Opt.LR = 0.1
+	return cfg
+}
+
+// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
+func maxRelDiff(a, b []float32) float64 {
+	var scale, d float64 = 1, 0
+	for _, v := range b {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d / scale
 }

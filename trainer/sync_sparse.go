@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // Sparse logistic regression, the parameter server's own workload (Li et
@@ -22,56 +22,54 @@ import (
 
 // runSparse trains sparse-logreg through the parameter server.
 func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, error) {
-	c := t.Comm
-	n, rank := c.Size(), c.Rank()
-	if cfg.PS.Servers >= n {
-		return nil, fmt.Errorf("--servers %d in a job of %d ranks leaves no worker: %w", cfg.PS.Servers, n, ErrUsage)
-	}
 	if train.Classes > 2 || test.Classes > 2 {
 		return nil, fmt.Errorf("sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))
 	}
-	members, idx := n-cfg.PS.Servers, rank-cfg.PS.Servers
-	if err := data.CheckShards(train.Rows, members); err != nil {
-		return nil, fmt.Errorf("training set: %w", err)
-	}
-	arch, err := NewArch(train.Cols, nil, 1, SigmoidCE)
+	j, err := t.newJob(cfg, train.Rows)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{Trainer: t, cfg: cfg, nTrain: train.Rows, nAll: members, reporter: cfg.PS.Servers}
-	st := &sparseStepper{r: r, f: train.Cols, test: test}
-	if idx >= 0 {
-		if st.train, err = train.Subset(data.StridedShard(train.Rows, idx, members)); err != nil {
+	arch, err := model.NewArch(train.Cols, nil, 1, model.SigmoidCE)
+	if err != nil {
+		return nil, err
+	}
+	var shard *data.Sparse
+	if j.shardIdx >= 0 {
+		if shard, err = train.Subset(j.trainShard()); err != nil {
 			return nil, err
 		}
-		r.shardRows, r.shardIdx = st.train.Rows, idx
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
 	evalAll := func(p []float32) (float64, error) {
-		ev, err := EvaluateSparse(c, arch, p, test)
+		ev, err := EvaluateSparse(t.Comm, arch, p, test)
 		return ev.Accuracy, err
 	}
-	return r.loopPS(arch, params, st, evalAll)
+	return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
+		return &sparseWorker{psWorker: psWorker{j: j, w: w, arch: arch, prev: w.Stats()}, f: train.Cols, train: shard, test: test}, nil
+	}, evalAll)
 }
 
-// sparseStepper is one worker's sparse-logreg step.
-type sparseStepper struct {
-	r           *run
+// sparseWorker is one worker's sparse-logreg step.
+type sparseWorker struct {
+	psWorker
 	f           int          // features; key f is the bias
 	train, test *data.Sparse // this worker's shard; the whole test set
 	batch       data.Sparse
 	keys        []int64
 	vals, grads []float32
 	full        []float32 // the whole model, for the reporting worker's test accuracy
+	sc          float32
+	lossSum     float64
+	correct     int
 }
 
-func (s *sparseStepper) step(w *ps.Worker, idx []int, scale float32) (float64, int, float64, error) {
+// Prepare gathers the batch and pulls its working set: every feature the
+// batch touches, and the bias.
+func (s *sparseWorker) Prepare(idx []int, step int) error {
 	if err := s.train.Gather(&s.batch, idx); err != nil {
-		return 0, 0, 0, err
+		return err
 	}
-	t0 := time.Now()
 	b := &s.batch
-	// The working set: every feature the batch touches, and the bias.
 	s.keys = s.keys[:0]
 	for _, j := range b.Indices {
 		s.keys = append(s.keys, int64(j))
@@ -82,19 +80,22 @@ func (s *sparseStepper) step(w *ps.Worker, idx []int, scale float32) (float64, i
 	nk := len(s.keys)
 	s.vals = grow(s.vals, nk)
 	s.grads = grow(s.grads, nk)
-	tw := time.Now()
-	if err := w.PullKeys(s.keys, s.vals); err != nil {
-		return 0, 0, 0, err
-	}
-	wait := time.Since(tw).Seconds()
+	s.sc = s.scale(b.Rows, step)
+	var err error
+	s.wait, err = s.timed(func() error { return s.w.PullKeys(s.keys, s.vals) })
+	return err
+}
+
+// Compute is the logistic loss and its gradient over the working set.
+func (s *sparseWorker) Compute() error {
+	b := &s.batch
 	pos := func(j int32) int {
 		k, _ := slices.BinarySearch(s.keys, int64(j))
 		return k
 	}
 	clear(s.grads)
-	bias := nk - 1
-	var lossSum float64
-	correct := 0
+	bias := len(s.keys) - 1
+	s.lossSum, s.correct = 0, 0
 	for i := 0; i < b.Rows; i++ {
 		lo, hi := b.Indptr[i], b.Indptr[i+1]
 		z := float64(s.vals[bias])
@@ -102,43 +103,46 @@ func (s *sparseStepper) step(w *ps.Worker, idx []int, scale float32) (float64, i
 			z += float64(b.Values[e]) * float64(s.vals[pos(b.Indices[e])])
 		}
 		y := float64(b.Y[i])
-		lossSum += softplus(z) - y*z
+		s.lossSum += softplus(z) - y*z
 		if (z > 0) == (y == 1) {
-			correct++
+			s.correct++
 		}
-		g := float32((sigmoid(z) - y) * float64(scale))
+		g := float32((sigmoid(z) - y) * float64(s.sc))
 		for e := lo; e < hi; e++ {
 			s.grads[pos(b.Indices[e])] += g * b.Values[e]
 		}
 		s.grads[bias] += g
 	}
-	if !finite(lossSum) {
-		return 0, 0, 0, fmt.Errorf("loss is %v: lower --lr or check the data: %w", lossSum, ErrNonFinite)
+	if math.IsNaN(s.lossSum) || math.IsInf(s.lossSum, 0) {
+		return fmt.Errorf("loss is %v: lower --lr or check the data: %w", s.lossSum, ErrNonFinite)
 	}
-	if st := s.r.cfg.Straggle; st.Rank == s.r.Comm.Rank() && st.Factor > 1 {
-		compute := time.Since(t0) - time.Duration(wait*float64(time.Second))
-		time.Sleep(time.Duration(float64(compute) * (st.Factor - 1)))
-	}
-	tw = time.Now()
-	if err := w.PushKeys(s.keys, s.grads); err != nil {
-		return 0, 0, 0, err
-	}
-	return lossSum, correct, wait + time.Since(tw).Seconds(), nil
+	return nil
 }
 
-func (s *sparseStepper) testAccuracy(w *ps.Worker) (float64, error) {
+// Exchange pushes the working set's gradient.
+func (s *sparseWorker) Exchange(int) (StepStats, error) {
+	push, err := s.timed(func() error { return s.w.PushKeys(s.keys, s.grads) })
+	return StepStats{LossSum: s.lossSum, Correct: float64(s.correct), Samples: float64(s.batch.Rows), CommSec: s.wait + push}, err
+}
+
+// Evaluate pulls the whole model and measures the whole test set, on the
+// reporting worker only (the others return NaN).
+func (s *sparseWorker) Evaluate() (float64, error) {
+	if !s.j.reports() {
+		return math.NaN(), nil
+	}
 	s.full = grow(s.full, s.f+1)
-	if err := w.Pull(s.full); err != nil {
+	if err := s.w.Pull(s.full); err != nil {
 		return 0, err
 	}
-	ev, err := sparseCounts(s.test, s.full).sum(nil)
+	ev, err := sumScores(nil, sparseScore(s.test, s.full))
 	return ev.Accuracy, err
 }
 
 // EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)
 // on every rank's strided shard of a sparse set and combines the counts.
 // Features beyond F are ignored.
-func EvaluateSparse(c collectives.Comm, arch Arch, params []float32, set *data.Sparse) (EvalResult, error) {
+func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *data.Sparse) (EvalResult, error) {
 	if len(arch.Sizes) != 2 || arch.Sizes[1] != 1 || len(params) != arch.NumParams() {
 		return EvalResult{}, fmt.Errorf("sparse evaluation needs a logistic regression (one layer, one output), got layers %v", arch.Sizes)
 	}
@@ -146,13 +150,13 @@ func EvaluateSparse(c collectives.Comm, arch Arch, params []float32, set *data.S
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return sparseCounts(shard, params).sum(c)
+	return sumScores(c, sparseScore(shard, params))
 }
 
-// sparseCounts scores the weights p (w, then b) on a sparse set.
-func sparseCounts(set *data.Sparse, p []float32) evalCounts {
+// sparseScore scores the weights p (w, then b) on a sparse set.
+func sparseScore(set *data.Sparse, p []float32) model.Score {
 	f := len(p) - 1
-	var e evalCounts
+	var e model.Score
 	for i := 0; i < set.Rows; i++ {
 		z := float64(p[f])
 		idx, val := set.Row(i)
@@ -162,12 +166,12 @@ func sparseCounts(set *data.Sparse, p []float32) evalCounts {
 			}
 		}
 		y := float64(set.Y[i])
-		e.lossSum += softplus(z) - y*z
+		e.LossSum += softplus(z) - y*z
 		if (z > 0) == (y == 1) {
-			e.correct++
+			e.Correct++
 		}
 	}
-	e.n = float64(set.Rows)
+	e.N = float64(set.Rows)
 	return e
 }
 

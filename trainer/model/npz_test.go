@@ -1,4 +1,4 @@
-package trainer
+package model
 
 import (
 	"os"
@@ -79,10 +79,15 @@ func TestNumpyReadsCheckpoint(t *testing.T) {
 	}
 	xw.Close()
 	b := cpu.New()
-	m := NewModel(arch, b, rows)
+	m, err := New(arch, b, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.Upload(m.Params, p)
-	b.Upload(m.Input(rows), x)
-	logits, err := m.Forward(rows)
+	if err := m.Upload(append(append([]float32(nil), x...), make([]float32, rows)...), rows); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := m.Forward()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package trainer
+package model
 
 import (
 	"math"
@@ -22,24 +22,31 @@ func TestModelGradient(t *testing.T) {
 		}
 		b := cpu.New()
 		const rows = 5
-		m := NewModel(arch, b, rows)
+		m, err := New(arch, b, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
 		params := arch.InitParams(3)
 		x := make([]float32, rows*9)
 		for i := range x {
 			x[i] = float32(math.Sin(float64(i)*1.7)) * 2
 		}
-		y := []int32{0, 1, 2 % int32(max(tc.outputs, 2)), 1, 0}
+		y := []float32{0, 1, float32(2 % max(tc.outputs, 2)), 1, 0}
 		if tc.outputs == 1 {
-			y = []int32{0, 1, 1, 0, 1}
+			y = []float32{0, 1, 1, 0, 1}
 		}
+		batch := append(append([]float32(nil), x...), y...)
+		stats := make([]float32, GradStats)
 		loss := func(p []float32) float64 {
 			b.Upload(m.Params, p)
-			b.Upload(m.Input(rows), x)
-			l, _, err := m.Step(y, rows, 1)
-			if err != nil {
+			if err := m.Upload(batch, rows); err != nil {
 				t.Fatal(err)
 			}
-			return l
+			if err := m.Step(1, nil); err != nil {
+				t.Fatal(err)
+			}
+			b.Download(stats, m.Stats())
+			return float64(stats[0])
 		}
 		loss(params)
 		grad := make([]float32, arch.NumParams()+GradStats)

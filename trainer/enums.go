@@ -1,0 +1,93 @@
+package trainer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Sync is how the ranks combine their gradients (--sync). Each has its
+// Strategy (loop.go).
+type Sync uint8
+
+const (
+	// SyncAllreduce: every rank computes its share of a global batch and the
+	// ranks sum the gradients with one AllReduce per step (sync_allreduce.go).
+	SyncAllreduce Sync = iota
+	// SyncPS: ranks 0..Servers-1 are parameter servers, the others workers
+	// that pull weights and push gradients (sync_ps.go, sync_sparse.go).
+	SyncPS
+)
+
+var syncNames = [...]string{SyncAllreduce: "allreduce", SyncPS: "ps"}
+
+// String returns the command line's name ("allreduce", "ps").
+func (s Sync) String() string { return enumString(syncNames[:], int(s), "Sync") }
+
+// ParseSync reads "allreduce" or "ps".
+func ParseSync(s string) (Sync, error) {
+	i, err := parseEnum(syncNames[:], s, "sync")
+	return Sync(i), err
+}
+
+// Set parses s (flag.Value).
+func (s *Sync) Set(v string) (err error) { *s, err = ParseSync(v); return err }
+
+// MarshalText returns the name.
+func (s Sync) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a name.
+func (s *Sync) UnmarshalText(b []byte) error { return s.Set(string(b)) }
+
+// ModelKind is the model a job trains (--model).
+type ModelKind uint8
+
+const (
+	// MLP is a multi-layer perceptron: Hidden ReLU layers, softmax on top.
+	MLP ModelKind = iota
+	// Softmax is multinomial logistic regression (one linear layer).
+	Softmax
+	// Logreg is binary logistic regression on dense data.
+	Logreg
+	// SparseLogreg is binary logistic regression on sparse data through the
+	// parameter server, pulling and pushing only the keys a batch touches.
+	SparseLogreg
+)
+
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg"}
+
+// Models lists the model names.
+var Models = modelNames[:]
+
+// String returns the command line's name.
+func (m ModelKind) String() string { return enumString(modelNames[:], int(m), "ModelKind") }
+
+// ParseModel reads a model name.
+func ParseModel(s string) (ModelKind, error) {
+	i, err := parseEnum(modelNames[:], s, "model")
+	return ModelKind(i), err
+}
+
+// Set parses s (flag.Value).
+func (m *ModelKind) Set(v string) (err error) { *m, err = ParseModel(v); return err }
+
+// MarshalText returns the name.
+func (m ModelKind) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText parses a name.
+func (m *ModelKind) UnmarshalText(b []byte) error { return m.Set(string(b)) }
+
+func enumString(names []string, i int, typ string) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("%s(%d)", typ, i)
+}
+
+func parseEnum(names []string, s, what string) (int, error) {
+	for i, n := range names {
+		if s == n {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown %s %q (want %s)", what, s, strings.Join(names, ", "))
+}

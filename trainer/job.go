@@ -1,0 +1,231 @@
+// Package trainer is data-parallel training: it sets a job up (data shards,
+// model, strategy), runs the one training loop (loop.go) with the step
+// strategy --sync asks for (sync_allreduce.go, sync_ps.go, sync_sparse.go),
+// evaluates, and writes metrics and weights. It talks to other ranks only
+// through a collectives.Comm and computes only through a kernels.Backend,
+// so it runs the same in one process (tests, on the in-process transport)
+// and under mpirun.
+//
+// Where things are:
+//   - config.go, enums.go: the typed Config, validated in one place.
+//   - job.go: set-up and dispatch (Trainer.Run).
+//   - loop.go: the epoch/step loop and the Strategy interface.
+//   - sync_*.go: one file per strategy.
+//   - state.go: TrainState, the resumable training state.
+//   - model/: the architecture, the Model on a Backend, optimizers, .npz files.
+//   - data/: datasets, shards and the sample order.
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// ErrNonFinite reports a loss or gradient that became NaN or ±Inf.
+var ErrNonFinite = model.ErrNonFinite
+
+// ErrUsage marks errors in how the job was started (flags that cannot work
+// with this many ranks); every rank finds them alike, and the CLI exits
+// with its usage code.
+var ErrUsage = errors.New("usage")
+
+// ErrConfigMismatch reports ranks started with different settings.
+var ErrConfigMismatch = errors.New("ranks disagree on the configuration")
+
+// Result is what a finished run leaves: the per-epoch figures and the
+// final weights (the same on every rank).
+type Result struct {
+	Arch    model.Arch
+	Params  []float32
+	Epochs  []EpochStats // on the reporting rank (rank 0; the first worker under ps)
+	Steps   int          // steps run, counting those before a resumed State
+	WallSec float64
+	TestAcc float64 // at the end of training (NaN if never evaluated)
+	// SamplesPerSec is the whole job's training throughput.
+	SamplesPerSec float64
+	// PS sums up the workers' parameter-server figures (with --sync ps).
+	PS *PSStats
+	// State is where training stopped, to resume from (sync allreduce;
+	// nil under ps, whose weights and optimizer state live on the servers).
+	State *TrainState
+}
+
+// Trainer holds what a run needs besides its Config.
+type Trainer struct {
+	Comm    collectives.Comm
+	Backend kernels.Backend
+	// Out receives the reporting rank's epoch lines and summary (nil: quiet).
+	Out io.Writer
+	// Progress draws a bar on Out while an epoch runs (reporting rank, terminals).
+	Progress bool
+	// Start, if not nil, resumes training from a saved state (sync
+	// allreduce only): its weights and optimizer state replace the initial
+	// ones and the loop starts at its (epoch, step).
+	Start *TrainState
+}
+
+// Run loads the data cfg names and trains on it. Every rank of the Comm
+// calls it with the same cfg. A rank that fails returns its error without
+// telling the others: they fail too once they wait for it longer than the
+// transport's timeout (ps: Config.Timeout). The CLI aborts the whole job on
+// the first error instead.
+func (t *Trainer) Run(cfg Config) (*Result, error) {
+	if err := t.check(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Model == SparseLogreg {
+		train, test, err := cfg.Data.LoadSparse(cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return t.runSparse(cfg, train, test)
+	}
+	train, test, err := cfg.Data.Load(cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return t.runDense(cfg, train, test)
+}
+
+// RunWithData trains a dense model on the given full training and test
+// sets; each rank keeps only its strided shard of both.
+func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, error) {
+	if err := t.check(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Model == SparseLogreg {
+		return nil, bad("Model", "sparse-logreg trains on sparse data (use Run)")
+	}
+	return t.runDense(cfg, train, test)
+}
+
+// check validates cfg for this world and compares it with every rank's.
+func (t *Trainer) check(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.ValidateWorld(t.Comm.Size()); err != nil {
+		return err
+	}
+	if t.Start != nil && cfg.Sync != SyncAllreduce {
+		return bad("Sync", "%v cannot resume from a TrainState (the servers hold the weights): use allreduce", cfg.Sync)
+	}
+	return CheckSameConfig(t.Comm, cfg)
+}
+
+// CheckSameConfig all-gathers every rank's Config.Hash and fails on every
+// rank, naming the ranks that differ from rank 0, if they are not all equal.
+func CheckSameConfig(c collectives.Comm, cfg Config) error {
+	h := cfg.Hash()
+	mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
+	all := make([]float32, 2*c.Size())
+	if err := collectives.Allgather(c, mine, all); err != nil {
+		return fmt.Errorf("comparing configurations: %w", err)
+	}
+	hashOf := func(r int) uint64 {
+		return uint64(math.Float32bits(all[2*r]))<<32 | uint64(math.Float32bits(all[2*r+1]))
+	}
+	var bad []string
+	for r := 1; r < c.Size(); r++ {
+		if hashOf(r) != hashOf(0) {
+			bad = append(bad, fmt.Sprintf("rank %d (%016x)", r, hashOf(r)))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s started with flags that differ from rank 0's (configuration hash %016x): start every rank with the same command line: %w",
+			strings.Join(bad, ", "), hashOf(0), ErrConfigMismatch)
+	}
+	return nil
+}
+
+// BuildArch derives a dense model's shape from the config and the data.
+func BuildArch(cfg Config, features, classes int) (model.Arch, error) {
+	switch cfg.Model {
+	case MLP:
+		return model.NewArch(features, cfg.Hidden, classes, model.SoftmaxCE)
+	case Softmax:
+		return model.NewArch(features, nil, classes, model.SoftmaxCE)
+	case Logreg:
+		if classes != 2 {
+			return model.Arch{}, fmt.Errorf("model logreg is binary, but the data has %d classes (use model softmax)", classes)
+		}
+		return model.NewArch(features, nil, 1, model.SigmoidCE)
+	}
+	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
+}
+
+// job is what every rank knows about a run once it is set up: the
+// configuration, who it is, which shard it trains on and the schedule.
+// Strategies hold the rest (model, worker, buffers).
+type job struct {
+	*Trainer
+	cfg      Config
+	sched    schedule
+	shardIdx int // which training shard: the rank, or the worker's index under ps (-1: a server)
+	reporter int // the rank that prints epoch lines and writes --metrics
+}
+
+// newJob sets up the shard bookkeeping: under ps, the workers (ranks
+// Servers..N-1) share the training set and the servers hold none of it.
+func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
+	n, rank := t.Comm.Size(), t.Comm.Rank()
+	j := &job{Trainer: t, cfg: cfg, shardIdx: rank}
+	members := n
+	if cfg.Sync == SyncPS {
+		members, j.shardIdx, j.reporter = n-cfg.PS.Servers, rank-cfg.PS.Servers, cfg.PS.Servers
+	}
+	if err := data.CheckShards(nTrain, members); err != nil {
+		return nil, fmt.Errorf("training set: %w", err)
+	}
+	j.sched = schedule{n: nTrain, ranks: members, batch: cfg.Batch}
+	if j.shardIdx >= 0 {
+		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
+	}
+	return j, nil
+}
+
+// trainShard is this rank's strided shard of the training set's rows.
+func (j *job) trainShard() []int {
+	return data.StridedShard(j.sched.n, j.shardIdx, j.sched.ranks)
+}
+
+func (j *job) reports() bool { return j.Comm.Rank() == j.reporter }
+
+// printf prints on the reporting rank.
+func (j *job) printf(format string, args ...any) {
+	if j.reports() && j.Out != nil {
+		fmt.Fprintf(j.Out, format, args...)
+	}
+}
+
+// finish saves the weights (reporting rank) and prints the summary.
+func (j *job) finish(res *Result) error {
+	cfg := j.cfg
+	if j.reports() && cfg.Save != "" {
+		if err := model.SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
+			return err
+		}
+	}
+	j.printf("done: %d steps in %.1fs (%.0f samples/s), test accuracy %.4f", res.Steps, res.WallSec, res.SamplesPerSec, res.TestAcc)
+	if cfg.Save != "" {
+		j.printf(", weights saved to %s", cfg.Save)
+	}
+	j.printf("\n")
+	if p := res.PS; p != nil {
+		saved := ""
+		if p.PushBytesUnfiltered > 0 && p.PushBytes < p.PushBytesUnfiltered {
+			saved = fmt.Sprintf(" (filters saved %.1f%% of push bytes)", 100*(1-float64(p.PushBytes)/float64(p.PushBytesUnfiltered)))
+		}
+		j.printf("ps: max staleness %d, mean wait %.2fs per worker, %.0f pushes/s, %.0f pulls/s, %.1f MB sent%s\n",
+			p.MaxStaleness, p.WaitSec, p.PushesPerSec, p.PullsPerSec, float64(p.BytesSent)/1e6, saved)
+	}
+	return nil
+}

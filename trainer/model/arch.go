@@ -1,0 +1,146 @@
+// Package model is what a rank trains: the architecture (Arch: a stack of
+// linear layers with ReLU between them and a loss on top) and its flat
+// parameter layout, the Model that runs forward and backward passes on a
+// kernels.Backend, the Optimizer that applies an update rule
+// (kernels/optim) to the parameters on the same backend, and the .npz
+// weight files (SaveNPZ, LoadNPZ). It knows nothing of ranks or sync
+// strategies: package trainer drives it.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+)
+
+// Loss is a model's output loss.
+type Loss int
+
+const (
+	// SoftmaxCE is softmax cross-entropy over Classes outputs.
+	SoftmaxCE Loss = iota
+	// SigmoidCE is the binary logistic loss on one output.
+	SigmoidCE
+)
+
+// Layer is one linear layer's place in the flat parameter vector: the
+// weight, Out×In row-major (PyTorch's nn.Linear layout), then the bias.
+type Layer struct {
+	In, Out int
+	WOff    int // offset of the weight in the flat vector
+	BOff    int // offset of the bias
+}
+
+// Arch is a model's shape: a stack of linear layers with ReLU between them
+// and Loss on top. It is the whole of what a checkpoint needs to rebuild it.
+type Arch struct {
+	Sizes []int // Sizes[0] inputs, Sizes[k] outputs of layer k-1
+	Loss  Loss
+}
+
+// NewArch builds an architecture: input features, hidden sizes (none for
+// softmax or logistic regression), outputs.
+func NewArch(inputs int, hidden []int, outputs int, loss Loss) (Arch, error) {
+	sizes := append(append([]int{inputs}, hidden...), outputs)
+	for i, s := range sizes {
+		if s <= 0 {
+			return Arch{}, fmt.Errorf("layer size %d (position %d of %v) must be positive", s, i, sizes)
+		}
+	}
+	if loss == SigmoidCE && outputs != 1 {
+		return Arch{}, fmt.Errorf("logistic loss needs 1 output, got %d", outputs)
+	}
+	return Arch{Sizes: sizes, Loss: loss}, nil
+}
+
+// Layers lays the layers out in the flat vector: layer 0's weight and bias,
+// then layer 1's, and so on. The gradient uses the same layout, so the
+// backward pass, which finishes the last layer first, completes a growing
+// suffix of the gradient: once layer k is done, everything from its WOff to
+// the end is final (see GradHook). A bucketed AllReduce can therefore send
+// contiguous pieces while the earlier layers are still being computed.
+func (a Arch) Layers() []Layer {
+	var ls []Layer
+	off := 0
+	for k := 0; k+1 < len(a.Sizes); k++ {
+		l := Layer{In: a.Sizes[k], Out: a.Sizes[k+1], WOff: off}
+		l.BOff = off + l.In*l.Out
+		off = l.BOff + l.Out
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// NumParams is the length of the flat parameter vector.
+func (a Arch) NumParams() int {
+	ls := a.Layers()
+	last := ls[len(ls)-1]
+	return last.BOff + last.Out
+}
+
+// LayerOf names the layer and tensor that flat index i belongs to
+// ("layer1.weight"), for error messages.
+func (a Arch) LayerOf(i int) string {
+	for k, l := range a.Layers() {
+		switch {
+		case i >= l.WOff && i < l.BOff:
+			return fmt.Sprintf("layer%d.weight", k)
+		case i >= l.BOff && i < l.BOff+l.Out:
+			return fmt.Sprintf("layer%d.bias", k)
+		}
+	}
+	return fmt.Sprintf("index %d", i)
+}
+
+// InitParams fills a flat vector as PyTorch's nn.Linear does by default:
+// weights and biases uniform in ±1/√in, from the given seed.
+func (a Arch) InitParams(seed uint64) []float32 {
+	p := make([]float32, a.NumParams())
+	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
+	for _, l := range a.Layers() {
+		bound := 1 / math.Sqrt(float64(l.In))
+		for i := l.WOff; i < l.BOff+l.Out; i++ {
+			p[i] = float32((2*rng.Float64() - 1) * bound)
+		}
+	}
+	return p
+}
+
+// ErrNonFinite reports a loss or gradient that became NaN or ±Inf.
+var ErrNonFinite = errors.New("training diverged")
+
+// CheckFinite looks for NaN and ±Inf in a host copy of a gradient in the
+// Layers layout (the reduced gradient a rank already holds, so no device
+// call is needed) and in the loss, and names the tensors that went bad
+// ("layer1.weight, layer1.bias") in an error wrapping ErrNonFinite.
+func (a Arch) CheckFinite(grad []float32, lossSum float64) error {
+	var bad []string
+	for k, l := range a.Layers() {
+		if !allFinite(grad[l.WOff:l.BOff]) {
+			bad = append(bad, fmt.Sprintf("layer%d.weight", k))
+		}
+		if !allFinite(grad[l.BOff : l.BOff+l.Out]) {
+			bad = append(bad, fmt.Sprintf("layer%d.bias", k))
+		}
+	}
+	switch {
+	case len(bad) > 0:
+		return fmt.Errorf("non-finite gradient in %s (loss %v): lower --lr or check the data: %w",
+			strings.Join(bad, ", "), lossSum, ErrNonFinite)
+	case math.IsNaN(lossSum) || math.IsInf(lossSum, 0):
+		return fmt.Errorf("loss is %v: lower --lr or check the data: %w", lossSum, ErrNonFinite)
+	}
+	return nil
+}
+
+func allFinite(v []float32) bool {
+	for _, x := range v {
+		// x-x is 0 for every finite x and NaN for NaN and ±Inf.
+		if x-x != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,307 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// GradStats is the number of slots after the gradient in Model.Grads: the
+// loss op writes a batch's summed loss and correct count there, so that one
+// AllReduce carries the gradient and the batch statistics together.
+const GradStats = 2
+
+// GradHook is told, during the backward pass, that layer's gradient is
+// complete: Grads[lo:hi] holds layer's weight and bias gradient, and
+// everything from lo to the end of Grads (the later layers and the
+// GradStats slots) is final. It is called once per layer, last layer first,
+// so the final part grows as a contiguous suffix. On a device backend
+// "final" means "queued": a consumer on the host must Download (which
+// waits) before reading. An error from the hook stops the backward pass.
+type GradHook func(layer, lo, hi int) error
+
+// Model runs an Arch's forward and backward passes on a Backend for
+// mini-batches of up to MaxRows rows. Params is the flat parameter vector in
+// the Layers layout; Grads is the gradient in the same layout followed by
+// GradStats slots, what the ranks reduce, in one piece.
+//
+// A batch goes in with LoadBatch (or Upload): its features and labels travel
+// to the backend in one Upload, into one buffer (features, then labels as
+// float32 class indices).
+type Model struct {
+	Arch    Arch
+	B       kernels.Backend
+	MaxRows int
+	Params  kernels.Buffer
+	Grads   kernels.Buffer
+
+	layers []Layer
+	np     int
+	batch  kernels.Buffer   // MaxRows×(inputs+1): features, then labels
+	acts   []kernels.Buffer // acts[0] is batch; acts[k+1] output of layer k (after ReLU, logits for the last)
+	dacts  []kernels.Buffer // gradient w.r.t. acts[k], k ≥ 1
+	owned  []kernels.Buffer // everything Alloc returned, for Free
+	rows   int              // rows of the batch loaded
+
+	// host staging for LoadBatch, and evaluation's buffers (reused).
+	hostX     []float32
+	hostY     []int32
+	evalGrad  kernels.Buffer
+	evalStats kernels.Buffer
+	statsHost []float32
+}
+
+// New allocates a model's buffers on b (parameters zero: Upload them).
+// Free releases them.
+func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
+	if maxRows < 1 {
+		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
+	}
+	m := &Model{Arch: arch, B: b, MaxRows: maxRows, layers: arch.Layers(), np: arch.NumParams()}
+	var failed error
+	alloc := func(what string, n int) kernels.Buffer {
+		if failed != nil {
+			return nil
+		}
+		buf, err := b.Alloc(n)
+		if err != nil {
+			failed = fmt.Errorf("model %v: allocating the %s (%d floats): %w", arch.Sizes, what, n, err)
+			return nil
+		}
+		m.owned = append(m.owned, buf)
+		return buf
+	}
+	m.Params = alloc("parameters", m.np)
+	m.Grads = alloc("gradient", m.np+GradStats)
+	m.batch = alloc("batch", maxRows*(arch.Sizes[0]+1))
+	m.acts = append(m.acts, m.batch)
+	m.dacts = append(m.dacts, nil)
+	for k, s := range arch.Sizes[1:] {
+		m.acts = append(m.acts, alloc(fmt.Sprintf("layer%d output", k), maxRows*s))
+		m.dacts = append(m.dacts, alloc(fmt.Sprintf("layer%d output gradient", k), maxRows*s))
+	}
+	m.evalGrad = alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
+	m.evalStats = alloc("evaluation statistics", GradStats)
+	if failed != nil {
+		return nil, errors.Join(failed, m.Free())
+	}
+	m.hostX = make([]float32, maxRows*(arch.Sizes[0]+1))
+	m.hostY = make([]int32, maxRows)
+	m.statsHost = make([]float32, GradStats)
+	return m, nil
+}
+
+// Free releases the model's buffers; the model must not be used afterwards.
+func (m *Model) Free() error {
+	var errs []error
+	for _, b := range m.owned {
+		errs = append(errs, m.B.Free(b))
+	}
+	m.owned = nil
+	return errors.Join(errs...)
+}
+
+// NumParams is the length of Params (Grads has GradStats more).
+func (m *Model) NumParams() int { return m.np }
+
+// GradView is the gradient part of Grads (without the GradStats slots).
+func (m *Model) GradView() kernels.Buffer { return m.B.View(m.Grads, 0, m.np) }
+
+// Stats is the GradStats slots of Grads: the last batch's summed loss and
+// correct count, as the loss op wrote them (before any reduction).
+func (m *Model) Stats() kernels.Buffer { return m.B.View(m.Grads, m.np, GradStats) }
+
+// Upload puts a batch on the backend: x holds rows × inputs features, y
+// the rows labels as float32 class indices, and y must directly follow x
+// in one slice (x = hv[:rows*inputs], y = hv[rows*inputs:]) so that the
+// batch travels in one Upload. hv is rows×(inputs+1) long.
+func (m *Model) Upload(hv []float32, rows int) error {
+	in := m.Arch.Sizes[0]
+	if rows < 0 || rows > m.MaxRows || len(hv) != rows*(in+1) {
+		return fmt.Errorf("model: batch of %d floats for %d rows of %d features: want %d rows at most and rows×(features+1) floats: %w",
+			len(hv), rows, in, m.MaxRows, kernels.ErrShape)
+	}
+	if err := m.B.Upload(m.B.View(m.batch, 0, len(hv)), hv); err != nil {
+		return fmt.Errorf("uploading a batch of %d rows: %w", rows, err)
+	}
+	m.rows = rows
+	return nil
+}
+
+// LoadBatch gathers rows idx of set (features and labels) into the host
+// staging buffer and uploads them in one piece. It returns the rows loaded.
+func (m *Model) LoadBatch(set *data.Dense, idx []int) (int, error) {
+	rows, in := len(idx), m.Arch.Sizes[0]
+	if rows > m.MaxRows {
+		return 0, fmt.Errorf("model: batch of %d rows, room for %d: %w", rows, m.MaxRows, kernels.ErrShape)
+	}
+	hv := m.hostX[:rows*(in+1)]
+	ys := m.hostY[:rows]
+	if err := set.Gather(hv[:rows*in], ys, idx); err != nil {
+		return 0, err
+	}
+	for i, y := range ys {
+		hv[rows*in+i] = float32(y)
+	}
+	return rows, m.Upload(hv, rows)
+}
+
+func (m *Model) view(buf kernels.Buffer, rows, cols int) kernels.Buffer {
+	return m.B.View(buf, 0, rows*cols)
+}
+
+func (m *Model) labels(rows int) kernels.Buffer {
+	return m.B.View(m.batch, rows*m.Arch.Sizes[0], rows)
+}
+
+func (m *Model) weight(buf kernels.Buffer, l Layer) kernels.Buffer {
+	return m.B.View(buf, l.WOff, l.In*l.Out)
+}
+
+func (m *Model) bias(buf kernels.Buffer, l Layer) kernels.Buffer {
+	return m.B.View(buf, l.BOff, l.Out)
+}
+
+// Forward runs the batch last uploaded through the layers and returns the
+// logits (rows × outputs).
+func (m *Model) Forward() (kernels.Buffer, error) {
+	b, rows := m.B, m.rows
+	for k, l := range m.layers {
+		in := m.view(m.acts[k], rows, l.In)
+		out := m.view(m.acts[k+1], rows, l.Out)
+		if err := b.Gemm(false, true, rows, l.Out, l.In, 1, in, m.weight(m.Params, l), 0, out); err != nil {
+			return nil, fmt.Errorf("layer%d forward: %w", k, err)
+		}
+		if err := b.AddBias(out, m.bias(m.Params, l), rows, l.Out); err != nil {
+			return nil, fmt.Errorf("layer%d bias: %w", k, err)
+		}
+		if k+1 < len(m.layers) {
+			if err := b.Relu(out, out); err != nil {
+				return nil, fmt.Errorf("layer%d relu: %w", k, err)
+			}
+		}
+	}
+	return m.view(m.acts[len(m.layers)], rows, m.outputs()), nil
+}
+
+func (m *Model) outputs() int { return m.layers[len(m.layers)-1].Out }
+
+// loss runs the loss op on logits against the batch's labels, writing
+// scale × its gradient into grad and the summed loss and correct count
+// into stats.
+func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.Buffer) error {
+	rows := m.rows
+	var err error
+	switch m.Arch.Loss {
+	case SoftmaxCE:
+		err = m.B.SoftmaxCrossEntropy(grad, logits, m.labels(rows), rows, m.outputs(), scale, stats)
+	case SigmoidCE:
+		err = m.B.SigmoidCrossEntropy(grad, logits, m.labels(rows), rows, scale, stats)
+	}
+	if err != nil {
+		return fmt.Errorf("loss: %w", err)
+	}
+	return nil
+}
+
+// Step runs forward and backward for the batch last uploaded: Grads
+// receives scale × the gradient of the summed loss (pass 1/global batch
+// size for the mean), and its GradStats slots the batch's summed loss and
+// correct count. hook (may be nil) is told as each layer's gradient
+// completes, last layer first. Nothing is read back to the host.
+func (m *Model) Step(scale float32, hook GradHook) error {
+	logits, err := m.Forward()
+	if err != nil {
+		return err
+	}
+	last := len(m.layers)
+	dlogits := m.view(m.dacts[last], m.rows, m.outputs())
+	if err := m.loss(dlogits, logits, scale, m.Stats()); err != nil {
+		return err
+	}
+	return m.backward(hook)
+}
+
+func (m *Model) backward(hook GradHook) error {
+	b, rows := m.B, m.rows
+	for k := len(m.layers) - 1; k >= 0; k-- {
+		l := m.layers[k]
+		dz := m.view(m.dacts[k+1], rows, l.Out)
+		in := m.view(m.acts[k], rows, l.In)
+		if err := b.Gemm(true, false, l.Out, l.In, rows, 1, dz, in, 0, m.weight(m.Grads, l)); err != nil {
+			return fmt.Errorf("layer%d weight gradient: %w", k, err)
+		}
+		if err := b.SumRows(m.bias(m.Grads, l), dz, rows, l.Out, 0); err != nil {
+			return fmt.Errorf("layer%d bias gradient: %w", k, err)
+		}
+		if hook != nil {
+			if err := hook(k, l.WOff, l.BOff+l.Out); err != nil {
+				return fmt.Errorf("layer%d gradient hook: %w", k, err)
+			}
+		}
+		if k == 0 {
+			break
+		}
+		din := m.view(m.dacts[k], rows, l.In)
+		if err := b.Gemm(false, false, rows, l.In, l.Out, 1, dz, m.weight(m.Params, l), 0, din); err != nil {
+			return fmt.Errorf("layer%d input gradient: %w", k, err)
+		}
+		if err := b.ReluGrad(din, din, in); err != nil {
+			return fmt.Errorf("layer%d relu gradient: %w", k-1, err)
+		}
+	}
+	return nil
+}
+
+// Predict writes the predicted class of each row of the batch last
+// uploaded into out (rows elements, float32 class indices).
+func (m *Model) Predict(out kernels.Buffer) error {
+	logits, err := m.Forward()
+	if err != nil {
+		return err
+	}
+	return m.B.Predict(out, logits, m.rows, m.outputs())
+}
+
+// Score is a model's summed results on a set of samples.
+type Score struct {
+	Correct, LossSum, N float64
+}
+
+// Score runs the model over set in batches of MaxRows (reusing the
+// model's buffers) and returns the correct count and summed loss. It
+// overwrites the batch last uploaded.
+func (m *Model) Score(set *data.Dense) (Score, error) {
+	if set.Cols != m.Arch.Sizes[0] {
+		return Score{}, fmt.Errorf("the data has %d features, the model takes %d", set.Cols, m.Arch.Sizes[0])
+	}
+	idx := make([]int, 0, m.MaxRows)
+	var s Score
+	for lo := 0; lo < set.Rows; lo += m.MaxRows {
+		rows := min(m.MaxRows, set.Rows-lo)
+		idx = idx[:0]
+		for i := lo; i < lo+rows; i++ {
+			idx = append(idx, i)
+		}
+		if _, err := m.LoadBatch(set, idx); err != nil {
+			return Score{}, err
+		}
+		logits, err := m.Forward()
+		if err != nil {
+			return Score{}, err
+		}
+		g := m.B.View(m.evalGrad, 0, rows*m.outputs())
+		if err := m.loss(g, logits, 0, m.evalStats); err != nil {
+			return Score{}, fmt.Errorf("evaluation: %w", err)
+		}
+		if err := m.B.Download(m.statsHost, m.evalStats); err != nil {
+			return Score{}, fmt.Errorf("evaluation: %w", err)
+		}
+		s.LossSum += float64(m.statsHost[0])
+		s.Correct += float64(m.statsHost[1])
+	}
+	s.N = float64(set.Rows)
+	return s, nil
+}

@@ -1,0 +1,140 @@
+package model
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
+func maxRelDiff(a, b []float32) float64 {
+	var scale, d float64 = 1, 0
+	for _, v := range b {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d / scale
+}
+
+// TestGradHook: the backward pass reports each layer once, last layer
+// first; each report's range is that layer's weight and bias, the ranges
+// tile the gradient back to front, and everything from the reported
+// offset to the end (later layers and the loss statistics) already holds
+// its final value when reported.
+func TestGradHook(t *testing.T) {
+	arch, err := NewArch(6, []int{5, 4}, 3, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New()
+	const rows = 4
+	m, err := New(arch, b, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	b.Upload(m.Params, arch.InitParams(5))
+	set := &data.Dense{Rows: rows, Cols: 6, Classes: 3, X: make([]float32, rows*6), Y: []int32{0, 2, 1, 2}}
+	for i := range set.X {
+		set.X[i] = float32(math.Cos(float64(i)))
+	}
+	if _, err := m.LoadBatch(set, []int{0, 1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Poison the gradient so that a range reported before it is written
+	// cannot match the final values by accident.
+	total := m.NumParams() + GradStats
+	poison := make([]float32, total)
+	for i := range poison {
+		poison[i] = float32(math.NaN())
+	}
+	b.Upload(m.Grads, poison)
+	type report struct {
+		layer, lo, hi int
+		suffix        []float32 // Grads[lo:] when reported
+	}
+	var got []report
+	err = m.Step(0.25, func(layer, lo, hi int) error {
+		all := make([]float32, total)
+		if err := b.Download(all, m.Grads); err != nil {
+			return err
+		}
+		got = append(got, report{layer, lo, hi, all[lo:]})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := make([]float32, total)
+	b.Download(final, m.Grads)
+	layers := arch.Layers()
+	if len(got) != len(layers) {
+		t.Fatalf("%d reports for %d layers", len(got), len(layers))
+	}
+	end := m.NumParams()
+	for i, r := range got {
+		k := len(layers) - 1 - i
+		l := layers[k]
+		if r.layer != k || r.lo != l.WOff || r.hi != l.BOff+l.Out || r.hi != end {
+			t.Errorf("report %d: layer %d [%d,%d), want layer %d [%d,%d) ending where the previous began (%d)",
+				i, r.layer, r.lo, r.hi, k, l.WOff, l.BOff+l.Out, end)
+		}
+		end = r.lo
+		if !slices.Equal(r.suffix, final[r.lo:]) {
+			t.Errorf("layer %d: Grads[%d:] changed after it was reported complete", r.layer, r.lo)
+		}
+	}
+	if end != 0 {
+		t.Errorf("the reports stop at %d, not at the start of the gradient", end)
+	}
+}
+
+// TestHookErrorStops: an error from the hook ends the backward pass and
+// names the layer.
+func TestHookErrorStops(t *testing.T) {
+	arch, _ := NewArch(3, []int{2}, 2, SoftmaxCE)
+	b := cpu.New()
+	m, err := New(arch, b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Upload([]float32{1, 2, 3, 1}, 1)
+	calls := 0
+	err = m.Step(1, func(layer, lo, hi int) error {
+		calls++
+		return errStop
+	})
+	if err == nil || calls != 1 {
+		t.Fatalf("got %v after %d calls, want the hook's error after 1", err, calls)
+	}
+}
+
+var errStop = &stopError{}
+
+type stopError struct{}
+
+func (*stopError) Error() string { return "stop" }
+
+// TestCheckFinite names every bad tensor and passes a clean gradient.
+func TestCheckFinite(t *testing.T) {
+	arch, _ := NewArch(2, []int{2}, 2, SoftmaxCE)
+	g := make([]float32, arch.NumParams())
+	if err := arch.CheckFinite(g, 1); err != nil {
+		t.Fatal(err)
+	}
+	ls := arch.Layers()
+	g[ls[1].BOff] = float32(math.Inf(1))
+	g[ls[0].WOff+1] = float32(math.NaN())
+	err := arch.CheckFinite(g, 1)
+	if err == nil || err.Error()[:len("non-finite gradient in layer0.weight, layer1.bias")] != "non-finite gradient in layer0.weight, layer1.bias" {
+		t.Fatalf("got %v", err)
+	}
+	if err := arch.CheckFinite(make([]float32, arch.NumParams()), math.NaN()); err == nil {
+		t.Fatal("a NaN loss passed")
+	}
+}

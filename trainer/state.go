@@ -1,0 +1,58 @@
+package trainer
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// Position is where the loop is: the next step to run is step Step
+// (0-based) of epoch Epoch (1-based), and Steps steps have run before it,
+// in all epochs (what --max-steps counts). The sample order of an epoch is
+// a pure function of (seed, shard, epoch), so a Position is all the loop
+// needs to continue exactly where it stopped.
+type Position struct {
+	Epoch int `json:"epoch"`
+	Step  int `json:"step"`
+	Steps int `json:"steps"`
+}
+
+// TrainState is everything a run needs to continue: the weights, the
+// optimizer's state (momentum buffer or Adagrad accumulators; none for
+// SGD) and the Position. It is a plain value: copy it, store it, hand it
+// to another Trainer (Trainer.Start) and training goes on bit for bit as
+// if it had never stopped.
+type TrainState struct {
+	Arch     model.Arch `json:"arch"`
+	Params   []float32  `json:"params"`
+	OptState []float32  `json:"opt_state"`
+	Position
+}
+
+// Clone returns a deep copy.
+func (s TrainState) Clone() TrainState {
+	s.Arch.Sizes = slices.Clone(s.Arch.Sizes)
+	s.Params = slices.Clone(s.Params)
+	s.OptState = slices.Clone(s.OptState)
+	return s
+}
+
+// check reports a state that does not fit arch and an optimizer with
+// optLen floats of state.
+func (s *TrainState) check(arch model.Arch, optLen int) error {
+	switch {
+	case !slices.Equal(s.Arch.Sizes, arch.Sizes) || s.Arch.Loss != arch.Loss:
+		return fmt.Errorf("resuming: the state is of a model %v, this job builds %v", s.Arch.Sizes, arch.Sizes)
+	case len(s.Params) != arch.NumParams():
+		return fmt.Errorf("resuming: the state has %d weights, the model %d", len(s.Params), arch.NumParams())
+	case len(s.OptState) != optLen:
+		return fmt.Errorf("resuming: the state has %d floats of optimizer state, this optimizer keeps %d", len(s.OptState), optLen)
+	case s.Epoch < 1 || s.Step < 0 || s.Steps < 0:
+		return fmt.Errorf("resuming: bad position %+v", s.Position)
+	}
+	return nil
+}
+
+// startPosition is the first step of a fresh run.
+var startPosition = Position{Epoch: 1}

@@ -1,0 +1,68 @@
+package trainer
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
+)
+
+// TestResume: N steps, export the TrainState, load it into fresh trainers,
+// M more steps = N+M steps straight, bit for bit, for every optimizer,
+// stopping mid-epoch and at an epoch's end.
+func TestResume(t *testing.T) {
+	for _, opt := range optim.Kinds {
+		for _, split := range [][2]int{{5, 14}, {13, 6}, {1, 25}} {
+			n, m := split[0], split[1]
+			t.Run(fmt.Sprintf("opt=%v/N=%d/M=%d", opt, n, m), func(t *testing.T) {
+				cfg := synthCfg()
+				cfg.Opt.Kind, cfg.Shuffle = opt, true // 13 steps an epoch on 2 ranks
+				straight := cfg
+				straight.MaxSteps = n + m
+				want := mustRun(t, 2, straight)[0]
+
+				first := cfg
+				first.MaxSteps = n
+				a := mustRun(t, 2, first)[0]
+				st := a.State
+				if st == nil || st.Steps != n || (opt != optim.SGD) != (len(st.OptState) > 0) {
+					t.Fatalf("state after %d steps: %+v", n, st)
+				}
+				if wantPos := (Position{Epoch: 1 + n/13, Step: n % 13, Steps: n}); st.Position != wantPos {
+					t.Errorf("position %+v, want %+v", st.Position, wantPos)
+				}
+				res, errs := runWorldFrom(t, 2, straight, st, nil)
+				for r, err := range errs {
+					if err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+				}
+				got := res[0]
+				if got.Steps != n+m || !slices.Equal(got.Params, want.Params) || !slices.Equal(got.State.OptState, want.State.OptState) {
+					t.Errorf("resumed after %d steps: %d steps, weights differ by %.3g from %d steps straight",
+						n, got.Steps, maxRelDiff(got.Params, want.Params), n+m)
+				}
+				if got.State.Position != want.State.Position {
+					t.Errorf("resumed run ends at %+v, straight at %+v", got.State.Position, want.State.Position)
+				}
+				if slices.Equal(a.Params, want.Params) {
+					t.Error("the first part's weights equal the whole run's: the test proves nothing")
+				}
+			})
+		}
+	}
+}
+
+// TestResumeChecksState: a state of another model is refused.
+func TestResumeChecksState(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 2
+	st := *mustRun(t, 1, cfg)[0].State
+	other := cfg
+	other.Hidden = []int{16, 7}
+	_, errs := runWorldFrom(t, 1, other, &st, nil)
+	if errs[0] == nil {
+		t.Fatal("resumed a [12 16 8 3] state into a [12 16 7 3] model")
+	}
+}

@@ -1,0 +1,206 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// runDense sets up a dense model (mlp, softmax, logreg) on every rank and
+// dispatches to the strategy --sync names.
+func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error) {
+	j, err := t.newJob(cfg, train.Rows)
+	if err != nil {
+		return nil, err
+	}
+	arch, err := BuildArch(cfg, train.Cols, train.Classes)
+	if err != nil {
+		return nil, err
+	}
+	var shard *data.Dense // nil on a parameter server
+	if j.shardIdx >= 0 {
+		if shard, err = train.Subset(j.trainShard()); err != nil {
+			return nil, err
+		}
+	}
+	testShard, err := test.Subset(data.StridedShard(test.Rows, t.Comm.Rank(), t.Comm.Size()))
+	if err != nil {
+		return nil, err
+	}
+	// Buffers for at most a batch, and never more rows than a shard holds
+	// (a --batch far above the data size must not allocate for it).
+	rows := max(1, min(cfg.Batch, max(j.sched.shard, testShard.Rows)))
+	m, err := model.New(arch, t.Backend, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Free()
+
+	// Identical initial weights everywhere: rank 0's, broadcast.
+	params := arch.InitParams(cfg.Seed)
+	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
+		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
+	}
+	if cfg.Sync == SyncPS {
+		evalAll := func(p []float32) (float64, error) {
+			if err := t.Backend.Upload(m.Params, p); err != nil {
+				return 0, err
+			}
+			return evaluateShard(t.Comm, m, testShard)
+		}
+		return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
+			return newDenseWorker(j, w, m, shard, test)
+		}, evalAll)
+	}
+	return j.runAllreduce(m, params, shard, testShard)
+}
+
+// allreduceStrategy is synchronous data-parallel SGD: each rank computes
+// the gradient of its share of the global batch, scaled by 1/global batch,
+// and one AllReduce sums the gradients together with each rank's loss sum
+// and correct count (the model writes them into the two slots after the
+// gradient); every rank then applies the same update to the same weights.
+// Its loss and accuracy are the global batch's (ScopeGlobal).
+type allreduceStrategy struct {
+	j           *job
+	m           *model.Model
+	opt         *model.Optimizer
+	ar          *collectives.Allreducer
+	train, test *data.Dense // this rank's shards
+	host        []float32   // gradient + stats on the host, when the backend's buffers are not host memory
+	gb          int         // the current step's global batch
+}
+
+// runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
+func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+	cfg := j.cfg
+	opt, err := model.NewOptimizer(cfg.Opt, j.Backend, m.NumParams())
+	if err != nil {
+		return nil, err
+	}
+	defer opt.Free()
+	s := &allreduceStrategy{j: j, m: m, opt: opt, ar: collectives.NewAllreducer(j.Comm, cfg.Allreduce), train: train, test: test}
+	// Every rank built the same model (CheckSameConfig), so the gradient
+	// lengths agree: no need to check them again at every step.
+	s.ar.SkipLengthCheck = true
+	if _, ok := m.Grads.(kernels.HostBuffer); !ok {
+		s.host = make([]float32, m.NumParams()+model.GradStats)
+	}
+	pos := startPosition
+	if st := j.Start; st != nil {
+		if err := st.check(m.Arch, opt.StateLen()); err != nil {
+			return nil, err
+		}
+		params, pos = st.Params, st.Position
+		if err := opt.LoadState(st.OptState); err != nil {
+			return nil, err
+		}
+	}
+	if err := j.Backend.Upload(m.Params, params); err != nil {
+		return nil, err
+	}
+
+	start := time.Now()
+	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
+	pos, total, err := j.loop(s, pos, res)
+	if err != nil {
+		return nil, err
+	}
+	if math.IsNaN(res.TestAcc) {
+		if res.TestAcc, err = s.Evaluate(); err != nil {
+			return nil, err
+		}
+	}
+	res.Params = make([]float32, m.NumParams())
+	if err := j.Backend.Download(res.Params, m.Params); err != nil {
+		return nil, err
+	}
+	optState, err := opt.SaveState()
+	if err != nil {
+		return nil, err
+	}
+	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState, Position: pos}
+	res.WallSec = time.Since(start).Seconds()
+	res.SamplesPerSec = total / res.WallSec
+	return res, j.finish(res)
+}
+
+func (s *allreduceStrategy) Describe() string {
+	cfg, a := s.j.cfg, s.m.Arch
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s",
+		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce)
+}
+
+func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
+
+// Compute leaves 1/gb × the gradient of this rank's summed loss in Grads:
+// the sum over ranks is then the gradient of the mean loss over the global
+// batch, exact for a partial last batch too.
+func (s *allreduceStrategy) Compute() error {
+	return s.m.Step(1/float32(s.gb), nil)
+}
+
+// Prepare uploads the batch (features and labels in one piece).
+func (s *allreduceStrategy) Prepare(idx []int, step int) error {
+	s.gb = s.j.sched.globalBatch(step)
+	_, err := s.m.LoadBatch(s.train, idx)
+	return err
+}
+
+// Exchange sums the gradient and statistics over the ranks, checks the
+// reduced gradient for NaN/Inf on the host copy (every rank sees the same
+// values, so every rank stops at the same step) and updates the weights.
+func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
+	m, b := s.m, s.j.Backend
+	np := m.NumParams()
+	buf, err := s.hostGrads()
+	if err != nil {
+		return StepStats{}, err
+	}
+	t0 := time.Now()
+	if err := s.ar.Allreduce(buf, collectives.Sum); err != nil {
+		return StepStats{}, err
+	}
+	comm := time.Since(t0).Seconds()
+	if s.host != nil {
+		if err := b.Upload(m.Grads, buf); err != nil {
+			return StepStats{}, err
+		}
+	}
+	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
+	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
+		return StepStats{}, err
+	}
+	return st, s.opt.Update(m.Params, m.GradView())
+}
+
+// hostGrads returns the gradient (and its GradStats slots) in host memory:
+// the backend's own buffer when it is host memory, else a downloaded copy.
+func (s *allreduceStrategy) hostGrads() ([]float32, error) {
+	if hb, ok := s.m.Grads.(kernels.HostBuffer); ok {
+		return hb.Data(), nil
+	}
+	return s.host, s.j.Backend.Download(s.host, s.m.Grads)
+}
+
+// EndEpoch: the share of step time spent in the AllReduce, the mean over
+// ranks of both.
+func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64) error {
+	fr := []float32{float32(commSec), float32(stepSec)}
+	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Avg, collectives.Tree); err != nil {
+		return err
+	}
+	st.CommFraction = float64(fr[0]) / math.Max(float64(fr[1]), 1e-12)
+	return nil
+}
+
+// Evaluate measures the test accuracy over every rank's test shard.
+func (s *allreduceStrategy) Evaluate() (float64, error) {
+	return evaluateShard(s.j.Comm, s.m, s.test)
+}
