@@ -7,6 +7,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -14,8 +15,8 @@ import (
 // job through the parameter server under each consistency model, without
 // and with a straggler.
 type ConsistencyConfig struct {
-	Base     trainer.Config   // the job (Sync is set to "ps")
-	Models   []string         // bsp, ssp, asp, dssp
+	Base     trainer.Config   // the job (Sync is set to trainer.SyncPS)
+	Models   []ps.Consistency // bsp, ssp, asp, dssp
 	Straggle trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
 	Target   float64          // test accuracy whose first epoch counts as time-to-target
 }
@@ -36,7 +37,8 @@ type ConsistencyRow struct {
 // reporting rank (the first worker) after each run. Time to target is the
 // wall time, counted from the start of training, of the first epoch whose
 // test accuracy reaches Target (nil if none does).
-func RunConsistency(c collectives.Comm, newBackend func() kernels.Backend, cfg ConsistencyConfig, emit func(ConsistencyRow)) ([]ConsistencyRow, error) {
+// newBackend opens a backend for each run (closed after it).
+func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, error), cfg ConsistencyConfig, emit func(ConsistencyRow)) ([]ConsistencyRow, error) {
 	if !(cfg.Target > 0 && cfg.Target <= 1) {
 		return nil, fmt.Errorf("target accuracy %v must be in (0, 1]", cfg.Target)
 	}
@@ -51,14 +53,20 @@ func RunConsistency(c collectives.Comm, newBackend func() kernels.Backend, cfg C
 	for _, st := range straggles {
 		for _, m := range cfg.Models {
 			job := cfg.Base
-			job.Sync, job.PS.Consistency, job.Straggle = "ps", m, st
+			job.Sync, job.PS.Consistency, job.Straggle = trainer.SyncPS, m, st
 			job.EvalEvery = 1
-			tr := &trainer.Trainer{Comm: c, Backend: newBackend()}
-			res, err := tr.Run(job)
+			be, err := newBackend()
+			if err != nil {
+				return rows, err
+			}
+			res, err := (&trainer.Trainer{Comm: c, Backend: be}).Run(job)
+			if cerr := be.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
 			if err != nil {
 				return rows, fmt.Errorf("%s, straggler %+v: %w", m, st, err)
 			}
-			row := ConsistencyRow{Consistency: m, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
+			row := ConsistencyRow{Consistency: m.String(), Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
 			if st.Rank >= 0 {
 				row.Straggler = fmt.Sprintf("%d:%g", st.Rank, st.Factor)
 			}

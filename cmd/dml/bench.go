@@ -7,6 +7,7 @@ import (
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 )
@@ -182,11 +183,11 @@ func writeRatios(w io.Writer, rows []bench.Row) {
 
 func cmdBenchConsistency(args []string, stdout io.Writer) error {
 	cfg := trainer.DefaultConfig()
-	cfg.Sync = "ps"
+	cfg.Sync = trainer.SyncPS
 	cfg.Data = trainer.DataConfig{Name: "synthetic", Samples: 20000, Features: 50, Classes: 10, Noise: 2.5, NNZ: 50}
 	// Synthetic 10-class data whose Bayes accuracy is about 0.85, and a
 	// target just under it, so that the models differ in time to target.
-	cfg.Hidden, cfg.Epochs, cfg.Opt.Name = []int{128}, 6, "sgd"
+	cfg.Hidden, cfg.Epochs, cfg.Opt.Kind = []int{128}, 6, optim.SGD
 	var cf commonFlags
 	fs := newFlags("bench consistency", `Usage: mpirun -np N dml bench consistency [training flags] [flags]
 
@@ -197,7 +198,7 @@ prints for each run the time to reach --target test accuracy, the final
 accuracy, the largest staleness seen and the mean time a worker waited.
 Default job: an MLP on synthetic 10-class data. Every training flag of
 'dml train' applies (--data, --model, --servers, --staleness, …).`, stdout)
-	algo := registerTrainFlags(fs, &cfg)
+	registerTrainFlags(fs, &cfg)
 	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
@@ -205,22 +206,21 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if strings.Contains(strings.Join(args, " "), "-sync") && cfg.Sync != "ps" {
+	if cfg.Sync != trainer.SyncPS {
 		return usageErr("bench consistency: runs through the parameter server (--sync ps)")
 	}
-	cfg.Sync = "ps"
-	cfg.Allreduce = collectives.Algorithm(*algo)
 	cfg.Timeout = cf.timeout
-	var list []string
+	var list []ps.Consistency
 	for _, m := range strings.Split(*models, ",") {
 		m = strings.TrimSpace(m)
-		if _, err := ps.ParseConsistency(m); err != nil {
-			return usageErr("bench consistency: --models: %q is not bsp, ssp, asp or dssp", m)
+		c, err := ps.ParseConsistency(m)
+		if err != nil {
+			return usageErr("bench consistency: --models: %v", err)
 		}
-		list = append(list, m)
+		list = append(list, c)
 	}
 	if err := cfg.Validate(); err != nil {
-		return usageErr("bench consistency: %v", err)
+		return usageErr("bench consistency: %s", flagError(err))
 	}
 	if err := bench.CheckFormat(*format); err != nil {
 		return usageErr("bench consistency: --format: %v", err)
@@ -233,8 +233,8 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
-		if err := checkWorld(cfg, c.Size()); err != nil {
-			return err
+		if err := cfg.ValidateWorld(c.Size()); err != nil {
+			return usageErr("%s", flagError(err))
 		}
 		st := cfg.Straggle
 		if st.Rank < 0 {
@@ -244,7 +244,7 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {
-			return err
+			return flagErrorWrap(err)
 		}
 		if c.Rank() == cfg.PS.Servers {
 			return bench.WriteConsistency(stdout, *format, *target, rows)

@@ -96,7 +96,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--hidden", ""}, "empty list"},
 		{[]string{"train", "--hidden", "64,0"}, "not a positive integer"},
 		{[]string{"train", "--model", "cnn"}, `unknown model "cnn"`},
-		{[]string{"train", "--data", "imagenet"}, `unknown source "imagenet"`},
+		{[]string{"train", "--data", "imagenet"}, `--data "imagenet": unknown source`},
+		{[]string{"train", "--backend", "tpu"}, `--backend "tpu": this binary has cpu`},
+		{[]string{"train", "--precision", "fp16"}, `unknown precision "fp16"`},
+		{[]string{"eval", "--weights", "w.npz", "--backend", "tpu"}, `--backend "tpu"`},
 		{[]string{"train", "--optimizer", "adam"}, `unknown optimizer "adam"`},
 		{[]string{"train", "--allreduce", "star"}, `unknown allreduce algorithm "star"`},
 		{[]string{"train", "--epochs", "3", "extra"}, `unexpected argument "extra"`},
@@ -117,6 +120,9 @@ func TestHelp(t *testing.T) {
 		r := dml(t, 0, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
 			t.Errorf("dml %v: exit %d, stdout %q", args, r.code, r.stdout)
+		}
+		if args[0] == "train" && !strings.Contains(r.stdout, "built with: cpu") {
+			t.Errorf("train --help does not list the backends:\n%s", r.stdout)
 		}
 	}
 }
@@ -209,11 +215,14 @@ func TestTrainEvalUnderMPI(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &last); err != nil {
 			t.Fatalf("metrics line %d: %v", i+1, err)
 		}
-		for _, k := range []string{"epoch", "loss", "train_acc", "test_acc", "samples_per_sec", "comm_fraction", "wall_sec"} {
+		for _, k := range []string{"epoch", "loss_scope", "loss", "train_acc", "test_acc", "samples_per_sec", "comm_fraction", "wall_sec"} {
 			if _, ok := last[k]; !ok {
 				t.Errorf("metrics line %d lacks %q: %s", i+1, k, l)
 			}
 		}
+	}
+	if last["loss_scope"] != "global" {
+		t.Errorf("allreduce metrics: loss_scope %v, want global", last["loss_scope"])
 	}
 	r = dml(t, 0, append([]string{"eval", "--weights", w}, data...)...)
 	want := fmt.Sprintf("accuracy %.4f", last["test_acc"])
@@ -245,17 +254,18 @@ func TestPSUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "--sync", "gossip"}, `--sync "gossip": want allreduce or ps`},
-		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `"eventual" is not bsp, ssp, asp or dssp`},
+		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps)`},
+		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `unknown consistency "eventual"`},
 		{[]string{"train", "--sync", "ps", "--staleness", "-1"}, "--staleness -1 must not be negative"},
 		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
 		{[]string{"train", "--sync", "ps", "--staleness-range", "5"}, "want LOW,HIGH"},
 		{[]string{"train", "--sync", "ps", "--filters", "zip"}, `unknown filter "zip"`},
 		{[]string{"train", "--straggle", "x"}, "want RANK:FACTOR"},
 		{[]string{"train", "--straggle", "1:0.5"}, "factor 0.5 must be at least 1"},
-		{[]string{"train", "--model", "sparse-logreg"}, "trains with --sync ps"},
+		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
 		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
-		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `"lazy" is not bsp, ssp, asp or dssp`},
+		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: ps: unknown consistency "lazy"`},
+		{[]string{"bench", "consistency", "--sync", "allreduce"}, "runs through the parameter server"},
 		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
 		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},
 	} {
@@ -296,6 +306,9 @@ func TestPSUnderMPI(t *testing.T) {
 		if _, ok := first[k]; !ok {
 			t.Errorf("metrics lack %q: %s", k, b)
 		}
+	}
+	if first["loss_scope"] != "worker" {
+		t.Errorf("ps metrics: loss_scope %v, want worker", first["loss_scope"])
 	}
 	if ms := first["max_staleness"].(float64); ms > 2 {
 		t.Errorf("ssp with staleness 2 saw %v", ms)

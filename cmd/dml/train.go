@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,9 +17,11 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/kernels/cpu"
+	_ "github.com/dml-project/dml/kernels/cpu" // registers the "cpu" backend
+	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // intList is a flag holding comma-separated positive integers ("256,128").
@@ -112,20 +116,27 @@ func (f float32Flag) Set(s string) error {
 
 // commonFlags are the flags train and eval share.
 type commonFlags struct {
-	backend string
-	profile string
-	timeout time.Duration
+	backend   string
+	precision string
+	prec      kernels.Precision
+	profile   string
+	timeout   time.Duration
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.backend, "backend", "cpu", "compute backend: cpu (pure Go)")
+	fs.StringVar(&c.backend, "backend", "cpu", "compute backend, one of those this binary was built with: "+strings.Join(kernels.Names(), ", "))
+	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
 	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
 }
 
 func (c *commonFlags) check() error {
-	if c.backend != "cpu" {
-		return usageErr("--backend %q: this build has the cpu backend only", c.backend)
+	if !slices.Contains(kernels.Names(), c.backend) {
+		return usageErr("--backend %q: this binary has %s", c.backend, strings.Join(kernels.Names(), ", "))
+	}
+	var err error
+	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
+		return usageErr("--precision: %v", err)
 	}
 	switch c.profile {
 	case "", "cpu", "mem", "block", "mutex", "trace":
@@ -138,7 +149,11 @@ func (c *commonFlags) check() error {
 	return nil
 }
 
-func (c *commonFlags) newBackend() kernels.Backend { return cpu.New() }
+// newBackend opens the --backend for this rank (a device backend picks its
+// device by the local rank).
+func (c *commonFlags) newBackend() (kernels.Backend, error) {
+	return kernels.Open(c.backend, kernels.Options{LocalRank: mpi.LocalRank(), Precision: c.prec})
+}
 
 // begin applies the flags to a started world — the peer timeout, and
 // pkg/profile on rank 0 when asked — and returns the function that stops
@@ -191,7 +206,7 @@ Examples:
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
       --model mlp --data fashion-mnist`, stdout)
-	algo := registerTrainFlags(fs, &cfg)
+	registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -201,10 +216,9 @@ Examples:
 	if err != nil {
 		return err
 	}
-	cfg.Allreduce = collectives.Algorithm(*algo)
 	cfg.Timeout = cf.timeout
 	if err := cfg.Validate(); err != nil {
-		return usageErr("train: %v", err)
+		return usageErr("train: %s", flagError(err))
 	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {
@@ -216,20 +230,27 @@ Examples:
 	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
-		if err := checkWorld(cfg, c.Size()); err != nil {
+		if err := cfg.ValidateWorld(c.Size()); err != nil {
+			return usageErr("%s", flagError(err))
+		}
+		be, err := cf.newBackend()
+		if err != nil {
 			return err
 		}
-		tr := &trainer.Trainer{Comm: c, Backend: cf.newBackend(), Out: stdout, Progress: bar}
-		_, err := tr.Run(cfg)
-		return err
+		defer be.Close()
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar}
+		if _, err := tr.Run(cfg); err != nil {
+			return flagErrorWrap(err)
+		}
+		return nil
 	})
 }
 
 // registerTrainFlags registers the flags of a training job (train and
-// bench consistency share them); the allreduce algorithm comes back as a
-// string to be parsed after fs.Parse.
-func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
-	fs.StringVar(&cfg.Model, "model", cfg.Model, "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
+// bench consistency share them). Enumerations parse as they are set, into
+// the Config's typed fields.
+func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) {
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
@@ -237,23 +258,85 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *string {
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; negative: no limit)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
-	fs.StringVar(&cfg.Opt.Name, "optimizer", cfg.Opt.Name, "optimizer: sgd, momentum or adagrad")
+	fs.TextVar(&cfg.Opt.Kind, "optimizer", cfg.Opt.Kind, "optimizer: sgd, momentum or adagrad")
 	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "how ranks combine gradients: allreduce, or ps (parameter server)")
+	fs.Var(&cfg.Sync, "sync", "how ranks combine gradients: allreduce, or ps (parameter server)")
 	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
-	fs.StringVar(&cfg.PS.Consistency, "consistency", cfg.PS.Consistency, "ps: bsp, ssp, asp or dssp")
+	fs.Var(consistencyFlag{&cfg.PS.Consistency}, "consistency", "ps: bsp, ssp, asp or dssp")
 	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
 	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
-	algo := fs.String("allreduce", string(cfg.Allreduce), "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
+	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
-	return algo
+}
+
+// consistencyFlag parses --consistency into a ps.Consistency.
+type consistencyFlag struct{ v *ps.Consistency }
+
+func (f consistencyFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f consistencyFlag) Set(s string) (err error) {
+	*f.v, err = ps.ParseConsistency(s)
+	return err
+}
+
+// algoFlag parses --allreduce into a collectives.Algorithm.
+type algoFlag struct{ v *collectives.Algorithm }
+
+func (f algoFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return string(*f.v)
+}
+
+func (f algoFlag) Set(s string) (err error) {
+	*f.v, err = collectives.ParseAlgorithm(s)
+	return err
+}
+
+// flagNames maps trainer.ConfigError fields to the flags that set them.
+var flagNames = map[string]string{
+	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce",
+	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
+	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
+	"PS.StalenessRange": "--staleness-range", "PS.Filters": "--filters",
+	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
+	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
+	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+}
+
+// flagError words a configuration error with the flag a person typed:
+// "--batch 0 must be greater than 0".
+func flagError(err error) string {
+	var ce *trainer.ConfigError
+	if errors.As(err, &ce) {
+		if name, ok := flagNames[ce.Field]; ok {
+			return name + " " + ce.Msg
+		}
+	}
+	return err.Error()
+}
+
+// flagErrorWrap turns a configuration error found inside the world into a
+// usage error worded with its flag; other errors pass unchanged.
+func flagErrorWrap(err error) error {
+	if errors.As(err, new(*trainer.ConfigError)) {
+		return usageErr("%s", flagError(err))
+	}
+	return err
 }
 
 // checkOutputDir fails early, before any training, when path's folder does
@@ -269,17 +352,6 @@ func checkOutputDir(path string) error {
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
-}
-
-// checkWorld rejects flags that cannot work with this many ranks.
-func checkWorld(cfg trainer.Config, size int) error {
-	if cfg.Sync == "ps" && cfg.PS.Servers >= size {
-		return usageErr("--servers %d needs at least %d ranks (servers + 1 worker); this job has %d", cfg.PS.Servers, cfg.PS.Servers+1, size)
-	}
-	if cfg.Straggle.Rank >= size {
-		return usageErr("--straggle: rank %d is not in this job of %d ranks", cfg.Straggle.Rank, size)
 	}
 	return nil
 }
@@ -322,12 +394,12 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 		return usageErr("eval: --batch %d must be greater than 0", *batch)
 	}
 	if err := dc.Validate(); err != nil {
-		return usageErr("eval: %v", err)
+		return usageErr("eval: %s", flagError(err))
 	}
 	if err := cf.check(); err != nil {
 		return err
 	}
-	arch, params, err := trainer.LoadNPZ(*weights)
+	arch, params, err := model.LoadNPZ(*weights)
 	if err != nil {
 		return err
 	}
@@ -354,7 +426,12 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 			if err != nil {
 				return err
 			}
-			if ev, err = trainer.Evaluate(c, cf.newBackend(), arch, params, test, *batch); err != nil {
+			be, err := cf.newBackend()
+			if err != nil {
+				return err
+			}
+			defer be.Close()
+			if ev, err = trainer.Evaluate(c, be, arch, params, test, *batch); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bitident.sh — a refactor proves itself bit for bit (CONVENTIONS.md 16):
+# runs two dml binaries with the same flags under mpirun and compares the
+# --save weights byte for byte, then (unless QUICK=1) runs the `make demo`
+# job with both and compares every printed accuracy.
+#
+#   bench/bitident.sh OLD NEW        e.g. bench/bitident.sh /tmp/dml-old bin/dml
+#
+# OLD is built from the commit before the change under test:
+#   git worktree add /tmp/old <commit> && (cd /tmp/old && go build -o /tmp/dml-old ./cmd/dml)
+# Exit status: 0 when every case matches, 1 otherwise.
+set -u
+old=${1:?usage: bitident.sh OLD NEW}
+new=${2:?usage: bitident.sh OLD NEW}
+mpirun=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader)
+dir=$(mktemp -d /tmp/bitident.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+short=(--epochs 1 --max-steps 50)
+sparse=(--model sparse-logreg --data synthetic-sparse --features 100000 --nnz 20 --samples 10000 --optimizer adagrad --lr 0.5)
+synth=(--data synthetic --samples 3000 --features 20 --classes 4 --shuffle)
+
+# name | ranks | flags
+cases=(
+	"allreduce-2|2|${short[*]}"
+	"allreduce-4|4|${short[*]}"
+	"allreduce-2-adagrad-ring|2|${short[*]} --optimizer adagrad --lr 0.01 --allreduce ring"
+	"allreduce-3-sgd-tree-synthetic|3|--epochs 2 --optimizer sgd --allreduce tree --hidden 32 ${synth[*]}"
+	"allreduce-2-logreg|2|--epochs 2 --model logreg --data synthetic --samples 2000 --features 10 --classes 2"
+	"ps-bsp-1server|3|${short[*]} --sync ps --servers 1 --consistency bsp"
+	"ps-bsp-2servers|4|${short[*]} --sync ps --servers 2 --consistency bsp"
+	"ps-bsp-2servers-adagrad-synthetic|4|--epochs 2 --sync ps --servers 2 --consistency bsp --optimizer adagrad --lr 0.05 --hidden 32 ${synth[*]}"
+	"sparse-logreg-bsp-1server|3|--epochs 1 --max-steps 50 --sync ps --consistency bsp ${sparse[*]}"
+	"sparse-logreg-bsp-2servers|4|--epochs 1 --sync ps --servers 2 --consistency bsp ${sparse[*]}"
+)
+for c in "${cases[@]}"; do
+	IFS='|' read -r name np flags <<<"$c"
+	read -r -a args <<<"$flags"
+	for which in old new; do
+		bin=$old
+		[ $which = new ] && bin=$new
+		if ! "${mpirun[@]}" -np "$np" "$bin" train "${args[@]}" --save "$dir/$name.$which.npz" >"$dir/$name.$which.out" 2>&1; then
+			echo "FAIL $name: $which binary failed:"
+			tail -5 "$dir/$name.$which.out"
+			fail=1
+			continue 2
+		fi
+	done
+	if cmp -s "$dir/$name.old.npz" "$dir/$name.new.npz"; then
+		echo "same  $name (np $np): $(sha256sum <"$dir/$name.new.npz" | cut -c1-16)  $(grep -o 'test accuracy [0-9.]*' "$dir/$name.new.out")"
+	else
+		echo "FAIL  $name (np $np): the saved weights differ"
+		fail=1
+	fi
+done
+
+if [ "${QUICK:-0}" != 1 ]; then
+	# The `make demo` job: every epoch's test accuracy and the final one.
+	demo=(--model mlp --hidden 256,128 --data fashion-mnist --epochs 5 --batch 64 --lr 0.05 --sync allreduce)
+	for which in old new; do
+		bin=$old
+		[ $which = new ] && bin=$new
+		"${mpirun[@]}" -np 2 "$bin" train "${demo[@]}" --save "$dir/demo.$which.npz" >"$dir/demo.$which.out" 2>&1 || {
+			echo "FAIL demo: $which binary failed"
+			tail -5 "$dir/demo.$which.out"
+			fail=1
+		}
+		grep -o 'test_acc [0-9.]*\|test accuracy [0-9.]*' "$dir/demo.$which.out" >"$dir/demo.$which.acc"
+	done
+	if cmp -s "$dir/demo.old.acc" "$dir/demo.new.acc" && cmp -s "$dir/demo.old.npz" "$dir/demo.new.npz"; then
+		echo "same  demo (np 2, 5 epochs): accuracies $(tr '\n' ' ' <"$dir/demo.new.acc")and weights"
+	else
+		echo "FAIL  demo: accuracies or weights differ"
+		paste "$dir/demo.old.acc" "$dir/demo.new.acc"
+		fail=1
+	fi
+fi
+exit $fail
