@@ -11,8 +11,15 @@
 //     is not read, so NaNs left in a reused buffer do not leak through;
 //   - lets Relu propagate NaN, so NonFinite still sees a diverged layer;
 //   - breaks argmax ties (Predict, the correct count) towards the first index;
-//   - accumulates Dot and the losses in float64;
-//   - lets Sum's dst be its first or second source.
+//   - accumulates Dot and the losses in float64, and stores the loss sum
+//     rounded to float32 in stats;
+//   - lets Sum's dst be its first or second source;
+//   - runs every op before returning, so Sync has nothing to wait for and
+//     never fails;
+//   - panics when a buffer is used after Free (its own or a view's), when
+//     Free is given a View or a buffer freed already, and when any op is
+//     called after Close: each is a programmer error;
+//   - implements kernels.HostBuffer: (*Buffer).Data is the memory itself.
 package cpu
 
 import (
@@ -33,6 +40,12 @@ type Backend struct {
 	// blas runs Gemm. It is held here rather than taken from blas32's
 	// process-wide implementation, so nothing outside can swap it.
 	blas blas.Float32
+	// closed is set by Close; every later call panics.
+	closed bool
+}
+
+func init() {
+	kernels.Register("cpu", func(kernels.Options) (kernels.Backend, error) { return New(), nil })
 }
 
 // New returns a Backend whose Gemm runs on gonum's pure-Go BLAS.
@@ -43,12 +56,48 @@ func New() *Backend {
 // Name returns "cpu".
 func (be *Backend) Name() string { return "cpu" }
 
-// Alloc returns a zeroed buffer of n elements. It panics if n < 0.
-func (be *Backend) Alloc(n int) kernels.Buffer {
+// Alloc returns a zeroed buffer of n elements. A negative n is an error
+// wrapping kernels.ErrShape.
+func (be *Backend) Alloc(n int) (kernels.Buffer, error) {
+	be.live()
 	if n < 0 {
-		panic(fmt.Sprintf("cpu: Alloc(%d): negative length", n))
+		return nil, shapeError("Alloc", "negative length %d", n)
 	}
-	return &Buffer{data: make([]float32, n), owner: be}
+	return &Buffer{data: make([]float32, n), owner: be, mem: &allocation{}}, nil
+}
+
+// Free releases a buffer from Alloc: the buffer and its views must not be
+// used afterwards (they panic if they are). Free(nil) does nothing; freeing
+// a View, or a buffer twice, panics.
+func (be *Backend) Free(b kernels.Buffer) error {
+	if b == nil {
+		return nil
+	}
+	if cb, ok := b.(*Buffer); ok && cb == nil {
+		return nil
+	}
+	be.data(b) // ownership, and not freed already
+	cb := b.(*Buffer)
+	if cb.view {
+		panic("cpu: Free of a View (free the buffer it views instead)")
+	}
+	cb.mem.freed = true
+	cb.data = nil
+	return nil
+}
+
+// Sync returns nil: every op has finished by the time it returns.
+func (be *Backend) Sync() error {
+	be.live()
+	return nil
+}
+
+// Close ends the backend: every later call panics. Its buffers' memory goes
+// back to the Go heap once they are no longer referenced.
+func (be *Backend) Close() error {
+	be.live()
+	be.closed = true
+	return nil
 }
 
 // View returns the n elements of b starting at off, sharing b's memory. It
@@ -59,7 +108,7 @@ func (be *Backend) View(b kernels.Buffer, off, n int) kernels.Buffer {
 	if off < 0 || n < 0 || off > len(d)-n {
 		panic(fmt.Sprintf("cpu: View(off=%d, n=%d) out of range for a buffer of %d elements", off, n, len(d)))
 	}
-	return &Buffer{data: d[off : off+n : off+n], owner: be}
+	return &Buffer{data: d[off : off+n : off+n], owner: be, mem: b.(*Buffer).mem, view: true}
 }
 
 // Upload copies src into dst; lengths must match.
@@ -93,16 +142,26 @@ func (be *Backend) Copy(dst, src kernels.Buffer) error {
 }
 
 // Fill sets every element of b to v.
-func (be *Backend) Fill(b kernels.Buffer, v float32) {
+func (be *Backend) Fill(b kernels.Buffer, v float32) error {
 	d := be.data(b)
 	for i := range d {
 		d[i] = v
 	}
+	return nil
+}
+
+// live panics if the backend was closed.
+func (be *Backend) live() {
+	if be.closed {
+		panic("cpu: Backend used after Close")
+	}
 }
 
 // data returns the memory behind b, panicking if this Backend did not
-// allocate it.
+// allocate it, if it (or the buffer it views) was freed, or if the backend
+// was closed.
 func (be *Backend) data(b kernels.Buffer) []float32 {
+	be.live()
 	cb, ok := b.(*Buffer)
 	if !ok {
 		panic(fmt.Sprintf("cpu: buffer of type %T was not allocated by a cpu.Backend", b))
@@ -112,6 +171,9 @@ func (be *Backend) data(b kernels.Buffer) []float32 {
 	}
 	if cb.owner != be {
 		panic("cpu: buffer was allocated by a different cpu.Backend")
+	}
+	if cb.mem.freed {
+		panic("cpu: buffer used after Free")
 	}
 	return cb.data
 }

@@ -64,7 +64,7 @@ func BenchmarkGemm(b *testing.B) {
 			run  func() error
 		}{{"cpu", nil}}
 		be := cpu.New()
-		ab, bb, cb := upload(be, a), upload(be, bm), be.Alloc(g.m*g.n)
+		ab, bb, cb := upload(be, a), upload(be, bm), mustAlloc(be, g.m*g.n)
 		impls[0].run = func() error { return be.Gemm(g.transA, g.transB, g.m, g.n, g.k, 1, ab, bb, 0, cb) }
 		if g.naive {
 			impls = append(impls, struct {
@@ -129,7 +129,7 @@ func BenchmarkSum(b *testing.B) {
 				hosts[i] = randFloats(r, n)
 				bufs[i] = upload(be, hosts[i])
 			}
-			dst := be.Alloc(n)
+			dst := mustAlloc(be, n)
 			dstHost := make([]float32, n)
 			name := fmt.Sprintf("srcs=%d/n=%d", srcs, n)
 			b.Run(name+"/impl=cpu", func(b *testing.B) {
@@ -188,8 +188,16 @@ func randFloats(r *rand.Rand, n int) []float32 {
 	return x
 }
 
+func mustAlloc(be kernels.Backend, n int) kernels.Buffer {
+	buf, err := be.Alloc(n)
+	if err != nil {
+		panic(err)
+	}
+	return buf
+}
+
 func upload(be kernels.Backend, host []float32) kernels.Buffer {
-	buf := be.Alloc(len(host))
+	buf := mustAlloc(be, len(host))
 	if err := be.Upload(buf, host); err != nil {
 		panic(err)
 	}

@@ -1,10 +1,12 @@
 package cpu
 
 import (
-	"math"
-
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 )
+
+// The update rules are package optim's, the same code the parameter server
+// runs; these methods only check shapes.
 
 // SGD sets w -= lr·(g + wd·w).
 func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
@@ -12,10 +14,7 @@ func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
 	if err := checkLen("SGD", "g", len(gv), len(wv)); err != nil {
 		return err
 	}
-	gv = gv[:len(wv)]
-	for i, wi := range wv {
-		wv[i] = wi - lr*(gv[i]+wd*wi)
-	}
+	optim.SGDUpdate(wv, gv, lr, wd)
 	return nil
 }
 
@@ -28,12 +27,7 @@ func (be *Backend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
 	); err != nil {
 		return err
 	}
-	gv, vv = gv[:len(wv)], vv[:len(wv)]
-	for i, wi := range wv {
-		vi := mu*vv[i] + (gv[i] + wd*wi)
-		vv[i] = vi
-		wv[i] = wi - lr*vi
-	}
+	optim.MomentumUpdate(wv, gv, vv, lr, mu, wd)
 	return nil
 }
 
@@ -46,12 +40,6 @@ func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 	); err != nil {
 		return err
 	}
-	gv, hv = gv[:len(wv)], hv[:len(wv)]
-	for i, wi := range wv {
-		gi := gv[i] + wd*wi
-		hi := hv[i] + gi*gi
-		hv[i] = hi
-		wv[i] = wi - lr*gi/(float32(math.Sqrt(float64(hi)))+eps)
-	}
+	optim.AdagradUpdate(wv, gv, hv, lr, eps, wd)
 	return nil
 }

@@ -16,8 +16,9 @@ func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
 }
 
 // Scale sets x *= alpha.
-func (be *Backend) Scale(alpha float32, x kernels.Buffer) {
+func (be *Backend) Scale(alpha float32, x kernels.Buffer) error {
 	scale(alpha, be.data(x))
+	return nil
 }
 
 // scale sets x *= alpha.
@@ -73,12 +74,12 @@ func (be *Backend) Dot(x, y kernels.Buffer) (float64, error) {
 }
 
 // NonFinite returns the index of the first NaN or ±Inf in x, or -1.
-func (be *Backend) NonFinite(x kernels.Buffer) int {
+func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
 	for i, v := range be.data(x) {
 		// v-v is NaN exactly when v is NaN or ±Inf.
 		if d := v - v; d != d {
-			return i
+			return i, nil
 		}
 	}
-	return -1
+	return -1, nil
 }

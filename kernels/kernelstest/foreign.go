@@ -16,7 +16,8 @@ func (f foreign) Len() int { return f.n }
 // otherwise fit, in turn to every op: each must panic (the interface makes
 // it a programmer error).
 func testForeignBuffer(t *testing.T, be kernels.Backend) {
-	x := func() kernels.Buffer { return be.Alloc(4) }
+	x := func() kernels.Buffer { return alloc(t, be, 4) }
+	labels := load(t, be, []float32{0, 1, 0, 1})
 	f := foreign{4}
 	for _, c := range []struct {
 		name string
@@ -27,7 +28,8 @@ func testForeignBuffer(t *testing.T, be kernels.Backend) {
 		{"Download", func() { _ = be.Download(make([]float32, 4), f) }},
 		{"Copy dst", func() { _ = be.Copy(f, x()) }},
 		{"Copy src", func() { _ = be.Copy(x(), f) }},
-		{"Fill", func() { be.Fill(f, 1) }},
+		{"Free", func() { _ = be.Free(f) }},
+		{"Fill", func() { _ = be.Fill(f, 1) }},
 		{"Gemm a", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, f, x(), 0, x()) }},
 		{"Gemm b", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, x(), f, 0, x()) }},
 		{"Gemm c", func() { _ = be.Gemm(false, false, 2, 2, 2, 1, x(), x(), 0, f) }},
@@ -35,14 +37,18 @@ func testForeignBuffer(t *testing.T, be kernels.Backend) {
 		{"SumRows", func() { _ = be.SumRows(foreign{2}, x(), 2, 2, 0) }},
 		{"Relu", func() { _ = be.Relu(x(), f) }},
 		{"ReluGrad", func() { _ = be.ReluGrad(x(), x(), f) }},
-		{"SoftmaxCrossEntropy", func() { _, _, _ = be.SoftmaxCrossEntropy(x(), f, []int32{0, 1}, 2, 2, 1) }},
-		{"SigmoidCrossEntropy", func() { _, _, _ = be.SigmoidCrossEntropy(f, x(), []int32{0, 1, 0, 1}, 1) }},
-		{"Predict", func() { _ = be.Predict(make([]int32, 2), f, 2, 2) }},
+		{"SoftmaxCrossEntropy logits", func() { _ = be.SoftmaxCrossEntropy(x(), f, be.View(labels, 0, 2), 2, 2, 1, alloc(t, be, 2)) }},
+		{"SoftmaxCrossEntropy labels", func() { _ = be.SoftmaxCrossEntropy(x(), x(), foreign{2}, 2, 2, 1, alloc(t, be, 2)) }},
+		{"SoftmaxCrossEntropy stats", func() { _ = be.SoftmaxCrossEntropy(x(), x(), be.View(labels, 0, 2), 2, 2, 1, foreign{2}) }},
+		{"SigmoidCrossEntropy grad", func() { _ = be.SigmoidCrossEntropy(f, x(), labels, 4, 1, alloc(t, be, 2)) }},
+		{"SigmoidCrossEntropy stats", func() { _ = be.SigmoidCrossEntropy(x(), x(), labels, 4, 1, foreign{2}) }},
+		{"Predict x", func() { _ = be.Predict(alloc(t, be, 2), f, 2, 2) }},
+		{"Predict out", func() { _ = be.Predict(foreign{2}, x(), 2, 2) }},
 		{"Axpy", func() { _ = be.Axpy(1, f, x()) }},
-		{"Scale", func() { be.Scale(2, f) }},
+		{"Scale", func() { _ = be.Scale(2, f) }},
 		{"Sum", func() { _ = be.Sum(x(), x(), f) }},
 		{"Dot", func() { _, _ = be.Dot(x(), f) }},
-		{"NonFinite", func() { be.NonFinite(f) }},
+		{"NonFinite", func() { _, _ = be.NonFinite(f) }},
 		{"SGD", func() { _ = be.SGD(x(), f, 0.1, 0) }},
 		{"Momentum", func() { _ = be.Momentum(x(), x(), f, 0.1, 0.9, 0) }},
 		{"Adagrad", func() { _ = be.Adagrad(f, x(), x(), 0.1, 1e-6, 0) }},

@@ -24,8 +24,8 @@ func centralDiff(x []float64, f func() float64) []float64 {
 }
 
 // checkGrad compares an analytic gradient with central differences:
-// |got − fd| ≤ gradRel·‖fd‖∞ + gradAbs for every element.
-func checkGrad(t *testing.T, what string, got []float32, fd []float64) {
+// |got − fd| ≤ gradBoundRel(o)·‖fd‖∞ + gradAbs for every element.
+func checkGrad(t *testing.T, o Options, what string, got []float32, fd []float64) {
 	t.Helper()
 	var norm float64
 	for _, v := range fd {
@@ -33,7 +33,7 @@ func checkGrad(t *testing.T, what string, got []float32, fd []float64) {
 	}
 	bound := make([]float64, len(fd))
 	for i := range bound {
-		bound[i] = gradRel*norm + gradAbs
+		bound[i] = gradBoundRel(o)*norm + gradAbs
 	}
 	checkWithin(t, what, got, fd, bound)
 }
@@ -50,20 +50,20 @@ func sum(x []float64) float64 {
 // testGradients checks, for every op with a backward, that the gradient the
 // backend computes is the derivative of a scalar loss written out in
 // float64, by central differences.
-func testGradients(t *testing.T, be kernels.Backend) {
-	t.Run("Linear/W=in×out", func(t *testing.T) { gradLinear(t, be, false) })
-	t.Run("Linear/W=out×in", func(t *testing.T) { gradLinear(t, be, true) })
-	t.Run("Relu", func(t *testing.T) { gradRelu(t, be) })
-	t.Run("SoftmaxCrossEntropy", func(t *testing.T) { gradSoftmax(t, be) })
-	t.Run("SigmoidCrossEntropy", func(t *testing.T) { gradSigmoid(t, be) })
-	t.Run("MLP", func(t *testing.T) { gradMLP(t, be) })
+func testGradients(t *testing.T, be kernels.Backend, o Options) {
+	t.Run("Linear/W=in×out", func(t *testing.T) { gradLinear(t, be, o, false) })
+	t.Run("Linear/W=out×in", func(t *testing.T) { gradLinear(t, be, o, true) })
+	t.Run("Relu", func(t *testing.T) { gradRelu(t, be, o) })
+	t.Run("SoftmaxCrossEntropy", func(t *testing.T) { gradSoftmax(t, be, o) })
+	t.Run("SigmoidCrossEntropy", func(t *testing.T) { gradSigmoid(t, be, o) })
+	t.Run("MLP", func(t *testing.T) { gradMLP(t, be, o) })
 }
 
 // gradLinear checks the backward of a linear layer Y = X·W + 1·biasᵀ under
 // the probe loss Σ P∘Y: dW and dX from Gemm with the transposes the weight
 // layout calls for, dbias from SumRows. wOutByIn stores W as out×in (so the
 // forward is X·Wᵀ) instead of in×out.
-func gradLinear(t *testing.T, be kernels.Backend, wOutByIn bool) {
+func gradLinear(t *testing.T, be kernels.Backend, o Options, wOutByIn bool) {
 	const batch, in, out = 5, 4, 3
 	r := newRand(21)
 	x, w, bias, p := normals(r, batch*in, 1), normals(r, in*out, 1), normals(r, out, 1), normals(r, batch*out, 1)
@@ -89,7 +89,7 @@ func gradLinear(t *testing.T, be kernels.Backend, wOutByIn bool) {
 	}
 
 	xb, wb, dyb := load(t, be, x), load(t, be, w), load(t, be, p)
-	dx, dw, db := be.Alloc(batch*in), be.Alloc(in*out), be.Alloc(out)
+	dx, dw, db := alloc(t, be, batch*in), alloc(t, be, in*out), alloc(t, be, out)
 	if wOutByIn {
 		ok(t, "dW = dYᵀ·X", be.Gemm(true, false, out, in, batch, 1, dyb, xb, 0, dw))
 		ok(t, "dX = dY·W", be.Gemm(false, false, batch, in, out, 1, dyb, wb, 0, dx))
@@ -98,9 +98,9 @@ func gradLinear(t *testing.T, be kernels.Backend, wOutByIn bool) {
 		ok(t, "dX = dY·Wᵀ", be.Gemm(false, true, batch, in, out, 1, dyb, wb, 0, dx))
 	}
 	ok(t, "dbias = SumRows(dY)", be.SumRows(db, dyb, batch, out, 0))
-	checkGrad(t, "dW", read(t, be, dw), centralDiff(W, loss))
-	checkGrad(t, "dX", read(t, be, dx), centralDiff(X, loss))
-	checkGrad(t, "dbias", read(t, be, db), centralDiff(B, loss))
+	checkGrad(t, o, "dW", read(t, be, dw), centralDiff(W, loss))
+	checkGrad(t, o, "dX", read(t, be, dx), centralDiff(X, loss))
+	checkGrad(t, o, "dbias", read(t, be, db), centralDiff(B, loss))
 }
 
 // awayFromZero moves every element at least margin from 0, keeping its
@@ -117,7 +117,7 @@ func awayFromZero(x []float32, margin float32) []float32 {
 }
 
 // gradRelu checks ReluGrad (in place) under the probe loss Σ P∘relu(X).
-func gradRelu(t *testing.T, be kernels.Backend) {
+func gradRelu(t *testing.T, be kernels.Backend, o Options) {
 	r := newRand(22)
 	x, p := awayFromZero(normals(r, 40, 1), 0.05), normals(r, 40, 1)
 	X, P := widen(x), widen(p)
@@ -128,15 +128,15 @@ func gradRelu(t *testing.T, be kernels.Backend) {
 		}
 		return s
 	}
-	xb, yb, db := load(t, be, x), be.Alloc(len(x)), load(t, be, p)
+	xb, yb, db := load(t, be, x), alloc(t, be, len(x)), load(t, be, p)
 	ok(t, "Relu", be.Relu(yb, xb))
 	ok(t, "ReluGrad", be.ReluGrad(db, db, yb))
-	checkGrad(t, "dX", read(t, be, db), centralDiff(X, loss))
+	checkGrad(t, o, "dX", read(t, be, db), centralDiff(X, loss))
 }
 
 // gradSoftmax checks SoftmaxCrossEntropy's grad against the mean
 // cross-entropy (scale = 1/rows).
-func gradSoftmax(t *testing.T, be kernels.Backend) {
+func gradSoftmax(t *testing.T, be kernels.Backend, o Options) {
 	const rows, cols = 4, 5
 	r := newRand(23)
 	z, labels := normals(r, rows*cols, 2), randLabels(r, rows, cols)
@@ -145,15 +145,14 @@ func gradSoftmax(t *testing.T, be kernels.Backend) {
 		_, l, _ := refSoftmaxCrossEntropy(Z, labels, rows, cols, 1)
 		return sum(l) / rows
 	}
-	gb := be.Alloc(rows * cols)
-	_, _, err := be.SoftmaxCrossEntropy(gb, load(t, be, z), labels, rows, cols, 1.0/rows)
-	ok(t, "SoftmaxCrossEntropy", err)
-	checkGrad(t, "dZ", read(t, be, gb), centralDiff(Z, loss))
+	gb := alloc(t, be, rows*cols)
+	ok(t, "SoftmaxCrossEntropy", be.SoftmaxCrossEntropy(gb, load(t, be, z), load(t, be, labels), rows, cols, 1.0/rows, alloc(t, be, 2)))
+	checkGrad(t, o, "dZ", read(t, be, gb), centralDiff(Z, loss))
 }
 
 // gradSigmoid checks SigmoidCrossEntropy's grad against the mean logistic
 // loss (scale = 1/n), including saturated logits.
-func gradSigmoid(t *testing.T, be kernels.Backend) {
+func gradSigmoid(t *testing.T, be kernels.Backend, o Options) {
 	z := append(normals(newRand(24), 8, 3), 30, -30, 12, -12)
 	labels := randLabels(newRand(25), len(z), 2)
 	n := float64(len(z))
@@ -162,8 +161,7 @@ func gradSigmoid(t *testing.T, be kernels.Backend) {
 		_, l, _ := refSigmoidCrossEntropy(Z, labels, 1)
 		return sum(l) / n
 	}
-	gb := be.Alloc(len(z))
-	_, _, err := be.SigmoidCrossEntropy(gb, load(t, be, z), labels, float32(1/n))
-	ok(t, "SigmoidCrossEntropy", err)
-	checkGrad(t, "dZ", read(t, be, gb), centralDiff(Z, loss))
+	gb := alloc(t, be, len(z))
+	ok(t, "SigmoidCrossEntropy", be.SigmoidCrossEntropy(gb, load(t, be, z), load(t, be, labels), len(z), float32(1/n), alloc(t, be, 2)))
+	checkGrad(t, o, "dZ", read(t, be, gb), centralDiff(Z, loss))
 }

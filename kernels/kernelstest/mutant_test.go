@@ -40,6 +40,12 @@ var mutants = map[string]struct {
 	"adagrad-eps-inside-sqrt": {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
 	"axpy-writes-then-checks": {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
 	"gemm-ignores-transA":     {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
+	"softmax-ignores-stats":   {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"sigmoid-ignores-stats":   {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"gemm-writes-past-c":      {"Gemm", func(b kernels.Backend) kernels.Backend { return &gemmWritesPast{Backend: b} }},
+	"bad-labels-clamped":      {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
+	"free-pool-not-zeroed":    {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
+	"alloc-negative-panics":   {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -100,7 +106,7 @@ func hostOp(b kernels.Backend, f func(host [][]float32), bufs ...kernels.Buffer)
 type viewCopies struct{ kernels.Backend }
 
 func (m viewCopies) View(b kernels.Buffer, off, n int) kernels.Buffer {
-	c := m.Alloc(n)
+	c, _ := m.Alloc(n)
 	_ = m.Copy(c, m.Backend.View(b, off, n))
 	return c
 }
@@ -160,42 +166,43 @@ func (m reluGradPassesZero) ReluGrad(dx, dy, y kernels.Buffer) error {
 
 type softmaxIgnoresScale struct{ kernels.Backend }
 
-func (m softmaxIgnoresScale) SoftmaxCrossEntropy(grad, logits kernels.Buffer, labels []int32, rows, cols int, scale float32) (float64, int, error) {
-	return m.Backend.SoftmaxCrossEntropy(grad, logits, labels, rows, cols, 1)
+func (m softmaxIgnoresScale) SoftmaxCrossEntropy(grad, logits, labels kernels.Buffer, rows, cols int, scale float32, stats kernels.Buffer) error {
+	return m.Backend.SoftmaxCrossEntropy(grad, logits, labels, rows, cols, 1, stats)
 }
 
 // sigmoidNaive computes the loss as log(1 + exp(z)) − y·z in float32, which
 // overflows for large z.
 type sigmoidNaive struct{ kernels.Backend }
 
-func (m sigmoidNaive) SigmoidCrossEntropy(grad, logits kernels.Buffer, labels []int32, scale float32) (float64, int, error) {
-	loss, correct, err := m.Backend.SigmoidCrossEntropy(grad, logits, labels, scale)
+func (m sigmoidNaive) SigmoidCrossEntropy(grad, logits, labels kernels.Buffer, rows int, scale float32, stats kernels.Buffer) error {
+	err := m.Backend.SigmoidCrossEntropy(grad, logits, labels, rows, scale, stats)
 	if err != nil || grad == logits {
-		return loss, correct, err
+		return err
 	}
-	loss = 0
 	hostOp(m.Backend, func(h [][]float32) {
+		var loss float64
 		for i, z := range h[0] {
 			e := float32(math.Exp(float64(z)))
-			loss += float64(float32(math.Log(float64(1+e))) - float32(labels[i])*z)
+			loss += float64(float32(math.Log(float64(1+e))) - h[1][i]*z)
 		}
-	}, logits)
-	return loss, correct, nil
+		h[2][0] = float32(loss)
+	}, logits, labels, stats)
+	return nil
 }
 
 type predictGEZero struct{ kernels.Backend }
 
-func (m predictGEZero) Predict(out []int32, x kernels.Buffer, rows, cols int) error {
+func (m predictGEZero) Predict(out, x kernels.Buffer, rows, cols int) error {
 	if err := m.Backend.Predict(out, x, rows, cols); err != nil || cols != 1 {
 		return err
 	}
 	hostOp(m.Backend, func(h [][]float32) {
 		for i, v := range h[0] {
 			if v >= 0 {
-				out[i] = 1
+				h[1][i] = 1
 			}
 		}
-	}, x)
+	}, x, out)
 	return nil
 }
 
@@ -210,7 +217,7 @@ func (m sumDropsLast) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
 
 type nonFiniteNaNOnly struct{ kernels.Backend }
 
-func (m nonFiniteNaNOnly) NonFinite(x kernels.Buffer) int {
+func (m nonFiniteNaNOnly) NonFinite(x kernels.Buffer) (int, error) {
 	at := -1
 	hostOp(m.Backend, func(h [][]float32) {
 		for i, v := range h[0] {
@@ -220,7 +227,7 @@ func (m nonFiniteNaNOnly) NonFinite(x kernels.Buffer) int {
 			}
 		}
 	}, x)
-	return at
+	return at, nil
 }
 
 type momentumDropsWD struct{ kernels.Backend }
@@ -255,4 +262,124 @@ func (m axpyWritesFirst) Axpy(alpha float32, x, y kernels.Buffer) error {
 		_ = m.Backend.Axpy(alpha, m.Backend.View(x, 0, n), m.Backend.View(y, 0, n))
 	}
 	return m.Backend.Axpy(alpha, x, y)
+}
+
+// statsIgnored computes the loss ops but leaves stats as they were.
+type statsIgnored struct{ kernels.Backend }
+
+func (m statsIgnored) keep(stats kernels.Buffer, op func() error) error {
+	old := make([]float32, stats.Len())
+	if err := m.Download(old, stats); err != nil {
+		return op()
+	}
+	err := op()
+	_ = m.Upload(stats, old)
+	return err
+}
+
+func (m statsIgnored) SoftmaxCrossEntropy(grad, logits, labels kernels.Buffer, rows, cols int, scale float32, stats kernels.Buffer) error {
+	return m.keep(stats, func() error {
+		return m.Backend.SoftmaxCrossEntropy(grad, logits, labels, rows, cols, scale, stats)
+	})
+}
+
+func (m statsIgnored) SigmoidCrossEntropy(grad, logits, labels kernels.Buffer, rows int, scale float32, stats kernels.Buffer) error {
+	return m.keep(stats, func() error {
+		return m.Backend.SigmoidCrossEntropy(grad, logits, labels, rows, scale, stats)
+	})
+}
+
+// gemmWritesPast writes one element past C when C is a view with room
+// after it: the off-by-one of a kernel that does not check its last tile.
+type gemmWritesPast struct {
+	kernels.Backend
+	parents map[kernels.Buffer]viewOf
+}
+
+type viewOf struct {
+	parent kernels.Buffer
+	off    int
+}
+
+func (m *gemmWritesPast) View(b kernels.Buffer, off, n int) kernels.Buffer {
+	v := m.Backend.View(b, off, n)
+	if m.parents == nil {
+		m.parents = map[kernels.Buffer]viewOf{}
+	}
+	m.parents[v] = viewOf{b, off}
+	return v
+}
+
+func (m *gemmWritesPast) Gemm(tA, tB bool, mm, n, k int, alpha float32, a, b kernels.Buffer, beta float32, c kernels.Buffer) error {
+	if err := m.Backend.Gemm(tA, tB, mm, n, k, alpha, a, b, beta, c); err != nil {
+		return err
+	}
+	if p, ok := m.parents[c]; ok && mm*n > 0 && p.off+c.Len() < p.parent.Len() {
+		_ = m.Backend.Fill(m.Backend.View(p.parent, p.off+c.Len(), 1), 0)
+	}
+	return nil
+}
+
+// badLabelsClamped treats any label outside [0, classes) or not an integer
+// as class 0: no error, and a finite loss.
+type badLabelsClamped struct{ kernels.Backend }
+
+func (m badLabelsClamped) clamp(labels kernels.Buffer, classes int) kernels.Buffer {
+	h := make([]float32, labels.Len())
+	if err := m.Download(h, labels); err != nil {
+		return labels
+	}
+	for i, l := range h {
+		if !(l >= 0 && l < float32(classes)) || l != float32(int(l)) {
+			h[i] = 0
+		}
+	}
+	c, _ := m.Alloc(len(h))
+	_ = m.Upload(c, h)
+	return c
+}
+
+func (m badLabelsClamped) SoftmaxCrossEntropy(grad, logits, labels kernels.Buffer, rows, cols int, scale float32, stats kernels.Buffer) error {
+	return m.Backend.SoftmaxCrossEntropy(grad, logits, m.clamp(labels, cols), rows, cols, scale, stats)
+}
+
+func (m badLabelsClamped) SigmoidCrossEntropy(grad, logits, labels kernels.Buffer, rows int, scale float32, stats kernels.Buffer) error {
+	return m.Backend.SigmoidCrossEntropy(grad, logits, m.clamp(labels, 2), rows, scale, stats)
+}
+
+// dirtyPool keeps freed buffers and hands them out again, by length,
+// without zeroing them.
+type dirtyPool struct {
+	kernels.Backend
+	free map[int][]kernels.Buffer
+}
+
+func (m *dirtyPool) Free(b kernels.Buffer) error {
+	if b == nil {
+		return nil
+	}
+	if m.free == nil {
+		m.free = map[int][]kernels.Buffer{}
+	}
+	m.free[b.Len()] = append(m.free[b.Len()], b)
+	return nil
+}
+
+func (m *dirtyPool) Alloc(n int) (kernels.Buffer, error) {
+	if l := m.free[n]; len(l) > 0 {
+		m.free[n] = l[:len(l)-1]
+		return l[len(l)-1], nil
+	}
+	return m.Backend.Alloc(n)
+}
+
+// allocNegativePanics panics on a negative length instead of returning an
+// error.
+type allocNegativePanics struct{ kernels.Backend }
+
+func (m allocNegativePanics) Alloc(n int) (kernels.Buffer, error) {
+	if n < 0 {
+		panic("negative length")
+	}
+	return m.Backend.Alloc(n)
 }

@@ -27,16 +27,16 @@ func runOptim(t *testing.T, be kernels.Backend, seed uint64, c optimCase) {
 	t.Helper()
 	r := newRand(seed)
 	w0 := normals(r, optimLen, 1)
-	wb, sb := load(t, be, w0), be.Alloc(optimLen)
+	wb, sb := loadGuarded(t, be, w0), loadGuarded(t, be, make([]float32, optimLen))
 	w, state := widen(w0), make([]float64, optimLen)
 	for step := range optimSteps {
 		g := normals(r, optimLen, 1)
 		gb := load(t, be, g)
 		name := fmt.Sprintf("%s step %d", c.name, step+1)
-		ok(t, name, c.step(be, wb, gb, sb))
+		ok(t, name, c.step(be, wb.buf, gb, sb.buf))
 		c.ref(w, widen(g), state)
-		checkAbsOrRel(t, name+": w", read(t, be, wb), w, optimAbs, optimRel)
-		checkAbsOrRel(t, name+": state", read(t, be, sb), state, optimAbs, optimRel)
+		checkAbsOrRel(t, name+": w", wb.read(t, name+": w"), w, optimAbs, optimRel)
+		checkAbsOrRel(t, name+": state", sb.read(t, name+": state"), state, optimAbs, optimRel)
 		checkExact(t, name+": g after", read(t, be, gb), g)
 	}
 }

@@ -10,24 +10,36 @@ import "math"
 // transA, B stored n×k when transB) and per element the magnitude
 // |alpha|·Σ_l |op(A)[i,l]·op(B)[l,j]| + |beta·C[i,j]|. beta == 0 ignores C.
 func refGemm(transA, transB bool, m, n, k int, alpha float64, a, b []float64, beta float64, c []float64) (want, mag []float64) {
-	opA := func(i, l int) float64 {
-		if transA {
-			return a[l*m+i]
+	// opA is op(A) as m rows of k, opBt is op(B)ᵀ as n rows of k, so the
+	// inner loop runs along two contiguous rows.
+	opA, opBt := make([]float64, m*k), make([]float64, n*k)
+	for i := range m {
+		for l := range k {
+			if transA {
+				opA[i*k+l] = a[l*m+i]
+			} else {
+				opA[i*k+l] = a[i*k+l]
+			}
 		}
-		return a[i*k+l]
 	}
-	opB := func(l, j int) float64 {
-		if transB {
-			return b[j*k+l]
+	for j := range n {
+		for l := range k {
+			if transB {
+				opBt[j*k+l] = b[j*k+l]
+			} else {
+				opBt[j*k+l] = b[l*n+j]
+			}
 		}
-		return b[l*n+j]
 	}
 	want, mag = make([]float64, m*n), make([]float64, m*n)
 	for i := range m {
+		ar := opA[i*k : (i+1)*k]
 		for j := range n {
+			br := opBt[j*k : (j+1)*k]
+			br = br[:len(ar)]
 			var sum, abs float64
-			for l := range k {
-				p := opA(i, l) * opB(l, j)
+			for l, av := range ar {
+				p := av * br[l]
 				sum += p
 				abs += math.Abs(p)
 			}
@@ -56,7 +68,7 @@ func argmax(row []float64) int {
 // refSoftmaxCrossEntropy returns scale·(softmax(z) − onehot(labels)) for the
 // rows×cols matrix z, the cross-entropy of each row (by log-sum-exp, so any
 // z is fine), and how many rows have argmax == label.
-func refSoftmaxCrossEntropy(z []float64, labels []int32, rows, cols int, scale float64) (grad, loss []float64, correct int) {
+func refSoftmaxCrossEntropy(z []float64, labels []float32, rows, cols int, scale float64) (grad, loss []float64, correct int) {
 	grad, loss = make([]float64, rows*cols), make([]float64, rows)
 	for i := range rows {
 		row, g := z[i*cols:(i+1)*cols], grad[i*cols:(i+1)*cols]
@@ -82,7 +94,7 @@ func refSoftmaxCrossEntropy(z []float64, labels []int32, rows, cols int, scale f
 // refSigmoidCrossEntropy returns scale·(σ(z) − y), the logistic loss of each
 // row in its overflow-free softplus form, and how many rows have
 // (z > 0) == (y == 1).
-func refSigmoidCrossEntropy(z []float64, labels []int32, scale float64) (grad, loss []float64, correct int) {
+func refSigmoidCrossEntropy(z []float64, labels []float32, scale float64) (grad, loss []float64, correct int) {
 	grad, loss = make([]float64, len(z)), make([]float64, len(z))
 	for i, v := range z {
 		y := float64(labels[i])

@@ -1,16 +1,24 @@
 // Package kernelstest is the conformance suite for kernels.Backend. Run
 // checks every op of any backend against a naive float64 reference loop with
 // a stated tolerance (see tolerance.go), on seeded random inputs and awkward
-// shapes; checks that bad shapes return kernels.ErrShape and leave every
-// buffer untouched, and that foreign buffers panic; checks the gradients the
-// ops compute against central differences of a float64 loss; and checks the
-// optimizer updates over several steps against the formulas in float64.
+// shapes (empty, 1×1, odd sizes and sizes that are not multiples of a GPU
+// tile, long vectors, many rows); checks that no op writes outside its
+// output (outputs are Views with guard elements around them); checks that
+// bad shapes return kernels.ErrShape and leave every buffer untouched, that
+// bad labels are reported (an error, or NaN in the loss), and that foreign
+// buffers panic; checks Alloc, Free, Sync and Close; checks the gradients
+// the ops compute against central differences of a float64 loss; and checks
+// the optimizer updates over several steps against the formulas in float64.
 //
 // A backend package runs it from its own tests:
 //
 //	func TestConformance(t *testing.T) {
 //		kernelstest.Run(t, func() kernels.Backend { return cpu.New() })
 //	}
+//
+// A backend whose Gemm may use TF32 runs it with a wider Gemm tolerance:
+//
+//	kernelstest.RunOpts(t, newBackend, kernelstest.Options{GemmRelTol: kernelstest.TF32GemmRelTol})
 package kernelstest
 
 import (
@@ -19,40 +27,84 @@ import (
 	"github.com/dml-project/dml/kernels"
 )
 
-// Run runs the whole suite, one subtest per op (named after it), each on a
-// fresh backend from newBackend. Subtests run one after another, since a
-// Backend is used by one goroutine at a time.
+// Options adjust the suite to a backend.
+type Options struct {
+	// GemmRelTol, when > 0, is added to Gemm's relative bound: an element
+	// of C may then differ from the float64 reference by
+	// (gamma(k+3) + GemmRelTol)·Σ_l |alpha·op(A)[i,l]·op(B)[l,j]| + |beta·C[i,j]|·gamma(2).
+	// The checks that run Gemm inside a larger computation (gradients, the
+	// MLP loss) widen by the same amount. Zero means FP32 Gemm.
+	GemmRelTol float64
+}
+
+// TF32GemmRelTol is GemmRelTol for a Gemm that rounds its inputs to TF32
+// (10 explicit mantissa bits): rounded to nearest, each input is off by at
+// most 2⁻¹¹ relative and a product by about 2·2⁻¹¹; truncated, as tensor
+// cores fed float32 may do, by 2⁻¹⁰ each. This is the truncating bound,
+// 2·2⁻¹⁰. At this tolerance a Gemm that loses one term of a long (k of a
+// few hundred) product can pass; the FP32 run is the one that catches it.
+const TF32GemmRelTol = 4 * 0x1p-11
+
+// Run runs the whole suite with the default Options (FP32 everywhere).
 func Run(t *testing.T, newBackend func() kernels.Backend) {
+	RunOpts(t, newBackend, Options{})
+}
+
+// RunOpts runs the whole suite, one subtest per op (named after it), each
+// on a fresh backend from newBackend, closed when the subtest ends (Close
+// must return nil). Subtests run one after another, since a Backend is used
+// by one goroutine at a time.
+func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 	checks := []struct {
 		name  string
-		check func(*testing.T, kernels.Backend)
+		check func(*testing.T, kernels.Backend, Options)
 	}{
-		{"Alloc", testAlloc},
-		{"View", testView},
-		{"UploadDownload", testUploadDownload},
-		{"Copy", testCopy},
-		{"Fill", testFill},
+		{"Alloc", plain(testAlloc)},
+		{"Free", plain(testFree)},
+		{"View", plain(testView)},
+		{"UploadDownload", plain(testUploadDownload)},
+		{"Copy", plain(testCopy)},
+		{"Fill", plain(testFill)},
+		{"Sync", plain(testSync)},
 		{"Gemm", testGemm},
-		{"AddBias", testAddBias},
-		{"SumRows", testSumRows},
-		{"Relu", testRelu},
-		{"ReluGrad", testReluGrad},
-		{"SoftmaxCrossEntropy", testSoftmaxCrossEntropy},
-		{"SigmoidCrossEntropy", testSigmoidCrossEntropy},
-		{"Predict", testPredict},
-		{"Axpy", testAxpy},
-		{"Scale", testScale},
-		{"Sum", testSum},
-		{"Dot", testDot},
-		{"NonFinite", testNonFinite},
-		{"SGD", testSGD},
-		{"Momentum", testMomentum},
-		{"Adagrad", testAdagrad},
-		{"ErrShape", testErrShape},
-		{"ForeignBuffer", testForeignBuffer},
+		{"AddBias", plain(testAddBias)},
+		{"SumRows", plain(testSumRows)},
+		{"Relu", plain(testRelu)},
+		{"ReluGrad", plain(testReluGrad)},
+		{"SoftmaxCrossEntropy", plain(testSoftmaxCrossEntropy)},
+		{"SigmoidCrossEntropy", plain(testSigmoidCrossEntropy)},
+		{"BadLabels", plain(testBadLabels)},
+		{"Predict", plain(testPredict)},
+		{"Axpy", plain(testAxpy)},
+		{"Scale", plain(testScale)},
+		{"Sum", plain(testSum)},
+		{"Dot", plain(testDot)},
+		{"NonFinite", plain(testNonFinite)},
+		{"SGD", plain(testSGD)},
+		{"Momentum", plain(testMomentum)},
+		{"Adagrad", plain(testAdagrad)},
+		{"ErrShape", plain(testErrShape)},
+		{"ForeignBuffer", plain(testForeignBuffer)},
 		{"Gradients", testGradients},
 	}
 	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) { c.check(t, newBackend()) })
+		t.Run(c.name, func(t *testing.T) {
+			be := newBackend()
+			t.Cleanup(func() {
+				if err := be.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			c.check(t, be, o)
+			// Whatever the device reported asynchronously comes back here.
+			if err := be.Sync(); err != nil {
+				t.Errorf("Sync after the checks: %v", err)
+			}
+		})
 	}
+}
+
+// plain adapts a check that takes no Options.
+func plain(f func(*testing.T, kernels.Backend)) func(*testing.T, kernels.Backend, Options) {
+	return func(t *testing.T, be kernels.Backend, _ Options) { f(t, be) }
 }

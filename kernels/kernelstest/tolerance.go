@@ -44,11 +44,76 @@ func gamma(n int) float64 {
 	return 2 * nu / (1 - nu)
 }
 
+// The bound of each op, in one place. mag is the sum of the magnitudes of
+// the terms a result is made of (computed by the reference), so a float32
+// computation in any order, tiled, split in two stages or with fused
+// multiply-adds, passes, while a result that lost or doubled a term, or
+// read a wrong element, is off by about a term and fails.
+
+// gemmBound bounds C[i,j] with mag = |alpha|·Σ_l |op(A)[i,l]·op(B)[l,j]| +
+// |beta·C[i,j]|: (gamma(k+3) + o.GemmRelTol)·mag, with k+3 roundings for the
+// k products and sums, the alpha and beta scalings and the final add.
+func gemmBound(k int, mag []float64, o Options) []float64 {
+	return scaled(mag, gamma(k+3)+o.GemmRelTol)
+}
+
+// addBiasBound bounds x + bias: one rounding.
+func addBiasBound(x, bias float64) float64 { return gamma(1) * (math.Abs(x) + math.Abs(bias)) }
+
+// sumRowsBound bounds beta·dst + Σ_i x[i] with abs = |beta·dst| + Σ_i |x[i]|:
+// rows additions, the scaling and one more, for a two-stage reduction.
+func sumRowsBound(rows int, abs float64) float64 { return gamma(rows+2) * abs }
+
+// axpyBound bounds y + alpha·x: a product and a sum.
+func axpyBound(y, ax float64) float64 { return gamma(2) * (math.Abs(y) + math.Abs(ax)) }
+
+// scaleBound bounds alpha·x: one rounding.
+func scaleBound(ax float64) float64 { return gamma(1) * math.Abs(ax) }
+
+// sumBound bounds the element-wise sum of count sources with abs = Σ |src|.
+func sumBound(count int, abs float64) float64 { return gamma(count) * abs }
+
+// dotBound bounds Σ x·y with abs = Σ |x·y|, which admits a float32
+// accumulation in any order.
+func dotBound(n int, abs float64) float64 { return gamma(n) * abs }
+
+// softmaxGradBound bounds scale·(softmax(z) − onehot) at one element, for a
+// row of cols logits, with p the reference probability, d = |z − max| and
+// want the reference gradient: a float32 log-sum-exp errs by about
+// (cols + 4 + d) roundings relative to p; tiny admits underflow and
+// flush-to-zero.
+func softmaxGradBound(scale float64, cols int, d, p, want float64) float64 {
+	return math.Abs(scale)*8*unit*(float64(cols)+4+d)*p + gamma(1)*math.Abs(want) + tiny
+}
+
+// softmaxLossBound bounds one row's cross-entropy, with top the row
+// maximum, zl the label's logit and loss the reference loss.
+func softmaxLossBound(cols int, top, zl, loss float64) float64 {
+	return 8 * unit * (float64(cols) + 4 + math.Abs(top) + math.Abs(zl) + loss)
+}
+
+// sigmoidGradBound bounds scale·(σ(z) − y).
+func sigmoidGradBound(scale, want float64) float64 {
+	return 8*unit*math.Abs(scale) + gamma(1)*math.Abs(want)
+}
+
+// sigmoidLossBound bounds one row's logistic loss.
+func sigmoidLossBound(z, loss float64) float64 { return 8 * unit * (1 + math.Abs(z) + loss) }
+
+// statsLossBound bounds the loss sum as stored in stats[0], given the bound
+// on the sum itself: storing it as float32 rounds once more. The correct
+// count in stats[1] must be exact (counts are below 2²⁴).
+func statsLossBound(sum, bound float64) float64 { return bound + gamma(1)*math.Abs(sum) }
+
+// gradBoundRel is gradRel, widened by the Gemm tolerance for backends whose
+// Gemm rounds its inputs: a gradient is a few products deep.
+func gradBoundRel(o Options) float64 { return gradRel + 8*o.GemmRelTol }
+
 // checkWithin reports every i with |got[i] − want[i]| > bound[i] (or a NaN
 // where want has none).
-func checkWithin(t *testing.T, what string, got []float32, want, bound []float64) {
+func checkWithin(t *testing.T, what string, got []float32, want, bound []float64) int {
 	t.Helper()
-	report(t, what, len(got), len(want), func(i int) string {
+	return report(t, what, len(got), len(want), func(i int) string {
 		g, w := float64(got[i]), want[i]
 		if g == w || math.Abs(g-w) <= bound[i] {
 			return ""
@@ -59,9 +124,9 @@ func checkWithin(t *testing.T, what string, got []float32, want, bound []float64
 
 // checkExact reports every i with got[i] != want[i]; NaN matches NaN, and
 // 0 matches −0.
-func checkExact(t *testing.T, what string, got, want []float32) {
+func checkExact(t *testing.T, what string, got, want []float32) int {
 	t.Helper()
-	report(t, what, len(got), len(want), func(i int) string {
+	return report(t, what, len(got), len(want), func(i int) string {
 		g, w := got[i], want[i]
 		if g == w || (g != g && w != w) {
 			return ""
@@ -71,9 +136,9 @@ func checkExact(t *testing.T, what string, got, want []float32) {
 }
 
 // checkBits reports every i where got[i] and want[i] differ in any bit.
-func checkBits(t *testing.T, what string, got, want []float32) {
+func checkBits(t *testing.T, what string, got, want []float32) int {
 	t.Helper()
-	report(t, what, len(got), len(want), func(i int) string {
+	return report(t, what, len(got), len(want), func(i int) string {
 		g, w := math.Float32bits(got[i]), math.Float32bits(want[i])
 		if g == w {
 			return ""
@@ -84,9 +149,9 @@ func checkBits(t *testing.T, what string, got, want []float32) {
 
 // checkAbsOrRel reports every i where got[i] and want[i] differ by more
 // than abs and by more than rel relative to the larger.
-func checkAbsOrRel(t *testing.T, what string, got []float32, want []float64, abs, rel float64) {
+func checkAbsOrRel(t *testing.T, what string, got []float32, want []float64, abs, rel float64) int {
 	t.Helper()
-	report(t, what, len(got), len(want), func(i int) string {
+	return report(t, what, len(got), len(want), func(i int) string {
 		if scalar.EqualWithinAbsOrRel(float64(got[i]), want[i], abs, rel) {
 			return ""
 		}
@@ -103,12 +168,14 @@ func checkScalar(t *testing.T, what string, got, want, bound float64) {
 }
 
 // report runs mismatch over n elements and reports the first few
-// mismatches (where it returns a description) and how many there were.
-func report(t *testing.T, what string, n, wantN int, mismatch func(i int) string) {
+// mismatches (where it returns a description) and how many there were,
+// which it returns (a length mismatch counts as one). The check* functions
+// return the same count.
+func report(t *testing.T, what string, n, wantN int, mismatch func(i int) string) int {
 	t.Helper()
 	if n != wantN {
 		t.Errorf("%s: %d elements, want %d", what, n, wantN)
-		return
+		return 1
 	}
 	const shown = 4
 	bad := 0
@@ -125,4 +192,5 @@ func report(t *testing.T, what string, n, wantN int, mismatch func(i int) string
 	if bad > shown {
 		t.Errorf("%s: %d of %d elements wrong in all", what, bad, n)
 	}
+	return bad
 }
