@@ -201,14 +201,10 @@ func (c Config) psConfig() (ps.Config, error) {
 	if err != nil {
 		return ps.Config{}, err
 	}
-	opt, err := ps.ParseOptimizer(c.Opt.Kind.String())
-	if err != nil {
-		return ps.Config{}, err
-	}
 	return ps.Config{
 		Servers: c.PS.Servers, Consistency: c.PS.Consistency, Staleness: c.PS.Staleness,
 		StalenessLow: c.PS.StalenessLow, StalenessHigh: c.PS.StalenessHigh,
-		Optimizer: opt, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
+		Optimizer: c.Opt.Kind, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
 		Timeout: c.Timeout, Filters: filters,
 	}, nil
 }

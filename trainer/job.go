@@ -27,6 +27,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // ErrNonFinite reports a loss or gradient that became NaN or ±Inf.
@@ -66,6 +67,12 @@ type Trainer struct {
 	Out io.Writer
 	// Progress draws a bar on Out while an epoch runs (reporting rank, terminals).
 	Progress bool
+	// Tracer, if not nil, receives spans of each step: step, batch,
+	// forward, backward, download/upload, allreduce, pull, push, straggle,
+	// update, evaluate (package trace). Nil costs nothing. For spans of
+	// every op and message, wrap Comm and Backend with trace.Comm and
+	// trace.Backend too.
+	Tracer trace.Tracer
 	// Start, if not nil, resumes training from a saved state (sync
 	// allreduce only): its weights and optimizer state replace the initial
 	// ones and the loop starts at its (epoch, step).
@@ -169,15 +176,16 @@ type job struct {
 	*Trainer
 	cfg      Config
 	sched    schedule
-	shardIdx int // which training shard: the rank, or the worker's index under ps (-1: a server)
-	reporter int // the rank that prints epoch lines and writes --metrics
+	tr       trace.Tracer // never nil
+	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
+	reporter int          // the rank that prints epoch lines and writes --metrics
 }
 
 // newJob sets up the shard bookkeeping: under ps, the workers (ranks
 // Servers..N-1) share the training set and the servers hold none of it.
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
-	j := &job{Trainer: t, cfg: cfg, shardIdx: rank}
+	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer)}
 	members := n
 	if cfg.Sync == SyncPS {
 		members, j.shardIdx, j.reporter = n-cfg.PS.Servers, rank-cfg.PS.Servers, cfg.PS.Servers

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // Strategy is how the ranks that train combine their work at each step:
@@ -139,7 +140,9 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			step := pos.Step
 			ts := time.Now()
 			lo, hi := min(step*cfg.Batch, len(order)), min((step+1)*cfg.Batch, len(order))
+			sp := j.tr.Begin("step").Arg("epoch", epoch).Arg("step", step)
 			st, err := j.step(s, order[lo:hi], step)
+			sp.Err(err).End()
 			if err != nil {
 				return pos, 0, fmt.Errorf("%sepoch %d step %d (global step %d): %w", j.who(), epoch, step, res.Steps+1, err)
 			}
@@ -171,7 +174,9 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			return pos, 0, err
 		}
 		if j.evalDue(epoch, done) {
+			sp := j.tr.Begin("evaluate").Arg("epoch", epoch)
 			acc, err := s.Evaluate()
+			sp.Err(err).End()
 			if err != nil {
 				return pos, 0, err
 			}
@@ -201,7 +206,9 @@ func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {
 		return StepStats{}, err
 	}
 	if st := j.cfg.Straggle; st.Rank == j.Comm.Rank() && st.Factor > 1 {
+		sp := j.tr.Begin("straggle").Cat(trace.Wait)
 		time.Sleep(time.Duration(float64(time.Since(t0)) * (st.Factor - 1)))
+		sp.End()
 	}
 	return s.Exchange(step)
 }

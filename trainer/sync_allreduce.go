@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // runDense sets up a dense model (mlp, softmax, logreg) on every rank and
@@ -41,6 +42,7 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 		return nil, err
 	}
 	defer m.Free()
+	m.Tracer = j.tr
 
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
@@ -149,7 +151,9 @@ func (s *allreduceStrategy) Compute() error {
 // Prepare uploads the batch (features and labels in one piece).
 func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 	s.gb = s.j.sched.globalBatch(step)
+	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := s.m.LoadBatch(s.train, idx)
+	sp.Err(err).End()
 	return err
 }
 
@@ -163,13 +167,20 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if err != nil {
 		return StepStats{}, err
 	}
+	tr := s.j.tr
 	t0 := time.Now()
-	if err := s.ar.Allreduce(buf, collectives.Sum); err != nil {
+	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4 * len(buf))
+	err = s.ar.Allreduce(buf, collectives.Sum)
+	sp.Err(err).End()
+	if err != nil {
 		return StepStats{}, err
 	}
 	comm := time.Since(t0).Seconds()
 	if s.host != nil {
-		if err := b.Upload(m.Grads, buf); err != nil {
+		sp := tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(buf))
+		err := b.Upload(m.Grads, buf)
+		sp.Err(err).End()
+		if err != nil {
 			return StepStats{}, err
 		}
 	}
@@ -177,7 +188,10 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
-	return st, s.opt.Update(m.Params, m.GradView())
+	sp = tr.Begin("update").Cat(trace.Update)
+	err = s.opt.Update(m.Params, m.GradView())
+	sp.Err(err).End()
+	return st, err
 }
 
 // hostGrads returns the gradient (and its GradStats slots) in host memory:
@@ -186,7 +200,10 @@ func (s *allreduceStrategy) hostGrads() ([]float32, error) {
 	if hb, ok := s.m.Grads.(kernels.HostBuffer); ok {
 		return hb.Data(), nil
 	}
-	return s.host, s.j.Backend.Download(s.host, s.m.Grads)
+	sp := s.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(s.host))
+	err := s.j.Backend.Download(s.host, s.m.Grads)
+	sp.Err(err).End()
+	return s.host, err
 }
 
 // EndEpoch: the share of step time spent in the AllReduce, the mean over

@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // PSStats is what parameter-server workers measured: per epoch for the
@@ -117,10 +118,13 @@ func (p *psWorker) Describe() string {
 
 func (p *psWorker) Scope() Scope { return ScopeWorker }
 
-// timed runs f (a Pull or Push) and returns the seconds it took.
-func (p *psWorker) timed(f func() error) (float64, error) {
+// timed runs f (a Pull or Push of n floats) in a span named name and
+// returns the seconds it took.
+func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
+	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
 	t0 := time.Now()
 	err := f()
+	sp.Err(err).End()
 	return time.Since(t0).Seconds(), err
 }
 
@@ -155,13 +159,19 @@ func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.D
 
 func (d *denseWorker) Prepare(idx []int, step int) error {
 	var err error
-	if d.wait, err = d.timed(func() error { return d.w.Pull(d.params) }); err != nil {
+	if d.wait, err = d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
 		return err
 	}
-	if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
+	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
+	err = d.j.Backend.Upload(d.m.Params, d.params)
+	sp.Err(err).End()
+	if err != nil {
 		return err
 	}
-	if d.rows, err = d.m.LoadBatch(d.train, idx); err != nil {
+	sp = d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.rows, err = d.m.LoadBatch(d.train, idx)
+	sp.Err(err).End()
+	if err != nil {
 		return err
 	}
 	d.sc = d.scale(d.rows, step)
@@ -177,14 +187,19 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	grads := d.host
 	if hb, ok := d.m.Grads.(kernels.HostBuffer); ok {
 		grads = hb.Data()
-	} else if err := d.j.Backend.Download(grads, d.m.Grads); err != nil {
-		return StepStats{}, err
+	} else {
+		sp := d.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(grads))
+		err := d.j.Backend.Download(grads, d.m.Grads)
+		sp.Err(err).End()
+		if err != nil {
+			return StepStats{}, err
+		}
 	}
 	st := StepStats{LossSum: float64(grads[np]), Correct: float64(grads[np+1]), Samples: float64(d.rows)}
 	if err := d.arch.CheckFinite(grads[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
-	push, err := d.timed(func() error { return d.w.Push(grads[:np]) })
+	push, err := d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
 	st.CommSec = d.wait + push
 	return st, err
 }

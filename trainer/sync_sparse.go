@@ -9,6 +9,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // Sparse logistic regression, the parameter server's own workload (Li et
@@ -66,7 +67,10 @@ type sparseWorker struct {
 // Prepare gathers the batch and pulls its working set: every feature the
 // batch touches, and the bias.
 func (s *sparseWorker) Prepare(idx []int, step int) error {
-	if err := s.train.Gather(&s.batch, idx); err != nil {
+	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	err := s.train.Gather(&s.batch, idx)
+	sp.Err(err).End()
+	if err != nil {
 		return err
 	}
 	b := &s.batch
@@ -81,13 +85,14 @@ func (s *sparseWorker) Prepare(idx []int, step int) error {
 	s.vals = grow(s.vals, nk)
 	s.grads = grow(s.grads, nk)
 	s.sc = s.scale(b.Rows, step)
-	var err error
-	s.wait, err = s.timed(func() error { return s.w.PullKeys(s.keys, s.vals) })
+	s.wait, err = s.timed("pull", nk, func() error { return s.w.PullKeys(s.keys, s.vals) })
 	return err
 }
 
 // Compute is the logistic loss and its gradient over the working set.
 func (s *sparseWorker) Compute() error {
+	sp := s.j.tr.Begin("forward+backward").Cat(trace.Compute).Arg("rows", s.batch.Rows).Arg("keys", len(s.keys))
+	defer sp.End()
 	b := &s.batch
 	pos := func(j int32) int {
 		k, _ := slices.BinarySearch(s.keys, int64(j))
@@ -121,7 +126,7 @@ func (s *sparseWorker) Compute() error {
 
 // Exchange pushes the working set's gradient.
 func (s *sparseWorker) Exchange(int) (StepStats, error) {
-	push, err := s.timed(func() error { return s.w.PushKeys(s.keys, s.grads) })
+	push, err := s.timed("push", len(s.keys), func() error { return s.w.PushKeys(s.keys, s.grads) })
 	return StepStats{LossSum: s.lossSum, Correct: float64(s.correct), Samples: float64(s.batch.Rows), CommSec: s.wait + push}, err
 }
 

@@ -26,6 +26,7 @@ Commands:
   train             train a model data-parallel across the ranks
   eval              evaluate saved weights on a dataset
   bench allreduce   time AllReduce algorithms (nccl-tests style table)
+  devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version
 
 Run 'dml <command> --help' for a command's flags.
@@ -66,8 +67,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdTrain(args[1:], stdout, stderr)
 	case "eval":
 		err = cmdEval(args[1:], stdout, stderr)
+	case "devices":
+		err = cmdDevices(args[1:], stdout, stderr)
 	default:
-		err = usageErr("unknown command %q (want train, eval, bench or version; see 'dml --help')", args[0])
+		err = usageErr("unknown command %q (want train, eval, bench, devices or version; see 'dml --help')", args[0])
 	}
 	return report(err, stderr)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // GradStats is the number of slots after the gradient in Model.Grads: the
@@ -36,6 +37,8 @@ type Model struct {
 	MaxRows int
 	Params  kernels.Buffer
 	Grads   kernels.Buffer
+	// Tracer receives "forward" and "backward" spans (trace.Nop from New).
+	Tracer trace.Tracer
 
 	layers []Layer
 	np     int
@@ -59,7 +62,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	if maxRows < 1 {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
-	m := &Model{Arch: arch, B: b, MaxRows: maxRows, layers: arch.Layers(), np: arch.NumParams()}
+	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, layers: arch.Layers(), np: arch.NumParams()}
 	var failed error
 	alloc := func(what string, n int) kernels.Buffer {
 		if failed != nil {
@@ -212,16 +215,21 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 // correct count. hook (may be nil) is told as each layer's gradient
 // completes, last layer first. Nothing is read back to the host.
 func (m *Model) Step(scale float32, hook GradHook) error {
+	sp := m.Tracer.Begin("forward").Cat(trace.Compute).Arg("rows", m.rows)
 	logits, err := m.Forward()
+	if err == nil {
+		last := len(m.layers)
+		dlogits := m.view(m.dacts[last], m.rows, m.outputs())
+		err = m.loss(dlogits, logits, scale, m.Stats())
+	}
+	sp.Err(err).End()
 	if err != nil {
 		return err
 	}
-	last := len(m.layers)
-	dlogits := m.view(m.dacts[last], m.rows, m.outputs())
-	if err := m.loss(dlogits, logits, scale, m.Stats()); err != nil {
-		return err
-	}
-	return m.backward(hook)
+	sp = m.Tracer.Begin("backward").Cat(trace.Compute).Arg("rows", m.rows).Arg("layers", len(m.layers))
+	err = m.backward(hook)
+	sp.Err(err).End()
+	return err
 }
 
 func (m *Model) backward(hook GradHook) error {
