@@ -27,6 +27,7 @@ type Backend struct {
 	tf32      bool // Gemm uses the TF32 tensor-core kernels
 
 	pool   pool
+	mem    map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close
 	up     uploadRing
 	down   pinned   // staging for Download, Dot, NonFinite
 	hosts  []pinned // from HostAlloc
@@ -110,11 +111,14 @@ func (be *Backend) Close() error {
 			errs = append(errs, be.asyncErr("Close", "", err))
 		}
 	}
-	be.pool.drain(func(p devPtr) {
+	// Every device allocation, in the pool's free lists or still live.
+	for p := range be.mem {
 		if err := be.q.free(p); err != nil && be.err == nil {
 			errs = append(errs, err)
 		}
-	})
+	}
+	be.mem = nil
+	be.pool = pool{}
 	be.up.release(be.q)
 	be.down.release(be.q)
 	for i := range be.hosts {

@@ -91,12 +91,19 @@ func (be *Backend) allocate(bytes int) (*allocation, error) {
 		if err := be.q.sync(); err != nil {
 			return nil, err
 		}
-		be.pool.drain(func(p devPtr) { _ = be.q.free(p) })
+		be.pool.drain(func(p devPtr) {
+			_ = be.q.free(p)
+			delete(be.mem, p)
+		})
 		ptr, err = be.q.alloc(class)
 	}
 	if err != nil {
 		return nil, err
 	}
+	if be.mem == nil {
+		be.mem = map[devPtr]struct{}{}
+	}
+	be.mem[ptr] = struct{}{}
 	be.pool.live += int64(class)
 	return &allocation{ptr: ptr, class: class}, nil
 }

@@ -215,13 +215,14 @@ func TestShapeErrorsQueueNothing(t *testing.T) {
 	be := open(t, kernels.Options{})
 	defer be.Close()
 	a, _ := be.Alloc(6)
+	b, _ := be.Alloc(5)
 	c, _ := be.Alloc(4)
 	if err := be.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	err := be.Gemm(false, false, 2, 2, 3, 1, a, a, 0, c)
+	err := be.Gemm(false, false, 2, 2, 3, 1, a, b, 0, c)
 	if !errors.Is(err, kernels.ErrShape) || !strings.Contains(err.Error(), "cuda.Gemm") || !strings.Contains(err.Error(), "m=2 n=2 k=3") {
-		t.Fatalf("Gemm with B of 6 elements for 3×2: %v", err)
+		t.Fatalf("Gemm with B of 5 elements for 3×2: %v", err)
 	}
 	if be.ops.n != 0 {
 		t.Errorf("%d ops queued by a call that failed its shape check", be.ops.n)

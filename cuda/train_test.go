@@ -12,18 +12,22 @@ import (
 
 // The GPU-vs-CPU training check: an MLP 784-64-10 trained for 20 steps of
 // momentum SGD (lr 0.05, mu 0.9), batch 64, from the same initial weights
-// on the same batches, on the CPU backend and on this one. The backends
-// round differently (GEMM summation order, exp/log), so they agree to a
+// on the same batches (inputs N(0, 1), labels from a random linear
+// teacher), on the CPU backend and on this one. The backends round
+// differently (GEMM summation order, exp/log), so they agree to a
 // tolerance, stated here:
 //
-//   - the mean loss of every step: |gpu − cpu| ≤ lossTol·(1 + |cpu|);
-//   - the final weights: ‖gpu − cpu‖₂ ≤ weightTol·‖cpu‖₂, and every element
-//     within elemTol·max|cpu| of the CPU's.
+//   - the mean loss of every step: |gpu − cpu| ≤ tol.loss·(1 + |cpu|);
+//   - the final weights, relative to how far training moved them:
+//     ‖gpu − cpu‖₂ ≤ tol.weight·‖cpu − init‖₂ (the update is 44% of ‖w‖
+//     here), and every element within tol.elem·max|cpu| of the CPU's.
 //
-// FP32: lossTol 1e-5, weightTol 1e-5, elemTol 1e-4. TF32 (inputs of every
-// GEMM rounded to 10 mantissa bits): lossTol 2e-3, weightTol 2e-3, elemTol
-// 1e-2. The loss must also fall (it learns), so a backend that computes
-// nothing cannot agree with itself and pass.
+// FP32: loss 1e-5, weight 1e-5, elem 1e-5 (measured on an H200: 7e-8,
+// 4e-7, 3e-7). TF32 (every GEMM's inputs rounded to 10 mantissa bits, so
+// each step's gradient is off by ~1e-3 relative and 20 steps at this
+// learning rate accumulate it): loss 5e-3, weight 0.1, elem 0.05 (measured:
+// 1.2e-3, 0.023, 0.017). A wrong op is off by O(1). The CPU's loss must
+// also fall (the check trains something).
 const (
 	trainSteps, trainBatch = 20, 64
 	trainLR, trainMu       = 0.05, 0.9
@@ -34,11 +38,11 @@ var trainSizes = []int{784, 64, 10}
 type trainTol struct{ loss, weight, elem float64 }
 
 func TestTrainMatchesCPU(t *testing.T) {
-	testTrainMatchesCPU(t, kernels.FP32, trainTol{1e-5, 1e-5, 1e-4})
+	testTrainMatchesCPU(t, kernels.FP32, trainTol{1e-5, 1e-5, 1e-5})
 }
 
 func TestTrainMatchesCPUTF32(t *testing.T) {
-	testTrainMatchesCPU(t, kernels.TF32, trainTol{2e-3, 2e-3, 1e-2})
+	testTrainMatchesCPU(t, kernels.TF32, trainTol{5e-3, 0.1, 0.05})
 }
 
 // trainRun trains on be and returns the loss per step and final weights.
@@ -88,24 +92,25 @@ func testTrainMatchesCPU(t *testing.T, p kernels.Precision, tol trainTol) {
 	if !(cpuLoss[trainSteps-1] < 0.8*cpuLoss[0]) {
 		t.Errorf("the CPU run did not learn: loss %.4g → %.4g", cpuLoss[0], cpuLoss[trainSteps-1])
 	}
-	var diff2, norm2, maxAbs, maxDiff float64
+	var diff2, upd2, maxAbs, maxDiff float64
 	for i, w := range cpuW {
 		d := float64(gpuW[i]) - float64(w)
+		u := float64(w) - float64(init[i])
 		diff2 += d * d
-		norm2 += float64(w) * float64(w)
+		upd2 += u * u
 		maxAbs = max(maxAbs, math.Abs(float64(w)))
 		maxDiff = max(maxDiff, math.Abs(d))
 		if math.IsNaN(d) {
 			t.Fatalf("weight %d is %v on the GPU", i, gpuW[i])
 		}
 	}
-	rel := math.Sqrt(diff2 / norm2)
+	rel := math.Sqrt(diff2 / upd2)
 	if rel > tol.weight {
-		t.Errorf("final weights: ‖gpu − cpu‖/‖cpu‖ = %.3g > %.3g", rel, tol.weight)
+		t.Errorf("final weights: ‖gpu − cpu‖/‖cpu − init‖ = %.3g > %.3g", rel, tol.weight)
 	}
 	if maxDiff > tol.elem*maxAbs {
 		t.Errorf("final weights: max |gpu − cpu| = %.3g > %.3g·max|cpu| = %.3g", maxDiff, tol.elem, tol.elem*maxAbs)
 	}
-	t.Logf("%s on %s: loss %.5f → %.5f (CPU %.5f → %.5f); worst per-step loss difference %.3g relative; final weights ‖Δ‖/‖w‖ = %.3g, max|Δ| = %.3g (max|w| = %.3g)",
-		p, gpu.Device().Name, gpuLoss[0], gpuLoss[trainSteps-1], cpuLoss[0], cpuLoss[trainSteps-1], worst, rel, maxDiff, maxAbs)
+	t.Logf("%s on %s: loss %.5f → %.5f (CPU %.5f → %.5f); worst per-step loss difference %.3g relative; final weights ‖Δ‖/‖update‖ = %.3g, max|Δ|/max|w| = %.3g",
+		p, gpu.Device().Name, gpuLoss[0], gpuLoss[trainSteps-1], cpuLoss[0], cpuLoss[trainSteps-1], worst, rel, maxDiff/maxAbs)
 }
