@@ -19,10 +19,11 @@ import (
 	"github.com/dml-project/dml/trainer"
 )
 
-// TestMain runs the package's tests once in this process (the in-process
-// transport's tests; the MPI ones see a world of one) and, when `go test`
-// started it outside mpirun, once more under `mpirun -np 2` and `-np 4`
-// restricted to the MPI tests.
+// TestMain, when `go test` started it outside mpirun, runs the MPI tests
+// under `mpirun -np 2, 4` (AllReduce) and `-np 3, 5` (parameter server),
+// and then not again in this process (they have run: they are not skips).
+// Under mpirun, or with DML_NO_MPIRUN set, it runs them here; outside
+// mpirun they skip, saying why.
 func TestMain(m *testing.M) {
 	if !mpi.Launched() && os.Getenv("DML_NO_MPIRUN") == "" {
 		for _, job := range []struct {
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 			}
 			os.Args = os.Args[:len(os.Args)-1]
 		}
+		os.Args = append(os.Args, "-test.skip=^TestMPI")
 	}
 	code := m.Run()
 	if mpiStarted {
