@@ -13,6 +13,9 @@
 #                   PTX differs; then assemble every PTX with ptxas for the SASS
 #                   targets and print registers, shared memory and spills per
 #                   kernel (a spill is a finding; see kernels/cu/ABI.md).
+#   kernels-emu     run every kernel on the host (kernels/cu/emu: one thread
+#                   per CUDA thread) against CPU-backend references; needs only
+#                   g++ >= 10, no CUDA toolchain and no GPU.
 #   cuda-env        print the variables below as shell assignments.
 #
 # Exported for other targets (build-cuda, tests):
@@ -52,7 +55,7 @@ CUDA_APT_MIRROR ?= http://deb.debian.org/debian
 # kernels-check compiles with the same one anyway.
 CUDA_CCBIN ?= $(firstword $(shell command -v g++-12 g++-11 g++ 2>/dev/null))
 
-.PHONY: cuda-toolchain cuda-env kernels kernels-check
+.PHONY: cuda-toolchain cuda-env kernels kernels-check kernels-emu
 
 cuda-toolchain: $(CUDA_STAMP)
 
@@ -155,3 +158,12 @@ kernels-check: $(CUDA_STAMP)
 
 kernels-ptx-tmp:
 	$(call kernels-ptx-into,$(KERNELS_TMP))
+
+# ---- host emulation ------------------------------------------------------------
+EMU_CXX ?= $(firstword $(shell command -v g++-12 g++ 2>/dev/null))
+
+kernels-emu:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(EMU_CXX) -std=c++20 -O1 -ffp-contract=off -pthread -Wall -Wno-unknown-pragmas \
+	  -o $$tmp/emu_test $(KERNEL_DIR)/emu/emu_test.cc; \
+	$$tmp/emu_test

@@ -14,6 +14,7 @@
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 
+#ifndef DML_EMULATE
 struct DmlToTF32 {
   __device__ __forceinline__ float operator()(float v) const {
     uint32_t r;
@@ -22,6 +23,10 @@ struct DmlToTF32 {
   }
 };
 
+// d += a·b for one warp's 16×8×8 tile. Fragments (PTX ISA, mma.m16n8k8 .tf32),
+// g = lane/4, t = lane%4: a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4],
+// a3 = A[g+8][t+4]; b0 = B[t][g], b1 = B[t+4][g]; d0 = D[g][2t],
+// d1 = D[g][2t+1], d2 = D[g+8][2t], d3 = D[g+8][2t+1].
 __device__ __forceinline__ void dml_mma_tf32(float (&d)[4], const uint32_t (&a)[4],
                                              const uint32_t (&b)[2]) {
   asm volatile(
@@ -30,6 +35,9 @@ __device__ __forceinline__ void dml_mma_tf32(float (&d)[4], const uint32_t (&a)[
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+#else
+#include "emu/tf32_emu.h"  // host emulation of the two instructions (make kernels-emu)
+#endif
 
 template <bool TA, bool TB>
 __device__ __forceinline__ void dml_sgemm_tf32(long long M, long long N, long long K, float alpha,

@@ -1,0 +1,369 @@
+// emu_test.cc: runs every kernel of kernels/cu on the host through
+// cuda_emu.h and compares it with a reference written like the CPU backend
+// (kernels/cpu, kernels/optim). `make kernels-emu` builds and runs it; it
+// exits non-zero on the first batch of failures.
+#include "cuda_emu.h"
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "../elementwise.cu"
+#include "../gemm.cu"
+#include "../gemm_tf32.cu"
+#include "../loss.cu"
+#include "../reduce.cu"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                           \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      if (failures++ < 30) {                                       \
+        std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
+        std::fprintf(stderr, __VA_ARGS__);                         \
+        std::fprintf(stderr, "\n");                                \
+      }                                                            \
+    }                                                              \
+  } while (0)
+
+static std::mt19937_64 rng(1);
+static std::vector<float> normals(size_t n, float sd = 1) {
+  std::normal_distribution<float> d(0, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+static bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+static const float NaN = std::nanf("");
+
+// grids that exercise grid-stride loops: fewer threads than elements.
+static const dim3 G1{3, 1, 1}, B1{32, 1, 1};
+
+static void test_elementwise() {
+  for (long long n : {0LL, 1LL, 7LL, 1000LL}) {
+    auto x = normals(n), y = normals(n), g = normals(n), v = normals(n), h = normals(n);
+    for (auto& e : h) e = std::fabs(e);
+    if (n > 3) {
+      x[0] = NaN;
+      x[1] = -0.f;
+      x[2] = -3.f;
+    }
+    const float a = 0.37f, lr = 0.05f, mu = 0.9f, wd = 1e-3f, eps = 1e-8f;
+    auto t = x;
+    emu_launch(dml_fill, G1, B1, t.data(), n, 2.5f);
+    for (long long i = 0; i < n; i++) CHECK(t[i] == 2.5f, "fill");
+    t = x;
+    emu_launch(dml_scale, G1, B1, t.data(), n, a);
+    for (long long i = 0; i < n; i++) CHECK(same_bits(t[i], x[i] * a), "scale %lld", i);
+    t = y;
+    emu_launch(dml_axpy, G1, B1, t.data(), (const float*)x.data(), n, a);
+    for (long long i = 0; i < n; i++) CHECK(same_bits(t[i], y[i] + a * x[i]), "axpy %lld", i);
+    t = y;
+    emu_launch(dml_add, G1, B1, t.data(), (const float*)t.data(), (const float*)x.data(), n);
+    for (long long i = 0; i < n; i++) CHECK(same_bits(t[i], y[i] + x[i]), "add %lld", i);
+    t = x;
+    emu_launch(dml_relu, G1, B1, t.data(), (const float*)t.data(), n);
+    for (long long i = 0; i < n; i++) {
+      float want = x[i] < 0 ? 0.f : x[i];
+      CHECK(same_bits(t[i], want) || (std::isnan(want) && std::isnan(t[i])), "relu %lld", i);
+    }
+    t = g;
+    emu_launch(dml_relu_grad, G1, B1, t.data(), (const float*)t.data(), (const float*)x.data(), n);
+    for (long long i = 0; i < n; i++) CHECK(same_bits(t[i], x[i] > 0 ? g[i] : 0.f), "relu_grad %lld", i);
+    // optimizers, as kernels/optim/rules.go
+    {
+      auto w = y;
+      emu_launch(dml_sgd, G1, B1, w.data(), (const float*)g.data(), n, lr, wd);
+      for (long long i = 0; i < n; i++) {
+        float wi = y[i];
+        CHECK(same_bits(w[i], wi - lr * (g[i] + wd * wi)), "sgd %lld", i);
+      }
+      w = y;
+      auto vv = v;
+      emu_launch(dml_momentum, G1, B1, w.data(), (const float*)g.data(), vv.data(), n, lr, mu, wd);
+      for (long long i = 0; i < n; i++) {
+        float wi = y[i];
+        float vi = mu * v[i] + (g[i] + wd * wi);
+        CHECK(same_bits(vv[i], vi) && same_bits(w[i], wi - lr * vi), "momentum %lld", i);
+      }
+      w = y;
+      auto hh = h;
+      emu_launch(dml_adagrad, G1, B1, w.data(), (const float*)g.data(), hh.data(), n, lr, eps, wd);
+      for (long long i = 0; i < n; i++) {
+        float wi = y[i];
+        float gi = g[i] + wd * wi;
+        float hi = h[i] + gi * gi;
+        float want = wi - lr * gi / ((float)std::sqrt((double)hi) + eps);
+        CHECK(same_bits(hh[i], hi) && same_bits(w[i], want), "adagrad %lld", i);
+      }
+    }
+  }
+  // bias add
+  for (auto [rows, cols] : std::vector<std::pair<long long, long long>>{{1, 1}, {5, 7}, {33, 300}, {0, 4}}) {
+    auto x = normals(rows * cols), b = normals(cols), t = x;
+    emu_launch(dml_add_bias, G1, B1, t.data(), (const float*)b.data(), rows, cols);
+    for (long long i = 0; i < rows; i++)
+      for (long long j = 0; j < cols; j++)
+        CHECK(same_bits(t[i * cols + j], x[i * cols + j] + b[j]), "add_bias %lld,%lld", i, j);
+  }
+  // gather / scatter_add
+  {
+    long long rows = 50, width = 3;
+    auto table = normals(rows * width);
+    std::vector<long long> idx = {0, 3, 7, 49, 12};
+    long long n = idx.size();
+    std::vector<float> dst(n * width);
+    emu_launch(dml_gather, G1, B1, dst.data(), (const float*)table.data(), (const long long*)idx.data(), n, width, rows);
+    for (long long i = 0; i < n; i++)
+      for (long long c = 0; c < width; c++)
+        CHECK(same_bits(dst[i * width + c], table[idx[i] * width + c]), "gather");
+    auto src = normals(n * width), t = table;
+    emu_launch(dml_scatter_add, G1, B1, t.data(), (const float*)src.data(), (const long long*)idx.data(), n, width, rows);
+    auto want = table;
+    for (long long i = 0; i < n; i++)
+      for (long long c = 0; c < width; c++) want[idx[i] * width + c] += src[i * width + c];
+    for (long long e = 0; e < rows * width; e++) CHECK(same_bits(t[e], want[e]), "scatter_add %lld", e);
+    std::vector<long long> bad = {-1, 50};
+    std::vector<float> d2(2 * width);
+    emu_launch(dml_gather, G1, B1, d2.data(), (const float*)table.data(), (const long long*)bad.data(), 2LL, width, rows);
+    for (auto v : d2) CHECK(std::isnan(v), "gather of a bad index is not NaN");
+  }
+}
+
+// CPU argmax (kernels/cpu/loss.go)
+static long long cpu_argmax(const float* row, long long cols, float* top) {
+  long long best = 0;
+  float t = row[0];
+  for (long long j = 0; j < cols; j++)
+    if (row[j] > t) best = j, t = row[j];
+  *top = t;
+  return best;
+}
+
+static bool close(double got, double want, double tol) {
+  if (std::isnan(want)) return std::isnan(got);
+  return std::fabs(got - want) <= tol * (1 + std::fabs(want));
+}
+
+static void test_loss() {
+  for (long long cols : {1LL, 2LL, 10LL, 300LL}) {
+    const long long rows = 23;
+    auto z = normals(rows * cols, 3);
+    std::vector<float> labels(rows);
+    std::uniform_int_distribution<long long> ld(0, cols - 1);
+    for (auto& l : labels) l = (float)ld(rng);
+    labels[1] = -1;
+    labels[2] = (float)cols;
+    labels[3] = 0.5f;
+    labels[4] = NaN;
+    z[5 * cols] = NaN;  // NaN at column 0
+    if (cols > 2) {
+      z[6 * cols + 2] = NaN;  // NaN later in the row
+      z[7 * cols + 1] = z[7 * cols + 2] = 100.f;  // a tie
+      labels[7] = 1;
+      z[8 * cols + cols - 1] = 1e30f;  // huge logit
+    }
+    const float scale = 1.f / rows;
+    std::vector<float> grad(rows * cols, 7.f), rl(rows), ro(rows);
+    auto zz = z;  // in place: grad aliases logits
+    emu_launch(dml_softmax_xent, dim3{5, 1, 1}, dim3{256, 1, 1}, zz.data(), (const float*)zz.data(),
+               (const float*)labels.data(), rows, cols, scale, rl.data(), ro.data());
+    for (long long i = 0; i < rows; i++) {
+      const float* r = &z[i * cols];
+      float zmax;
+      long long best = cpu_argmax(r, cols, &zmax);
+      float lf = labels[i];
+      bool valid = lf >= 0 && (double)lf < (double)cols && lf == std::trunc(lf);
+      long long l = valid ? (long long)lf : -1;
+      double sum = 0;
+      std::vector<float> e(cols);
+      for (long long j = 0; j < cols; j++) sum += (e[j] = (float)std::exp((double)r[j] - (double)zmax));
+      double loss = valid ? std::log(sum) + zmax - (double)r[l] : NAN;
+      CHECK(close(rl[i], (float)loss, 1e-6), "softmax loss row %lld cols %lld: %g want %g", i, cols, rl[i], loss);
+      CHECK(ro[i] == ((valid && best == l) ? 1.f : 0.f), "softmax ok row %lld cols %lld", i, cols);
+      double inv = 1 / sum;
+      for (long long j = 0; j < cols; j++) {
+        double want = j == l ? (double)(float)(scale * ((double)e[j] * inv - 1)) : (double)(float)(scale * (double)e[j] * inv);
+        CHECK(close(zz[i * cols + j], want, 1e-6), "softmax grad %lld,%lld cols %lld: %g want %g", i, j, cols, zz[i * cols + j], want);
+      }
+    }
+    // predict on the same logits
+    std::vector<float> out(rows, -5);
+    emu_launch(dml_predict, dim3{4, 1, 1}, dim3{256, 1, 1}, out.data(), (const float*)z.data(), rows, cols);
+    for (long long i = 0; i < rows; i++) {
+      float top;
+      float want = cols == 1 ? (z[i] > 0 ? 1.f : 0.f) : (float)cpu_argmax(&z[i * cols], cols, &top);
+      CHECK(out[i] == want, "predict row %lld cols %lld: %g want %g", i, cols, out[i], want);
+    }
+    // stats
+    std::vector<float> st(2);
+    emu_launch(dml_stats, dim3{1, 1, 1}, dim3{256, 1, 1}, st.data(), (const float*)rl.data(), (const float*)ro.data(), rows);
+    double a = 0, b = 0;
+    for (long long i = 0; i < rows; i++) a += rl[i], b += ro[i];
+    CHECK(close(st[0], a, 1e-6) && st[1] == (float)b, "stats %g %g want %g %g", st[0], st[1], a, b);
+  }
+  {  // stats over many rows, exact for counts
+    long long rows = 3000;
+    auto rl = normals(rows);
+    std::vector<float> ro(rows);
+    for (long long i = 0; i < rows; i++) ro[i] = i % 3 == 0;
+    std::vector<float> st(2);
+    emu_launch(dml_stats, dim3{1, 1, 1}, dim3{256, 1, 1}, st.data(), (const float*)rl.data(), (const float*)ro.data(), rows);
+    double a = 0;
+    for (auto v : rl) a += v;
+    CHECK(close(st[0], a, 1e-5) && st[1] == 1000.f, "stats 3000: %g %g", st[0], st[1]);
+  }
+  // sigmoid
+  {
+    long long rows = 40;
+    auto z = normals(rows, 4);
+    std::vector<float> y(rows);
+    for (long long i = 0; i < rows; i++) y[i] = (float)(i % 2);
+    y[3] = 0.5f;
+    z[4] = 80.f;
+    z[5] = -80.f;
+    z[6] = 0.f;
+    float scale = 0.25f;
+    std::vector<float> g(rows), rl(rows), ro(rows);
+    emu_launch(dml_sigmoid_xent, G1, B1, g.data(), (const float*)z.data(), (const float*)y.data(), rows, scale, rl.data(), ro.data());
+    for (long long i = 0; i < rows; i++) {
+      double zz = z[i], yy = y[i];
+      double e = std::exp(-std::fabs(zz));
+      double loss = std::max(zz, 0.0) - yy * zz + std::log1p(e);
+      double p = zz < 0 ? e / (1 + e) : 1 / (1 + e);
+      bool valid = y[i] == 0 || y[i] == 1;
+      CHECK(close(rl[i], valid ? (float)loss : NAN, 1e-6), "sigmoid loss %lld", i);
+      CHECK(same_bits(g[i], (float)(scale * (p - yy))), "sigmoid grad %lld", i);
+      CHECK(ro[i] == (((z[i] > 0) == (y[i] == 1)) ? 1.f : 0.f), "sigmoid ok %lld", i);
+    }
+  }
+}
+
+static void test_reduce() {
+  for (auto [rows, cols, rpb] : std::vector<std::tuple<long long, long long, long long>>{
+           {1, 1, 1}, {7, 3, 2}, {100, 300, 16}, {100, 300, 100}, {33, 5, 64}}) {
+    auto x = normals(rows * cols);
+    long long parts = (rows + rpb - 1) / rpb;
+    std::vector<float> partial(parts * cols);
+    emu_launch(dml_sum_rows_partial, dim3{(unsigned)((cols + 255) / 256), (unsigned)parts, 1}, dim3{256, 1, 1},
+               partial.data(), (const float*)x.data(), rows, cols, rpb);
+    for (float beta : {0.f, 0.5f}) {
+      std::vector<float> dst(cols, beta == 0 ? NaN : 3.f);
+      emu_launch(dml_sum_rows_final, G1, B1, dst.data(), (const float*)partial.data(), parts, cols, beta);
+      for (long long j = 0; j < cols; j++) {
+        float s = beta == 0 ? 0.f : beta * 3.f;
+        double d = s;
+        float seq = 0;
+        for (long long i = 0; i < rows; i++) d += x[i * cols + j], seq += x[i * cols + j];
+        CHECK(close(dst[j], d, 1e-5), "sum_rows %lld×%lld col %lld: %g want %g", rows, cols, j, dst[j], d);
+        if (parts == 1 && beta == 0) CHECK(same_bits(dst[j], seq), "sum_rows one part not the CPU's bits");
+      }
+    }
+  }
+  for (long long n : {0LL, 1LL, 1000LL, 5000LL}) {
+    auto x = normals(n), y = normals(n);
+    unsigned blocks = 7;
+    std::vector<double> partial(blocks), out(1);
+    emu_launch(dml_dot_partial, dim3{blocks, 1, 1}, dim3{256, 1, 1}, partial.data(), (const float*)x.data(), (const float*)y.data(), n);
+    emu_launch(dml_dot_final, dim3{1, 1, 1}, dim3{256, 1, 1}, out.data(), (const double*)partial.data(), (long long)blocks);
+    double want = 0;
+    for (long long i = 0; i < n; i++) want += (double)x[i] * (double)y[i];
+    CHECK(close(out[0], want, 1e-12), "dot n=%lld: %.17g want %.17g", n, out[0], want);
+  }
+  for (long long n : {0LL, 1LL, 1000LL}) {
+    for (long long bad : {-1LL, 0LL, 500LL, 999LL}) {
+      if (bad >= n) continue;
+      auto x = normals(n);
+      if (bad >= 0) x[bad] = bad % 2 ? INFINITY : NaN;
+      if (bad >= 0 && bad + 3 < n) x[bad + 3] = -INFINITY;
+      std::vector<long long> first = {n};
+      emu_launch(dml_nonfinite, G1, B1, first.data(), (const float*)x.data(), n);
+      CHECK(first[0] == (bad < 0 ? n : bad), "nonfinite n=%lld bad=%lld got %lld", n, bad, first[0]);
+    }
+  }
+}
+
+using GemmFn = void (*)(long long, long long, long long, float, const float*, long long, const float*, long long, float,
+                        float*, long long);
+
+static void check_gemm(const char* name, GemmFn fn, int bm, int bn, bool ta, bool tb, long long m, long long n,
+                       long long k, float alpha, float beta, bool misalign, bool clampGrid, double tol) {
+  const long long off = misalign ? 1 : 0;
+  std::vector<float> abuf(m * k + off + 1), bbuf(k * n + off + 1), cbuf(m * n + 1);
+  auto an = normals(m * k), bnv = normals(k * n), cn = normals(m * n);
+  std::copy(an.begin(), an.end(), abuf.begin() + off);
+  std::copy(bnv.begin(), bnv.end(), bbuf.begin() + off);
+  if (beta == 0) std::fill(cn.begin(), cn.end(), NaN);
+  std::copy(cn.begin(), cn.end(), cbuf.begin());
+  cbuf[m * n] = 12345.f;  // sentinel just past C
+  const float* A = abuf.data() + off;
+  const float* B = bbuf.data() + off;
+  long long lda = ta ? m : k, ldb = tb ? k : n;
+  unsigned gx = (unsigned)((n + bn - 1) / bn), gy = (unsigned)((m + bm - 1) / bm);
+  if (clampGrid) gx = std::min(gx, 2u), gy = 1;
+  if (m > 0 && n > 0) emu_launch(fn, dim3{gx, gy, 1}, dim3{256, 1, 1}, m, n, k, alpha, A, lda, B, ldb, beta, cbuf.data(), n);
+  for (long long i = 0; i < m; i++)
+    for (long long j = 0; j < n; j++) {
+      double s = 0, mag = 0;
+      if (k > 0 && alpha != 0)
+        for (long long p = 0; p < k; p++) {
+          double a = ta ? A[p * lda + i] : A[i * lda + p];
+          double b = tb ? B[j * ldb + p] : B[p * ldb + j];
+          s += a * b;
+          mag += std::fabs(a * b);
+        }
+      double want = alpha * s + (beta == 0 ? 0 : beta * (double)cn[i * n + j]);
+      mag = std::fabs(alpha) * mag + (beta == 0 ? 0 : std::fabs(beta * cn[i * n + j]));
+      double got = cbuf[i * n + j];
+      if (!(std::fabs(got - want) <= tol * (mag + 1e-30) + 1e-30)) {
+        CHECK(false, "%s %c%c m=%lld n=%lld k=%lld alpha=%g beta=%g mis=%d clamp=%d C[%lld,%lld]=%g want %g", name,
+              ta ? 't' : 'n', tb ? 't' : 'n', m, n, k, alpha, beta, misalign, clampGrid, i, j, got, want);
+        return;
+      }
+    }
+  CHECK(cbuf[m * n] == 12345.f, "%s wrote past C", name);
+}
+
+static void test_gemm() {
+  struct V {
+    const char* name;
+    GemmFn f[4];
+    int bm, bn;
+    double tol;
+  } vs[] = {
+      {"sgemm", {dml_sgemm_nn, dml_sgemm_nt, dml_sgemm_tn, dml_sgemm_tt}, 128, 128, 1e-5},
+      {"sgemm64", {dml_sgemm64_nn, dml_sgemm64_nt, dml_sgemm64_tn, dml_sgemm64_tt}, 64, 64, 1e-5},
+      {"tf32", {dml_sgemm_tf32_nn, dml_sgemm_tf32_nt, dml_sgemm_tf32_tn, dml_sgemm_tf32_tt}, 128, 128, 2e-3},
+  };
+  struct S {
+    long long m, n, k;
+  } shapes[] = {{1, 1, 1}, {1, 1, 0}, {5, 7, 3}, {4, 8, 16}, {64, 64, 64}, {129, 130, 17}, {200, 70, 33}, {3, 300, 9}, {130, 1, 20}};
+  for (auto& v : vs)
+    for (int tr = 0; tr < 4; tr++)
+      for (auto& s : shapes) {
+        bool ta = tr & 2, tb = tr & 1;
+        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 1.f, 0.f, false, false, v.tol);
+        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 0.5f, 2.f, true, false, v.tol);
+        if (s.m * s.n > 5000) check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, -1.f, 1.f, false, true, v.tol);
+      }
+  for (auto& v : vs) {  // alpha == 0 and beta == 0 over a NaN C gives zeros; k == 0 gives beta·C
+    check_gemm(v.name, v.f[0], v.bm, v.bn, false, false, 9, 9, 5, 0.f, 0.f, false, false, 0);
+    check_gemm(v.name, v.f[3], v.bm, v.bn, true, true, 9, 9, 0, 3.f, 0.5f, false, false, 0);
+  }
+}
+
+int main() {
+  test_elementwise();
+  std::printf("emu: elementwise done (%d failures so far)\n", failures);
+  test_loss();
+  std::printf("emu: loss done (%d failures so far)\n", failures);
+  test_reduce();
+  std::printf("emu: reduce done (%d failures so far)\n", failures);
+  test_gemm();
+  std::printf("emu: gemm done (%d failures)\n", failures);
+  if (failures) {
+    std::printf("emu: FAIL (%d)\n", failures);
+    return 1;
+  }
+  std::printf("emu: PASS\n");
+  return 0;
+}
