@@ -5,11 +5,15 @@
 #
 # The bundle is looked for at $DML_MPI_BUNDLE, else at .gpukit/mpi beside the
 # repository root this file is in. Nothing of the GPU machine's own MPI (if
-# any) is used: the bundle's bin/ and lib/ come first.
+# any) is used: the bundle's bin/ and lib/ come first. When only the tarball
+# .gpukit/mpi.tgz was carried, it is unpacked beside itself first.
 
 _dml_here=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 export DML_MPI_BUNDLE=${DML_MPI_BUNDLE:-$(cd "$_dml_here/../.." && pwd)/.gpukit/mpi}
 unset _dml_here
+if [ ! -x "$DML_MPI_BUNDLE/bin/orterun" ] && [ -f "$DML_MPI_BUNDLE.tgz" ]; then
+	tar xzf "$DML_MPI_BUNDLE.tgz" -C "$(dirname "$DML_MPI_BUNDLE")"
+fi
 if [ ! -x "$DML_MPI_BUNDLE/bin/orterun" ]; then
 	echo "env.sh: no OpenMPI bundle at $DML_MPI_BUNDLE (run bench/gpu/pack-mpi.sh where OpenMPI is installed, and carry .gpukit)" >&2
 	return 1 2>/dev/null || exit 1

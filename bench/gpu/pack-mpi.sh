@@ -5,8 +5,10 @@
 #
 #   bench/gpu/pack-mpi.sh [DEST]        # DEST defaults to .gpukit/mpi
 #
-# On the GPU machine: `source bench/gpu/env.sh` (it finds the bundle at
-# .gpukit/mpi, or at $DML_MPI_BUNDLE), then `mpirun -np 2 ./prog`.
+# It also writes DEST.tgz (the same, gzip'd: ~3.7 MB against ~10 MB): carry
+# either. On the GPU machine: `source bench/gpu/env.sh` (it finds the bundle
+# at .gpukit/mpi, or at $DML_MPI_BUNDLE, and unpacks .gpukit/mpi.tgz first
+# when only that came), then `mpirun -np 2 ./prog`.
 #
 # Layout of DEST:
 #   bin/            orterun (+ mpirun, mpiexec links), orted, ompi_info
@@ -39,7 +41,7 @@ GLIBC='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libmvec\.so|libpth
 # OpenSHMEM, which a single-node `--mca btl self,vader` run never loads.
 SKIPDEPS='libucp|libucs|libuct|libucm|libfabric|libpsm|libinfinipath|libibverbs|librdmacm|libefa|liboshmem|libnl-'
 
-rm -rf "$DEST"
+rm -rf "$DEST" "$DEST.tgz"
 mkdir -p "$DEST"/{bin,lib/openmpi,lib/pmix,lib/hwloc,share,etc}
 DEST=$(cd "$DEST" && pwd)
 
@@ -106,4 +108,7 @@ fi
 	dpkg-query -W -f '${Package} ${Version}\n' libopenmpi3 openmpi-bin libpmix2 libhwloc15 2>/dev/null || true
 	echo "plugins kept: $kept; left out: ${skipped[*]}"
 } >"$DEST/MANIFEST"
-echo "pack-mpi: $(du -sh "$DEST" | cut -f1) in $DEST ($kept OpenMPI plugins; left out ${#skipped[@]}: ${skipped[*]})"
+# The same as one gzip'd tarball beside it (a quarter of the size), which
+# env.sh unpacks when the folder itself was not carried.
+tar czf "$DEST.tgz" -C "$(dirname "$DEST")" "$(basename "$DEST")"
+echo "pack-mpi: $(du -sb "$DEST" | cut -f1) bytes in $DEST, $(du -sb "$DEST.tgz" | cut -f1) in $DEST.tgz ($kept OpenMPI plugins; left out ${#skipped[@]}: ${skipped[*]})"
