@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
@@ -34,8 +35,17 @@ func runWorld(t *testing.T, n int, cfg Config, perRank func(r int, c *Config)) (
 	return runWorldFrom(t, n, cfg, nil, perRank)
 }
 
+// runWorldWith is runWorld on the backends newBackend opens for each rank.
+func runWorldWith(t *testing.T, n int, cfg Config, newBackend func(rank int) kernels.Backend) ([]*Result, []error) {
+	return runWorldOn(t, n, cfg, nil, nil, newBackend)
+}
+
 // runWorldFrom is runWorld resuming every rank from start (if not nil).
 func runWorldFrom(t *testing.T, n int, cfg Config, start *TrainState, perRank func(r int, c *Config)) ([]*Result, []error) {
+	return runWorldOn(t, n, cfg, start, perRank, func(int) kernels.Backend { return cpu.New() })
+}
+
+func runWorldOn(t *testing.T, n int, cfg Config, start *TrainState, perRank func(r int, c *Config), newBackend func(rank int) kernels.Backend) ([]*Result, []error) {
 	t.Helper()
 	w := local.NewWorld(n)
 	w.SetTimeout(20 * time.Second)
@@ -45,7 +55,7 @@ func runWorldFrom(t *testing.T, n int, cfg Config, start *TrainState, perRank fu
 		if perRank != nil {
 			perRank(c.Rank(), &mine)
 		}
-		tr := &Trainer{Comm: c, Backend: cpu.New()}
+		tr := &Trainer{Comm: c, Backend: newBackend(c.Rank())}
 		if start != nil {
 			st := start.Clone()
 			tr.Start = &st
