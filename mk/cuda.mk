@@ -25,6 +25,10 @@
 #   CUDA_CGO_ENV      CGO_CFLAGS/CGO_LDFLAGS assignments for `go build -tags cuda`
 #   NVCC, PTXAS       the tools
 
+# Included before the Makefile's first target, this file must not become the
+# default goal: remember the goal so far and restore it at the end.
+_cuda_mk_goal := $(.DEFAULT_GOAL)
+
 CUDA_HOME_LOCAL ?= $(CURDIR)/.cache/cuda-11.8
 CUDA_INCLUDE    := $(CUDA_HOME_LOCAL)/usr/include
 CUDA_STUBS      := $(CUDA_HOME_LOCAL)/usr/lib/x86_64-linux-gnu/stubs
@@ -167,3 +171,5 @@ kernels-emu:
 	$(EMU_CXX) -std=c++20 -O1 -ffp-contract=off -pthread -Wall -Wno-unknown-pragmas \
 	  -o $$tmp/emu_test $(KERNEL_DIR)/emu/emu_test.cc; \
 	$$tmp/emu_test
+
+.DEFAULT_GOAL := $(_cuda_mk_goal)
