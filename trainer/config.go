@@ -78,9 +78,9 @@ func DefaultConfig() Config {
 // every rank finds a bad setting alike).
 var ErrConfig = errors.New("invalid configuration")
 
-// ConfigError reports one bad setting. Field is the Config field's path
-// ("Batch", "PS.Servers", "Opt.LR", "Data.Samples"): the command line maps
-// it to the flag a person typed. Msg follows the setting's name in a
+// ConfigError reports one bad setting. Field is the path of the Config
+// field that holds it ("Batch", "PS.Servers", "Opt.LR", "Data.Samples"):
+// the command line maps it to the flag a person typed. Msg follows the setting's name in a
 // sentence ("0 must be greater than 0").
 type ConfigError struct {
 	Field string
@@ -161,8 +161,10 @@ func (p PSConfig) validate() error {
 		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
 	case p.Staleness < 0:
 		return bad("PS.Staleness", "%d must not be negative", p.Staleness)
-	case p.StalenessLow < 0 || p.StalenessHigh < p.StalenessLow:
-		return bad("PS.StalenessRange", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	case p.StalenessLow < 0:
+		return bad("PS.StalenessLow", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	case p.StalenessHigh < p.StalenessLow:
+		return bad("PS.StalenessHigh", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
 	}
 	if _, err := ps.ParseFilters(p.Filters); err != nil {
 		return bad("PS.Filters", "%q: %v", p.Filters, err)

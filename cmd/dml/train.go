@@ -312,7 +312,7 @@ var flagNames = map[string]string{
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
-	"PS.StalenessRange": "--staleness-range", "PS.Filters": "--filters",
+	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
