@@ -7,61 +7,10 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
-
-// runDense sets up a dense model (mlp, softmax, logreg) on every rank and
-// dispatches to the strategy --sync names.
-func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error) {
-	j, err := t.newJob(cfg, train.Rows)
-	if err != nil {
-		return nil, err
-	}
-	arch, err := BuildArch(cfg, train.Cols, train.Classes)
-	if err != nil {
-		return nil, err
-	}
-	var shard *data.Dense // nil on a parameter server
-	if j.shardIdx >= 0 {
-		if shard, err = train.Subset(j.trainShard()); err != nil {
-			return nil, err
-		}
-	}
-	testShard, err := test.Subset(data.StridedShard(test.Rows, t.Comm.Rank(), t.Comm.Size()))
-	if err != nil {
-		return nil, err
-	}
-	// Buffers for at most a batch, and never more rows than a shard holds
-	// (a --batch far above the data size must not allocate for it).
-	rows := max(1, min(cfg.Batch, max(j.sched.shard, testShard.Rows)))
-	m, err := model.New(arch, t.Backend, rows)
-	if err != nil {
-		return nil, err
-	}
-	defer m.Free()
-	m.Tracer = j.tr
-
-	// Identical initial weights everywhere: rank 0's, broadcast.
-	params := arch.InitParams(cfg.Seed)
-	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
-		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
-	}
-	if cfg.Sync == SyncPS {
-		evalAll := func(p []float32) (float64, error) {
-			if err := t.Backend.Upload(m.Params, p); err != nil {
-				return 0, err
-			}
-			return evaluateShard(t.Comm, m, testShard)
-		}
-		return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-			return newDenseWorker(j, w, m, shard, test)
-		}, evalAll)
-	}
-	return j.runAllreduce(m, params, shard, testShard)
-}
 
 // allreduceStrategy is synchronous data-parallel SGD: each rank computes
 // the gradient of its share of the global batch, scaled by 1/global batch,

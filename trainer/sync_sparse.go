@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/dml-project/dml/collectives"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -20,35 +19,6 @@ import (
 // working set) and pushes only their gradients. The arithmetic is plain Go
 // on the host: a batch touches a few thousand of the F weights, which is not
 // work for a dense backend.
-
-// runSparse trains sparse-logreg through the parameter server.
-func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, error) {
-	if train.Classes > 2 || test.Classes > 2 {
-		return nil, fmt.Errorf("sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))
-	}
-	j, err := t.newJob(cfg, train.Rows)
-	if err != nil {
-		return nil, err
-	}
-	arch, err := model.NewArch(train.Cols, nil, 1, model.SigmoidCE)
-	if err != nil {
-		return nil, err
-	}
-	var shard *data.Sparse
-	if j.shardIdx >= 0 {
-		if shard, err = train.Subset(j.trainShard()); err != nil {
-			return nil, err
-		}
-	}
-	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
-	evalAll := func(p []float32) (float64, error) {
-		ev, err := EvaluateSparse(t.Comm, arch, p, test)
-		return ev.Accuracy, err
-	}
-	return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-		return &sparseWorker{psWorker: psWorker{j: j, w: w, arch: arch, prev: w.Stats()}, f: train.Cols, train: shard, test: test}, nil
-	}, evalAll)
-}
 
 // sparseWorker is one worker's sparse-logreg step.
 type sparseWorker struct {
