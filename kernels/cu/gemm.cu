@@ -2,9 +2,10 @@
 // transposes (ABI.md). Tiled through shared memory and register-blocked:
 // a block computes a BM×BN tile of C with 256 threads, each thread a TM×TN
 // sub-tile held in registers, the K dimension in steps of BK. Global loads
-// are float4 where the operand's alignment and leading dimension allow, and
-// the next K-step's tile is loaded into registers while the current one is
-// multiplied from shared memory.
+// are float4 where the operand's alignment and leading dimension allow; the
+// next K-step's tile is loaded into registers while the current one is
+// multiplied from shared memory, and stored into the second of two shared
+// memory stages, so each K-step needs one barrier.
 //
 // Correct for any m, n, k ≥ 0: loads outside the matrices read as zero,
 // stores outside C are skipped, k == 0 or alpha == 0 gives C = beta·C
@@ -29,8 +30,10 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
   constexpr int THREADS = TX * TY;
   static_assert(BM % (4 * SM) == 0 && BN % (4 * SN) == 0, "bad split");
   static_assert((BM / SM) / 4 == TY && (BN / SN) / 4 == TX, "groups must tile the block");
-  __shared__ __align__(16) float As[BK][BM + PAD];
-  __shared__ __align__(16) float Bs[BK][BN + PAD];
+  // Two stages: the block multiplies from one while it stores the next
+  // K-step (already in registers) into the other; one barrier per K-step.
+  __shared__ __align__(16) float As[2][BK][BM + PAD];
+  __shared__ __align__(16) float Bs[2][BK][BN + PAD];
   if (blockDim.x != THREADS) __trap();
 
   const int tid = threadIdx.x;
@@ -54,22 +57,26 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
         for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
 
       if (useAB) {
-        ta.load(A, lda, K, M, 0, m0, vecA);
-        tb.load(B, ldb, K, N, 0, n0, vecB);
+        ta.setup(A, lda, K, M, m0, vecA);
+        tb.setup(B, ldb, K, N, n0, vecB);
+        ta.load();
+        tb.load();
+        ta.store(As[0], DmlIdentity());
+        tb.store(Bs[0], DmlIdentity());
+        __syncthreads();
+        int cur = 0;
         for (long long k0 = 0; k0 < K; k0 += BK) {
-          ta.store(As, DmlIdentity());
-          tb.store(Bs, DmlIdentity());
-          __syncthreads();
-          if (k0 + BK < K) {  // prefetch the next K-step while this one computes
-            ta.load(A, lda, K, M, k0 + BK, m0, vecA);
-            tb.load(B, ldb, K, N, k0 + BK, n0, vecB);
+          const bool more = k0 + BK < K;
+          if (more) {  // the next K-step's loads overlap this step's arithmetic
+            ta.load();
+            tb.load();
           }
 #pragma unroll
           for (int kk = 0; kk < BK; kk++) {
             float a[TM], b[TN];
 #pragma unroll
             for (int s = 0; s < SM; s++) {
-              const float4 v = *reinterpret_cast<const float4*>(&As[kk][s * (BM / SM) + ty * 4]);
+              const float4 v = *reinterpret_cast<const float4*>(&As[cur][kk][s * (BM / SM) + ty * 4]);
               a[4 * s + 0] = v.x;
               a[4 * s + 1] = v.y;
               a[4 * s + 2] = v.z;
@@ -77,7 +84,7 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
             }
 #pragma unroll
             for (int s = 0; s < SN; s++) {
-              const float4 v = *reinterpret_cast<const float4*>(&Bs[kk][s * (BN / SN) + tx * 4]);
+              const float4 v = *reinterpret_cast<const float4*>(&Bs[cur][kk][s * (BN / SN) + tx * 4]);
               b[4 * s + 0] = v.x;
               b[4 * s + 1] = v.y;
               b[4 * s + 2] = v.z;
@@ -88,7 +95,12 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
 #pragma unroll
               for (int j = 0; j < TN; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
           }
-          __syncthreads();  // before the next store overwrites As/Bs
+          if (more) {  // the other stage was last read before the previous barrier
+            ta.store(As[cur ^ 1], DmlIdentity());
+            tb.store(Bs[cur ^ 1], DmlIdentity());
+          }
+          __syncthreads();  // the stores are visible; nobody still reads stage cur
+          cur ^= 1;
         }
       }
 

@@ -49,8 +49,8 @@ __device__ __forceinline__ void dml_sgemm_tf32(long long M, long long N, long lo
   constexpr int MI = WM / 16, NI = WN / 8;  // mma tiles per warp
   // PAD 8: a fragment read S[ks + t][base + g] (t = lane%4, g = lane/4) hits
   // bank 8t + g: the 32 lanes hit 32 different banks.
-  __shared__ __align__(16) float As[BK][BM + PAD];
-  __shared__ __align__(16) float Bs[BK][BN + PAD];
+  __shared__ __align__(16) float As[2][BK][BM + PAD];  // two stages, as in gemm.cu
+  __shared__ __align__(16) float Bs[2][BK][BN + PAD];
   if (blockDim.x != THREADS) __trap();
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -74,15 +74,19 @@ __device__ __forceinline__ void dml_sgemm_tf32(long long M, long long N, long lo
           for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
 
       if (useAB) {
-        ta.load(A, lda, K, M, 0, m0, vecA);
-        tb.load(B, ldb, K, N, 0, n0, vecB);
+        ta.setup(A, lda, K, M, m0, vecA);
+        tb.setup(B, ldb, K, N, n0, vecB);
+        ta.load();
+        tb.load();
+        ta.store(As[0], DmlToTF32());
+        tb.store(Bs[0], DmlToTF32());
+        __syncthreads();
+        int cur = 0;
         for (long long k0 = 0; k0 < K; k0 += BK) {
-          ta.store(As, DmlToTF32());
-          tb.store(Bs, DmlToTF32());
-          __syncthreads();
-          if (k0 + BK < K) {
-            ta.load(A, lda, K, M, k0 + BK, m0, vecA);
-            tb.load(B, ldb, K, N, k0 + BK, n0, vecB);
+          const bool more = k0 + BK < K;
+          if (more) {
+            ta.load();
+            tb.load();
           }
 #pragma unroll
           for (int ks = 0; ks < BK; ks += 8) {
@@ -90,23 +94,28 @@ __device__ __forceinline__ void dml_sgemm_tf32(long long M, long long N, long lo
 #pragma unroll
             for (int i = 0; i < MI; i++) {
               const int r = wm + i * 16 + g;
-              a[i][0] = __float_as_uint(As[ks + t][r]);
-              a[i][1] = __float_as_uint(As[ks + t][r + 8]);
-              a[i][2] = __float_as_uint(As[ks + t + 4][r]);
-              a[i][3] = __float_as_uint(As[ks + t + 4][r + 8]);
+              a[i][0] = __float_as_uint(As[cur][ks + t][r]);
+              a[i][1] = __float_as_uint(As[cur][ks + t][r + 8]);
+              a[i][2] = __float_as_uint(As[cur][ks + t + 4][r]);
+              a[i][3] = __float_as_uint(As[cur][ks + t + 4][r + 8]);
             }
 #pragma unroll
             for (int j = 0; j < NI; j++) {
               const int c = wn + j * 8 + g;
-              b[j][0] = __float_as_uint(Bs[ks + t][c]);
-              b[j][1] = __float_as_uint(Bs[ks + t + 4][c]);
+              b[j][0] = __float_as_uint(Bs[cur][ks + t][c]);
+              b[j][1] = __float_as_uint(Bs[cur][ks + t + 4][c]);
             }
 #pragma unroll
             for (int i = 0; i < MI; i++)
 #pragma unroll
               for (int j = 0; j < NI; j++) dml_mma_tf32(acc[i][j], a[i], b[j]);
           }
+          if (more) {
+            ta.store(As[cur ^ 1], DmlToTF32());
+            tb.store(Bs[cur ^ 1], DmlToTF32());
+          }
           __syncthreads();
+          cur ^= 1;
         }
       }
 

@@ -2,37 +2,22 @@
 #pragma once
 #include <stdint.h>
 
-// dml_load4 returns the 4 consecutive elements X[r·ld + c … c+3] of an
-// R×Cc row-major matrix, zero where (r, c+q) is outside it. vec says X and
-// ld allow an aligned float4 load at (r, c) (the callers keep c a multiple
-// of 4); the float4 is used only when all 4 elements are inside.
-__device__ __forceinline__ float4 dml_load4(const float* __restrict__ X, long long ld, long long r,
-                                            long long c, long long R, long long Cc, bool vec) {
-  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (r < R) {
-    const float* p = X + r * ld + c;
-    if (vec && c + 3 < Cc) {
-      v = __ldg(reinterpret_cast<const float4*>(p));
-    } else {
-      if (c < Cc) v.x = __ldg(p);
-      if (c + 1 < Cc) v.y = __ldg(p + 1);
-      if (c + 2 < Cc) v.z = __ldg(p + 2);
-      if (c + 3 < Cc) v.w = __ldg(p + 3);
-    }
-  }
-  return v;
-}
-
-// DmlTile loads the BK×BMN tile of op(X) that starts at (k0, base) into
-// shared memory S[BK][BMN + PAD], stored k-major: S[kk][x] = op(X)[k0+kk][base+x]
-// for the B operand (op(B) is K×N), and S[kk][x] = op(A)[base+x][k0+kk] for
-// A (op(A) is M×K) — either way x runs over the M or N side, kk over K.
+// DmlTile loads, K-step by K-step, the BK×BMN tiles of op(X) that start at
+// (k0, base) into shared memory S[BK][BMN + PAD], stored k-major:
+// S[kk][x] = op(X)[k0+kk][base+x] for the B operand (op(B) is K×N), and
+// S[kk][x] = op(A)[base+x][k0+kk] for A (op(A) is M×K) — either way x runs
+// over the M or N side, kk over K.
 //
 // KMAJOR: X is stored with K as its row index (K×MN, ld ≥ MN): Aᵀ stored
 // k×m, or B stored k×n; 4 consecutive x are contiguous in memory.
 // !KMAJOR: X is stored MN×K (ld ≥ K): A stored m×k, or Bᵀ stored n×k;
 // 4 consecutive kk are contiguous.
 // Elements outside the matrix load as 0, so partial tiles add nothing.
+//
+// Each thread loads LOADS float4s per tile. setup() fixes, per float4, the
+// coordinate that does not move along K (checked once per C tile) and a
+// pointer; load() reads the tile at the current K-step and advances the
+// pointers by one step, so the K loop does no 64-bit index multiplication.
 template <int BK, int BMN, int PAD, int THREADS, bool KMAJOR>
 struct DmlTile {
   static constexpr int VECS = BK * BMN / 4;  // float4s per tile
@@ -41,19 +26,72 @@ struct DmlTile {
   static_assert(BK % 4 == 0 && BMN % 4 == 0, "tile sides must be multiples of 4");
   static_assert((BMN + PAD) % 4 == 0, "rows of S must stay 16-byte aligned");
   float4 reg[LOADS];
+  const float* p[LOADS];  // element (moving, fixed) of this float4 at the current step
+  long long kpos[LOADS];  // its K coordinate (row for KMAJOR, column otherwise)
+  int nfix[LOADS];        // KMAJOR: elements of the 4 inside MN; else 4 if its row is inside MN, 0 if not
+  long long K, step;
+  bool vec;
 
-  __device__ __forceinline__ void load(const float* __restrict__ X, long long ld, long long K,
-                                       long long MN, long long k0, long long base, bool vec) {
+  // kk and x of float4 number l of this thread.
+  __device__ __forceinline__ static void coords(int l, int& kk, int& x) {
+    const int e = threadIdx.x + l * THREADS;
+    if (KMAJOR) {
+      kk = e / (BMN / 4);
+      x = (e % (BMN / 4)) * 4;
+    } else {
+      x = e / (BK / 4);
+      kk = (e % (BK / 4)) * 4;
+    }
+  }
+
+  // setup positions the loader at K-step 0 of the tile column/row base.
+  __device__ __forceinline__ void setup(const float* __restrict__ X, long long ld, long long K_,
+                                        long long MN, long long base, bool vec_) {
+    K = K_;
+    vec = vec_;
+    step = KMAJOR ? BK * ld : BK;
 #pragma unroll
     for (int l = 0; l < LOADS; l++) {
-      const int e = threadIdx.x + l * THREADS;
+      int kk, x;
+      coords(l, kk, x);
+      kpos[l] = kk;
       if (KMAJOR) {
-        const int kk = e / (BMN / 4), x = (e % (BMN / 4)) * 4;
-        reg[l] = dml_load4(X, ld, k0 + kk, base + x, K, MN, vec);
+        const long long c = base + x;
+        const long long left = MN - c;
+        nfix[l] = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+        p[l] = X + (long long)kk * ld + c;
       } else {
-        const int x = e / (BK / 4), kk = (e % (BK / 4)) * 4;
-        reg[l] = dml_load4(X, ld, base + x, k0 + kk, MN, K, vec);
+        const long long r = base + x;
+        nfix[l] = r < MN ? 4 : 0;
+        p[l] = X + r * ld + kk;
       }
+    }
+  }
+
+  // load reads the tile at the current K-step into registers and advances.
+  __device__ __forceinline__ void load() {
+#pragma unroll
+    for (int l = 0; l < LOADS; l++) {
+      int n;  // how many of the 4 elements are inside the matrix
+      if (KMAJOR) {
+        n = kpos[l] < K ? nfix[l] : 0;
+      } else {
+        const long long left = K - kpos[l];
+        n = nfix[l] == 0 ? 0 : (left >= 4 ? 4 : (left > 0 ? (int)left : 0));
+      }
+      const float* q = p[l];
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (n == 4 && vec) {
+        v = __ldg(reinterpret_cast<const float4*>(q));
+      } else {
+        if (n > 0) v.x = __ldg(q);
+        if (n > 1) v.y = __ldg(q + 1);
+        if (n > 2) v.z = __ldg(q + 2);
+        if (n > 3) v.w = __ldg(q + 3);
+      }
+      reg[l] = v;
+      p[l] += step;
+      kpos[l] += BK;
     }
   }
 
@@ -63,13 +101,12 @@ struct DmlTile {
   __device__ __forceinline__ void store(float (*S)[BMN + PAD], F f) const {
 #pragma unroll
     for (int l = 0; l < LOADS; l++) {
-      const int e = threadIdx.x + l * THREADS;
+      int kk, x;
+      coords(l, kk, x);
       const float4 v = reg[l];
       if (KMAJOR) {
-        const int kk = e / (BMN / 4), x = (e % (BMN / 4)) * 4;
         *reinterpret_cast<float4*>(&S[kk][x]) = make_float4(f(v.x), f(v.y), f(v.z), f(v.w));
       } else {
-        const int x = e / (BK / 4), kk = (e % (BK / 4)) * 4;
         S[kk + 0][x] = f(v.x);
         S[kk + 1][x] = f(v.y);
         S[kk + 2][x] = f(v.z);
