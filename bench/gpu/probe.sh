@@ -24,7 +24,8 @@ probe() {
 	section glibc
 	ldd --version | head -1
 	section driver libraries
-	ldconfig -p | grep -E 'libcuda\.so|libnvidia-ml|libnvrtc|libcublas\.so' | head
+	ldconfig -p | grep -E 'libcuda\.so|libnvidia-ml' || echo "(no libcuda in ldconfig's cache)"
+	ls -l /usr/local/nvidia/lib64/libcuda.so* 2>&1 | head -3
 	ls -d /usr/local/nvidia/lib* /usr/local/cuda* 2>&1
 	section tools
 	for t in nvcc gcc g++ cc python3 tar gzip xz ssh ptxas; do printf '%-8s %s\n' "$t" "$(command -v $t)"; done
