@@ -43,7 +43,7 @@ export CUDA_HOME_LOCAL CUDA_INCLUDE CUDA_STUBS NVCC PTXAS
 # extracted. Neither package's dependencies are fetched: nvcc -ptx needs none
 # of the runtime libraries.
 CUDA_DEBS      := nvidia-cuda-toolkit nvidia-cuda-dev
-CUDA_APT_DIR   := $(CURDIR)/.cache/cuda-apt
+CUDA_APT_DIR   ?= $(CURDIR)/.cache/cuda-apt
 CUDA_STAMP     := $(CUDA_HOME_LOCAL)/.complete
 CUDA_APT_OPTS   = -o Dir::Etc::SourceList=$(CUDA_APT_DIR)/cuda.sources \
                   -o Dir::Etc::SourceParts=$(CUDA_APT_DIR)/none \
