@@ -12,6 +12,11 @@ MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as
 
 APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy
 
+# The CUDA toolchain fetched into .cache (never installed), the kernels' PTX,
+# and the dml binary built with the CUDA backend.
+include mk/cuda.mk
+include mk/cuda-build.mk
+
 .PHONY: help deps build test test-short vet fmt-check demo bench bench-exchange bench-go fuzz clean
 
 help:
@@ -23,6 +28,13 @@ help:
 	@echo "make bench-exchange  shim vs MPI_THREAD_MULTIPLE point-to-point comparison"
 	@echo "make bench-go        Go benchmarks (kernels, reductions)"
 	@echo "make fuzz            run each fuzzer for FUZZTIME (default 20s)"
+	@echo "make cuda-toolchain  fetch Debian's CUDA 11.8 nvcc/ptxas/cuda.h into .cache (no install, no driver)"
+	@echo "make kernels         compile kernels/cu/*.cu to the committed PTX in kernels/ptx"
+	@echo "make kernels-check   committed PTX == sources, ptxas sm_70/sm_90 registers and spills"
+	@echo "make kernels-emu     run every CUDA kernel on the host emulator against CPU references"
+	@echo "make build-cuda      build bin/dml-cuda (--backend cuda, dml devices)"
+	@echo "make test-cuda       the CUDA backend's tests (skip without a GPU, saying why)"
+	@echo "make bench-cuda      GPU benchmarks (SGEMM, MLP step)"
 
 # deps installs only what is missing: a no-op (no apt, no network) when all is there.
 deps:
@@ -50,8 +62,14 @@ fmt-check:
 # listed, with its reason, at the end of `make test` (cmd/testreport).
 REQUIRED_SKIPS := mpirun|MPI|numpy|Fashion-MNIST|fashion-mnist
 
-test: deps fmt-check vet
-	set -o pipefail; $(GO) test -race -count=1 -timeout 30m -json ./... \
+# test also checks the CUDA path without a GPU: the committed PTX is what the
+# sources compile to (and assembles for sm_70/sm_90), every kernel runs right
+# on the host emulator, the tagged binary compiles and links, and the cuda
+# package's tests run (they skip without a GPU, and the skip is listed).
+test: deps fmt-check vet kernels-check kernels-emu build-cuda
+	$(CUDA_CGO_ENV) $(GO) vet -tags cuda ./cuda/ ./cmd/dml/
+	set -o pipefail; ( $(GO) test -race -count=1 -timeout 30m -json ./...; a=$$?; \
+	  $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -timeout 10m -json ./cuda/; b=$$?; exit $$((a|b)) ) \
 	  | $(GO) run ./cmd/testreport $(if $(filter true,$(CI)),-required '$(REQUIRED_SKIPS)')
 
 test-short: deps
