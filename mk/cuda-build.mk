@@ -23,7 +23,8 @@ build-cuda: deps cuda-toolchain
 
 test-cuda: deps cuda-toolchain
 	$(CUDA_CGO_ENV) $(GO) vet -tags cuda ./cuda/ ./cmd/dml/
-	set -o pipefail; $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -json ./cuda/ | $(GO) run ./cmd/testreport
+	set -o pipefail; { $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -json ./cuda/ && \
+	  $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -json -run 'Devices' ./cmd/dml/; } | $(GO) run ./cmd/testreport
 
 bench-cuda: deps cuda-toolchain
 	$(CUDA_CGO_ENV) $(GO) test -tags cuda -run x -bench . -benchtime 1x ./cuda/
