@@ -24,7 +24,8 @@ type Backend struct {
 	dev       *device
 	q         queue
 	localRank int
-	tf32      bool // Gemm uses the TF32 tensor-core kernels
+	tf32      bool                // Gemm uses the TF32 tensor-core kernels
+	tf32Gemm  map[string]function // they, by name
 
 	pool   pool
 	mem    map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close
@@ -53,7 +54,7 @@ func Open(o kernels.Options) (*Backend, error) {
 		return nil, err
 	}
 	ord := DeviceFor(o.LocalRank, len(all))
-	d, err := openDevice(ord)
+	d, tf32, err := openDevice(ord, o.Precision == kernels.TF32)
 	if err != nil {
 		if ErrNoDevice(err) {
 			return nil, err
@@ -61,7 +62,7 @@ func Open(o kernels.Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda: local rank %d: %w: %w", o.LocalRank, kernels.ErrDevice, err)
 	}
 	be := &Backend{dev: d, localRank: o.LocalRank, syncEach: os.Getenv("DML_CUDA_SYNC") == "1"}
-	be.tf32 = o.Precision == kernels.TF32 && d.k.hasTF32
+	be.tf32, be.tf32Gemm = tf32 != nil, tf32
 	if be.q, err = d.ctx.newQueue(); err != nil {
 		return nil, be.deviceErr("Open", "", err)
 	}
@@ -78,7 +79,8 @@ func (be *Backend) Name() string { return "cuda" }
 // Device describes the GPU this backend runs on.
 func (be *Backend) Device() Device { return be.dev.Device }
 
-// Arch is the PTX the device runs ("compute_90" or "compute_70").
+// Arch lists the PTX modules loaded on the device and their virtual
+// architectures ("elementwise compute_90, gemm compute_90, …").
 func (be *Backend) Arch() string { return be.dev.arch }
 
 // TF32 reports whether Gemm uses the TF32 tensor-core kernels.

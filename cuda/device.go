@@ -15,11 +15,17 @@ import (
 type device struct {
 	Device
 	ctx  context
-	arch string // the PTX loaded, e.g. "elementwise compute_90, gemm_tf32 compute_80, …"
+	arch string // the PTX loaded, e.g. "elementwise compute_90, gemm compute_90, …"
 	k    kernelSet
+	// tf32 holds the four TF32 GEMMs by name once a TF32 backend asked for
+	// them (nil before; never changed after, so backends read it freely);
+	// tf32Tried says the load was attempted.
+	tf32      map[string]function
+	tf32Tried bool
+	mods      []ptx.Module
 }
 
-// kernelSet holds every kernel of kernels/cu/ABI.md.
+// kernelSet holds every kernel of kernels/cu/ABI.md but the TF32 GEMMs.
 type kernelSet struct {
 	fill, scale, axpy, add, relu, reluGrad, addBias function
 	sgd, momentum, adagrad                          function
@@ -27,8 +33,12 @@ type kernelSet struct {
 	sumRowsPartial, sumRowsFinal, stats             function
 	dotPartial, dotFinal, nonFinite                 function
 	gemm                                            map[string]function // by name, for ptx.PickGemm
-	hasTF32                                         bool
 }
+
+// tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
+// only for a backend opened with Precision TF32 (its JIT compilation takes
+// about a second on a fresh machine).
+const tf32Module = "gemm_tf32"
 
 var devices = struct {
 	sync.Mutex
@@ -36,16 +46,38 @@ var devices = struct {
 }{m: map[int]*device{}}
 
 // openDevice returns device ordinal's shared state, creating it (context,
-// module loads, kernel lookup) on first use. Each source's module is the
-// PTX of the highest virtual architecture the device runs (ptx.ForDevice:
-// compute_90 on Hopper, compute_70 below, the TF32 GEMM's compute_80 from
-// 8.0 up); the driver JIT-compiles it for the device.
-func openDevice(ordinal int) (*device, error) {
+// module loads, kernel lookup) on first use, and loading the TF32 GEMMs
+// the first time tf32 is asked for. Each source's module is the PTX of the
+// highest virtual architecture the device runs (ptx.ForDevice: compute_90
+// on Hopper, compute_70 below, the TF32 GEMM's compute_80 from 8.0 up);
+// the driver JIT-compiles the modules, in parallel, for the device.
+//
+// It returns the TF32 GEMMs by name when tf32 is asked for and the device
+// has them, else nil.
+func openDevice(ordinal int, tf32 bool) (*device, map[string]function, error) {
 	devices.Lock()
 	defer devices.Unlock()
-	if d, ok := devices.m[ordinal]; ok {
-		return d, nil
+	d, ok := devices.m[ordinal]
+	if !ok {
+		var err error
+		if d, err = newDevice(ordinal); err != nil {
+			return nil, nil, err
+		}
+		devices.m[ordinal] = d
 	}
+	if !tf32 {
+		return d, nil, nil
+	}
+	if !d.tf32Tried {
+		d.tf32Tried = true
+		if err := d.loadTF32(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return d, d.tf32, nil
+}
+
+func newDevice(ordinal int) (*device, error) {
 	all, err := Devices()
 	if err != nil {
 		return nil, err
@@ -53,43 +85,96 @@ func openDevice(ordinal int) (*device, error) {
 	if ordinal < 0 || ordinal >= len(all) {
 		return nil, fmt.Errorf("%w: device %d of %d", errNoDevice, ordinal, len(all))
 	}
-	d := &device{Device: all[ordinal]}
-	mods := ptx.ForDevice(d.Major, d.Minor)
-	if len(mods) == 0 {
+	d := &device{Device: all[ordinal], mods: ptx.ForDevice(all[ordinal].Major, all[ordinal].Minor)}
+	if len(d.mods) == 0 {
 		return nil, fmt.Errorf("%w: device %d (%s) has compute capability %d.%d; the kernels need 7.0",
 			errNoDevice, ordinal, d.Name, d.Major, d.Minor)
 	}
 	if d.ctx, err = primaryContext(ordinal); err != nil {
 		return nil, fmt.Errorf("device %d (%s): %w", ordinal, d.Name, err)
 	}
-	fns := map[string]function{}
-	var loaded []string
-	for _, pm := range mods {
-		m, err := d.ctx.loadModule(pm.PTX)
-		if err != nil {
-			return nil, fmt.Errorf("device %d (%s, compute capability %d.%d): loading %s.compute_%d.ptx: %w",
-				ordinal, d.Name, d.Major, d.Minor, pm.Name, pm.Arch, err)
+	var base []ptx.Module
+	for _, pm := range d.mods {
+		if pm.Name != tf32Module {
+			base = append(base, pm)
 		}
-		for _, name := range pm.Entries() {
-			f, ok, err := d.ctx.function(m, name)
-			if err != nil || !ok {
-				return nil, fmt.Errorf("device %d: %s.compute_%d.ptx: kernel %s: %v", ordinal, pm.Name, pm.Arch, name, err)
-			}
-			fns[name] = f
-		}
-		loaded = append(loaded, fmt.Sprintf("%s compute_%d", pm.Name, pm.Arch))
 	}
-	d.arch = strings.Join(loaded, ", ")
-	if err := d.k.lookup(fns, 10*d.Major+d.Minor >= ptx.TF32MinCC); err != nil {
+	fns, desc, err := d.load(base)
+	if err != nil {
+		return nil, err
+	}
+	d.arch = desc
+	if err := d.k.lookup(fns); err != nil {
 		return nil, fmt.Errorf("device %d (%s): %s: %w", ordinal, d.Name, d.arch, err)
 	}
-	devices.m[ordinal] = d
 	return d, nil
 }
 
-// lookup takes every kernel from fns. The TF32 GEMMs are used only when
-// the device has TF32 tensor cores (tf32) and the PTX has all four.
-func (k *kernelSet) lookup(fns map[string]function, tf32 bool) error {
+// load JIT-compiles mods concurrently and returns their kernels by name,
+// and a description of what was loaded.
+func (d *device) load(mods []ptx.Module) (map[string]function, string, error) {
+	loaded := make([]module, len(mods))
+	errs := make([]error, len(mods))
+	var wg sync.WaitGroup
+	for i, pm := range mods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loaded[i], errs[i] = d.ctx.loadModule(pm.PTX)
+		}()
+	}
+	wg.Wait()
+	fns := map[string]function{}
+	var desc []string
+	for i, pm := range mods {
+		if errs[i] != nil {
+			return nil, "", fmt.Errorf("device %d (%s, compute capability %d.%d): loading %s.compute_%d.ptx: %w",
+				d.Ordinal, d.Name, d.Major, d.Minor, pm.Name, pm.Arch, errs[i])
+		}
+		for _, name := range pm.Entries() {
+			f, ok, err := d.ctx.function(loaded[i], name)
+			if err != nil || !ok {
+				return nil, "", fmt.Errorf("device %d: %s.compute_%d.ptx: kernel %s: %v", d.Ordinal, pm.Name, pm.Arch, name, err)
+			}
+			fns[name] = f
+		}
+		desc = append(desc, fmt.Sprintf("%s compute_%d", pm.Name, pm.Arch))
+	}
+	return fns, strings.Join(desc, ", "), nil
+}
+
+// loadTF32 loads the TF32 GEMM module where the device has TF32 tensor
+// cores and the PTX has one; d.tf32 stays nil otherwise (FP32 is used).
+func (d *device) loadTF32() error {
+	if 10*d.Major+d.Minor < ptx.TF32MinCC {
+		return nil
+	}
+	for _, pm := range d.mods {
+		if pm.Name != tf32Module {
+			continue
+		}
+		fns, _, err := d.load([]ptx.Module{pm})
+		if err != nil {
+			return err
+		}
+		m := map[string]function{}
+		for _, ta := range []string{"n", "t"} {
+			for _, tb := range []string{"n", "t"} {
+				name := "dml_sgemm_tf32_" + ta + tb
+				f, ok := fns[name]
+				if !ok {
+					return fmt.Errorf("device %d: %s.compute_%d.ptx has no kernel %s", d.Ordinal, pm.Name, pm.Arch, name)
+				}
+				m[name] = f
+			}
+		}
+		d.tf32 = m
+	}
+	return nil
+}
+
+// lookup takes every kernel but the TF32 GEMMs from fns.
+func (k *kernelSet) lookup(fns map[string]function) error {
 	for _, e := range []struct {
 		f    *function
 		name string
@@ -107,9 +192,9 @@ func (k *kernelSet) lookup(fns map[string]function, tf32 bool) error {
 		}
 		*e.f = f
 	}
-	// Every name ptx.PickGemm can return: three families × four transposes.
+	// Every FP32 name ptx.PickGemm can return: two tile sizes × four
+	// transposes.
 	k.gemm = map[string]function{}
-	tf32Found := 0
 	for _, ta := range []string{"n", "t"} {
 		for _, tb := range []string{"n", "t"} {
 			for _, family := range []string{"dml_sgemm_", "dml_sgemm64_"} {
@@ -119,12 +204,7 @@ func (k *kernelSet) lookup(fns map[string]function, tf32 bool) error {
 				}
 				k.gemm[family+ta+tb] = f
 			}
-			if f, ok := fns["dml_sgemm_tf32_"+ta+tb]; ok && tf32 {
-				k.gemm["dml_sgemm_tf32_"+ta+tb] = f
-				tf32Found++
-			}
 		}
 	}
-	k.hasTF32 = tf32Found == 4
 	return nil
 }

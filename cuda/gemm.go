@@ -47,7 +47,11 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 		ldb = k
 	}
 	g := ptx.PickGemm(transA, transB, be.tf32, m, n, be.dev.SMs)
-	f, ok := be.dev.k.gemm[g.Name]
+	fns := be.dev.k.gemm
+	if be.tf32 {
+		fns = be.tf32Gemm
+	}
+	f, ok := fns[g.Name]
 	if !ok {
 		panic("cuda: no kernel " + g.Name) // lookup checked every name PickGemm returns
 	}
