@@ -10,11 +10,14 @@
 #   test-cuda    the cuda package's tests (conformance suite, GPU-vs-CPU
 #                training check); without a GPU they skip, saying why.
 #   bench-cuda   the GPU benchmarks (SGEMM GFLOP/s, MLP training step).
-#   gpu-bundle   stripped binaries in .gpu/ for the GPU machine, which has no
-#                Go: the test binary and dml (carry .gpu with the device tool).
+#   gpu-bundle   what the GPU machine, which has no Go, needs in .gpu/: the
+#                stripped test binary and dml, and Fashion-MNIST. Carry .gpu
+#                (and .gpukit, bench/gpu/pack-mpi.sh) with the device tool and
+#                run bench/gpu/cuda-run.sh there (bench/gpu/RESULTS.md).
 
-BIN_CUDA ?= bin/dml-cuda
-GPU_DIR  ?= .gpu
+BIN_CUDA   ?= bin/dml-cuda
+GPU_DIR    ?= .gpu
+FMNIST_DIR ?= /usr/share/datasets/fashion-mnist
 
 .PHONY: build-cuda test-cuda bench-cuda gpu-bundle
 
@@ -33,3 +36,4 @@ gpu-bundle: deps cuda-toolchain
 	mkdir -p $(GPU_DIR)
 	$(CUDA_CGO_ENV) $(GO) test -c -tags cuda -ldflags "-s -w" -o $(GPU_DIR)/cuda.test ./cuda/
 	$(CUDA_CGO_ENV) $(GO) build -tags cuda -ldflags "-s -w -X main.version=$(VERSION)" -o $(GPU_DIR)/dml ./cmd/dml
+	mkdir -p $(GPU_DIR)/fmnist && cp $(FMNIST_DIR)/*-ubyte.gz $(GPU_DIR)/fmnist/

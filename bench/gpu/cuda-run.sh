@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cuda-run.sh: every GPU check and measurement of the CUDA backend in one
+# device-tool call. Build here first (`make gpu-bundle`: .gpu/cuda.test,
+# .gpu/dml, .gpu/fmnist), then, with the device tool:
+#
+#   run  command: bash bench/gpu/cuda-run.sh   carry: [".gpu", ".gpukit"]
+#
+# Writes under $OUT: summary.txt (the short table, also printed last),
+# tests.log, bench.log, torch.log/.json, train.log, sanitizer.log.
+# Sections can be skipped: SKIP="tests bench torch train sanitizer".
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+S=$OUT/summary.txt; : > "$S"
+skip() { [[ " ${SKIP:-} " == *" $1 "* ]]; }
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } >> "$S" 2>&1
+
+if ! skip tests; then
+  T=$OUT/tests.log; : > "$T"
+  # One process per test: a fault in one cannot poison the context of the next.
+  for t in $(.gpu/cuda.test -test.list 'Test.*'); do
+    s=$(date +%s%N)
+    timeout 180 .gpu/cuda.test -test.v -test.count=1 -test.run "^$t\$" >> "$T" 2>&1; rc=$?
+    echo "$t rc=$rc $(( ($(date +%s%N) - s) / 1000000 ))ms" >> "$S"
+    if [ $rc != 0 ] && [[ $t == TestConformance* ]]; then
+      echo "=== $t again with DML_CUDA_SYNC=1 (each op waits: the failing op names itself)" >> "$T"
+      DML_CUDA_SYNC=1 timeout 180 .gpu/cuda.test -test.v -test.count=1 -test.run "^$t\$" >> "$T" 2>&1
+    fi
+  done
+  grep -E -- "--- FAIL|panic|train_test.go" "$T" | head -40 >> "$S"
+fi
+
+if ! skip bench; then
+  timeout 240 .gpu/cuda.test -test.run x -test.bench . -test.benchtime 1x -test.v > "$OUT/bench.log" 2>&1
+  echo "bench rc=$?" >> "$S"
+  grep -E "bench_test.go" "$OUT/bench.log" | sed 's/^ *//' >> "$S"
+fi
+
+if ! skip torch; then
+  timeout 240 python3 bench/gpu/torch_baselines.py --out "$OUT/torch.json" --reps 20 --step-reps 10 > "$OUT/torch.log" 2>&1
+  echo "torch rc=$?" >> "$S"
+fi
+
+if ! skip train; then
+  L=$OUT/train.log; W=$(mktemp -d); : > "$L"
+  D="--data-dir .gpu/fmnist --progress never"
+  run() {
+    echo "\$ $*" | tee -a "$S" >> "$L"; s=$(date +%s%N)
+    timeout 150 "$@" >> "$L" 2>&1; rc=$?
+    echo "  rc=$rc $(( ($(date +%s%N) - s) / 1000000 ))ms" | tee -a "$S" >> "$L"
+    tail -n 3 "$L" | grep -E "^(epoch|done|dml)" | sed 's/^/  /' >> "$S"
+  }
+  run .gpu/dml devices
+  run .gpu/dml train --backend cpu $D --epochs 1 --max-steps 200 --save $W/cpu.npz
+  run .gpu/dml train --backend cuda $D --epochs 1 --max-steps 200 --save $W/gpu.npz
+  python3 bench/gpu/npzdiff.py $W/cpu.npz $W/gpu.npz >> "$S" 2>&1
+  run .gpu/dml train --backend cuda $D --epochs 5 --metrics "$OUT/metrics.jsonl"
+  run .gpu/dml train --backend cpu $D --epochs 1
+  B="--hidden 1024,1024 --batch 1024 --epochs 10 --eval-every 0"
+  run .gpu/dml train --backend cuda $D $B
+  run .gpu/dml train --backend cuda --precision tf32 $D $B
+  if source bench/gpu/env.sh; then
+    run mpirun -np 2 .gpu/dml devices
+    run mpirun -np 2 .gpu/dml train --backend cuda $D --epochs 5
+    run mpirun -np 2 .gpu/dml train --backend cuda $D --hidden 1024,1024 --batch 512 --epochs 10 --eval-every 0
+    run mpirun -np 2 .gpu/dml train --backend cpu $D --epochs 1
+  fi
+  # Extra runs the caller names, e.g. EXTRA='env DML_TRY_PINNED=1 .gpu/dml train --backend cuda ...'
+  if [ -n "${EXTRA:-}" ]; then while IFS= read -r c; do [ -n "$c" ] && eval "run $c"; done <<< "$EXTRA"; fi
+fi
+
+if ! skip sanitizer; then
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -n "$CS" ]; then
+    timeout 240 "$CS" --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.run '^TestConformance$' > "$OUT/sanitizer.log" 2>&1
+    echo "memcheck TestConformance rc=$? ($(tail -n 1 "$OUT/sanitizer.log"))" >> "$S"
+  fi
+fi
+cat "$S"; echo ----; [ -f "$OUT/torch.log" ] && sed -n '/## SGEMM/,$p' "$OUT/torch.log"
