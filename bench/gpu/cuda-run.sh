@@ -3,7 +3,7 @@
 # device-tool call. Build here first (`make gpu-bundle`: .gpu/cuda.test,
 # .gpu/dml, .gpu/fmnist), then, with the device tool:
 #
-#   run  command: bash bench/gpu/cuda-run.sh   carry: [".gpu", ".gpukit"]
+#   run  command: bash bench/gpu/cuda-run.sh   carry: [".gpu", ".gpukit/mpi.tgz"]
 #
 # Writes under $OUT: summary.txt (the short table, also printed last),
 # tests.log, bench.log, torch.log/.json, train.log, sanitizer.log.
@@ -58,12 +58,13 @@ if ! skip train; then
   B="--hidden 1024,1024 --batch 1024 --epochs 10 --eval-every 0"
   run .gpu/dml train --backend cuda $D $B
   run .gpu/dml train --backend cuda --precision tf32 $D $B
-  if source bench/gpu/env.sh; then
+  # The MPI bundle in a subshell: its libraries stay off PyTorch's path.
+  ( if source bench/gpu/env.sh; then
     run mpirun -np 2 .gpu/dml devices
     run mpirun -np 2 .gpu/dml train --backend cuda $D --epochs 5
     run mpirun -np 2 .gpu/dml train --backend cuda $D --hidden 1024,1024 --batch 512 --epochs 10 --eval-every 0
     run mpirun -np 2 .gpu/dml train --backend cpu $D --epochs 1
-  fi
+  fi )
   # Extra runs the caller names, e.g. EXTRA='env DML_TRY_PINNED=1 .gpu/dml train --backend cuda ...'
   if [ -n "${EXTRA:-}" ]; then while IFS= read -r c; do [ -n "$c" ] && eval "run $c"; done <<< "$EXTRA"; fi
 fi
