@@ -45,7 +45,7 @@ if ! skip train; then
   D="--data-dir .gpu/fmnist --progress never"
   run() {
     echo "\$ $*" | tee -a "$S" >> "$L"; s=$(date +%s%N)
-    timeout 150 "$@" >> "$L" 2>&1; rc=$?
+    timeout 150 "$@" < /dev/null >> "$L" 2>&1; rc=$?
     echo "  rc=$rc $(( ($(date +%s%N) - s) / 1000000 ))ms" | tee -a "$S" >> "$L"
     tail -n 3 "$L" | grep -E "^(epoch|done|dml)" | sed 's/^/  /' >> "$S"
   }
