@@ -5,6 +5,8 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/dml-project/dml/kernels"
@@ -240,7 +242,7 @@ func (be *Backend) Upload(dst kernels.Buffer, src []float32) error {
 	if err != nil {
 		return be.asyncErr(op, fmt.Sprintf("n=%d", d.n), err)
 	}
-	copy(unsafe.Slice((*float32)(be.up.buf.at(off)), d.n), src)
+	parallelCopy(unsafe.Slice((*float32)(be.up.buf.at(off)), d.n), src)
 	if err := be.q.htod(d.ptr, be.up.buf.at(off), bytes); err != nil {
 		return be.deviceErr(op, fmt.Sprintf("n=%d", d.n), err)
 	}
@@ -283,7 +285,7 @@ func (be *Backend) Download(dst []float32, src kernels.Buffer) error {
 	}
 	be.ops.reset()
 	if s.n > 0 && !direct {
-		copy(dst, unsafe.Slice((*float32)(be.down.p), s.n))
+		parallelCopy(dst, unsafe.Slice((*float32)(be.down.p), s.n))
 	}
 	return nil
 }
@@ -330,4 +332,28 @@ func (be *Backend) Fill(b kernels.Buffer, v float32) error {
 		return nil
 	}
 	return be.done(op, be.q.memset32(d.ptr, math.Float32bits(v), d.n), d.n)
+}
+
+// parallelCopy copies src into dst (equal lengths) like copy, splitting a
+// large copy over up to 8 goroutines: one core's memcpy moves ~5 GB/s, so a
+// 7.4 MB gradient staged through pinned memory costs ~1.5 ms a step each way
+// on one core.
+func parallelCopy(dst, src []float32) {
+	const minPart = 256 << 10 // elements (1 MiB) per goroutine, at least
+	parts := min(runtime.GOMAXPROCS(0), 8, len(src)/minPart)
+	if parts <= 1 {
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (len(src) + parts - 1) / parts
+	for lo := 0; lo < len(src); lo += step {
+		hi := min(lo+step, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
 }
