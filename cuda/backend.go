@@ -11,7 +11,11 @@ import (
 	"github.com/dml-project/dml/kernels"
 )
 
-var _ kernels.Backend = (*Backend)(nil)
+var (
+	_ kernels.Backend         = (*Backend)(nil)
+	_ kernels.HostAllocator   = (*Backend)(nil)
+	_ kernels.AsyncDownloader = (*Backend)(nil)
+)
 
 func init() {
 	kernels.Register("cuda", func(o kernels.Options) (kernels.Backend, error) { return Open(o) })
@@ -27,15 +31,22 @@ type Backend struct {
 	tf32      bool                // Gemm uses the TF32 tensor-core kernels
 	tf32Gemm  map[string]function // they, by name
 
-	pool   pool
-	mem    map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close
-	up     uploadRing
-	down   pinned   // staging for Download, Dot, NonFinite
-	hosts  []pinned // from HostAlloc
-	args   [16]uint64
-	ops    opLog
-	err    error // sticky: the device failed, the context is unusable
-	closed bool
+	pool  pool
+	mem   map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close
+	up    uploadRing
+	down  pinned   // staging for Download, Dot, NonFinite
+	hosts []pinned // from HostAlloc
+	// copies: the second stream DownloadAsync queues on, made on first
+	// use, the event it waits on (recorded on q), and whether copies are
+	// in flight.
+	copies    queue
+	copiesOK  bool
+	copyAfter event
+	inFlight  int
+	args      [16]uint64
+	ops       opLog
+	err       error // sticky: the device failed, the context is unusable
+	closed    bool
 	// syncEach makes every op wait for the device (DML_CUDA_SYNC=1), so an
 	// asynchronous fault is reported by the op that caused it.
 	syncEach bool
@@ -96,7 +107,7 @@ func (be *Backend) Sync() error {
 		return be.asyncErr("Sync", "", err)
 	}
 	be.ops.reset()
-	return nil
+	return be.WaitDownloads()
 }
 
 // Close waits for the queue, then releases the backend's buffers (every
@@ -112,6 +123,16 @@ func (be *Backend) Close() error {
 		if err := be.q.sync(); err != nil {
 			errs = append(errs, be.asyncErr("Close", "", err))
 		}
+	}
+	if be.copiesOK {
+		if err := be.copies.sync(); err != nil && be.err == nil {
+			errs = append(errs, be.asyncErr("Close", "copy stream", err))
+		}
+		_ = be.q.destroyEvent(be.copyAfter)
+		if err := be.copies.destroy(); err != nil && be.err == nil {
+			errs = append(errs, err)
+		}
+		be.copiesOK, be.inFlight = false, 0
 	}
 	// Every device allocation, in the pool's free lists or still live.
 	for p := range be.mem {

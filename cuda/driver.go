@@ -58,6 +58,7 @@ static CUresult (*p_cuEventDestroy)(CUevent);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventSynchronize)(CUevent);
 static CUresult (*p_cuEventQuery)(CUevent);
+static CUresult (*p_cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 static CUresult (*p_cuEventElapsedTime)(float*, CUevent, CUevent);
 static CUresult (*p_cuGetErrorName)(CUresult, const char**);
 static CUresult (*p_cuGetErrorString)(CUresult, const char**);
@@ -106,6 +107,7 @@ static int dml_cu_load(char *msg, int n) {
 	SYM(p_cuEventRecord, "cuEventRecord");
 	SYM(p_cuEventSynchronize, "cuEventSynchronize");
 	SYM(p_cuEventQuery, "cuEventQuery");
+	SYM(p_cuStreamWaitEvent, "cuStreamWaitEvent");
 	SYM(p_cuEventElapsedTime, "cuEventElapsedTime");
 	SYM(p_cuGetErrorName, "cuGetErrorName");
 	SYM(p_cuGetErrorString, "cuGetErrorString");
@@ -192,6 +194,7 @@ static CUresult dml_event_destroy(CUcontext c, CUevent e) { BIND(c); return p_cu
 static CUresult dml_event_record(CUcontext c, CUevent e, CUstream s) { BIND(c); return p_cuEventRecord(e, s); }
 static CUresult dml_event_sync(CUcontext c, CUevent e) { BIND(c); return p_cuEventSynchronize(e); }
 static CUresult dml_event_query(CUcontext c, CUevent e) { BIND(c); return p_cuEventQuery(e); }
+static CUresult dml_stream_wait_event(CUcontext c, CUstream s, CUevent e) { BIND(c); return p_cuStreamWaitEvent(s, e, 0); }
 static CUresult dml_event_elapsed(CUcontext c, float *ms, CUevent a, CUevent b) { BIND(c); return p_cuEventElapsedTime(ms, a, b); }
 
 // dml_module_load JIT-compiles a PTX image, leaving the JIT's error log in log.
@@ -486,6 +489,13 @@ func (q queue) record(e event) error {
 	return check("cuEventRecord", C.dml_event_record(q.ctx, e.e, q.s))
 }
 func (q queue) wait(e event) error { return check("cuEventSynchronize", C.dml_event_sync(q.ctx, e.e)) }
+
+// after makes the work queued on q from now on wait until the work before
+// e's latest record (on any queue of the context) is done, without the
+// host waiting.
+func (q queue) after(e event) error {
+	return check("cuStreamWaitEvent", C.dml_stream_wait_event(q.ctx, q.s, e.e))
+}
 
 // done reports whether the work before e's record has finished.
 func (q queue) done(e event) (bool, error) {

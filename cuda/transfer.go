@@ -357,3 +357,98 @@ func parallelCopy(dst, src []float32) {
 	}
 	wg.Wait()
 }
+
+// HostFree releases a slice from HostAlloc (the whole slice). It waits for
+// copies DownloadAsync queued first, since one may still write it.
+func (be *Backend) HostFree(s []float32) error {
+	const op = "HostFree"
+	if len(s) == 0 {
+		return nil
+	}
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	p := unsafe.Pointer(unsafe.SliceData(s))
+	for i := range be.hosts {
+		if h := be.hosts[i]; h.p == p && h.bytes == len(s)*4 {
+			werr := be.WaitDownloads()
+			if err := be.q.hostFree(p); err != nil {
+				return be.deviceErr(op, fmt.Sprintf("n=%d", len(s)), err)
+			}
+			be.hosts = append(be.hosts[:i], be.hosts[i+1:]...)
+			return werr
+		}
+	}
+	return be.shapeErr(op, "n=%d: not a slice HostAlloc returned (or freed already)", len(s))
+}
+
+// DownloadAsync queues a copy of src into dst, a slice from HostAlloc, on
+// the backend's copy stream, behind an event recorded on its op stream: the
+// copy starts once the ops queued before it are done and runs while later
+// ops execute. dst is complete once WaitDownloads returns; until then src
+// must not be written by a later op. (The training step downloads each
+// layer's gradient this way as the backward pass completes it, so the
+// copies of the large early layers overlap the remaining backward GEMMs;
+// the H2D upload of the reduced gradient stays on the op stream, where the
+// update that reads it is queued.) Into other memory, which a DMA engine
+// cannot write asynchronously, it is a plain Download.
+func (be *Backend) DownloadAsync(dst []float32, src kernels.Buffer) error {
+	const op = "DownloadAsync"
+	s := be.buf(src)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if len(dst) != s.n {
+		return be.shapeErr(op, "dst has %d elements, src %d", len(dst), s.n)
+	}
+	if s.n == 0 {
+		return nil
+	}
+	if !be.fromHostAlloc(dst) {
+		return be.Download(dst, src)
+	}
+	shapes := fmt.Sprintf("n=%d", s.n)
+	if !be.copiesOK {
+		c, err := be.dev.ctx.newQueue()
+		if err != nil {
+			return be.deviceErr(op, shapes, err)
+		}
+		ev, err := be.q.newEvent(false)
+		if err != nil {
+			_ = c.destroy()
+			return be.deviceErr(op, shapes, err)
+		}
+		be.copies, be.copyAfter, be.copiesOK = c, ev, true
+	}
+	// One event serves every call: cuStreamWaitEvent waits for the record
+	// that precedes it, and a later record does not change that wait.
+	if err := be.q.record(be.copyAfter); err != nil {
+		return be.deviceErr(op, shapes, err)
+	}
+	if err := be.copies.after(be.copyAfter); err != nil {
+		return be.deviceErr(op, shapes, err)
+	}
+	if err := be.copies.dtoh(unsafe.Pointer(unsafe.SliceData(dst)), s.ptr, s.n*4); err != nil {
+		return be.deviceErr(op, shapes, err)
+	}
+	be.inFlight++
+	return be.record(op, s.n)
+}
+
+// WaitDownloads waits for the copies DownloadAsync queued and returns the
+// first error the device reported.
+func (be *Backend) WaitDownloads() error {
+	const op = "WaitDownloads"
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if be.inFlight == 0 {
+		return nil
+	}
+	n := be.inFlight
+	be.inFlight = 0
+	if err := be.copies.sync(); err != nil {
+		return be.asyncErr(op, fmt.Sprintf("%d copies", n), err)
+	}
+	return nil
+}
