@@ -117,11 +117,17 @@ var ErrNonFinite = errors.New("training diverged")
 // ("layer1.weight, layer1.bias") in an error wrapping ErrNonFinite.
 func (a Arch) CheckFinite(grad []float32, lossSum float64) error {
 	var bad []string
+	// One pass over the whole gradient (in parallel when large); the
+	// per-tensor scans that name the bad ones only run after it failed.
+	clean := AllFinite(grad[:a.NumParams()])
 	for k, l := range a.Layers() {
-		if !allFinite(grad[l.WOff:l.BOff]) {
+		if clean {
+			break
+		}
+		if !AllFinite(grad[l.WOff:l.BOff]) {
 			bad = append(bad, fmt.Sprintf("layer%d.weight", k))
 		}
-		if !allFinite(grad[l.BOff : l.BOff+l.Out]) {
+		if !AllFinite(grad[l.BOff : l.BOff+l.Out]) {
 			bad = append(bad, fmt.Sprintf("layer%d.bias", k))
 		}
 	}
@@ -133,14 +139,4 @@ func (a Arch) CheckFinite(grad []float32, lossSum float64) error {
 		return fmt.Errorf("loss is %v: lower --lr or check the data: %w", lossSum, ErrNonFinite)
 	}
 	return nil
-}
-
-func allFinite(v []float32) bool {
-	for _, x := range v {
-		// x-x is 0 for every finite x and NaN for NaN and ±Inf.
-		if x-x != 0 {
-			return false
-		}
-	}
-	return true
 }
