@@ -24,8 +24,22 @@ type allreduceStrategy struct {
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
 	train, test *data.Dense // this rank's shards
-	host        []float32   // gradient + stats on the host, when the backend's buffers are not host memory
 	gb          int         // the current step's global batch
+
+	// On a backend whose buffers are not host memory (a GPU):
+	//   - one rank: the gradient never leaves the device (the AllReduce of
+	//     one buffer is the buffer itself); the step reads the two stats
+	//     slots and checks the gradient with one NonFinite on the device;
+	//   - more ranks: host holds the gradient and stats for the AllReduce,
+	//     pinned memory from the backend's HostAlloc when it has one; with
+	//     an AsyncDownloader too, each layer's gradient is queued for
+	//     download as the backward pass completes it (the copies overlap the
+	//     rest of the backward pass) and Exchange waits for them.
+	host    []float32
+	freeH   func([]float32) error // frees a pinned host (nil: not pinned)
+	oneRank bool
+	async   kernels.AsyncDownloader
+	queued  int // Grads[queued:] is queued for download in this step
 }
 
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
@@ -41,7 +55,21 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
 	if _, ok := m.Grads.(kernels.HostBuffer); !ok {
-		s.host = make([]float32, m.NumParams()+model.GradStats)
+		n := m.NumParams() + model.GradStats
+		switch ha, pin := j.Backend.(kernels.HostAllocator); {
+		case j.Comm.Size() == 1:
+			s.oneRank = true
+			s.host = make([]float32, n) // for the stats, and to name bad layers
+		case pin:
+			if s.host, err = ha.HostAlloc(n); err != nil {
+				return nil, fmt.Errorf("allocating the gradient's pinned host buffer (%d floats): %w", n, err)
+			}
+			s.freeH = ha.HostFree
+			defer func() { _ = s.freeH(s.host) }()
+			s.async, _ = j.Backend.(kernels.AsyncDownloader)
+		default:
+			s.host = make([]float32, n)
+		}
 	}
 	pos := startPosition
 	if st := j.Start; st != nil {
@@ -94,7 +122,23 @@ func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
 // the sum over ranks is then the gradient of the mean loss over the global
 // batch, exact for a partial last batch too.
 func (s *allreduceStrategy) Compute() error {
-	return s.m.Step(1/float32(s.gb), nil)
+	if s.async == nil {
+		return s.m.Step(1/float32(s.gb), nil)
+	}
+	s.queued = len(s.host)
+	return s.m.Step(1/float32(s.gb), s.downloadLayer)
+}
+
+// downloadLayer is the gradient hook of a step on an AsyncDownloader: it
+// queues the download of what became final since its last call (layer's
+// gradient; at the first call, the last layer's and the stats slots).
+func (s *allreduceStrategy) downloadLayer(_, lo, _ int) error {
+	if lo >= s.queued {
+		return nil
+	}
+	err := s.async.DownloadAsync(s.host[lo:s.queued], s.j.Backend.View(s.m.Grads, lo, s.queued-lo))
+	s.queued = lo
+	return err
 }
 
 // Prepare uploads the batch (features and labels in one piece).
@@ -112,6 +156,9 @@ func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	m, b := s.m, s.j.Backend
 	np := m.NumParams()
+	if s.oneRank {
+		return s.exchangeOne()
+	}
 	buf, err := s.hostGrads()
 	if err != nil {
 		return StepStats{}, err
@@ -150,9 +197,60 @@ func (s *allreduceStrategy) hostGrads() ([]float32, error) {
 		return hb.Data(), nil
 	}
 	sp := s.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(s.host))
-	err := s.j.Backend.Download(s.host, s.m.Grads)
+	var err error
+	if s.async != nil {
+		// The hook queued every layer (the first layer's gradient starts at
+		// 0); whatever it did not is downloaded here.
+		err = s.async.WaitDownloads()
+		if err == nil && s.queued > 0 {
+			err = s.j.Backend.Download(s.host[:s.queued], s.j.Backend.View(s.m.Grads, 0, s.queued))
+		}
+	} else {
+		err = s.j.Backend.Download(s.host, s.m.Grads)
+	}
 	sp.Err(err).End()
 	return s.host, err
+}
+
+// exchangeOne is Exchange for a world of one rank on a device backend: the
+// AllReduce of one buffer is the buffer itself (collectives returns at
+// once for one rank, for every algorithm), so the gradient stays where the
+// update reads it, bit for bit what a download, a no-op AllReduce and an
+// upload would leave. The step reads the two stats slots, and checks the
+// gradient with one NonFinite on the device; only when that finds a bad
+// value is the gradient downloaded, to name the layers.
+func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
+	m, b, tr := s.m, s.j.Backend, s.j.tr
+	np := m.NumParams()
+	stats := s.host[np:]
+	sp := tr.Begin("download").Cat(trace.IO).Bytes(4 * len(stats))
+	err := b.Download(stats, m.Stats())
+	sp.Err(err).End()
+	if err != nil {
+		return StepStats{}, err
+	}
+	st := StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(s.gb)}
+	bad, err := b.NonFinite(m.GradView())
+	if err != nil {
+		return StepStats{}, err
+	}
+	grads := s.host[:np] // zeros (finite) unless downloaded here
+	if bad >= 0 {
+		if err := b.Download(grads, m.GradView()); err != nil {
+			return StepStats{}, err
+		}
+		if err := m.Arch.CheckFinite(grads, st.LossSum); err != nil {
+			return StepStats{}, err
+		}
+		return StepStats{}, fmt.Errorf("non-finite gradient element %d on the device, finite in its download: %w", bad, model.ErrNonFinite)
+	}
+	if math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
+		return StepStats{}, m.Arch.CheckFinite(grads, st.LossSum)
+	}
+	sp = tr.Begin("update").Cat(trace.Update)
+	err = s.opt.Update(m.Params, m.GradView())
+	sp.Err(err).End()
+	return st, err
 }
 
 // EndEpoch: the share of step time spent in the AllReduce, the mean over

@@ -48,8 +48,11 @@ type Model struct {
 	owned  []kernels.Buffer // everything Alloc returned, for Free
 	rows   int              // rows of the batch loaded
 
-	// host staging for LoadBatch, and evaluation's buffers (reused).
+	// host staging for LoadBatch (pinned memory from the backend's
+	// HostAlloc when it has one: the batch is gathered straight into what
+	// the device copies from), and evaluation's buffers (reused).
 	hostX     []float32
+	pinnedX   bool
 	hostY     []int32
 	evalGrad  kernels.Buffer
 	evalStats kernels.Buffer
@@ -90,7 +93,17 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	if failed != nil {
 		return nil, errors.Join(failed, m.Free())
 	}
-	m.hostX = make([]float32, maxRows*(arch.Sizes[0]+1))
+	nx := maxRows * (arch.Sizes[0] + 1)
+	if ha, ok := b.(kernels.HostAllocator); ok {
+		x, err := ha.HostAlloc(nx)
+		if err != nil {
+			err = fmt.Errorf("model %v: allocating the batch's pinned host staging (%d floats): %w", arch.Sizes, nx, err)
+			return nil, errors.Join(err, m.Free())
+		}
+		m.hostX, m.pinnedX = x, true
+	} else {
+		m.hostX = make([]float32, nx)
+	}
 	m.hostY = make([]int32, maxRows)
 	m.statsHost = make([]float32, GradStats)
 	return m, nil
@@ -103,6 +116,10 @@ func (m *Model) Free() error {
 		errs = append(errs, m.B.Free(b))
 	}
 	m.owned = nil
+	if m.pinnedX {
+		errs = append(errs, m.B.(kernels.HostAllocator).HostFree(m.hostX))
+		m.hostX, m.pinnedX = nil, false
+	}
 	return errors.Join(errs...)
 }
 
