@@ -42,6 +42,11 @@ type allreduceStrategy struct {
 	queued  int // Grads[queued:] is queued for download in this step
 }
 
+// oneRankOnDevice lets a one-rank world on a device backend keep its
+// gradient on the device (tests turn it off to compare with the round
+// trip).
+var oneRankOnDevice = true
+
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
 func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
 	cfg := j.cfg
@@ -57,7 +62,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	if _, ok := m.Grads.(kernels.HostBuffer); !ok {
 		n := m.NumParams() + model.GradStats
 		switch ha, pin := j.Backend.(kernels.HostAllocator); {
-		case j.Comm.Size() == 1:
+		case j.Comm.Size() == 1 && oneRankOnDevice:
 			s.oneRank = true
 			s.host = make([]float32, n) // for the stats, and to name bad layers
 		case pin:

@@ -1,0 +1,79 @@
+//go:build cuda
+
+package trainer
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/dml-project/dml/cuda"
+	"github.com/dml-project/dml/kernels"
+)
+
+// plainBackend hides a backend's optional interfaces (HostAllocator,
+// AsyncDownloader): the trainer then takes the whole-buffer Download /
+// Upload path through pageable memory.
+type plainBackend struct{ kernels.Backend }
+
+// TestCUDAStagingSameBits: on the GPU, the step's staging (batch gathered
+// into pinned memory, each layer's gradient downloaded on the copy stream
+// as the backward pass completes it, a one-rank world keeping its gradient
+// on the device) moves bits only: the weights equal, bit for bit, those of
+// the plain path (one Download and one Upload of the whole gradient per
+// step, pageable memory), at 2 ranks sharing the GPU and at 1 rank.
+func TestCUDAStagingSameBits(t *testing.T) {
+	probe, err := cuda.Open(kernels.Options{})
+	if cuda.ErrNoDevice(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
+	cfg := DefaultConfig()
+	cfg.Data = DataConfig{Name: "synthetic", Samples: 4000, Features: 300, Classes: 10, Noise: 1}
+	cfg.Hidden = []int{512, 256}
+	cfg.Batch = 256 // 300 KB a batch: the direct pinned upload
+	cfg.Epochs = 1
+	cfg.MaxSteps = 12
+	cfg.EvalEvery = 0
+	open := func(plain bool) func(int) kernels.Backend {
+		return func(r int) kernels.Backend {
+			be, err := cuda.Open(kernels.Options{LocalRank: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plain {
+				return plainBackend{be}
+			}
+			return be
+		}
+	}
+	for _, ranks := range []int{2, 1} {
+		staged, errs := runWorldWith(t, ranks, cfg, open(false))
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d ranks, staged, rank %d: %v", ranks, r, err)
+			}
+		}
+		oneRankOnDevice = false
+		plain, errs := runWorldWith(t, ranks, cfg, open(true))
+		oneRankOnDevice = true
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d ranks, plain, rank %d: %v", ranks, r, err)
+			}
+		}
+		for r := range ranks {
+			a, b := staged[r].Params, plain[r].Params
+			if !slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) {
+				t.Errorf("%d ranks, rank %d: staged weights differ from the plain path's by %.3g", ranks, r, maxRelDiff(a, b))
+			}
+			if staged[r].Epochs[0].Loss != plain[r].Epochs[0].Loss {
+				t.Errorf("%d ranks, rank %d: loss %v staged, %v plain", ranks, r, staged[r].Epochs[0].Loss, plain[r].Epochs[0].Loss)
+			}
+		}
+		t.Logf("%d ranks: %d steps, loss %.6f, weights equal bit for bit", ranks, cfg.MaxSteps, staged[0].Epochs[0].Loss)
+	}
+}
