@@ -224,7 +224,7 @@ const benchBatch = 1024
 
 func BenchmarkMLPStep(b *testing.B) {
 	for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
-		for _, mode := range []string{"device", "h2d", "staged"} {
+		for _, mode := range []string{"device", "h2d", "staged", "async"} {
 			b.Run(fmt.Sprintf("%s/%s", p, mode), func(b *testing.B) { benchMLPStep(b, p, mode) })
 		}
 	}
@@ -253,6 +253,21 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// async: each layer's gradient (weight, then bias: contiguous) is
+	// queued for download on the copy stream as the backward pass
+	// completes it, as the trainer's AllReduce step does.
+	var layerOff []int
+	for l, off := 0, 0; l+1 < len(benchSizes); l++ {
+		layerOff = append(layerOff, off)
+		off += benchSizes[l]*benchSizes[l+1] + benchSizes[l+1]
+	}
+	layerOff = append(layerOff, paramCount(benchSizes))
+	if mode == "async" {
+		m.hook = func(l int) error {
+			lo, hi := layerOff[l], layerOff[l+1]
+			return be.DownloadAsync(staging[lo:hi], be.View(m.grads, lo, hi-lo))
+		}
+	}
 	step := func(i int) error {
 		switch mode {
 		case "h2d":
@@ -263,8 +278,16 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 		if err := m.forwardBackward(); err != nil {
 			return err
 		}
-		if mode == "staged" {
+		switch mode {
+		case "staged":
 			if err := be.Download(staging, m.grads); err != nil {
+				return err
+			}
+			if err := be.Upload(m.grads, staging); err != nil {
+				return err
+			}
+		case "async":
+			if err := be.WaitDownloads(); err != nil {
 				return err
 			}
 			if err := be.Upload(m.grads, staging); err != nil {

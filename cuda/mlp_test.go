@@ -27,6 +27,9 @@ type mlp struct {
 	acts   []kernels.Buffer // acts[0] = x; acts[l+1] = layer l's output (in place: z, then relu(z))
 	dz     []kernels.Buffer // dz[l]: gradient w.r.t. layer l's pre-activation (the last is acts[L])
 	labels kernels.Buffer
+	// hook, if set, is called in the backward pass once layer l's weight
+	// and bias gradients are queued (last layer first).
+	hook func(l int) error
 	stats  kernels.Buffer
 }
 
@@ -124,6 +127,11 @@ func (m *mlp) forwardBackward() error {
 		}
 		if err := be.SumRows(m.gb[l], m.dz[l], B, out, 0); err != nil {
 			return err
+		}
+		if m.hook != nil {
+			if err := m.hook(l); err != nil {
+				return err
+			}
 		}
 		if l > 0 {
 			if err := be.Gemm(false, false, B, in, out, 1, m.dz[l], m.w[l], 0, m.dz[l-1]); err != nil {
