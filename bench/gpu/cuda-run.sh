@@ -6,9 +6,14 @@
 #   run  command: bash bench/gpu/cuda-run.sh   carry: [".gpu", ".gpukit/mpi.tgz"]
 #
 # Writes under $OUT: summary.txt (the short table, also printed last),
-# tests.log, bench.log, torch.log/.json, train.log, sanitizer.log.
+# tests.log, trainer-tests.log, bench.log, torch.log/.json, train.log,
+# sanitizer.log. Optional in .gpu (bench/gpu/RESULTS.md, "staging" section,
+# says how they are built): trainer.test (-tags cuda), dml-before (for
+# before/after runs), and bins.tgz holding any of the binaries.
 # Sections can be skipped: SKIP="tests bench torch train sanitizer".
 cd "$(dirname "$0")/../.."
+# Binaries may come packed (the 64 MiB a call carries): .gpu/bins.tgz.
+[ -f .gpu/bins.tgz ] && tar xzf .gpu/bins.tgz -C .gpu
 export PYTHONUNBUFFERED=1
 S=$OUT/summary.txt; : > "$S"
 skip() { [[ " ${SKIP:-} " == *" $1 "* ]]; }
@@ -26,7 +31,15 @@ if ! skip tests; then
       DML_CUDA_SYNC=1 timeout 180 .gpu/cuda.test -test.v -test.count=1 -test.run "^$t\$" >> "$T" 2>&1
     fi
   done
-  grep -E -- "--- FAIL|panic|train_test.go" "$T" | head -40 >> "$S"
+  # The trainer's tests (built with the tag: its GPU test compares the
+  # staged step with the plain path bit for bit), when the bundle has them.
+  if [ -x .gpu/trainer.test ]; then
+    s=$(date +%s%N)
+    timeout 180 .gpu/trainer.test -test.v -test.count=1 > "$OUT/trainer-tests.log" 2>&1; rc=$?
+    echo "trainer.test (all) rc=$rc $(( ($(date +%s%N) - s) / 1000000 ))ms" >> "$S"
+    grep -E -- "--- (FAIL|SKIP)|^(ok|FAIL|PASS)|panic|cuda_test.go" "$OUT/trainer-tests.log" | head -20 >> "$S"
+  fi
+  grep -E -- "--- FAIL|panic|train_test.go|download_test.go" "$T" | head -40 >> "$S"
 fi
 
 if ! skip bench; then
@@ -65,6 +78,21 @@ if ! skip train; then
     run mpirun -np 2 .gpu/dml train --backend cuda $D --hidden 1024,1024 --batch 512 --epochs 10 --eval-every 0
     run mpirun -np 2 .gpu/dml train --backend cpu $D --epochs 1
   fi )
+  # Before/after: .gpu/dml-before, when the bundle has it, is the same
+  # tree with an earlier trainer (bench/gpu/RESULTS.md says which); the
+  # same jobs, longer, back to back.
+  if [ -x .gpu/dml-before ]; then
+    B20="--hidden 1024,1024 --batch 1024 --epochs 20 --eval-every 0"
+    for bin in .gpu/dml-before .gpu/dml; do
+      run $bin train --backend cuda $D $B20
+      run $bin train --backend cuda $D --epochs 5 --eval-every 0
+    done
+    ( if source bench/gpu/env.sh; then
+      for bin in .gpu/dml-before .gpu/dml; do
+        run mpirun -np 2 $bin train --backend cuda $D --hidden 1024,1024 --batch 512 --epochs 20 --eval-every 0
+      done
+    fi )
+  fi
   # Extra runs the caller names, e.g. EXTRA='env DML_TRY_PINNED=1 .gpu/dml train --backend cuda ...'
   if [ -n "${EXTRA:-}" ]; then while IFS= read -r c; do [ -n "$c" ] && eval "run $c"; done <<< "$EXTRA"; fi
 fi
