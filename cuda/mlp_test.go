@@ -29,8 +29,8 @@ type mlp struct {
 	labels kernels.Buffer
 	// hook, if set, is called in the backward pass once layer l's weight
 	// and bias gradients are queued (last layer first).
-	hook func(l int) error
-	stats  kernels.Buffer
+	hook  func(l int) error
+	stats kernels.Buffer
 }
 
 // paramCount is the length of the fused parameter vector.
