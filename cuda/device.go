@@ -192,12 +192,12 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		}
 		*e.f = f
 	}
-	// Every FP32 name ptx.PickGemm can return: two tile sizes × four
+	// Every FP32 name ptx.PickGemm can return: each family × four
 	// transposes.
 	k.gemm = map[string]function{}
 	for _, ta := range []string{"n", "t"} {
 		for _, tb := range []string{"n", "t"} {
-			for _, family := range []string{"dml_sgemm_", "dml_sgemm64_"} {
+			for _, family := range ptx.GemmFamilies {
 				f, ok := fns[family+ta+tb]
 				if !ok {
 					return fmt.Errorf("no kernel %s", family+ta+tb)

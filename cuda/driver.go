@@ -37,6 +37,7 @@ static CUresult (*p_cuDeviceGetPCIBusId)(char*, int, CUdevice);
 static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
 static CUresult (*p_cuCtxSetCurrent)(CUcontext);
 static CUresult (*p_cuCtxSynchronize)(void);
+static CUresult (*p_cuCtxGetDevice)(CUdevice*);
 static CUresult (*p_cuMemGetInfo)(size_t*, size_t*);
 static CUresult (*p_cuStreamCreate)(CUstream*, unsigned int);
 static CUresult (*p_cuStreamDestroy)(CUstream);
@@ -87,6 +88,7 @@ static int dml_cu_load(char *msg, int n) {
 	SYM(p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
 	SYM(p_cuCtxSetCurrent, "cuCtxSetCurrent");
 	SYM(p_cuCtxSynchronize, "cuCtxSynchronize");
+	SYM(p_cuCtxGetDevice, "cuCtxGetDevice");
 	SYM(p_cuMemGetInfo, "cuMemGetInfo_v2");
 	SYM(p_cuStreamCreate, "cuStreamCreate");
 	SYM(p_cuStreamDestroy, "cuStreamDestroy_v2");
@@ -205,6 +207,23 @@ static CUresult dml_module_load(CUcontext c, CUmodule *m, const char *image, cha
 	return p_cuModuleLoadDataEx(m, image, 2, opts, vals);
 }
 
+// dml_module_load_cubin loads machine code (a cubin: binary, with NUL
+// bytes, read by the driver from its ELF header's sizes).
+static CUresult dml_module_load_cubin(CUcontext c, CUmodule *m, const void *image) {
+	BIND(c);
+	return p_cuModuleLoadDataEx(m, image, 0, NULL, NULL);
+}
+
+// dml_ctx_cc reports the compute capability of the context's device.
+static CUresult dml_ctx_cc(CUcontext c, int *major, int *minor) {
+	BIND(c);
+	CUdevice d;
+	CUresult r;
+	if ((r = p_cuCtxGetDevice(&d)) != CUDA_SUCCESS) return r;
+	if ((r = p_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d)) != CUDA_SUCCESS) return r;
+	return p_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d);
+}
+
 static CUresult dml_module_function(CUcontext c, CUfunction *f, CUmodule m, const char *name) {
 	BIND(c);
 	return p_cuModuleGetFunction(f, m, name);
@@ -228,8 +247,11 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
+
+	"github.com/dml-project/dml/kernels/ptx"
 )
 
 // errNoDevice is wrapped by every error that means "this machine cannot
@@ -385,9 +407,28 @@ func (c context) memInfo() (free, total int64, err error) {
 	return int64(f), int64(t), err
 }
 
-// loadModule JIT-compiles a PTX image; on failure the error carries the
-// JIT's log.
+// loadModule loads a module from the embedded PTX text image. Where
+// package ptx embeds machine code assembled from exactly this PTX for the
+// context's device (sm_90 cubins, on compute capability 9.0 only), it loads
+// that and skips the driver's JIT compilation (seconds per process); if
+// there is none, or the driver refuses it, it JIT-compiles the PTX, and on
+// failure the error carries the JIT's log. DML_CUDA_NO_CUBIN=1 in the
+// environment forces the JIT (to check or time the PTX path).
 func (c context) loadModule(image string) (module, error) {
+	var major, minor C.int
+	if os.Getenv("DML_CUDA_NO_CUBIN") == "" && C.dml_ctx_cc(c.c, &major, &minor) == C.CUDA_SUCCESS {
+		if cubin := ptx.Cubin(image, int(major), int(minor)); len(cubin) > 0 {
+			// C memory: the driver reads the image during the call, and cgo
+			// forbids handing it Go memory it might retain.
+			img := C.CBytes(cubin)
+			var m C.CUmodule
+			r := C.dml_module_load_cubin(c.c, &m, img)
+			C.free(img)
+			if r == C.CUDA_SUCCESS {
+				return module{m}, nil
+			}
+		}
+	}
 	img := C.CString(image)
 	defer C.free(unsafe.Pointer(img))
 	var log [8192]C.char

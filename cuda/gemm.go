@@ -46,7 +46,7 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 	if transB {
 		ldb = k
 	}
-	g := ptx.PickGemm(transA, transB, be.tf32, m, n, be.dev.SMs)
+	g := ptx.PickGemm(transA, transB, be.tf32, m, n, k, be.dev.SMs)
 	fns := be.dev.k.gemm
 	if be.tf32 {
 		fns = be.tf32Gemm

@@ -8,9 +8,13 @@
 #                   a private sources file and package lists under .cache).
 #                   Idempotent: a no-op (no network) once the cache is complete.
 #   kernels         compile kernels/cu/*.cu to PTX into kernels/ptx (committed,
-#                   embedded by package kernels/ptx with go:embed).
+#                   embedded by package kernels/ptx with go:embed), and
+#                   assemble the PTX a compute capability 9.0 device loads into
+#                   sm_90 cubins beside it (NAME.compute_XX.sm_90.cubin: no JIT
+#                   at start-up on the H200).
 #   kernels-check   recompile into a temporary folder and fail if the committed
-#                   PTX differs; then assemble every PTX with ptxas for the SASS
+#                   PTX or cubins differ (ptxas output is reproducible: same
+#                   PTX, same bytes); then assemble every PTX with ptxas for the SASS
 #                   targets and print registers, shared memory and spills per
 #                   kernel (a spill is a finding; see kernels/cu/ABI.md).
 #   kernels-emu     run every kernel on the host (kernels/cu/emu: one thread
@@ -122,18 +126,26 @@ NVCC_FLAGS    := -ptx -O3 -std=c++14 -ccbin $(CUDA_CCBIN) -allow-unsupported-com
 PTX_OUT       := $(foreach s,$(KERNEL_FP32),$(foreach a,$(KERNEL_ARCHS),$(PTX_DIR)/$(notdir $(s:.cu=)).compute_$(a).ptx)) \
                  $(foreach s,$(filter $(KERNEL_TF32),$(KERNEL_SRCS)),$(foreach a,$(TF32_ARCHS),$(PTX_DIR)/$(notdir $(s:.cu=)).compute_$(a).ptx))
 
-# kernels-ptx-into DIR: compile every source into DIR.
+# The machine code embedded beside the PTX: for each source, the PTX a device
+# of compute capability 9.0 loads (ptx.ForDevice(9, 0): compute_90, for the
+# TF32 GEMM compute_80) assembled for sm_90. Any other device JIT-compiles.
+CUBIN_PTX     := $(foreach s,$(KERNEL_FP32),$(notdir $(s:.cu=)).compute_90) \
+                 $(foreach s,$(filter $(KERNEL_TF32),$(KERNEL_SRCS)),$(notdir $(s:.cu=)).compute_80)
+PTXAS_FLAGS   := -O3 -arch=sm_90
+
+# kernels-ptx-into DIR: compile every source into DIR, and the cubins.
 define kernels-ptx-into
 	@set -e; mkdir -p $(1); \
 	for s in $(KERNEL_FP32); do n=$$(basename $$s .cu); for a in $(KERNEL_ARCHS); do \
 	  $(NVCC) $(NVCC_FLAGS) -arch=compute_$$a $$s -o $(1)/$$n.compute_$$a.ptx; done; done; \
 	for s in $(filter $(KERNEL_TF32),$(KERNEL_SRCS)); do n=$$(basename $$s .cu); for a in $(TF32_ARCHS); do \
-	  $(NVCC) $(NVCC_FLAGS) -arch=compute_$$a $$s -o $(1)/$$n.compute_$$a.ptx; done; done
+	  $(NVCC) $(NVCC_FLAGS) -arch=compute_$$a $$s -o $(1)/$$n.compute_$$a.ptx; done; done; \
+	for p in $(CUBIN_PTX); do $(PTXAS) $(PTXAS_FLAGS) $(1)/$$p.ptx -o $(1)/$$p.sm_90.cubin; done
 endef
 
 kernels: $(CUDA_STAMP)
 	$(call kernels-ptx-into,$(PTX_DIR))
-	@ls -l $(PTX_OUT)
+	@ls -l $(PTX_OUT) $(foreach p,$(CUBIN_PTX),$(PTX_DIR)/$(p).sm_90.cubin)
 
 # The SASS targets each PTX is assembled for: compute_70 PTX for sm_70 and
 # sm_90 (what the driver's JIT does on Hopper), compute_90 for sm_90, the
@@ -142,13 +154,13 @@ kernels-check: $(CUDA_STAMP)
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) kernels-ptx-tmp KERNELS_TMP=$$tmp/ptx; \
 	fail=0; \
-	for f in $$tmp/ptx/*.ptx; do n=$$(basename $$f); \
+	for f in $$tmp/ptx/*.ptx $$tmp/ptx/*.cubin; do n=$$(basename $$f); \
 	  if [ ! -f $(PTX_DIR)/$$n ]; then echo "kernels-check: $(PTX_DIR)/$$n missing (run make kernels)"; fail=1; \
 	  elif ! cmp -s $$f $(PTX_DIR)/$$n; then echo "kernels-check: $(PTX_DIR)/$$n differs from what $(KERNEL_DIR) compiles to (run make kernels)"; fail=1; fi; done; \
-	for f in $(PTX_DIR)/*.ptx; do n=$$(basename $$f); \
+	for f in $(PTX_DIR)/*.ptx $(PTX_DIR)/*.cubin; do n=$$(basename $$f); \
 	  [ -f $$tmp/ptx/$$n ] || { echo "kernels-check: $(PTX_DIR)/$$n has no source"; fail=1; }; done; \
 	[ $$fail = 0 ] || exit 1; \
-	echo "kernels-check: committed PTX is what $(KERNEL_DIR) compiles to"; \
+	echo "kernels-check: committed PTX and sm_90 cubins are what $(KERNEL_DIR) compiles to"; \
 	printf '%-26s %-6s %-24s %s\n' module sass kernel "registers, shared memory, stack, spills"; \
 	for f in $(PTX_DIR)/*.ptx; do \
 	  case $$f in *compute_70*) sms="70 90";; *compute_80*) sms="80 90";; *) sms="90";; esac; \

@@ -12,12 +12,20 @@ const (
 	GemmBlockN  = 128
 	GemmThreads = 256
 
-	// GEMM, fp32, small tiles: dml_sgemm64_{nn,nt,tn,tt}, same parameters
-	// and grid rule with these sizes; for products with few 128×128 tiles
-	// (see PickGemm).
-	Gemm64BlockM  = 64
+	// GEMM, fp32, smaller tiles: dml_sgemm64_{nn,nt,tn,tt} (128×64 tiles
+	// despite the name: faster than 64×64 on the H200), same parameters and
+	// grid rule with these sizes; for products with few 128×128 tiles (see
+	// PickGemm).
+	Gemm64BlockM  = 128
 	Gemm64BlockN  = 64
 	Gemm64Threads = 256
+
+	// GEMM, fp32, one side of C at most SkinnyMax wide and k ≥ SkinnyMinK:
+	// dml_sgemm_skinnyn_* (n small) and dml_sgemm_skinnym_* (m small), same
+	// parameters, SkinnyThreads per block, a 1-D grid (Gemm.Grid).
+	SkinnyMax     = 16
+	SkinnyMinK    = 256
+	SkinnyThreads = 256
 
 	// GEMM, TF32 tensor cores: dml_sgemm_tf32_{nn,nt,tn,tt}, in module
 	// gemm_tf32 (compute_80), devices of compute capability ≥ TF32MinCC/10.
@@ -35,36 +43,70 @@ const (
 	// MaxGridY is CUDA's limit on gridDim.y (and z); every 2-D kernel loops
 	// over the tiles beyond it, so clamping the grid is always correct.
 	MaxGridY = 65535
+	// MaxGridX is CUDA's limit on gridDim.x.
+	MaxGridX = 1<<31 - 1
 )
+
+// GemmFamilies are the name prefixes of the fp32 GEMM kernels PickGemm can
+// return; each family has the suffixes nn, nt, tn, tt.
+var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_"}
 
 // Gemm names a GEMM kernel and its launch shape.
 type Gemm struct {
 	Name           string
 	BlockM, BlockN int
 	Threads        int
+	// Skinny is 'n' or 'm' for the skinny kernels (which side of C is
+	// small), 0 for the tiled ones; Wide is then how many indices of the
+	// other side a block owns.
+	Skinny byte
+	Wide   int
 }
 
 // PickGemm returns the kernel for C = op(A)·op(B) with C m×n on a device
 // with sms multiprocessors: TF32 when asked for (the caller checks
-// TF32MinCC), else the 128×128 tiles when they give at least one block per
-// multiprocessor, else the 64×64 ones (more blocks for small products). The
-// choice depends only on the shape and the device, so results are
-// deterministic for a shape on a device.
-func PickGemm(transA, transB, tf32 bool, m, n, sms int) Gemm {
+// TF32MinCC); else the skinny kernels when one side of C is at most
+// SkinnyMax and k ≥ SkinnyMinK (split K: 2.4–2.6× the tiled kernels on the
+// MLP's 10-class layer); else the 128×128 tiles when they give at least
+// one block per multiprocessor, else the 128×64 ones (more blocks for
+// small products). The choice depends only on the shape and the device,
+// so results are deterministic for a shape on a device.
+func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 	suffix := "_" + map[bool]string{false: "n", true: "t"}[transA] + map[bool]string{false: "n", true: "t"}[transB]
 	if tf32 {
-		return Gemm{"dml_sgemm_tf32" + suffix, TF32BlockM, TF32BlockN, TF32Threads}
+		return Gemm{Name: "dml_sgemm_tf32" + suffix, BlockM: TF32BlockM, BlockN: TF32BlockN, Threads: TF32Threads}
+	}
+	if k >= SkinnyMinK && (n <= SkinnyMax || m <= SkinnyMax) {
+		// The wide operand is contiguous along the wide side (8 indices per
+		// block, one 32-byte sector) or along k (one index per block).
+		side, contig := byte('n'), transA
+		if n > SkinnyMax {
+			side, contig = 'm', !transB
+		}
+		w := 1
+		if contig {
+			w = 8
+		}
+		return Gemm{Name: "dml_sgemm_skinny" + string(side) + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w}
 	}
 	tiles := ceilDiv(m, GemmBlockM) * ceilDiv(n, GemmBlockN)
 	if tiles >= sms {
-		return Gemm{"dml_sgemm" + suffix, GemmBlockM, GemmBlockN, GemmThreads}
+		return Gemm{Name: "dml_sgemm" + suffix, BlockM: GemmBlockM, BlockN: GemmBlockN, Threads: GemmThreads}
 	}
-	return Gemm{"dml_sgemm64" + suffix, Gemm64BlockM, Gemm64BlockN, Gemm64Threads}
+	return Gemm{Name: "dml_sgemm64" + suffix, BlockM: Gemm64BlockM, BlockN: Gemm64BlockN, Threads: Gemm64Threads}
 }
 
-// Grid returns the grid (x, y) for the GEMM g on C m×n: one block per tile,
-// y clamped to MaxGridY (the kernel loops over the rest).
+// Grid returns the grid (x, y) for the GEMM g on C m×n: for the tiled
+// kernels one block per tile, y clamped to MaxGridY; for the skinny ones
+// one block per Wide indices of the wide side, clamped to MaxGridX (the
+// kernels loop over the rest).
 func (g Gemm) Grid(m, n int) (x, y int) {
+	switch g.Skinny {
+	case 'n':
+		return min(ceilDiv(m, g.Wide), MaxGridX), 1
+	case 'm':
+		return min(ceilDiv(n, g.Wide), MaxGridX), 1
+	}
 	return ceilDiv(n, g.BlockN), min(ceilDiv(m, g.BlockM), MaxGridY)
 }
 

@@ -171,20 +171,73 @@ func TestEntries(t *testing.T) {
 }
 
 func TestPickGemm(t *testing.T) {
-	g := PickGemm(false, true, false, 4096, 4096, 132)
+	g := PickGemm(false, true, false, 4096, 4096, 4096, 132)
 	if g.Name != "dml_sgemm_nt" || g.BlockM != GemmBlockM || g.Threads != GemmThreads {
 		t.Errorf("4096²: %+v", g)
 	}
 	if x, y := g.Grid(4096, 4096); x != 32 || y != 32 {
 		t.Errorf("grid %d×%d, want 32×32", x, y)
 	}
-	if g := PickGemm(true, false, false, 1024, 10, 132); g.Name != "dml_sgemm64_tn" || g.BlockN != Gemm64BlockN {
-		t.Errorf("1024×10: %+v", g)
+	if g := PickGemm(true, false, false, 1024, 1024, 1024, 132); g.Name != "dml_sgemm64_tn" || g.BlockN != Gemm64BlockN {
+		t.Errorf("1024²: %+v", g)
+	} else if x, y := g.Grid(1024, 1024); x != 16 || y != 8 {
+		t.Errorf("1024² grid %d×%d, want 16×8", x, y)
 	}
-	if g := PickGemm(true, true, true, 1, 1, 132); g.Name != "dml_sgemm_tf32_tt" {
+	// Skinny: the MLP's 10-class layer forward (nt, n = 10) and weight
+	// gradient (tn, m = 10); short k stays tiled.
+	if g := PickGemm(false, true, false, 1024, 10, 1024, 132); g.Name != "dml_sgemm_skinnyn_nt" || g.Wide != 1 {
+		t.Errorf("1024×10×1024 nt: %+v", g)
+	} else if x, y := g.Grid(1024, 10); x != 1024 || y != 1 {
+		t.Errorf("skinnyn grid %d×%d, want 1024×1", x, y)
+	}
+	if g := PickGemm(true, false, false, 10, 1024, 1024, 132); g.Name != "dml_sgemm_skinnym_tn" || g.Wide != 8 {
+		t.Errorf("10×1024×1024 tn: %+v", g)
+	} else if x, y := g.Grid(10, 1024); x != 128 || y != 1 {
+		t.Errorf("skinnym grid %d×%d, want 128×1", x, y)
+	}
+	if g := PickGemm(false, false, false, 1024, 10, 10, 132); g.Skinny != 0 {
+		t.Errorf("k = 10 should stay tiled: %+v", g)
+	}
+	if g := PickGemm(true, true, true, 1, 1, 1, 132); g.Name != "dml_sgemm_tf32_tt" {
 		t.Errorf("tf32: %+v", g)
 	}
 	if _, y := (Gemm{BlockM: 1, BlockN: 1}).Grid(1<<20, 1); y != MaxGridY {
 		t.Errorf("grid y not clamped: %d", y)
+	}
+	// Every name PickGemm returns is embedded.
+	ents := entriesFor(90)
+	for _, fam := range GemmFamilies {
+		for _, sfx := range []string{"nn", "nt", "tn", "tt"} {
+			if _, ok := ents[fam+sfx]; !ok {
+				t.Errorf("%s%s not in the compute_90 PTX", fam, sfx)
+			}
+		}
+	}
+}
+
+// Machine code: every module a compute capability 9.0 device loads has its
+// sm_90 cubin (an ELF image), no other device gets one, and Cubin finds it
+// by the PTX text.
+func TestCubins(t *testing.T) {
+	for _, m := range ForDevice(9, 0) {
+		if len(m.Cubin) < 4 || string(m.Cubin[:4]) != "\x7fELF" || m.CubinArch != CubinArch {
+			t.Errorf("%s.compute_%d: no sm_90 cubin for cc 9.0 (%d bytes, arch %d)", m.Name, m.Arch, len(m.Cubin), m.CubinArch)
+		}
+		if c := Cubin(m.PTX, 9, 0); len(c) != len(m.Cubin) {
+			t.Errorf("Cubin(%s PTX, 9, 0): %d bytes, want %d", m.Name, len(c), len(m.Cubin))
+		}
+		if c := Cubin(m.PTX, 10, 0); c != nil {
+			t.Errorf("Cubin(%s PTX, 10, 0) = %d bytes, want none (sm_90 code is for cc 9.0)", m.Name, len(c))
+		}
+	}
+	for _, cc := range [][2]int{{7, 0}, {8, 0}, {8, 9}, {10, 0}, {12, 0}} {
+		for _, m := range ForDevice(cc[0], cc[1]) {
+			if m.Cubin != nil {
+				t.Errorf("cc %d.%d: %s.compute_%d comes with a cubin", cc[0], cc[1], m.Name, m.Arch)
+			}
+		}
+	}
+	if Cubin("not a module", 9, 0) != nil {
+		t.Error("Cubin of unknown PTX is not nil")
 	}
 }

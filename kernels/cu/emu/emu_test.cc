@@ -286,7 +286,8 @@ using GemmFn = void (*)(long long, long long, long long, float, const float*, lo
                         float*, long long);
 
 static void check_gemm(const char* name, GemmFn fn, int bm, int bn, bool ta, bool tb, long long m, long long n,
-                       long long k, float alpha, float beta, bool misalign, bool clampGrid, double tol) {
+                       long long k, float alpha, float beta, bool misalign, bool clampGrid, double tol,
+                       int skinny = 0) {
   const long long off = misalign ? 1 : 0;
   std::vector<float> abuf(m * k + off + 1), bbuf(k * n + off + 1), cbuf(m * n + 1);
   auto an = normals(m * k), bnv = normals(k * n), cn = normals(m * n);
@@ -299,6 +300,13 @@ static void check_gemm(const char* name, GemmFn fn, int bm, int bn, bool ta, boo
   const float* B = bbuf.data() + off;
   long long lda = ta ? m : k, ldb = tb ? k : n;
   unsigned gx = (unsigned)((n + bn - 1) / bn), gy = (unsigned)((m + bm - 1) / bm);
+  if (skinny) {  // 1-D grid over the wide side's tiles of W (ptx.PickGemm's Grid)
+    const long long wide = skinny == 'n' ? m : n;
+    const bool contig = skinny == 'n' ? ta : !tb;
+    const long long w = contig ? 8 : 1;
+    gx = (unsigned)((wide + w - 1) / w), gy = 1;
+    gx = std::min(gx, 3u);  // the emulator runs a thread per CUDA thread: a grid-stride loop does the rest
+  }
   if (clampGrid) gx = std::min(gx, 2u), gy = 1;
   if (m > 0 && n > 0) emu_launch(fn, dim3{gx, gy, 1}, dim3{256, 1, 1}, m, n, k, alpha, A, lda, B, ldb, beta, cbuf.data(), n);
   for (long long i = 0; i < m; i++)
@@ -329,25 +337,30 @@ static void test_gemm() {
     GemmFn f[4];
     int bm, bn;
     double tol;
+    int skinny;
   } vs[] = {
       {"sgemm", {dml_sgemm_nn, dml_sgemm_nt, dml_sgemm_tn, dml_sgemm_tt}, 128, 128, 1e-5},
-      {"sgemm64", {dml_sgemm64_nn, dml_sgemm64_nt, dml_sgemm64_tn, dml_sgemm64_tt}, 64, 64, 1e-5},
+      {"sgemm64", {dml_sgemm64_nn, dml_sgemm64_nt, dml_sgemm64_tn, dml_sgemm64_tt}, 128, 64, 1e-5},
       {"tf32", {dml_sgemm_tf32_nn, dml_sgemm_tf32_nt, dml_sgemm_tf32_tn, dml_sgemm_tf32_tt}, 128, 128, 2e-3},
+      {"skinnyn", {dml_sgemm_skinnyn_nn, dml_sgemm_skinnyn_nt, dml_sgemm_skinnyn_tn, dml_sgemm_skinnyn_tt}, 0, 0, 1e-5, 'n'},
+      {"skinnym", {dml_sgemm_skinnym_nn, dml_sgemm_skinnym_nt, dml_sgemm_skinnym_tn, dml_sgemm_skinnym_tt}, 0, 0, 1e-5, 'm'},
   };
   struct S {
     long long m, n, k;
-  } shapes[] = {{1, 1, 1}, {1, 1, 0}, {5, 7, 3}, {4, 8, 16}, {64, 64, 64}, {129, 130, 17}, {200, 70, 33}, {3, 300, 9}, {130, 1, 20}};
+  } shapes[] = {{1, 1, 1}, {1, 1, 0}, {5, 7, 3}, {4, 8, 16}, {64, 64, 64}, {129, 130, 17}, {200, 70, 33}, {3, 300, 9}, {130, 1, 20},
+               {40, 10, 600}, {10, 40, 600}, {17, 16, 1000}, {16, 33, 257}};
   for (auto& v : vs)
     for (int tr = 0; tr < 4; tr++)
       for (auto& s : shapes) {
         bool ta = tr & 2, tb = tr & 1;
-        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 1.f, 0.f, false, false, v.tol);
-        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 0.5f, 2.f, true, false, v.tol);
-        if (s.m * s.n > 5000) check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, -1.f, 1.f, false, true, v.tol);
+        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 1.f, 0.f, false, false, v.tol, v.skinny);
+        check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, 0.5f, 2.f, true, false, v.tol, v.skinny);
+        if (s.m * s.n > 5000 || s.k >= 600)
+          check_gemm(v.name, v.f[tr], v.bm, v.bn, ta, tb, s.m, s.n, s.k, -1.f, 1.f, false, true, v.tol, v.skinny);
       }
   for (auto& v : vs) {  // alpha == 0 and beta == 0 over a NaN C gives zeros; k == 0 gives beta·C
-    check_gemm(v.name, v.f[0], v.bm, v.bn, false, false, 9, 9, 5, 0.f, 0.f, false, false, 0);
-    check_gemm(v.name, v.f[3], v.bm, v.bn, true, true, 9, 9, 0, 3.f, 0.5f, false, false, 0);
+    check_gemm(v.name, v.f[0], v.bm, v.bn, false, false, 9, 9, 5, 0.f, 0.f, false, false, 0, v.skinny);
+    check_gemm(v.name, v.f[3], v.bm, v.bn, true, true, 9, 9, 0, 3.f, 0.5f, false, false, 0, v.skinny);
   }
 }
 
