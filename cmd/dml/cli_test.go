@@ -98,6 +98,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--model", "cnn"}, `unknown model "cnn"`},
 		{[]string{"train", "--data", "imagenet"}, `--data "imagenet": unknown source`},
 		{[]string{"train", "--backend", "tpu"}, `--backend "tpu": this binary has cpu`},
+		{[]string{"train", "--backend", "cuda"}, "make build-cuda"},
 		{[]string{"train", "--precision", "fp16"}, `unknown precision "fp16"`},
 		{[]string{"eval", "--weights", "w.npz", "--backend", "tpu"}, `--backend "tpu"`},
 		{[]string{"train", "--optimizer", "adam"}, `unknown optimizer "adam"`},

@@ -132,7 +132,11 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 
 func (c *commonFlags) check() error {
 	if !slices.Contains(kernels.Names(), c.backend) {
-		return usageErr("--backend %q: this binary has %s", c.backend, strings.Join(kernels.Names(), ", "))
+		hint := ""
+		if c.backend == "cuda" {
+			hint = " (the CUDA backend is in the binary `make build-cuda` builds: bin/dml-cuda)"
+		}
+		return usageErr("--backend %q: this binary has %s%s", c.backend, strings.Join(kernels.Names(), ", "), hint)
 	}
 	var err error
 	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
