@@ -6,6 +6,10 @@
 #
 #   bench/bitident.sh OLD NEW        e.g. bench/bitident.sh /tmp/dml-old bin/dml
 #
+# NEW_FLAGS (optional) go to the new binary only: settings whose defaults
+# changed on purpose, e.g. NEW_FLAGS="--backend cpu --bucket-mb 0" (the
+# pure-Go backend, one gradient bucket: what dml did before issue 9).
+#
 # OLD is built from the commit before the change under test:
 #   git worktree add /tmp/old <commit> && (cd /tmp/old && go build -o /tmp/dml-old ./cmd/dml)
 # Exit status: 0 when every case matches, 1 otherwise.
@@ -37,9 +41,9 @@ for c in "${cases[@]}"; do
 	IFS='|' read -r name np flags <<<"$c"
 	read -r -a args <<<"$flags"
 	for which in old new; do
-		bin=$old
-		[ $which = new ] && bin=$new
-		if ! "${mpirun[@]}" -np "$np" "$bin" train "${args[@]}" --save "$dir/$name.$which.npz" >"$dir/$name.$which.out" 2>&1; then
+		bin=$old extra=()
+		[ $which = new ] && bin=$new && read -r -a extra <<<"${NEW_FLAGS:-}"
+		if ! "${mpirun[@]}" -np "$np" "$bin" train "${args[@]}" "${extra[@]}" --save "$dir/$name.$which.npz" >"$dir/$name.$which.out" 2>&1; then
 			echo "FAIL $name: $which binary failed:"
 			tail -5 "$dir/$name.$which.out"
 			fail=1
@@ -58,9 +62,9 @@ if [ "${QUICK:-0}" != 1 ]; then
 	# The `make demo` job: every epoch's test accuracy and the final one.
 	demo=(--model mlp --hidden 256,128 --data fashion-mnist --epochs 5 --batch 64 --lr 0.05 --sync allreduce)
 	for which in old new; do
-		bin=$old
-		[ $which = new ] && bin=$new
-		"${mpirun[@]}" -np 2 "$bin" train "${demo[@]}" --save "$dir/demo.$which.npz" >"$dir/demo.$which.out" 2>&1 || {
+		bin=$old extra=()
+		[ $which = new ] && bin=$new && read -r -a extra <<<"${NEW_FLAGS:-}"
+		"${mpirun[@]}" -np 2 "$bin" train "${demo[@]}" "${extra[@]}" --save "$dir/demo.$which.npz" >"$dir/demo.$which.out" 2>&1 || {
 			echo "FAIL demo: $which binary failed"
 			tail -5 "$dir/demo.$which.out"
 			fail=1

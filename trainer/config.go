@@ -32,9 +32,16 @@ type Config struct {
 
 	Sync      Sync                  `json:"sync"`
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
-	PS        PSConfig              `json:"ps"`        // with Sync == SyncPS
-	EvalEvery int                   `json:"eval_every"`
-	Straggle  Straggle              `json:"straggle"`
+	// BucketBytes caps the gradient buckets one AllReduce call sums
+	// (bucketPlan); 0: one bucket, the whole gradient.
+	BucketBytes int `json:"bucket_bytes"`
+	// Overlap reduces the buckets on a goroutine of its own while the
+	// backward pass goes on (host-memory gradients); off, they are reduced
+	// after it, with the same result.
+	Overlap   bool     `json:"overlap"`
+	PS        PSConfig `json:"ps"` // with Sync == SyncPS
+	EvalEvery int      `json:"eval_every"`
+	Straggle  Straggle `json:"straggle"`
 
 	// Per-process settings, not compared between ranks.
 	Timeout time.Duration `json:"-"`
@@ -60,6 +67,11 @@ type Straggle struct {
 	Factor float64 `json:"factor"`
 }
 
+// DefaultBucketBytes is the default gradient bucket cap (--bucket-mb):
+// measured on the MLPs of the README (see bucketPlan and the README's
+// overlap table).
+const DefaultBucketBytes = 1 << 20
+
 // DefaultConfig is `dml train` with no flags.
 func DefaultConfig() Config {
 	return Config{
@@ -67,7 +79,7 @@ func DefaultConfig() Config {
 		Data:   DataConfig{Name: "fashion-mnist", Samples: 10000, Features: 20, Classes: 2, Noise: 1, NNZ: 50},
 		Epochs: 5, Batch: 64, MaxSteps: -1, Seed: 1, Shuffle: true,
 		Opt:  optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9, Eps: 1e-10},
-		Sync: SyncAllreduce, Allreduce: collectives.Auto, EvalEvery: 1,
+		Sync: SyncAllreduce, Allreduce: collectives.Auto, BucketBytes: DefaultBucketBytes, Overlap: true, EvalEvery: 1,
 		PS:       PSConfig{Servers: 1, Consistency: ps.BSP, Staleness: 3, StalenessLow: 1, StalenessHigh: 4},
 		Straggle: Straggle{Rank: -1, Factor: 1},
 		Timeout:  5 * time.Minute,
@@ -129,6 +141,8 @@ func (c Config) Validate() error {
 		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
 	case c.Sync != SyncAllreduce && c.Sync != SyncPS:
 		return bad("Sync", "%v: want allreduce or ps", c.Sync)
+	case c.BucketBytes < 0:
+		return bad("BucketBytes", "%d must not be negative (0: one bucket)", c.BucketBytes)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
 		return bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
 	}

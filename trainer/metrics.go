@@ -19,7 +19,11 @@ type EpochStats struct {
 	TestAcc       *float64 `json:"test_acc"`   // null when not evaluated this epoch
 	SamplesPerSec float64  `json:"samples_per_sec"`
 	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks), or in Pull and Push (ps)
-	WallSec       float64  `json:"wall_sec"`
+	// CommHidden is the share of the AllReduce time that ran while the
+	// backward pass was still running (mean over ranks; allreduce with
+	// overlap only, else null): 1 − CommHidden of it was waited for.
+	CommHidden *float64 `json:"comm_hidden"`
+	WallSec    float64  `json:"wall_sec"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 }
@@ -32,6 +36,9 @@ func (e EpochStats) String() string {
 	}
 	line := fmt.Sprintf("epoch %3d  loss %.4f  train_acc %.4f  test_acc %s  %9.0f samples/s  comm %4.1f%%  %6.1fs",
 		e.Epoch, e.Loss, e.TrainAcc, test, e.SamplesPerSec, 100*e.CommFraction, e.WallSec)
+	if e.CommHidden != nil {
+		line += fmt.Sprintf("  (%.0f%% of it hidden)", 100**e.CommHidden)
+	}
 	if e.PSStats != nil {
 		line += fmt.Sprintf("  staleness ≤%d  wait %.1fs", e.MaxStaleness, e.WaitSec)
 	}

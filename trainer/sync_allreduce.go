@@ -18,6 +18,14 @@ import (
 // and correct count (the model writes them into the two slots after the
 // gradient); every rank then applies the same update to the same weights.
 // Its loss and accuracy are the global batch's (ScopeGlobal).
+//
+// The AllReduce runs bucket by bucket (bucketPlan, --bucket-mb). Where the
+// gradient is host memory and there are ranks to talk to, a communication
+// goroutine (overlapper) reduces each bucket as soon as the backward pass
+// completes its layers, while the backward pass of the earlier layers goes
+// on; otherwise (--overlap=false, or a device backend, whose gradient is
+// downloaded first) Exchange reduces the same buckets one after another,
+// with the same result bit for bit.
 type allreduceStrategy struct {
 	j           *job
 	m           *model.Model
@@ -25,6 +33,11 @@ type allreduceStrategy struct {
 	ar          *collectives.Allreducer
 	train, test *data.Dense // this rank's shards
 	gb          int         // the current step's global batch
+
+	plan        []bucket
+	ov          *overlapper // nil: the buckets are reduced in Exchange
+	backwardEnd time.Time   // when this step's backward pass ended (overlap)
+	hiddenSec   float64     // this epoch's AllReduce time hidden behind backward passes
 
 	// On a backend whose buffers are not host memory (a GPU):
 	//   - one rank: the gradient never leaves the device (the AllReduce of
@@ -59,6 +72,11 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	// Every rank built the same model (CheckSameConfig), so the gradient
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
+	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
+	if _, host := m.Grads.(kernels.HostBuffer); host && cfg.Overlap && j.Comm.Size() > 1 {
+		s.ov = newOverlapper(s.ar, j.tr, s.plan)
+		defer s.ov.close()
+	}
 	if _, ok := m.Grads.(kernels.HostBuffer); !ok {
 		n := m.NumParams() + model.GradStats
 		switch ha, pin := j.Backend.(kernels.HostAllocator); {
@@ -117,8 +135,13 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 
 func (s *allreduceStrategy) Describe() string {
 	cfg, a := s.j.cfg, s.m.Arch
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s",
-		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce)
+	how := "after the backward pass"
+	if s.ov != nil {
+		how = "overlapped with the backward pass"
+	}
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
+		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
+		len(s.plan), how, s.j.Backend.Name())
 }
 
 func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
@@ -127,6 +150,12 @@ func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
 // the sum over ranks is then the gradient of the mean loss over the global
 // batch, exact for a partial last batch too.
 func (s *allreduceStrategy) Compute() error {
+	if s.ov != nil {
+		s.ov.start(s.m.Grads.(kernels.HostBuffer).Data())
+		err := s.m.Step(1/float32(s.gb), s.ov.hook)
+		s.backwardEnd = time.Now()
+		return err
+	}
 	if s.async == nil {
 		return s.m.Step(1/float32(s.gb), nil)
 	}
@@ -169,14 +198,26 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 		return StepStats{}, err
 	}
 	tr := s.j.tr
-	t0 := time.Now()
-	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4 * len(buf))
-	err = s.ar.Allreduce(buf, collectives.Sum)
-	sp.Err(err).End()
-	if err != nil {
-		return StepStats{}, err
+	var comm float64
+	if s.ov != nil {
+		t, err := s.ov.wait(s.backwardEnd)
+		if err != nil {
+			return StepStats{}, err
+		}
+		comm = t.busy.Seconds()
+		s.hiddenSec += t.hidden.Seconds()
+	} else {
+		t0 := time.Now()
+		for i, bk := range s.plan {
+			sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
+			err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
+			sp.Err(err).End()
+			if err != nil {
+				return StepStats{}, err
+			}
+		}
+		comm = time.Since(t0).Seconds()
 	}
-	comm := time.Since(t0).Seconds()
 	if s.host != nil {
 		sp := tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(buf))
 		err := b.Upload(m.Grads, buf)
@@ -189,7 +230,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
-	sp = tr.Begin("update").Cat(trace.Update)
+	sp := tr.Begin("update").Cat(trace.Update)
 	err = s.opt.Update(m.Params, m.GradView())
 	sp.Err(err).End()
 	return st, err
@@ -258,14 +299,19 @@ func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
 	return st, err
 }
 
-// EndEpoch: the share of step time spent in the AllReduce, the mean over
-// ranks of both.
+// EndEpoch: the share of step time spent in the AllReduce, and the share
+// of that hidden behind the backward pass, from the means over ranks.
 func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64) error {
-	fr := []float32{float32(commSec), float32(stepSec)}
+	fr := []float32{float32(commSec), float32(stepSec), float32(s.hiddenSec)}
+	s.hiddenSec = 0
 	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Avg, collectives.Tree); err != nil {
 		return err
 	}
 	st.CommFraction = float64(fr[0]) / math.Max(float64(fr[1]), 1e-12)
+	if s.ov != nil {
+		h := float64(fr[2]) / math.Max(float64(fr[0]), 1e-12)
+		st.CommHidden = &h
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -275,6 +276,8 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) {
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
+	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
+	fs.BoolVar(&cfg.Overlap, "overlap", cfg.Overlap, "allreduce: reduce each bucket while the backward pass of earlier layers runs (--overlap=false: after it; same result)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
@@ -295,6 +298,35 @@ func (f consistencyFlag) Set(s string) (err error) {
 	return err
 }
 
+// bucketFlag parses --bucket-mb (MiB, fractions allowed) into bytes.
+type bucketFlag struct{ v *int }
+
+// maxBucketMiB bounds --bucket-mb: far past any model's gradient, far
+// below an int's range.
+const maxBucketMiB = 1 << 20
+
+func (f bucketFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(float64(*f.v)/(1<<20), 'g', -1, 64)
+}
+
+func (f bucketFlag) Set(s string) error {
+	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	switch {
+	case err != nil || math.IsNaN(x):
+		return fmt.Errorf("%q is not a number of MiB", s)
+	case x < 0 || x > maxBucketMiB:
+		return fmt.Errorf("%q: want 0 (one bucket) to %d MiB", s, maxBucketMiB)
+	}
+	*f.v = int(math.Round(x * (1 << 20)))
+	if x > 0 && *f.v < 4 {
+		*f.v = 4 // at least one float: a bucket per layer
+	}
+	return nil
+}
+
 // algoFlag parses --allreduce into a collectives.Algorithm.
 type algoFlag struct{ v *collectives.Algorithm }
 
@@ -313,7 +345,7 @@ func (f algoFlag) Set(s string) (err error) {
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",

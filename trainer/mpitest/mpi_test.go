@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,26 +111,40 @@ func TestMPIPS(t *testing.T) {
 }
 
 // TestMPISyncEquivalence: under mpirun, N ranks with batch b end with the
-// weights that one rank with batch N·b computes in-process.
+// weights that one rank with batch N·b computes in-process, with one
+// gradient bucket and with a bucket per layer; and the per-layer buckets
+// reduced while the backward pass runs (on the communication goroutine)
+// give the weights of reducing them after it, bit for bit.
 func TestMPISyncEquivalence(t *testing.T) {
 	c := mpiComm(t)
-	for _, algo := range []collectives.Algorithm{collectives.Ring, collectives.Tree, collectives.Native} {
-		cfg := synthCfg()
-		cfg.Allreduce = algo
-		tr := &trainer.Trainer{Comm: c, Backend: cpu.New()}
-		got, err := tr.Run(cfg)
-		if err != nil {
-			c.Abort(1, err)
-		}
-		one := cfg
-		one.Batch = cfg.Batch * c.Size()
-		w := local.NewWorld(1)
-		ref, err := (&trainer.Trainer{Comm: w.Comm(0), Backend: cpu.New()}).Run(one)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := maxRelDiff(got.Params, ref.Params); d > 2e-5 {
-			t.Errorf("rank %d, allreduce %s: weights differ from 1 rank × batch %d by %.3g", c.Rank(), algo, one.Batch, d)
+	for _, algo := range []collectives.Algorithm{collectives.Ring, collectives.Tree, collectives.Native, collectives.Auto} {
+		for _, bucketBytes := range []int{0, 4} {
+			cfg := synthCfg()
+			cfg.Allreduce, cfg.BucketBytes = algo, bucketBytes
+			run := func(cfg trainer.Config) *trainer.Result {
+				got, err := (&trainer.Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+				if err != nil {
+					c.Abort(1, err)
+				}
+				return got
+			}
+			got := run(cfg)
+			one := cfg
+			one.Batch = cfg.Batch * c.Size()
+			w := local.NewWorld(1)
+			ref, err := (&trainer.Trainer{Comm: w.Comm(0), Backend: cpu.New()}).Run(one)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxRelDiff(got.Params, ref.Params); d > 2e-5 {
+				t.Errorf("rank %d, allreduce %s, buckets of %d bytes: weights differ from 1 rank × batch %d by %.3g",
+					c.Rank(), algo, bucketBytes, one.Batch, d)
+			}
+			cfg.Overlap = !cfg.Overlap
+			if other := run(cfg); !slices.Equal(other.Params, got.Params) {
+				t.Errorf("rank %d, allreduce %s, buckets of %d bytes: overlap %v and %v give different weights",
+					c.Rank(), algo, bucketBytes, cfg.Overlap, !cfg.Overlap)
+			}
 		}
 	}
 }

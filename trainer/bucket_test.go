@@ -1,0 +1,164 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// TestBucketPlan: the plan covers the gradient and its stats slots exactly,
+// last layer first, in whole layers, each bucket within the cap unless it
+// is one layer; cap 0 is one bucket.
+func TestBucketPlan(t *testing.T) {
+	arch, err := model.NewArch(784, []int{512, 256}, 10, model.SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := arch.Layers()
+	end := arch.NumParams() + model.GradStats
+	starts := map[int]bool{}
+	for _, l := range layers {
+		starts[l.WOff] = true
+	}
+	for _, capBytes := range []int{0, -1, 1, 4 * 2570, 4*2570 + 4, 1 << 20, 4 * 133642, 4 * end, 1 << 30} {
+		plan := bucketPlan(arch, capBytes)
+		if plan[0].hi != end || plan[len(plan)-1].lo != 0 {
+			t.Fatalf("cap %d: plan %v does not cover [0,%d)", capBytes, plan, end)
+		}
+		for i, b := range plan {
+			if !starts[b.lo] {
+				t.Errorf("cap %d: bucket %d starts at %d, not at a layer", capBytes, i, b.lo)
+			}
+			if i > 0 && plan[i-1].lo != b.hi {
+				t.Errorf("cap %d: bucket %d [%d,%d) does not end where bucket %d starts (%d)", capBytes, i, b.lo, b.hi, i-1, plan[i-1].lo)
+			}
+			layersIn := 0
+			for _, l := range layers {
+				if l.WOff >= b.lo && l.WOff < b.hi {
+					layersIn++
+				}
+			}
+			if capBytes > 0 && 4*(b.hi-b.lo) > capBytes && layersIn > 1 {
+				t.Errorf("cap %d: bucket %d holds %d layers in %d bytes", capBytes, i, layersIn, 4*(b.hi-b.lo))
+			}
+		}
+		switch {
+		case capBytes <= 0 || capBytes >= 4*end:
+			if len(plan) != 1 {
+				t.Errorf("cap %d: %d buckets, want 1", capBytes, len(plan))
+			}
+		case capBytes < 4*2570:
+			if len(plan) != len(layers) {
+				t.Errorf("cap %d: %d buckets, want one per layer (%d)", capBytes, len(plan), len(layers))
+			}
+		}
+	}
+	// The README's MLP at the default cap: the two small layers together,
+	// then layer 0 (1.6 MB) on its own.
+	if got, want := bucketPlan(arch, DefaultBucketBytes), []bucket{{lo: layers[1].WOff, hi: end}, {lo: 0, hi: layers[1].WOff}}; !slices.Equal(got, want) {
+		t.Errorf("default plan %v, want %v", got, want)
+	}
+}
+
+// bucketCfg is synthCfg with one bucket per layer (the smallest plan).
+func bucketCfg() Config {
+	cfg := synthCfg()
+	cfg.BucketBytes = 4
+	return cfg
+}
+
+// TestOverlapSameBits: for a fixed bucket plan, reducing the buckets on the
+// communication goroutine during the backward pass gives the weights of
+// reducing them after it, bit for bit, on every rank count and algorithm;
+// and the one-bucket plan (--bucket-mb 0) is what the unbucketed code
+// computed (same AllReduce call as before buckets existed).
+func TestOverlapSameBits(t *testing.T) {
+	for _, algo := range []collectives.Algorithm{collectives.Ring, collectives.Tree} {
+		for _, n := range []int{2, 3, 4} {
+			for _, capBytes := range []int{0, 4, 300} {
+				t.Run(fmt.Sprintf("%s/ranks=%d/cap=%d", algo, n, capBytes), func(t *testing.T) {
+					cfg := synthCfg()
+					cfg.Allreduce, cfg.BucketBytes = algo, capBytes
+					cfg.Overlap = false
+					off := mustRun(t, n, cfg)
+					cfg.Overlap = true
+					on := mustRun(t, n, cfg)
+					for r := range on {
+						if !slices.Equal(on[r].Params, off[r].Params) {
+							t.Errorf("rank %d: overlapped weights differ from sequential ones (max rel %.3g)", r, maxRelDiff(on[r].Params, off[r].Params))
+						}
+						if !slices.Equal(on[r].Params, on[0].Params) {
+							t.Errorf("rank %d's weights differ from rank 0's", r)
+						}
+					}
+					if got, want := on[0].Epochs[0].Loss, off[0].Epochs[0].Loss; got != want {
+						t.Errorf("epoch loss %v overlapped, %v sequential", got, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestBucketedEquivalence: N ranks × batch b with per-layer buckets,
+// overlapped, still give 1 rank × batch N·b's weights.
+func TestBucketedEquivalence(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		cfg := bucketCfg()
+		one := cfg
+		one.Batch = cfg.Batch * n
+		ref := mustRun(t, 1, one)[0]
+		got := mustRun(t, n, cfg)
+		for r, res := range got {
+			if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+				t.Errorf("ranks %d, rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", n, r, one.Batch, d)
+			}
+		}
+		if h := got[0].Epochs[0].CommHidden; h == nil || *h < 0 || *h > 1 {
+			t.Errorf("ranks %d: comm_hidden %v, want a share in [0,1]", n, h)
+		}
+	}
+}
+
+// failingGemm is the cpu backend whose failAt-th Gemm call fails.
+type failingGemm struct {
+	*cpu.Backend
+	calls, failAt int
+}
+
+var errGemm = errors.New("gemm failed on purpose")
+
+func (f *failingGemm) Gemm(ta, tb bool, m, n, k int, alpha float32, a, b kernels.Buffer, beta float32, c kernels.Buffer) error {
+	f.calls++
+	if f.calls == f.failAt {
+		return errGemm
+	}
+	return f.Backend.Gemm(ta, tb, m, n, k, alpha, a, b, beta, c)
+}
+
+// TestOverlapBackwardFails: a backward pass that fails after it handed
+// buckets to the communication goroutine ends the run with its error on
+// every rank, without waiting for anything.
+func TestOverlapBackwardFails(t *testing.T) {
+	cfg := bucketCfg()
+	// Forward is 3 Gemms; backward's are layer 2's weight gradient (4),
+	// its input gradient (5), layer 1's weight gradient (6): the 6th call
+	// fails after layer 2's bucket went to the goroutine.
+	start := time.Now()
+	_, errs := runWorldWith(t, 2, cfg, func(int) kernels.Backend { return &failingGemm{Backend: cpu.New(), failAt: 6} })
+	for r, err := range errs {
+		if !errors.Is(err, errGemm) {
+			t.Errorf("rank %d: %v, want the Gemm's error", r, err)
+		}
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v: something waited for the buckets never sent", d)
+	}
+}
