@@ -11,6 +11,41 @@ import (
 // ErrUnknownBackend reports a backend name this binary was not built with.
 var ErrUnknownBackend = errors.New("kernels: unknown backend")
 
+// ErrUnavailable reports a backend this binary has but this machine cannot
+// run: a shared library it loads at run time (OpenBLAS for "blas") is
+// missing. Backends return it wrapped in an *UnavailableError.
+var ErrUnavailable = errors.New("kernels: backend unavailable")
+
+// AutoBackend is the name Open takes to mean "the fastest CPU backend this
+// machine can run": "blas" when OpenBLAS loads, else "cpu" (see Open).
+const AutoBackend = "auto"
+
+// autoOrder is what AutoBackend tries, best first; the last is the
+// fallback, which must not be unavailable.
+var autoOrder = []string{"blas", "cpu"}
+
+// UnavailableError says why a backend cannot run here and how to fix it.
+// It wraps ErrUnavailable.
+type UnavailableError struct {
+	// Backend is the backend's name ("blas").
+	Backend string
+	// Reason says what is missing, with the loader's own message, e.g.
+	// "OpenBLAS not found (libopenblas.so.0: cannot open shared object
+	// file: No such file or directory)".
+	Reason string
+	// Fix says how to make it available, e.g. "apt-get install
+	// libopenblas0-pthread, or make deps".
+	Fix string
+}
+
+// Error reads "backend blas: <Reason>; to use it: <Fix>".
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("backend %s: %s; to use it: %s", e.Backend, e.Reason, e.Fix)
+}
+
+// Unwrap returns ErrUnavailable.
+func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
+
 // Precision is the arithmetic a backend's matrix products may use.
 type Precision int
 
@@ -52,6 +87,15 @@ type Options struct {
 	LocalRank int
 	// Precision is the arithmetic Gemm may use.
 	Precision Precision
+	// Threads is the number of threads a CPU backend's BLAS may use for
+	// one Gemm; 0 means 1, so that ranks sharing a machine do not fight
+	// over its cores. OPENBLAS_NUM_THREADS in the environment, when set,
+	// wins over it. The pure-Go backend ignores it.
+	Threads int
+	// Notice, when not nil, is told one line (starting "dml: ", no
+	// newline) when Open(AutoBackend) falls back to a slower backend, and
+	// why. Nil discards it.
+	Notice func(string)
 }
 
 // Factory opens a backend.
@@ -86,8 +130,51 @@ func Names() []string {
 }
 
 // Open opens the backend registered as name. An unknown name is an error
-// wrapping ErrUnknownBackend that lists the backends this binary has.
+// wrapping ErrUnknownBackend that lists the backends this binary has; a
+// backend this machine cannot run returns an error wrapping ErrUnavailable
+// that says how to install what it lacks.
+//
+// Open(AutoBackend, o) opens "blas" when it can, else "cpu", and then tells
+// o.Notice why (one line). Only ErrUnavailable and ErrUnknownBackend from
+// "blas" lead to the fallback; any other error is returned.
 func Open(name string, o Options) (Backend, error) {
+	if name == AutoBackend {
+		return openAuto(o)
+	}
+	return open(name, o)
+}
+
+// openAuto opens the first backend of autoOrder that is available.
+func openAuto(o Options) (Backend, error) {
+	var why []string
+	for i, name := range autoOrder {
+		be, err := open(name, o)
+		if err == nil {
+			if len(why) > 0 && o.Notice != nil {
+				o.Notice(fmt.Sprintf("dml: %s; using the pure-Go %s backend (slower)", strings.Join(why, "; "), name))
+			}
+			return be, nil
+		}
+		last := i == len(autoOrder)-1
+		var ue *UnavailableError
+		switch {
+		case last:
+			return nil, fmt.Errorf("backend %s: %w", AutoBackend, err)
+		case errors.As(err, &ue):
+			why = append(why, ue.Reason+"; for the faster "+ue.Backend+" backend: "+ue.Fix)
+		case errors.Is(err, ErrUnknownBackend):
+			why = append(why, "this binary has no "+name+" backend")
+		case errors.Is(err, ErrUnavailable):
+			why = append(why, err.Error())
+		default:
+			return nil, err
+		}
+	}
+	panic("unreachable")
+}
+
+// open opens the backend registered as name.
+func open(name string, o Options) (Backend, error) {
 	registry.Lock()
 	f, ok := registry.m[name]
 	registry.Unlock()

@@ -37,9 +37,11 @@ var _ kernels.Backend = (*Backend)(nil)
 // New; the zero value is not usable. Like every kernels.Backend it is used by
 // one goroutine at a time (Gemm itself may use several).
 type Backend struct {
+	// name is what Name returns: "cpu", or the name NewWithGemm was given.
+	name string
 	// blas runs Gemm. It is held here rather than taken from blas32's
 	// process-wide implementation, so nothing outside can swap it.
-	blas blas.Float32
+	blas Sgemmer
 	// closed is set by Close; every later call panics.
 	closed bool
 }
@@ -48,13 +50,29 @@ func init() {
 	kernels.Register("cpu", func(kernels.Options) (kernels.Backend, error) { return New(), nil })
 }
 
-// New returns a Backend whose Gemm runs on gonum's pure-Go BLAS.
-func New() *Backend {
-	return &Backend{blas: gonum.Implementation{}}
+// Sgemmer is the single-precision matrix product Gemm runs on, with the
+// signature of gonum's blas.Float32.Sgemm (row-major; gonum's pure-Go
+// implementation satisfies it). Gemm calls it only with m, n, k ≥ 1 and
+// alpha ≠ 0, with slices of exactly the lengths the shapes need, and lda,
+// ldb, ldc the row lengths of the contiguous matrices.
+type Sgemmer interface {
+	Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
 }
 
-// Name returns "cpu".
-func (be *Backend) Name() string { return "cpu" }
+// New returns a Backend whose Gemm runs on gonum's pure-Go BLAS.
+func New() *Backend {
+	return NewWithGemm("cpu", gonum.Implementation{})
+}
+
+// NewWithGemm returns a Backend named name whose Gemm runs on g; every
+// other op is this package's (package kernels/blas builds the OpenBLAS
+// backend this way). Buffers of one Backend are foreign to every other.
+func NewWithGemm(name string, g Sgemmer) *Backend {
+	return &Backend{name: name, blas: g}
+}
+
+// Name returns "cpu", or the name given to NewWithGemm.
+func (be *Backend) Name() string { return be.name }
 
 // Alloc returns a zeroed buffer of n elements. A negative n is an error
 // wrapping kernels.ErrShape.

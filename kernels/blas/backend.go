@@ -1,0 +1,150 @@
+package blas
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+)
+
+// Name is the name the backend is registered under.
+const Name = "blas"
+
+// LibEnv names the environment variable that, when set, is the path of the
+// library to load instead of the default names.
+const LibEnv = "DML_BLAS_LIB"
+
+// ThreadsEnv is OpenBLAS's own thread-count variable; when set it wins
+// over kernels.Options.Threads.
+const ThreadsEnv = "OPENBLAS_NUM_THREADS"
+
+// libNames are tried in order when LibEnv is unset: Debian's and Fedora's
+// sonames of OpenBLAS (pthread, serial or OpenMP build), then the
+// development symlink.
+var libNames = []string{"libopenblas.so.0", "libopenblasp.so.0", "libopenblaso.so.0", "libopenblas.so"}
+
+// installFix is what the unavailable error tells a person to do.
+const installFix = "apt-get install libopenblas0-pthread, or make deps (or set " + LibEnv + " to the library's path)"
+
+func init() {
+	kernels.Register(Name, func(o kernels.Options) (kernels.Backend, error) { return Open(o) })
+}
+
+// lib is the library the process loaded, once.
+var lib struct {
+	sync.Mutex
+	tried   bool
+	path    string // the library loaded, when err is nil
+	err     error  // why none loaded
+	userSet bool   // ThreadsEnv was set before the load
+}
+
+// Open loads OpenBLAS (once per process; a failure is remembered too),
+// sets its thread count as the package comment says, and returns a
+// backend named "blas" whose Gemm runs on cblas_sgemm. Without the
+// library it returns an *kernels.UnavailableError (wrapping
+// kernels.ErrUnavailable) that says how to install it.
+func Open(o kernels.Options) (*cpu.Backend, error) {
+	if o.Threads < 0 {
+		return nil, fmt.Errorf("backend %s: %d BLAS threads: want 0 (one) or more", Name, o.Threads)
+	}
+	threads := max(o.Threads, 1)
+	lib.Lock()
+	defer lib.Unlock()
+	if !lib.tried {
+		lib.tried = true
+		_, lib.userSet = os.LookupEnv(ThreadsEnv)
+		setenv := threads
+		if lib.userSet {
+			setenv = 0
+		}
+		lib.path, lib.err = load(setenv)
+	}
+	if lib.err != nil {
+		return nil, lib.err
+	}
+	if !lib.userSet {
+		setThreads(threads)
+	}
+	return cpu.NewWithGemm(Name, openblas{}), nil
+}
+
+// load opens the library LibEnv names, or the first of libNames that
+// opens, and returns its path, or an *kernels.UnavailableError.
+func load(threads int) (string, error) {
+	unavailable := func(reason string) error {
+		return &kernels.UnavailableError{Backend: Name, Reason: reason, Fix: installFix}
+	}
+	if !haveCgo {
+		return "", &kernels.UnavailableError{Backend: Name,
+			Reason: "this binary was built without cgo, so it cannot load OpenBLAS",
+			Fix:    "rebuild it with CGO_ENABLED=1 and a C compiler"}
+	}
+	if p := os.Getenv(LibEnv); p != "" {
+		if err := dlopen(p, threads); err != nil {
+			return "", unavailable(fmt.Sprintf("OpenBLAS not loaded from %s=%s (%v)", LibEnv, p, err))
+		}
+		return p, nil
+	}
+	var errs []string
+	for _, p := range libNames {
+		err := dlopen(p, threads)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	// The first name's error is the one that matters on Debian; the rest
+	// say the same of the other names.
+	return "", unavailable(fmt.Sprintf("OpenBLAS not found (%s)", errs[0]))
+}
+
+// Info describes the library the process loaded.
+type Info struct {
+	// Path is what was passed to dlopen ("libopenblas.so.0", or LibEnv's
+	// value).
+	Path string
+	// Config is openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH
+	// NO_AFFINITY Zen MAX_THREADS=64"; empty for a library without it.
+	Config string
+	// Threads is openblas_get_num_threads(), or -1 for a library without it.
+	Threads int
+	// FromEnv is true when ThreadsEnv set the thread count, not
+	// kernels.Options.Threads.
+	FromEnv bool
+}
+
+// String is one line for a log, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH
+// NO_AFFINITY Zen MAX_THREADS=64 (libopenblas.so.0), 1 thread".
+func (i Info) String() string {
+	name := i.Config
+	if name == "" {
+		name = "BLAS"
+	}
+	s := fmt.Sprintf("%s (%s)", strings.TrimSpace(name), i.Path)
+	switch {
+	case i.Threads < 0:
+	case i.Threads == 1:
+		s += ", 1 thread"
+	default:
+		s += ", " + strconv.Itoa(i.Threads) + " threads"
+	}
+	if i.FromEnv {
+		s += " (" + ThreadsEnv + ")"
+	}
+	return s
+}
+
+// Loaded returns what Open loaded, and false when no Open has succeeded.
+func Loaded() (Info, bool) {
+	lib.Lock()
+	defer lib.Unlock()
+	if !lib.tried || lib.err != nil {
+		return Info{}, false
+	}
+	return Info{Path: lib.path, Config: libConfig(), Threads: getThreads(), FromEnv: lib.userSet}, true
+}

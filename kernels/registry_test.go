@@ -1,0 +1,72 @@
+package kernels
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// fakeBackend is a Backend that is only a name (the registry never calls
+// its ops).
+type fakeBackend struct {
+	Backend
+	name string
+}
+
+func (f fakeBackend) Name() string { return f.name }
+
+// TestOpenAuto registers stand-ins for "cpu" and "blas" (this test binary
+// has neither real one) and checks what AutoBackend opens and notices.
+func TestOpenAuto(t *testing.T) {
+	Register("cpu", func(Options) (Backend, error) { return fakeBackend{name: "cpu"}, nil })
+	open := func() (string, []string, error) {
+		var notices []string
+		be, err := Open(AutoBackend, Options{Notice: func(s string) { notices = append(notices, s) }})
+		if err != nil {
+			return "", notices, err
+		}
+		return be.Name(), notices, nil
+	}
+
+	// No blas in the binary: cpu, with a notice saying so.
+	name, notices, err := open()
+	if err != nil || name != "cpu" || len(notices) != 1 || !strings.Contains(notices[0], "no blas backend") {
+		t.Errorf("without blas: %q, %q, %v; want cpu and one notice naming the missing blas backend", name, notices, err)
+	}
+
+	var blasErr error
+	Register("blas", func(Options) (Backend, error) {
+		if blasErr != nil {
+			return nil, blasErr
+		}
+		return fakeBackend{name: "blas"}, nil
+	})
+	name, notices, err = open()
+	if err != nil || name != "blas" || len(notices) != 0 {
+		t.Errorf("with blas: %q, %q, %v; want blas and no notice", name, notices, err)
+	}
+
+	blasErr = &UnavailableError{Backend: "blas", Reason: "OpenBLAS not found (x.so: gone)", Fix: "install it"}
+	name, notices, err = open()
+	want := "dml: OpenBLAS not found (x.so: gone); for the faster blas backend: install it; using the pure-Go cpu backend (slower)"
+	if err != nil || name != "cpu" || len(notices) != 1 || notices[0] != want {
+		t.Errorf("blas unavailable: %q, %q, %v; want cpu and the notice %q", name, notices, err, want)
+	}
+	if _, err := Open("blas", Options{}); !errors.Is(err, ErrUnavailable) ||
+		err.Error() != "backend blas: OpenBLAS not found (x.so: gone); to use it: install it" {
+		t.Errorf("Open(blas) = %v", err)
+	}
+	if _, err := Open(AutoBackend, Options{}); err != nil {
+		t.Errorf("nil Notice: %v", err)
+	}
+
+	// Any other failure of blas is not hidden behind the fallback.
+	blasErr = errors.New("blas: bad thread count")
+	if _, _, err := open(); err != blasErr {
+		t.Errorf("blas failing otherwise: %v, want %v", err, blasErr)
+	}
+
+	if names := strings.Join(Names(), ","); names != "blas,cpu" {
+		t.Errorf("Names() = %s, want blas,cpu (auto is not a registered backend)", names)
+	}
+}
