@@ -12,11 +12,7 @@ func (be *Backend) AddBias(x, bias kernels.Buffer, rows, cols int) error {
 		return err
 	}
 	for i := range rows {
-		row := xd[i*cols : (i+1)*cols]
-		bd := bd[:len(row)]
-		for j, v := range bd {
-			row[j] += v
-		}
+		addTo(xd[i*cols:(i+1)*cols], bd)
 	}
 	return nil
 }
@@ -33,11 +29,7 @@ func (be *Backend) SumRows(dst, x kernels.Buffer, rows, cols int, beta float32) 
 	}
 	scaleOrZero(dd, beta)
 	for i := range rows {
-		row := xd[i*cols : (i+1)*cols]
-		dd := dd[:len(row)]
-		for j, v := range row {
-			dd[j] += v
-		}
+		addTo(dd, xd[i*cols:(i+1)*cols])
 	}
 	return nil
 }

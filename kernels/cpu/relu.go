@@ -8,13 +8,7 @@ func (be *Backend) Relu(y, x kernels.Buffer) error {
 	if err := checkLen("Relu", "y", len(yd), len(xd)); err != nil {
 		return err
 	}
-	yd = yd[:len(xd)]
-	for i, v := range xd {
-		if v < 0 {
-			v = 0
-		}
-		yd[i] = v
-	}
+	relu(yd, xd)
 	return nil
 }
 
@@ -27,13 +21,6 @@ func (be *Backend) ReluGrad(dx, dy, y kernels.Buffer) error {
 	); err != nil {
 		return err
 	}
-	dxd, dyd = dxd[:len(yd)], dyd[:len(yd)]
-	for i, v := range yd {
-		g := dyd[i]
-		if !(v > 0) {
-			g = 0
-		}
-		dxd[i] = g
-	}
+	reluGrad(dxd, dyd, yd)
 	return nil
 }

@@ -1,0 +1,152 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
+)
+
+// The vectorised loops (simd_amd64.s, optim_amd64.s) must give the plain
+// Go loops' results bit for bit: --backend cpu keeps its weights, and the
+// updates stay optim's (the parameter server's). These tests compare them
+// on random data laced with special values, at every length up to 70 and
+// a long one, from unaligned starts. Two NaNs compare equal (the payload
+// of NaN+NaN is the hardware's choice either way).
+
+// specials are the values the loops must treat as Go does.
+var specials = []float32{
+	float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+	0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, math.MaxFloat32, -math.MaxFloat32,
+	math.SmallestNonzeroFloat32, 1, -1,
+}
+
+// data returns n floats from r, a fifth of them special values.
+func data(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		if r.IntN(5) == 0 {
+			x[i] = specials[r.IntN(len(specials))]
+		} else {
+			x[i] = float32(r.NormFloat64())
+		}
+	}
+	return x
+}
+
+// sameBits reports whether got and want hold the same bits, NaNs equal.
+func sameBits(got, want []float32) (int, bool) {
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			return i, false
+		}
+	}
+	return -1, true
+}
+
+// cases calls f with every length 0..70 and 1031, each at offsets 0..3
+// into a larger slice (so the loops see unaligned starts).
+func cases(t *testing.T, f func(t *testing.T, r *rand.Rand, n, off int)) {
+	if !useAVX2 {
+		t.Log("no AVX2 here (or not amd64): the Go loops run on both sides")
+	}
+	r := rand.New(rand.NewPCG(42, uint64(len(t.Name()))))
+	lengths := []int{1031}
+	for n := range 71 {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
+		for off := range 4 {
+			t.Run(fmt.Sprintf("n=%d/off=%d", n, off), func(t *testing.T) { f(t, r, n, off) })
+		}
+	}
+}
+
+func check(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if i, ok := sameBits(got, want); !ok {
+		t.Fatalf("%s[%d] = %v (%#08x), plain Go loop gives %v (%#08x)", what, i,
+			got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+	}
+}
+
+func TestAddToBitIdentical(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		dst, src := data(r, n+off)[off:], data(r, n+off)[off:]
+		want := append([]float32(nil), dst...)
+		for i, v := range src {
+			want[i] += v
+		}
+		addTo(dst, src)
+		check(t, "dst", dst, want)
+	})
+}
+
+func TestReluBitIdentical(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		x := data(r, n+off)[off:]
+		want := make([]float32, n)
+		for i, v := range x {
+			if v < 0 {
+				v = 0
+			}
+			want[i] = v
+		}
+		y := data(r, n)
+		relu(y, x)
+		check(t, "y", y, want)
+		relu(x, x) // in place
+		check(t, "x (in place)", x, want)
+	})
+}
+
+func TestReluGradBitIdentical(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		dy, y := data(r, n+off)[off:], data(r, n+off)[off:]
+		want := make([]float32, n)
+		for i, v := range y {
+			g := dy[i]
+			if !(v > 0) {
+				g = 0
+			}
+			want[i] = g
+		}
+		dx := data(r, n)
+		reluGrad(dx, dy, y)
+		check(t, "dx", dx, want)
+		reluGrad(dy, dy, y) // dx aliasing dy
+		check(t, "dy (in place)", dy, want)
+	})
+}
+
+// hyper are learning rates, momenta and weight decays to try, zero and
+// odd ones included.
+var hyper = [][3]float32{{0.05, 0.9, 0}, {0.1, 0, 1e-4}, {1e-3, 0.99, 5e-4}, {0.5, 0.5, 0.5}, {3.7, 0.123, 1e-30}}
+
+func TestMomentumMatchesOptim(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		for _, h := range hyper {
+			w, g, v := data(r, n+off)[off:], data(r, n+off)[off:], data(r, n+off)[off:]
+			ww, wv := append([]float32(nil), w...), append([]float32(nil), v...)
+			optim.MomentumUpdate(ww, g, wv, h[0], h[1], h[2])
+			momentumUpdate(w, g, v, h[0], h[1], h[2])
+			check(t, "w", w, ww)
+			check(t, "v", v, wv)
+		}
+	})
+}
+
+func TestSGDMatchesOptim(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		for _, h := range hyper {
+			w, g := data(r, n+off)[off:], data(r, n+off)[off:]
+			ww := append([]float32(nil), w...)
+			optim.SGDUpdate(ww, g, h[0], h[2])
+			sgdUpdate(w, g, h[0], h[2])
+			check(t, "w", w, ww)
+		}
+	})
+}
