@@ -10,7 +10,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # allowed (containers, CI), shared memory only.
 MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --mca btl self,vader
 
-APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy
+APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy libopenblas0-pthread
 
 # The CUDA toolchain fetched into .cache (never installed), the kernels' PTX,
 # and the dml binary built with the CUDA backend.
@@ -60,7 +60,7 @@ fmt-check:
 # Skips that must not happen where `make deps` ran: under CI (CI=true) a
 # skipped MPI, numpy or Fashion-MNIST test fails the run. Every skip is
 # listed, with its reason, at the end of `make test` (cmd/testreport).
-REQUIRED_SKIPS := mpirun|MPI|numpy|Fashion-MNIST|fashion-mnist
+REQUIRED_SKIPS := mpirun|MPI|numpy|Fashion-MNIST|fashion-mnist|OpenBLAS
 
 # test also checks the CUDA path without a GPU: the committed PTX is what the
 # sources compile to (and assembles for sm_70/sm_90), every kernel runs right

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/dml-project/dml/bench"
@@ -202,7 +203,7 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
-	cf.register(fs)
+	cf.register(fs, os.Stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

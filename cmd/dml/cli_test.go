@@ -97,7 +97,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--hidden", "64,0"}, "not a positive integer"},
 		{[]string{"train", "--model", "cnn"}, `unknown model "cnn"`},
 		{[]string{"train", "--data", "imagenet"}, `--data "imagenet": unknown source`},
-		{[]string{"train", "--backend", "tpu"}, `--backend "tpu": this binary has cpu`},
+		{[]string{"train", "--backend", "tpu"}, `--backend "tpu": this binary has blas, cpu (or auto)`},
+		{[]string{"train", "--bucket-mb", "-1"}, "want 0 (one bucket)"},
+		{[]string{"train", "--bucket-mb", "NaN"}, "not a number of MiB"},
+		{[]string{"train", "--bucket-mb", "1e300"}, "want 0 (one bucket)"},
+		{[]string{"train", "--blas-threads", "0"}, "--blas-threads 0: want 1 to"},
+		{[]string{"train", "--overlap=maybe"}, "invalid boolean value"},
 		{[]string{"train", "--backend", "cuda"}, "make build-cuda"},
 		{[]string{"train", "--precision", "fp16"}, `unknown precision "fp16"`},
 		{[]string{"eval", "--weights", "w.npz", "--backend", "tpu"}, `--backend "tpu"`},
@@ -122,7 +127,7 @@ func TestHelp(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
 			t.Errorf("dml %v: exit %d, stdout %q", args, r.code, r.stdout)
 		}
-		if args[0] == "train" && !strings.Contains(r.stdout, "built with: cpu") {
+		if args[0] == "train" && !strings.Contains(r.stdout, "built with: blas, cpu") {
 			t.Errorf("train --help does not list the backends:\n%s", r.stdout)
 		}
 	}
@@ -397,5 +402,26 @@ func TestMaxStepsAtEpochEndEvaluatesFinalWeights(t *testing.T) {
 	r = dml(t, 0, append([]string{"eval", "--weights", w}, data...)...)
 	if !strings.Contains(r.stdout, "accuracy "+acc) {
 		t.Fatalf("eval of the saved weights: %q; training reported %s", r.stdout, acc)
+	}
+}
+
+// TestWithoutOpenBLAS: on a machine without OpenBLAS (DML_BLAS_LIB points
+// nowhere), --backend blas is a usage error that says how to install it,
+// and the default (auto) trains on the pure-Go backend after a one-line
+// notice, printed once under mpirun.
+func TestWithoutOpenBLAS(t *testing.T) {
+	t.Setenv("DML_BLAS_LIB", "/nonexistent/libopenblas.so.0")
+	r := dml(t, 0, "train", "--backend", "blas", "--data", "synthetic", "--epochs", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "apt-get install libopenblas0-pthread") || !strings.Contains(r.stderr, "make deps") {
+		t.Errorf("--backend blas without OpenBLAS: exit %d, stderr %q; want exit 2 and how to install it", r.code, r.stderr)
+	}
+	r = dml(t, 2, "train", "--data", "synthetic", "--epochs", "1")
+	if r.code != 0 || strings.Count(r.stderr, "using the pure-Go cpu backend") != 1 || !strings.Contains(r.stdout, "backend cpu") {
+		t.Errorf("auto without OpenBLAS under mpirun: exit %d, stdout %q, stderr %q; want one notice and a run on cpu", r.code, r.stdout, r.stderr)
+	}
+	t.Setenv("DML_BLAS_LIB", "")
+	r = dml(t, 0, "train", "--data", "synthetic", "--epochs", "1")
+	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "backend blas") {
+		t.Errorf("auto with OpenBLAS: exit %d, stdout %q, stderr %q; want a quiet run on blas", r.code, r.stdout, r.stderr)
 	}
 }

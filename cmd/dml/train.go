@@ -18,7 +18,8 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels"
-	_ "github.com/dml-project/dml/kernels/cpu" // registers the "cpu" backend
+	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
+	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/data"
@@ -117,27 +118,38 @@ func (f float32Flag) Set(s string) error {
 
 // commonFlags are the flags train and eval share.
 type commonFlags struct {
-	backend   string
-	precision string
-	prec      kernels.Precision
-	profile   string
-	timeout   time.Duration
+	backend     string
+	precision   string
+	prec        kernels.Precision
+	blasThreads int
+	profile     string
+	timeout     time.Duration
+	rank        int // this rank, once begin ran
+	stderr      io.Writer
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.backend, "backend", "cpu", "compute backend, one of those this binary was built with: "+strings.Join(kernels.Names(), ", "))
+// maxBLASThreads bounds --blas-threads (a typo guard, far above any node).
+const maxBLASThreads = 4096
+
+func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
+	c.stderr = stderr
+	fs.StringVar(&c.backend, "backend", kernels.AutoBackend, "compute backend: auto (blas where OpenBLAS loads, else cpu, with a notice), or one this binary was built with: "+strings.Join(kernels.Names(), ", "))
+	fs.IntVar(&c.blasThreads, "blas-threads", 1, "threads per rank for the blas backend's matrix products (OPENBLAS_NUM_THREADS, when set, wins); keep ranks × threads ≤ cores")
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
 	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
 }
 
 func (c *commonFlags) check() error {
-	if !slices.Contains(kernels.Names(), c.backend) {
+	if c.backend != kernels.AutoBackend && !slices.Contains(kernels.Names(), c.backend) {
 		hint := ""
 		if c.backend == "cuda" {
 			hint = " (the CUDA backend is in the binary `make build-cuda` builds: bin/dml-cuda)"
 		}
-		return usageErr("--backend %q: this binary has %s%s", c.backend, strings.Join(kernels.Names(), ", "), hint)
+		return usageErr("--backend %q: this binary has %s (or auto)%s", c.backend, strings.Join(kernels.Names(), ", "), hint)
+	}
+	if c.blasThreads < 1 || c.blasThreads > maxBLASThreads {
+		return usageErr("--blas-threads %d: want 1 to %d", c.blasThreads, maxBLASThreads)
 	}
 	var err error
 	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
@@ -156,14 +168,26 @@ func (c *commonFlags) check() error {
 
 // newBackend opens the --backend for this rank (a device backend picks its
 // device by the local rank).
+// With --backend auto, rank 0 prints the one-line notice when it falls back
+// to the pure-Go backend.
 func (c *commonFlags) newBackend() (kernels.Backend, error) {
-	return kernels.Open(c.backend, kernels.Options{LocalRank: mpi.LocalRank(), Precision: c.prec})
+	o := kernels.Options{LocalRank: mpi.LocalRank(), Precision: c.prec, Threads: c.blasThreads}
+	if c.rank == 0 && c.stderr != nil {
+		o.Notice = func(msg string) { fmt.Fprintln(c.stderr, msg) }
+	}
+	be, err := kernels.Open(c.backend, o)
+	if errors.Is(err, kernels.ErrUnavailable) {
+		// Every rank finds it alike: a usage error (exit 2), with the fix.
+		return nil, usageErr("--backend %s: %v", c.backend, strings.TrimPrefix(err.Error(), "backend "+c.backend+": "))
+	}
+	return be, err
 }
 
 // begin applies the flags to a started world — the peer timeout, and
 // pkg/profile on rank 0 when asked — and returns the function that stops
 // the profile (safe to call either way).
 func (c *commonFlags) begin(w collectives.Comm) func() {
+	c.rank = w.Rank()
 	setTimeout(w, c.timeout)
 	if c.profile == "" || w.Rank() != 0 {
 		return func() {}
@@ -213,7 +237,7 @@ Examples:
       --model mlp --data fashion-mnist`, stdout)
 	registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
-	cf.register(fs)
+	cf.register(fs, stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -419,7 +443,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	batch := fs.Int("batch", 1000, "evaluation batch size")
 	seed := fs.Uint64("seed", trainer.DefaultConfig().Seed, "seed of the synthetic data (as given to train)")
 	registerData(fs, &dc)
-	cf.register(fs)
+	cf.register(fs, stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
