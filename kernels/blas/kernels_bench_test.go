@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // The kernel benchmarks run every op of a training step of the MLP
@@ -215,5 +216,34 @@ func BenchmarkOptimizer(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkFiniteCheck: the step's scan of the whole gradient for NaN and
+// ±Inf, the backend's NonFinite (one goroutine) against
+// trainer/model.AllFinite (what the trainer calls on its host copy today:
+// integer bit tricks, split over goroutines).
+func BenchmarkFiniteCheck(b *testing.B) {
+	n := mlpParams()
+	for _, be := range backends(b) {
+		r := rand.New(rand.NewPCG(15, 16))
+		g := randBuf(b, be, r, n)
+		b.Run(fmt.Sprintf("n=%d/impl=NonFinite/backend=%s", n, be.Name()), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				if i, err := be.NonFinite(g); err != nil || i != -1 {
+					b.Fatal(i, err)
+				}
+			}
+		})
+		host := g.(kernels.HostBuffer).Data()
+		b.Run(fmt.Sprintf("n=%d/impl=model.AllFinite/backend=%s", n, be.Name()), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				if !model.AllFinite(host) {
+					b.Fatal("not finite")
+				}
+			}
+		})
 	}
 }

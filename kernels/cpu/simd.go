@@ -47,3 +47,15 @@ func reluGrad(dx, dy, y []float32) {
 		dx[done+i] = g
 	}
 }
+
+// nonFinite returns the index of the first NaN or ±Inf in x, or -1.
+func nonFinite(x []float32) int {
+	done := nonFiniteVec(x)
+	for i, v := range x[done:] {
+		// v-v is NaN exactly when v is NaN or ±Inf.
+		if d := v - v; d != d {
+			return done + i
+		}
+	}
+	return -1
+}

@@ -150,3 +150,30 @@ func TestSGDMatchesOptim(t *testing.T) {
 		}
 	})
 }
+
+func TestNonFinite(t *testing.T) {
+	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffc00001)}
+	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
+		x := make([]float32, n+off)[off:]
+		for i := range x {
+			// Finite extremes around the bad ones.
+			x[i] = []float32{math.MaxFloat32, -math.MaxFloat32, 1e-40, 0, 1}[r.IntN(5)]
+		}
+		if got := nonFinite(x); got != -1 {
+			t.Fatalf("all finite: %d, want -1", got)
+		}
+		for _, pos := range []int{0, n / 3, n - 1, r.IntN(max(n, 1))} {
+			if pos < 0 || pos >= n {
+				continue
+			}
+			y := append([]float32(nil), x...)
+			y[pos] = bad[r.IntN(len(bad))]
+			if pos+1 < n {
+				y[n-1] = bad[r.IntN(len(bad))] // a later one must not win
+			}
+			if got := nonFinite(y); got != pos {
+				t.Fatalf("bad value %v at %d: got %d", y[pos], pos, got)
+			}
+		}
+	})
+}

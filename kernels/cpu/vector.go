@@ -75,11 +75,5 @@ func (be *Backend) Dot(x, y kernels.Buffer) (float64, error) {
 
 // NonFinite returns the index of the first NaN or ±Inf in x, or -1.
 func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
-	for i, v := range be.data(x) {
-		// v-v is NaN exactly when v is NaN or ±Inf.
-		if d := v - v; d != d {
-			return i, nil
-		}
-	}
-	return -1, nil
+	return nonFinite(be.data(x)), nil
 }
