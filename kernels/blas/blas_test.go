@@ -2,6 +2,8 @@ package blas_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -172,5 +174,64 @@ func unavailableChild(t *testing.T) {
 	// Nil Notice is allowed.
 	if _, err := kernels.Open(kernels.AutoBackend, kernels.Options{}); err != nil {
 		t.Errorf("Open(auto) with a nil Notice: %v", err)
+	}
+}
+
+// TestConcurrentGemm runs Gemm from several goroutines at once, each on its
+// own backend (as in-process ranks do in the trainer's tests), and checks
+// every result against the same product computed alone: OpenBLAS must be
+// safe to call concurrently, and one thread per call gives the same bits.
+func TestConcurrentGemm(t *testing.T) {
+	openOrSkip(t)
+	const m, n, k, workers, rounds = 64, 96, 80, 4, 20
+	a, b := make([]float32, m*k), make([]float32, k*n)
+	for i := range a {
+		a[i] = float32(i%13) - 6.5
+	}
+	for i := range b {
+		b[i] = float32(i%7)*0.25 - 0.7
+	}
+	gemm := func(be *cpu.Backend) ([]float32, error) {
+		ab, _ := be.Alloc(m * k)
+		bb, _ := be.Alloc(k * n)
+		cb, _ := be.Alloc(m * n)
+		if err := errors.Join(be.Upload(ab, a), be.Upload(bb, b), be.Gemm(false, true, m, n, k, 1, ab, bb, 0, cb)); err != nil {
+			return nil, err
+		}
+		c := make([]float32, m*n)
+		return c, be.Download(c, cb)
+	}
+	want, err := gemm(openOrSkip(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			be, err := blas.Open(kernels.Options{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for range rounds {
+				got, err := gemm(be)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						errs <- fmt.Errorf("element %d: %v concurrently, %v alone", i, got[i], want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
