@@ -26,6 +26,9 @@
 #   DML_BACKEND       passed as --backend (cpu, blas, ...); unset: dml's default
 #   DML_FLAGS         more flags for dml train (e.g. "--bucket-mb 1 --overlap")
 #   PYTHON [/usr/bin/python3]   a python3 with torch (Debian's, not pyenv's)
+#   GEMM [1]          0: skip the reference run of gemm_shapes.py (OpenBLAS's
+#                     single-call SGEMM at the step's shapes, one thread,
+#                     through torch.mm), run once after the pairs
 #   KEEP              a folder to keep the raw outputs in (default: a temp dir,
 #                     removed at exit)
 #
@@ -131,6 +134,12 @@ for ((r = 1; r <= R; r++)); do
 	grep '^epoch' "$out/ddp-$r.log" >&2 || true
 done
 
+if [[ ${GEMM:-1} != 0 ]]; then
+	echo "== reference: OpenBLAS SGEMM at the step's shapes" >&2
+	"$PYTHON" "$here/gemm_shapes.py" --batch "$BATCH" --hidden "$HIDDEN" "${ddp_bind[@]}" >"$out/gemm.log" 2>&1 ||
+		{ cat "$out/gemm.log" >&2; die "gemm_shapes.py failed"; }
+fi
+
 model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 dml_version=$("$dml" version 2>/dev/null || echo "dml ?")
 
@@ -178,6 +187,20 @@ print(f"- dml/DDP per run pair: " + ", ".join(f"{x:.2f}×" for x in ratios) +
 print(f"- test accuracy after {ne} epoch{'s'[:ne>1]}, dml − DDP: " + ", ".join(f"{a-b:+.4f}" for a, b in accs))
 print(f"- FLOPs per sample (matrix products, forward + backward): {flops:,}; "
       f"GFLOP/s per rank = FLOPs/sample × samples/s / {NP}")
+try:
+    g = None
+    for l in open(f"{out}/gemm.log"):
+        if l.startswith("RESULT "):
+            g = json.loads(l[len("RESULT "):])
+except OSError:
+    g = None
+if g:
+    best = flops * mean(dmls) / NP / 1e9
+    print(f"- OpenBLAS ({g['openblas_core']} kernels) single-call SGEMM at this step's shapes, 1 thread, through torch.mm: "
+          f"{g['step_gflops']:.1f} GFLOP/s over a step's products ({g['step_gemm_sec']*1e6:.0f} µs per step of {g['batch']}, "
+          f"≤ {g['gemm_bound_samples_per_sec_per_rank']:,.0f} samples/s per rank from GEMM alone); "
+          f"dml's mean {best:.2f} GFLOP/s per rank is {100*best/g['step_gflops']:.0f}% of it "
+          f"(gemm_shapes.py prints the per-shape table)")
 print(f"- AllReduce share: dml's comm_fraction (share of step time in the gradient AllReduce, mean over ranks and epochs)")
 print(f"- DDP: torch gloo, BLAS mapped: {', '.join(blas)}")
 EOF
