@@ -12,8 +12,12 @@
 // gonum.org/v1/netlib, whose cgo binding links -lopenblas at build time (a
 // binary built with it does not start without the library), and why no
 // BLAS headers are needed to build it. The call itself is one cgo call
-// through a function pointer, the same cost as netlib's (see
-// BenchmarkCallOverhead).
+// through a function pointer: measured against netlib's Sgemm on the same
+// buffers (a scratch benchmark, 2026-11-22), a 1×1×1 product took 80-100 ns
+// through this backend's Gemm (its shape and ownership checks included)
+// and 55-90 ns through netlib, and 64×10×256 took 7.1-7.3 µs against
+// 6.5-7.3 µs: a few tens of ns per call, against the 4-600 µs each of the
+// MLP's products takes.
 //
 // The library is the first of libopenblas.so.0, libopenblas.so,
 // libopenblasp.so.0 and libopenblaso.so.0 that loads; DML_BLAS_LIB=path
