@@ -227,13 +227,32 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 		}
 	}
 	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
-	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
+	if err := s.checkFinite(buf[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
 	sp := tr.Begin("update").Cat(trace.Update)
 	err = s.opt.Update(m.Params, m.GradView())
 	sp.Err(err).End()
 	return st, err
+}
+
+// checkFinite stops training at a NaN or ±Inf in the reduced gradient or
+// loss (every rank sees the same values, so every rank stops at the same
+// step). Where the gradient is the backend's own host memory, the backend's
+// NonFinite scans it (vectorised on the CPU backends, one goroutine: the
+// ranks already hold every core) and the layer-naming CheckFinite runs only
+// when something is wrong; a host copy of a device gradient is scanned here.
+func (s *allreduceStrategy) checkFinite(grads []float32, lossSum float64) error {
+	if s.host == nil && !math.IsNaN(lossSum) && !math.IsInf(lossSum, 0) {
+		bad, err := s.j.Backend.NonFinite(s.m.GradView())
+		if err != nil {
+			return err
+		}
+		if bad < 0 {
+			return nil
+		}
+	}
+	return s.m.Arch.CheckFinite(grads, lossSum)
 }
 
 // hostGrads returns the gradient (and its GradStats slots) in host memory:
