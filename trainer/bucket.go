@@ -64,65 +64,59 @@ type bucketTimes struct {
 
 // overlapper AllReduces a step's buckets on a goroutine of its own while
 // the backward pass goes on: the gradient hook hands it each bucket as the
-// bucket's lowest layer completes, and wait collects the step's outcome.
-// Only that goroutine calls the Allreducer (and so the transport) between
-// the first hand-over and wait; the Comm is used by one goroutine at a
-// time, as MPI's THREAD_SERIALIZED level asks.
+// bucket's lowest layer completes, and the step's goroutine collects each
+// bucket's outcome in order (bucketDone), so that it can update the weights
+// of one bucket while the goroutine still reduces the next. Only that
+// goroutine calls the Allreducer (and so the transport) during a step; the
+// Comm is used by one goroutine at a time, as MPI's THREAD_SERIALIZED level
+// asks, and the backend only by the step's goroutine.
 //
-// The buckets are disjoint pieces of the gradient buffer, and the backward
-// pass writes only the pieces of layers not yet handed over, so the two
-// goroutines never touch the same memory.
+// The buckets are disjoint pieces of the gradient buffer; the backward pass
+// writes only the pieces of layers not yet handed over, and the update
+// reads only pieces already reduced, so the two goroutines never touch the
+// same memory at once.
 type overlapper struct {
 	ar   *collectives.Allreducer
 	tr   trace.Tracer
 	plan []bucket
-	jobs chan []float32     // a bucket to reduce; nil ends the step
-	res  chan overlapResult // one per step
+	jobs chan []float32  // a bucket to reduce
+	done chan bucketDone // one per bucket, in order
 
 	// Used by the step's goroutine only.
 	grads []float32 // the gradient (and stats), host memory
 	next  int       // plan[next] is the next bucket to hand over
 }
 
-// overlapResult is a step's outcome: when each AllReduce call ran, and the
-// first error (the buckets after an error are not reduced: the job ends).
-type overlapResult struct {
-	spans [][2]time.Time
-	err   error
+// bucketDone is one bucket's outcome: when its AllReduce ran, and its error
+// (after an error the later buckets are not reduced: the job ends).
+type bucketDone struct {
+	t0, t1 time.Time
+	err    error
 }
 
 func newOverlapper(ar *collectives.Allreducer, tr trace.Tracer, plan []bucket) *overlapper {
 	o := &overlapper{ar: ar, tr: tr, plan: plan,
-		jobs: make(chan []float32, len(plan)+1), res: make(chan overlapResult, 1)}
+		jobs: make(chan []float32, len(plan)), done: make(chan bucketDone, len(plan))}
 	go o.run()
 	return o
 }
 
-// run is the communication goroutine: it reduces each step's buckets in
-// the order they come and reports the step's outcome at its end.
+// run is the communication goroutine: it reduces the buckets in the order
+// they come, until close.
 func (o *overlapper) run() {
-	spans := make([][2]time.Time, 0, len(o.plan))
-	for {
-		r := overlapResult{spans: spans[:0]}
-		for i := 0; ; i++ {
-			buf, ok := <-o.jobs
-			if !ok {
-				return
-			}
-			if buf == nil {
-				break
-			}
-			if r.err != nil {
-				continue
-			}
-			t0 := time.Now()
-			sp := o.tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*len(buf)).Arg("bucket", i)
-			r.err = o.ar.Allreduce(buf, collectives.Sum)
-			sp.Err(r.err).End()
-			r.spans = append(r.spans, [2]time.Time{t0, time.Now()})
+	var failed error
+	i := 0
+	for buf := range o.jobs {
+		if failed != nil {
+			o.done <- bucketDone{err: failed}
+			continue
 		}
-		spans = r.spans
-		o.res <- r
+		t0 := time.Now()
+		sp := o.tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*len(buf)).Arg("bucket", i%len(o.plan))
+		failed = o.ar.Allreduce(buf, collectives.Sum)
+		sp.Err(failed).End()
+		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
+		i++
 	}
 }
 
@@ -142,30 +136,28 @@ func (o *overlapper) hook(_, lo, _ int) error {
 	return nil
 }
 
-// wait ends the step whose backward pass ended at backwardEnd: it waits for
-// the step's AllReduce calls and says how long they took and how much of
-// that ran before backwardEnd.
-func (o *overlapper) wait(backwardEnd time.Time) (bucketTimes, error) {
-	left := len(o.plan) - o.next
-	o.jobs <- nil
-	r := <-o.res
-	var t bucketTimes
-	for _, s := range r.spans {
-		t.busy += s[1].Sub(s[0])
-		end := s[1]
-		if backwardEnd.Before(end) {
-			end = backwardEnd
-		}
-		if end.After(s[0]) {
-			t.hidden += end.Sub(s[0])
-		}
-	}
-	if r.err == nil && left > 0 {
+// wait returns bucket i's outcome (call it for i = 0, 1, … in order, once
+// the backward pass returned).
+func (o *overlapper) wait(i int) (bucketDone, error) {
+	if o.next != len(o.plan) {
 		// Only a backward pass that failed leaves buckets behind, and then
 		// Exchange does not wait: reaching here is a bug in the hook.
-		r.err = fmt.Errorf("internal error: %d of %d gradient buckets were never handed over", left, len(o.plan))
+		return bucketDone{}, fmt.Errorf("internal error: %d of %d gradient buckets were never handed over", len(o.plan)-o.next, len(o.plan))
 	}
-	return t, r.err
+	d := <-o.done
+	return d, d.err
+}
+
+// hiddenPart is the part of [t0, t1] before end: the AllReduce time that
+// ran while the backward pass (which ended at end) was still running.
+func hiddenPart(t0, t1, end time.Time) time.Duration {
+	if end.Before(t1) {
+		t1 = end
+	}
+	if t1.After(t0) {
+		return t1.Sub(t0)
+	}
+	return 0
 }
 
 // close stops the goroutine once it finishes what it was given.

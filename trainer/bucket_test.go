@@ -101,6 +101,15 @@ func TestOverlapSameBits(t *testing.T) {
 					if got, want := on[0].Epochs[0].Loss, off[0].Epochs[0].Loss; got != want {
 						t.Errorf("epoch loss %v overlapped, %v sequential", got, want)
 					}
+					if n == 2 && capBytes > 0 {
+						// At 2 ranks every algorithm's sum is a+b, whatever
+						// the plan: buckets and the bucket-wise update
+						// must then give the one-bucket weights exactly.
+						cfg.BucketBytes = 0
+						if one := mustRun(t, n, cfg); !slices.Equal(one[0].Params, on[0].Params) {
+							t.Errorf("2 ranks: buckets of %d bytes give other weights than one bucket", capBytes)
+						}
+					}
 				})
 			}
 		}

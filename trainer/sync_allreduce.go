@@ -197,62 +197,112 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if err != nil {
 		return StepStats{}, err
 	}
-	tr := s.j.tr
-	var comm float64
-	if s.ov != nil {
-		t, err := s.ov.wait(s.backwardEnd)
-		if err != nil {
-			return StepStats{}, err
-		}
-		comm = t.busy.Seconds()
-		s.hiddenSec += t.hidden.Seconds()
-	} else {
-		t0 := time.Now()
-		for i, bk := range s.plan {
-			sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
-			err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
-			sp.Err(err).End()
-			if err != nil {
-				return StepStats{}, err
-			}
-		}
-		comm = time.Since(t0).Seconds()
+	if s.host == nil {
+		return s.exchangeBuckets(buf)
 	}
-	if s.host != nil {
-		sp := tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(buf))
-		err := b.Upload(m.Grads, buf)
+	tr := s.j.tr
+	t0 := time.Now()
+	for i, bk := range s.plan {
+		sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
+		err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
 		sp.Err(err).End()
 		if err != nil {
 			return StepStats{}, err
 		}
 	}
-	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
-	if err := s.checkFinite(buf[:np], st.LossSum); err != nil {
+	comm := time.Since(t0).Seconds()
+	sp := tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(buf))
+	err = b.Upload(m.Grads, buf)
+	sp.Err(err).End()
+	if err != nil {
 		return StepStats{}, err
 	}
-	sp := tr.Begin("update").Cat(trace.Update)
+	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
+	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
+		return StepStats{}, err
+	}
+	sp = tr.Begin("update").Cat(trace.Update)
 	err = s.opt.Update(m.Params, m.GradView())
 	sp.Err(err).End()
 	return st, err
 }
 
-// checkFinite stops training at a NaN or ±Inf in the reduced gradient or
-// loss (every rank sees the same values, so every rank stops at the same
-// step). Where the gradient is the backend's own host memory, the backend's
-// NonFinite scans it (vectorised on the CPU backends, one goroutine: the
-// ranks already hold every core) and the layer-naming CheckFinite runs only
-// when something is wrong; a host copy of a device gradient is scanned here.
-func (s *allreduceStrategy) checkFinite(grads []float32, lossSum float64) error {
-	if s.host == nil && !math.IsNaN(lossSum) && !math.IsInf(lossSum, 0) {
-		bad, err := s.j.Backend.NonFinite(s.m.GradView())
-		if err != nil {
-			return err
+// exchangeBuckets is Exchange where the gradient is the backend's own host
+// memory: bucket by bucket, in the plan's order, it takes the bucket's sum
+// (from the communication goroutine, or reducing it here), checks it for
+// NaN/Inf and updates the bucket's weights, so that with overlap the update
+// of one bucket runs while the next is still being reduced. The first
+// bucket carries the loss and correct count.
+//
+// Unlike one update after the whole AllReduce, a step that finds a NaN in
+// a later bucket has already updated the earlier buckets' weights; the
+// step fails and the run ends with nothing saved, so no result shows it.
+func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
+	m, tr := s.m, s.j.tr
+	np := m.NumParams()
+	var st StepStats
+	var busy, hidden time.Duration
+	for i, bk := range s.plan {
+		if s.ov != nil {
+			d, err := s.ov.wait(i)
+			if err != nil {
+				return StepStats{}, err
+			}
+			busy += d.t1.Sub(d.t0)
+			hidden += hiddenPart(d.t0, d.t1, s.backwardEnd)
+		} else {
+			t0 := time.Now()
+			sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
+			err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
+			sp.Err(err).End()
+			busy += time.Since(t0)
+			if err != nil {
+				return StepStats{}, err
+			}
 		}
-		if bad < 0 {
-			return nil
+		if i == 0 {
+			st = StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb)}
+		}
+		hi := min(bk.hi, np)
+		if ok, err := s.finite(bk.lo, hi, st.LossSum); err != nil {
+			return StepStats{}, err
+		} else if !ok {
+			// Let the later buckets' sums arrive (the buffer is then
+			// the communication goroutine's no more), and name the bad
+			// layers in the whole reduced gradient.
+			for j := i + 1; s.ov != nil && j < len(s.plan); j++ {
+				if _, err := s.ov.wait(j); err != nil {
+					return StepStats{}, err
+				}
+			}
+			if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
+				return StepStats{}, err
+			}
+			return StepStats{}, fmt.Errorf("non-finite value in gradient bucket %d, finite in the whole gradient: %w", i, model.ErrNonFinite)
+		}
+		sp := tr.Begin("update").Cat(trace.Update).Arg("bucket", i)
+		err := s.opt.UpdateRange(m.Params, m.Grads, bk.lo, hi-bk.lo)
+		sp.Err(err).End()
+		if err != nil {
+			return StepStats{}, err
 		}
 	}
-	return s.m.Arch.CheckFinite(grads, lossSum)
+	st.CommSec = busy.Seconds()
+	s.hiddenSec += hidden.Seconds()
+	return st, nil
+}
+
+// finite says whether the loss and the reduced gradient's piece
+// Grads[lo:hi] are free of NaN and ±Inf; every rank sees the same values,
+// so every rank stops at the same step. The backend's NonFinite scans the
+// piece (vectorised on the CPU backends, on one goroutine: the ranks
+// already hold every core).
+func (s *allreduceStrategy) finite(lo, hi int, lossSum float64) (bool, error) {
+	if math.IsNaN(lossSum) || math.IsInf(lossSum, 0) {
+		return false, nil
+	}
+	bad, err := s.j.Backend.NonFinite(s.j.Backend.View(s.m.Grads, lo, hi-lo))
+	return bad < 0, err
 }
 
 // hostGrads returns the gradient (and its GradStats slots) in host memory:

@@ -156,13 +156,22 @@ func TestConverges(t *testing.T) {
 	}
 }
 
+// TestNonFiniteStops: a diverging run stops on every rank naming the step
+// and layer, with one gradient bucket and with a bucket per layer reduced
+// during the backward pass (the race detector watches the check wait for
+// the buckets still in flight).
 func TestNonFiniteStops(t *testing.T) {
-	cfg := synthCfg()
-	cfg.Opt.LR = 1e30
-	_, errs := runWorld(t, 2, cfg, nil)
-	for r, err := range errs {
-		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "layer") {
-			t.Errorf("rank %d: got %v, want ErrNonFinite naming the step and layer", r, err)
+	for _, bucketBytes := range []int{0, 4} {
+		for _, overlap := range []bool{false, true} {
+			cfg := synthCfg()
+			cfg.Opt.LR = 1e30
+			cfg.BucketBytes, cfg.Overlap = bucketBytes, overlap
+			_, errs := runWorld(t, 2, cfg, nil)
+			for r, err := range errs {
+				if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "layer") {
+					t.Errorf("buckets %d bytes, overlap %v, rank %d: got %v, want ErrNonFinite naming the step and layer", bucketBytes, overlap, r, err)
+				}
+			}
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
 
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
 )
 
@@ -136,5 +139,61 @@ func TestCheckFinite(t *testing.T) {
 	}
 	if err := arch.CheckFinite(make([]float32, arch.NumParams()), math.NaN()); err == nil {
 		t.Fatal("a NaN loss passed")
+	}
+}
+
+// TestUpdateRangeSameBits: updating a vector piece by piece (as the
+// AllReduce strategy does, bucket by bucket) gives one Update's weights and
+// state bit for bit, for every rule.
+func TestUpdateRangeSameBits(t *testing.T) {
+	const n = 1031
+	for _, kind := range optim.Kinds {
+		cfg := optim.Config{Kind: kind, LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4, Eps: 1e-10}
+		run := func(pieces []int) ([]float32, []float32) {
+			b := cpu.New()
+			o, err := NewOptimizer(cfg, b, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, _ := b.Alloc(n)
+			g, _ := b.Alloc(n)
+			wv, gv := make([]float32, n), make([]float32, n)
+			for i := range wv {
+				wv[i], gv[i] = float32(i%7)-3.1, float32(i%5)*0.37-0.6
+			}
+			_ = b.Upload(w, wv)
+			for step := 0; step < 3; step++ {
+				_ = b.Upload(g, gv)
+				if pieces == nil {
+					err = o.Update(w, g)
+				} else {
+					for lo, i := n, 0; lo > 0; i++ {
+						k := min(pieces[i%len(pieces)], lo)
+						lo -= k
+						if err = o.UpdateRange(w, g, lo, k); err != nil {
+							break
+						}
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := make([]float32, n)
+			_ = b.Download(out, w)
+			st, _ := o.SaveState()
+			return out, st
+		}
+		w0, s0 := run(nil)
+		w1, s1 := run([]int{1, 17, 300, 8})
+		if !slices.Equal(w0, w1) || !slices.Equal(s0, s1) {
+			t.Errorf("%v: piecewise update differs from one update", kind)
+		}
+	}
+	b := cpu.New()
+	o, _ := NewOptimizer(optim.Config{Kind: optim.SGD, LR: 0.1}, b, 10)
+	w, _ := b.Alloc(10)
+	if err := o.UpdateRange(w, w, 5, 6); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("range past the end: %v, want ErrShape", err)
 	}
 }

@@ -46,6 +46,26 @@ func (o *Optimizer) Update(w, g kernels.Buffer) error {
 	return o.b.SGD(w, g, c.LR, c.WeightDecay)
 }
 
+// UpdateRange applies the rule to elements [lo, lo+n) of the flat
+// parameter buffer w and gradient g only (and of the state): the rule is
+// element-wise, so updating a vector piece by piece gives Update's result
+// bit for bit. The AllReduce strategy updates each gradient bucket as soon
+// as its sum arrives.
+func (o *Optimizer) UpdateRange(w, g kernels.Buffer, lo, n int) error {
+	if lo < 0 || n < 0 || lo+n > o.n {
+		return fmt.Errorf("optimizer update of [%d,%d) outside its %d parameters: %w", lo, lo+n, o.n, kernels.ErrShape)
+	}
+	c, b := o.Config, o.b
+	wv, gv := b.View(w, lo, n), b.View(g, lo, n)
+	switch c.Kind {
+	case optim.Momentum:
+		return b.Momentum(wv, gv, b.View(o.state, lo, n), c.LR, c.Momentum, c.WeightDecay)
+	case optim.Adagrad:
+		return b.Adagrad(wv, gv, b.View(o.state, lo, n), c.LR, c.Eps, c.WeightDecay)
+	}
+	return b.SGD(wv, gv, c.LR, c.WeightDecay)
+}
+
 // StateLen is the number of floats of state the rule keeps (0 for SGD).
 func (o *Optimizer) StateLen() int {
 	if o.state == nil {
