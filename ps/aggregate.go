@@ -12,7 +12,7 @@ func (s *Server) applyPush(r *request) {
 		return
 	}
 	m := &r.msg
-	if m.kind == kindPushRange {
+	if !m.kind.keyed() {
 		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
 	} else {
 		for i, k := range m.keys {
@@ -29,6 +29,7 @@ type bspRound struct {
 	acc     []float32  // sum of the gradients, per key of the range
 	touched []bool     // keys some push of the round carried
 	keys    []int      // the touched keys, in first-touch order
+	all     bool       // a push of the round covered the whole range
 }
 
 func newBSPRound(workers, n int) *bspRound {
@@ -66,7 +67,11 @@ func (s *Server) applyRound() {
 		}
 		n++
 		m := &r.msg
-		if m.kind == kindPushRange {
+		if !m.kind.keyed() && len(r.vals) == len(b.acc) {
+			// A push of the whole range: a plain (parallel) sum.
+			addInto(b.acc, r.vals)
+			b.all = true
+		} else if !m.kind.keyed() {
 			off := int(m.lo) - s.rng.Lo
 			acc := b.acc[off : off+len(r.vals)]
 			for i, v := range r.vals {
@@ -92,14 +97,13 @@ func (s *Server) applyRound() {
 		return
 	}
 	scale := float32(n)
-	if len(b.keys) == len(b.acc) {
+	if b.all || len(b.keys) == len(b.acc) {
 		// Dense: one vector step over the range.
-		for i := range b.acc {
-			b.acc[i] /= scale
-			b.touched[i] = false
-		}
+		divide(b.acc, scale)
+		clear(b.touched)
 		s.upd.dense(0, b.acc)
 		clear(b.acc)
+		b.all = false
 	} else {
 		for _, j := range b.keys {
 			s.upd.at(j, b.acc[j]/scale)
@@ -109,4 +113,36 @@ func (s *Server) applyRound() {
 	}
 	b.keys = b.keys[:0]
 	s.stats.Updates++
+}
+
+// addInto adds vals to acc element by element (split over cores when long).
+func addInto(acc, vals []float32) {
+	if len(acc) < parallelMin {
+		addRange(acc, vals, 0, len(acc))
+		return
+	}
+	parallelFor(len(acc), func(lo, hi int) { addRange(acc, vals, lo, hi) })
+}
+
+func addRange(acc, vals []float32, lo, hi int) {
+	a := acc[lo:hi]
+	for i, v := range vals[lo:hi] {
+		a[i] += v
+	}
+}
+
+// divide divides acc by scale element by element (split over cores when long).
+func divide(acc []float32, scale float32) {
+	if len(acc) < parallelMin {
+		divideRange(acc, scale, 0, len(acc))
+		return
+	}
+	parallelFor(len(acc), func(lo, hi int) { divideRange(acc, scale, lo, hi) })
+}
+
+func divideRange(acc []float32, scale float32, lo, hi int) {
+	a := acc[lo:hi]
+	for i := range a {
+		a[i] /= scale
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/dml-project/dml/kernels/optim"
 )
@@ -59,8 +60,8 @@ func (r *reader) u64(what string) uint64 {
 
 func (r *reader) f32(what string) float32 { return math.Float32frombits(r.u32(what)) }
 
-// keys decodes n delta-coded keys.
-func (r *reader) keys(n int) []int64 {
+// keys decodes n delta-coded keys into buf's storage (grown if too small).
+func (r *reader) keys(n int, buf []int64) []int64 {
 	if r.err != nil {
 		return nil
 	}
@@ -68,7 +69,12 @@ func (r *reader) keys(n int) []int64 {
 		r.fail("%d keys in %d bytes", n, len(r.b))
 		return nil
 	}
-	keys := make([]int64, n)
+	var keys []int64
+	if cap(buf) >= n {
+		keys = buf[:n]
+	} else {
+		keys = make([]int64, n)
+	}
 	prev := int64(-1)
 	b := r.b // a local copy: no write barrier per key
 	defer func() { r.b = b }()
@@ -103,9 +109,20 @@ func (r *reader) values(n int, enc Encoding) []byte {
 	return r.take(n*w, "values")
 }
 
+// pad checks the two zero bytes that align a push's values.
+func (r *reader) pad() {
+	if p := r.take(2, "padding"); p != nil && (p[0] != 0 || p[1] != 0) {
+		r.fail("non-zero padding")
+	}
+}
+
 // decode parses one message. The values stay encoded in m.raw (aliasing b);
 // use m.floats or m.floatsInto to get them.
-func decode(b []byte) (m message, err error) {
+func decode(b []byte) (m message, err error) { return decodeInto(b, nil) }
+
+// decodeInto is decode with keys decoded into keyBuf's storage when it is
+// large enough (no allocation).
+func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
 	if len(b) == 0 {
 		return message{}, fmt.Errorf("%w: empty message", ErrBadMessage)
 	}
@@ -129,20 +146,22 @@ func decode(b []byte) (m message, err error) {
 	case kindPullKeys:
 		m.clock = r.u32("clock")
 		m.n = int(r.u32("n"))
-		m.keys = r.keys(m.n)
-	case kindPushRange:
+		m.keys = r.keys(m.n, keyBuf)
+	case kindPushRange, kindPushPull:
 		m.enc = Encoding(r.u8("encoding"))
+		r.pad()
 		m.clock = r.u32("clock")
 		m.lo = int64(r.u64("lo"))
 		m.n = int(r.u32("n"))
 		m.raw = r.values(m.n, m.enc)
 		m.hi = m.lo + int64(m.n)
-	case kindPushKeys:
+	case kindPushKeys, kindPushPullK:
 		m.enc = Encoding(r.u8("encoding"))
+		r.pad()
 		m.clock = r.u32("clock")
 		m.n = int(r.u32("n"))
-		m.keys = r.keys(m.n)
 		m.raw = r.values(m.n, m.enc)
+		m.keys = r.keys(m.n, keyBuf)
 	case kindDone:
 		m.clock = r.u32("clock")
 	case kindOK:
@@ -202,9 +221,26 @@ func (m *message) floatsInto(dst []float32) {
 	}
 }
 
+// viewed reports whether vs is a view of m's bytes (floatsView in place).
+func (m *message) viewed(vs []float32) bool {
+	return len(vs) > 0 && len(m.raw) > 0 && unsafe.Pointer(&vs[0]) == unsafe.Pointer(&m.raw[0])
+}
+
 // floats decodes m's values into a new slice.
-func (m *message) floats() []float32 {
-	out := make([]float32, m.numValues())
-	m.floatsInto(out)
-	return out
+func (m *message) floats() []float32 { return m.floatsView(nil) }
+
+// floatsView returns m's values: float32 values on a little-endian machine
+// are viewed in place in the message when they are 4-byte aligned (no
+// copy); otherwise they are decoded into buf's storage (grown if needed).
+func (m *message) floatsView(buf []float32) []float32 {
+	n := m.numValues()
+	if m.enc == Float32 && littleEndian && n > 0 && uintptr(unsafe.Pointer(&m.raw[0]))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&m.raw[0])), n)
+	}
+	if cap(buf) < n {
+		buf = make([]float32, n)
+	}
+	buf = buf[:n]
+	m.floatsInto(buf)
+	return buf
 }

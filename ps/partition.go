@@ -51,8 +51,11 @@ func Owner(ranges []Range, k int) int {
 // splitKeys returns, for each range, the sub-slice bounds [start[i], start[i+1])
 // of the sorted keys that fall in ranges[i]. Keys must be sorted and lie in
 // [ranges[0].Lo, ranges[len-1].Hi).
-func splitKeys(ranges []Range, keys []int64) []int {
-	start := make([]int, len(ranges)+1)
+func splitKeys(ranges []Range, keys []int64) []int { return splitKeysInto(nil, ranges, keys) }
+
+// splitKeysInto is splitKeys into buf's storage.
+func splitKeysInto(buf []int, ranges []Range, keys []int64) []int {
+	start := append(buf[:0], make([]int, len(ranges)+1)...)
 	j := 0
 	for i, r := range ranges {
 		start[i] = j

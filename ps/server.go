@@ -45,6 +45,10 @@ type Server struct {
 	stats ServerStats
 	keyed []float32 // gather buffer for keyed pulls
 
+	// slots are each worker's request structs with their key and value
+	// buffers, reused from request to request (see acquire).
+	slots [][requestSlots]*request
+
 	// The replies of the current Step or Tick, and the buffers they are
 	// built in (reused from batch to batch; nbuf in use).
 	out  []Outgoing
@@ -63,7 +67,36 @@ type request struct {
 	msg     message
 	worker  int
 	arrived time.Duration
-	vals    []float32 // decoded push values
+	vals    []float32 // push values (a view of the message, or valBuf)
+
+	keyBuf []int64   // storage for msg.keys, kept with the slot
+	valBuf []float32 // storage for decoded values that cannot be viewed in place
+}
+
+// requestSlots is how many request structs a worker needs at once: one
+// held in a BSP round (its push), one pending (its next pull), one being
+// decoded.
+const requestSlots = 3
+
+// acquire returns a request struct of worker w that the server does not
+// refer to (not pending, not in a BSP round, not avoid), reset but with
+// its buffers: no allocation per request in steady state.
+func (s *Server) acquire(w int, avoid *request) *request {
+	var held *request
+	if s.bsp != nil {
+		held = s.bsp.contrib[w]
+	}
+	for i, r := range s.slots[w] {
+		if r == nil {
+			r = &request{}
+			s.slots[w][i] = r
+		}
+		if r != s.pending[w] && r != held && r != avoid {
+			*r = request{keyBuf: r.keyBuf, valBuf: r.valBuf}
+			return r
+		}
+	}
+	panic("ps: no free request slot") // unreachable: at most two are referred to
 }
 
 // NewServer returns the state of server rank `rank` (< cfg.Servers) in a job
@@ -89,6 +122,7 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 		cfg: cfg, rank: rank, size: size, rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
 		ctl: ctl, upd: newUpdater(cfg, w),
 		said: make([]bool, nw), finished: make([]bool, nw), pending: make([]*request, nw),
+		slots:     make([][requestSlots]*request, nw),
 		lastHeard: make([]time.Duration, nw), lastBeat: make([]time.Duration, nw),
 	}
 	if cfg.Consistency == BSP {
@@ -175,10 +209,14 @@ func (s *Server) handle(src int, b []byte, now time.Duration) {
 	}
 	w := src - s.cfg.Servers
 	s.lastHeard[w] = now
-	m, err := decode(b)
+	r := s.acquire(w, nil)
+	m, err := decodeInto(b, r.keyBuf)
 	if err != nil {
 		s.reject(src, 0, err.Error())
 		return
+	}
+	if cap(m.keys) > cap(r.keyBuf) {
+		r.keyBuf = m.keys[:0]
 	}
 	switch {
 	case s.finished[w]:
@@ -199,7 +237,7 @@ func (s *Server) handle(src int, b []byte, now time.Duration) {
 		s.reject(src, m.kind, "request before hello (NewWorker)")
 		return
 	}
-	r := &request{msg: m, worker: w, arrived: now}
+	r.msg, r.worker, r.arrived = m, w, now
 	if reason := s.validate(r); reason != "" {
 		s.reject(src, m.kind, reason)
 		return
@@ -218,7 +256,7 @@ func (s *Server) handle(src int, b []byte, now time.Duration) {
 func (s *Server) validate(r *request) string {
 	m := &r.msg
 	switch m.kind {
-	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindDone:
+	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindPushPull, kindPushPullK, kindDone:
 	default:
 		return fmt.Sprintf("%v is not a request", m.kind)
 	}
@@ -231,20 +269,23 @@ func (s *Server) validate(r *request) string {
 		if m.lo < lo || m.lo > m.hi || m.hi > hi {
 			return fmt.Sprintf("keys [%d,%d) not within the server's range %v", m.lo, m.hi, s.rng)
 		}
-	case kindPushRange:
+	case kindPushRange, kindPushPull:
 		if m.lo < lo || m.lo > hi || int64(m.n) > hi-m.lo {
 			return fmt.Sprintf("%d values at key %d: keys not within the server's range %v", m.n, m.lo, s.rng)
 		}
-	case kindPullKeys, kindPushKeys:
+	case kindPullKeys, kindPushKeys, kindPushPullK:
 		if n := len(m.keys); n > 0 && (m.keys[0] < lo || m.keys[n-1] >= hi) {
 			return fmt.Sprintf("keys %d..%d not within the server's range %v", m.keys[0], m.keys[n-1], s.rng)
 		}
 	}
-	if m.kind == kindPushRange || m.kind == kindPushKeys {
-		r.vals = m.floats()
+	if m.kind.isPush() {
+		r.vals = m.floatsView(r.valBuf)
+		if cap(r.vals) > cap(r.valBuf) && !m.viewed(r.vals) {
+			r.valBuf = r.vals[:0]
+		}
 		if i := firstNonFinite(r.vals); i >= 0 {
 			k := m.lo + int64(i)
-			if m.kind == kindPushKeys {
+			if m.kind.keyed() {
 				k = m.keys[i]
 			}
 			return fmt.Sprintf("non-finite value %g at key %d", r.vals[i], k)
@@ -257,7 +298,9 @@ func (s *Server) validate(r *request) string {
 func (s *Server) serve(r *request, now time.Duration) {
 	w, m := r.worker, &r.msg
 	held := now - r.arrived
-	s.stats.HeldSeconds += held.Seconds()
+	if m.kind != kindPushPull && m.kind != kindPushPullK { // counted once, when its pull is served
+		s.stats.HeldSeconds += held.Seconds()
+	}
 	switch m.kind {
 	case kindPullRange, kindPullKeys:
 		st := max(s.ctl.Clock(w)-s.ctl.MinClock(), 0)
@@ -279,6 +322,26 @@ func (s *Server) serve(r *request, now time.Duration) {
 		s.ctl.Pushed(w, now)
 		s.stats.Pushes++
 		s.applyPush(r)
+	case kindPushPull, kindPushPullK:
+		// The push now; the pull of the same keys once the consistency model
+		// lets the worker's next iteration start (at once, or held).
+		s.ctl.Pushed(w, now)
+		s.stats.Pushes++
+		s.applyPush(r)
+		p := s.acquire(w, r)
+		p.worker, p.arrived = w, r.arrived
+		p.msg = message{kind: kindPullRange, clock: m.clock + 1, lo: m.lo, hi: m.hi, n: m.n}
+		if m.kind == kindPushPullK {
+			p.keyBuf = append(p.keyBuf[:0], m.keys...)
+			p.msg.kind, p.msg.keys = kindPullKeys, p.keyBuf
+		}
+		if s.ctl.MayProceed(w, now) {
+			s.serve(p, now)
+		} else {
+			s.pending[w] = p
+			s.lastBeat[w] = now
+		}
+		return
 	case kindDone:
 		s.ctl.Finished(w)
 		s.finished[w] = true

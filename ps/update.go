@@ -28,12 +28,24 @@ func newUpdater(cfg Config, w []float32) *updater {
 }
 
 // dense applies gradient g to the keys [off, off+len(g)) of the range.
+// Large ranges are split over cores (the rules are element-wise).
 func (u *updater) dense(off int, g []float32) {
+	w := u.w[off : off+len(g)]
 	var state []float32
 	if u.state != nil {
 		state = u.state[off : off+len(g)]
 	}
-	optim.Step(u.cfg, u.w[off:off+len(g)], g, state)
+	if len(g) < parallelMin {
+		optim.Step(u.cfg, w, g, state)
+		return
+	}
+	parallelFor(len(g), func(lo, hi int) {
+		var st []float32
+		if state != nil {
+			st = state[lo:hi]
+		}
+		optim.Step(u.cfg, w[lo:hi], g[lo:hi], st)
+	})
 }
 
 // at applies gradient g to the key at offset i of the range.

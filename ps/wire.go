@@ -20,16 +20,23 @@ import (
 //	           staleness u32 | low u32 | high u32 | lr f32 | momentum f32 | wd f32 | eps f32
 //	pull range kind=2 | clock u32 | lo u64 | hi u64
 //	pull keys  kind=3 | clock u32 | n u32 | n keys
-//	push range kind=4 | enc u8 | clock u32 | lo u64 | n u32 | n values (enc)
-//	push keys  kind=5 | enc u8 | clock u32 | n u32 | n keys | n values (enc)
+//	push range kind=4 | enc u8 | 0 u16 | clock u32 | lo u64 | n u32 | n values (enc)
+//	push keys  kind=5 | enc u8 | 0 u16 | clock u32 | n u32 | n values (enc) | n keys
 //	done       kind=6 | clock u32
+//	push+pull  kind=7 | as push range: the push, then a pull of the same keys
+//	           (answered with values once the consistency model lets the
+//	           worker's next iteration start)
+//	push+pull keys kind=8 | as push keys
 //	ok         kind=16 | held ns i64
 //	values     kind=17 | staleness u32 | held ns i64 | n u32 | n float32
 //	error      kind=18 | code u8 | len u32 | text
 //	wait       kind=19                       (keep-alive while a request is held)
 //
 // clock is the sender's push count, which the server checks against its own
-// bookkeeping; held is how long the server held the request.
+// bookkeeping; held is how long the server held the request. A push's values
+// start at a multiple of 4 bytes (20 for a range, 12 for keys), so that a
+// server views float32 values in the received buffer in place instead of
+// copying them (version 2; version 1 had no padding and keys before values).
 
 // Tags of the ps messages; MPI guarantees tags up to 32767.
 const (
@@ -37,7 +44,7 @@ const (
 	ReplyTag   = 30702
 )
 
-const wireVersion = 1
+const wireVersion = 2
 
 type msgKind uint8
 
@@ -48,6 +55,8 @@ const (
 	kindPushRange msgKind = 4
 	kindPushKeys  msgKind = 5
 	kindDone      msgKind = 6
+	kindPushPull  msgKind = 7 // fused push range + pull of the same range
+	kindPushPullK msgKind = 8 // fused push keys + pull of the same keys
 	kindOK        msgKind = 16
 	kindValues    msgKind = 17
 	kindError     msgKind = 18
@@ -56,9 +65,17 @@ const (
 
 var kindNames = map[msgKind]string{
 	kindHello: "hello", kindPullRange: "pull", kindPullKeys: "pull keys", kindPushRange: "push",
-	kindPushKeys: "push keys", kindDone: "done", kindOK: "ok", kindValues: "values",
+	kindPushKeys: "push keys", kindDone: "done", kindPushPull: "push+pull", kindPushPullK: "push+pull keys", kindOK: "ok", kindValues: "values",
 	kindError: "error", kindWait: "wait",
 }
+
+// isPush reports whether k carries push values (push, push keys, fused).
+func (k msgKind) isPush() bool {
+	return k == kindPushRange || k == kindPushKeys || k == kindPushPull || k == kindPushPullK
+}
+
+// keyed reports whether k's push values belong to a key list.
+func (k msgKind) keyed() bool { return k == kindPushKeys || k == kindPushPullK }
 
 func (k msgKind) String() string {
 	if n, ok := kindNames[k]; ok {
@@ -237,7 +254,13 @@ func appendPullKeys(b []byte, clock uint32, keys []int64) []byte {
 }
 
 func appendPushRange(b []byte, clock uint32, enc Encoding, lo int64, vs []float32) []byte {
-	b = append(b, byte(kindPushRange), byte(enc))
+	return appendPushRangeKind(b, kindPushRange, clock, enc, lo, vs)
+}
+
+// appendPushRangeKind encodes a push range (kind kindPushRange) or a fused
+// push+pull of the same range (kindPushPull).
+func appendPushRangeKind(b []byte, kind msgKind, clock uint32, enc Encoding, lo int64, vs []float32) []byte {
+	b = append(b, byte(kind), byte(enc), 0, 0)
 	b = appendU32(b, clock)
 	b = appendU64(b, uint64(lo))
 	b = appendU32(b, uint32(len(vs)))
@@ -245,14 +268,20 @@ func appendPushRange(b []byte, clock uint32, enc Encoding, lo int64, vs []float3
 }
 
 func appendPushKeys(b []byte, clock uint32, enc Encoding, keys []int64, vs []float32) []byte {
+	return appendPushKeysKind(b, kindPushKeys, clock, enc, keys, vs)
+}
+
+// appendPushKeysKind encodes a push keys (kindPushKeys) or a fused push+pull
+// of the same keys (kindPushPullK).
+func appendPushKeysKind(b []byte, kind msgKind, clock uint32, enc Encoding, keys []int64, vs []float32) []byte {
 	if len(keys) != len(vs) {
 		panic(fmt.Sprintf("ps: appendPushKeys: %d keys, %d values", len(keys), len(vs)))
 	}
-	b = append(b, byte(kindPushKeys), byte(enc))
+	b = append(b, byte(kind), byte(enc), 0, 0)
 	b = appendU32(b, clock)
 	b = appendU32(b, uint32(len(keys)))
-	b = appendKeys(b, keys)
-	return appendValues(b, vs, enc)
+	b = appendValues(b, vs, enc)
+	return appendKeys(b, keys)
 }
 
 func appendDone(b []byte, clock uint32) []byte {

@@ -109,7 +109,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown encoding", append(appendPushRange(nil, 0, Float32, 0, nil)[:1], 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
 		{"count larger than payload", func() []byte {
 			b := appendPushRange(nil, 0, Float32, 0, []float32{1, 2})
-			b[14] = 0xff // n = 255 values in 8 bytes
+			b[16] = 0xff // n = 255 values in 8 bytes
+			return b
+		}()},
+		{"non-zero padding", func() []byte {
+			b := appendPushRange(nil, 0, Float32, 0, []float32{1, 2})
+			b[3] = 1
 			return b
 		}()},
 		{"huge count", func() []byte {

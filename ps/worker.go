@@ -29,6 +29,9 @@ type Worker struct {
 	stats   WorkerStats
 	out     []byte
 	grad    []float32 // filters' copy of the gradient
+	split   []int     // splitKeys' bounds, reused
+	upd     Update    // the update the filters rewrite (a field: no allocation per push)
+	reply   message   // the reply being handled
 }
 
 // NewWorker connects worker rank c.Rank() (>= cfg.Servers) to the servers of
@@ -95,7 +98,7 @@ func (w *Worker) PullKeys(keys []int64, dst []float32) error {
 	if err := w.checkKeys("pull keys", keys, len(dst)); err != nil {
 		return err
 	}
-	split := splitKeys(w.ranges, keys)
+	split := w.splitKeys(keys)
 	return w.pull("pull keys", func(i int, b []byte) []byte {
 		return appendPullKeys(b, uint32(w.clock), keys[split[i]:split[i+1]])
 	}, func(i int, m *message) error {
@@ -128,11 +131,7 @@ func (w *Worker) Push(grad []float32) error {
 	if len(grad) != w.p {
 		return fmt.Errorf("ps worker rank %d: push of %d values, model has %d: %w", w.rank, len(grad), w.p, ErrArgument)
 	}
-	unfiltered := int64(0)
-	for _, r := range w.ranges {
-		unfiltered += int64(pushRangeLen(r.Len(), Float32))
-	}
-	return w.push("push", Update{Dense: true, Values: grad}, unfiltered)
+	return w.push("push", Update{Dense: true, Values: grad}, w.unfilteredDense(), nil)
 }
 
 // PushKeys sends grads[i] for keys[i], for a strictly increasing list of keys
@@ -143,48 +142,122 @@ func (w *Worker) PushKeys(keys []int64, grads []float32) error {
 	if err := w.checkKeys("push keys", keys, len(grads)); err != nil {
 		return err
 	}
-	split := splitKeys(w.ranges, keys)
+	return w.push("push keys", Update{Keys: keys, Values: grads}, w.unfilteredKeys(keys), nil)
+}
+
+// unfilteredKeys is what a keyed push of keys takes on the wire unfiltered.
+func (w *Worker) unfilteredKeys(keys []int64) int64 {
+	split := w.splitKeys(keys)
 	unfiltered := int64(0)
 	for i := range w.ranges {
 		unfiltered += int64(pushKeysLen(keys[split[i]:split[i+1]], Float32))
 	}
-	return w.push("push keys", Update{Keys: keys, Values: grads}, unfiltered)
+	return unfiltered
 }
 
-func (w *Worker) push(op string, u Update, unfiltered int64) error {
+// PushPull is Push(grad) followed by Pull(dst) in one request per server
+// (ps-lite's fused push-pull): each server applies the push and answers
+// with its range's weights once the consistency model lets this worker's
+// next iteration start, so a step costs one round trip instead of two.
+// dst and grad may not overlap. When the filters turn the push sparse
+// (sigmod), it falls back to a Push and a Pull.
+func (w *Worker) PushPull(grad, dst []float32) error {
+	if len(grad) != w.p || len(dst) != w.p {
+		return fmt.Errorf("ps worker rank %d: push-pull of %d values into %d, model has %d: %w",
+			w.rank, len(grad), len(dst), w.p, ErrArgument)
+	}
+	return w.push("push+pull", Update{Dense: true, Values: grad}, w.unfilteredDense(), dst)
+}
+
+// PushPullKeys is PushKeys(keys, grads) followed by PullKeys(keys, dst) in
+// one request per server, as PushPull.
+func (w *Worker) PushPullKeys(keys []int64, grads, dst []float32) error {
+	if err := w.checkKeys("push+pull keys", keys, len(grads)); err != nil {
+		return err
+	}
+	if len(dst) != len(keys) {
+		return fmt.Errorf("ps worker rank %d: push+pull keys: %d keys, %d destination values: %w", w.rank, len(keys), len(dst), ErrArgument)
+	}
+	return w.push("push+pull keys", Update{Keys: keys, Values: grads}, w.unfilteredKeys(keys), dst)
+}
+
+func (w *Worker) unfilteredDense() int64 {
+	unfiltered := int64(0)
+	for _, r := range w.ranges {
+		unfiltered += int64(pushRangeLen(r.Len(), Float32))
+	}
+	return unfiltered
+}
+
+// splitKeys is splitKeys(w.ranges, keys) into the worker's reused buffer.
+func (w *Worker) splitKeys(keys []int64) []int {
+	w.split = splitKeysInto(w.split, w.ranges, keys)
+	return w.split
+}
+
+// push sends u; with dst != nil it is a fused push+pull that fills dst
+// with the weights of the keys pushed (all P when u is dense).
+func (w *Worker) push(op string, u Update, unfiltered int64, dst []float32) error {
 	if err := w.usable(op); err != nil {
 		return err
 	}
+	orig := u
 	if err := w.checkFinite(op, u); err != nil {
 		return err
 	}
 	if len(w.filters) > 0 {
 		w.grad = append(w.grad[:0], u.Values...)
 		u.Values = w.grad
+		w.upd = u
 		for _, f := range w.filters {
-			if err := f.Filter(&u); err != nil {
+			if err := f.Filter(&w.upd); err != nil {
 				return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
 			}
 		}
+		u, w.upd = w.upd, Update{}
 		if err := w.checkFiltered(op, u); err != nil {
 			return err
 		}
 	}
+	fused := dst != nil
+	if fused && (u.Dense != orig.Dense || len(u.Keys) != len(orig.Keys)) {
+		// The filters chose other keys than those to pull: push, then pull.
+		if err := w.push(op, u, unfiltered, nil); err != nil {
+			return err
+		}
+		if orig.Dense {
+			return w.Pull(dst)
+		}
+		return w.PullKeys(orig.Keys, dst)
+	}
 	var split []int
 	if !u.Dense {
-		split = splitKeys(w.ranges, u.Keys)
+		split = w.splitKeys(u.Keys)
+	}
+	rangeKind, keysKind := kindPushRange, kindPushKeys
+	if fused {
+		rangeKind, keysKind = kindPushPull, kindPushPullK
 	}
 	sent := w.stats.BytesSent
-	held := time.Duration(0)
+	held, st := time.Duration(0), 0
 	err := w.exchange(op, func(i int, b []byte) []byte {
 		if u.Dense {
 			r := w.ranges[i]
-			return appendPushRange(b, uint32(w.clock), u.Encoding, int64(r.Lo), u.Values[r.Lo:r.Hi])
+			return appendPushRangeKind(b, rangeKind, uint32(w.clock), u.Encoding, int64(r.Lo), u.Values[r.Lo:r.Hi])
 		}
-		return appendPushKeys(b, uint32(w.clock), u.Encoding, u.Keys[split[i]:split[i+1]], u.Values[split[i]:split[i+1]])
+		return appendPushKeysKind(b, keysKind, uint32(w.clock), u.Encoding, u.Keys[split[i]:split[i+1]], u.Values[split[i]:split[i+1]])
 	}, func(i int, m *message) error {
 		held = max(held, m.held)
-		return w.expect(i, m, kindOK, 0)
+		if !fused {
+			return w.expect(i, m, kindOK, 0)
+		}
+		st = max(st, int(m.staleness))
+		lo, hi := split0(u.Dense, w.ranges[i], split, i)
+		if err := w.expect(i, m, kindValues, hi-lo); err != nil {
+			return err
+		}
+		m.floatsInto(dst[lo:hi])
+		return nil
 	})
 	if err != nil {
 		return err
@@ -194,7 +267,20 @@ func (w *Worker) push(op string, u Update, unfiltered int64) error {
 	w.stats.PushBytes += w.stats.BytesSent - sent
 	w.stats.PushBytesUnfiltered += unfiltered
 	w.stats.HeldSeconds += held.Seconds()
+	if fused {
+		w.stats.Pulls++
+		w.stats.Staleness.Add(st)
+	}
 	return nil
+}
+
+// split0 is the bounds in the pushed values of server i's part: its range
+// (dense) or its keys' sub-slice.
+func split0(dense bool, r Range, split []int, i int) (int, int) {
+	if dense {
+		return r.Lo, r.Hi
+	}
+	return split[i], split[i+1]
 }
 
 // Done tells the servers this worker has finished. The Worker may not be
@@ -261,11 +347,11 @@ func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply
 		}
 	}
 	for i := range w.ranges {
-		m, err := w.await(i, op)
-		if err != nil {
+		var err error
+		if w.reply, err = w.await(i, op); err != nil {
 			return err
 		}
-		if err := onReply(i, &m); err != nil {
+		if err := onReply(i, &w.reply); err != nil {
 			return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
 		}
 	}

@@ -51,10 +51,10 @@ func (w *Worker) checkFiltered(op string, u Update) error {
 }
 
 // pushRangeLen and pushKeysLen are the sizes of push messages.
-func pushRangeLen(n int, enc Encoding) int { return 18 + n*enc.width() }
+func pushRangeLen(n int, enc Encoding) int { return 20 + n*enc.width() }
 
 func pushKeysLen(keys []int64, enc Encoding) int {
-	n := 10 + len(keys)*enc.width()
+	n := 12 + len(keys)*enc.width()
 	prev := int64(-1)
 	var tmp [binary.MaxVarintLen64]byte
 	for _, k := range keys {

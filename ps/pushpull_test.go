@@ -1,0 +1,296 @@
+package ps
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/kernels/optim"
+)
+
+// TestPushPullEqualsPushThenPull: under BSP (deterministic), a fused
+// PushPull loop gives the same weights, bit for bit, in every step's pulled
+// model and at the end, as Pull + Push, dense and keyed, with 2 servers and
+// 3 workers, unfiltered and through fp16.
+func TestPushPullEqualsPushThenPull(t *testing.T) {
+	const p, steps = 37, 6
+	initial := make([]float32, p)
+	for i := range initial {
+		initial[i] = float32(i%7) * 0.25
+	}
+	grad := func(w, step int, n int) []float32 {
+		g := make([]float32, n)
+		for i := range g {
+			g[i] = float32((i*13+w*5+step*3)%11-5) * 0.125
+		}
+		return g
+	}
+	keysOf := func(w, step int) []int64 {
+		var keys []int64
+		for k := (w + step) % 3; k < p; k += 2 + (w+step)%3 {
+			keys = append(keys, int64(k))
+		}
+		return keys
+	}
+	for _, keyed := range []bool{false, true} {
+		for _, filters := range [][]FilterSpec{nil, {Compress{Format: Float16}}} {
+			name := fmt.Sprintf("keyed=%v/filters=%v", keyed, filters)
+			t.Run(name, func(t *testing.T) {
+				cfg := Config{Servers: 2, Consistency: BSP, Optimizer: optim.Momentum, Momentum: 0.9, LR: 0.1,
+					Filters: filters, Timeout: 10 * time.Second}
+				pulled := map[bool][][]float32{}
+				final := map[bool][]float32{}
+				for _, fused := range []bool{false, true} {
+					seen := make([][]float32, 5)
+					res := runJob(t, 5, 10*time.Second, cfg, initial, func(w *Worker) (bool, error) {
+						wi := w.rank - cfg.Servers
+						model := make([]float32, p)
+						for step := 0; step < steps; step++ {
+							var err error
+							switch {
+							case keyed && fused:
+								k := keysOf(wi, step)
+								dst := make([]float32, len(k))
+								err = w.PushPullKeys(k, grad(wi, step, len(k)), dst)
+								seen[w.rank] = append(seen[w.rank], dst...)
+							case keyed:
+								k := keysOf(wi, step)
+								dst := make([]float32, len(k))
+								if err = w.PushKeys(k, grad(wi, step, len(k))); err == nil {
+									err = w.PullKeys(k, dst)
+								}
+								seen[w.rank] = append(seen[w.rank], dst...)
+							case fused:
+								err = w.PushPull(grad(wi, step, p), model)
+								seen[w.rank] = append(seen[w.rank], model...)
+							default:
+								if err = w.Push(grad(wi, step, p)); err == nil {
+									err = w.Pull(model)
+								}
+								seen[w.rank] = append(seen[w.rank], model...)
+							}
+							if err != nil {
+								return false, err
+							}
+						}
+						if st := w.Stats(); st.Pushes != steps || st.Pulls != steps {
+							return false, fmt.Errorf("stats: %d pushes, %d pulls, want %d each", st.Pushes, st.Pulls, steps)
+						}
+						return true, nil
+					})
+					res.mustSucceed(t)
+					pulled[fused], final[fused] = seen, res.model()
+				}
+				if !slices.Equal(final[false], final[true]) {
+					t.Errorf("final weights differ:\n push,pull %v\n pushpull  %v", final[false], final[true])
+				}
+				for r := cfg.Servers; r < 5; r++ {
+					if !slices.Equal(pulled[false][r], pulled[true][r]) {
+						t.Errorf("rank %d pulled different weights", r)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPushPullFallsBackWithSigmod: a sigmod filter changes the keys pushed,
+// so PushPull pushes the filtered keys and pulls the whole model.
+func TestPushPullFallsBackWithSigmod(t *testing.T) {
+	const p = 10
+	cfg := Config{Consistency: ASP, LR: 1, Filters: []FilterSpec{SignificantlyModified{Threshold: 0.5}}, Timeout: 10 * time.Second}
+	res := runJob(t, 2, 10*time.Second, cfg, make([]float32, p), func(w *Worker) (bool, error) {
+		g := make([]float32, p)
+		g[3], g[7] = 1, 0.25
+		dst := make([]float32, p)
+		if err := w.PushPull(g, dst); err != nil {
+			return false, err
+		}
+		want := make([]float32, p)
+		want[3] = -1
+		if !slices.Equal(dst, want) {
+			return false, fmt.Errorf("pulled %v, want %v", dst, want)
+		}
+		return true, nil
+	})
+	res.mustSucceed(t)
+}
+
+// TestServerStepAllocs: in steady state the server handles pushes, pulls
+// and fused push-pulls, dense and keyed, under BSP and ASP, without
+// allocating (the transport's receive buffer aside).
+func TestServerStepAllocs(t *testing.T) {
+	const p = 4096
+	keys := make([]int64, 0, 300)
+	for k := int64(3); k < p; k += 13 {
+		keys = append(keys, k)
+	}
+	g := make([]float32, p)
+	for i := range g {
+		g[i] = 1e-3
+	}
+	gk := g[:len(keys)]
+	for _, c := range []Consistency{BSP, ASP} {
+		for _, kind := range []string{"push+pull", "pushpull", "push+pull keys", "pushpull keys", "pushpull fp16"} {
+			t.Run(fmt.Sprintf("%v/%s", c, kind), func(t *testing.T) {
+				cfg := Config{Consistency: c, Optimizer: optim.Momentum, Momentum: 0.9}.withDefaults()
+				s, err := NewServer(cfg, 0, 2, make([]float32, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				now := time.Duration(0)
+				if out := s.Step(1, appendHello(nil, helloFor(cfg, p)), now); len(out) != 1 {
+					t.Fatal("hello not answered")
+				}
+				clock := uint32(0)
+				// Messages as a transport would hand them over, one buffer each.
+				var msgs [][]byte
+				step := func() {
+					var reqs [][]byte
+					switch kind {
+					case "push+pull":
+						reqs = [][]byte{appendPushRange(msgs[0][:0], clock, Float32, 0, g), appendPullRange(msgs[1][:0], clock+1, 0, p)}
+					case "pushpull":
+						reqs = [][]byte{appendPushRangeKind(msgs[0][:0], kindPushPull, clock, Float32, 0, g)}
+					case "pushpull fp16":
+						reqs = [][]byte{appendPushRangeKind(msgs[0][:0], kindPushPull, clock, Float16, 0, g)}
+					case "push+pull keys":
+						reqs = [][]byte{appendPushKeys(msgs[0][:0], clock, Float32, keys, gk), appendPullKeys(msgs[1][:0], clock+1, keys)}
+					case "pushpull keys":
+						reqs = [][]byte{appendPushKeysKind(msgs[0][:0], kindPushPullK, clock, Float32, keys, gk)}
+					}
+					for _, r := range reqs {
+						now += time.Microsecond
+						out := s.Step(1, r, now)
+						if len(out) != 1 || out[0].Msg[0] == byte(kindError) {
+							t.Fatalf("%s: reply %v", kind, out)
+						}
+					}
+					clock++
+				}
+				msgs = [][]byte{make([]byte, 0, 5*p+64), make([]byte, 0, 5*p+64)}
+				for range 3 {
+					step()
+				}
+				if a := testing.AllocsPerRun(50, step); a != 0 {
+					t.Errorf("%v allocations per round trip, want 0", a)
+				}
+			})
+		}
+	}
+}
+
+// loopTransport is a worker's transport straight into an in-memory Server
+// (rank 0). It hands the server its own copy of each request (the server
+// may keep a view of it) and the worker a copy of each reply, from reused
+// buffers, so that what allocates is the worker's own code.
+type loopTransport struct {
+	s       *Server
+	now     time.Duration
+	in      [3][]byte // request copies, used in turn
+	next    int
+	replies [4][]byte
+	n, head int
+}
+
+func (l *loopTransport) Rank() int { return 1 }
+func (l *loopTransport) Size() int { return 2 }
+func (l *loopTransport) SendBytes(b []byte, to, tag int) error {
+	l.now += time.Microsecond
+	in := append(l.in[l.next][:0], b...)
+	l.in[l.next], l.next = in, (l.next+1)%len(l.in)
+	for _, o := range l.s.Step(1, in, l.now) {
+		l.replies[l.n%len(l.replies)] = append(l.replies[l.n%len(l.replies)][:0], o.Msg...)
+		l.n++
+	}
+	return nil
+}
+func (l *loopTransport) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	m := l.replies[l.head%len(l.replies)]
+	l.head++
+	return m, 0, tag, nil
+}
+
+// TestWorkerAllocs: a worker's Push, Pull, PushPull and their keyed forms
+// allocate nothing per call in steady state (a real transport's receive
+// buffers aside: loopTransport reuses its own).
+func TestWorkerAllocs(t *testing.T) {
+	const p = 2048
+	cfg := Config{Consistency: ASP, Timeout: time.Minute}.withDefaults()
+	keys := []int64{1, 5, 9, 100, 2000}
+	g := make([]float32, p)
+	dst := make([]float32, p)
+	for _, op := range []string{"push+pull", "pushpull", "push+pull keys", "pushpull keys"} {
+		t.Run(op, func(t *testing.T) {
+			s, err := NewServer(cfg, 0, 2, make([]float32, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lt := &loopTransport{s: s}
+			w, err := NewWorker(lt, cfg, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func() {
+				var err error
+				switch op {
+				case "push+pull":
+					if err = w.Push(g); err == nil {
+						err = w.Pull(dst)
+					}
+				case "pushpull":
+					err = w.PushPull(g, dst)
+				case "push+pull keys":
+					if err = w.PushKeys(keys, g[:len(keys)]); err == nil {
+						err = w.PullKeys(keys, dst[:len(keys)])
+					}
+				case "pushpull keys":
+					err = w.PushPullKeys(keys, g[:len(keys)], dst[:len(keys)])
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 3 {
+				call()
+			}
+			if a := testing.AllocsPerRun(50, call); a != 0 {
+				t.Errorf("%v allocations per call, want 0", a)
+			}
+		})
+	}
+}
+
+// TestParallelUpdateSameBits: a range long enough to be split over
+// goroutines updates to the same bits as one serial optim.Step, and the
+// BSP sum of whole-range pushes as the serial loop.
+func TestParallelUpdateSameBits(t *testing.T) {
+	n := 3*parallelMin + 5
+	cfg := Config{Optimizer: optim.Adagrad, LR: 0.05, WeightDecay: 1e-3}.withDefaults()
+	w0 := make([]float32, n)
+	g := make([]float32, n)
+	for i := range w0 {
+		w0[i] = float32(i%101) * 0.01
+		g[i] = float32(i%37-18) * 0.003
+	}
+	u := newUpdater(cfg, append([]float32(nil), w0...))
+	u.dense(0, g)
+	u.dense(0, g)
+	want := append([]float32(nil), w0...)
+	state := make([]float32, n)
+	optim.Step(cfg.optimConfig(), want, g, state)
+	optim.Step(cfg.optimConfig(), want, g, state)
+	if !slices.Equal(u.w, want) || !slices.Equal(u.state, state) {
+		t.Fatal("parallel update differs from the serial one")
+	}
+	acc := make([]float32, n)
+	addInto(acc, g)
+	addInto(acc, w0)
+	divide(acc, 3)
+	for i := range acc {
+		if s := (0 + g[i] + w0[i]) / 3; acc[i] != s {
+			t.Fatalf("key %d: %v, want %v", i, acc[i], s)
+		}
+	}
+}
