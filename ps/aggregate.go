@@ -6,6 +6,7 @@ import "math"
 // worker's gradient scaled by lr alone, Downpour style), or into the current
 // round under BSP.
 func (s *Server) applyPush(r *request) {
+	s.detach()
 	if s.bsp != nil {
 		s.bsp.contrib[r.worker] = r
 		s.completeRounds()
@@ -39,6 +40,7 @@ func newBSPRound(workers, n int) *bspRound {
 // completeRounds applies every round that all unfinished workers have
 // pushed (the push gate makes that at most one at a time).
 func (s *Server) completeRounds() {
+	s.detach()
 	b := s.bsp
 	for {
 		m := s.ctl.MinClock()
@@ -131,8 +133,23 @@ func addRange(acc, vals []float32, lo, hi int) {
 	}
 }
 
-// divide divides acc by scale element by element (split over cores when long).
+// divide divides acc by scale element by element (split over cores when
+// long). Dividing by 1 changes nothing, and dividing by a power of two
+// gives the same bits as multiplying by its inverse (both are the exact
+// quotient, rounded once), which is much cheaper.
 func divide(acc []float32, scale float32) {
+	if scale == 1 {
+		return
+	}
+	if f, e := math.Frexp(float64(scale)); f == 0.5 && e > -120 && e < 120 {
+		inv := float32(math.Ldexp(1, 1-e)) // 1/scale, exactly
+		if len(acc) < parallelMin {
+			scaleRange(acc, inv, 0, len(acc))
+			return
+		}
+		parallelFor(len(acc), func(lo, hi int) { scaleRange(acc, inv, lo, hi) })
+		return
+	}
 	if len(acc) < parallelMin {
 		divideRange(acc, scale, 0, len(acc))
 		return
@@ -144,5 +161,12 @@ func divideRange(acc []float32, scale float32, lo, hi int) {
 	a := acc[lo:hi]
 	for i := range a {
 		a[i] /= scale
+	}
+}
+
+func scaleRange(acc []float32, by float32, lo, hi int) {
+	a := acc[lo:hi]
+	for i := range a {
+		a[i] *= by
 	}
 }

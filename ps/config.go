@@ -95,6 +95,12 @@ type Config struct {
 	// builds its own Filter from each spec (filters keep per-worker state).
 	Filters []FilterSpec
 
+	// InlineValues makes a worker send and receive float32 values inside
+	// its byte messages even when the transport moves float32 buffers
+	// (Isend/Irecv), where they otherwise travel apart, without copies
+	// (not agreed: servers handle both; for comparisons and tests).
+	InlineValues bool
+
 	// Now is the clock of the drivers: RunServer reads it and passes the
 	// time to Server.Step and Server.Tick (the Server itself reads no
 	// clock), and a Worker times its waits and its silence limit with it.

@@ -95,11 +95,18 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	return keys
 }
 
-// values takes n values of encoding enc, still encoded.
-func (r *reader) values(n int, enc Encoding) []byte {
+// values takes n values of encoding enc, still encoded; none when they
+// follow apart (float32 only).
+func (r *reader) values(n int, enc Encoding, apart bool) []byte {
 	w := enc.width()
 	if w == 0 {
 		r.fail("unknown value encoding %d", uint8(enc))
+		return nil
+	}
+	if apart {
+		if enc != Float32 {
+			r.fail("%v values cannot follow apart", enc)
+		}
 		return nil
 	}
 	if r.err == nil && n > len(r.b)/w {
@@ -127,7 +134,9 @@ func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
 		return message{}, fmt.Errorf("%w: empty message", ErrBadMessage)
 	}
 	r := &reader{b: b}
-	m.kind = msgKind(r.u8("kind"))
+	k := r.u8("kind")
+	m.kind = msgKind(k & kindMask)
+	m.valuesFollow, m.replyApart = k&flagValuesFollow != 0, k&flagReplyApart != 0
 	switch m.kind {
 	case kindHello:
 		h := &m.hello
@@ -153,14 +162,14 @@ func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
 		m.clock = r.u32("clock")
 		m.lo = int64(r.u64("lo"))
 		m.n = int(r.u32("n"))
-		m.raw = r.values(m.n, m.enc)
+		m.raw = r.values(m.n, m.enc, m.valuesFollow)
 		m.hi = m.lo + int64(m.n)
 	case kindPushKeys, kindPushPullK:
 		m.enc = Encoding(r.u8("encoding"))
 		r.pad()
 		m.clock = r.u32("clock")
 		m.n = int(r.u32("n"))
-		m.raw = r.values(m.n, m.enc)
+		m.raw = r.values(m.n, m.enc, m.valuesFollow)
 		m.keys = r.keys(m.n, keyBuf)
 	case kindDone:
 		m.clock = r.u32("clock")
@@ -171,14 +180,21 @@ func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
 		m.held = time.Duration(r.u64("held"))
 		m.n = int(r.u32("n"))
 		m.enc = Float32
-		m.raw = r.values(m.n, Float32)
+		m.raw = r.values(m.n, Float32, m.valuesFollow)
 	case kindError:
 		m.code = r.u8("code")
 		n := int(r.u32("length"))
 		m.text = string(r.take(n, "text"))
 	case kindWait:
 	default:
-		return message{}, fmt.Errorf("%w: unknown message kind %d", ErrBadMessage, uint8(m.kind))
+		return message{}, fmt.Errorf("%w: unknown message kind %d", ErrBadMessage, k)
+	}
+	switch {
+	case m.valuesFollow && m.kind != kindPushRange && m.kind != kindPushKeys && m.kind != kindPushPull &&
+		m.kind != kindPushPullK && m.kind != kindValues:
+		return message{}, fmt.Errorf("%w: %v cannot have values apart", ErrBadMessage, m.kind)
+	case m.replyApart && m.kind != kindPullRange && m.kind != kindPullKeys && m.kind != kindPushPull && m.kind != kindPushPullK:
+		return message{}, fmt.Errorf("%w: %v has no values reply", ErrBadMessage, m.kind)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("%v: %d trailing bytes", m.kind, len(r.b))

@@ -2,7 +2,9 @@ package ps
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,8 @@ import (
 // TestPushPullEqualsPushThenPull: under BSP (deterministic), a fused
 // PushPull loop gives the same weights, bit for bit, in every step's pulled
 // model and at the end, as Pull + Push, dense and keyed, with 2 servers and
-// 3 workers, unfiltered and through fp16.
+// 3 workers, unfiltered and through fp16, with values inside the byte
+// messages and apart (Isend/Irecv).
 func TestPushPullEqualsPushThenPull(t *testing.T) {
 	const p, steps = 37, 6
 	initial := make([]float32, p)
@@ -39,9 +42,11 @@ func TestPushPullEqualsPushThenPull(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				cfg := Config{Servers: 2, Consistency: BSP, Optimizer: optim.Momentum, Momentum: 0.9, LR: 0.1,
 					Filters: filters, Timeout: 10 * time.Second}
-				pulled := map[bool][][]float32{}
-				final := map[bool][]float32{}
-				for _, fused := range []bool{false, true} {
+				pulled := map[[2]bool][][]float32{}
+				final := map[[2]bool][]float32{}
+				for _, run := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+					fused := run[0]
+					cfg.InlineValues = run[1] // values inside the byte messages, or apart
 					seen := make([][]float32, 5)
 					res := runJob(t, 5, 10*time.Second, cfg, initial, func(w *Worker) (bool, error) {
 						wi := w.rank - cfg.Servers
@@ -80,14 +85,17 @@ func TestPushPullEqualsPushThenPull(t *testing.T) {
 						return true, nil
 					})
 					res.mustSucceed(t)
-					pulled[fused], final[fused] = seen, res.model()
+					pulled[run], final[run] = seen, res.model()
 				}
-				if !slices.Equal(final[false], final[true]) {
-					t.Errorf("final weights differ:\n push,pull %v\n pushpull  %v", final[false], final[true])
-				}
-				for r := cfg.Servers; r < 5; r++ {
-					if !slices.Equal(pulled[false][r], pulled[true][r]) {
-						t.Errorf("rank %d pulled different weights", r)
+				base := [2]bool{false, false}
+				for run := range final {
+					if !slices.Equal(final[base], final[run]) {
+						t.Errorf("fused, inline %v: final weights differ:\n push,pull %v\n this      %v", run, final[base], final[run])
+					}
+					for r := cfg.Servers; r < 5; r++ {
+						if !slices.Equal(pulled[base][r], pulled[run][r]) {
+							t.Errorf("fused, inline %v: rank %d pulled different weights", run, r)
+						}
 					}
 				}
 			})
@@ -132,7 +140,7 @@ func TestServerStepAllocs(t *testing.T) {
 	}
 	gk := g[:len(keys)]
 	for _, c := range []Consistency{BSP, ASP} {
-		for _, kind := range []string{"push+pull", "pushpull", "push+pull keys", "pushpull keys", "pushpull fp16"} {
+		for _, kind := range []string{"push+pull", "pushpull", "push+pull keys", "pushpull keys", "pushpull fp16", "pushpull apart", "pushpull keys apart"} {
 			t.Run(fmt.Sprintf("%v/%s", c, kind), func(t *testing.T) {
 				cfg := Config{Consistency: c, Optimizer: optim.Momentum, Momentum: 0.9}.withDefaults()
 				s, err := NewServer(cfg, 0, 2, make([]float32, p))
@@ -155,6 +163,12 @@ func TestServerStepAllocs(t *testing.T) {
 						reqs = [][]byte{appendPushRangeKind(msgs[0][:0], kindPushPull, clock, Float32, 0, g)}
 					case "pushpull fp16":
 						reqs = [][]byte{appendPushRangeKind(msgs[0][:0], kindPushPull, clock, Float16, 0, g)}
+					case "pushpull apart":
+						reqs = [][]byte{appendPushRangeApart(msgs[0][:0], kindPushPull, clock, 0, p)}
+						reqs[0][0] |= flagReplyApart
+					case "pushpull keys apart":
+						reqs = [][]byte{appendPushKeysApart(msgs[0][:0], kindPushPullK, clock, keys)}
+						reqs[0][0] |= flagReplyApart
 					case "push+pull keys":
 						reqs = [][]byte{appendPushKeys(msgs[0][:0], clock, Float32, keys, gk), appendPullKeys(msgs[1][:0], clock+1, keys)}
 					case "pushpull keys":
@@ -162,9 +176,18 @@ func TestServerStepAllocs(t *testing.T) {
 					}
 					for _, r := range reqs {
 						now += time.Microsecond
-						out := s.Step(1, r, now)
+						payload := s.PayloadFor(1, r)
+						if strings.HasSuffix(kind, "apart") {
+							if n := copy(payload, g); n == 0 {
+								t.Fatalf("%s: no payload buffer", kind)
+							}
+						}
+						out := s.StepWith(1, r, payload, now)
 						if len(out) != 1 || out[0].Msg[0] == byte(kindError) {
 							t.Fatalf("%s: reply %v", kind, out)
+						}
+						if strings.HasSuffix(kind, "apart") && out[0].Vals == nil {
+							t.Fatalf("%s: values not apart", kind)
 						}
 					}
 					clock++
@@ -291,6 +314,21 @@ func TestParallelUpdateSameBits(t *testing.T) {
 	for i := range acc {
 		if s := (0 + g[i] + w0[i]) / 3; acc[i] != s {
 			t.Fatalf("key %d: %v, want %v", i, acc[i], s)
+		}
+	}
+}
+
+// TestDivideSameBits: divide's shortcuts (by 1, by powers of two) give the
+// bits of a plain division, subnormals and extremes included.
+func TestDivideSameBits(t *testing.T) {
+	vals := []float32{0, 1, -1, 3, 1e-45, -1e-45, 1.1754942e-38, 1.17549435e-38, 3.4028235e38, -2.5e-40, 0.1, 7.000001}
+	for _, scale := range []float32{1, 2, 3, 4, 5, 8, 64, 1024} {
+		acc := append([]float32(nil), vals...)
+		divide(acc, scale)
+		for i, v := range vals {
+			if want := v / scale; math.Float32bits(acc[i]) != math.Float32bits(want) {
+				t.Errorf("%g / %g = %g, want %g", v, scale, acc[i], want)
+			}
 		}
 	}
 }

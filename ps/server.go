@@ -1,6 +1,7 @@
 package ps
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -48,6 +49,12 @@ type Server struct {
 	// slots are each worker's request structs with their key and value
 	// buffers, reused from request to request (see acquire).
 	slots [][requestSlots]*request
+	// replyBuf is each worker's buffer for values replies sent apart that
+	// cannot view the weights (keyed pulls, or weights changed later in
+	// the same batch); viewing lists the replies of the batch whose Vals
+	// view the weights.
+	replyBuf [][]float32
+	viewing  []int
 
 	// The replies of the current Step or Tick, and the buffers they are
 	// built in (reused from batch to batch; nbuf in use).
@@ -56,10 +63,14 @@ type Server struct {
 	nbuf int
 }
 
-// Outgoing is a reply the server wants sent: Msg to rank To with ReplyTag.
+// Outgoing is a reply the server wants sent: Msg to rank To with ReplyTag,
+// then, when Vals is not nil, Vals as a float32 message on PayloadTag (a
+// values reply whose values travel apart, straight from the server's
+// weights when nothing changes them before the batch is sent).
 type Outgoing struct {
-	To  int
-	Msg []byte
+	To   int
+	Msg  []byte
+	Vals []float32
 }
 
 // request is a validated request waiting to be served.
@@ -82,6 +93,13 @@ const requestSlots = 3
 // refer to (not pending, not in a BSP round, not avoid), reset but with
 // its buffers: no allocation per request in steady state.
 func (s *Server) acquire(w int, avoid *request) *request {
+	r := s.freeSlot(w, avoid)
+	*r = request{keyBuf: r.keyBuf, valBuf: r.valBuf}
+	return r
+}
+
+// freeSlot is the request struct acquire(w, avoid) will return.
+func (s *Server) freeSlot(w int, avoid *request) *request {
 	var held *request
 	if s.bsp != nil {
 		held = s.bsp.contrib[w]
@@ -92,11 +110,44 @@ func (s *Server) acquire(w int, avoid *request) *request {
 			s.slots[w][i] = r
 		}
 		if r != s.pending[w] && r != held && r != avoid {
-			*r = request{keyBuf: r.keyBuf, valBuf: r.valBuf}
 			return r
 		}
 	}
 	panic("ps: no free request slot") // unreachable: at most two are referred to
+}
+
+// PayloadFor returns, for a request msg from rank `from` whose float32
+// values follow apart (on PayloadTag), a buffer of exactly their number to
+// receive them into and pass to StepWith; nil when msg carries its values
+// (or is malformed: Step rejects it). The buffer is the server's own,
+// reused; it stays in use while the request is held.
+func (s *Server) PayloadFor(from int, msg []byte) []float32 {
+	if len(msg) == 0 || msg[0]&flagValuesFollow == 0 || from < s.cfg.Servers || from >= s.size {
+		return nil
+	}
+	var n uint32
+	switch msgKind(msg[0] & kindMask) {
+	case kindPushRange, kindPushPull: // kind enc 0 0 clock lo n
+		if len(msg) < 20 {
+			return nil
+		}
+		n = binary.LittleEndian.Uint32(msg[16:])
+	case kindPushKeys, kindPushPullK: // kind enc 0 0 clock n
+		if len(msg) < 12 {
+			return nil
+		}
+		n = binary.LittleEndian.Uint32(msg[8:])
+	default:
+		return nil
+	}
+	if int64(n) > int64(s.rng.Len()) {
+		return nil // Step rejects it for its keys
+	}
+	r := s.freeSlot(from-s.cfg.Servers, nil)
+	if cap(r.valBuf) < int(n) {
+		r.valBuf = make([]float32, n)
+	}
+	return r.valBuf[:n]
 }
 
 // NewServer returns the state of server rank `rank` (< cfg.Servers) in a job
@@ -122,7 +173,7 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 		cfg: cfg, rank: rank, size: size, rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
 		ctl: ctl, upd: newUpdater(cfg, w),
 		said: make([]bool, nw), finished: make([]bool, nw), pending: make([]*request, nw),
-		slots:     make([][requestSlots]*request, nw),
+		slots: make([][requestSlots]*request, nw), replyBuf: make([][]float32, nw),
 		lastHeard: make([]time.Duration, nw), lastBeat: make([]time.Duration, nw),
 	}
 	if cfg.Consistency == BSP {
@@ -137,9 +188,16 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 // valid until the next call of Step or Tick. A held request keeps
 // referring to msg, so the caller must not modify msg afterwards.
 func (s *Server) Step(from int, msg []byte, now time.Duration) []Outgoing {
+	return s.StepWith(from, msg, nil, now)
+}
+
+// StepWith is Step for a request whose values came apart: payload is the
+// buffer from PayloadFor, filled.
+func (s *Server) StepWith(from int, msg []byte, payload []float32, now time.Duration) []Outgoing {
 	s.begin()
-	s.stats.BytesReceived += int64(len(msg))
-	s.handle(from, msg, now)
+	s.stats.BytesReceived += int64(len(msg)) + 4*int64(len(payload))
+	s.handle(from, msg, payload, now)
+	s.viewing = s.viewing[:0]
 	return s.out
 }
 
@@ -201,7 +259,7 @@ func (s *Server) queue(to int, b []byte) {
 }
 
 // handle decodes, validates and serves or holds one request from rank src.
-func (s *Server) handle(src int, b []byte, now time.Duration) {
+func (s *Server) handle(src int, b []byte, payload []float32, now time.Duration) {
 	if src < s.cfg.Servers || src >= s.size {
 		s.reject(src, 0, fmt.Sprintf("rank %d is not a worker rank (workers are %d..%d)",
 			src, s.cfg.Servers, s.size-1))
@@ -238,7 +296,7 @@ func (s *Server) handle(src int, b []byte, now time.Duration) {
 		return
 	}
 	r.msg, r.worker, r.arrived = m, w, now
-	if reason := s.validate(r); reason != "" {
+	if reason := s.validate(r, payload); reason != "" {
 		s.reject(src, m.kind, reason)
 		return
 	}
@@ -253,7 +311,7 @@ func (s *Server) handle(src int, b []byte, now time.Duration) {
 
 // validate checks r completely against the server's state and decodes push
 // values; it returns the reason for rejecting r, or "".
-func (s *Server) validate(r *request) string {
+func (s *Server) validate(r *request, payload []float32) string {
 	m := &r.msg
 	switch m.kind {
 	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindPushPull, kindPushPullK, kindDone:
@@ -278,10 +336,17 @@ func (s *Server) validate(r *request) string {
 			return fmt.Sprintf("keys %d..%d not within the server's range %v", m.keys[0], m.keys[n-1], s.rng)
 		}
 	}
+	if m.valuesFollow != (payload != nil) || len(payload) != m.n && payload != nil {
+		return fmt.Sprintf("%d values apart, header announces %d (apart: %v)", len(payload), m.n, m.valuesFollow)
+	}
 	if m.kind.isPush() {
-		r.vals = m.floatsView(r.valBuf)
-		if cap(r.vals) > cap(r.valBuf) && !m.viewed(r.vals) {
-			r.valBuf = r.vals[:0]
+		if m.valuesFollow {
+			r.vals = payload
+		} else {
+			r.vals = m.floatsView(r.valBuf)
+			if cap(r.vals) > cap(r.valBuf) && !m.viewed(r.vals) {
+				r.valBuf = r.vals[:0]
+			}
 		}
 		if i := firstNonFinite(r.vals); i >= 0 {
 			k := m.lo + int64(i)
@@ -307,16 +372,35 @@ func (s *Server) serve(r *request, now time.Duration) {
 		s.stats.Pulls++
 		s.stats.Staleness.Add(st)
 		var vals []float32
-		if m.kind == kindPullRange {
+		keyed := m.kind == kindPullKeys
+		if !keyed {
 			vals = s.upd.w[m.lo-int64(s.rng.Lo) : m.hi-int64(s.rng.Lo)]
 		} else {
-			s.keyed = s.keyed[:0]
-			for _, k := range m.keys {
-				s.keyed = append(s.keyed, s.upd.w[k-int64(s.rng.Lo)])
+			g := s.keyed[:0]
+			if m.replyApart {
+				g = s.replyBuf[w][:0]
 			}
-			vals = s.keyed
+			for _, k := range m.keys {
+				g = append(g, s.upd.w[k-int64(s.rng.Lo)])
+			}
+			if m.replyApart {
+				s.replyBuf[w] = g
+			} else {
+				s.keyed = g
+			}
+			vals = g
 		}
-		s.emit(s.workerRank(w), appendValuesReply(s.next(), uint32(st), held, vals))
+		if !m.replyApart {
+			s.emit(s.workerRank(w), appendValuesReply(s.next(), uint32(st), held, vals))
+			return
+		}
+		s.emit(s.workerRank(w), appendValuesHeader(s.next(), uint32(st), held, len(vals)))
+		o := &s.out[len(s.out)-1]
+		o.Vals = vals
+		s.stats.BytesSent += 4 * int64(len(vals))
+		if !keyed {
+			s.viewing = append(s.viewing, len(s.out)-1)
+		}
 		return
 	case kindPushRange, kindPushKeys:
 		s.ctl.Pushed(w, now)
@@ -330,7 +414,7 @@ func (s *Server) serve(r *request, now time.Duration) {
 		s.applyPush(r)
 		p := s.acquire(w, r)
 		p.worker, p.arrived = w, r.arrived
-		p.msg = message{kind: kindPullRange, clock: m.clock + 1, lo: m.lo, hi: m.hi, n: m.n}
+		p.msg = message{kind: kindPullRange, clock: m.clock + 1, lo: m.lo, hi: m.hi, n: m.n, replyApart: m.replyApart}
 		if m.kind == kindPushPullK {
 			p.keyBuf = append(p.keyBuf[:0], m.keys...)
 			p.msg.kind, p.msg.keys = kindPullKeys, p.keyBuf
@@ -382,4 +466,16 @@ func (s *Server) reject(src int, kind msgKind, reason string) {
 		s.stats.Rejections = append(s.stats.Rejections, text)
 	}
 	s.emit(src, appendError(s.next(), codeRejected, text))
+}
+
+// detach gives the batch's replies that view the weights a copy of their
+// own (in the worker's reply buffer), before the weights change.
+func (s *Server) detach() {
+	for _, i := range s.viewing {
+		o := &s.out[i]
+		w := o.To - s.cfg.Servers
+		s.replyBuf[w] = append(s.replyBuf[w][:0], o.Vals...)
+		o.Vals = s.replyBuf[w]
+	}
+	s.viewing = s.viewing[:0]
 }

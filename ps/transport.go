@@ -27,6 +27,37 @@ type Transport interface {
 
 var _ Transport = collectives.Comm(nil)
 
+// floatTransport is what a Transport needs, besides byte messages, to move
+// float32 values apart from their headers (see flagValuesFollow): the
+// sender's slice goes to the receiver's without staging copies (the MPI
+// transport pins both in place). Every collectives.Comm is one.
+type floatTransport interface {
+	Isend(buf []float32, to, tag int) (collectives.Request, error)
+	Irecv(buf []float32, from, tag int) (collectives.Request, error)
+}
+
+var _ floatTransport = collectives.Comm(nil)
+
+// sendFloats sends vs to rank `to` on PayloadTag and waits until vs may be
+// reused.
+func sendFloats(ft floatTransport, vs []float32, to int) error {
+	r, err := ft.Isend(vs, to, PayloadTag)
+	if err != nil {
+		return err
+	}
+	return r.Wait()
+}
+
+// recvFloats receives exactly len(dst) float32s from rank `from` on
+// PayloadTag into dst.
+func recvFloats(ft floatTransport, dst []float32, from int) error {
+	r, err := ft.Irecv(dst, from, PayloadTag)
+	if err != nil {
+		return err
+	}
+	return r.Wait()
+}
+
 // RunServer serves this rank's key range until every worker has called Done.
 // initial is the full model (length P, the same on every rank); the server
 // copies its own range out of it and never writes to it. The final weights
@@ -52,6 +83,7 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 	}
 	start := cfg.Now()
 	now := func() time.Duration { return cfg.Now().Sub(start) }
+	ft, _ := c.(floatTransport)
 	for !s.Finished() {
 		// Poll with a quarter of the timeout, so that keep-alives and the
 		// missing-worker check run on time whatever the transport's default.
@@ -61,7 +93,16 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 			return s.Stats(t), fmt.Errorf("ps server rank %d: receive: %w", s.rank, err)
 		}
 		if err == nil {
-			if err := sendAll(c, s.Step(src, b, t)); err != nil {
+			// Values that follow apart go straight into the server's buffer.
+			var payload []float32
+			if ft != nil {
+				if payload = s.PayloadFor(src, b); payload != nil {
+					if err := recvFloats(ft, payload, src); err != nil {
+						return s.Stats(now()), fmt.Errorf("ps server rank %d: values from rank %d: %w", s.rank, src, err)
+					}
+				}
+			}
+			if err := sendAll(c, s.StepWith(src, b, payload, t)); err != nil {
 				return s.Stats(now()), err
 			}
 		}
@@ -84,6 +125,15 @@ func sendAll(c Transport, out []Outgoing) error {
 	for _, o := range out {
 		if err := c.SendBytes(o.Msg, o.To, ReplyTag); err != nil {
 			return fmt.Errorf("ps server rank %d: reply to rank %d: %w", c.Rank(), o.To, err)
+		}
+		if o.Vals != nil {
+			ft, ok := c.(floatTransport)
+			if !ok { // unreachable: only a worker on a float transport asks for values apart
+				return fmt.Errorf("ps server rank %d: reply to rank %d: values apart on a bytes-only transport", c.Rank(), o.To)
+			}
+			if err := sendFloats(ft, o.Vals, o.To); err != nil {
+				return fmt.Errorf("ps server rank %d: values to rank %d: %w", c.Rank(), o.To, err)
+			}
 		}
 	}
 	return nil

@@ -42,6 +42,23 @@ import (
 const (
 	RequestTag = 30701
 	ReplyTag   = 30702
+	// PayloadTag carries out-of-band float32 values (see flagValuesFollow).
+	PayloadTag = 30703
+)
+
+// Flags in the kind byte. On a transport that also moves float32 buffers
+// (Isend/Irecv, as every collectives.Comm does), float32 values travel as
+// a separate message on PayloadTag straight from the sender's slice into
+// the receiver's (no encoding, decoding or staging copies):
+//
+//   - flagValuesFollow on a push (float32 only) or a values reply: the
+//     message carries no values; n float32s follow on PayloadTag.
+//   - flagReplyApart on a pull or push+pull: the worker asks for its values
+//     reply with flagValuesFollow.
+const (
+	flagValuesFollow = 0x80
+	flagReplyApart   = 0x40
+	kindMask         = 0x3f
 )
 
 const wireVersion = 2
@@ -169,18 +186,21 @@ func (h helloInfo) diff(want helloInfo) string {
 
 // message is a decoded ps message. Which fields are set depends on kind.
 type message struct {
-	kind      msgKind
-	clock     uint32
-	enc       Encoding
-	lo, hi    int64   // pull range [lo,hi); push range lo (hi = lo+n)
-	n         int     // number of keys and/or values
-	keys      []int64 // pull/push keys
-	raw       []byte  // the n values, still encoded (aliases the input)
-	hello     helloInfo
-	staleness uint32
-	held      time.Duration
-	code      uint8
-	text      string
+	kind   msgKind
+	clock  uint32
+	enc    Encoding
+	lo, hi int64   // pull range [lo,hi); push range lo (hi = lo+n)
+	n      int     // number of keys and/or values
+	keys   []int64 // pull/push keys
+	raw    []byte  // the n values, still encoded (aliases the input); nil if they follow apart
+	// valuesFollow: the n float32 values come as a message of their own on
+	// PayloadTag; replyApart: the sender wants its values reply that way.
+	valuesFollow, replyApart bool
+	hello                    helloInfo
+	staleness                uint32
+	held                     time.Duration
+	code                     uint8
+	text                     string
 }
 
 // --- encoding -----------------------------------------------------------
@@ -284,6 +304,24 @@ func appendPushKeysKind(b []byte, kind msgKind, clock uint32, enc Encoding, keys
 	return appendKeys(b, keys)
 }
 
+// appendPushRangeApart is a push range (or push+pull) header whose n
+// float32 values follow apart.
+func appendPushRangeApart(b []byte, kind msgKind, clock uint32, lo int64, n int) []byte {
+	b = append(b, byte(kind)|flagValuesFollow, byte(Float32), 0, 0)
+	b = appendU32(b, clock)
+	b = appendU64(b, uint64(lo))
+	return appendU32(b, uint32(n))
+}
+
+// appendPushKeysApart is a push keys (or push+pull keys) header whose
+// float32 values follow apart.
+func appendPushKeysApart(b []byte, kind msgKind, clock uint32, keys []int64) []byte {
+	b = append(b, byte(kind)|flagValuesFollow, byte(Float32), 0, 0)
+	b = appendU32(b, clock)
+	b = appendU32(b, uint32(len(keys)))
+	return appendKeys(b, keys)
+}
+
 func appendDone(b []byte, clock uint32) []byte {
 	return appendU32(append(b, byte(kindDone)), clock)
 }
@@ -298,6 +336,14 @@ func appendValuesReply(b []byte, staleness uint32, held time.Duration, vs []floa
 	b = appendU64(b, uint64(held))
 	b = appendU32(b, uint32(len(vs)))
 	return appendValues(b, vs, Float32)
+}
+
+// appendValuesHeader is a values reply whose n float32s follow apart.
+func appendValuesHeader(b []byte, staleness uint32, held time.Duration, n int) []byte {
+	b = append(b, byte(kindValues)|flagValuesFollow)
+	b = appendU32(b, staleness)
+	b = appendU64(b, uint64(held))
+	return appendU32(b, uint32(n))
 }
 
 func appendError(b []byte, code uint8, text string) []byte {

@@ -32,6 +32,13 @@ type Worker struct {
 	split   []int     // splitKeys' bounds, reused
 	upd     Update    // the update the filters rewrite (a field: no allocation per push)
 	reply   message   // the reply being handled
+
+	// ft moves float32 values apart from their headers (nil: inline);
+	// pay is the payload the current build call wants sent after its
+	// header, sends the payload sends in flight.
+	ft    floatTransport
+	pay   []float32
+	sends []collectives.Request
 }
 
 // NewWorker connects worker rank c.Rank() (>= cfg.Servers) to the servers of
@@ -52,6 +59,9 @@ func NewWorker(c Transport, cfg Config, p int) (*Worker, error) {
 		return nil, fmt.Errorf("ps: NewWorker: model size %d (at most 2^32-1 keys per server): %w", p, ErrConfig)
 	}
 	w := &Worker{c: c, cfg: cfg, rank: c.Rank(), p: p, ranges: Partition(p, cfg.Servers)}
+	if ft, ok := c.(floatTransport); ok && !cfg.InlineValues {
+		w.ft = ft
+	}
 	w.stats.Rank = w.rank
 	for _, f := range cfg.Filters {
 		w.filters = append(w.filters, f.NewFilter(p))
@@ -80,14 +90,13 @@ func (w *Worker) Pull(dst []float32) error {
 	}
 	return w.pull("pull", func(i int, b []byte) []byte {
 		r := w.ranges[i]
-		return appendPullRange(b, uint32(w.clock), int64(r.Lo), int64(r.Hi))
+		return w.apart(appendPullRange(b, uint32(w.clock), int64(r.Lo), int64(r.Hi)))
 	}, func(i int, m *message) error {
 		r := w.ranges[i]
 		if err := w.expect(i, m, kindValues, r.Len()); err != nil {
 			return err
 		}
-		m.floatsInto(dst[r.Lo:r.Hi])
-		return nil
+		return w.valuesInto(i, m, dst[r.Lo:r.Hi])
 	})
 }
 
@@ -100,14 +109,39 @@ func (w *Worker) PullKeys(keys []int64, dst []float32) error {
 	}
 	split := w.splitKeys(keys)
 	return w.pull("pull keys", func(i int, b []byte) []byte {
-		return appendPullKeys(b, uint32(w.clock), keys[split[i]:split[i+1]])
+		return w.apart(appendPullKeys(b, uint32(w.clock), keys[split[i]:split[i+1]]))
 	}, func(i int, m *message) error {
 		if err := w.expect(i, m, kindValues, split[i+1]-split[i]); err != nil {
 			return err
 		}
-		m.floatsInto(dst[split[i]:split[i+1]])
-		return nil
+		return w.valuesInto(i, m, dst[split[i]:split[i+1]])
 	})
+}
+
+// apart asks, on a float transport, for the values reply of request b to
+// come apart.
+func (w *Worker) apart(b []byte) []byte {
+	if w.ft != nil {
+		b[0] |= flagReplyApart
+	}
+	return b
+}
+
+// valuesInto puts server i's values reply m into dst: decoded from m, or
+// received apart straight into dst.
+func (w *Worker) valuesInto(i int, m *message, dst []float32) error {
+	if !m.valuesFollow {
+		m.floatsInto(dst)
+		return nil
+	}
+	if w.ft == nil {
+		return fmt.Errorf("server rank %d sent values apart unasked: %w", i, ErrBadMessage)
+	}
+	if err := recvFloats(w.ft, dst, i); err != nil {
+		return fmt.Errorf("values from server rank %d: %w", i, err)
+	}
+	w.stats.BytesReceived += 4 * int64(len(dst))
+	return nil
 }
 
 func (w *Worker) pull(op string, build func(int, []byte) []byte, onReply func(int, *message) error) error {
@@ -240,12 +274,25 @@ func (w *Worker) push(op string, u Update, unfiltered int64, dst []float32) erro
 	}
 	sent := w.stats.BytesSent
 	held, st := time.Duration(0), 0
+	apart := w.ft != nil && u.Encoding == Float32
 	err := w.exchange(op, func(i int, b []byte) []byte {
-		if u.Dense {
-			r := w.ranges[i]
-			return appendPushRangeKind(b, rangeKind, uint32(w.clock), u.Encoding, int64(r.Lo), u.Values[r.Lo:r.Hi])
+		lo, hi := split0(u.Dense, w.ranges[i], split, i)
+		switch {
+		case apart && u.Dense:
+			b = appendPushRangeApart(b, rangeKind, uint32(w.clock), int64(lo), hi-lo)
+			w.pay = u.Values[lo:hi]
+		case apart:
+			b = appendPushKeysApart(b, keysKind, uint32(w.clock), u.Keys[lo:hi])
+			w.pay = u.Values[lo:hi]
+		case u.Dense:
+			b = appendPushRangeKind(b, rangeKind, uint32(w.clock), u.Encoding, int64(lo), u.Values[lo:hi])
+		default:
+			b = appendPushKeysKind(b, keysKind, uint32(w.clock), u.Encoding, u.Keys[lo:hi], u.Values[lo:hi])
 		}
-		return appendPushKeysKind(b, keysKind, uint32(w.clock), u.Encoding, u.Keys[split[i]:split[i+1]], u.Values[split[i]:split[i+1]])
+		if fused {
+			b = w.apart(b)
+		}
+		return b
 	}, func(i int, m *message) error {
 		held = max(held, m.held)
 		if !fused {
@@ -256,8 +303,7 @@ func (w *Worker) push(op string, u Update, unfiltered int64, dst []float32) erro
 		if err := w.expect(i, m, kindValues, hi-lo); err != nil {
 			return err
 		}
-		m.floatsInto(dst[lo:hi])
-		return nil
+		return w.valuesInto(i, m, dst[lo:hi])
 	})
 	if err != nil {
 		return err
@@ -338,14 +384,32 @@ func (w *Worker) exchange(op string, build func(int, []byte) []byte, onReply fun
 }
 
 func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply func(int, *message) error) error {
+	w.sends = w.sends[:0]
 	for i := range w.ranges {
+		w.pay = nil
 		b := build(i, w.out[:0])
 		w.out = b[:0]
 		w.stats.BytesSent += int64(len(b))
 		if err := w.c.SendBytes(b, i, RequestTag); err != nil {
 			return fmt.Errorf("ps worker rank %d: %s: send to server rank %d: %w", w.rank, op, i, err)
 		}
+		if w.pay != nil {
+			// The values follow straight from the caller's slice.
+			r, err := w.ft.Isend(w.pay, i, PayloadTag)
+			if err != nil {
+				return fmt.Errorf("ps worker rank %d: %s: values to server rank %d: %w", w.rank, op, i, err)
+			}
+			w.sends = append(w.sends, r)
+			w.stats.BytesSent += 4 * int64(len(w.pay))
+		}
 	}
+	w.pay = nil
+	for _, r := range w.sends {
+		if err := r.Wait(); err != nil {
+			return fmt.Errorf("ps worker rank %d: %s: values to a server: %w", w.rank, op, err)
+		}
+	}
+	w.sends = w.sends[:0]
 	for i := range w.ranges {
 		var err error
 		if w.reply, err = w.await(i, op); err != nil {

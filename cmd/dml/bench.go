@@ -15,9 +15,9 @@ import (
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n")
+		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n")
 		if len(args) == 0 {
-			return usageErr("bench: which benchmark? (allreduce or consistency)")
+			return usageErr("bench: which benchmark? (allreduce, consistency or ps)")
 		}
 		return nil
 	}
@@ -26,8 +26,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return cmdBenchAllreduce(args[1:], stdout)
 	case "consistency":
 		return cmdBenchConsistency(args[1:], stdout)
+	case "ps":
+		return cmdBenchPS(args[1:], stdout)
 	}
-	return usageErr("bench: unknown mode %q (want allreduce or consistency)", args[0])
+	return usageErr("bench: unknown mode %q (want allreduce, consistency or ps)", args[0])
 }
 
 // sizeFlag is a byte count flag that accepts 4K/16M/1G suffixes.

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dml-project/dml/bench"
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
+)
+
+// psBenchFlags parses `dml bench ps` flags into a bench.PSConfig and the
+// output format; every problem is a usage error (exit 2).
+func psBenchFlags(args []string, stdout io.Writer) (bench.PSConfig, string, error) {
+	cfg := bench.DefaultPSConfig()
+	fs := newFlags("bench ps", `Usage: mpirun -np N dml bench ps [flags]
+
+Push/pull throughput of the parameter server, as ps-lite's benchmark
+measures it: ranks 0..S-1 serve, the other ranks are workers that each
+push a gradient and pull the weights in a loop (-n timed round trips after
+-w warm-up ones). Dense: all --params keys each way; sparse: --keys K
+random keys of a model of --of N. One row per consistency model (--models)
+and filter (--filters): round trips/s per worker (mean and slowest), keys/s
+and GB/s moved by all workers, CPU cores busy per server and per worker
+rank (getrusage), and the share of a worker's time spent waiting in ps
+calls. --fused sends each push and pull as one request (PushPull).
+
+Examples:
+  mpirun -np 2 dml bench ps --params 235146
+  mpirun -np 3 dml bench ps --keys 5000 --of 1000000 --fused
+  mpirun -np 4 dml bench ps --servers 2 --models bsp,asp --filters none,fp16,sigmod:0.001`, stdout)
+	fs.IntVar(&cfg.Params, "params", cfg.Params, "dense: keys pushed and pulled each round trip (the model size)")
+	fs.IntVar(&cfg.Keys, "keys", 0, "sparse: keys per round trip (with --of)")
+	fs.IntVar(&cfg.Of, "of", 0, "sparse: model size the --keys are drawn from")
+	fs.IntVar(&cfg.Servers, "servers", cfg.Servers, "server ranks (0..S-1); the other ranks are workers")
+	fs.IntVar(&cfg.Iters, "n", cfg.Iters, "timed round trips per worker")
+	fs.IntVar(&cfg.Warmup, "w", cfg.Warmup, "warm-up round trips per worker (not timed)")
+	fs.BoolVar(&cfg.Fused, "fused", false, "one push+pull request per round trip (Worker.PushPull)")
+	models := fs.String("models", "bsp", "consistency models, comma-separated: bsp, ssp, asp, dssp")
+	filters := fs.String("filters", "none", "filters, comma-separated alternatives, '+' chains: none, fp16, bf16, sigmod:T, sigmod:T+fp16")
+	fs.IntVar(&cfg.Staleness, "staleness", cfg.Staleness, "SSP staleness bound")
+	fs.IntVar(&cfg.StalenessLow, "staleness-low", cfg.StalenessLow, "DSSP lower staleness bound")
+	fs.IntVar(&cfg.StalenessHigh, "staleness-high", cfg.StalenessHigh, "DSSP upper staleness bound")
+	timeout := fs.Duration("timeout", 60*time.Second, "parameter-server silence timeout")
+	format := fs.String("format", "table", "output format: table, csv or json")
+	if err := parse(fs, args); err != nil {
+		return cfg, "", err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["keys"] || set["of"] {
+		if set["params"] {
+			return cfg, "", usageErr("bench ps: give either --params N (dense) or --keys K --of N (sparse), not both")
+		}
+		cfg.Params = 0
+		if !set["keys"] || !set["of"] {
+			return cfg, "", usageErr("bench ps: a sparse run needs both --keys K and --of N")
+		}
+	}
+	cfg.Models = nil
+	for _, m := range strings.Split(*models, ",") {
+		c, err := ps.ParseConsistency(strings.TrimSpace(m))
+		if err != nil {
+			return cfg, "", usageErr("bench ps: --models: %v", err)
+		}
+		cfg.Models = append(cfg.Models, c)
+	}
+	var err error
+	if cfg.Filters, err = bench.ParsePSFilters(*filters); err != nil {
+		return cfg, "", usageErr("bench ps: --filters: %v", err)
+	}
+	if err := bench.CheckFormat(*format); err != nil {
+		return cfg, "", usageErr("bench ps: --format: %v", err)
+	}
+	cfg.Timeout = *timeout
+	if err := cfg.Validate(0); err != nil {
+		return cfg, "", usageErr("bench ps: %v", err)
+	}
+	return cfg, *format, nil
+}
+
+func cmdBenchPS(args []string, stdout io.Writer) error {
+	cfg, format, err := psBenchFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	return withWorld(func(c collectives.Comm) error {
+		if err := cfg.Validate(c.Size()); err != nil {
+			return usageErr("bench ps: %v", err)
+		}
+		var pw *bench.PSWriter
+		if c.Rank() == cfg.Servers {
+			if format == "table" {
+				what := fmt.Sprintf("dense, %d keys", cfg.Params)
+				if cfg.Sparse() {
+					what = fmt.Sprintf("sparse, %d random keys of %d", cfg.Keys, cfg.Of)
+				}
+				fmt.Fprintf(stdout, "# dml bench ps: %s, %d server(s), %d worker(s), %d round trips after %d warm-up\n",
+					what, cfg.Servers, c.Size()-cfg.Servers, cfg.Iters, cfg.Warmup)
+			}
+			pw, _ = bench.NewPSWriter(stdout, format)
+		}
+		_, err := bench.RunPS(c, cfg, func(r bench.PSRow) { pw.Write(r) })
+		if pw != nil {
+			pw.Close()
+		}
+		return err
+	})
+}
