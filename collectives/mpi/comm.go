@@ -87,6 +87,9 @@ func LocalRank() int {
 // Setting DML_MPI_THREADS=multiple asks for MPI_THREAD_MULTIPLE instead of
 // MPI_THREAD_SERIALIZED (for the comparison in exchange_test.go).
 //
+// Waits follow DefaultWaitPolicy, or SpinWaitPolicy when DML_MPI_WAIT=spin
+// (SetWaitPolicy changes it later).
+//
 // Init raises GOMAXPROCS from 1 to 2 unless the GOMAXPROCS environment
 // variable is set (see the comment in the code: MPI waits are long cgo
 // calls, and with a single P each one makes the runtime wake a thread).
@@ -115,6 +118,15 @@ func Init() (*Comm, error) {
 			return
 		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout}
+		// Waits spin briefly, then yield, then sleep (WaitPolicy).
+		policy, err := waitPolicyFromEnv()
+		if err == nil {
+			err = SetWaitPolicy(policy)
+		}
+		if err != nil {
+			initErr = err
+			return
+		}
 		// Waits give the core away (sched_yield) only when this node's
 		// ranks outnumber its cores: then a spinning rank holds a core the
 		// rank it waits for needs. With a core each there is nobody to

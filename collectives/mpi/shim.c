@@ -1,5 +1,8 @@
 // The C half of the shim: see shim.go for why it exists.
+#define _GNU_SOURCE
 #include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 #include "shim.h"
 
@@ -43,19 +46,106 @@ int dml_allreduce_sum_f32(void *buf, int n) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
+// Waiting for a peer: spin, then yield, then sleep.
+//
+// A wait first spins on MPI_Test (or MPI_Iprobe) for dml_spin_ns, so that a
+// message that is nearly there (a ring step, a small AllReduce) is picked
+// up within a poll. Then, until dml_yield_ns have passed, it calls
+// sched_yield between polls (a runnable thread on this core, such as the
+// rank's own compute or an oversubscribed peer, gets it; with nobody to
+// yield to this is a spin with a system call). After that it sleeps between
+// polls, dml_sleep_min_ns at first and twice as long each time up to
+// dml_sleep_max_ns; once the wait has lasted 16 times that, the cap grows
+// with it, to a sixteenth of the time waited so far (at most 1/16 late),
+// up to dml_sleep_long_ns. Each sleep-and-poll costs about 20 µs of CPU on
+// a KVM guest (timer, two context switches, MPI progress), so a 100 µs cap
+// alone costs 15-20% of a core; a long wait (a peer still computing, a
+// parameter-server reply) costs a few per cent with the 1 ms cap, instead
+// of the whole core that the rank's compute needs. The
+// waiting thread's timer slack is set to 1 µs (prctl) so that the short
+// sleeps are not stretched by the default 50 µs slack.
+//
+// A negative dml_spin_ns means spin for ever (the pre-backoff policy, kept
+// for comparison: DML_MPI_WAIT=spin). When this node's ranks outnumber its
+// cores (dml_yield), the spin phase yields after its first 2000 polls, as
+// the earlier policy did.
+//
+// Deadlines: every poll is followed by a deadline check, and a sleep never
+// runs past the deadline, so a wait returns DML_TIMEOUT within about one
+// poll of it; a message that completes before the deadline is never
+// reported as a timeout.
+long long dml_spin_ns = 50000;
+long long dml_yield_ns = 200000;
+long long dml_sleep_min_ns = 10000;
+long long dml_sleep_max_ns = 100000;
+long long dml_sleep_long_ns = 1000000;
+
+static __thread int dml_slack_set;
+
+static long long dml_now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+typedef struct {
+	long long start, deadline, sleep, polls;
+} dml_backoff;
+
+static void dml_backoff_init(dml_backoff *b, double timeout) {
+	b->start = dml_now_ns();
+	if (!(timeout < 1e9)) timeout = 1e9; // also catches NaN; about 31 years
+	if (timeout < 0) timeout = 0;
+	b->deadline = b->start + (long long)(timeout * 1e9);
+	b->sleep = dml_sleep_min_ns;
+	b->polls = 0;
+}
+
+// dml_backoff_pause is called after a poll that found nothing: it returns
+// DML_TIMEOUT once the deadline has passed, else waits a little (per the
+// policy above) and returns 0, and the caller polls again.
+static int dml_backoff_pause(dml_backoff *b) {
+	long long now = dml_now_ns();
+	if (now >= b->deadline) return DML_TIMEOUT;
+	long long elapsed = now - b->start;
+	b->polls++;
+	if (dml_spin_ns < 0 || elapsed < dml_spin_ns) {
+		if (dml_yield && b->polls > 2000) sched_yield();
+		return 0;
+	}
+	if (elapsed < dml_yield_ns) {
+		sched_yield();
+		return 0;
+	}
+	if (!dml_slack_set) {
+		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+		dml_slack_set = 1;
+	}
+	long long d = b->sleep;
+	if (d > b->deadline - now) d = b->deadline - now;
+	struct timespec ts = {(time_t)(d / 1000000000LL), (long)(d % 1000000000LL)};
+	nanosleep(&ts, NULL); // an early return (a signal) only means an early poll
+	long long cap = elapsed / 16;
+	if (cap > dml_sleep_long_ns) cap = dml_sleep_long_ns;
+	if (cap < dml_sleep_max_ns) cap = dml_sleep_max_ns;
+	b->sleep *= 2;
+	if (b->sleep > cap) b->sleep = cap;
+	if (b->sleep < 1000) b->sleep = 1000;
+	return 0;
+}
+
 // dml_wait tests req until it completes or `timeout` seconds pass (then
-// DML_TIMEOUT). It spins on MPI_Test, yielding the core after a while so
-// that oversubscribed ranks (more ranks than cores) let each other run.
+// DML_TIMEOUT), backing off as described above.
 int dml_wait(MPI_Request *req, double timeout, int *count) {
-	double deadline = MPI_Wtime() + timeout;
+	dml_backoff b;
+	dml_backoff_init(&b, timeout);
 	MPI_Status st;
 	int flag = 0;
-	for (long spins = 0;; spins++) {
+	for (;;) {
 		int rc = MPI_Test(req, &flag, &st);
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
-		if ((spins & 1023) == 1023 && MPI_Wtime() > deadline) return DML_TIMEOUT;
-		if (dml_yield && spins > 2000) sched_yield();
+		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
 	return MPI_Get_count(&st, MPI_FLOAT, count);
 }
@@ -63,17 +153,17 @@ int dml_wait(MPI_Request *req, double timeout, int *count) {
 // dml_probe waits (with a deadline) for a byte message matching from/tag
 // (MPI_ANY_SOURCE/MPI_ANY_TAG allowed) and reports its source, tag, size.
 int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *count) {
-	double deadline = MPI_Wtime() + timeout;
+	dml_backoff b;
+	dml_backoff_init(&b, timeout);
 	MPI_Status st;
 	int flag = 0;
 	if (from < 0) from = MPI_ANY_SOURCE;
 	if (tag < 0) tag = MPI_ANY_TAG;
-	for (long spins = 0;; spins++) {
+	for (;;) {
 		int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st);
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
-		if ((spins & 1023) == 1023 && MPI_Wtime() > deadline) return DML_TIMEOUT;
-		if (dml_yield && spins > 2000) sched_yield();
+		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
 	*src = st.MPI_SOURCE;
 	*gottag = st.MPI_TAG;
@@ -95,13 +185,13 @@ void dml_error_string(int code, char *out, int *len) {
 int dml_cancel(MPI_Request *req, double timeout) {
 	int rc = MPI_Cancel(req);
 	if (rc != MPI_SUCCESS) return rc;
-	double deadline = MPI_Wtime() + timeout;
+	dml_backoff b;
+	dml_backoff_init(&b, timeout);
 	int flag = 0;
-	while (!flag) {
+	for (;;) {
 		rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
 		if (rc != MPI_SUCCESS) return rc;
-		if (!flag && MPI_Wtime() > deadline) return DML_TIMEOUT;
-		if (!flag) sched_yield();
+		if (flag) return MPI_SUCCESS;
+		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
-	return MPI_SUCCESS;
 }

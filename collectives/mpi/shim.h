@@ -6,6 +6,7 @@
 #define DML_TIMEOUT (-1)
 
 extern int dml_yield;
+extern long long dml_spin_ns, dml_yield_ns, dml_sleep_min_ns, dml_sleep_max_ns, dml_sleep_long_ns;
 
 int dml_online_cpus(void);
 int dml_init(int multiple, int *provided);
