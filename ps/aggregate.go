@@ -100,11 +100,14 @@ func (s *Server) applyRound() {
 	}
 	scale := float32(n)
 	if b.all || len(b.keys) == len(b.acc) {
-		// Dense: one vector step over the range.
-		divide(b.acc, scale)
-		clear(b.touched)
-		s.upd.dense(0, b.acc)
-		clear(b.acc)
+		// Dense: one vector step over the range, block by block so that
+		// each block is averaged, applied and cleared while in cache.
+		n := len(b.acc)
+		if n < parallelMin {
+			s.roundRange(scale, 0, n)
+		} else {
+			parallelFor(n, func(lo, hi int) { s.roundRange(scale, lo, hi) })
+		}
 		b.all = false
 	} else {
 		for _, j := range b.keys {
@@ -168,5 +171,35 @@ func scaleRange(acc []float32, by float32, lo, hi int) {
 	a := acc[lo:hi]
 	for i := range a {
 		a[i] *= by
+	}
+}
+
+// roundBlock is how many keys roundRange averages, applies and clears at a
+// time (acc, weights and state of a block stay in L1/L2).
+const roundBlock = 4096
+
+// roundRange finishes a dense BSP round on the keys [lo, hi) of the range:
+// the average (acc / scale), the optimizer step, the accumulator cleared.
+// Element-wise, so the bits do not depend on the blocks.
+func (s *Server) roundRange(scale float32, lo, hi int) {
+	b := s.bsp
+	for l := lo; l < hi; l += roundBlock {
+		h := min(l+roundBlock, hi)
+		acc := b.acc[l:h]
+		divideSerial(acc, scale)
+		s.upd.denseSerial(l, acc)
+		clear(acc)
+		clear(b.touched[l:h])
+	}
+}
+
+// divideSerial is divide on the calling goroutine.
+func divideSerial(acc []float32, scale float32) {
+	switch f, e := math.Frexp(float64(scale)); {
+	case scale == 1:
+	case f == 0.5 && e > -120 && e < 120:
+		scaleRange(acc, float32(math.Ldexp(1, 1-e)), 0, len(acc))
+	default:
+		divideRange(acc, scale, 0, len(acc))
 	}
 }

@@ -323,12 +323,62 @@ func TestParallelUpdateSameBits(t *testing.T) {
 func TestDivideSameBits(t *testing.T) {
 	vals := []float32{0, 1, -1, 3, 1e-45, -1e-45, 1.1754942e-38, 1.17549435e-38, 3.4028235e38, -2.5e-40, 0.1, 7.000001}
 	for _, scale := range []float32{1, 2, 3, 4, 5, 8, 64, 1024} {
-		acc := append([]float32(nil), vals...)
-		divide(acc, scale)
-		for i, v := range vals {
-			if want := v / scale; math.Float32bits(acc[i]) != math.Float32bits(want) {
-				t.Errorf("%g / %g = %g, want %g", v, scale, acc[i], want)
+		for _, f := range []func([]float32, float32){divide, divideSerial} {
+			acc := append([]float32(nil), vals...)
+			f(acc, scale)
+			for i, v := range vals {
+				if want := v / scale; math.Float32bits(acc[i]) != math.Float32bits(want) {
+					t.Errorf("%g / %g = %g, want %g", v, scale, acc[i], want)
+				}
 			}
+		}
+	}
+}
+
+// TestBSPRoundLongRangeSameBits: a BSP round over a range long enough to be
+// split over goroutines and blocks gives the bits of the serial average
+// and optimizer step, for 2 and 3 workers (scale a power of two or not).
+func TestBSPRoundLongRangeSameBits(t *testing.T) {
+	p := parallelMin + 4099
+	for _, workers := range []int{2, 3} {
+		cfg := Config{Consistency: BSP, Optimizer: optim.Momentum, Momentum: 0.9, LR: 0.1, WeightDecay: 1e-4}.withDefaults()
+		initial := make([]float32, p)
+		for i := range initial {
+			initial[i] = float32(i%13) * 0.1
+		}
+		s, err := NewServer(cfg, 0, workers+1, initial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads := make([][]float32, workers)
+		for w := range grads {
+			grads[w] = make([]float32, p)
+			for i := range grads[w] {
+				grads[w][i] = float32((i*7+w*3)%17-8) * 0.01
+			}
+			s.Step(w+1, appendHello(nil, helloFor(cfg, p)), 0)
+		}
+		for round := 0; round < 2; round++ {
+			for w := range grads {
+				if out := s.Step(w+1, appendPushRange(nil, uint32(round), Float32, 0, grads[w]), 0); len(out) != 1 || out[0].Msg[0] != byte(kindOK) {
+					t.Fatalf("push: %v", out)
+				}
+			}
+		}
+		want := append([]float32(nil), initial...)
+		state := make([]float32, p)
+		for round := 0; round < 2; round++ {
+			avg := make([]float32, p)
+			for i := range avg {
+				for w := range grads {
+					avg[i] += grads[w][i]
+				}
+				avg[i] /= float32(workers)
+			}
+			optim.Step(cfg.optimConfig(), want, avg, state)
+		}
+		if !slices.Equal(s.Stats(0).Weights, want) {
+			t.Errorf("%d workers: weights differ from the serial round", workers)
 		}
 	}
 }

@@ -50,3 +50,13 @@ func (u *updater) dense(off int, g []float32) {
 
 // at applies gradient g to the key at offset i of the range.
 func (u *updater) at(i int, g float32) { optim.StepAt(u.cfg, u.w, u.state, i, g) }
+
+// denseSerial is dense on the calling goroutine (for callers that split
+// the work themselves).
+func (u *updater) denseSerial(off int, g []float32) {
+	var state []float32
+	if u.state != nil {
+		state = u.state[off : off+len(g)]
+	}
+	optim.Step(u.cfg, u.w[off:off+len(g)], g, state)
+}
