@@ -79,8 +79,12 @@ func TestPushPullEqualsPushThenPull(t *testing.T) {
 								return false, err
 							}
 						}
-						if st := w.Stats(); st.Pushes != steps || st.Pulls != steps {
+						st := w.Stats()
+						if st.Pushes != steps || st.Pulls != steps {
 							return false, fmt.Errorf("stats: %d pushes, %d pulls, want %d each", st.Pushes, st.Pulls, steps)
+						}
+						if filters == nil && (st.PushBytes != st.PushBytesUnfiltered || st.PushBytes == 0) {
+							return false, fmt.Errorf("unfiltered: push bytes %d, unfiltered %d", st.PushBytes, st.PushBytesUnfiltered)
 						}
 						return true, nil
 					})

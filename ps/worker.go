@@ -179,8 +179,12 @@ func (w *Worker) PushKeys(keys []int64, grads []float32) error {
 	return w.push("push keys", Update{Keys: keys, Values: grads}, w.unfilteredKeys(keys), nil)
 }
 
-// unfilteredKeys is what a keyed push of keys takes on the wire unfiltered.
+// unfilteredKeys is what a keyed push of keys takes on the wire unfiltered;
+// -1 (the bytes sent) when the worker has no filters.
 func (w *Worker) unfilteredKeys(keys []int64) int64 {
+	if len(w.filters) == 0 {
+		return -1
+	}
 	split := w.splitKeys(keys)
 	unfiltered := int64(0)
 	for i := range w.ranges {
@@ -311,6 +315,9 @@ func (w *Worker) push(op string, u Update, unfiltered int64, dst []float32) erro
 	w.clock++
 	w.stats.Pushes++
 	w.stats.PushBytes += w.stats.BytesSent - sent
+	if unfiltered < 0 { // no filters: what was sent
+		unfiltered = w.stats.BytesSent - sent
+	}
 	w.stats.PushBytesUnfiltered += unfiltered
 	w.stats.HeldSeconds += held.Seconds()
 	if fused {
