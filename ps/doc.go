@@ -42,6 +42,31 @@
 //     consistency and liveness rules are tested on a fake clock.
 //   - worker.go, worker_check.go: the worker side (its wait bookkeeping,
 //     serverWait, is pure too); stats.go: what both measure.
+//   - parallel.go: element-wise work over long ranges, split over cores.
+//
+// A worker may also fuse a step's push and the next pull into one request
+// per server (Worker.PushPull, PushPullKeys): the server applies the push
+// and answers with the weights once the consistency model lets the worker
+// go on; under BSP the bits are those of Push then Pull.
+//
+// # Wire path
+//
+// Headers are byte messages (wire.go). On a transport that also moves
+// float32 buffers (Isend/Irecv: every collectives.Comm), float32 values
+// travel apart on PayloadTag, straight from the worker's gradient slice
+// into a server-owned buffer and from the server's weights into the
+// worker's destination slice: no encoding, decoding or staging copy (the
+// MPI transport pins both ends). A reply viewing the weights is copied
+// only when a later request of the same batch changes them. Inline values
+// (fp16/bf16 pushes, bytes-only transports, Config.InlineValues) are
+// aligned so that a server views float32 pushes in place. Requests, key
+// lists and value buffers are reused per worker: Server.Step and the
+// worker's calls allocate nothing per message in steady state (tests use
+// testing.AllocsPerRun); what a transport allocates per receive is its
+// own. Element-wise work over ranges of 128K keys and more (updates, BSP
+// sums and averages) is split over cores (parallel.go), with the same bits.
+// Waiting happens only inside the transport's receive and Request.Wait
+// (for MPI, the shim's wait policy), never in a Go loop of the package.
 //
 // # Faults
 //
