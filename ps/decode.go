@@ -226,13 +226,28 @@ func (m *message) floatsInto(dst []float32) {
 		for i := range dst {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
-	case Float16:
-		for i := range dst {
-			dst[i] = Float16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+	case Float16, BFloat16:
+		raw = raw[:2*len(dst)]
+		if littleEndian && len(dst) > 0 && uintptr(unsafe.Pointer(&raw[0]))%2 == 0 {
+			u := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), len(dst))
+			if m.enc == Float16 {
+				for i, h := range u {
+					dst[i] = Float16ToFloat32(h)
+				}
+			} else {
+				for i, h := range u {
+					dst[i] = BFloat16ToFloat32(h)
+				}
+			}
+			return
 		}
-	case BFloat16:
 		for i := range dst {
-			dst[i] = BFloat16ToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+			h := binary.LittleEndian.Uint16(raw[2*i:])
+			if m.enc == Float16 {
+				dst[i] = Float16ToFloat32(h)
+			} else {
+				dst[i] = BFloat16ToFloat32(h)
+			}
 		}
 	}
 }

@@ -30,12 +30,11 @@ func Float32ToFloat16(f float32) uint16 {
 		// Normal float16: drop 13 mantissa bits with round to nearest even.
 		// A carry out of the mantissa bumps the exponent, and from the
 		// largest exponent to 0x7c00 = Inf, which is the correct overflow.
-		h := uint32(e)<<10 | mant>>13
-		rest := mant & 0x1fff
-		if rest > 0x1000 || (rest == 0x1000 && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
+		// Branch-free: add just under half an ulp, plus one when the kept
+		// part is odd (ties to even), then drop the 13 bits.
+		x := uint32(e)<<23 | mant
+		x += 0xfff + (x>>13)&1
+		return sign | uint16(x>>13)
 	}
 	// Subnormal float16 (or zero): the value is m * 2^(exp-150) with the
 	// implicit bit restored; in units of the float16 subnormal step 2^-24

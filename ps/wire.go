@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/dml-project/dml/kernels/optim"
 )
@@ -231,13 +233,30 @@ func appendValues(b []byte, vs []float32, enc Encoding) []byte {
 		for _, v := range vs {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 		}
-	case Float16:
-		for _, v := range vs {
-			b = binary.LittleEndian.AppendUint16(b, Float32ToFloat16(v))
+	case Float16, BFloat16:
+		n := len(b)
+		b = slices.Grow(b, 2*len(vs))[:n+2*len(vs)]
+		out := b[n:]
+		if littleEndian && len(vs) > 0 && uintptr(unsafe.Pointer(&out[0]))%2 == 0 {
+			// The wire order is the memory order: write uint16s in place.
+			u := unsafe.Slice((*uint16)(unsafe.Pointer(&out[0])), len(vs))
+			if enc == Float16 {
+				for i, v := range vs {
+					u[i] = Float32ToFloat16(v)
+				}
+			} else {
+				for i, v := range vs {
+					u[i] = Float32ToBFloat16(v)
+				}
+			}
+			return b
 		}
-	case BFloat16:
-		for _, v := range vs {
-			b = binary.LittleEndian.AppendUint16(b, Float32ToBFloat16(v))
+		for i, v := range vs {
+			h := Float32ToBFloat16(v)
+			if enc == Float16 {
+				h = Float32ToFloat16(v)
+			}
+			binary.LittleEndian.PutUint16(out[2*i:], h)
 		}
 	default:
 		panic(fmt.Sprintf("ps: appendValues: %v", enc))
