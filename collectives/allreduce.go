@@ -22,7 +22,8 @@ type Allreducer struct {
 	// (DefaultWindow if 0, at most 8).
 	Window int
 	// SkipLengthCheck turns off the ring's check that every rank passed the
-	// same length (one tiny all-gather per call). Recursive doubling and
+	// same length (one tiny all-gather, or native AllReduce, per call; about
+	// 0.9 µs at 2 ranks and 11 µs at 4 over MPI). Recursive doubling and
 	// MPI detect mismatches on their own.
 	SkipLengthCheck bool
 
