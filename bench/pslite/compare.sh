@@ -3,8 +3,10 @@
 # `dml bench ps`, and optionally an older dml binary, each case run in turn
 # (A/B alternating) ROUNDS times. Prints one line per run.
 #
-#   DML=bin/dml [DML_OLD=/tmp/dml-old] [ROUNDS=2] [WAITS="backoff spin"] bench/pslite/compare.sh
+#   DML=bin/dml [DML_OLD=/tmp/dml-old] [ROUNDS=2] [MODEL=asp] [WAITS="backoff spin"] bench/pslite/compare.sh
 #
+# MODEL is dml's consistency model (default asp: ps-lite's server applies
+# each push as it comes, with no barrier between workers; bsp adds one).
 # WAITS lists the MPI wait policies (DML_MPI_WAIT) to run dml under: each
 # gives its own dml line, labelled dml/POLICY (the old binary runs under
 # the first).
@@ -16,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 dml=${DML:-bin/dml}
 old=${DML_OLD:-}
 rounds=${ROUNDS:-2}
+model=${MODEL:-asp}
 read -r -a waits <<<"${WAITS:-backoff}"
 mpirun=(mpirun --allow-run-as-root --oversubscribe)
 lock=()
@@ -29,6 +32,7 @@ run_dml() { # bin label kind size workers fused wait
 	local bin=$1 label=$2 kind=$3 size=$4 workers=$5 fused=$6 wait=$7 args
 	if [ "$kind" = dense ]; then args=(--params "$size"); else args=(--keys 5000 --of "$size"); fi
 	[ "$fused" = fused ] && args+=(--fused)
+	args+=(--models "$model")
 	DML_MPI_WAIT=$wait "${lock[@]}" "${mpirun[@]}" -x DML_MPI_WAIT -np $((workers + 1)) "$bin" bench ps "${args[@]}" -n "$(iters "$size")" --format csv 2>&1 |
 		awk -F, -v l="$label/$wait" 'NR==2 { printf "%-14s %-20s W=%s %-9s %9.1f trips/s/worker  srvCPU %s wkrCPU %s\n", l, $1, $6, $4, $8, $12, $13 }'
 }
