@@ -34,16 +34,18 @@ type Config struct {
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
 	// BucketBytes caps the gradient buckets one AllReduce call sums
 	// (bucketPlan); 0: one bucket, the whole gradient.
-	BucketBytes int `json:"bucket_bytes"`
-	// Overlap reduces the buckets on a goroutine of its own while the
-	// backward pass goes on (host-memory gradients); off, they are reduced
-	// after it, with the same result.
-	Overlap   bool     `json:"overlap"`
-	PS        PSConfig `json:"ps"` // with Sync == SyncPS
-	EvalEvery int      `json:"eval_every"`
-	Straggle  Straggle `json:"straggle"`
+	BucketBytes int      `json:"bucket_bytes"`
+	PS          PSConfig `json:"ps"` // with Sync == SyncPS
+	EvalEvery   int      `json:"eval_every"`
+	Straggle    Straggle `json:"straggle"`
 
 	// Per-process settings, not compared between ranks.
+	//
+	// Overlap reduces the gradient buckets on a goroutine of its own while
+	// the backward pass goes on (host-memory gradients); off, they are
+	// reduced after it. The weights are the same either way, so ranks may
+	// differ (the command line decides per node, by its free cores).
+	Overlap bool          `json:"-"`
 	Timeout time.Duration `json:"-"`
 	Metrics string        `json:"-"` // JSON lines file (written by the reporting rank: 0, or the first worker under ps)
 	Save    string        `json:"-"` // .npz weights file (the reporting rank)

@@ -102,7 +102,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--bucket-mb", "NaN"}, "not a number of MiB"},
 		{[]string{"train", "--bucket-mb", "1e300"}, "want 0 (one bucket)"},
 		{[]string{"train", "--blas-threads", "0"}, "--blas-threads 0: want 1 to"},
-		{[]string{"train", "--overlap=maybe"}, "invalid boolean value"},
+		{[]string{"train", "--overlap=maybe"}, "want true, false or auto"},
 		{[]string{"train", "--backend", "cuda"}, "make build-cuda"},
 		{[]string{"train", "--precision", "fp16"}, `unknown precision "fp16"`},
 		{[]string{"eval", "--weights", "w.npz", "--backend", "tpu"}, `--backend "tpu"`},

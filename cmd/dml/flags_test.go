@@ -37,3 +37,29 @@ func TestFlagNamesMatch(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestSpareCoreForComm: --overlap auto turns the communication goroutine on
+// only where a rank has a core for it beside its BLAS threads.
+func TestSpareCoreForComm(t *testing.T) {
+	for _, c := range []struct {
+		cpus, online, local, threads int
+		want                         bool
+	}{
+		{1, 2, 2, 1, false},   // mpirun --bind-to core, 2 ranks on 2 cores
+		{2, 2, 2, 1, false},   // unbound, 2 ranks sharing 2 cores
+		{2, 2, 4, 1, false},   // 4 ranks on 2 cores, unbound
+		{1, 2, 4, 1, false},   // 4 ranks on 2 cores, bound
+		{16, 16, 2, 1, true},  // 2 ranks on a 16-core node
+		{8, 16, 2, 1, true},   // the same, bound to a socket each
+		{16, 16, 8, 1, true},  // 8 ranks × (1 + 1) = 16
+		{16, 16, 8, 2, false}, // 8 ranks × (2 + 1) > 16
+		{2, 2, 1, 1, true},    // one rank alone on 2 cores
+	} {
+		if got := spareCoreForComm(c.cpus, c.online, c.local, c.threads); got != c.want {
+			t.Errorf("%d of %d cpus, %d local ranks, %d threads: %v, want %v", c.cpus, c.online, c.local, c.threads, got, c.want)
+		}
+	}
+	if n := onlineCPUs(1); n < 1 {
+		t.Errorf("onlineCPUs: %d", n)
+	}
+}

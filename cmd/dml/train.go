@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,7 +236,7 @@ Examples:
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
       --model mlp --data fashion-mnist`, stdout)
-	registerTrainFlags(fs, &cfg)
+	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs, stderr)
 	if err := parse(fs, args); err != nil {
@@ -248,6 +249,14 @@ Examples:
 	cfg.Timeout = cf.timeout
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %s", flagError(err))
+	}
+	if overlap.mode == "auto" {
+		threads := cf.blasThreads
+		if n, err := strconv.Atoi(os.Getenv("OPENBLAS_NUM_THREADS")); err == nil && n > 0 {
+			threads = n
+		}
+		cpus := runtime.NumCPU()
+		cfg.Overlap = spareCoreForComm(cpus, onlineCPUs(cpus), mpi.LocalSize(), threads)
 	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {
@@ -278,7 +287,8 @@ Examples:
 // registerTrainFlags registers the flags of a training job (train and
 // bench consistency share them). Enumerations parse as they are set, into
 // the Config's typed fields.
-func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) {
+func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
+	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
 	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
@@ -301,10 +311,11 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) {
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
-	fs.BoolVar(&cfg.Overlap, "overlap", cfg.Overlap, "allreduce: reduce each bucket while the backward pass of earlier layers runs (--overlap=false: after it; same result)")
+	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
+	return overlap
 }
 
 // consistencyFlag parses --consistency into a ps.Consistency.
@@ -320,6 +331,73 @@ func (f consistencyFlag) String() string {
 func (f consistencyFlag) Set(s string) (err error) {
 	*f.v, err = ps.ParseConsistency(s)
 	return err
+}
+
+// overlapFlag parses --overlap: true, false or auto. auto is resolved by
+// resolveOverlap once the world (and --blas-threads) is known.
+type overlapFlag struct {
+	v    *bool
+	mode string
+}
+
+func (f *overlapFlag) String() string {
+	if f == nil || f.mode == "" {
+		return "auto"
+	}
+	return f.mode
+}
+
+func (f *overlapFlag) Set(s string) error {
+	switch s {
+	case "auto":
+	case "true", "false":
+		*f.v = s == "true"
+	default:
+		return fmt.Errorf("%q: want true, false or auto", s)
+	}
+	f.mode = s
+	return nil
+}
+
+// IsBoolFlag lets a bare --overlap mean true.
+func (f *overlapFlag) IsBoolFlag() bool { return true }
+
+// spareCoreForComm is --overlap auto: overlapping pays where the rank has a
+// core for the communication goroutine beside its compute threads. On the
+// 2-core machines of the README's table, with a rank per core, overlap was
+// no faster (the communication's copies and reductions need the core the
+// BLAS thread holds; see the README), so it stays off there. cpus is the
+// CPUs this process may run on (its affinity), online the node's; the
+// node's localRanks ranks are taken to be spread evenly over them.
+func spareCoreForComm(cpus, online, localRanks, threads int) bool {
+	share := localRanks
+	if cpus < online { // bound to a subset: the ranks bound to the same one
+		share = max(1, localRanks*cpus/online)
+	}
+	return cpus >= share*(threads+1)
+}
+
+// onlineCPUs is the node's CPU count (/sys/devices/system/cpu/online, a
+// list like "0-15,32-47"), or n when it cannot be read.
+func onlineCPUs(n int) int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return n
+	}
+	total := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z, err2 := a, error(nil)
+		if isRange {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return n
+		}
+		total += z - a + 1
+	}
+	return max(total, n)
 }
 
 // bucketFlag parses --bucket-mb (MiB, fractions allowed) into bytes.

@@ -71,6 +71,10 @@ func localRanks() int {
 	return 1
 }
 
+// LocalSize is the number of ranks on this node, as the launcher tells it,
+// or 1 when it does not.
+func LocalSize() int { return localRanks() }
+
 // LocalRank is this rank's index among the ranks on its node (for picking a
 // GPU), or 0 when the launcher does not say.
 func LocalRank() int {
