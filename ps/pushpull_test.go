@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 )
 
@@ -383,6 +384,47 @@ func TestBSPRoundLongRangeSameBits(t *testing.T) {
 		}
 		if !slices.Equal(s.Stats(0).Weights, want) {
 			t.Errorf("%d workers: weights differ from the serial round", workers)
+		}
+	}
+}
+
+// orderTransport answers a worker's requests from two fake servers: server
+// 1 answers at once, server 0 only once the worker has taken server 1's
+// reply (as when server 0 holds the worker until a peer moves, and that
+// peer waits for server 1, which is busy handing this worker its reply).
+type orderTransport struct {
+	queue [2][][]byte
+	taken [2]int
+}
+
+func (o *orderTransport) Rank() int { return 2 }
+func (o *orderTransport) Size() int { return 3 }
+func (o *orderTransport) SendBytes(b []byte, to, tag int) error {
+	o.queue[to] = append(o.queue[to], appendOK(nil, 0))
+	return nil
+}
+func (o *orderTransport) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	ready := func(s int) bool { return len(o.queue[s]) > o.taken[s] && (s == 1 || o.taken[1] > o.taken[0]) }
+	for _, s := range []int{1, 0} {
+		if (from == s || from < 0) && ready(s) {
+			o.taken[s]++
+			return o.queue[s][o.taken[s]-1], s, tag, nil
+		}
+	}
+	return nil, 0, 0, fmt.Errorf("nothing from %d: %w", from, collectives.ErrTimeout)
+}
+
+// TestWorkerTakesRepliesAsTheyCome: a worker collects its servers' replies
+// in the order they arrive, not in server order (which could deadlock).
+func TestWorkerTakesRepliesAsTheyCome(t *testing.T) {
+	cfg := Config{Servers: 2, Consistency: ASP, Timeout: 40 * time.Millisecond}
+	w, err := NewWorker(&orderTransport{}, cfg, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := w.Push(make([]float32, 10)); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
@@ -39,6 +40,9 @@ type Worker struct {
 	ft    floatTransport
 	pay   []float32
 	sends []collectives.Request
+
+	waits   []serverWait // per server, while collecting replies
+	replied []bool
 }
 
 // NewWorker connects worker rank c.Rank() (>= cfg.Servers) to the servers of
@@ -417,41 +421,64 @@ func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply
 		}
 	}
 	w.sends = w.sends[:0]
-	for i := range w.ranges {
-		var err error
-		if w.reply, err = w.await(i, op); err != nil {
-			return err
+	return w.collect(op, onReply)
+}
+
+// collect waits for every server's reply to the request just sent, in the
+// order they arrive, skipping keep-alives, and hands each to onReply. It
+// takes whichever server answers first: a server that is sending this
+// worker a reply (whose values it cannot hand over before the worker takes
+// them) must not wait behind another server that holds this worker, or
+// two servers and two workers can wait on each other in a cycle. It gives
+// up on a server that has been silent for 2*Timeout (see serverWait).
+func (w *Worker) collect(op string, onReply func(int, *message) error) error {
+	n := len(w.ranges)
+	if len(w.waits) != n {
+		w.waits, w.replied = make([]serverWait, n), make([]bool, n)
+	}
+	start := w.cfg.Now()
+	for i := range w.waits {
+		w.waits[i] = serverWait{server: i, limit: 2 * w.cfg.Timeout, last: start}
+		w.replied[i] = false
+	}
+	for left := n; left > 0; {
+		from := collectives.AnySource
+		if left == 1 {
+			from = slices.Index(w.replied, false)
 		}
-		if err := onReply(i, &w.reply); err != nil {
+		b, src, _, err := w.c.RecvBytesWithin(from, ReplyTag, w.cfg.Timeout/2)
+		now := w.cfg.Now()
+		if err != nil {
+			if !errors.Is(err, collectives.ErrTimeout) {
+				return fmt.Errorf("ps worker rank %d: %s: receiving replies: %w", w.rank, op, err)
+			}
+			for i, sw := range w.waits {
+				if !w.replied[i] && sw.expired(now) {
+					return fmt.Errorf("ps worker rank %d: %s: no reply from server rank %d for %v: %w",
+						w.rank, op, i, sw.silence(now).Round(time.Millisecond), err)
+				}
+			}
+			continue
+		}
+		if src < 0 || src >= n || w.replied[src] {
+			return fmt.Errorf("ps worker rank %d: %s: unexpected message from rank %d: %w", w.rank, op, src, ErrBadMessage)
+		}
+		w.stats.BytesReceived += int64(len(b))
+		m, keepAlive, err := w.waits[src].receive(b, now)
+		if err != nil {
+			return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
+		}
+		if keepAlive {
+			continue
+		}
+		w.replied[src] = true
+		left--
+		w.reply = m
+		if err := onReply(src, &w.reply); err != nil {
 			return fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
 		}
 	}
 	return nil
-}
-
-// await returns server i's reply, skipping keep-alives. It gives up when the
-// server has been silent for 2*Timeout (see serverWait).
-func (w *Worker) await(i int, op string) (message, error) {
-	sw := serverWait{server: i, limit: 2 * w.cfg.Timeout, last: w.cfg.Now()}
-	for {
-		b, _, _, err := w.c.RecvBytesWithin(i, ReplyTag, w.cfg.Timeout/2)
-		now := w.cfg.Now()
-		if err != nil {
-			if errors.Is(err, collectives.ErrTimeout) && !sw.expired(now) {
-				continue
-			}
-			return message{}, fmt.Errorf("ps worker rank %d: %s: no reply from server rank %d for %v: %w",
-				w.rank, op, i, sw.silence(now).Round(time.Millisecond), err)
-		}
-		w.stats.BytesReceived += int64(len(b))
-		m, keepAlive, err := sw.receive(b, now)
-		if err != nil {
-			return message{}, fmt.Errorf("ps worker rank %d: %s: %w", w.rank, op, err)
-		}
-		if !keepAlive {
-			return m, nil
-		}
-	}
 }
 
 // serverWait is a worker's bookkeeping while it waits for one server's
