@@ -30,7 +30,7 @@ func cpuTime(t *testing.T) time.Duration {
 // 300 ms) for measuring by hand.
 func TestWaitCostsLittleCPU(t *testing.T) {
 	if comm.Size() < 2 {
-		t.Skip("needs 2 ranks (runs under mpirun -np 2 and 4)")
+		t.Skip("needs 2 ranks: this is the 1-rank pass; the 2- and 4-rank jobs run it")
 	}
 	delay := 300 * time.Millisecond
 	if ms, err := strconv.Atoi(os.Getenv("DML_WAIT_CPU_MS")); err == nil && ms > 0 {
