@@ -256,7 +256,7 @@ Examples:
 			threads = n
 		}
 		cpus := runtime.NumCPU()
-		cfg.Overlap = spareCoreForComm(cpus, onlineCPUs(cpus), mpi.LocalSize(), threads)
+		cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
 	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {
@@ -375,29 +375,6 @@ func spareCoreForComm(cpus, online, localRanks, threads int) bool {
 		share = max(1, localRanks*cpus/online)
 	}
 	return cpus >= share*(threads+1)
-}
-
-// onlineCPUs is the node's CPU count (/sys/devices/system/cpu/online, a
-// list like "0-15,32-47"), or n when it cannot be read.
-func onlineCPUs(n int) int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return n
-	}
-	total := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		z, err2 := a, error(nil)
-		if isRange {
-			z, err2 = strconv.Atoi(hi)
-		}
-		if err1 != nil || err2 != nil || z < a {
-			return n
-		}
-		total += z - a + 1
-	}
-	return max(total, n)
 }
 
 // bucketFlag parses --bucket-mb (MiB, fractions allowed) into bytes.

@@ -75,6 +75,10 @@ func localRanks() int {
 // or 1 when it does not.
 func LocalSize() int { return localRanks() }
 
+// OnlineCPUs is the node's online CPU count (sysconf), whatever this
+// process's affinity: the figure Init compares the local ranks with.
+func OnlineCPUs() int { return int(C.dml_online_cpus()) }
+
 // LocalRank is this rank's index among the ranks on its node (for picking a
 // GPU), or 0 when the launcher does not say.
 func LocalRank() int {
@@ -136,7 +140,7 @@ func Init() (*Comm, error) {
 		// rank it waits for needs. With a core each there is nobody to
 		// yield to (2 ranks, 2 cores: no difference beyond noise).
 		C.dml_yield = 0
-		if localRanks() > int(C.dml_online_cpus()) {
+		if localRanks() > OnlineCPUs() {
 			C.dml_yield = 1
 		}
 		// With GOMAXPROCS=1 (mpirun binds each rank to one core when
