@@ -55,11 +55,14 @@ func bucketPlan(arch model.Arch, capBytes int) []bucket {
 	return append(plan, cur)
 }
 
-// bucketTimes are one step's AllReduce timings: busy is the time spent in
-// AllReduce calls, hidden the part of it that ran while the backward pass
-// was still running.
-type bucketTimes struct {
-	busy, hidden time.Duration
+// reduceBucket sums bucket i (buf) over the ranks, in a span: the one
+// AllReduce call of a bucket, made by the communication goroutine or, in
+// sequence, by Exchange.
+func reduceBucket(ar *collectives.Allreducer, tr trace.Tracer, i int, buf []float32) error {
+	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*len(buf)).Arg("bucket", i)
+	err := ar.Allreduce(buf, collectives.Sum)
+	sp.Err(err).End()
+	return err
 }
 
 // overlapper AllReduces a step's buckets on a goroutine of its own while
@@ -79,12 +82,18 @@ type overlapper struct {
 	ar   *collectives.Allreducer
 	tr   trace.Tracer
 	plan []bucket
-	jobs chan []float32  // a bucket to reduce
+	jobs chan bucketJob  // a bucket to reduce
 	done chan bucketDone // one per bucket, in order
 
 	// Used by the step's goroutine only.
 	grads []float32 // the gradient (and stats), host memory
 	next  int       // plan[next] is the next bucket to hand over
+}
+
+// bucketJob is bucket i of a step, to reduce in place.
+type bucketJob struct {
+	i   int
+	buf []float32
 }
 
 // bucketDone is one bucket's outcome: when its AllReduce ran, and its error
@@ -96,7 +105,7 @@ type bucketDone struct {
 
 func newOverlapper(ar *collectives.Allreducer, tr trace.Tracer, plan []bucket) *overlapper {
 	o := &overlapper{ar: ar, tr: tr, plan: plan,
-		jobs: make(chan []float32, len(plan)), done: make(chan bucketDone, len(plan))}
+		jobs: make(chan bucketJob, len(plan)), done: make(chan bucketDone, len(plan))}
 	go o.run()
 	return o
 }
@@ -105,18 +114,14 @@ func newOverlapper(ar *collectives.Allreducer, tr trace.Tracer, plan []bucket) *
 // they come, until close.
 func (o *overlapper) run() {
 	var failed error
-	i := 0
-	for buf := range o.jobs {
+	for job := range o.jobs {
 		if failed != nil {
 			o.done <- bucketDone{err: failed}
 			continue
 		}
 		t0 := time.Now()
-		sp := o.tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*len(buf)).Arg("bucket", i%len(o.plan))
-		failed = o.ar.Allreduce(buf, collectives.Sum)
-		sp.Err(failed).End()
+		failed = reduceBucket(o.ar, o.tr, job.i, job.buf)
 		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
-		i++
 	}
 }
 
@@ -130,15 +135,15 @@ func (o *overlapper) start(grads []float32) {
 func (o *overlapper) hook(_, lo, _ int) error {
 	for o.next < len(o.plan) && o.plan[o.next].lo >= lo {
 		b := o.plan[o.next]
-		o.jobs <- o.grads[b.lo:b.hi]
+		o.jobs <- bucketJob{i: o.next, buf: o.grads[b.lo:b.hi]}
 		o.next++
 	}
 	return nil
 }
 
-// wait returns bucket i's outcome (call it for i = 0, 1, … in order, once
-// the backward pass returned).
-func (o *overlapper) wait(i int) (bucketDone, error) {
+// wait returns the outcome of the next bucket, in the plan's order (call
+// it once per bucket, after the backward pass returned).
+func (o *overlapper) wait() (bucketDone, error) {
 	if o.next != len(o.plan) {
 		// Only a backward pass that failed leaves buckets behind, and then
 		// Exchange does not wait: reaching here is a bug in the hook.

@@ -203,10 +203,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	tr := s.j.tr
 	t0 := time.Now()
 	for i, bk := range s.plan {
-		sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
-		err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
-		sp.Err(err).End()
-		if err != nil {
+		if err := reduceBucket(s.ar, tr, i, buf[bk.lo:bk.hi]); err != nil {
 			return StepStats{}, err
 		}
 	}
@@ -244,7 +241,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 	var busy, hidden time.Duration
 	for i, bk := range s.plan {
 		if s.ov != nil {
-			d, err := s.ov.wait(i)
+			d, err := s.ov.wait()
 			if err != nil {
 				return StepStats{}, err
 			}
@@ -252,9 +249,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			hidden += hiddenPart(d.t0, d.t1, s.backwardEnd)
 		} else {
 			t0 := time.Now()
-			sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*(bk.hi-bk.lo)).Arg("bucket", i)
-			err := s.ar.Allreduce(buf[bk.lo:bk.hi], collectives.Sum)
-			sp.Err(err).End()
+			err := reduceBucket(s.ar, tr, i, buf[bk.lo:bk.hi])
 			busy += time.Since(t0)
 			if err != nil {
 				return StepStats{}, err
@@ -271,7 +266,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			// the communication goroutine's no more), and name the bad
 			// layers in the whole reduced gradient.
 			for j := i + 1; s.ov != nil && j < len(s.plan); j++ {
-				if _, err := s.ov.wait(j); err != nil {
+				if _, err := s.ov.wait(); err != nil {
 					return StepStats{}, err
 				}
 			}
