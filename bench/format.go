@@ -21,6 +21,37 @@ func CheckFormat(f string) error {
 	return fmt.Errorf("unknown format %q (want table, csv or json)", f)
 }
 
+// jsonArray writes values as the elements of one JSON array, each as it
+// comes (a run cut short still leaves every finished row on the output);
+// close writes the closing bracket, or [] when there were none.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (a *jsonArray) add(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if a.n == 0 {
+		sep = "[\n  "
+	}
+	a.n++
+	_, err = fmt.Fprintf(a.w, "%s%s", sep, b)
+	return err
+}
+
+func (a *jsonArray) close() error {
+	end := "\n]\n"
+	if a.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(a.w, end)
+	return err
+}
+
 // RowWriter writes rows as they come in one of Formats; Close ends the
 // output (the JSON array's closing bracket).
 type RowWriter struct {
@@ -28,7 +59,7 @@ type RowWriter struct {
 	format string
 	algo   string
 	csv    *csv.Writer
-	n      int
+	json   jsonArray
 }
 
 // NewRowWriter returns a writer for format (see Formats).
@@ -36,7 +67,7 @@ func NewRowWriter(w io.Writer, format string) (*RowWriter, error) {
 	if err := CheckFormat(format); err != nil {
 		return nil, err
 	}
-	rw := &RowWriter{w: w, format: format}
+	rw := &RowWriter{w: w, format: format, json: jsonArray{w: w}}
 	if format == "csv" {
 		rw.csv = csv.NewWriter(w)
 		rw.csv.Write([]string{"algo", "size", "count", "time_us", "algbw", "busbw", "wrong"})
@@ -46,7 +77,6 @@ func NewRowWriter(w io.Writer, format string) (*RowWriter, error) {
 
 // Write writes one row.
 func (rw *RowWriter) Write(r Row) error {
-	defer func() { rw.n++ }()
 	switch rw.format {
 	case "csv":
 		rw.csv.Write([]string{r.Algo, strconv.FormatInt(r.Size, 10), strconv.Itoa(r.Count),
@@ -55,16 +85,7 @@ func (rw *RowWriter) Write(r Row) error {
 		rw.csv.Flush()
 		return rw.csv.Error()
 	case "json":
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		sep := ",\n  "
-		if rw.n == 0 {
-			sep = "[\n  "
-		}
-		_, err = fmt.Fprintf(rw.w, "%s%s", sep, b)
-		return err
+		return rw.json.add(r)
 	}
 	if r.Algo != rw.algo {
 		rw.algo = r.Algo
@@ -79,12 +100,7 @@ func (rw *RowWriter) Write(r Row) error {
 // Close finishes the output.
 func (rw *RowWriter) Close() error {
 	if rw.format == "json" {
-		if rw.n == 0 {
-			_, err := io.WriteString(rw.w, "[]\n")
-			return err
-		}
-		_, err := io.WriteString(rw.w, "\n]\n")
-		return err
+		return rw.json.close()
 	}
 	return nil
 }

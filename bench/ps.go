@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
@@ -345,7 +344,7 @@ type PSWriter struct {
 	w      io.Writer
 	format string
 	csv    *csv.Writer
-	n      int
+	json   jsonArray
 }
 
 var psColumns = []string{"workload", "consistency", "filter", "mode", "servers", "workers", "keys",
@@ -356,7 +355,7 @@ func NewPSWriter(w io.Writer, format string) (*PSWriter, error) {
 	if err := CheckFormat(format); err != nil {
 		return nil, err
 	}
-	pw := &PSWriter{w: w, format: format}
+	pw := &PSWriter{w: w, format: format, json: jsonArray{w: w}}
 	switch format {
 	case "csv":
 		pw.csv = csv.NewWriter(w)
@@ -372,7 +371,6 @@ func NewPSWriter(w io.Writer, format string) (*PSWriter, error) {
 
 // Write writes one row.
 func (pw *PSWriter) Write(r PSRow) error {
-	defer func() { pw.n++ }()
 	f := func(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
 	switch pw.format {
 	case "csv":
@@ -382,16 +380,7 @@ func (pw *PSWriter) Write(r PSRow) error {
 		pw.csv.Flush()
 		return pw.csv.Error()
 	case "json":
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		sep := ",\n  "
-		if pw.n == 0 {
-			sep = "[\n  "
-		}
-		_, err = fmt.Fprintf(pw.w, "%s%s", sep, b)
-		return err
+		return pw.json.add(r)
 	}
 	_, err := fmt.Fprintf(pw.w, " %-22s %-5s %-16s %-9s %3d %3d %12.1f %10.1f %12.0f %7.3f %7.2f %7.2f %5.0f%%\n",
 		r.Workload, r.Consistency, r.Filter, r.Mode, r.Servers, r.Workers, r.TripsPerSec, r.TripsMin, r.KeysPerSec,
@@ -402,12 +391,7 @@ func (pw *PSWriter) Write(r PSRow) error {
 // Close finishes the output.
 func (pw *PSWriter) Close() error {
 	if pw.format == "json" {
-		if pw.n == 0 {
-			_, err := io.WriteString(pw.w, "[]\n")
-			return err
-		}
-		_, err := io.WriteString(pw.w, "\n]\n")
-		return err
+		return pw.json.close()
 	}
 	return nil
 }
