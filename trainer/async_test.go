@@ -11,6 +11,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // asyncDevice is deviceBackend with pinned host memory (HostAllocator) and
@@ -130,7 +131,7 @@ func TestAsyncDownloadSameWeights(t *testing.T) {
 		}
 		d := devs[r]
 		if !slices.Equal(got[r].Params, ref[r].Params) {
-			t.Errorf("rank %d: weights differ from the CPU backend's by %.3g", r, maxRelDiff(got[r].Params, ref[r].Params))
+			t.Errorf("rank %d: weights differ from the CPU backend's by %.3g", r, numtest.MaxRelDiff(got[r].Params, ref[r].Params))
 		}
 		if d.asyncs != layers*cfg.MaxSteps || d.waits != cfg.MaxSteps || d.notPinnedAsync != 0 {
 			t.Errorf("rank %d: %d queued downloads (%d not into pinned memory), %d waits in %d steps: want %d a step into pinned memory, 1 wait",
@@ -168,7 +169,7 @@ func TestOneRankKeepsGradientOnDevice(t *testing.T) {
 			t.Fatal(errs[0])
 		}
 		if !slices.Equal(got[0].Params, ref[0].Params) {
-			t.Errorf("async %v: weights differ from the CPU backend's by %.3g", async, maxRelDiff(got[0].Params, ref[0].Params))
+			t.Errorf("async %v: weights differ from the CPU backend's by %.3g", async, numtest.MaxRelDiff(got[0].Params, ref[0].Params))
 		}
 		// Per step: the batch upload and the stats download; besides: the
 		// initial and final weights and evaluation (under 10; a gradient

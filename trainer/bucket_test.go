@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -92,7 +93,7 @@ func TestOverlapSameBits(t *testing.T) {
 					on := mustRun(t, n, cfg)
 					for r := range on {
 						if !slices.Equal(on[r].Params, off[r].Params) {
-							t.Errorf("rank %d: overlapped weights differ from sequential ones (max rel %.3g)", r, maxRelDiff(on[r].Params, off[r].Params))
+							t.Errorf("rank %d: overlapped weights differ from sequential ones (max rel %.3g)", r, numtest.MaxRelDiff(on[r].Params, off[r].Params))
 						}
 						if !slices.Equal(on[r].Params, on[0].Params) {
 							t.Errorf("rank %d's weights differ from rank 0's", r)
@@ -126,7 +127,7 @@ func TestBucketedEquivalence(t *testing.T) {
 		ref := mustRun(t, 1, one)[0]
 		got := mustRun(t, n, cfg)
 		for r, res := range got {
-			if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+			if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
 				t.Errorf("ranks %d, rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", n, r, one.Batch, d)
 			}
 		}

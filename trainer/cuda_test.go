@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/cuda"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // plainBackend hides a backend's optional interfaces (HostAllocator,
@@ -68,7 +69,7 @@ func TestCUDAStagingSameBits(t *testing.T) {
 		for r := range ranks {
 			a, b := staged[r].Params, plain[r].Params
 			if !slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) {
-				t.Errorf("%d ranks, rank %d: staged weights differ from the plain path's by %.3g", ranks, r, maxRelDiff(a, b))
+				t.Errorf("%d ranks, rank %d: staged weights differ from the plain path's by %.3g", ranks, r, numtest.MaxRelDiff(a, b))
 			}
 			if staged[r].Epochs[0].Loss != plain[r].Epochs[0].Loss {
 				t.Errorf("%d ranks, rank %d: loss %v staged, %v plain", ranks, r, staged[r].Epochs[0].Loss, plain[r].Epochs[0].Loss)

@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // deviceBackend is the CPU backend behind buffers that hide their memory,
@@ -141,7 +142,7 @@ func TestDeviceBackendSameWeights(t *testing.T) {
 			}
 			for r := range got {
 				if !slices.Equal(got[r].Params, ref[r].Params) {
-					t.Errorf("rank %d: weights differ from the CPU backend's by %.3g", r, maxRelDiff(got[r].Params, ref[r].Params))
+					t.Errorf("rank %d: weights differ from the CPU backend's by %.3g", r, numtest.MaxRelDiff(got[r].Params, ref[r].Params))
 				}
 				if devs[r].live != 0 {
 					t.Errorf("rank %d: %d of %d buffers not freed", r, devs[r].live, devs[r].allocs)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // TestResume: N steps, export the TrainState, load it into fresh trainers,
@@ -41,7 +42,7 @@ func TestResume(t *testing.T) {
 				got := res[0]
 				if got.Steps != n+m || !slices.Equal(got.Params, want.Params) || !slices.Equal(got.State.OptState, want.State.OptState) {
 					t.Errorf("resumed after %d steps: %d steps, weights differ by %.3g from %d steps straight",
-						n, got.Steps, maxRelDiff(got.Params, want.Params), n+m)
+						n, got.Steps, numtest.MaxRelDiff(got.Params, want.Params), n+m)
 				}
 				if got.State.Position != want.State.Position {
 					t.Errorf("resumed run ends at %+v, straight at %+v", got.State.Position, want.State.Position)

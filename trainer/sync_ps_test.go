@@ -7,6 +7,7 @@ import (
 
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 func psCfg(consistency ps.Consistency, servers int) Config {
@@ -38,7 +39,7 @@ func TestPSBSPEqualsAllreduce(t *testing.T) {
 				ref := mustRun(t, workers, ar)[0]
 				got := mustRun(t, servers+workers, cfg)
 				for r, res := range got {
-					if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+					if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
 						t.Errorf("rank %d: weights differ from AllReduce's by %.3g", r, d)
 					}
 				}

@@ -3,7 +3,6 @@ package trainer
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -78,18 +78,6 @@ func mustRun(t *testing.T, n int, cfg Config) []*Result {
 	return res
 }
 
-// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
-func maxRelDiff(a, b []float32) float64 {
-	var scale, d float64 = 1, 0
-	for _, v := range b {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d / scale
-}
-
 // TestSyncEquivalence: synchronous training on N ranks with batch b gives
 // the weights of 1 rank with batch N·b (same sample order), for every
 // optimizer, including epochs whose last global batch is partial.
@@ -107,14 +95,14 @@ func TestSyncEquivalence(t *testing.T) {
 				ref := mustRun(t, 1, one)[0]
 				got := mustRun(t, n, cfg)
 				for r, res := range got {
-					if d := maxRelDiff(res.Params, ref.Params); d > 2e-5 {
+					if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
 						t.Errorf("rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", r, one.Batch, d)
 					}
-					if maxRelDiff(res.Params, got[0].Params) != 0 {
+					if numtest.MaxRelDiff(res.Params, got[0].Params) != 0 {
 						t.Errorf("rank %d's weights differ from rank 0's", r)
 					}
 				}
-				if d := maxRelDiff(ref.Params, ref.Arch.InitParams(cfg.Seed)); d < 1e-3 {
+				if d := numtest.MaxRelDiff(ref.Params, ref.Arch.InitParams(cfg.Seed)); d < 1e-3 {
 					t.Errorf("training barely moved the weights (%.3g): the comparison proves nothing", d)
 				}
 			})
@@ -130,10 +118,10 @@ func TestShuffleChangesOrder(t *testing.T) {
 	cfg.Shuffle = true
 	b := mustRun(t, 2, cfg)[0]
 	c := mustRun(t, 2, cfg)[0]
-	if maxRelDiff(a.Params, b.Params) == 0 {
+	if numtest.MaxRelDiff(a.Params, b.Params) == 0 {
 		t.Error("shuffled and unshuffled runs gave identical weights")
 	}
-	if maxRelDiff(b.Params, c.Params) != 0 {
+	if numtest.MaxRelDiff(b.Params, c.Params) != 0 {
 		t.Error("two shuffled runs with one seed differ: not deterministic")
 	}
 }
@@ -214,7 +202,7 @@ func TestMaxStepsZeroSavesInitialWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(arch.Sizes) != fmt.Sprint(res.Arch.Sizes) || maxRelDiff(params, res.Arch.InitParams(cfg.Seed)) != 0 {
+	if fmt.Sprint(arch.Sizes) != fmt.Sprint(res.Arch.Sizes) || numtest.MaxRelDiff(params, res.Arch.InitParams(cfg.Seed)) != 0 {
 		t.Fatalf("saved %v, want the initial weights of %v", arch.Sizes, res.Arch.Sizes)
 	}
 }

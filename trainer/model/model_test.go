@@ -12,18 +12,6 @@ import (
 	"github.com/dml-project/dml/trainer/data"
 )
 
-// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
-func maxRelDiff(a, b []float32) float64 {
-	var scale, d float64 = 1, 0
-	for _, v := range b {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d / scale
-}
-
 // TestGradHook: the backward pass reports each layer once, last layer
 // first; each report's range is that layer's weight and bias, the ranges
 // tile the gradient back to front, and everything from the reported

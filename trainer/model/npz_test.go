@@ -11,6 +11,7 @@ import (
 	"github.com/sbinet/npyio/npz"
 
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 func TestNPZRoundTrip(t *testing.T) {
@@ -24,7 +25,7 @@ func TestNPZRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Sizes) != 4 || got.Sizes[1] != 4 || got.Loss != SoftmaxCE || maxRelDiff(q, p) != 0 {
+	if len(got.Sizes) != 4 || got.Sizes[1] != 4 || got.Loss != SoftmaxCE || numtest.MaxRelDiff(q, p) != 0 {
 		t.Fatalf("read back %v, %d params", got.Sizes, len(q))
 	}
 }

@@ -5,7 +5,6 @@ package mpitest
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // TestMain, when `go test` started it outside mpirun, runs the MPI tests
@@ -89,7 +89,7 @@ func TestMPIPS(t *testing.T) {
 				t.Fatalf("reference rank %d: %v", r, err)
 			}
 		}
-		if d := maxRelDiff(got.Params, refs[0].Params); d > 2e-5 {
+		if d := numtest.MaxRelDiff(got.Params, refs[0].Params); d > 2e-5 {
 			t.Errorf("rank %d, %d servers: BSP weights differ from AllReduce's by %.3g", c.Rank(), servers, d)
 		}
 		for _, cons := range []ps.Consistency{ps.SSP, ps.ASP, ps.DSSP} {
@@ -136,7 +136,7 @@ func TestMPISyncEquivalence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := maxRelDiff(got.Params, ref.Params); d > 2e-5 {
+			if d := numtest.MaxRelDiff(got.Params, ref.Params); d > 2e-5 {
 				t.Errorf("rank %d, allreduce %s, buckets of %d bytes: weights differ from 1 rank × batch %d by %.3g",
 					c.Rank(), algo, bucketBytes, one.Batch, d)
 			}
@@ -158,16 +158,4 @@ func synthCfg() trainer.Config {
 	cfg.Shuffle = false
 	cfg.Opt.LR = 0.1
 	return cfg
-}
-
-// maxRelDiff is max_i |a_i − b_i| / max(1, max_j |b_j|).
-func maxRelDiff(a, b []float32) float64 {
-	var scale, d float64 = 1, 0
-	for _, v := range b {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d / scale
 }
