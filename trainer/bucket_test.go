@@ -121,16 +121,7 @@ func TestOverlapSameBits(t *testing.T) {
 // overlapped, still give 1 rank × batch N·b's weights.
 func TestBucketedEquivalence(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
-		cfg := bucketCfg()
-		one := cfg
-		one.Batch = cfg.Batch * n
-		ref := mustRun(t, 1, one)[0]
-		got := mustRun(t, n, cfg)
-		for r, res := range got {
-			if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
-				t.Errorf("ranks %d, rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", n, r, one.Batch, d)
-			}
-		}
+		got := checkOneRankEquivalent(t, n, bucketCfg())
 		if h := got[0].Epochs[0].CommHidden; h == nil || *h < 0 || *h > 1 {
 			t.Errorf("ranks %d: comm_hidden %v, want a share in [0,1]", n, h)
 		}

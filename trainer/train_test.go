@@ -78,6 +78,31 @@ func mustRun(t *testing.T, n int, cfg Config) []*Result {
 	return res
 }
 
+// checkOneRankEquivalent trains cfg on n ranks and on 1 rank with batch
+// n·b, and fails t where a rank's weights differ from the 1-rank ones by
+// more than float rounding, where ranks disagree, or where training barely
+// moved the weights (the comparison would prove nothing). It returns the
+// n ranks' results.
+func checkOneRankEquivalent(t *testing.T, n int, cfg Config) []*Result {
+	t.Helper()
+	one := cfg
+	one.Batch = cfg.Batch * n
+	ref := mustRun(t, 1, one)[0]
+	got := mustRun(t, n, cfg)
+	for r, res := range got {
+		if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
+			t.Errorf("ranks %d, rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", n, r, one.Batch, d)
+		}
+		if numtest.MaxRelDiff(res.Params, got[0].Params) != 0 {
+			t.Errorf("ranks %d, rank %d's weights differ from rank 0's", n, r)
+		}
+	}
+	if d := numtest.MaxRelDiff(ref.Params, ref.Arch.InitParams(cfg.Seed)); d < 1e-3 {
+		t.Errorf("training barely moved the weights (%.3g): the comparison proves nothing", d)
+	}
+	return got
+}
+
 // TestSyncEquivalence: synchronous training on N ranks with batch b gives
 // the weights of 1 rank with batch N·b (same sample order), for every
 // optimizer, including epochs whose last global batch is partial.
@@ -90,21 +115,7 @@ func TestSyncEquivalence(t *testing.T) {
 		}
 		for _, n := range []int{1, 2, 3, 4} {
 			t.Run(fmt.Sprintf("opt=%s/ranks=%d", opt, n), func(t *testing.T) {
-				one := cfg
-				one.Batch = cfg.Batch * n
-				ref := mustRun(t, 1, one)[0]
-				got := mustRun(t, n, cfg)
-				for r, res := range got {
-					if d := numtest.MaxRelDiff(res.Params, ref.Params); d > 2e-5 {
-						t.Errorf("rank %d: weights differ from 1 rank × batch %d by %.3g (relative)", r, one.Batch, d)
-					}
-					if numtest.MaxRelDiff(res.Params, got[0].Params) != 0 {
-						t.Errorf("rank %d's weights differ from rank 0's", r)
-					}
-				}
-				if d := numtest.MaxRelDiff(ref.Params, ref.Arch.InitParams(cfg.Seed)); d < 1e-3 {
-					t.Errorf("training barely moved the weights (%.3g): the comparison proves nothing", d)
-				}
+				checkOneRankEquivalent(t, n, cfg)
 			})
 		}
 	}
