@@ -73,11 +73,12 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
 	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
-	if _, host := m.Grads.(kernels.HostBuffer); host && cfg.Overlap && j.Comm.Size() > 1 {
+	_, hostGrads := m.Grads.(kernels.HostBuffer)
+	if hostGrads && cfg.Overlap && j.Comm.Size() > 1 {
 		s.ov = newOverlapper(s.ar, j.tr, s.plan)
 		defer s.ov.close()
 	}
-	if _, ok := m.Grads.(kernels.HostBuffer); !ok {
+	if !hostGrads {
 		n := m.NumParams() + model.GradStats
 		switch ha, pin := j.Backend.(kernels.HostAllocator); {
 		case j.Comm.Size() == 1 && oneRankOnDevice:
