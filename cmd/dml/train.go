@@ -177,9 +177,13 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 		o.Notice = func(msg string) { fmt.Fprintln(c.stderr, msg) }
 	}
 	be, err := kernels.Open(c.backend, o)
+	// Every rank finds a missing library alike: a usage error (exit 2),
+	// with the fix.
+	if ue := (*kernels.UnavailableError)(nil); errors.As(err, &ue) {
+		return nil, usageErr("--backend %s: %s; to use it: %s", c.backend, ue.Reason, ue.Fix)
+	}
 	if errors.Is(err, kernels.ErrUnavailable) {
-		// Every rank finds it alike: a usage error (exit 2), with the fix.
-		return nil, usageErr("--backend %s: %v", c.backend, strings.TrimPrefix(err.Error(), "backend "+c.backend+": "))
+		return nil, usageErr("--backend %s: %v", c.backend, err)
 	}
 	return be, err
 }
