@@ -508,7 +508,7 @@ type passiveServer struct {
 }
 
 // maxLag is how many steps a passive rank may run without being averaged.
-const maxLag = 2
+const maxLag = 4
 
 // pollEvery is how long the server waits for a message before it looks
 // at its progress counters and its partners' silence again.
