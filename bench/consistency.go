@@ -30,7 +30,7 @@ type Strategy struct {
 }
 
 // ParseStrategy returns the strategy a `--models` name stands for: a
-// parameter-server consistency model (bsp, ssp, asp, dssp, dssp-abstract).
+// parameter-server consistency model (bsp, ssp, asp, dssp).
 // A new strategy (another --sync, say) is one more case here, before the
 // consistency models.
 func ParseStrategy(name string) (Strategy, error) {

@@ -26,15 +26,11 @@ const (
 	// synchronisation controller grants extra iterations; the published
 	// rule, see dssp.go.
 	DSSP
-	// DSSPAbstract is the DSSP rule as first written from the paper's
-	// abstract alone (same range; see dssp_abstract.go for how it differs).
-	DSSPAbstract
 )
 
-var consistencyNames = [...]string{BSP: "bsp", SSP: "ssp", ASP: "asp", DSSP: "dssp", DSSPAbstract: "dssp-abstract"}
+var consistencyNames = [...]string{BSP: "bsp", SSP: "ssp", ASP: "asp", DSSP: "dssp"}
 
-// String returns the lower-case name ("bsp", "ssp", "asp", "dssp",
-// "dssp-abstract").
+// String returns the lower-case name ("bsp", "ssp", "asp", "dssp").
 func (c Consistency) String() string {
 	if int(c) < len(consistencyNames) {
 		return consistencyNames[c]
@@ -42,22 +38,18 @@ func (c Consistency) String() string {
 	return fmt.Sprintf("consistency(%d)", c)
 }
 
-// ParseConsistency parses "bsp", "ssp", "asp", "dssp" or "dssp-abstract"
-// (any case).
+// ParseConsistency parses "bsp", "ssp", "asp" or "dssp" (any case).
 func ParseConsistency(s string) (Consistency, error) {
 	for i, n := range consistencyNames {
 		if strings.EqualFold(s, n) {
 			return Consistency(i), nil
 		}
 	}
-	return 0, fmt.Errorf("ps: unknown consistency %q (want bsp, ssp, asp, dssp or dssp-abstract)", s)
+	return 0, fmt.Errorf("ps: unknown consistency %q (want bsp, ssp, asp or dssp)", s)
 }
 
 // Valid reports whether c is one of the consistency models above.
 func (c Consistency) Valid() bool { return int(c) < len(consistencyNames) }
-
-// dynamic reports whether c takes the staleness range [sL, sU].
-func (c Consistency) dynamic() bool { return c == DSSP || c == DSSPAbstract }
 
 // ParseOptimizer parses "sgd", "momentum" or "adagrad" (any case).
 //
@@ -82,8 +74,7 @@ type Config struct {
 	Consistency Consistency
 	// Staleness is SSP's bound s (agreed).
 	Staleness int
-	// StalenessLow and StalenessHigh are DSSP's range [sL, sU], also
-	// dssp-abstract's (agreed).
+	// StalenessLow and StalenessHigh are DSSP's range [sL, sU] (agreed).
 	StalenessLow, StalenessHigh int
 
 	// Optimizer, LR, Momentum, WeightDecay and Eps define the server-side
@@ -153,7 +144,7 @@ func (c Config) Validate(size int) error {
 		return fmt.Errorf("ps: %v: %w", c.Consistency, ErrConfig)
 	case c.Staleness < 0:
 		return fmt.Errorf("ps: staleness %d < 0: %w", c.Staleness, ErrConfig)
-	case c.Consistency.dynamic() && (c.StalenessLow < 0 || c.StalenessHigh < c.StalenessLow):
+	case c.Consistency == DSSP && (c.StalenessLow < 0 || c.StalenessHigh < c.StalenessLow):
 		return fmt.Errorf("ps: dssp staleness range [%d,%d]: need 0 <= low <= high: %w",
 			c.StalenessLow, c.StalenessHigh, ErrConfig)
 	case c.Timeout < 0:

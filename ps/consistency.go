@@ -47,8 +47,6 @@ func NewController(cfg Config, n int) (Controller, error) {
 		return &ASPController{clocks: newClocks(n)}, nil
 	case DSSP:
 		return NewDSSPController(n, cfg.StalenessLow, cfg.StalenessHigh)
-	case DSSPAbstract:
-		return NewDSSPAbstractController(n, cfg.StalenessLow, cfg.StalenessHigh)
 	}
 	return nil, fmt.Errorf("ps: %v: %w", cfg.Consistency, ErrConfig)
 }

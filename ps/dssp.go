@@ -67,10 +67,13 @@ import (
 //     decides. Each server's grants are within [0, sU-sL] and no server lets
 //     a worker start beyond sU.
 //
-// How this compares with the rule we first wrote from the paper's abstract
-// alone (kept as the "dssp-abstract" variant, dssp_abstract.go):
+// How this compares with the rule dml first had, written from the paper's
+// abstract alone before we had the algorithm (ps/dssp.go up to commit
+// 71c5f1b; measured as "dssp-abstract" at commit 0f6d441 and then removed:
+// it was never better, and with a straggler it took 1.3x the wall time of
+// this rule; README, "consistency models"):
 //
-//	                          published (dssp)           abstract (dssp-abstract)
+//	                          published (dssp)           from the abstract
 //	iteration interval        push to push (holds too)   OK to next push (compute)
 //	controller consulted by   the fastest, beyond sL     any worker beyond sL
 //	objective                 min |Sim_s[k] - Sim_p[r]|  min wait after p stops

@@ -220,7 +220,7 @@ func (s *Server) Stats(now time.Duration) ServerStats {
 	st.Staleness = s.stats.Staleness.clone()
 	st.MaxStaleness = max(st.Staleness.Max(), 0)
 	st.Rejections = append([]string(nil), s.stats.Rejections...)
-	if d, ok := s.ctl.(interface{ Grants() []int }); ok { // dssp, dssp-abstract
+	if d, ok := s.ctl.(*DSSPController); ok {
 		st.DSSPGrants = d.Grants()
 	}
 	st.Weights = append([]float32(nil), s.upd.w...)

@@ -174,7 +174,7 @@ func (p PSConfig) validate() error {
 	case p.Servers < 1:
 		return bad("PS.Servers", "%d must be at least 1", p.Servers)
 	case !p.Consistency.Valid():
-		return bad("PS.Consistency", "%v is not bsp, ssp, asp, dssp or dssp-abstract", p.Consistency)
+		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
 	case p.Staleness < 0:
 		return bad("PS.Staleness", "%d must not be negative", p.Staleness)
 	case p.StalenessLow < 0:

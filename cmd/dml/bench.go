@@ -201,7 +201,7 @@ accuracy, the largest staleness seen and the mean time a worker waited.
 Default job: an MLP on synthetic 10-class data. Every training flag of
 'dml train' applies (--data, --model, --servers, --staleness, …).`, stdout)
 	registerTrainFlags(fs, &cfg)
-	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare (bsp, ssp, asp, dssp, dssp-abstract; a name may repeat)")
+	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare (bsp, ssp, asp, dssp; a name may repeat)")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	cf.register(fs, os.Stderr)
