@@ -59,8 +59,11 @@ import (
 //     have pushed. A finished worker holds nobody back.
 //   - Credit is spent before the gap is looked at (the survey's order), so a
 //     worker spends its r_p even when the slowest has caught up meanwhile.
-//   - Timestamps are the server's clock when it applies the push (the time
-//     the server driver read on receiving it), not the worker's clock.
+//   - Timestamps are the server's clock when it applies the push: the time
+//     its driver read on receiving the request (a push is held only if its
+//     worker pushes again without being let go), not the worker's clock.
+//     Push-to-push intervals thus include the network and the server's
+//     queue as well as the worker's computation.
 //   - Several servers. Each server runs its own controller over its own
 //     key range with its own arrival times; a worker starts an iteration
 //     when every server has answered its pull, so the most cautious server
