@@ -266,3 +266,47 @@ func (d *DSSPController) fastestAfterPush(w int) bool {
 	}
 	return true
 }
+
+// TestDSSPServerWiring drives a Server state machine through the timeline
+// of TestDSSPUnknownIntervals (ranks 1 and 2 are workers w0 and w1; sL=0,
+// sU=2): a pull the controller holds gets no reply until the push that
+// brings its worker back within sL, which answers both; a grant answers the
+// pull at once; Stats reports the controller's answers.
+func TestDSSPServerWiring(t *testing.T) {
+	x := newSim(t, Config{Servers: 1, Consistency: DSSP, StalenessLow: 0, StalenessHigh: 2}, 0, 3, make([]float32, 4))
+	x.hello(0, 1, 2)
+	x.call(1, x.pull(1, 0), 0, kindValues)
+	x.call(2, x.pull(2, 0), 0, kindValues)
+	held := func(r, c int, now time.Duration) {
+		t.Helper()
+		if rs := x.step(r, x.pull(r, c), now); len(rs) != 0 {
+			t.Fatalf("at %v, rank %d's pull at clock %d: replies %v, want it held", now, r, c, rs)
+		}
+	}
+	releases := func(r, c int, now time.Duration, waiting int) {
+		t.Helper()
+		vals := make([]float32, 4)
+		for i := range vals {
+			vals[i] = 1
+		}
+		rs := x.step(r, appendPushRange(nil, uint32(c), Float32, 0, vals), now)
+		if len(only(rs, kindOK)) != 1 || len(only(rs, kindValues)) != 1 || only(rs, kindValues)[0].to != waiting {
+			t.Fatalf("at %v, rank %d's push: replies %v, want OK to %d and values to %d", now, r, rs, r, waiting)
+		}
+	}
+	x.push(1, 0, 1, 10)
+	held(1, 1, 10)        // gap 1, w1 has not pushed: r*=0
+	releases(2, 0, 25, 1) // w1's push lets w0 go
+	x.call(2, x.pull(2, 1), 25, kindValues)
+	x.push(1, 1, 1, 35)
+	held(1, 2, 35) // one interval known, not w1's: r*=0
+	releases(2, 1, 50, 1)
+	x.call(2, x.pull(2, 2), 50, kindValues)
+	x.push(1, 2, 1, 60)
+	x.call(1, x.pull(1, 3), 60, kindValues) // r*=1: let go at once
+	x.push(1, 3, 1, 70)
+	held(1, 4, 70) // gap 2, room 1: r*=0
+	if got, want := x.s.Stats(70).DSSPGrants, []int{3, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("DSSPGrants = %v, want %v", got, want)
+	}
+}
