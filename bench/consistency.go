@@ -12,13 +12,33 @@ import (
 )
 
 // ConsistencyConfig is one `dml bench consistency` sweep: the same training
-// job through the parameter server under each consistency model, without
-// and with a straggler.
+// job under each strategy (a parameter server's consistency model, …),
+// without and with a straggler.
 type ConsistencyConfig struct {
-	Base     trainer.Config   // the job (Sync is set to trainer.SyncPS)
-	Models   []ps.Consistency // bsp, ssp, asp, dssp
-	Straggle trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
-	Target   float64          // test accuracy whose first epoch counts as time-to-target
+	Base       trainer.Config   // the job; each strategy sets its own Sync
+	Strategies []Strategy       // e.g. ParseStrategy("ssp")
+	Straggle   trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
+	Target     float64          // test accuracy whose first epoch counts as time-to-target
+}
+
+// Strategy is one way of training the job that the consistency bench
+// compares: Name is its row label, Apply sets the job's Sync and what goes
+// with it (e.g. PS.Consistency).
+type Strategy struct {
+	Name  string
+	Apply func(*trainer.Config)
+}
+
+// ParseStrategy returns the strategy a `--models` name stands for: a
+// parameter-server consistency model (bsp, ssp, asp, dssp).
+// A new strategy (another --sync, say) is one more case here, before the
+// consistency models.
+func ParseStrategy(name string) (Strategy, error) {
+	c, err := ps.ParseConsistency(name)
+	if err != nil {
+		return Strategy{}, err
+	}
+	return Strategy{Name: c.String(), Apply: func(j *trainer.Config) { j.Sync, j.PS.Consistency = trainer.SyncPS, c }}, nil
 }
 
 // ConsistencyRow is one run of the sweep.
@@ -51,10 +71,10 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 	}
 	var rows []ConsistencyRow
 	for _, st := range straggles {
-		for _, m := range cfg.Models {
+		for _, m := range cfg.Strategies {
 			job := cfg.Base
-			job.Sync, job.PS.Consistency, job.Straggle = trainer.SyncPS, m, st
-			job.EvalEvery = 1
+			m.Apply(&job)
+			job.Straggle, job.EvalEvery = st, 1
 			be, err := newBackend()
 			if err != nil {
 				return rows, err
@@ -64,9 +84,9 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 				err = cerr
 			}
 			if err != nil {
-				return rows, fmt.Errorf("%s, straggler %+v: %w", m, st, err)
+				return rows, fmt.Errorf("%s, straggler %+v: %w", m.Name, st, err)
 			}
-			row := ConsistencyRow{Consistency: m.String(), Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
+			row := ConsistencyRow{Consistency: m.Name, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
 			if st.Rank >= 0 {
 				row.Straggler = fmt.Sprintf("%d:%g", st.Rank, st.Factor)
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -202,7 +201,7 @@ accuracy, the largest staleness seen and the mean time a worker waited.
 Default job: an MLP on synthetic 10-class data. Every training flag of
 'dml train' applies (--data, --model, --servers, --staleness, …).`, stdout)
 	registerTrainFlags(fs, &cfg)
-	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare")
+	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare (bsp, ssp, asp, dssp; a name may repeat)")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	cf.register(fs, os.Stderr)
@@ -213,14 +212,13 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 		return usageErr("bench consistency: runs through the parameter server (--sync ps)")
 	}
 	cfg.Timeout = cf.timeout
-	var list []ps.Consistency
+	var list []bench.Strategy
 	for _, m := range strings.Split(*models, ",") {
-		m = strings.TrimSpace(m)
-		c, err := ps.ParseConsistency(m)
+		st, err := bench.ParseStrategy(strings.TrimSpace(m))
 		if err != nil {
 			return usageErr("bench consistency: --models: %v", err)
 		}
-		list = append(list, c)
+		list = append(list, st)
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageErr("bench consistency: %s", flagError(err))
@@ -243,7 +241,7 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 		if st.Rank < 0 {
 			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
 		}
-		bc := bench.ConsistencyConfig{Base: cfg, Models: list, Straggle: st, Target: *target}
+		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target}
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {
