@@ -27,18 +27,33 @@ type ConsistencyConfig struct {
 type Strategy struct {
 	Name  string
 	Apply func(*trainer.Config)
+	// PS: the strategy trains through the parameter server (its ranks
+	// below Servers do not train, so a straggler must be a worker).
+	PS bool
 }
 
+// Strategies lists the names ParseStrategy knows, in the bench's default
+// order.
+var Strategies = []string{"bsp", "ssp", "asp", "dssp", "allreduce", "dpsgd", "adpsgd"}
+
 // ParseStrategy returns the strategy a `--models` name stands for: a
-// parameter-server consistency model (bsp, ssp, asp, dssp).
-// A new strategy (another --sync, say) is one more case here, before the
-// consistency models.
+// parameter-server consistency model (bsp, ssp, asp, dssp), or another
+// --sync: allreduce, dpsgd, adpsgd (on the job's --topology). A new
+// strategy is one more case here, before the consistency models.
 func ParseStrategy(name string) (Strategy, error) {
+	switch name {
+	case "allreduce", "dpsgd", "adpsgd":
+		s, err := trainer.ParseSync(name)
+		if err != nil {
+			return Strategy{}, err
+		}
+		return Strategy{Name: name, Apply: func(j *trainer.Config) { j.Sync = s }}, nil
+	}
 	c, err := ps.ParseConsistency(name)
 	if err != nil {
-		return Strategy{}, err
+		return Strategy{}, fmt.Errorf("%w (or allreduce, dpsgd, adpsgd)", err)
 	}
-	return Strategy{Name: c.String(), Apply: func(j *trainer.Config) { j.Sync, j.PS.Consistency = trainer.SyncPS, c }}, nil
+	return Strategy{Name: c.String(), PS: true, Apply: func(j *trainer.Config) { j.Sync, j.PS.Consistency = trainer.SyncPS, c }}, nil
 }
 
 // ConsistencyRow is one run of the sweep.
@@ -64,8 +79,14 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 	}
 	straggles := []trainer.Straggle{{Rank: -1, Factor: 1}}
 	if cfg.Straggle.Rank >= 0 {
-		if cfg.Straggle.Rank < cfg.Base.PS.Servers || cfg.Straggle.Rank >= c.Size() {
-			return nil, fmt.Errorf("straggler rank %d is not a worker (workers are ranks %d..%d)", cfg.Straggle.Rank, cfg.Base.PS.Servers, c.Size()-1)
+		lo := 0
+		for _, m := range cfg.Strategies {
+			if m.PS {
+				lo = cfg.Base.PS.Servers
+			}
+		}
+		if cfg.Straggle.Rank < lo || cfg.Straggle.Rank >= c.Size() {
+			return nil, fmt.Errorf("straggler rank %d is not a worker (workers are ranks %d..%d)", cfg.Straggle.Rank, lo, c.Size()-1)
 		}
 		straggles = append(straggles, cfg.Straggle)
 	}
@@ -94,6 +115,11 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 				row.MaxStaleness, row.WaitSec = res.PS.MaxStaleness, res.PS.WaitSec
 			}
 			elapsed := 0.0
+			for _, e := range res.Epochs {
+				if g := e.GossipStats; g != nil {
+					row.WaitSec += g.PartnerWaitSec // the reporting rank's
+				}
+			}
 			for _, e := range res.Epochs {
 				elapsed += e.WallSec
 				if e.TestAcc != nil && *e.TestAcc >= cfg.Target {
@@ -128,7 +154,7 @@ func WriteConsistency(w io.Writer, format string, target float64, rows []Consist
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "# consistency models: time to %.3f test accuracy, and final accuracy\n", target)
+	fmt.Fprintf(w, "# strategies: time to %.3f test accuracy, and final accuracy\n", target)
 	fmt.Fprintf(w, "#%11s %10s %14s %7s %9s %8s %10s %9s\n", "consistency", "straggler", "to_target(s)", "epochs", "final_acc", "wall(s)", "staleness", "wait(s)")
 	for _, r := range rows {
 		fmt.Fprintf(w, " %11s %10s %14s %7d %9.4f %8.2f %10d %9.2f\n", r.Consistency, r.Straggler, fmtSec(r.TimeToTarget, "not reached"),

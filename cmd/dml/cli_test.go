@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -271,7 +272,7 @@ func TestPSUsageErrors(t *testing.T) {
 		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
 		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
 		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: ps: unknown consistency "lazy"`},
-		{[]string{"bench", "consistency", "--sync", "allreduce"}, "runs through the parameter server"},
+		{[]string{"bench", "consistency", "--models", "bsp,allreduce"}, "bsp: --servers 1 needs at least 2 ranks"},
 		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
 		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},
 	} {
@@ -342,8 +343,25 @@ func TestBenchConsistency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+8 || rows[0][0] != "consistency" {
-		t.Fatalf("want a header and 8 runs (4 models × with/without straggler):\n%s", r.stdout)
+	if len(rows) != 1+14 || rows[0][0] != "consistency" {
+		t.Fatalf("want a header and 14 runs (7 strategies × with/without straggler):\n%s", r.stdout)
+	}
+	for _, row := range rows[1:] {
+		if acc, err := strconv.ParseFloat(row[4], 64); err != nil || !(acc > 0.5) {
+			t.Errorf("%s straggler %s: final accuracy %q, want > 0.5", row[0], row[1], row[4])
+		}
+	}
+	r = dml(t, 3, "bench", "consistency", "--models", "bsp,gossip")
+	if r.code != 2 || !strings.Contains(r.stderr, "gossip") {
+		t.Errorf("unknown strategy: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 6, "bench", "consistency", "--models", "dpsgd", "--topology", "torus", "--samples", "2000", "--epochs", "1")
+	if r.code != 0 {
+		t.Errorf("dpsgd on a 2×3 torus: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 5, "bench", "consistency", "--models", "adpsgd", "--topology", "torus")
+	if r.code != 2 || !strings.Contains(r.stderr, "torus") {
+		t.Errorf("adpsgd on a torus of 5: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
