@@ -443,3 +443,32 @@ func TestWithoutOpenBLAS(t *testing.T) {
 		t.Errorf("auto with OpenBLAS: exit %d, stdout %q, stderr %q; want a quiet run on blas", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestGossipSilentPartner: a rank that stops answering (a straggler
+// slowed a millionfold) under dpsgd or adpsgd makes its partners report it
+// by rank within --timeout, and the job fails instead of hanging.
+func TestGossipSilentPartner(t *testing.T) {
+	for _, tc := range []struct{ sync, rank string }{{"dpsgd", "1"}, {"adpsgd", "2"}} {
+		start := time.Now()
+		r := dml(t, 4, "train", "--sync", tc.sync, "--data", "synthetic", "--samples", "4000",
+			"--straggle", tc.rank+":1000000", "--timeout", "2s")
+		if r.code == 0 || !strings.Contains(r.stderr, "rank "+tc.rank) || time.Since(start) > 60*time.Second {
+			t.Errorf("%s: exit %d after %v, stderr %q: want a failure naming rank %s", tc.sync, r.code, time.Since(start), r.stderr, tc.rank)
+		}
+	}
+}
+
+// TestGossipUnderMPI: both decentralized strategies train under mpirun
+// on 4 ranks and save the consensus weights.
+func TestGossipUnderMPI(t *testing.T) {
+	for _, s := range []string{"dpsgd", "adpsgd"} {
+		w := filepath.Join(t.TempDir(), s+".npz")
+		r := dml(t, 4, "train", "--sync", s, "--topology", "exp", "--data", "synthetic", "--samples", "4000", "--epochs", "2", "--save", w)
+		if r.code != 0 || !strings.Contains(r.stdout, "consensus") {
+			t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", s, r.code, r.stdout, r.stderr)
+		}
+		if fi, err := os.Stat(w); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: no weights saved: %v", s, err)
+		}
+	}
+}
