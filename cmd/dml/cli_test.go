@@ -472,3 +472,27 @@ func TestGossipUnderMPI(t *testing.T) {
 		}
 	}
 }
+
+// TestGossipFashionMNIST: under mpirun with 4 and 5 ranks, dpsgd and
+// adpsgd train the MLP 784-128-10 on Fashion-MNIST to at least 0.84 test
+// accuracy (of the consensus model) in 3 epochs.
+func TestGossipFashionMNIST(t *testing.T) {
+	if _, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); err != nil {
+		t.Skipf("Fashion-MNIST not installed (make deps installs dataset-fashion-mnist): %v", err)
+	}
+	for _, np := range []int{4, 5} {
+		for _, s := range []string{"dpsgd", "adpsgd"} {
+			r := dml(t, np, "train", "--sync", s, "--hidden", "128", "--epochs", "3", "--backend", "cpu")
+			i := strings.LastIndex(r.stdout, "test accuracy ")
+			var acc float64
+			if i >= 0 {
+				acc, _ = strconv.ParseFloat(strings.Fields(r.stdout[i+len("test accuracy "):])[0], 64)
+			}
+			if r.code != 0 || acc < 0.84 {
+				t.Errorf("%s on %d ranks: exit %d, test accuracy %v, want ≥ 0.84\nstdout %s\nstderr %s", s, np, r.code, acc, r.stdout, r.stderr)
+			} else {
+				t.Logf("%s on %d ranks: test accuracy %.4f", s, np, acc)
+			}
+		}
+	}
+}
