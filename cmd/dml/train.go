@@ -110,6 +110,9 @@ func (f float32Flag) String() string {
 
 func (f float32Flag) Set(s string) error {
 	x, err := strconv.ParseFloat(s, 32)
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("%q is out of range (at most %g in magnitude)", s, math.MaxFloat32)
+	}
 	if err != nil {
 		return fmt.Errorf("%q is not a number", s)
 	}
@@ -428,7 +431,7 @@ func (f algoFlag) Set(s string) (err error) {
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",
