@@ -274,11 +274,24 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	if err := data.CheckShards(nTrain, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
-	j.sched = schedule{n: nTrain, ranks: members, batch: cfg.Batch}
+	j.sched = newSchedule(nTrain, members, cfg.Batch)
 	if j.shardIdx >= 0 {
 		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
 	}
 	return j, nil
+}
+
+// newSchedule is the schedule of n training samples on ranks ranks at
+// batch per rank. A batch larger than the largest shard takes the whole
+// shard at each step (one step per epoch, the same steps as a batch of
+// exactly the shard): the schedule keeps that, so that no product of the
+// batch and the ranks can overflow however large --batch is (2^62 on 4
+// ranks divided by zero; MaxInt ran 0 steps).
+func newSchedule(n, ranks, batch int) schedule {
+	if n > 0 && ranks > 0 {
+		batch = min(batch, data.ShardLen(n, 0, ranks)) // shard 0 is the largest
+	}
+	return schedule{n: n, ranks: ranks, batch: max(batch, 1)}
 }
 
 // trainShard is this rank's strided shard of the training set's rows.
