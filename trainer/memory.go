@@ -1,0 +1,149 @@
+package trainer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// AvailableMemory is the memory this process may still allocate, in
+// bytes: /proc/meminfo's MemAvailable, lowered to what the memory cgroup
+// leaves (v2 memory.max − memory.current, or v1 limit_in_bytes −
+// usage_in_bytes) where one is set. ok is false where none can be read
+// (not Linux): then nothing can be checked.
+func AvailableMemory() (bytes int64, ok bool) {
+	bytes = -1
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, found := strings.CutPrefix(sc.Text(), "MemAvailable:"); found {
+				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				if err == nil {
+					bytes = kb << 10
+				}
+			}
+		}
+		f.Close()
+	}
+	for _, cg := range [][2]string{
+		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
+	} {
+		limit, err1 := readInt(cg[0]) // "max" (unlimited) fails to parse
+		used, err2 := readInt(cg[1])
+		if err1 == nil && err2 == nil && limit < 1<<60 {
+			if left := max(0, limit-used); bytes < 0 || left < bytes {
+				bytes = left
+			}
+			break
+		}
+	}
+	return bytes, bytes >= 0
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// tooBigError is a job that cannot fit in memory: every rank with the same
+// memory finds it alike, so it is a usage error (exit 2).
+type tooBigError struct{ msg string }
+
+func (e *tooBigError) Error() string { return e.msg }
+func (e *tooBigError) Unwrap() error { return ErrUsage }
+
+// gb formats bytes for a person.
+func gb(b float64) string {
+	switch {
+	case b >= 1e12:
+		return fmt.Sprintf("%.1f TB", b/1e12)
+	case b >= 1e9:
+		return fmt.Sprintf("%.1f GB", b/1e9)
+	}
+	return fmt.Sprintf("%.0f MB", b/1e6)
+}
+
+func (t *Trainer) refuse(what string, need float64, fix string) error {
+	if t.MemoryLimit <= 0 || need <= float64(t.MemoryLimit) {
+		return nil
+	}
+	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s; DML_MEMORY_LIMIT overrides): %s",
+		what, gb(need), gb(float64(t.MemoryLimit)), t.memorySource(), fix)}
+}
+
+func (t *Trainer) memorySource() string {
+	if t.MemorySource != "" {
+		return t.MemorySource
+	}
+	return "Trainer.MemoryLimit"
+}
+
+// checkDataMemory refuses synthetic data that would not fit, before it is
+// generated (files are bounded by their size as they are read).
+func (t *Trainer) checkDataMemory(d DataConfig) error {
+	rows := float64(d.Samples) + float64(max(1, d.Samples/4))
+	switch d.Name {
+	case "synthetic":
+		// The whole set, then the training and test sets copied out of it;
+		// float64 class means.
+		need := 2*rows*(4*float64(d.Features)+4) + 8*float64(d.Classes)*float64(d.Features)
+		return t.refuse(fmt.Sprintf("synthetic data of %d samples × %d features", d.Samples, d.Features), need, "lower --samples or --features")
+	case "synthetic-sparse":
+		need := 2 * rows * (8*float64(d.NNZ) + 12)
+		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower --samples or --nnz")
+	}
+	return nil
+}
+
+// modelBytes is a lower bound of what a rank allocates for a dense model:
+// the parameters about five times over (initial weights, weights and
+// gradient on the backend, the gradient's host copy, the final weights),
+// the optimizer's state, and a batch of rows samples: its input (on the
+// backend and staged on the host) and each layer's output and output
+// gradient.
+func modelBytes(arch model.Arch, opt optim.Kind, rows int) float64 {
+	p := float64(arch.NumParams())
+	copies := 5.0
+	if opt != optim.SGD {
+		copies++
+	}
+	acts := 2 * float64(arch.Sizes[0]+1)
+	for _, s := range arch.Sizes[1:] {
+		acts += 2 * float64(s)
+	}
+	acts += float64(arch.Sizes[len(arch.Sizes)-1])
+	return 4 * (copies*p + float64(rows)*acts)
+}
+
+// checkModelMemory builds the dense model's architecture for the loaded
+// data and refuses it, before anything is allocated for it, where it
+// cannot fit in this rank's memory.
+func (t *Trainer) checkModelMemory(cfg Config, train, test *data.Dense) error {
+	arch, err := BuildArch(cfg, train.Cols, train.Classes)
+	if errors.Is(err, model.ErrTooLarge) {
+		return &tooBigError{fmt.Sprintf("%v: shrink --hidden", err)}
+	}
+	if err != nil {
+		return err
+	}
+	members := t.Comm.Size()
+	if cfg.Sync == SyncPS {
+		members -= cfg.PS.Servers
+	}
+	shard := data.ShardLen(train.Rows, 0, max(1, members))
+	testShard := (test.Rows + t.Comm.Size() - 1) / t.Comm.Size()
+	rows := max(1, min(cfg.Batch, max(shard, testShard)))
+	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d)", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
+	return t.refuse(what, modelBytes(arch, cfg.Opt.Kind, rows), "shrink --hidden or --batch, or run fewer ranks per node")
+}
