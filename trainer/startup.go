@@ -100,7 +100,9 @@ func AgreeToStart(c collectives.Comm, what string, err error, fingerprint uint64
 		return fmt.Errorf("start-up check (%s): %w", what, gerr)
 	}
 	statusOf := func(r int) uint32 { return math.Float32bits(all[3*r]) }
-	fpOf := func(r int) uint64 { return uint64(math.Float32bits(all[3*r+1]))<<32 | uint64(math.Float32bits(all[3*r+2])) }
+	fpOf := func(r int) uint64 {
+		return uint64(math.Float32bits(all[3*r+1]))<<32 | uint64(math.Float32bits(all[3*r+2]))
+	}
 	var failed []int
 	for r := range c.Size() {
 		if statusOf(r) != 0 {
