@@ -100,7 +100,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
-	err := t.checkDataMemory(cfg.Data)
+	err := t.checkDataMemory(cfg)
 	if cfg.Model == SparseLogreg {
 		var train, test *data.Sparse
 		if err == nil {

@@ -89,16 +89,24 @@ func (t *Trainer) memorySource() string {
 	return "Trainer.MemoryLimit"
 }
 
-// checkDataMemory refuses synthetic data that would not fit, before it is
-// generated (files are bounded by their size as they are read).
-func (t *Trainer) checkDataMemory(d DataConfig) error {
+// checkDataMemory refuses synthetic data that would not fit, with the
+// model trained on it, before the data are generated (files are bounded by
+// their size as they are read, and the model checked once they are).
+func (t *Trainer) checkDataMemory(cfg Config) error {
+	d := cfg.Data
 	rows := float64(d.Samples) + float64(max(1, d.Samples/4))
 	switch d.Name {
 	case "synthetic":
 		// The whole set, then the training and test sets copied out of it;
 		// float64 class means.
 		need := 2*rows*(4*float64(d.Features)+4) + 8*float64(d.Classes)*float64(d.Features)
-		return t.refuse(fmt.Sprintf("synthetic data of %d samples × %d features", d.Samples, d.Features), need, "lower --samples or --features")
+		what := fmt.Sprintf("synthetic data of %d samples × %d features", d.Samples, d.Features)
+		if arch, err := BuildArch(cfg, d.Features, d.Classes); err == nil {
+			m, _ := t.modelNeed(cfg, arch, d.Samples, max(1, d.Samples/4))
+			need += m
+			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
+		}
+		return t.refuse(what, need, "lower --samples, --features, --classes or --hidden")
 	case "synthetic-sparse":
 		need := 2 * rows * (8*float64(d.NNZ) + 12)
 		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower --samples or --nnz")
@@ -126,9 +134,23 @@ func modelBytes(arch model.Arch, opt optim.Kind, rows int) float64 {
 	return 4 * (copies*p + float64(rows)*acts)
 }
 
+// modelNeed is modelBytes for cfg's model on nTrain and nTest samples:
+// the batch a rank's buffers hold (runDense: at most a shard), and that
+// batch.
+func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (float64, int) {
+	members := t.Comm.Size()
+	if cfg.Sync == SyncPS {
+		members -= cfg.PS.Servers
+	}
+	shard := data.ShardLen(max(nTrain, 0), 0, max(1, members))
+	testShard := (nTest + t.Comm.Size() - 1) / t.Comm.Size()
+	rows := max(1, min(cfg.Batch, max(shard, testShard)))
+	return modelBytes(arch, cfg.Opt.Kind, rows), rows
+}
+
 // checkModelMemory builds the dense model's architecture for the loaded
-// data and refuses it, before anything is allocated for it, where it
-// cannot fit in this rank's memory.
+// data and refuses it, before anything is allocated for it, where it and
+// the data cannot fit in this rank's memory.
 func (t *Trainer) checkModelMemory(cfg Config, train, test *data.Dense) error {
 	arch, err := BuildArch(cfg, train.Cols, train.Classes)
 	if errors.Is(err, model.ErrTooLarge) {
@@ -137,13 +159,8 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test *data.Dense) error {
 	if err != nil {
 		return err
 	}
-	members := t.Comm.Size()
-	if cfg.Sync == SyncPS {
-		members -= cfg.PS.Servers
-	}
-	shard := data.ShardLen(train.Rows, 0, max(1, members))
-	testShard := (test.Rows + t.Comm.Size() - 1) / t.Comm.Size()
-	rows := max(1, min(cfg.Batch, max(shard, testShard)))
-	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d)", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
-	return t.refuse(what, modelBytes(arch, cfg.Opt.Kind, rows), "shrink --hidden or --batch, or run fewer ranks per node")
+	need, rows := t.modelNeed(cfg, arch, train.Rows, test.Rows)
+	need += 4 * float64(len(train.X)+len(train.Y)+len(test.X)+len(test.Y))
+	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d) with its data", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
+	return t.refuse(what, need, "shrink --hidden or --batch, or run fewer ranks per node")
 }

@@ -162,20 +162,32 @@ func TestRankLocalFailureStopsEveryRank(t *testing.T) {
 func TestModelTooBigForMemory(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Hidden = []int{4096, 4096} // 16.8 M parameters: ≥ 400 MB
-	errs := runRanks(t, 2, func(c *local.Comm) error {
-		_, err := (&Trainer{Comm: c, Backend: cpu.New(), MemoryLimit: 300 << 20, MemorySource: "test"}).Run(cfg)
-		return err
-	})
-	for r, err := range errs {
-		var se *StartError
-		if !errors.As(err, &se) || !errors.Is(err, ErrUsage) || se.Quiet != (r != 0) ||
-			!strings.Contains(err.Error(), "model [12 4096 4096 3] (16846851 parameters") || !strings.Contains(err.Error(), "are available to it (test") {
-			t.Errorf("rank %d: %v; want a usage error naming the model's size, printed by rank 0 only", r, err)
+	train, test, err := cfg.Data.Load(cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		run  func(*Trainer) error
+		want string
+	}{
+		{"loaded data", func(tr *Trainer) error { _, err := tr.RunWithData(cfg, train, test); return err }, "model [12 4096 4096 3] (16846851 parameters"},
+		{"synthetic data", func(tr *Trainer) error { _, err := tr.Run(cfg); return err }, "a model of 16846851 parameters"},
+	} {
+		errs := runRanks(t, 2, func(comm *local.Comm) error {
+			return c.run(&Trainer{Comm: comm, Backend: cpu.New(), MemoryLimit: 300 << 20, MemorySource: "test"})
+		})
+		for r, err := range errs {
+			var se *StartError
+			if !errors.As(err, &se) || !errors.Is(err, ErrUsage) || se.Quiet != (r != 0) ||
+				!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "are available to it (test") {
+				t.Errorf("%s, rank %d: %v; want a usage error naming the model's size, printed by rank 0 only", c.name, r, err)
+			}
 		}
 	}
 	// Overflowing sizes: refused as too large, not a panic or an overflow.
 	cfg.Hidden = []int{1 << 40, 1 << 40}
-	_, err := (&Trainer{Comm: local.NewWorld(1).Comm(0), Backend: cpu.New(), MemoryLimit: 1 << 40}).Run(cfg)
+	_, err = (&Trainer{Comm: local.NewWorld(1).Comm(0), Backend: cpu.New(), MemoryLimit: 1 << 40}).Run(cfg)
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("hidden 2^40: %v; want a usage error", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkg/profile"
 
+	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels"
@@ -273,22 +274,64 @@ Examples:
 	if err := cf.check(); err != nil {
 		return err
 	}
+	mem, err := memoryLimit()
+	if err != nil {
+		return err
+	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
+		// A backend may fail on one node only (a library or a device
+		// missing there): the ranks agree before going on.
 		be, err := cf.newBackend()
-		if err != nil {
+		if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
+			if be != nil {
+				be.Close()
+			}
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
 		if _, err := tr.Run(cfg); err != nil {
 			return flagErrorWrap(err)
 		}
 		return nil
 	})
+}
+
+// rankMemory is the memory one rank may use for its data and model.
+type rankMemory struct {
+	limit  int64 // bytes; 0: unchecked
+	source string
+}
+
+// memoryLimit is what a rank of `dml train` may allocate: the node's
+// available memory (MemAvailable, or the cgroup's limit if lower) shared
+// evenly by the node's ranks; DML_MEMORY_LIMIT (bytes, K/M/G suffixes; 0:
+// no check) overrides it per rank.
+func memoryLimit() (rankMemory, error) {
+	if v, ok := os.LookupEnv("DML_MEMORY_LIMIT"); ok && v != "" {
+		if strings.TrimSpace(v) == "0" {
+			return rankMemory{}, nil
+		}
+		n, err := bench.ParseSize(v)
+		if err != nil || n < 0 {
+			return rankMemory{}, usageErr("DML_MEMORY_LIMIT=%q: want a number of bytes per rank (e.g. 8G; 0: no check)", v)
+		}
+		return rankMemory{n, "DML_MEMORY_LIMIT"}, nil
+	}
+	avail, ok := trainer.AvailableMemory()
+	if !ok {
+		return rankMemory{}, nil
+	}
+	local := max(1, mpi.LocalSize())
+	src := "the node's available memory"
+	if local > 1 {
+		src += fmt.Sprintf(" shared by its %d ranks", local)
+	}
+	return rankMemory{avail / int64(local), src}, nil
 }
 
 // registerTrainFlags registers the flags of a training job (train and
