@@ -212,3 +212,16 @@ func TestNewArchOverflow(t *testing.T) {
 		t.Errorf("a model of 2^39 parameters is representable: %v", err)
 	}
 }
+
+// BenchmarkDenseFingerprint: the start-up data check over a set of
+// Fashion-MNIST's size (70 000 × 784 float32 and the labels, 220 MB).
+func BenchmarkDenseFingerprint(b *testing.B) {
+	d := &data.Dense{Rows: 70000, Cols: 784, Classes: 10, X: make([]float32, 70000*784), Y: make([]int32, 70000)}
+	for i := range d.X {
+		d.X[i] = float32(i%255) / 255
+	}
+	b.SetBytes(int64(4 * (len(d.X) + len(d.Y))))
+	for b.Loop() {
+		DenseFingerprint(d)
+	}
+}
