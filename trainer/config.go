@@ -113,6 +113,11 @@ func bad(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// MaxStaleness bounds --staleness and --staleness-range: far beyond any
+// useful bound (it is counted in steps), and small enough that what is
+// sized by it (dssp keeps a count per value of sU−sL) stays small.
+const MaxStaleness = 1 << 20
+
 // MaxStraggleFactor bounds --straggle's factor: a step of one second
 // slowed by it still fits a time.Duration (the sleep is computed in one).
 const MaxStraggleFactor = 1e9
@@ -195,6 +200,10 @@ func (p PSConfig) validate() error {
 		return bad("PS.StalenessLow", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
 	case p.StalenessHigh < p.StalenessLow:
 		return bad("PS.StalenessHigh", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	case p.Staleness > MaxStaleness:
+		return bad("PS.Staleness", "%d must be at most %d", p.Staleness, MaxStaleness)
+	case p.StalenessHigh > MaxStaleness:
+		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
 	}
 	filters, err := ps.ParseFilters(p.Filters)
 	if err != nil {

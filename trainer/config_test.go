@@ -57,6 +57,9 @@ var badConfigs = []struct {
 	{"Data.Noise", func(c *Config) { c.Data.Noise = math.NaN() }}, // even where unread
 	{"PS.Filters", func(c *Config) { c.Sync, c.PS.Filters = SyncPS, "sigmod:Inf" }},
 	{"PS.Filters", func(c *Config) { c.Sync, c.PS.Filters = SyncPS, "sigmod:NaN" }},
+	// dssp sized a table by sU−sL: 0,MaxInt panicked in makeslice.
+	{"PS.StalenessHigh", func(c *Config) { c.Sync, c.PS.StalenessLow, c.PS.StalenessHigh = SyncPS, 0, math.MaxInt }},
+	{"PS.Staleness", func(c *Config) { c.Sync, c.PS.Staleness = SyncPS, math.MaxInt }},
 }
 
 // TestConfigErrorsNameTheirField: each bad setting is refused with a

@@ -479,6 +479,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"--sync", "ps", "--servers", "-1"}, "--servers -1 must be at least 1"},
 		{[]string{"--sync", "ps", "--staleness-range", "-1,2"}, "want 0 ≤ sL ≤ sU"},
 		{[]string{"--sync", "ps", "--filters", "sigmod:Inf"}, "threshold +Inf must be finite"},
+		{[]string{"--sync", "ps", "--consistency", "dssp", "--staleness-range", "0,9223372036854775807"}, "sU must be at most 1048576"},
+		{[]string{"--sync", "ps", "--staleness", "9223372036854775807"}, "--staleness 9223372036854775807 must be at most 1048576"},
 		{[]string{"--sync", "ps", "--filters", "sigmod:NaN"}, "threshold must be a number"},
 		{[]string{"--data", "synthetic-sparse", "--model", "sparse-logreg", "--sync", "ps", "--nnz", "0"}, "--nnz 0 must be in 1..features"},
 		{[]string{"--blas-threads", "1000000000"}, "--blas-threads 1000000000: want 1 to"},
