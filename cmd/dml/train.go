@@ -579,7 +579,11 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)
-			if err != nil {
+			var fp uint64
+			if err == nil {
+				fp = trainer.SparseFingerprint(test)
+			}
+			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
 			}
 			ev, err = trainer.EvaluateSparse(c, arch, params, test)
@@ -588,11 +592,18 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 			}
 		} else {
 			_, test, err := dc.Load(*seed)
-			if err != nil {
+			var fp uint64
+			if err == nil {
+				fp = trainer.DenseFingerprint(test)
+			}
+			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
 			}
 			be, err := cf.newBackend()
-			if err != nil {
+			if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
+				if be != nil {
+					be.Close()
+				}
 				return err
 			}
 			defer be.Close()
