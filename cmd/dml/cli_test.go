@@ -575,8 +575,18 @@ func TestRankOnlyErrorsUnderMPI(t *testing.T) {
 			}
 		}
 	}
+	// dml eval checks its test data the same way.
+	w := filepath.Join(dir, "w.npz")
+	if r := dml(t, 0, append(append([]string{}, common...), "--train", a, "--save", w)...); r.code != 0 {
+		t.Fatalf("train: exit %d: %s", r.code, r.stderr)
+	}
+	argv := mpi.MpirunArgs(1, dmlBin, "eval", "--weights", w, "--data", "libsvm", "--train", a)
+	r := runCmd(t, append(argv, ":", "-np", "1", dmlBin, "eval", "--weights", w, "--data", "libsvm", "--train", b))
+	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") {
+		t.Errorf("eval on different data: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// Alike on every rank (a model too large for any node): one message.
-	r := dml(t, 2, "train", "--data", "synthetic", "--hidden", "1000000000")
+	r = dml(t, 2, "train", "--data", "synthetic", "--hidden", "1000000000")
 	if r.code != 2 || strings.Count(r.stderr, "dml: ") != 1 || !strings.Contains(r.stderr, "dml: rank 0: synthetic data") {
 		t.Errorf("model too large on 2 ranks: exit %d, stderr %q; want exit 2 and one dml line", r.code, r.stderr)
 	}

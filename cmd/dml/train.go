@@ -239,6 +239,11 @@ the model and the optimizer state; the other ranks are workers that pull
 weights and push gradients under the --consistency model (BSP, SSP with
 --staleness, ASP, DSSP with --staleness-range). The first worker prints.
 
+Before training, the ranks check that they were given the same flags and
+loaded the same data, and that the model and data fit in each rank's
+memory (the node's available memory shared by its ranks;
+DML_MEMORY_LIMIT=8G sets it per rank, 0 turns the check off).
+
 Examples:
   mpirun -np 2 dml train --model mlp --hidden 256,128 --data fashion-mnist \
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
