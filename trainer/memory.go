@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
@@ -114,23 +115,28 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 	return nil
 }
 
-// modelBytes is a lower bound of what a rank allocates for a dense model:
-// the parameters about five times over (initial weights, weights and
-// gradient on the backend, the gradient's host copy, the final weights),
-// the optimizer's state, and a batch of rows samples: its input (on the
-// backend and staged on the host) and each layer's output and output
-// gradient.
-func modelBytes(arch model.Arch, opt optim.Kind, rows int) float64 {
+// modelBytes is a lower bound of the host memory a rank allocates for a
+// dense model: the parameters three times over (initial weights, the
+// gradient's host copy, the final weights), with a host backend twice more
+// (weights and gradient) plus the optimizer's state, and a batch of rows
+// samples: its input staged on the host, and with a host backend the
+// input again and each layer's output and output gradient. A device
+// backend's own buffers are its to refuse (kernels.ErrDevice).
+func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 {
 	p := float64(arch.NumParams())
-	copies := 5.0
-	if opt != optim.SGD {
-		copies++
+	acts := float64(arch.Sizes[0] + 1)
+	copies := 3.0
+	if !device {
+		copies += 2
+		if opt != optim.SGD {
+			copies++
+		}
+		acts *= 2
+		for _, s := range arch.Sizes[1:] {
+			acts += 2 * float64(s)
+		}
+		acts += float64(arch.Sizes[len(arch.Sizes)-1])
 	}
-	acts := 2 * float64(arch.Sizes[0]+1)
-	for _, s := range arch.Sizes[1:] {
-		acts += 2 * float64(s)
-	}
-	acts += float64(arch.Sizes[len(arch.Sizes)-1])
 	return 4 * (copies*p + float64(rows)*acts)
 }
 
@@ -145,7 +151,9 @@ func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (flo
 	shard := data.ShardLen(max(nTrain, 0), 0, max(1, members))
 	testShard := (nTest + t.Comm.Size() - 1) / t.Comm.Size()
 	rows := max(1, min(cfg.Batch, max(shard, testShard)))
-	return modelBytes(arch, cfg.Opt.Kind, rows), rows
+	// Only device backends hand out pinned host memory (HostAllocator).
+	_, device := t.Backend.(kernels.HostAllocator)
+	return modelBytes(arch, cfg.Opt.Kind, rows, device), rows
 }
 
 // checkModelMemory builds the dense model's architecture for the loaded
