@@ -314,6 +314,9 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
 	j.sched = newSchedule(nTrain, members, cfg.Batch)
+	// Every strategy computes with the batch the schedule keeps (at most
+	// the largest shard), so none can overflow on a huge --batch.
+	j.cfg.Batch = j.sched.batch
 	if j.shardIdx >= 0 {
 		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
 	}

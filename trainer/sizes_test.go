@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
@@ -39,6 +40,7 @@ func TestScheduleHugeBatch(t *testing.T) {
 func TestHugeBatchIsFullBatch(t *testing.T) {
 	for _, n := range []int{1, 3} {
 		cfg := synthCfg()
+		cfg.Shuffle = true
 		cfg.Batch = (cfg.Data.Samples + n - 1) / n
 		ref := mustRun(t, n, cfg)[0]
 		if ref.Steps != cfg.Epochs {
@@ -50,6 +52,25 @@ func TestHugeBatchIsFullBatch(t *testing.T) {
 			if got.Steps != ref.Steps || numtest.MaxRelDiff(got.Params, ref.Params) != 0 {
 				t.Errorf("%d ranks, batch %d: %d steps, weights differ by %g from the full batch's", n, b, got.Steps, numtest.MaxRelDiff(got.Params, ref.Params))
 			}
+		}
+	}
+}
+
+// TestJobClampsBatch: the job's own copy of the configuration carries the
+// batch the schedule keeps, so that every strategy computing with
+// cfg.Batch (AD-PSGD counts its own steps per epoch from it) is safe from
+// a huge --batch.
+func TestJobClampsBatch(t *testing.T) {
+	w := local.NewWorld(3)
+	for _, c := range []struct{ batch, want int }{{math.MaxInt, 4}, {1 << 62, 4}, {5, 4}, {4, 4}, {3, 3}} {
+		cfg := synthCfg()
+		cfg.Batch = c.batch
+		j, err := (&Trainer{Comm: w.Comm(1)}).newJob(cfg, 10) // shards of 4, 3, 3
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.cfg.Batch != c.want || j.sched.batch != c.want {
+			t.Errorf("batch %d: job batch %d, schedule %d; want %d", c.batch, j.cfg.Batch, j.sched.batch, c.want)
 		}
 	}
 }
