@@ -263,7 +263,7 @@ func TestPSUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps)`},
+		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps, dpsgd, adpsgd)`},
 		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `unknown consistency "eventual"`},
 		{[]string{"train", "--sync", "ps", "--staleness", "-1"}, "--staleness -1 must not be negative"},
 		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
