@@ -49,11 +49,13 @@ var gossipTest struct {
 // its local state (momentum, Adagrad accumulators: each rank keeps its
 // own, as in Lian et al.'s implementations).
 type localModel struct {
-	j    *job
-	m    *model.Model
-	opt  *model.Optimizer
-	test *data.Dense // this rank's test shard
-	x    []float32   // this rank's model
+	j     *job
+	m     *model.Model
+	opt   *model.Optimizer
+	train *data.Dense // this rank's training shard
+	test  *data.Dense // this rank's test shard
+	n     int         // this step's batch
+	x     []float32   // this rank's model
 	// shared: x is m.Params' own memory (a host backend, dpsgd only).
 	shared bool
 	stats  []float32 // the step's loss sum and correct count (device backends)
@@ -61,12 +63,12 @@ type localModel struct {
 	avg    []float32 // the consensus model x̄ of the last average
 }
 
-func newLocalModel(j *job, m *model.Model, test *data.Dense, params []float32, share bool) (*localModel, error) {
+func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
 	opt, err := model.NewOptimizer(j.cfg.Opt, j.Backend, m.NumParams())
 	if err != nil {
 		return nil, err
 	}
-	l := &localModel{j: j, m: m, opt: opt, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
+	l := &localModel{j: j, m: m, opt: opt, train: train, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
 	if gossipTest.init != nil {
 		params = append([]float32(nil), params...)
 		gossipTest.init(j.Comm.Rank(), params)
@@ -85,6 +87,31 @@ func newLocalModel(j *job, m *model.Model, test *data.Dense, params []float32, s
 }
 
 func (l *localModel) free() { l.opt.Free() }
+
+// describe is the start of a decentralized strategy's Describe line.
+func (l *localModel) describe() string {
+	cfg, a := l.j.cfg, l.m.Arch
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s",
+		cfg.Model, a.Sizes, l.j.sched.n, l.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
+}
+
+// Scope: each rank reports its own batches.
+func (l *localModel) Scope() Scope { return ScopeWorker }
+
+// loadBatch uploads the step's batch.
+func (l *localModel) loadBatch(idx []int) error {
+	l.n = len(idx)
+	sp := l.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	_, err := l.m.LoadBatch(l.train, idx)
+	sp.Err(err).End()
+	return err
+}
+
+// Compute leaves the gradient of the mean loss over this rank's batch (the
+// ranks' average then moves like one SGD step on the global batch).
+func (l *localModel) Compute() error {
+	return l.m.Step(1/float32(max(1, l.n)), nil)
+}
 
 // stepStats reads the step's loss sum and correct count and checks the
 // loss and gradient for NaN/Inf.

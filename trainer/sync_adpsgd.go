@@ -66,12 +66,10 @@ import (
 // partner choices themselves are seeded).
 type adpsgdStrategy struct {
 	*localModel
-	train  *data.Dense
 	graph  gossip.Bipartite
 	active bool
 	nbrs   []int
 	rng    *rand.Rand
-	n      int // this step's batch
 	step   int // steps run by this rank
 
 	// active ranks
@@ -143,11 +141,11 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLocalModel(j, m, test, params, false)
+	l, err := newLocalModel(j, m, train, test, params, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &adpsgdStrategy{localModel: l, train: train, graph: g, active: g.Active(r), nbrs: g.Adj[r],
+	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
 	s.theirs = make([]float32, len(params))
 	s.overlap, s.avgDone = j.cfg.Overlap, make(chan error, 1)
@@ -169,30 +167,22 @@ func (s *adpsgdStrategy) close() {
 }
 
 func (s *adpsgdStrategy) Describe() string {
-	cfg, a := s.j.cfg, s.m.Arch
 	na := 0
 	for r := range s.graph.N {
 		if s.graph.Active(r) {
 			na++
 		}
 	}
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
-		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Topology, s.graph.N,
-		na, s.graph.N-na, s.j.Backend.Name())
+	return fmt.Sprintf("%s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
+		s.describe(), s.j.cfg.Topology, s.graph.N, na, s.graph.N-na, s.j.Backend.Name())
 }
-
-func (s *adpsgdStrategy) Scope() Scope { return ScopeWorker }
 
 // Prepare uploads the batch and, on an active rank, averages (or starts
 // averaging) with a random passive neighbour (x is the model the gradient
 // is computed at: Params holds it since the last update). On a passive rank it copies
 // x, which its server may change at any time, into Params (x̂).
 func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
-	s.n = len(idx)
-	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	_, err := s.m.LoadBatch(s.train, idx)
-	sp.Err(err).End()
-	if err != nil {
+	if err := s.loadBatch(idx); err != nil {
 		return err
 	}
 	if !s.active {
@@ -237,11 +227,6 @@ func (s *adpsgdStrategy) average(peer int) error {
 		return fmt.Errorf("adpsgd: averaging with passive rank %d: %w", peer, err)
 	}
 	return nil
-}
-
-// Compute leaves the gradient of the mean loss over this rank's batch.
-func (s *adpsgdStrategy) Compute() error {
-	return s.m.Step(1/float32(max(1, s.n)), nil)
 }
 
 // Exchange finishes the averaging (active ranks) and applies the gradient

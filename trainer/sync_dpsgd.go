@@ -38,13 +38,11 @@ import (
 // weights are x̄.
 type dpsgdStrategy struct {
 	*localModel
-	train *data.Dense
 	graph gossip.Graph
 	nbrs  []int
 	self  float32
 	w     []float32
 	nb    [][]float32 // the neighbours' models of this step
-	n     int         // this step's batch
 
 	overlap bool       // exchange on a goroutine while the gradient is computed
 	done    chan error // the goroutine's outcome
@@ -57,12 +55,12 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLocalModel(j, m, test, params, true)
+	l, err := newLocalModel(j, m, train, test, params, true)
 	if err != nil {
 		return nil, err
 	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{localModel: l, train: train, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
+	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
 	self, w := g.Weights(r)
 	s.self = float32(self)
 	for _, v := range w {
@@ -76,7 +74,6 @@ func (s *dpsgdStrategy) local() *localModel { return s.localModel }
 func (s *dpsgdStrategy) close()             { s.free() }
 
 func (s *dpsgdStrategy) Describe() string {
-	cfg, a := s.j.cfg, s.m.Arch
 	deg := make([]string, 0, 2)
 	lo, hi := len(s.graph.Adj[0]), 0
 	for _, adj := range s.graph.Adj {
@@ -90,20 +87,14 @@ func (s *dpsgdStrategy) Describe() string {
 	if s.overlap {
 		how = "while the gradient is computed"
 	}
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
-		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Topology, s.graph.N,
-		strings.Join(deg, "–"), how, s.j.Backend.Name())
+	return fmt.Sprintf("%s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
+		s.describe(), s.j.cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, s.j.Backend.Name())
 }
-
-func (s *dpsgdStrategy) Scope() Scope { return ScopeWorker }
 
 // Prepare uploads the batch and, with overlap, starts the exchange of
 // models with the neighbours (x is not written again before Exchange).
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
-	s.n = len(idx)
-	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	_, err := s.m.LoadBatch(s.train, idx)
-	sp.Err(err).End()
+	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
 		go func() { s.done <- s.exchange(step) }()
 	}
@@ -148,11 +139,6 @@ func (s *dpsgdStrategy) exchange(step int) error {
 		}
 	}
 	return nil
-}
-
-// Compute leaves the gradient of the mean loss over this rank's batch.
-func (s *dpsgdStrategy) Compute() error {
-	return s.m.Step(1/float32(max(1, s.n)), nil)
 }
 
 // Exchange waits for the neighbours' models, mixes, and applies the
