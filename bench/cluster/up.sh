@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# up.sh — build a test cluster of N hosts on this machine: N network
+# namespaces, each with one veth link to a switch (a bridge in a namespace
+# of its own), every link shaped by tc in both directions.
+#
+#   bench/cluster/up.sh N [--name NAME] [--link RATE[,DELAY[,LOSS]]]
+#                         [--host-link K=RATE[,DELAY[,LOSS]]]... [--best-effort]
+#
+#   --link       every host's link, e.g. 1gbit, 10gbit, 1gbit,200us,0.1%;
+#                the rate by htb, delay and loss by netem under it. Each
+#                direction of a link gets the rate (full duplex), so a
+#                host-to-host path crosses two shaped links.
+#   --host-link  one host's link instead (a straggler): --host-link 3=100mbit
+#   --best-effort  where the kernel has no netem, drop delay and loss with a
+#                warning instead of failing (the rate is always applied)
+#   --name       cluster name (default dmlc): namespaces NAME-sw, NAME-h1..
+#
+# Prints the state folder (hostfile, hosts, links) on stdout. Needs root
+# (or CAP_NET_ADMIN). Take it down with bench/cluster/down.sh NAME.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+n="" name=dmlc link="" best=0
+declare -A hostlink=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--name) name=$2; shift 2 ;;
+	--link) link=$2; shift 2 ;;
+	--host-link) hostlink[${2%%=*}]=${2#*=}; shift 2 ;;
+	--best-effort) best=1; shift ;;
+	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	-*) die "unknown flag $1" ;;
+	*) n=$1; shift ;;
+	esac
+done
+[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "want a host count 1..200, got '${n}'"
+[[ $name =~ ^[a-zA-Z0-9_-]{1,40}$ ]] || die "bad cluster name '$name'"
+why=$(cluster_ok) || die "$why"
+sw=$name-sw
+ip netns list | grep -q "^$sw\b" && die "cluster $name exists (bench/cluster/down.sh $name)"
+
+netem=0
+netem_ok && netem=1
+# Check every spec before building anything.
+for k in "${!hostlink[@]}"; do
+	[[ $k =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le "$n" ] || die "--host-link $k=…: no host $k of $n"
+done
+for k in $(seq "$n"); do
+	parse_link "${hostlink[$k]:-$link}"
+	if [ $netem = 0 ] && [ -n "$link_delay$link_loss" ] && [ $best = 0 ]; then
+		die "link '${hostlink[$k]:-$link}': this kernel has no netem qdisc (sch_netem), so delay and loss cannot be set; use a rate only, or --best-effort to drop them"
+	fi
+done
+
+state=$DML_CLUSTER_ROOT/$name
+rm -rf "$state" && mkdir -p "$state"
+# If anything below fails, take down what was built.
+trap '"$here/down.sh" "$name" >/dev/null 2>&1 || true' ERR
+
+# shape NS DEV: htb at the link's rate on DEV's egress, netem under it.
+shape() {
+	local ns=$1 dev=$2
+	[ -n "$link_rate" ] || return 0
+	tc -n "$ns" qdisc add dev "$dev" root handle 1: htb default 10 r2q 1000
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:10 htb rate "$link_rate" ceil "$link_rate" burst 256k cburst 256k
+	if [ $netem = 1 ] && [ -n "$link_delay$link_loss" ]; then
+		tc -n "$ns" qdisc add dev "$dev" parent 1:10 handle 10: netem limit 100000 \
+			${link_delay:+delay $link_delay} ${link_loss:+loss $link_loss}
+	fi
+}
+
+ip netns add "$sw"
+ip -n "$sw" link set lo up
+ip -n "$sw" link add br0 type bridge
+ip -n "$sw" addr add $DML_CLUSTER_HEAD/24 dev br0
+ip -n "$sw" link set br0 up
+: >"$state/hostfile"
+: >"$state/hosts"
+{ echo "host ns ip rate delay loss"; } >"$state/links"
+for k in $(seq "$n"); do
+	h=$name-h$k
+	ip netns add "$h"
+	ip -n "$h" link set lo up
+	ip -n "$sw" link add "p$k" type veth peer name eth0 netns "$h"
+	ip -n "$sw" link set "p$k" master br0 up
+	ip -n "$h" addr add $DML_CLUSTER_SUBNET.$k/24 dev eth0
+	ip -n "$h" link set eth0 up
+	parse_link "${hostlink[$k]:-$link}"
+	if [ $netem = 0 ] && [ -n "$link_delay$link_loss" ]; then
+		echo "cluster: warning: host $k: delay/loss '${link_delay},${link_loss}' not applied (no netem in this kernel)" >&2
+		link_delay="" link_loss=""
+	fi
+	shape "$h" eth0   # host → switch
+	shape "$sw" "p$k" # switch → host
+	echo "$DML_CLUSTER_SUBNET.$k slots=1" >>"$state/hostfile"
+	echo "$DML_CLUSTER_SUBNET.$k $h" >>"$state/hosts"
+	echo "$k $h $DML_CLUSTER_SUBNET.$k ${link_rate:-none} ${link_delay:--} ${link_loss:--}" >>"$state/links"
+done
+# Wait until every link is up at both ends and its switch port forwards
+# (ports come up asynchronously).
+for k in $(seq "$n"); do
+	for _ in $(seq 100); do
+		[ "$(ip -n "$name-h$k" -o link show eth0 | grep -c 'state UP')" = 1 ] &&
+			ip -n "$sw" -o link show "p$k" | grep -q 'state UP' &&
+			bridge -n "$sw" link show dev "p$k" | grep -q 'state forwarding' && break
+		sleep 0.05
+	done
+done
+trap - ERR
+echo "$state"
