@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCluster is the multi-host check (make cluster-test, and part of make
+// test): on a cluster of network namespaces joined by tc-shaped veth
+// links, the collectives' tests pass over TCP across 3 and 4 hosts, a link
+// is as slow as its rate says, `dml train` learns with AllReduce and with a
+// parameter server, and every namespace is gone afterwards, also after a
+// job that failed. Where namespaces cannot be made (no root or
+// CAP_NET_ADMIN, as on some CI runners) it skips and says why; that skip
+// does not fail a CI run.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the test cluster takes about half a minute")
+	}
+	if err := Available("."); err != nil {
+		t.Skipf("no network namespaces here, so no test cluster: %v", err)
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun not found (make deps installs OpenMPI)")
+	}
+	bin := t.TempDir()
+	dml, colls := filepath.Join(bin, "dml"), filepath.Join(bin, "mpi.test")
+	for _, b := range [][]string{
+		{"build", "-o", dml, "./cmd/dml"},
+		{"test", "-c", "-o", colls, "./collectives/mpi"},
+	} {
+		cmd := exec.Command("go", b...)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+		}
+	}
+	name := fmt.Sprintf("dmlt%d", os.Getpid())
+	run := func(t *testing.T, s Spec, job ...string) string {
+		t.Helper()
+		s.Name = name
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := Command(ctx, ".", s, job...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v (%v)\n%s", err, ctx.Err(), out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() {
+		if left := namespaces(t, name); len(left) > 0 {
+			t.Errorf("namespaces left behind: %v", left)
+			exec.Command("bash", "down.sh", name).Run()
+		}
+	})
+
+	for _, c := range []Spec{{Hosts: 3, Link: "1gbit"}, {Hosts: 4, Link: "10gbit"}} {
+		t.Run(fmt.Sprintf("collectives-%dhosts-%s", c.Hosts, c.Link), func(t *testing.T) {
+			out := run(t, c, colls, "-test.timeout", "90s", "-test.skip", "WaitCostsLittleCPU")
+			if n := strings.Count(out, "\nPASS"); n != c.Hosts {
+				t.Fatalf("%d of %d ranks passed:\n%s", n, c.Hosts, out)
+			}
+		})
+	}
+
+	// A ring AllReduce of 4 MiB between 2 hosts sends 4 MiB each way, which
+	// takes at least 168 ms at 200 Mbit/s (and a few ms unshaped).
+	t.Run("link-rate", func(t *testing.T) {
+		out := run(t, Spec{Hosts: 2, Link: "200mbit"}, dml, "bench", "allreduce",
+			"-algo", "ring", "-b", "4M", "-e", "4M", "-n", "3", "-w", "1", "-format", "csv")
+		us := csvField(t, out, "ring,4194304,", 3)
+		if us < 0.8*168e3 {
+			t.Fatalf("4 MiB ring AllReduce at 200mbit took %.0f µs, less than the link allows (168 ms): not shaped?\n%s", us, out)
+		}
+		t.Logf("4 MiB ring AllReduce over 200mbit: %.0f ms (≥ 168 ms by the rate)", us/1e3)
+	})
+
+	t.Run("link-delay", func(t *testing.T) {
+		if !Netem(".") {
+			t.Skip("this kernel has no netem qdisc (sch_netem), so link delay and loss cannot be set: rates only")
+		}
+		// 4 bytes, 2 hosts: one exchange crosses 2 links each way, 4 × 5 ms.
+		out := run(t, Spec{Hosts: 2, Link: "1gbit,5ms"}, dml, "bench", "allreduce",
+			"-algo", "tree", "-b", "4", "-e", "4", "-n", "3", "-w", "1", "-format", "csv")
+		if us := csvField(t, out, "tree,4,", 3); us < 0.9*20e3 {
+			t.Fatalf("4 B AllReduce over 5 ms links took %.0f µs, less than the delay (20 ms)\n%s", us, out)
+		}
+	})
+
+	train := []string{dml, "train", "--model", "mlp", "--hidden", "32", "--data", "synthetic",
+		"--classes", "4", "--samples", "4000", "--epochs", "2", "--batch", "32", "--progress", "never"}
+	for _, c := range []struct {
+		name string
+		spec Spec
+		args []string
+	}{
+		{"train-allreduce", Spec{Hosts: 2, Link: "1gbit"}, []string{"--sync", "allreduce", "--allreduce", "ring"}},
+		{"train-ps-ssp", Spec{Hosts: 3, Link: "1gbit", HostLinks: map[int]string{3: "100mbit"}},
+			[]string{"--sync", "ps", "--servers", "1", "--consistency", "ssp", "--staleness", "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := filepath.Join(t.TempDir(), "m.json")
+			out := run(t, c.spec, append(append(train, c.args...), "--metrics", m)...)
+			b, err := os.ReadFile(m)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var last struct {
+				TestAcc float64 `json:"test_acc"`
+			}
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+				t.Fatal(err)
+			}
+			if last.TestAcc < 0.9 {
+				t.Fatalf("test accuracy %.3f after 2 epochs on an easy synthetic set, want ≥ 0.9\n%s", last.TestAcc, out)
+			}
+		})
+	}
+
+	// A job that fails still takes its cluster down, and says so by its status.
+	t.Run("teardown-on-failure", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := Command(ctx, ".", Spec{Hosts: 2, Name: name}, "sh", "-c", "exit 3").CombinedOutput()
+		if err == nil {
+			t.Fatalf("a failing job exited 0:\n%s", out)
+		}
+		if left := namespaces(t, name); len(left) > 0 {
+			t.Fatalf("after a failed job, namespaces left: %v", left)
+		}
+	})
+}
+
+// namespaces lists the network namespaces of cluster name.
+func namespaces(t *testing.T, name string) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], name+"-") {
+			ns = append(ns, f[0])
+		}
+	}
+	return ns
+}
+
+// csvField is column col of the first line of out that starts with prefix.
+func csvField(t *testing.T, out, prefix string, col int) float64 {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, prefix) {
+			f := strings.Split(l, ",")
+			if col < len(f) {
+				if v, err := strconv.ParseFloat(f[col], 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	t.Fatalf("no line %q… in\n%s", prefix, out)
+	return 0
+}
