@@ -10,7 +10,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # allowed (containers, CI), shared memory only.
 MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --mca btl self,vader
 
-APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy libopenblas0-pthread iproute2
+APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy libopenblas0-pthread iproute2 slurmd slurmctld slurm-client munge
 
 # The CUDA toolchain fetched into .cache (never installed), the kernels' PTX,
 # and the dml binary built with the CUDA backend.
@@ -20,10 +20,10 @@ include mk/cuda-build.mk
 .PHONY: help deps build test test-short cluster-test vet fmt-check demo bench bench-exchange bench-go fuzz clean
 
 help:
-	@echo "make deps            install what is missing (OpenMPI, pkg-config, Fashion-MNIST, Go modules)"
+	@echo "make deps            install what is missing (OpenMPI, pkg-config, Fashion-MNIST, iproute2, Slurm, Go modules)"
 	@echo "make build           build $(BIN)"
 	@echo "make test            vet, format check, all tests (race detector; MPI tests launch mpirun)"
-	@echo "make cluster-test    multi-host check on a test cluster of network namespaces (bench/cluster; root)"
+	@echo "make cluster-test    multi-host check on a test cluster of network namespaces, and srun on a one-node Slurm (root)"
 	@echo "make demo            the main job: mpirun -np $(NP) training run on Fashion-MNIST"
 	@echo "make bench           dml bench allreduce with 2 and 4 ranks"
 	@echo "make bench-exchange  shim vs MPI_THREAD_MULTIPLE point-to-point comparison"
@@ -76,7 +76,9 @@ test: deps fmt-check vet kernels-check kernels-emu build-cuda
 # The multi-host check alone (make test runs it too, as package
 # bench/cluster): 2–4 hosts as network namespaces on this machine, joined by
 # tc-shaped veth links, the collectives' tests and short training runs
-# under mpirun over TCP. Skips, saying why, where namespaces cannot be made.
+# under mpirun over TCP; and `srun --mpi=pmix -n 2 dml train` on a
+# single-node Slurm started for the test (bench/cluster/slurm.sh). Each
+# skips, saying why, where namespaces cannot be made or slurmd cannot run.
 cluster-test: deps
 	$(GO) test -count=1 -timeout 10m -v ./bench/cluster
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -32,18 +34,7 @@ func TestCluster(t *testing.T) {
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun not found (make deps installs OpenMPI)")
 	}
-	bin := t.TempDir()
-	dml, colls := filepath.Join(bin, "dml"), filepath.Join(bin, "mpi.test")
-	for _, b := range [][]string{
-		{"build", "-o", dml, "./cmd/dml"},
-		{"test", "-c", "-o", colls, "./collectives/mpi"},
-	} {
-		cmd := exec.Command("go", b...)
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
-		}
-	}
+	dml, colls := binaries(t)
 	name := fmt.Sprintf("dmlt%d", os.Getpid())
 	run := func(t *testing.T, s Spec, job ...string) string {
 		t.Helper()
@@ -172,4 +163,90 @@ func csvField(t *testing.T, out, prefix string, col int) float64 {
 	}
 	t.Fatalf("no line %q… in\n%s", prefix, out)
 	return 0
+}
+
+var (
+	buildOnce          sync.Once
+	buildDir, buildErr = "", error(nil)
+)
+
+// binaries builds dml and the collectives/mpi test binary once for the
+// package's tests, into a folder removed at the end (TestMain).
+func binaries(t *testing.T) (dml, colls string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "dml-cluster-test-"); buildErr != nil {
+			return
+		}
+		for _, b := range [][]string{
+			{"build", "-o", filepath.Join(buildDir, "dml"), "./cmd/dml"},
+			{"test", "-c", "-o", filepath.Join(buildDir, "mpi.test"), "./collectives/mpi"},
+		} {
+			cmd := exec.Command("go", b...)
+			cmd.Dir = "../.."
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(buildDir, "dml"), filepath.Join(buildDir, "mpi.test")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// TestSlurm: on a single-node Slurm started for the test (slurm.sh: munged,
+// slurmctld, slurmd as children of the script, no systemd), `srun
+// --mpi=pmix -n 2 dml train` runs two ranks that learn, and the daemons are
+// gone afterwards.
+func TestSlurm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starting Slurm takes a few seconds")
+	}
+	for _, c := range []string{"munged", "slurmctld", "slurmd", "srun"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("Slurm is not installed here (%s not found; make deps installs slurmd slurmctld slurm-client munge)", c)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("slurmd needs root, and this test runs as another user")
+	}
+	dml, _ := binaries(t)
+	m := filepath.Join(t.TempDir(), "m.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "slurm.sh", "--", "srun", "--mpi=pmix", "-n", "2", dml, "train",
+		"--model", "mlp", "--hidden", "32", "--data", "synthetic", "--classes", "4", "--samples", "4000",
+		"--epochs", "2", "--batch", "32", "--sync", "allreduce", "--progress", "never", "--metrics", m)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v (%v)\n%s", err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "(2 ranks × batch 32)") {
+		t.Fatalf("not a 2-rank job:\n%s", out)
+	}
+	b, err := os.ReadFile(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var last struct {
+		TestAcc float64 `json:"test_acc"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.TestAcc < 0.9 {
+		t.Fatalf("test accuracy %.3f (%v), want ≥ 0.9\n%s", last.TestAcc, err, out)
+	}
+	t.Logf("srun --mpi=pmix -n 2 dml train: test accuracy %.3f", last.TestAcc)
 }
