@@ -43,9 +43,9 @@ np=()
 for a in "$@"; do case $a in -np|-n|--np|-c) np=(x) ;; esac; done
 [ ${#np[@]} -gt 0 ] && np=() || np=(-np "$hosts")
 
-# Programs given by a relative path: the orteds start in the same folder
-# (same filesystem), but make it absolute anyway for mpirun's own checks.
-[ "$keep" = 1 ] || trap '"$here/down.sh" "$name" >/dev/null 2>&1 || true' EXIT
+# Take down only a cluster this run made (a name in use is up.sh's error).
+state=""
+[ "$keep" = 1 ] || trap '[ -z "$state" ] || "$here/down.sh" "$name" >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 state=$("$here/up.sh" "$hosts" "${up[@]}")

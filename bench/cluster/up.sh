@@ -57,6 +57,8 @@ state=$DML_CLUSTER_ROOT/$name
 rm -rf "$state" && mkdir -p "$state"
 # If anything below fails, take down what was built.
 trap '"$here/down.sh" "$name" >/dev/null 2>&1 || true' ERR
+trap '"$here/down.sh" "$name" >/dev/null 2>&1; exit 143' TERM
+trap '"$here/down.sh" "$name" >/dev/null 2>&1; exit 130' INT
 
 # shape NS DEV: htb at the link's rate on DEV's egress, netem under it.
 shape() {
@@ -107,5 +109,5 @@ for k in $(seq "$n"); do
 		sleep 0.05
 	done
 done
-trap - ERR
+trap - ERR TERM INT
 echo "$state"
