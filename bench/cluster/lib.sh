@@ -43,14 +43,19 @@ netem_ok() {
 	return $rc
 }
 
-# parse_link SPEC: sets link_rate link_delay link_loss from RATE[,DELAY[,LOSS]]
-# (tc units: 1gbit, 500mbit; 200us, 1ms; 0.1%). Empty SPEC: unshaped.
+# parse_link SPEC: sets link_up link_down link_delay link_loss from
+# RATE[,DELAY[,LOSS]] (tc units: 1gbit, 500mbit; 200us, 1ms; 0.1%). RATE is
+# both directions, or UP/DOWN as the host sees them (20mbit/1gbit: a slow
+# uplink). Empty SPEC: unshaped.
 parse_link() {
-	local spec=$1
-	link_rate="" link_delay="" link_loss=""
+	local spec=$1 rate r
+	link_up="" link_down="" link_delay="" link_loss=""
 	[ -n "$spec" ] || return 0
-	IFS=, read -r link_rate link_delay link_loss <<<"$spec"
-	[[ $link_rate =~ ^[0-9.]+([kmgt]?bit|[kmgt]?bps)$ ]] || die "link rate '$link_rate' in '$spec': want e.g. 1gbit, 100mbit"
+	IFS=, read -r rate link_delay link_loss <<<"$spec"
+	link_up=${rate%%/*} link_down=${rate#*/}
+	for r in "$link_up" "$link_down"; do
+		[[ $r =~ ^[0-9.]+([kmgt]?bit|[kmgt]?bps)$ ]] || die "link rate '$r' in '$spec': want e.g. 1gbit, 100mbit, or UP/DOWN (20mbit/1gbit)"
+	done
 	[ -z "$link_delay" ] || [[ $link_delay =~ ^[0-9.]+(us|ms|s)$ ]] || die "link delay '$link_delay' in '$spec': want e.g. 200us, 5ms"
 	[ -z "$link_loss" ] || [[ $link_loss =~ ^[0-9.]+%$ ]] || die "link loss '$link_loss' in '$spec': want e.g. 0.1%"
 	return 0

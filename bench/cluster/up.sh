@@ -9,7 +9,8 @@
 #   --link       every host's link, e.g. 1gbit, 10gbit, 1gbit,200us,0.1%;
 #                the rate by htb, delay and loss by netem under it. Each
 #                direction of a link gets the rate (full duplex), so a
-#                host-to-host path crosses two shaped links.
+#                host-to-host path crosses two shaped links; UP/DOWN rates
+#                differ by direction: 20mbit/1gbit is a slow uplink.
 #   --host-link  one host's link instead (a straggler): --host-link 3=100mbit
 #   --best-effort  where the kernel has no netem, drop delay and loss with a
 #                warning instead of failing (the rate is always applied)
@@ -60,12 +61,12 @@ trap '"$here/down.sh" "$name" >/dev/null 2>&1 || true' ERR
 trap '"$here/down.sh" "$name" >/dev/null 2>&1; exit 143' TERM
 trap '"$here/down.sh" "$name" >/dev/null 2>&1; exit 130' INT
 
-# shape NS DEV: htb at the link's rate on DEV's egress, netem under it.
+# shape NS DEV RATE: htb at RATE on DEV's egress, netem under it.
 shape() {
-	local ns=$1 dev=$2
-	[ -n "$link_rate" ] || return 0
+	local ns=$1 dev=$2 rate=$3
+	[ -n "$rate" ] || return 0
 	tc -n "$ns" qdisc add dev "$dev" root handle 1: htb default 10 r2q 1000
-	tc -n "$ns" class add dev "$dev" parent 1: classid 1:10 htb rate "$link_rate" ceil "$link_rate" burst 256k cburst 256k
+	tc -n "$ns" class add dev "$dev" parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst 256k cburst 256k
 	if [ $netem = 1 ] && [ -n "$link_delay$link_loss" ]; then
 		tc -n "$ns" qdisc add dev "$dev" parent 1:10 handle 10: netem limit 100000 \
 			${link_delay:+delay $link_delay} ${link_loss:+loss $link_loss}
@@ -93,11 +94,13 @@ for k in $(seq "$n"); do
 		echo "cluster: warning: host $k: delay/loss '${link_delay},${link_loss}' not applied (no netem in this kernel)" >&2
 		link_delay="" link_loss=""
 	fi
-	shape "$h" eth0   # host → switch
-	shape "$sw" "p$k" # switch → host
+	shape "$h" eth0 "$link_up"     # host → switch
+	shape "$sw" "p$k" "$link_down" # switch → host
 	echo "$DML_CLUSTER_SUBNET.$k slots=1" >>"$state/hostfile"
 	echo "$DML_CLUSTER_SUBNET.$k $h" >>"$state/hosts"
-	echo "$k $h $DML_CLUSTER_SUBNET.$k ${link_rate:-none} ${link_delay:--} ${link_loss:--}" >>"$state/links"
+	rate=$link_up
+	[ "$link_down" = "$link_up" ] || rate=$link_up/$link_down
+	echo "$k $h $DML_CLUSTER_SUBNET.$k ${rate:-none} ${link_delay:--} ${link_loss:--}" >>"$state/links"
 done
 # Wait until every link is up at both ends and its switch port forwards
 # (ports come up asynchronously).
