@@ -28,7 +28,9 @@ import (
 type Spec struct {
 	Hosts int
 	// Link is every host's link: RATE[,DELAY[,LOSS]] in tc's units, e.g.
-	// "1gbit", "10gbit", "1gbit,200us,0.1%". Empty: unshaped.
+	// "1gbit", "10gbit", "1gbit,200us,0.1%"; RATE is both directions, or
+	// UP/DOWN as the host sees them ("20mbit/1gbit": a slow uplink).
+	// Delay and loss need the kernel's netem (see Netem). Empty: unshaped.
 	Link string
 	// HostLinks overrides the link of some hosts (1-based), e.g. a slow
 	// link to one host as a straggler: {3: "100mbit"}.
