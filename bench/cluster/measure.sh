@@ -17,7 +17,8 @@
 #                                        1gbit against host 4 on a 100mbit and
 #                                        on a 20mbit link
 #
-# Environment: DML [bin/dml]  R [2] invocations per setting
+# Environment: DML [bin/dml]  R [2] invocations per setting  REUSE [unset;
+#   1: keep the finished runs of an earlier invocation in $OUT (train, filters)]
 #   OUT [/tmp/dml-cluster-measure]  LOCK [/work/shared-notes/measure.lock,
 #   where it exists: each job holds it, none longer than about a minute]
 set -euo pipefail
@@ -95,6 +96,7 @@ train)
 					[ -z "$algo" ] || args+=(--allreduce "$algo")
 					[ "$sync" != ps ] || args+=(--servers 1)
 					m=$OUT/train.$h.$l.${s// /-}.$i.json
+					[ "${REUSE:-}" != 1 ] || ! grep -q '^done:' "$OUT/train.$h.$l.${s// /-}.$i.out" 2>/dev/null || continue
 					rm -f "$m"
 					job "$OUT/train.$h.$l.${s// /-}.$i.out" --hosts $h --link $l -- "$DML" "${common[@]}" "${args[@]}" --metrics "$m"
 				done
@@ -102,7 +104,7 @@ train)
 		done
 	done
 	python3 - "$OUT" "$R" <<'PY'
-import json, sys, collections
+import re, sys
 out, R = sys.argv[1], int(sys.argv[2])
 print("| hosts | link | allreduce ring | allreduce tree | allreduce mpi | ps (1 server + hosts−1 workers) |")
 print("|---|---|---|---|---|---|")
@@ -112,10 +114,13 @@ for h in (2, 4):
         for s in ("allreduce-ring", "allreduce-tree", "allreduce-mpi", "ps"):
             v = []
             for i in range(1, R + 1):
+                # The run's total over all workers ("done: … (N samples/s)");
+                # --sync ps's per-epoch metrics count the reporting worker only.
                 try:
-                    lines = open(f"{out}/train.{h}.{l}.{s}.{i}.json").read().split("\n")
-                    v.append(json.loads([x for x in lines if x.strip()][-1])["samples_per_sec"])
-                except (OSError, IndexError, KeyError):
+                    for x in open(f"{out}/train.{h}.{l}.{s}.{i}.out"):
+                        mm = re.match(r"done: .*\(([0-9.]+) samples/s\)", x)
+                        if mm: v.append(float(mm.group(1)))
+                except OSError:
                     pass
             cells.append("–" if not v else f"{min(v):,.0f}–{max(v):,.0f}" if len(v) > 1 else f"{v[0]:,.0f}")
         print(f"| {h} | {l} | " + " | ".join(cells) + " |")
