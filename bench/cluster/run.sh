@@ -15,8 +15,10 @@
 # hosts (--map-by node), so -np 8 on 4 hosts puts two on each. mpirun runs in
 # the switch namespace (the head node, 10.231.0.254), starts one orted per
 # host through agent.sh (ip netns exec in place of ssh), and the ranks talk
-# TCP only (btl self,tcp), over the cluster's subnet only. SPEC and the
-# other flags are up.sh's. The mpirun line is printed to stderr first.
+# TCP only (btl self,tcp), over the cluster's subnet only. SPEC
+# (RATE[,DELAY[,LOSS]], RATE or UP/DOWN) and the other flags are up.sh's.
+# Interrupting the job's process group (Ctrl-C, or SIGTERM to -PGID) also
+# takes the cluster down. The mpirun line is printed to stderr first.
 # --keep leaves the cluster up afterwards (down.sh NAME takes it down).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
