@@ -1,7 +1,8 @@
 // Package cluster drives the test cluster of bench/cluster/*.sh from Go: N
 // hosts as Linux network namespaces on this machine, each joined to a
 // switch by a veth link shaped with tc (rate by htb; delay and loss by
-// netem where the kernel has it), and one mpirun job across them over TCP.
+// netem where the kernel has it, else by linkd, a user-space switch), and
+// one mpirun job across them over TCP.
 //
 // The scripts do the work (run.sh sets up, runs, tears down); this package
 // builds their command lines, so that a Go caller — the sweep, the tests —
@@ -30,7 +31,8 @@ type Spec struct {
 	// Link is every host's link: RATE[,DELAY[,LOSS]] in tc's units, e.g.
 	// "1gbit", "10gbit", "1gbit,200us,0.1%"; RATE is both directions, or
 	// UP/DOWN as the host sees them ("20mbit/1gbit": a slow uplink).
-	// Delay and loss need the kernel's netem (see Netem). Empty: unshaped.
+	// Delay and loss are set by netem where the kernel has it (see Netem),
+	// else by linkd, a user-space switch. Empty: unshaped.
 	Link string
 	// HostLinks overrides the link of some hosts (1-based), e.g. a slow
 	// link to one host as a straggler: {3: "100mbit"}.
@@ -38,8 +40,8 @@ type Spec struct {
 	// Name names the namespaces (NAME-sw, NAME-h1…); default "dmlc". Two
 	// clusters up at once need different names.
 	Name string
-	// BestEffort drops delay and loss where the kernel cannot set them
-	// (no netem) instead of failing.
+	// BestEffort drops delay and loss where neither netem nor linkd can
+	// set them instead of failing.
 	BestEffort bool
 }
 
@@ -100,8 +102,8 @@ func Available(dir string) error {
 	return nil
 }
 
-// Netem reports whether this kernel has the netem qdisc, that is whether
-// a link's delay and loss can be set (its rate always can).
+// Netem reports whether this kernel has the netem qdisc, which then sets
+// links' delay and loss (else linkd, the user-space switch, does).
 func Netem(dir string) bool {
 	return exec.Command("bash", "-c", `. "$1/lib.sh" && netem_ok`, "cluster", dir).Run() == nil
 }

@@ -47,15 +47,21 @@ netem_ok && netem=1
 for k in "${!hostlink[@]}"; do
 	[[ $k =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le "$n" ] || die "--host-link $k=…: no host $k of $n"
 done
+linkd=0 # delay or loss without netem: the user-space switch linkd does them
 for k in $(seq "$n"); do
 	parse_link "${hostlink[$k]:-$link}"
-	if [ $netem = 0 ] && [ -n "$link_delay$link_loss" ] && [ $best = 0 ]; then
-		die "link '${hostlink[$k]:-$link}': this kernel has no netem qdisc (sch_netem), so delay and loss cannot be set; use a rate only, or --best-effort to drop them"
-	fi
+	[ $netem = 1 ] || [ -z "$link_delay$link_loss" ] || linkd=1
 done
 
 state=$DML_CLUSTER_ROOT/$name
 rm -rf "$state" && mkdir -p "$state"
+if [ $linkd = 1 ]; then
+	if ! out=$(cd "$here/../.." && go build -o "$state/linkd" ./bench/cluster/linkd 2>&1); then
+		[ $best = 1 ] || die "this kernel has no netem qdisc (sch_netem) and linkd (the user-space switch for delay and loss) did not build: $out; use a rate only, or --best-effort to drop delay and loss"
+		echo "cluster: warning: no netem and no linkd: delay and loss not applied" >&2
+		linkd=0
+	fi
+fi
 # If anything below fails, take down what was built.
 trap '"$here/down.sh" "$name" >/dev/null 2>&1 || true' ERR
 trap '"$here/down.sh" "$name" >/dev/null 2>&1; exit 143' TERM
@@ -76,8 +82,14 @@ shape() {
 ip netns add "$sw"
 ip -n "$sw" link set lo up
 ip -n "$sw" link add br0 type bridge
-ip -n "$sw" addr add $DML_CLUSTER_HEAD/24 dev br0
 ip -n "$sw" link set br0 up
+# The head node (mpirun) is a port of the switch like the hosts, unshaped.
+ip -n "$sw" link add hd type veth peer name ph
+ip -n "$sw" addr add $DML_CLUSTER_HEAD/24 dev hd
+ip -n "$sw" link set hd up
+ip -n "$sw" link set ph up
+[ $linkd = 1 ] || ip -n "$sw" link set ph master br0
+linkd_ports=(-port ph=0s/0s/0/0)
 : >"$state/hostfile"
 : >"$state/hosts"
 { echo "host ns ip rate delay loss"; } >"$state/links"
@@ -86,13 +98,19 @@ for k in $(seq "$n"); do
 	ip netns add "$h"
 	ip -n "$h" link set lo up
 	ip -n "$sw" link add "p$k" type veth peer name eth0 netns "$h"
-	ip -n "$sw" link set "p$k" master br0 up
+	if [ $linkd = 1 ]; then ip -n "$sw" link set "p$k" up; else ip -n "$sw" link set "p$k" master br0 up; fi
 	ip -n "$h" addr add $DML_CLUSTER_SUBNET.$k/24 dev eth0
 	ip -n "$h" link set eth0 up
 	parse_link "${hostlink[$k]:-$link}"
-	if [ $netem = 0 ] && [ -n "$link_delay$link_loss" ]; then
+	if [ $netem = 0 ] && [ $linkd = 0 ] && [ -n "$link_delay$link_loss" ]; then
 		echo "cluster: warning: host $k: delay/loss '${link_delay},${link_loss}' not applied (no netem in this kernel)" >&2
 		link_delay="" link_loss=""
+	fi
+	if [ $linkd = 1 ]; then
+		# linkd takes delay and loss (% → fraction); shape() below sets
+		# the rate only (no netem here).
+		l=${link_loss:-0%}
+		linkd_ports+=(-port "p$k=${link_delay:-0s}/${link_delay:-0s}/$(awk -v p="${l%\%}" 'BEGIN{print p/100}')/$(awk -v p="${l%\%}" 'BEGIN{print p/100}')")
 	fi
 	shape "$h" eth0 "$link_up"     # host → switch
 	shape "$sw" "p$k" "$link_down" # switch → host
@@ -102,13 +120,22 @@ for k in $(seq "$n"); do
 	[ "$link_down" = "$link_up" ] || rate=$link_up/$link_down
 	echo "$k $h $DML_CLUSTER_SUBNET.$k ${rate:-none} ${link_delay:--} ${link_loss:--}" >>"$state/links"
 done
+if [ $linkd = 1 ]; then
+	ip netns exec "$sw" "$state/linkd" "${linkd_ports[@]}" >"$state/linkd.log" 2>&1 </dev/null &
+	for _ in $(seq 100); do
+		grep -q forwarding "$state/linkd.log" && break
+		kill -0 $! 2>/dev/null || die "linkd failed: $(cat "$state/linkd.log")"
+		sleep 0.05
+	done
+	echo "linkd" >"$state/switch"
+fi
 # Wait until every link is up at both ends and its switch port forwards
 # (ports come up asynchronously).
 for k in $(seq "$n"); do
 	for _ in $(seq 100); do
 		[ "$(ip -n "$name-h$k" -o link show eth0 | grep -c 'state UP')" = 1 ] &&
 			ip -n "$sw" -o link show "p$k" | grep -q 'state UP' &&
-			bridge -n "$sw" link show dev "p$k" | grep -q 'state forwarding' && break
+			{ [ $linkd = 1 ] || bridge -n "$sw" link show dev "p$k" | grep -q 'state forwarding'; } && break
 		sleep 0.05
 	done
 done
