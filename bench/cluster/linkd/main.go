@@ -18,9 +18,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -116,6 +119,7 @@ func main() {
 	if len(ports) < 2 {
 		log.Fatal("want two ports or more")
 	}
+	var forwarded, lost atomic.Int64
 	var mu sync.RWMutex
 	macs := map[[6]byte]int{} // learned: source MAC → port
 	for _, src := range ports {
@@ -171,8 +175,10 @@ func main() {
 				send := func(j int) {
 					dst := ports[j]
 					if p := 1 - (1-src.upLoss)*(1-dst.downLoss); p > 0 && rand.Float64() < p {
+						lost.Add(1)
 						return
 					}
+					forwarded.Add(1)
 					data := append([]byte(nil), buf[:n]...)
 					select {
 					case src.queues[j] <- frame{due: now.Add(src.upDelay + dst.downDelay), data: data}:
@@ -194,5 +200,8 @@ func main() {
 		}()
 	}
 	fmt.Fprintln(os.Stderr, "linkd: forwarding between", len(ports), "ports")
-	select {}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	fmt.Fprintf(os.Stderr, "linkd: %d frames forwarded, %d dropped as lost\n", forwarded.Load(), lost.Load())
 }
