@@ -1,9 +1,10 @@
 # lib.sh — shared by up.sh, down.sh, run.sh and agent.sh (sourced, not run).
 #
 # A cluster NAME is a set of network namespaces:
-#   NAME-sw        the switch: a bridge br0 with one port per host, and the
-#                  head node's address 10.231.0.254 (mpirun runs here, like
-#                  on a login node; it holds no ranks)
+#   NAME-sw        the switch: a bridge br0 (or linkd, for delay and loss
+#                  without netem) with one port pK per host and one (ph) for
+#                  the head node hd, 10.231.0.254 (mpirun runs here, like on
+#                  a login node; it holds no ranks)
 #   NAME-h1..hN    the hosts: eth0 = 10.231.0.K/24, one veth link to the switch
 # and a state folder $DML_CLUSTER_ROOT/NAME (hostfile, hosts map, link table).
 # Namespaces are separate network stacks, so two clusters with different

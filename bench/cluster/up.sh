@@ -7,13 +7,16 @@
 #                         [--host-link K=RATE[,DELAY[,LOSS]]]... [--best-effort]
 #
 #   --link       every host's link, e.g. 1gbit, 10gbit, 1gbit,200us,0.1%;
-#                the rate by htb, delay and loss by netem under it. Each
+#                the rate by htb, delay and loss by netem under it (where
+#                the kernel has no netem, by linkd: a user-space switch in
+#                place of the bridge, built here with go). Each
 #                direction of a link gets the rate (full duplex), so a
 #                host-to-host path crosses two shaped links; UP/DOWN rates
 #                differ by direction: 20mbit/1gbit is a slow uplink.
 #   --host-link  one host's link instead (a straggler): --host-link 3=100mbit
-#   --best-effort  where the kernel has no netem, drop delay and loss with a
-#                warning instead of failing (the rate is always applied)
+#   --best-effort  where neither netem nor linkd can be had, drop delay and
+#                loss with a warning instead of failing (the rate is always
+#                applied)
 #   --name       cluster name (default dmlc): namespaces NAME-sw, NAME-h1..
 #
 # Prints the state folder (hostfile, hosts, links) on stdout. Needs root
