@@ -138,7 +138,8 @@ for k in $(seq "$n"); do
 	for _ in $(seq 100); do
 		[ "$(ip -n "$name-h$k" -o link show eth0 | grep -c 'state UP')" = 1 ] &&
 			ip -n "$sw" -o link show "p$k" | grep -q 'state UP' &&
-			{ [ $linkd = 1 ] || bridge -n "$sw" link show dev "p$k" | grep -q 'state forwarding'; } && break
+			{ [ $linkd = 1 ] || bridge -n "$sw" link show dev "p$k" | grep -q 'state forwarding'; } &&
+			{ [ $linkd = 1 ] || bridge -n "$sw" link show dev ph | grep -q 'state forwarding'; } && break
 		sleep 0.05
 	done
 done
