@@ -100,19 +100,17 @@ type Strategy struct {
 // allreduce-<algorithm> for each collectives.Algorithms, ps-<consistency>
 // for bench.Strategies' parameter-server models, and the other syncs.
 func StrategyNames() []string {
-	var out []string
+	allreduce := trainer.SyncAllreduce.String()
+	out := []string{allreduce}
+	for _, a := range collectives.Algorithms {
+		out = append(out, allreduce+"-"+string(a))
+	}
 	for _, s := range bench.Strategies {
 		st, err := bench.ParseStrategy(s)
 		switch {
-		case err != nil:
-			continue
+		case err != nil || s == allreduce:
 		case st.PS:
 			out = append(out, "ps-"+s)
-		case s == trainer.SyncAllreduce.String():
-			out = append(out, s)
-			for _, a := range collectives.Algorithms {
-				out = append(out, s+"-"+string(a))
-			}
 		default:
 			out = append(out, s)
 		}
