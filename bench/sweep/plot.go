@@ -35,9 +35,9 @@ func Plot(rows []Row, dir string) ([]string, error) {
 		}
 	}
 	allKeys, _ := seriesKeys(ok)
-	styleOf = map[string]int{}
+	st := styles{}
 	for i, k := range allKeys {
-		styleOf[k] = i
+		st[k] = i
 	}
 	type plotFn func([]Row) (*plot.Plot, vg.Length, error)
 	var files []string
@@ -45,15 +45,15 @@ func Plot(rows []Row, dir string) ([]string, error) {
 		name string
 		fn   plotFn
 	}{
-		{"throughput", throughputPlot},
+		{"throughput", st.throughputPlot},
 		{"efficiency-weak", func(rs []Row) (*plot.Plot, vg.Length, error) {
-			return efficiencyPlot(rs, "Weak scaling: step time at the baseline / step time", func(r Row) float64 { return r.WeakEff })
+			return st.efficiencyPlot(rs, "Weak scaling: step time at the baseline / step time", func(r Row) float64 { return r.WeakEff })
 		}},
 		{"efficiency-strong", func(rs []Row) (*plot.Plot, vg.Length, error) {
-			return efficiencyPlot(rs, "Strong scaling: baseline time × ranks / (time × ranks)", func(r Row) float64 { return r.StrongEff })
+			return st.efficiencyPlot(rs, "Strong scaling: baseline time × ranks / (time × ranks)", func(r Row) float64 { return r.StrongEff })
 		}},
 		{"breakdown", breakdownPlot},
-		{"accuracy", accuracyPlot},
+		{"accuracy", st.accuracyPlot},
 	} {
 		pl, width, err := p.fn(ok)
 		if err != nil {
@@ -70,9 +70,9 @@ func Plot(rows []Row, dir string) ([]string, error) {
 	return files, nil
 }
 
-// styleOf is the colour, dash and marker index of each line's key, the
+// styles is the colour, dash and marker index of each line's key, the
 // same in every plot of a sweep.
-var styleOf map[string]int
+type styles map[string]int
 
 // seriesKeys names a line: the strategy, with the model and batch when the
 // sweep has several.
@@ -102,10 +102,10 @@ func seriesKeys(rows []Row) (keys []string, of func(Row) string) {
 	return keys, of
 }
 
-func linesByRanks(p *plot.Plot, rows []Row, y func(Row) float64) error {
+func (st styles) linesByRanks(p *plot.Plot, rows []Row, y func(Row) float64) error {
 	keys, of := seriesKeys(rows)
 	for _, k := range keys {
-		i := styleOf[k]
+		i := st[k]
 		var xy plotter.XYs
 		for _, r := range rows {
 			if of(r) == k && !math.IsNaN(y(r)) && !math.IsInf(y(r), 0) {
@@ -148,20 +148,20 @@ func rankTicks(rows []Row) plot.Ticker {
 	return ticks
 }
 
-func throughputPlot(rows []Row) (*plot.Plot, vg.Length, error) {
+func (st styles) throughputPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = "Training throughput"
 	p.Y.Label.Text = "samples/s"
 	p.Y.Min = 0
-	return p, 16 * vg.Centimeter, linesByRanks(p, rows, func(r Row) float64 { return r.SamplesPerSec })
+	return p, 16 * vg.Centimeter, st.linesByRanks(p, rows, func(r Row) float64 { return r.SamplesPerSec })
 }
 
-func efficiencyPlot(rows []Row, title string, eff func(Row) float64) (*plot.Plot, vg.Length, error) {
+func (st styles) efficiencyPlot(rows []Row, title string, eff func(Row) float64) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = "efficiency (1 = ideal)"
 	p.Y.Min = 0
-	if err := linesByRanks(p, rows, eff); err != nil {
+	if err := st.linesByRanks(p, rows, eff); err != nil {
 		return nil, 0, err
 	}
 	ideal := plotter.NewFunction(func(float64) float64 { return 1 })
@@ -220,7 +220,7 @@ func breakdownPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 	return p, vg.Length(math.Max(16, 1.6*float64(len(rows))+4)) * vg.Centimeter, nil
 }
 
-func accuracyPlot(rows []Row) (*plot.Plot, vg.Length, error) {
+func (st styles) accuracyPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	most := 0
 	for _, r := range rows {
@@ -237,7 +237,7 @@ func accuracyPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 	}
 	keys, of := seriesKeys(last)
 	for _, k := range keys {
-		i := styleOf[k]
+		i := st[k]
 		for _, r := range last {
 			if of(r) != k {
 				continue

@@ -104,16 +104,22 @@ func (r *Runner) Do(ctx context.Context, run Run) Row {
 	return row
 }
 
-// lastError is the last "dml: …" line of a run's log: the message of the
-// rank that failed.
+// lastError is the last "dml: …" line of a run's log, the message of the
+// rank that failed; else the last "WORD: message" line (a launcher's).
 func lastError(path string) string {
-	msg := ""
+	dml, other := "", ""
 	for _, l := range strings.Split(tail(path, 64<<10), "\n") {
-		if strings.HasPrefix(l, "dml: ") {
-			msg = strings.TrimPrefix(l, "dml: ")
+		switch word, _, ok := strings.Cut(l, ": "); {
+		case strings.HasPrefix(l, "dml: "):
+			dml = strings.TrimPrefix(l, "dml: ")
+		case ok && word != "" && !strings.ContainsAny(word, " \t-["):
+			other = l
 		}
 	}
-	return msg
+	if dml != "" {
+		return dml
+	}
+	return other
 }
 
 // tail returns the last n bytes of the file at path (from a line start

@@ -72,8 +72,9 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	trainArgs := fs.String("train-args", "", "more dml train flags for every run, e.g. \"--backend cpu --lr 0.1\"")
 	launcher := fs.String("launcher", strings.Join(spec.Launcher, " "), "the command that starts an MPI job; {np} in it is the rank count, else -np N is appended (e.g. \"srun --mpi=pmix -n {np}\")")
 	fs.DurationVar(&spec.RunTimeout, "run-timeout", spec.RunTimeout, "kill a run (and fail it) after this long")
-	hosts := fs.Int("hosts", 0, "run on the netns test cluster with this many hosts (needs bench/cluster's launcher)")
-	link := fs.String("link", "", "with --hosts: each link's bandwidth,latency (e.g. 1gbit,200us)")
+	hosts := fs.Int("hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
+	link := fs.String("link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
+	clusterDir := fs.String("cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -99,7 +100,10 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 		spec.Launcher = strings.Fields(*launcher)
 	}
 	if *hosts > 0 || *link != "" {
-		l, err := clusterLauncher(*hosts, *link)
+		if set["launcher"] {
+			return usageErr("bench sweep: give --launcher or --hosts, not both")
+		}
+		l, err := clusterLauncher(*hosts, *link, *clusterDir)
 		if err != nil {
 			return err
 		}
@@ -229,13 +233,32 @@ func sweepMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), sweep.ErrSpec.Error()+": ")
 }
 
-// clusterLauncher is the hook for the netns test cluster (bench/cluster):
-// --hosts N --link BANDWIDTH,LATENCY become a launcher that starts each
-// run across N network namespaces joined by links shaped that way.
-func clusterLauncher(hosts int, link string) ([]string, error) {
+// clusterLauncher is --hosts N --link SPEC: a launcher that builds the
+// netns test cluster of bench/cluster (N hosts joined by links shaped as
+// SPEC: RATE[,DELAY[,LOSS]], e.g. 1gbit,200us), runs mpirun across it over
+// TCP and takes it down again, for each run. It checks, before anything
+// runs, that the scripts are in dir and that this machine can make network
+// namespaces. (This is run.sh's command line as package bench/cluster's
+// Spec.Args and Available build it; once both are on one branch, call
+// those.)
+func clusterLauncher(hosts int, link, dir string) ([]string, error) {
 	if hosts <= 0 {
-		return nil, usageErr("bench sweep: --link needs --hosts N")
+		return nil, usageErr("bench sweep: --link needs --hosts N (the test cluster's host count)")
 	}
-	_ = strconv.Itoa
-	return nil, usageErr("bench sweep: --hosts: the netns test cluster's launcher (bench/cluster) is not in this build; start the cluster yourself and pass its launch command with --launcher")
+	run := filepath.Join(dir, "run.sh")
+	if _, err := os.Stat(run); err != nil {
+		return nil, usageErr("bench sweep: --hosts: no test cluster scripts at %s (run from the repository root, or give --cluster-dir)", run)
+	}
+	out, err := exec.Command("bash", "-c", `. "$1/lib.sh" && cluster_ok`, "cluster", dir).CombinedOutput()
+	if err != nil {
+		return nil, usageErr("bench sweep: --hosts: no test cluster on this machine: %s", strings.TrimSpace(string(out)))
+	}
+	if strings.Contains(link, ",") && exec.Command("bash", "-c", `. "$1/lib.sh" && netem_ok`, "cluster", dir).Run() != nil {
+		return nil, usageErr("bench sweep: --link %q: this kernel has no netem qdisc (sch_netem), so a link's delay and loss cannot be set; give a rate only (e.g. 1gbit)", link)
+	}
+	l := []string{"bash", run, "--hosts", strconv.Itoa(hosts), "--name", fmt.Sprintf("dmls%d", os.Getpid())}
+	if link != "" {
+		l = append(l, "--link", link)
+	}
+	return append(l, "--"), nil
 }

@@ -25,7 +25,9 @@ func TestBenchSweepUsage(t *testing.T) {
 		{[]string{"--train-args", "--lr -1"}, "--lr"},
 		{[]string{"--train-args", "--bogus"}, "bogus"},
 		{[]string{"--data", "imagenet"}, "imagenet"},
-		{[]string{"--hosts", "2", "--link", "1gbit,200us"}, "--hosts"},
+		{[]string{"--hosts", "2", "--cluster-dir", "/no/such/dir"}, "no test cluster scripts"},
+		{[]string{"--link", "1gbit"}, "--link needs --hosts"},
+		{[]string{"--hosts", "2", "--launcher", "mpirun"}, "not both"},
 		{[]string{"--config", "/no/such/sweep.yaml"}, "--config"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
