@@ -73,7 +73,7 @@ func DefaultSpec() Spec {
 		Epochs:     2,
 		Servers:    1,
 		Data:       "synthetic",
-		Samples:    20000,
+		Samples:    60000,
 		Features:   32,
 		Classes:    10,
 		Noise:      2,

@@ -39,7 +39,11 @@ func Execute(ctx context.Context, plan []Planned, r *Runner, out *Appender) ([]R
 		} else {
 			progress(r.Progress, "[%d/%d] %s: %d rank(s) …\n", i+1, len(plan), p.ID, p.Ranks)
 			row = r.Do(ctx, p.Run)
-			if row.Status == OK {
+			switch {
+			case row.Status != OK:
+			case row.Ranks == minRanks:
+				row = Efficiency(row, row) // a baseline: 1 by definition
+			default:
 				if base, ok := FindBaseline(row, rows, families, minRanks); ok {
 					row = Efficiency(row, base)
 				}

@@ -95,6 +95,9 @@ func TestExecuteKeepsRowsPastAFailure(t *testing.T) {
 	}
 	// Measured rows carry their figures; the 2-rank run at batch 16 has its
 	// 1-rank baseline.
+	if rows[0].WeakEff != 1 || rows[0].Baseline != "allreduce@1" {
+		t.Errorf("a 1-rank run is its own baseline: %+v", rows[0])
+	}
 	ok := rows[5]
 	if ok.StepMs != 10 || ok.BytesPerStep != 20 || ok.Baseline != "allreduce@1" || ok.WeakEff != 1 || ok.StrongEff != 0.5 {
 		t.Errorf("got %+v", ok)
