@@ -209,8 +209,8 @@ func breakdownPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 		bw.StackOn(bm)
 		p.Add(bc, bm, bw)
 		p.Legend.Add("compute", bc)
-		p.Legend.Add("communication", bm)
-		p.Legend.Add("waiting for peers", bw)
+		p.Legend.Add("communication (allreduce: waits included)", bm)
+		p.Legend.Add("waiting for peers (ps, dpsgd, adpsgd)", bw)
 		p.Legend.Top = true
 		p.NominalX(names...)
 		p.X.Tick.Label.Rotation = math.Pi / 4

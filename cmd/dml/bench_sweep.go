@@ -75,8 +75,12 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	hosts := fs.Int("hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
 	link := fs.String("link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
 	clusterDir := fs.String("cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
+	replot := fs.Bool("replot", false, "run nothing: read --out's results.jsonl (of a sweep that ended, or died) and print its table and draw its plots again")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *replot {
+		return replotSweep(*out, stdout)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -153,6 +157,29 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	if failed > 0 {
 		return fmt.Errorf("bench sweep: %d of %d runs failed (their commands and logs are above and in %s)", failed, len(rows), filepath.Join(*out, "results.csv"))
 	}
+	return nil
+}
+
+// replotSweep is --replot: the table and plots of the rows in
+// out/results.jsonl.
+func replotSweep(out string, stdout io.Writer) error {
+	f, err := os.Open(filepath.Join(out, "results.jsonl"))
+	if err != nil {
+		return usageErr("bench sweep: --replot: %v", err)
+	}
+	defer f.Close()
+	rows, err := sweep.ReadRowsJSON(f)
+	if err != nil {
+		return fmt.Errorf("bench sweep: --replot: %s: %w", f.Name(), err)
+	}
+	if err := sweep.WriteTable(stdout, rows); err != nil {
+		return err
+	}
+	files, err := sweep.Plot(rows, out)
+	if err != nil {
+		return fmt.Errorf("bench sweep: plots: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nwrote %d plots into %s\n", len(files), out)
 	return nil
 }
 

@@ -97,6 +97,11 @@ func TestBenchSweepRuns(t *testing.T) {
 			t.Errorf("rank %d report: %s %v", rank, b, err)
 		}
 	}
+	// --replot draws the same from results.jsonl alone.
+	os.Remove(filepath.Join(out, "throughput.png"))
+	if rp := dml(t, 0, "bench", "sweep", "--replot", "--out", out); rp.code != 0 || !strings.Contains(rp.stdout, "allreduce-ring@1") {
+		t.Errorf("--replot: exit %d\n%s%s", rp.code, rp.stdout, rp.stderr)
+	}
 	for _, p := range []string{"throughput.png", "throughput.svg", "breakdown.png", "accuracy.svg", "efficiency-weak.png", "efficiency-strong.svg", "results.jsonl"} {
 		if st, err := os.Stat(filepath.Join(out, p)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", p, err)
