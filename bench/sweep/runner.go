@@ -68,8 +68,9 @@ func (r *Runner) Do(ctx context.Context, run Run) Row {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	err = cmd.Run()
-	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // anything left behind
+	if ctx.Err() != nil && cmd.Process != nil {
+		// A launcher killed on its timeout may leave ranks of its group.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	epochs, merr := ReadMetrics(metrics)
 	reports, rerr := ReadReports(report)

@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 echo "training with batch $batch"
+if [ "$batch" = 99 ]; then sleep 30; fi
 if [ "$batch" = 13 ]; then echo "dml: rank 1: training diverged" >&2; exit 1; fi
 echo '{"epoch":1,"steps":10,"loss":1,"train_acc":0.5,"test_acc":0.9,"samples_per_sec":1000,"comm_fraction":0.25,"comm_hidden":null,"wall_sec":0.2,"train_sec":0.1}' > "$metrics"
 r=0
@@ -108,6 +109,23 @@ func TestExecuteKeepsRowsPastAFailure(t *testing.T) {
 	back, err := ReadRowsJSON(jf)
 	if err != nil || len(back) != 6 || back[5].StepMs != 10 || back[1].Status != Skipped {
 		t.Errorf("read back %d rows: %v", len(back), err)
+	}
+}
+
+func TestRunTimeout(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake-dml")
+	if err := os.WriteFile(bin, []byte(fakeDML), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Launcher: []string{"env", "NP={np}"}, Binary: bin, Timeout: 500 * time.Millisecond, Target: 0.8, Dir: dir}
+	start := time.Now()
+	row := r.Do(context.Background(), Run{ID: "slow", Ranks: 1, Args: []string{"--batch", "99"}})
+	if row.Status != Failed || !strings.Contains(row.Reason, "timed out") {
+		t.Errorf("got %s (%s)", row.Status, row.Reason)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the timed-out run took %v to end", d)
 	}
 }
 

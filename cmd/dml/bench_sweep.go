@@ -49,8 +49,8 @@ Example:
       --model mlp:64 --data synthetic --epochs 2 --batch 32 --out sweep
   dml bench sweep --config sweep.yaml --launcher "srun --mpi=pmix -n {np}"`
 
-// sweepFlags are the flags of `dml bench sweep`; each also has a key in a
-// --config file (sweep.Spec's yaml names), and a flag given on the command
+// cmdBenchSweep is `dml bench sweep`. Its flags each have a key in a
+// --config file (sweep.Spec's yaml names); a flag given on the command
 // line wins over the file.
 func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	spec := sweep.DefaultSpec()
