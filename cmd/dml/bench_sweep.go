@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/dml-project/dml/bench/sweep"
+	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -81,6 +82,9 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	}
 	if *replot {
 		return replotSweep(*out, stdout)
+	}
+	if mpi.Launched() {
+		return usageErr("bench sweep: run it without mpirun (as plain `dml bench sweep`): it launches every run itself with --launcher")
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

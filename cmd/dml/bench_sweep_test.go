@@ -39,6 +39,9 @@ func TestBenchSweepUsage(t *testing.T) {
 			t.Errorf("%v: the output folder was created before the sweep was checked", tc.args)
 		}
 	}
+	if r := dml(t, 1, "bench", "sweep", "--out", filepath.Join(t.TempDir(), "out")); r.code != 2 || !strings.Contains(r.stderr, "without mpirun") {
+		t.Errorf("under mpirun: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestBenchSweepRuns runs a small real sweep under mpirun: 1 and 2 ranks ×
