@@ -31,7 +31,7 @@ int dml_rank(int *r) { return MPI_Comm_rank(MPI_COMM_WORLD, r); }
 int dml_size(int *n) { return MPI_Comm_size(MPI_COMM_WORLD, n); }
 int dml_finalize(void) { return MPI_Finalize(); }
 void dml_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
-int dml_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
+int dml_ibarrier(MPI_Request *req) { return MPI_Ibarrier(MPI_COMM_WORLD, req); }
 
 int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req) {
 	return MPI_Isend(buf, n, MPI_FLOAT, to, tag, MPI_COMM_WORLD, req);
@@ -39,8 +39,8 @@ int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req) {
 int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req) {
 	return MPI_Irecv(buf, n, MPI_FLOAT, from, tag, MPI_COMM_WORLD, req);
 }
-int dml_send_bytes(void *buf, int n, int to, int tag) {
-	return MPI_Send(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+int dml_isend_bytes(void *buf, int n, int to, int tag, MPI_Request *req) {
+	return MPI_Isend(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, req);
 }
 int dml_allreduce_sum_f32(void *buf, int n) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -135,7 +135,8 @@ static int dml_backoff_pause(dml_backoff *b) {
 }
 
 // dml_wait tests req until it completes or `timeout` seconds pass (then
-// DML_TIMEOUT), backing off as described above.
+// DML_TIMEOUT), backing off as described above. count (NULL for a send, a
+// barrier or a collective) receives a receive's float32 count.
 int dml_wait(MPI_Request *req, double timeout, int *count) {
 	dml_backoff b;
 	dml_backoff_init(&b, timeout);
@@ -147,6 +148,7 @@ int dml_wait(MPI_Request *req, double timeout, int *count) {
 		if (flag) break;
 		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
+	if (count == NULL) return MPI_SUCCESS; // a send, barrier or collective: no count
 	return MPI_Get_count(&st, MPI_FLOAT, count);
 }
 
