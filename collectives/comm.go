@@ -144,9 +144,10 @@ type OpMarker interface {
 // EnterOp tells c's stall inspector, if it has one, that this rank enters
 // the operation name. Collectives in this package call it; so should any
 // algorithm (a decentralized strategy's neighbour exchange) that waits on
-// peers under its own name.
+// peers under its own name. Decorators that wrap a Comm (trace.Comm) are
+// seen through by their Unwrap method.
 func EnterOp(c any, name string) {
-	if m, ok := c.(OpMarker); ok {
+	if m := opMarker(c); m != nil {
 		m.EnterOp(name)
 	}
 }
@@ -154,7 +155,22 @@ func EnterOp(c any, name string) {
 // SetStep tells c's stall inspector, if it has one, the training step this
 // rank is in: the training loop calls it once per step.
 func SetStep(c any, step int) {
-	if m, ok := c.(OpMarker); ok {
+	if m := opMarker(c); m != nil {
 		m.SetStep(step)
 	}
+}
+
+// opMarker finds the OpMarker in c or what c wraps, or nil.
+func opMarker(c any) OpMarker {
+	for c != nil {
+		switch v := c.(type) {
+		case OpMarker:
+			return v
+		case interface{ Unwrap() Comm }:
+			c = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
 }

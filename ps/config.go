@@ -91,6 +91,16 @@ type Config struct {
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
 
+	// StallWarn is the stall inspector's warning time (--stall-warn): a
+	// server whose workers have been held this long, waiting for others
+	// that have not pushed for the clock, reports them (Server.Warnings;
+	// RunServer prints them through Warn), and again every StallWarn
+	// until the round completes or Timeout gives up on them. Zero: no
+	// warnings (not agreed).
+	StallWarn time.Duration
+	// Warn prints a stall warning (nil: a "dml: " line on standard error).
+	Warn func(msg string)
+
 	// Filters are applied, in order, to every push of a worker; each worker
 	// builds its own Filter from each spec (filters keep per-worker state).
 	Filters []FilterSpec
@@ -145,6 +155,8 @@ func (c Config) Validate(size int) error {
 			c.StalenessLow, c.StalenessHigh, ErrConfig)
 	case c.Timeout < 0:
 		return fmt.Errorf("ps: timeout %v < 0: %w", c.Timeout, ErrConfig)
+	case c.StallWarn < 0:
+		return fmt.Errorf("ps: stall warning time %v < 0: %w", c.StallWarn, ErrConfig)
 	}
 	if err := c.optimConfig().Validate(); err != nil {
 		// Both ErrConfig and the *optim.SettingError naming the field.

@@ -43,6 +43,13 @@ type Server struct {
 	lastHeard []time.Duration
 	lastBeat  []time.Duration
 
+	// The stall inspector's state (stallCheck): the minimum clock of the
+	// stall being reported, how many intervals were warned about, and the
+	// warnings not yet taken.
+	stallClock  int
+	stallWarned int
+	warnings    []string
+
 	stats ServerStats
 	keyed []float32 // gather buffer for keyed pulls
 

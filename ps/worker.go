@@ -385,6 +385,7 @@ func (w *Worker) exchange(op string, build func(int, []byte) []byte, onReply fun
 	if err := w.usable(op); err != nil {
 		return err
 	}
+	collectives.EnterOp(w.c, op) // names the op in a stall report (the transport's inspector)
 	t0 := w.cfg.Now()
 	err := w.exchangeOnce(op, build, onReply)
 	w.stats.WaitSeconds += w.cfg.Now().Sub(t0).Seconds()

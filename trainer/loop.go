@@ -140,6 +140,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			step := pos.Step
 			ts := time.Now()
 			lo, hi := min(step*cfg.Batch, len(order)), min((step+1)*cfg.Batch, len(order))
+			j.markStep(res.Steps + 1)
 			sp := j.tr.Begin("step").Arg("epoch", epoch).Arg("step", step)
 			st, err := j.step(s, order[lo:hi], step)
 			sp.Err(err).End()

@@ -212,7 +212,8 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	if cfg.Sync != trainer.SyncPS {
 		return usageErr("bench consistency: runs through the parameter server (--sync ps)")
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	var list []ps.Consistency
 	for _, m := range strings.Split(*models, ",") {
 		m = strings.TrimSpace(m)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/collectives/stall"
 	"github.com/dml-project/dml/kernels"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
@@ -125,7 +126,9 @@ type commonFlags struct {
 	blasThreads int
 	profile     string
 	timeout     time.Duration
-	rank        int // this rank, once begin ran
+	stallWarn   time.Duration
+	stallAbort  time.Duration // --stall-timeout; 0: --timeout
+	rank        int           // this rank, once begin ran
 	stderr      io.Writer
 }
 
@@ -139,6 +142,17 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
 	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
+	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
+	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0: --timeout)")
+}
+
+// stallTimeout is how long a stalled operation lasts before the job
+// aborts: --stall-timeout, or --timeout when it is 0 or longer.
+func (c *commonFlags) stallTimeout() time.Duration {
+	if c.stallAbort > 0 && c.stallAbort < c.timeout {
+		return c.stallAbort
+	}
+	return c.timeout
 }
 
 func (c *commonFlags) check() error {
@@ -163,6 +177,12 @@ func (c *commonFlags) check() error {
 	}
 	if c.timeout <= 0 {
 		return usageErr("--timeout %v must be positive", c.timeout)
+	}
+	if c.stallWarn < 0 {
+		return usageErr("--stall-warn %v: want a duration ≥ 0 (0: off)", c.stallWarn)
+	}
+	if c.stallAbort < 0 {
+		return usageErr("--stall-timeout %v: want a duration ≥ 0 (0: --timeout)", c.stallAbort)
 	}
 	return nil
 }
@@ -194,6 +214,9 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 func (c *commonFlags) begin(w collectives.Comm) func() {
 	c.rank = w.Rank()
 	setTimeout(w, c.timeout)
+	if m, ok := w.(*mpi.Comm); ok {
+		m.Stall = stall.Policy{Warn: c.stallWarn, Abort: c.stallTimeout()}
+	}
 	if c.profile == "" || w.Rank() != 0 {
 		return func() {}
 	}
@@ -250,7 +273,8 @@ Examples:
 	if err != nil {
 		return err
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %s", flagError(err))
 	}

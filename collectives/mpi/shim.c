@@ -89,8 +89,14 @@ static long long dml_now_ns(void) {
 }
 
 typedef struct {
-	long long start, deadline, sleep, polls;
+	long long start, deadline, sleep, polls, last;
 } dml_backoff;
+
+// A pause between two polls longer than this means the process did not
+// run (SIGSTOP, a starved or suspended VM): the wait's deadline moves by
+// that much, so that a rank that was stopped does not, once continued,
+// report that it waited for its peers all that time.
+#define DML_GAP_NS 1000000000LL
 
 static void dml_backoff_init(dml_backoff *b, double timeout) {
 	b->start = dml_now_ns();
@@ -99,6 +105,7 @@ static void dml_backoff_init(dml_backoff *b, double timeout) {
 	b->deadline = b->start + (long long)(timeout * 1e9);
 	b->sleep = dml_sleep_min_ns;
 	b->polls = 0;
+	b->last = b->start;
 }
 
 // dml_backoff_pause is called after a poll that found nothing: it returns
@@ -106,6 +113,8 @@ static void dml_backoff_init(dml_backoff *b, double timeout) {
 // policy above) and returns 0, and the caller polls again.
 static int dml_backoff_pause(dml_backoff *b) {
 	long long now = dml_now_ns();
+	if (now - b->last > DML_GAP_NS) b->deadline += now - b->last; // did not run: not waiting time
+	b->last = now;
 	if (now >= b->deadline) return DML_TIMEOUT;
 	long long elapsed = now - b->start;
 	b->polls++;

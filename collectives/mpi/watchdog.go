@@ -57,10 +57,20 @@ func (w *watchdog) leave() { w.begin.Store(0) }
 func (w *watchdog) run(c *Comm) {
 	var seen uint64
 	warned := 0
+	last := time.Now()
 	for {
 		time.Sleep(watchdogTick)
+		gap := time.Since(last) - watchdogTick
+		last = time.Now()
 		b := w.begin.Load()
 		if b == 0 {
+			continue
+		}
+		if gap > time.Second {
+			// This process did not run (SIGSTOP, a starved or suspended
+			// VM): that time is not waiting for peers. Move the call's
+			// beginning by it, as the C waits move their deadlines.
+			w.begin.CompareAndSwap(b, b+int64(gap)&^1|1)
 			continue
 		}
 		if s := w.seq.Load(); s != seen {
