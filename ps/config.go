@@ -118,6 +118,18 @@ type Config struct {
 	Now func() time.Time
 }
 
+// beat is how often a server tells a held worker it is alive: Timeout/4,
+// or StallWarn/2 when that is shorter, so that a held worker hears from
+// its server well within its stall warning time and warns only about a
+// server that is really silent.
+func (c Config) beat() time.Duration {
+	b := c.Timeout / 4
+	if c.StallWarn > 0 && c.StallWarn/2 < b {
+		b = c.StallWarn / 2
+	}
+	return b
+}
+
 // withDefaults returns c with zero fields replaced by their defaults.
 func (c Config) withDefaults() Config {
 	if c.Servers == 0 {

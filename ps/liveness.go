@@ -10,7 +10,7 @@ import (
 
 // Tick runs the server's time-driven duties at time now and returns the
 // messages to send: a keep-alive to every held worker that has had none for
-// Timeout/4, and, when workers have gone missing (see below), an error reply
+// a beat (Timeout/4, or StallWarn/2 if shorter), and, when workers have gone missing (see below), an error reply
 // to every unfinished worker together with a *MissingError (wrapping
 // ErrWorkerMissing) naming them. After such an error the server is done:
 // the caller sends what Tick returned, ignoring send failures, and gives
@@ -32,10 +32,10 @@ func (s *Server) Tick(now time.Duration) ([]Outgoing, error) {
 	return s.out, nil
 }
 
-// keepAlive tells held workers, every Timeout/4, that the server is alive.
+// keepAlive tells held workers, every beat, that the server is alive.
 func (s *Server) keepAlive(now time.Duration) {
 	for w, r := range s.pending {
-		if r != nil && now-s.lastBeat[w] >= s.cfg.Timeout/4 {
+		if r != nil && now-s.lastBeat[w] >= s.cfg.beat() {
 			s.lastBeat[w] = now
 			s.emit(s.workerRank(w), appendWait(s.next()))
 		}

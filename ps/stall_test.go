@@ -83,3 +83,50 @@ func TestServerStallWarningsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestServerWaitStalled: a worker warns about a silent server once per
+// StallWarn of silence, never while keep-alives come, and never with
+// StallWarn zero.
+func TestServerWaitStalled(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	sw := serverWait{server: 0, limit: time.Second, last: t0}
+	const warn = 100 * ms
+	for _, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{50 * ms, false}, {100*ms - 1, false}, {100 * ms, true}, {150 * ms, false},
+		{250 * ms, true}, // late: one warning for the second interval
+		{299 * ms, false}, {300 * ms, true},
+	} {
+		if got := sw.stalled(t0.Add(tc.at), warn); got != tc.want {
+			t.Fatalf("stalled at %v = %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	// A keep-alive at 350ms: silence starts again.
+	if _, keep, err := sw.receive(appendWait(nil), t0.Add(350*ms)); !keep || err != nil {
+		t.Fatal(keep, err)
+	}
+	if sw.stalled(t0.Add(440*ms), warn) || !sw.stalled(t0.Add(450*ms), warn) {
+		t.Error("after a keep-alive at 350ms: want the next warning at 450ms")
+	}
+	if sw.stalled(t0.Add(time.Hour), 0) {
+		t.Error("warned with StallWarn 0")
+	}
+}
+
+// TestBeat: held workers hear from their server twice per StallWarn when
+// that is sooner than Timeout/4.
+func TestBeat(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, warn, want time.Duration
+	}{
+		{4 * time.Second, 0, time.Second},
+		{4 * time.Second, 10 * time.Second, time.Second},
+		{5 * time.Minute, time.Minute, 30 * time.Second},
+	} {
+		if got := (Config{Timeout: tc.timeout, StallWarn: tc.warn}).beat(); got != tc.want {
+			t.Errorf("timeout %v warn %v: beat %v, want %v", tc.timeout, tc.warn, got, tc.want)
+		}
+	}
+}
