@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
@@ -18,6 +19,7 @@ func withWorld(fn func(c collectives.Comm) error) error {
 	if err != nil {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
+	defer abortOnPanic(c)
 	if err := fn(c); err != nil {
 		switch {
 		case c.Size() > 1 && errors.Is(err, trainer.ErrConfigMismatch):
@@ -48,3 +50,25 @@ func withWorld(fn func(c collectives.Comm) error) error {
 type reported struct{ error }
 
 func (r reported) Unwrap() error { return r.error }
+
+// abortOnPanic, deferred by withWorld, turns a panic of the main goroutine
+// into a line naming the rank and what it was doing when last heard of
+// (the operation and step its stall inspector last recorded), with the
+// stack, and MPI_Abort of the whole job, instead of Go's trace alone and
+// peers left waiting until mpirun notices. A world of one rank panics on.
+func abortOnPanic(c *mpi.Comm) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s\n%s", panicLine(c.Rank(), c.CurrentOp().String(), r), debug.Stack())
+	if c.Size() == 1 {
+		panic(r)
+	}
+	c.Abort(2, fmt.Errorf("panic (stack above), last heard of in %s", c.CurrentOp()))
+}
+
+// panicLine is the line a rank prints when it panics.
+func panicLine(rank int, doing string, r any) string {
+	return fmt.Sprintf("dml: rank %d: panic (last heard of in %s): %v", rank, doing, r)
+}

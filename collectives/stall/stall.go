@@ -114,9 +114,10 @@ type Op struct {
 	Step int
 }
 
-// String is "allreduce #57 at step 12", or without the step when unknown.
+// String is "allreduce #57 at step 12", without the step when unknown, or
+// "set-up (no collective yet)".
 func (o Op) String() string {
-	s := "communication"
+	s := "set-up (no collective yet)"
 	if o.Name != "" {
 		s = fmt.Sprintf("%s #%d", o.Name, o.Seq)
 	}

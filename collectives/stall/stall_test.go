@@ -81,7 +81,7 @@ func TestCheckLate(t *testing.T) {
 
 func TestTrackerAndReport(t *testing.T) {
 	tr := NewTracker()
-	if op := tr.Current(); op.String() != "communication" {
+	if op := tr.Current(); op.String() != "set-up (no collective yet)" {
 		t.Fatalf("fresh tracker: %q", op)
 	}
 	tr.EnterOp("broadcast")
