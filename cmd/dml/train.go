@@ -367,7 +367,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
-	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
+	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
