@@ -236,3 +236,14 @@ func TestStallTimeoutFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestStallPSStoppedASPWorker: under ASP nobody waits for a stopped worker
+// (that is ASP), so the others train on; once they are done the server
+// finds every remaining worker silent and the job ends naming it, instead
+// of hanging (issue 10: it hung once in 3 tries).
+func TestStallPSStoppedASPWorker(t *testing.T) {
+	args := []string{"train", "--data", "synthetic", "--samples", "20000", "--features", "50", "--hidden", "64",
+		"--epochs", "40", "--progress", "never", "--sync", "ps", "--consistency", "asp", "--timeout", "3s", "--stall-warn", "1s"}
+	r := runWithStoppedRank(t, 3, 2, 90*time.Second, args...)
+	wantLines(t, r, "rank 2 (clock")
+}
