@@ -416,7 +416,7 @@ func (c *Comm) Barrier() error {
 	rc := C.dml_wait(&req, seconds(first), nil)
 	var terr error
 	if rc == dmlTimeout {
-		rc, terr = c.waitMore(first, limit, func() string { return "barrier" }, -1, func(d time.Duration) C.int {
+		rc, terr = c.waitMore(first, limit, func() string { return "barrier" }, c.groupPeer(), func(d time.Duration) C.int {
 			return C.dml_wait(&req, seconds(d), nil)
 		})
 	}

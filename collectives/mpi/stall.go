@@ -54,6 +54,16 @@ func (c *Comm) CurrentOp() stall.Op {
 	return c.ops.Current()
 }
 
+// groupPeer is the rank a whole-group wait (barrier, MPI_Allreduce) waits
+// on, as far as this rank can tell: the other rank of two, else -1 (MPI
+// does not say which ranks have joined).
+func (c *Comm) groupPeer() int {
+	if c.size == 2 {
+		return 1 - c.rank
+	}
+	return -1
+}
+
 func (c *Comm) warn(msg string) {
 	if c.Warn != nil {
 		c.Warn(msg)

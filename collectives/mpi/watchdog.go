@@ -79,7 +79,7 @@ func (w *watchdog) run(c *Comm) {
 		elapsed := time.Since(watchStart) - time.Duration(b)
 		limit := c.timeoutDuration()
 		act, _ := c.Stall.Check(elapsed, warned)
-		report := stall.Report(c.rank, c.CurrentOp(), "MPI_Allreduce", -1, elapsed)
+		report := stall.Report(c.rank, c.CurrentOp(), "MPI_Allreduce", c.groupPeer(), elapsed)
 		switch {
 		case elapsed >= limit:
 			fmt.Fprintf(os.Stderr, "dml: rank %d: MPI_Allreduce, in %s: no progress after %v; ending this rank (a blocking MPI call cannot be cancelled)\n",
