@@ -43,7 +43,7 @@ func runWithStoppedRank(t *testing.T, np, rank int, limit time.Duration, args ..
 	defer cancel()
 	argv := mpi.MpirunArgs(np, dmlBin, args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var so, se syncBuffer
+	var so, se stallOutput
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -127,19 +127,19 @@ func childPIDs(ppid int) []int {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
+// stallOutput is a bytes.Buffer safe for a writer and a reader goroutine.
+type stallOutput struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *stallOutput) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *stallOutput) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
