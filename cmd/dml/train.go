@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -458,21 +458,14 @@ func flagErrorWrap(err error) error {
 	return err
 }
 
-// checkOutputDir fails early, before any training, when path's folder does
-// not exist (the file itself is written later).
+// checkOutputDir fails early, before any training, when path could not be
+// written later: its folder is missing or not writable (a temporary file is
+// created and removed there), or path is a folder.
 func checkOutputDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("folder %s does not exist", dir)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
+	return atomicfile.CheckWritable(path)
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is

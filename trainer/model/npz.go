@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strconv"
@@ -9,34 +10,47 @@ import (
 	"unsafe"
 
 	"github.com/sbinet/npyio/npz"
+
+	"github.com/dml-project/dml/trainer/atomicfile"
 )
 
 // SaveNPZ writes the weights as a numpy .npz archive in PyTorch's layout:
 // for layer k, "layerK.weight" of shape [out, in] and "layerK.bias" of shape
 // [out], float32. numpy.load reads it as it is, and each pair loads into
 // torch.nn.Linear(in, out) with load_state_dict after renaming the keys.
+//
+// The file is replaced atomically (atomicfile.Write): a kill or a full disk
+// during the save leaves the previous file at path as it was.
 func SaveNPZ(path string, arch Arch, params []float32) error {
 	if len(params) != arch.NumParams() {
 		return fmt.Errorf("save %s: %d parameters, the model has %d", path, len(params), arch.NumParams())
 	}
-	w, err := npz.Create(path)
+	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
+		return WriteNPZ(f, arch, params)
+	})
 	if err != nil {
-		return fmt.Errorf("--save: %w", err)
+		return fmt.Errorf("save %w", err)
 	}
+	return nil
+}
+
+// WriteNPZ writes the archive SaveNPZ saves to w (a checkpoint embeds it).
+func WriteNPZ(f io.Writer, arch Arch, params []float32) error {
+	if len(params) != arch.NumParams() {
+		return fmt.Errorf("%d parameters, the model has %d", len(params), arch.NumParams())
+	}
+	w := npz.NewWriter(f)
 	for k, l := range arch.Layers() {
 		if err := w.Write(fmt.Sprintf("layer%d.weight", k), matrix(params[l.WOff:l.BOff], l.Out, l.In)); err != nil {
 			w.Close()
-			return fmt.Errorf("save %s: %w", path, err)
+			return err
 		}
 		if err := w.Write(fmt.Sprintf("layer%d.bias", k), params[l.BOff:l.BOff+l.Out]); err != nil {
 			w.Close()
-			return fmt.Errorf("save %s: %w", path, err)
+			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	return nil
+	return w.Close()
 }
 
 // matrix views rows×cols float32s as a Go array [rows][cols]float32, the
