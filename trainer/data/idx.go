@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
 // IDX is the file format of MNIST and Fashion-MNIST (LeCun et al.):
@@ -73,8 +76,15 @@ func (im *IDXImages) Features() int {
 // exactly the declared payload: fewer bytes or any byte after it is an error
 // matching ErrFormat. A payload over MaxIDXBytes matches ErrTooLarge. Memory
 // grows with the bytes actually read, not with what the header claims.
+//
+// When r knows its size (an *os.File, a *bytes.Reader: anything with
+// Stat or Size), the header is checked against it before any data is read:
+// a raw file must hold the declared payload, and a gzip file may not claim
+// more than inflate.Limit of its size (a gzip bomb). Without a known size
+// the gzip stream is bounded as it is read (see maybeGunzip).
 func ParseIDX(r io.Reader) (*IDX, error) {
-	src, err := maybeGunzip(r)
+	input := inputSize(r)
+	src, gz, err := maybeGunzip(r)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +116,23 @@ func ParseIDX(r io.Reader) (*IDX, error) {
 		}
 		size *= int64(dims[i])
 	}
+	if input >= 0 {
+		header := int64(4 + 4*ndims)
+		switch {
+		case !gz && size > input-header:
+			return nil, errorf(ErrFormat, "truncated data: dimensions %s declare %d bytes, found %d (the file is smaller than its header claims)",
+				dimString(dims), size, max(0, input-header))
+		case gz && size > inflate.Limit(input):
+			return nil, errorf(ErrTooLarge, "dimensions %s declare %d bytes, more than a gzip file of %d bytes can justify: %s",
+				dimString(dims), size, input, inflate.Reason(input))
+		}
+	}
 
 	data, err := readAtMost(src, size+1)
 	n := int64(len(data))
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("dimensions %s declare %d bytes: %w", dimString(dims), size, err)
 	case err != nil:
 		return nil, readErr(err, "truncated or unreadable data: dimensions %s declare %d bytes, read %d before an error", dimString(dims), size, n)
 	case n < size:
@@ -281,30 +304,69 @@ func scaleBytes(dst []float32, src []byte) {
 }
 
 // maybeGunzip returns r, or a gzip reader over it when it starts with the
-// gzip magic bytes.
-func maybeGunzip(r io.Reader) (io.Reader, error) {
-	br := bufio.NewReaderSize(r, 32<<10)
+// gzip magic bytes (then gz is true). The gzip reader is bounded: once it
+// has produced more than inflate.Limit of the compressed bytes consumed so
+// far, it fails with an error matching ErrTooLarge, so a gzip bomb costs at
+// most about inflate.Floor bytes, or MaxRatio times its own size.
+func maybeGunzip(r io.Reader) (src io.Reader, gz bool, err error) {
+	in := &countingReader{r: r}
+	br := bufio.NewReaderSize(in, 32<<10)
 	magic, _ := br.Peek(2)
 	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
-		return br, nil
+		return br, false, nil
 	}
-	gz, err := gzip.NewReader(br)
+	zr, err := gzip.NewReader(br)
 	if err != nil {
-		return nil, readErr(err, "gzip header")
+		return nil, true, readErr(err, "gzip header")
 	}
-	return gzipErrReader{gz}, nil
+	return &gzipReader{r: zr, in: in}, true, nil
 }
 
-// gzipErrReader prefixes gzip's errors (except io.EOF, which readers must
-// return bare) with "gzip stream", so a truncated .gz says so.
-type gzipErrReader struct{ r io.Reader }
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
 
-func (g gzipErrReader) Read(p []byte) (int, error) {
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// gzipReader prefixes gzip's errors (except io.EOF, which readers must
+// return bare) with "gzip stream", so a truncated .gz says so, and stops a
+// stream that decompresses beyond inflate.Limit of its input so far.
+type gzipReader struct {
+	r   io.Reader
+	in  *countingReader // the compressed input, counted
+	out int64           // bytes decompressed
+}
+
+func (g *gzipReader) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
+	g.out += int64(n)
+	if limit := inflate.Limit(g.in.n); g.out > limit {
+		return n, errorf(ErrTooLarge, "gzip stream: more than %d bytes decompressed from %d compressed bytes: %s", limit, g.in.n, inflate.Reason(g.in.n))
+	}
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("gzip stream: %w", err)
 	}
 	return n, err
+}
+
+// inputSize is r's size in bytes when r can tell (Stat, as *os.File; Size,
+// as *bytes.Reader and *strings.Reader), else -1.
+func inputSize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+	case interface{ Size() int64 }:
+		return v.Size()
+	}
+	return -1
 }
 
 // readErr wraps a read error: an early end of input or corrupt gzip/deflate

@@ -89,7 +89,7 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 			fixed[l] = int32(k)
 		}
 	}
-	src, err := maybeGunzip(r)
+	src, _, err := maybeGunzip(r)
 	if err != nil {
 		return nil, fmt.Errorf("libsvm: %w", err)
 	}

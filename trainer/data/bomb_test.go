@@ -1,0 +1,111 @@
+package data
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// gzipBomb is a gzip stream of prefix followed by n bytes of fill (about
+// 1000:1, deflate's best): concatenated gzip members, so only one MiB is
+// ever compressed.
+func gzipBomb(t testing.TB, prefix []byte, n int, fill byte) []byte {
+	t.Helper()
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(b)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	out := member(prefix)
+	mib := member(bytes.Repeat([]byte{fill}, 1<<20))
+	for ; n >= 1<<20; n -= 1 << 20 {
+		out = append(out, mib...)
+	}
+	return append(out, member(bytes.Repeat([]byte{fill}, n))...)
+}
+
+// allocated runs f and returns the bytes it allocated on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// onlyReader hides a reader's Size and Stat, as a pipe would.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// TestIDXGzipBomb: a valid header claiming 192 MB of images, followed by
+// that many zeros, gzip-compressed to a few hundred KB, used to load (and
+// train at 13.6 GB per rank with a bigger one). Now it is refused, with
+// the header checked against the file's size when it is known, and the
+// stream cut off at inflate.Limit when it is not.
+func TestIDXGzipBomb(t *testing.T) {
+	const images = 100000
+	payload := images * 28 * 28
+	bomb := gzipBomb(t, encodeIDX(IDXUnsignedByte, []int{images, 28, 28}, nil), payload, 0)
+	t.Logf("bomb: %d compressed bytes, %d declared", len(bomb), payload)
+	path := filepath.Join(t.TempDir(), "bomb-idx3-ubyte.gz")
+	os.WriteFile(path, bomb, 0o644)
+	for name, parse := range map[string]func() error{
+		"file": func() error { _, err := ReadIDXImages(path); return err },
+		"pipe": func() error { _, err := ParseIDXImages(onlyReader{bytes.NewReader(bomb)}); return err },
+	} {
+		var err error
+		grew := allocated(func() { err = parse() })
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decompress the file first") {
+			t.Errorf("%s: got %v, want ErrTooLarge saying the file cannot justify its size", name, err)
+		}
+		if grew > 128<<20 {
+			t.Errorf("%s: allocated %d MiB for a %d-byte file", name, grew>>20, len(bomb))
+		}
+	}
+	// A header claiming what a small bomb delivers is within the floor
+	// and loads.
+	small := gzipBomb(t, encodeIDX(IDXUnsignedByte, []int{1000, 28, 28}, nil), 1000*28*28, 0)
+	if im, err := ParseIDXImages(onlyReader{bytes.NewReader(small)}); err != nil || im.Count != 1000 {
+		t.Errorf("1000 zero images: %v", err)
+	}
+}
+
+// TestIDXHeaderBiggerThanFile: a raw file whose header claims more than the
+// file holds is refused before any data is read, saying so.
+func TestIDXHeaderBiggerThanFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge-idx3-ubyte")
+	os.WriteFile(path, encodeIDX(IDXUnsignedByte, []int{60000, 256, 256}, pattern(100)), 0o644)
+	var err error
+	grew := allocated(func() { _, err = ReadIDXImages(path) })
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "the file is smaller than its header claims") {
+		t.Errorf("got %v", err)
+	}
+	if grew > 1<<20 {
+		t.Errorf("allocated %d KiB for a %d-byte file", grew>>10, 116)
+	}
+}
+
+// TestLIBSVMGzipBomb: a gzip stream of endless LIBSVM lines is cut off at
+// inflate.Limit.
+func TestLIBSVMGzipBomb(t *testing.T) {
+	bomb := gzipBomb(t, []byte("1 1:1\n"), 64<<20, '\n')
+	var err error
+	grew := allocated(func() { _, err = ParseLIBSVM(onlyReader{bytes.NewReader(bomb)}, LIBSVMOptions{}) })
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decompress the file first") {
+		t.Errorf("got %v", err)
+	}
+	if grew > 128<<20 {
+		t.Errorf("allocated %d MiB for a %d-byte file", grew>>20, len(bomb))
+	}
+}
