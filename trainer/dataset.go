@@ -26,6 +26,9 @@ type DataConfig struct {
 	// NNZ is synthetic-sparse's nonzeros per row (features drawn with
 	// power-law frequencies; binary labels from a hidden logistic model).
 	NNZ int `json:"nnz"`
+	// MaxFeatures raises (or lowers) the largest LIBSVM feature index
+	// accepted; 0 means data.DefaultMaxFeatures of the file's size.
+	MaxFeatures int `json:"max_features,omitempty"`
 }
 
 // DataNames lists the data sources.
@@ -45,6 +48,9 @@ func (d DataConfig) Validate() error {
 	case "libsvm":
 		if d.Train == "" {
 			return bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
+		}
+		if d.MaxFeatures < 0 {
+			return bad("Data.MaxFeatures", "%d must not be negative (0: the default limit)", d.MaxFeatures)
 		}
 	case "synthetic":
 		switch {
@@ -81,7 +87,7 @@ func (d DataConfig) Sparse() bool { return d.Name == "libsvm" || d.Name == "synt
 func (d DataConfig) LoadSparse(seed uint64) (train, test *data.Sparse, err error) {
 	switch d.Name {
 	case "libsvm":
-		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{}); err != nil {
+		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures}); err != nil {
 			return nil, nil, err
 		}
 		if d.Test == "" {
@@ -145,7 +151,7 @@ func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
 		train.Classes, test.Classes = classes, classes
 		return train, test, nil
 	case "libsvm":
-		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{})
+		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures})
 		if err != nil {
 			return nil, nil, err
 		}

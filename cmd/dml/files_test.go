@@ -37,3 +37,27 @@ func TestSaveTargetCheckedFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileInputFiles: tiny files that used to cost gigabytes or a panic
+// end with one line from dml and exit 1.
+func TestHostileInputFiles(t *testing.T) {
+	dir := t.TempDir()
+	svm := filepath.Join(dir, "huge-index.svm")
+	os.WriteFile(svm, []byte("1 1073741824:1\n"), 0o644)
+	npz := filepath.Join(dir, "junk.npz")
+	os.WriteFile(npz, []byte("PK\x03\x04 not really a zip"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--model", "logreg", "--data", "libsvm", "--train", svm}, "raise the limit (dml: --max-features 1073741824)"},
+		{[]string{"eval", "--weights", npz, "--data", "synthetic"}, "not an .npz archive"},
+		{[]string{"eval", "--weights", dir, "--data", "synthetic"}, "is a folder"},
+	} {
+		r := dml(t, 0, tc.args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 1 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("dml %s: exit %d, stderr %q; want exit 1 and one line with %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -218,6 +218,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -435,6 +436,7 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.MaxFeatures": "--max-features",
 }
 
 // flagError words a configuration error with the flag a person typed:

@@ -109,3 +109,40 @@ func TestLIBSVMGzipBomb(t *testing.T) {
 		t.Errorf("allocated %d MiB for a %d-byte file", grew>>20, len(bomb))
 	}
 }
+
+// TestLIBSVMHugeIndex: a 21-byte file with feature index 2^30 inferred a
+// billion features (the trainer then died in an out-of-memory dump). The
+// index is now bounded by DefaultMaxFeatures of the input's size, or by the
+// caller's MaxFeatures; a fixed Cols needs no bound.
+func TestLIBSVMHugeIndex(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		opts LIBSVMOptions
+		want string // "" = accepted
+	}{
+		{"1 1073741824:1\n", LIBSVMOptions{}, `line 1: field "1073741824:1": feature index 1073741824 exceeds 1048576, the default limit for 15 bytes`},
+		{"1 1:1\n-1 2147483647:1 # 2^31-1\n", LIBSVMOptions{}, "line 2: field \"2147483647:1\": feature index 2147483647 exceeds 1048576"},
+		{"1 1099511627776:1\n", LIBSVMOptions{}, "not a positive integer ≤ 2147483647"},
+		{"1 1048576:1\n", LIBSVMOptions{}, ""},
+		{"1 2000000:1\n", LIBSVMOptions{MaxFeatures: 1 << 21}, ""},
+		{"1 3000000:1\n", LIBSVMOptions{MaxFeatures: 1 << 21}, "exceeds 2097152, the limit given"},
+		{"1 3000000:1\n", LIBSVMOptions{Cols: 3000000}, ""},
+		{"1 1:1\n", LIBSVMOptions{MaxFeatures: -1}, "MaxFeatures = -1"},
+	} {
+		s, err := ParseLIBSVM(strings.NewReader(tc.in), tc.opts)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q %+v: %v", tc.in, tc.opts, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q %+v: got %v (cols %v), want %q", tc.in, tc.opts, err, s, tc.want)
+		}
+	}
+	_, err := ParseLIBSVM(strings.NewReader("1 1073741824:1\n"), LIBSVMOptions{})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--max-features 1073741824") {
+		t.Errorf("error %v: want ErrTooLarge saying how to raise the limit", err)
+	}
+	big := strings.Repeat("1 1:1\n", 20000) + "1 1200000:1\n" // 132 KB: 64 × bytes > 2^20
+	if s, err := ParseLIBSVM(strings.NewReader(big), LIBSVMOptions{}); err != nil || s.Cols != 1200000 {
+		t.Errorf("a 132 KB file with index 1.2 M: %v", err)
+	}
+}
