@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
 // Seed corpora beyond the f.Add calls live in testdata/fuzz/<FuzzName>/.
@@ -31,6 +33,9 @@ func FuzzParseIDX(f *testing.F) {
 			}
 			if raw.Type != IDXUnsignedByte || len(raw.Dims) == 0 || len(raw.Data) != size {
 				t.Fatalf("accepted IDX type %#x dims %v with %d bytes", raw.Type, raw.Dims, len(raw.Data))
+			}
+			if int64(len(raw.Data)) > inflate.Limit(int64(len(in))) {
+				t.Fatalf("%d bytes of data from a %d-byte input", len(raw.Data), len(in))
 			}
 		}
 
@@ -93,6 +98,9 @@ func FuzzParseLIBSVM(f *testing.F) {
 		}
 		if err := s.Validate(); err != nil {
 			t.Fatalf("accepted input gives an invalid Sparse: %v", err)
+		}
+		if s.Cols > DefaultMaxFeatures(inflate.Limit(int64(len(in)))) {
+			t.Fatalf("%d features from a %d-byte input", s.Cols, len(in))
 		}
 		if s.Rows > 0 && (s.Classes < 1 || len(s.LabelValues) != s.Classes || !slices.IsSorted(s.LabelValues)) {
 			t.Fatalf("rows %d classes %d label values %v", s.Rows, s.Classes, s.LabelValues)
