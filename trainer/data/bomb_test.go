@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -144,5 +145,41 @@ func TestLIBSVMHugeIndex(t *testing.T) {
 	big := strings.Repeat("1 1:1\n", 20000) + "1 1200000:1\n" // 132 KB: 64 × bytes > 2^20
 	if s, err := ParseLIBSVM(strings.NewReader(big), LIBSVMOptions{}); err != nil || s.Cols != 1200000 {
 		t.Errorf("a 132 KB file with index 1.2 M: %v", err)
+	}
+}
+
+// TestLIBSVMDenseExpansion: a 4 KB LIBSVM file of 2047 empty rows and one
+// feature index 2^20 (within DefaultMaxFeatures) used to become an 8 GB
+// dense matrix for the mlp; ToDense now refuses expansions over
+// MaxDenseExpansion past MinDenseLimit values.
+func TestLIBSVMDenseExpansion(t *testing.T) {
+	in := strings.Repeat("1\n", 2047) + "1 1048576:1\n"
+	s, err := ParseLIBSVM(strings.NewReader(in), LIBSVMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *Dense
+	grew := allocated(func() { d, err = s.ToDense() })
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 1024 times the data given") {
+		t.Errorf("%d-byte file to %d×%d dense: %v", len(in), s.Rows, s.Cols, err)
+	}
+	if grew > 1<<20 {
+		t.Errorf("allocated %d MiB", grew>>20)
+	}
+	// Dense-ish data (a9a-like: 14 of 123 features per row) converts.
+	var sb strings.Builder
+	for i := range 40000 {
+		sb.WriteString("+1")
+		for k := range 14 {
+			sb.WriteString(" " + strconv.Itoa(1+k*8+i%8) + ":1")
+		}
+		sb.WriteString("\n")
+	}
+	s, err = ParseLIBSVM(strings.NewReader(sb.String()), LIBSVMOptions{Cols: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = s.ToDense(); err != nil || d.Rows != 40000 {
+		t.Errorf("40000 × 2000 from 14 nonzeros a row: %v", err)
 	}
 }
