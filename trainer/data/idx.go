@@ -83,51 +83,10 @@ func (im *IDXImages) Features() int {
 // more than inflate.Limit of its size (a gzip bomb). Without a known size
 // the gzip stream is bounded as it is read (see maybeGunzip).
 func ParseIDX(r io.Reader) (*IDX, error) {
-	input := inputSize(r)
-	src, gz, err := maybeGunzip(r)
+	src, dims, size, err := openIDX(r)
 	if err != nil {
 		return nil, err
 	}
-	var head [4]byte
-	if n, err := io.ReadFull(src, head[:]); err != nil {
-		return nil, readErr(err, "truncated header: want 4 magic bytes, found %d", n)
-	}
-	if head[0] != 0 || head[1] != 0 || head[3] == 0 || head[3] > maxIDXDims {
-		return nil, errorf(ErrFormat, "bad magic %#08x: an IDX file starts 0x00 0x00, a type byte and a dimension count in 1..%d",
-			binary.BigEndian.Uint32(head[:]), maxIDXDims)
-	}
-	if t := head[2]; t != IDXUnsignedByte {
-		if name, ok := idxTypeNames[t]; ok {
-			return nil, errorf(ErrFormat, "IDX data type %#02x (%s) is not supported, only %#02x (unsigned byte)", t, name, IDXUnsignedByte)
-		}
-		return nil, errorf(ErrFormat, "unknown IDX data type %#02x", t)
-	}
-	ndims := int(head[3])
-	dimBytes := make([]byte, 4*ndims)
-	if n, err := io.ReadFull(src, dimBytes); err != nil {
-		return nil, readErr(err, "truncated header: %d dimensions need %d bytes after the magic, found %d", ndims, 4*ndims, n)
-	}
-	dims := make([]int, ndims)
-	size := int64(1)
-	for i := range dims {
-		dims[i] = int(binary.BigEndian.Uint32(dimBytes[4*i:]))
-		if dims[i] != 0 && size > MaxIDXBytes/int64(dims[i]) {
-			return nil, errorf(ErrTooLarge, "dimensions %s exceed %d bytes", dimString(dims[:i+1]), int64(MaxIDXBytes))
-		}
-		size *= int64(dims[i])
-	}
-	if input >= 0 {
-		header := int64(4 + 4*ndims)
-		switch {
-		case !gz && size > input-header:
-			return nil, errorf(ErrFormat, "truncated data: dimensions %s declare %d bytes, found %d (the file is smaller than its header claims)",
-				dimString(dims), size, max(0, input-header))
-		case gz && size > inflate.Limit(input):
-			return nil, errorf(ErrTooLarge, "dimensions %s declare %d bytes, more than a gzip file of %d bytes can justify: %s",
-				dimString(dims), size, input, inflate.Reason(input))
-		}
-	}
-
 	data, err := readAtMost(src, size+1)
 	n := int64(len(data))
 	switch {
@@ -140,7 +99,57 @@ func ParseIDX(r io.Reader) (*IDX, error) {
 	case n > size:
 		return nil, errorf(ErrFormat, "trailing data: dimensions %s declare %d bytes, found more", dimString(dims), size)
 	}
-	return &IDX{Type: head[2], Dims: dims, Data: data}, nil
+	return &IDX{Type: IDXUnsignedByte, Dims: dims, Data: data}, nil
+}
+
+// openIDX reads and checks an IDX header (see ParseIDX) and returns the
+// stream positioned at the payload, the dimensions and the payload's size.
+func openIDX(r io.Reader) (src io.Reader, dims []int, size int64, err error) {
+	input := inputSize(r)
+	src, gz, err := maybeGunzip(r)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var head [4]byte
+	if n, err := io.ReadFull(src, head[:]); err != nil {
+		return nil, nil, 0, readErr(err, "truncated header: want 4 magic bytes, found %d", n)
+	}
+	if head[0] != 0 || head[1] != 0 || head[3] == 0 || head[3] > maxIDXDims {
+		return nil, nil, 0, errorf(ErrFormat, "bad magic %#08x: an IDX file starts 0x00 0x00, a type byte and a dimension count in 1..%d",
+			binary.BigEndian.Uint32(head[:]), maxIDXDims)
+	}
+	if t := head[2]; t != IDXUnsignedByte {
+		if name, ok := idxTypeNames[t]; ok {
+			return nil, nil, 0, errorf(ErrFormat, "IDX data type %#02x (%s) is not supported, only %#02x (unsigned byte)", t, name, IDXUnsignedByte)
+		}
+		return nil, nil, 0, errorf(ErrFormat, "unknown IDX data type %#02x", t)
+	}
+	ndims := int(head[3])
+	dimBytes := make([]byte, 4*ndims)
+	if n, err := io.ReadFull(src, dimBytes); err != nil {
+		return nil, nil, 0, readErr(err, "truncated header: %d dimensions need %d bytes after the magic, found %d", ndims, 4*ndims, n)
+	}
+	dims = make([]int, ndims)
+	size = int64(1)
+	for i := range dims {
+		dims[i] = int(binary.BigEndian.Uint32(dimBytes[4*i:]))
+		if dims[i] != 0 && size > MaxIDXBytes/int64(dims[i]) {
+			return nil, nil, 0, errorf(ErrTooLarge, "dimensions %s exceed %d bytes", dimString(dims[:i+1]), int64(MaxIDXBytes))
+		}
+		size *= int64(dims[i])
+	}
+	if input >= 0 {
+		header := int64(4 + 4*ndims)
+		switch {
+		case !gz && size > input-header:
+			return nil, nil, 0, errorf(ErrFormat, "truncated data: dimensions %s declare %d bytes, found %d (the file is smaller than its header claims)",
+				dimString(dims), size, max(0, input-header))
+		case gz && size > inflate.Limit(input):
+			return nil, nil, 0, errorf(ErrTooLarge, "dimensions %s declare %d bytes, more than a gzip file of %d bytes can justify: %s",
+				dimString(dims), size, input, inflate.Reason(input))
+		}
+	}
+	return src, dims, size, nil
 }
 
 // ParseIDXImages parses an IDX file of at least two dimensions (count, then
