@@ -166,3 +166,37 @@ func TestKillDuringWrite(t *testing.T) {
 		t.Errorf("want the killed writer's one temporary file beside the target, found %v", l)
 	}
 }
+
+// TestFullDisk writes onto a 64 KiB tmpfs (needs root and mount(2), as in
+// CI containers; skipped elsewhere): a save that runs out of space fails
+// and leaves the previous file whole; on a disk already full,
+// CheckWritable says so before any work.
+func TestFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if os.Geteuid() != 0 || exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).Run() != nil {
+		t.Skip("cannot mount a small tmpfs here (needs root): the full-disk case is not checked")
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	path := filepath.Join(dir, "w.npz")
+	old := strings.Repeat("o", 40<<10)
+	if err := Write(path, 0o644, writeString(old)); err != nil {
+		t.Fatal(err)
+	}
+	err := Write(path, 0o644, writeString(strings.Repeat("n", 48<<10)))
+	if err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("a save larger than the free space: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != old {
+		t.Errorf("the old file now holds %d bytes", len(b))
+	}
+	if l := leftovers(t, dir); len(l) != 0 {
+		t.Errorf("temporary files left: %v", l)
+	}
+	// Fill the rest of the disk, then ask.
+	f, _ := os.Create(filepath.Join(dir, "filler"))
+	f.Write(make([]byte, 64<<10))
+	f.Close()
+	if err := CheckWritable(filepath.Join(dir, "other.npz")); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("CheckWritable on a full disk: %v", err)
+	}
+}
