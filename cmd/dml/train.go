@@ -536,7 +536,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Load(*seed)
+			_, test, err := dc.Open(*seed)
 			if err != nil {
 				return err
 			}

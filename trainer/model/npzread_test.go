@@ -261,3 +261,31 @@ assert np.load(d + "/fortran.npz")["layer0.weight"].flags.f_contiguous
 		}
 	}
 }
+
+// TestNPZRoundTripLarge: Fashion-MNIST-sized layers (784×256: deflated
+// entries larger than one read of the zip stream) come back exactly. The
+// old reader returned wrong weights here (dml eval printed accuracy 0.1000,
+// loss NaN, exit 0, for a model trained to 0.78).
+func TestNPZRoundTripLarge(t *testing.T) {
+	arch, _ := NewArch(784, []int{32}, 10, SoftmaxCE)
+	p := arch.InitParams(3)
+	for i := range p[:len(p)/2] { // partly compressible, like trained weights
+		p[i] = float32(i%5) / 8
+	}
+	path := filepath.Join(t.TempDir(), "w.npz")
+	if err := SaveNPZ(path, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	got, q, err := LoadNPZ(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Sizes) != fmt.Sprint(arch.Sizes) || len(q) != len(p) {
+		t.Fatalf("sizes %v, %d params", got.Sizes, len(q))
+	}
+	for i := range p {
+		if q[i] != p[i] {
+			t.Fatalf("param %d (%s): %v, saved %v", i, arch.LayerOf(i), q[i], p[i])
+		}
+	}
+}
