@@ -1,10 +1,13 @@
 package data
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc64"
 	"io"
 	"os"
 	"slices"
+	"sync"
 )
 
 // DenseSource is a dense dataset that hands out copies of some of its rows:
@@ -33,9 +36,10 @@ func (d *Dense) Shape() (rows, cols, classes int) { return d.Rows, d.Cols, d.Cla
 // requested rows into a new Dense and checks the rest of the file as
 // ParseIDX would (truncation, trailing data, gzip bounds).
 type IDXSource struct {
+	digest  *idxDigest // shared by the copies Split and WithClasses make
 	images  string
 	dims    []int   // the image file's dimensions
-	labels  []int32 // labels of rows [lo, hi)
+	labels  []int32 // labels of every row of the file
 	lo, hi  int
 	cols    int
 	classes int
@@ -76,7 +80,36 @@ func OpenIDXPair(imagesPath, labelsPath string, classes int) (*IDXSource, error)
 			classes = max(classes, int(l)+1)
 		}
 	}
-	return &IDXSource{images: imagesPath, dims: dims, labels: y, lo: 0, hi: len(y), cols: cols, classes: classes}, nil
+	return &IDXSource{digest: &idxDigest{}, images: imagesPath, dims: dims, labels: y, lo: 0, hi: len(y), cols: cols, classes: classes}, nil
+}
+
+// idxDigest caches the checksum of a whole image file, computed by the
+// first pass over it.
+type idxDigest struct {
+	mu   sync.Mutex
+	sum  uint64
+	done bool
+}
+
+// Digest is a CRC-64 (ECMA) of the image file's dimensions and every pixel
+// byte, and of the labels of the whole label file, whatever rows this
+// source covers: ranks that opened different files get different digests
+// (with overwhelming probability; a guard against mistakes, not
+// adversaries), although each reads only its own rows. The first Subset
+// computes it on the way; without one, Digest reads the file once.
+func (s *IDXSource) Digest() (uint64, error) {
+	s.digest.mu.Lock()
+	done, sum := s.digest.done, s.digest.sum
+	s.digest.mu.Unlock()
+	if done {
+		return sum, nil
+	}
+	if err := s.stream(func(int, []byte) {}); err != nil {
+		return 0, fmt.Errorf("%s: IDX images: %w", s.images, err)
+	}
+	s.digest.mu.Lock()
+	defer s.digest.mu.Unlock()
+	return s.digest.sum, nil
 }
 
 // Shape is the source's rows, pixels per image and classes (DenseSource).
@@ -85,8 +118,8 @@ func (s *IDXSource) Shape() (rows, cols, classes int) { return s.hi - s.lo, s.co
 // Split returns the first n rows and the rest as two sources.
 func (s *IDXSource) Split(n int) (head, tail *IDXSource) {
 	h, t := *s, *s
-	h.hi, h.labels = s.lo+n, s.labels[:n]
-	t.lo, t.labels = s.lo+n, s.labels[n:]
+	h.hi = s.lo + n
+	t.lo = s.lo + n
 	return &h, &t
 }
 
@@ -114,7 +147,7 @@ func (s *IDXSource) Subset(idx []int) (*Dense, error) {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return idx[a] - idx[b] })
 	for i, k := range idx {
-		out.Y[i] = s.labels[k]
+		out.Y[i] = s.labels[s.lo+k]
 	}
 	if err := s.stream(func(row int, px []byte) {
 		for len(order) > 0 && s.lo+idx[order[0]] == row {
@@ -144,8 +177,12 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 		return errorf(ErrFormat, "dimensions changed from %s to %s while reading", dimString(s.dims), dimString(dims))
 	}
 	rows := dims[0]
+	crc := crc64.New(crcTable)
+	for _, d := range dims {
+		binary.Write(crc, binary.LittleEndian, uint64(d))
+	}
 	// Rows after the last one this source covers are read only to check
-	// the file; a whole block of rows is read at a time.
+	// the file (and for the digest); a block of rows at a time.
 	per := max(1, (1<<20)/s.cols)
 	buf := make([]byte, per*s.cols)
 	for r := 0; r < rows; r += per {
@@ -153,6 +190,7 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 		if got, err := io.ReadFull(src, buf[:k*s.cols]); err != nil {
 			return readErr(err, "truncated data: dimensions %s declare %d bytes, found %d", dimString(dims), int64(rows)*int64(s.cols), int64(r)*int64(s.cols)+int64(got))
 		}
+		crc.Write(buf[:k*s.cols])
 		for j := range k {
 			f(r+j, buf[j*s.cols:(j+1)*s.cols])
 		}
@@ -163,5 +201,11 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 	} else if err != io.EOF {
 		return readErr(err, "reading past the data")
 	}
+	binary.Write(crc, binary.LittleEndian, s.labels)
+	s.digest.mu.Lock()
+	s.digest.sum, s.digest.done = crc.Sum64(), true
+	s.digest.mu.Unlock()
 	return nil
 }
+
+var crcTable = crc64.MakeTable(crc64.ECMA)

@@ -97,3 +97,53 @@ func TestIDXSourceChecksTheFile(t *testing.T) {
 		t.Errorf("missing byte: %v", err)
 	}
 }
+
+// TestIDXSourceDigest: every rank gets the same digest of the same files
+// whichever rows it reads (a shard, a split half, none), raw or gzip; a
+// changed pixel or label changes it.
+func TestIDXSourceDigest(t *testing.T) {
+	ip, lp := writeIDXPair(t, 500, 6, 6, false)
+	gip, glp := writeIDXPair(t, 500, 6, 6, true)
+	digest := func(ip, lp string, read func(*IDXSource)) uint64 {
+		t.Helper()
+		src, err := OpenIDXPair(ip, lp, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read(src)
+		d, err := src.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	want := digest(ip, lp, func(*IDXSource) {})
+	for name, read := range map[string]func(*IDXSource){
+		"shard 2 of 3": func(s *IDXSource) { s.Subset(StridedShard(500, 2, 3)) },
+		"tail half": func(s *IDXSource) {
+			_, tail := s.Split(450)
+			tail.Subset([]int{3})
+		},
+	} {
+		if got := digest(ip, lp, read); got != want {
+			t.Errorf("%s: digest %x, want %x", name, got, want)
+		}
+	}
+	if got := digest(gip, glp, func(*IDXSource) {}); got != want {
+		t.Errorf("gzip: digest %x, want the raw file's %x", got, want)
+	}
+	img, _ := os.ReadFile(ip)
+	img[len(img)-1] ^= 1
+	os.WriteFile(ip, img, 0o644)
+	if digest(ip, lp, func(*IDXSource) {}) == want {
+		t.Error("a changed pixel kept the digest")
+	}
+	img[len(img)-1] ^= 1
+	os.WriteFile(ip, img, 0o644)
+	lab, _ := os.ReadFile(lp)
+	lab[len(lab)-1] ^= 1
+	os.WriteFile(lp, lab, 0o644)
+	if digest(ip, lp, func(*IDXSource) {}) == want {
+		t.Error("a changed label kept the digest")
+	}
+}
