@@ -83,34 +83,40 @@ func OpenIDXPair(imagesPath, labelsPath string, classes int) (*IDXSource, error)
 	return &IDXSource{digest: &idxDigest{}, images: imagesPath, dims: dims, labels: y, lo: 0, hi: len(y), cols: cols, classes: classes}, nil
 }
 
-// idxDigest caches the checksum of a whole image file, computed by the
-// first pass over it.
+// idxDigest caches the checksum of a source's files.
 type idxDigest struct {
-	mu   sync.Mutex
+	once sync.Once
 	sum  uint64
-	done bool
+	err  error
 }
 
-// Digest is a CRC-64 (ECMA) of the image file's dimensions and every pixel
-// byte, and of the labels of the whole label file, whatever rows this
-// source covers: ranks that opened different files get different digests
-// (with overwhelming probability; a guard against mistakes, not
-// adversaries), although each reads only its own rows. The first Subset
-// computes it on the way; without one, Digest reads the file once.
+// Digest is a CRC-64 (ECMA) of the image file as stored (gzip or raw, not
+// decompressed: a fast read) and of every label of the label file, the
+// same for every source Split or WithClasses made from one OpenIDXPair:
+// ranks that opened different files get different digests (with
+// overwhelming probability; a guard against mistakes, not adversaries),
+// although each reads only its own rows' pixels. The same images stored
+// once raw and once gzip differ.
 func (s *IDXSource) Digest() (uint64, error) {
-	s.digest.mu.Lock()
-	done, sum := s.digest.done, s.digest.sum
-	s.digest.mu.Unlock()
-	if done {
-		return sum, nil
-	}
-	if err := s.stream(func(int, []byte) {}); err != nil {
-		return 0, fmt.Errorf("%s: IDX images: %w", s.images, err)
-	}
-	s.digest.mu.Lock()
-	defer s.digest.mu.Unlock()
-	return s.digest.sum, nil
+	s.digest.once.Do(func() {
+		f, err := os.Open(s.images)
+		if err != nil {
+			s.digest.err = err
+			return
+		}
+		defer f.Close()
+		crc := crc64.New(crcTable)
+		if _, err := io.Copy(crc, f); err != nil {
+			s.digest.err = fmt.Errorf("%s: %w", s.images, err)
+			return
+		}
+		binary.Write(crc, binary.LittleEndian, s.labels)
+		s.digest.sum = crc.Sum64()
+	})
+	return s.digest.sum, s.digest.err
 }
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
 
 // Shape is the source's rows, pixels per image and classes (DenseSource).
 func (s *IDXSource) Shape() (rows, cols, classes int) { return s.hi - s.lo, s.cols, s.classes }
@@ -177,12 +183,8 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 		return errorf(ErrFormat, "dimensions changed from %s to %s while reading", dimString(s.dims), dimString(dims))
 	}
 	rows := dims[0]
-	crc := crc64.New(crcTable)
-	for _, d := range dims {
-		binary.Write(crc, binary.LittleEndian, uint64(d))
-	}
 	// Rows after the last one this source covers are read only to check
-	// the file (and for the digest); a block of rows at a time.
+	// the file; a block of rows at a time.
 	per := max(1, (1<<20)/s.cols)
 	buf := make([]byte, per*s.cols)
 	for r := 0; r < rows; r += per {
@@ -190,7 +192,6 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 		if got, err := io.ReadFull(src, buf[:k*s.cols]); err != nil {
 			return readErr(err, "truncated data: dimensions %s declare %d bytes, found %d", dimString(dims), int64(rows)*int64(s.cols), int64(r)*int64(s.cols)+int64(got))
 		}
-		crc.Write(buf[:k*s.cols])
 		for j := range k {
 			f(r+j, buf[j*s.cols:(j+1)*s.cols])
 		}
@@ -201,11 +202,5 @@ func (s *IDXSource) stream(f func(row int, px []byte)) error {
 	} else if err != io.EOF {
 		return readErr(err, "reading past the data")
 	}
-	binary.Write(crc, binary.LittleEndian, s.labels)
-	s.digest.mu.Lock()
-	s.digest.sum, s.digest.done = crc.Sum64(), true
-	s.digest.mu.Unlock()
 	return nil
 }
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
