@@ -73,8 +73,9 @@ func dtypeOf(descr string) (npyDtype, error) {
 }
 
 // readNPYPreamble parses the magic, the version and the header length from
-// the first bytes of an entry (at least 12, fewer when the entry is
-// shorter) and returns the header's length and where it starts.
+// the first bytes of an entry (10, or 12 for versions 2 and 3; fewer when
+// the entry is shorter) and returns the header's length and where it
+// starts.
 func readNPYPreamble(b []byte) (hlen, start int, err error) {
 	if len(b) < 10 || string(b[:6]) != npyMagic {
 		return 0, 0, fmt.Errorf("not a .npy array (bad magic)")

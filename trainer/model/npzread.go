@@ -159,9 +159,18 @@ func readNPZHeader(zf *zip.File, archive int64) (*npzEntry, error) {
 		return nil, zipErr(err)
 	}
 	defer rc.Close()
-	pre := make([]byte, min(12, usize))
-	if _, err := io.ReadFull(rc, pre); err != nil {
+	// The preamble: 10 bytes, 12 from version 2 on.
+	pre := make([]byte, 12)
+	k := min(10, usize)
+	if _, err := io.ReadFull(rc, pre[:k]); err != nil {
 		return nil, zipErr(err)
+	}
+	pre = pre[:k]
+	if k == 10 && (pre[6] == 2 || pre[6] == 3) && usize >= 12 {
+		pre = pre[:12]
+		if _, err := io.ReadFull(rc, pre[10:]); err != nil {
+			return nil, zipErr(err)
+		}
 	}
 	hlen, start, err := readNPYPreamble(pre)
 	if err != nil {
@@ -170,12 +179,11 @@ func readNPZHeader(zf *zip.File, archive int64) (*npzEntry, error) {
 	if int64(start+hlen) > usize {
 		return nil, fmt.Errorf(".npy header claims %d bytes, the entry holds %d in all: truncated", hlen, usize)
 	}
-	text := make([]byte, start+hlen)
-	copy(text, pre)
-	if _, err := io.ReadFull(rc, text[len(pre):]); err != nil {
+	text := make([]byte, hlen)
+	if _, err := io.ReadFull(rc, text); err != nil {
 		return nil, zipErr(err)
 	}
-	h, err := parseNPYHeader(string(text[start:]))
+	h, err := parseNPYHeader(string(text))
 	if err != nil {
 		return nil, err
 	}

@@ -174,6 +174,8 @@ func TestLoadNPZRefuses(t *testing.T) {
 		{"bad version", with(entry{name: "layer0.weight", data: []byte("\x93NUMPY\x07\x00\x10\x00{}")}), "version 7.0"},
 		{"header past the end", with(entry{name: "layer0.weight", data: []byte("\x93NUMPY\x01\x00\xff\xff{}")}), "header claims 65535 bytes"},
 		{"huge v2 header", with(entry{name: "layer0.weight", data: []byte("\x93NUMPY\x02\x00\xff\xff\xff\xff{}")}), "at most 65536"},
+		{"header length 0", with(entry{name: "layer0.weight", data: []byte("\x93NUMPY\x01\x00\x00\x00{}  ")}), "want '{'"},
+		{"header length 1", with(entry{name: "layer0.weight", data: []byte("\x93NUMPY\x01\x00\x01\x00{}  ")}), "want a quoted key or '}'"},
 		{"empty entry", with(entry{name: "layer0.weight"}), "bad magic"},
 		{"no dict", weight("[1, 2]", nil), "want '{'"},
 		{"unclosed dict", weight("{'descr': '<f4'", nil), "want ',' or '}'"},
