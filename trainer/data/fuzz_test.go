@@ -3,6 +3,8 @@ package data
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,4 +144,37 @@ func formatLIBSVM(s *Sparse) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// FuzzIDXSource: reading an image/label pair lazily (OpenIDXPair, then
+// Subset of every row) accepts exactly what LoadIDXPair accepts and gives
+// the same data.
+func FuzzIDXSource(f *testing.F) {
+	img := encodeIDX(IDXUnsignedByte, []int{3, 2, 2}, pattern(12))
+	lab := encodeIDX(IDXUnsignedByte, []int{3}, []byte{0, 2, 1})
+	f.Add(img, lab)
+	f.Add(gzipBytes(f, img), lab)
+	f.Add(img[:len(img)-1], lab)
+	f.Add(append(bytes.Clone(img), 0), lab)
+	f.Add(img, lab[:len(lab)-1])
+	f.Add(encodeIDX(IDXUnsignedByte, []int{3}, pattern(3)), lab)
+	f.Fuzz(func(t *testing.T, img, lab []byte) {
+		dir := t.TempDir()
+		ip, lp := filepath.Join(dir, "img"), filepath.Join(dir, "lab")
+		os.WriteFile(ip, img, 0o644)
+		os.WriteFile(lp, lab, 0o644)
+		want, wantErr := LoadIDXPair(ip, lp, 0)
+		src, err := OpenIDXPair(ip, lp, 0)
+		var got *Dense
+		if err == nil {
+			rows, _, _ := src.Shape()
+			got, err = src.Subset(StridedShard(rows, 0, 1))
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("lazy: %v, loaded: %v", err, wantErr)
+		}
+		if err == nil && (!slices.Equal(got.X, want.X) || !slices.Equal(got.Y, want.Y) || got.Cols != want.Cols || got.Classes != want.Classes) {
+			t.Fatalf("lazy read differs from the loaded one")
+		}
+	})
 }
