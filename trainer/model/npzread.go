@@ -25,7 +25,9 @@ type npzEntry struct {
 // and its flat parameters (the inverse of WriteNPZ). The archive may hold
 // only arrays named layerK.weight ([out, in]) and layerK.bias ([out]), with
 // or without numpy.savez's ".npy" suffix, for K = 0, 1, …, stored or
-// deflated, float32 or float64 (converted to float32), C or Fortran order.
+// deflated, float32 or float64 (converted to float32), C or Fortran order;
+// in a dml checkpoint (an archive with a meta.json entry) other entries are
+// skipped.
 //
 // Nothing is allocated for the data until every header has been read and
 // checked: each array's shape must match its entry's size exactly (no
@@ -38,10 +40,19 @@ func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
 	if err != nil {
 		return Arch{}, nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
 	}
+	// A dml checkpoint (it holds meta.json) carries optimizer state and
+	// more beside the weights: those entries are skipped, unread.
+	checkpoint := false
+	for _, zf := range zr.File {
+		checkpoint = checkpoint || zf.Name == "meta.json"
+	}
 	weights, biases := map[int]*npzEntry{}, map[int]*npzEntry{}
 	var claimed int64
 	for _, zf := range zr.File {
 		k, kind, ok := layerKey(zf.Name)
+		if !ok && checkpoint {
+			continue
+		}
 		if !ok {
 			return Arch{}, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
 		}

@@ -112,6 +112,9 @@ func TestLoadNPZAccepts(t *testing.T) {
 			{name: "layer0.weight.npy", data: npyBytes("<f4", "False", "(3, 2)", f32(1, 2, 3, 4, 5, 6)), deflate: true},
 			{name: "layer0.bias.npy", data: npyBytes("<f4", "False", "(3,)", f32(7, 8, 9)), deflate: true},
 		},
+		"checkpoint": append(oneLayer("layer0.weight.npy", "layer0.bias.npy"),
+			entry{name: "optimizer.npy", data: npyBytes("<f4", "False", "(9,)", f32(0, 0, 0, 0, 0, 0, 0, 0, 0))},
+			entry{name: "meta.json", data: []byte(`{"steps": 3}`)}),
 		"fortran order": {
 			{name: "layer0.weight", data: npyBytes("<f4", "True", "(3, 2)", f32(1, 3, 5, 2, 4, 6))},
 			{name: "layer0.bias", data: npyBytes("<f4", "True", "(3,)", f32(7, 8, 9))},
@@ -194,6 +197,7 @@ func TestLoadNPZRefuses(t *testing.T) {
 		{"duplicate", buildNPZ(t, append(good, entry{name: "layer0.weight.npy", data: good[0].data})...), "are both layer0.weight"},
 		{"leading zero", buildNPZ(t, append(good, oneLayer("layer01.weight", "layer01.bias")...)...), `unexpected array "layer01.weight"`},
 		{"gap", buildNPZ(t, append(good, oneLayer("layer2.weight", "layer2.bias")...)...), "layer1.weight is missing"},
+		{"extra array, no meta.json", buildNPZ(t, append(good, entry{name: "optimizer.npy", data: good[1].data})...), `unexpected array "optimizer.npy"`},
 		{"bias only", buildNPZ(t, bias), "no layerK.weight"},
 		{"weight only", buildNPZ(t, good[0]), "needs both"},
 		{"1-D weight", with(entry{name: "layer0.weight", data: npyBytes("<f4", "False", "(3,)", f32(1, 2, 3))}), "want [out, in]"},
