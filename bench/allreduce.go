@@ -43,10 +43,10 @@ func (c AllreduceConfig) Validate() error {
 		return fmt.Errorf("max size -e %s is above 8G", FormatSize(c.MaxBytes))
 	case c.Factor < 2:
 		return fmt.Errorf("step factor -f %d must be at least 2", c.Factor)
-	case c.Iters < 1:
-		return fmt.Errorf("iterations -n %d must be at least 1", c.Iters)
-	case c.Warmup < 0:
-		return fmt.Errorf("warm-up iterations -w %d must not be negative", c.Warmup)
+	case c.Iters < 1 || c.Iters > MaxIters:
+		return fmt.Errorf("iterations -n %d must be in 1..%d", c.Iters, MaxIters)
+	case c.Warmup < 0 || c.Warmup > MaxIters:
+		return fmt.Errorf("warm-up iterations -w %d must be in 0..%d", c.Warmup, MaxIters)
 	case len(c.Algorithms) == 0:
 		return fmt.Errorf("no algorithm given (--algo ring,tree,mpi)")
 	case c.SegmentBytes < 0:
@@ -54,6 +54,10 @@ func (c AllreduceConfig) Validate() error {
 	}
 	return nil
 }
+
+// MaxIters bounds -n and -w: the timings of every iteration are kept
+// (a float32 per algorithm and iteration), so -n MaxInt failed to allocate.
+const MaxIters = 1 << 20
 
 // Sizes lists the message sizes of the sweep, each a whole number of float32s.
 func (c AllreduceConfig) Sizes() []int64 {

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/gossip"
 )
 
 // Config is one training job, in typed values: the command line parses its
@@ -36,8 +39,10 @@ type Config struct {
 	// (bucketPlan); 0: one bucket, the whole gradient.
 	BucketBytes int      `json:"bucket_bytes"`
 	PS          PSConfig `json:"ps"` // with Sync == SyncPS
-	EvalEvery   int      `json:"eval_every"`
-	Straggle    Straggle `json:"straggle"`
+	// Topology is the graph dpsgd and adpsgd average over.
+	Topology  gossip.Topology `json:"topology"`
+	EvalEvery int             `json:"eval_every"`
+	Straggle  Straggle        `json:"straggle"`
 
 	// Per-process settings, not compared between ranks.
 	//
@@ -111,8 +116,23 @@ func bad(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate reports the first bad setting as a *ConfigError.
+// MaxStaleness bounds --staleness and --staleness-range: far beyond any
+// useful bound (it is counted in steps), and small enough that what is
+// sized by it (dssp keeps a count per value of sU−sL) stays small.
+const MaxStaleness = 1 << 20
+
+// MaxStraggleFactor bounds --straggle's factor: a step of one second
+// slowed by it still fits a time.Duration (the sleep is computed in one).
+const MaxStraggleFactor = 1e9
+
+// Validate reports the first bad setting as a *ConfigError. Every
+// floating-point setting, whatever it is for, must be finite: one check
+// (finiteFloats) walks them all, so that a setting added later is covered
+// too.
 func (c Config) Validate() error {
+	if err := finiteFloats(reflect.ValueOf(c), ""); err != nil {
+		return err
+	}
 	switch c.Model {
 	case MLP:
 		if len(c.Hidden) == 0 {
@@ -141,12 +161,16 @@ func (c Config) Validate() error {
 		return bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
 		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
-	case c.Sync != SyncAllreduce && c.Sync != SyncPS:
-		return bad("Sync", "%v: want allreduce or ps", c.Sync)
+	case int(c.Sync) >= len(syncNames):
+		return bad("Sync", "%v: want %s", c.Sync, strings.Join(syncNames[:], ", "))
+	case int(c.Topology) >= len(gossip.Topologies):
+		return bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
 	case c.BucketBytes < 0:
 		return bad("BucketBytes", "%d must not be negative (0: one bucket)", c.BucketBytes)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
 		return bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
+	case c.Straggle.Factor > MaxStraggleFactor:
+		return bad("Straggle", "factor %v must be at most %g", c.Straggle.Factor, float64(MaxStraggleFactor))
 	}
 	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
 		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
@@ -173,7 +197,7 @@ func (p PSConfig) validate() error {
 	switch {
 	case p.Servers < 1:
 		return bad("PS.Servers", "%d must be at least 1", p.Servers)
-	case p.Consistency > ps.DSSP:
+	case !p.Consistency.Valid():
 		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
 	case p.Staleness < 0:
 		return bad("PS.Staleness", "%d must not be negative", p.Staleness)
@@ -181,9 +205,54 @@ func (p PSConfig) validate() error {
 		return bad("PS.StalenessLow", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
 	case p.StalenessHigh < p.StalenessLow:
 		return bad("PS.StalenessHigh", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+	case p.Staleness > MaxStaleness:
+		return bad("PS.Staleness", "%d must be at most %d", p.Staleness, MaxStaleness)
+	case p.StalenessHigh > MaxStaleness:
+		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
 	}
-	if _, err := ps.ParseFilters(p.Filters); err != nil {
+	filters, err := ps.ParseFilters(p.Filters)
+	if err != nil {
 		return bad("PS.Filters", "%q: %v", p.Filters, err)
+	}
+	for _, f := range filters {
+		if sm, ok := f.(ps.SignificantlyModified); ok && math.IsInf(float64(sm.Threshold), 0) {
+			return bad("PS.Filters", "%q: threshold %v must be finite", p.Filters, sm.Threshold)
+		}
+	}
+	return nil
+}
+
+// finiteFloats reports the first float32 or float64 in v (a struct, walked
+// through its fields, slices and arrays) that is NaN or ±Inf, as a
+// *ConfigError naming its field path ("Opt.LR"). NaN and ±Inf are never a
+// meaningful setting, and JSON (the configuration hash, --metrics) cannot
+// carry them.
+func finiteFloats(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if x := v.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+			return bad(path, "%v must be a finite number", x)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			if err := finiteFloats(v.Field(i), p); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if err := finiteFloats(v.Index(i), path); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -195,18 +264,33 @@ func (c Config) ValidateWorld(size int) error {
 	if c.Sync == SyncPS && c.PS.Servers >= size {
 		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
 	}
+	switch c.Sync {
+	case SyncDPSGD:
+		if _, err := gossip.New(c.Topology, size); err != nil {
+			return bad("Topology", "%v", err)
+		}
+	case SyncADPSGD:
+		if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
+			return bad("Sync", "adpsgd: %v", err)
+		}
+	}
 	if c.Straggle.Rank >= size {
 		return bad("Straggle", "rank %d is not in this job of %d ranks", c.Straggle.Rank, size)
 	}
 	return nil
 }
 
-// Hash fingerprints the settings every rank must share.
+// Hash fingerprints the settings every rank must share. It never fails:
+// a Config that JSON cannot hold (a NaN or ±Inf, which Validate refuses
+// before any rank hashes) is hashed from its Go syntax instead, which
+// spells every float, NaN and ±Inf included.
 func (c Config) Hash() uint64 {
 	c.Data.Dir, c.Data.Train, c.Data.Test = "", "", ""
+	// The per-process settings (json:"-") are not compared.
+	c.Overlap, c.Timeout, c.Metrics, c.Save = false, 0, "", ""
 	b, err := json.Marshal(c)
 	if err != nil {
-		panic(err) // a Config always marshals
+		b = fmt.Appendf(nil, "%#v", c)
 	}
 	h := fnv.New64a()
 	h.Write(b)

@@ -2,10 +2,13 @@ package trainer
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 )
 
@@ -40,6 +43,23 @@ var badConfigs = []struct {
 	{"PS.StalenessLow", func(c *Config) { c.Sync, c.PS.StalenessLow = SyncPS, -1 }},
 	{"PS.StalenessHigh", func(c *Config) { c.Sync, c.PS.StalenessLow, c.PS.StalenessHigh = SyncPS, 3, 2 }},
 	{"PS.Filters", func(c *Config) { c.Sync, c.PS.Filters = SyncPS, "zip" }},
+	// Issue 10: no float setting may be NaN or ±Inf (--lr Inf panicked in
+	// Hash); each is refused naming its field, whichever rule reads it.
+	{"Opt.LR", func(c *Config) { c.Opt.LR = float32(math.Inf(1)) }},
+	{"Opt.Momentum", func(c *Config) { c.Opt.Momentum = float32(math.NaN()) }},
+	{"Opt.WeightDecay", func(c *Config) { c.Opt.WeightDecay = float32(math.Inf(1)) }},
+	{"Opt.WeightDecay", func(c *Config) { c.Opt.WeightDecay = float32(math.NaN()) }},
+	{"Opt.Eps", func(c *Config) { c.Opt.Kind, c.Opt.Eps = optim.SGD, float32(math.Inf(-1)) }},
+	{"Straggle.Factor", func(c *Config) { c.Straggle = Straggle{Rank: 1, Factor: math.Inf(1)} }},
+	{"Straggle.Factor", func(c *Config) { c.Straggle = Straggle{Rank: -1, Factor: math.NaN()} }},
+	{"Straggle", func(c *Config) { c.Straggle = Straggle{Rank: 1, Factor: 2e9} }},
+	{"Data.Noise", func(c *Config) { c.Data.Name, c.Data.Noise = "synthetic", math.Inf(1) }},
+	{"Data.Noise", func(c *Config) { c.Data.Noise = math.NaN() }}, // even where unread
+	{"PS.Filters", func(c *Config) { c.Sync, c.PS.Filters = SyncPS, "sigmod:Inf" }},
+	{"PS.Filters", func(c *Config) { c.Sync, c.PS.Filters = SyncPS, "sigmod:NaN" }},
+	// dssp sized a table by sU−sL: 0,MaxInt panicked in makeslice.
+	{"PS.StalenessHigh", func(c *Config) { c.Sync, c.PS.StalenessLow, c.PS.StalenessHigh = SyncPS, 0, math.MaxInt }},
+	{"PS.Staleness", func(c *Config) { c.Sync, c.PS.Staleness = SyncPS, math.MaxInt }},
 }
 
 // TestConfigErrorsNameTheirField: each bad setting is refused with a
@@ -90,5 +110,31 @@ func TestOneWorldCheck(t *testing.T) {
 	}
 	if err := cfg.ValidateWorld(2); err == nil || !strings.Contains(err.Error(), "needs at least 3 ranks") {
 		t.Fatalf("2 servers, 2 ranks: %v", err)
+	}
+}
+
+// TestHashNeverPanics: Hash is robust even for a Config Validate would
+// refuse (NaN and ±Inf, which JSON cannot encode: --lr Inf panicked in it),
+// tells such configurations apart, and ignores the per-process settings.
+func TestHashNeverPanics(t *testing.T) {
+	seen := map[uint64]string{DefaultConfig().Hash(): "default"}
+	for name, edit := range map[string]func(*Config){
+		"lr +Inf":      func(c *Config) { c.Opt.LR = float32(math.Inf(1)) },
+		"lr -Inf":      func(c *Config) { c.Opt.LR = float32(math.Inf(-1)) },
+		"momentum NaN": func(c *Config) { c.Opt.Momentum = float32(math.NaN()) },
+		"noise +Inf":   func(c *Config) { c.Data.Noise = math.Inf(1) },
+		"straggle NaN": func(c *Config) { c.Straggle.Factor = math.NaN() },
+	} {
+		cfg := DefaultConfig()
+		edit(&cfg)
+		h := cfg.Hash() // must not panic
+		if other, dup := seen[h]; dup {
+			t.Errorf("%s hashes like %s", name, other)
+		}
+		seen[h] = name
+		cfg.Save, cfg.Metrics, cfg.Overlap, cfg.Timeout = "w.npz", "m.jsonl", !cfg.Overlap, time.Second
+		if cfg.Hash() != h {
+			t.Errorf("%s: the per-process settings change the hash", name)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/dml-project/dml/trainer/data"
@@ -36,6 +37,9 @@ var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthet
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
+	if err := finiteFloats(reflect.ValueOf(d), "Data"); err != nil {
+		return err
+	}
 	switch d.Name {
 	case "fashion-mnist":
 	case "idx":

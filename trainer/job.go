@@ -78,39 +78,75 @@ type Trainer struct {
 	// allreduce only): its weights and optimizer state replace the initial
 	// ones and the loop starts at its (epoch, step).
 	Start *TrainState
+	// MemoryLimit, if positive, is the memory in bytes this rank may use
+	// for its data and model: synthetic data and a dense model that need
+	// more are refused before they are allocated (a usage error naming
+	// the sizes), not left to the out-of-memory killer. MemorySource says
+	// where the figure came from, for that message.
+	MemoryLimit  int64
+	MemorySource string
 }
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
-// calls it with the same cfg. A rank that fails returns its error without
+// calls it with the same cfg. Up to the start of training the ranks fail
+// together: a rank whose data cannot be loaded or whose model would not
+// fit in its memory tells the others (AgreeToStart: each returns a
+// *StartError), and ranks that loaded different data all return
+// ErrConfigMismatch. Later, a rank that fails returns its error without
 // telling the others: they fail too once they wait for it longer than the
 // transport's timeout (ps: Config.Timeout). The CLI aborts the whole job on
-// the first error instead.
+// such an error instead.
 func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
+	err := t.checkDataMemory(cfg)
 	if cfg.Model == SparseLogreg {
-		train, test, err := cfg.Data.LoadSparse(cfg.Seed)
-		if err != nil {
+		var train, test *data.Sparse
+		if err == nil {
+			train, test, err = cfg.Data.LoadSparse(cfg.Seed)
+		}
+		var fp uint64
+		if err == nil {
+			fp = SparseFingerprint(train, test)
+		}
+		if err := AgreeToStart(t.Comm, "load its data", err, fp); err != nil {
 			return nil, err
 		}
 		return t.runSparse(cfg, train, test)
 	}
-	train, test, err := cfg.Data.Open(cfg.Seed)
-	if err != nil {
-		return nil, err
+	var train, test data.DenseSource
+	if err == nil {
+		train, test, err = cfg.Data.Open(cfg.Seed)
 	}
-	return t.runDense(cfg, train, test)
+	return t.startDense(cfg, train, test, err)
 }
 
 // RunWithData trains a dense model on the given full training and test
-// sets; each rank keeps only its strided shard of both.
+// sets; each rank keeps only its strided shard of both. Every rank must
+// pass the same data (checked, as Run does).
 func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, error) {
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Model == SparseLogreg {
 		return nil, bad("Model", "sparse-logreg trains on sparse data (use Run)")
+	}
+	return t.startDense(cfg, train, test, nil)
+}
+
+// startDense closes the start-up (the rank's loading error, its model's
+// size, every rank's data fingerprint: AgreeToStart) and trains.
+func (t *Trainer) startDense(cfg Config, train, test data.DenseSource, err error) (*Result, error) {
+	if err == nil {
+		err = t.checkModelMemory(cfg, train, test)
+	}
+	var fp uint64
+	if err == nil {
+		fp, err = SourceFingerprint(train, test)
+	}
+	if err := AgreeToStart(t.Comm, "load its data", err, fp); err != nil {
+		return nil, err
 	}
 	return t.runDense(cfg, train, test)
 }
@@ -182,6 +218,9 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 			}
 			return newDenseWorker(j, w, m, shard, testAll)
 		}, evalAll)
+	}
+	if cfg.Sync.Decentralized() {
+		return j.runDecentralized(m, params, shard, testShard)
 	}
 	return j.runAllreduce(m, params, shard, testShard)
 }
@@ -281,11 +320,27 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	if err := data.CheckShards(nTrain, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
-	j.sched = schedule{n: nTrain, ranks: members, batch: cfg.Batch}
+	j.sched = newSchedule(nTrain, members, cfg.Batch)
+	// Every strategy computes with the batch the schedule keeps (at most
+	// the largest shard), so none can overflow on a huge --batch.
+	j.cfg.Batch = j.sched.batch
 	if j.shardIdx >= 0 {
 		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
 	}
 	return j, nil
+}
+
+// newSchedule is the schedule of n training samples on ranks ranks at
+// batch per rank. A batch larger than the largest shard takes the whole
+// shard at each step (one step per epoch, the same steps as a batch of
+// exactly the shard): the schedule keeps that, so that no product of the
+// batch and the ranks can overflow however large --batch is (2^62 on 4
+// ranks divided by zero; MaxInt ran 0 steps).
+func newSchedule(n, ranks, batch int) schedule {
+	if n > 0 && ranks > 0 {
+		batch = min(batch, data.ShardLen(n, 0, ranks)) // shard 0 is the largest
+	}
+	return schedule{n: n, ranks: ranks, batch: max(batch, 1)}
 }
 
 // trainShard is this rank's strided shard of the training set's rows.

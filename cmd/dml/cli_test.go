@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "allreduce", "--algo", "ring,star"}, `unknown allreduce algorithm "star"`},
 		{[]string{"bench", "allreduce", "--format", "xml"}, `unknown format "xml"`},
 		{[]string{"bench", "allreduce", "-f", "1"}, "at least 2"},
-		{[]string{"bench", "allreduce", "-n", "0"}, "at least 1"},
+		{[]string{"bench", "allreduce", "-n", "0"}, "must be in 1..1048576"},
+		{[]string{"bench", "allreduce", "-n", "9223372036854775807"}, "must be in 1..1048576"},
+		{[]string{"bench", "allreduce", "-w", "-1"}, "must be in 0..1048576"},
+		{[]string{"eval", "--weights", "w.npz", "--data", "synthetic", "--noise", "Inf"}, "--noise +Inf must be a finite number"},
 		{[]string{"train", "--batch", "0"}, "--batch 0 must be greater than 0"},
 		{[]string{"train", "--lr", "0"}, "learning rate 0 must be greater than 0"},
 		{[]string{"train", "--lr", "abc"}, "not a number"},
@@ -260,7 +264,7 @@ func TestPSUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps)`},
+		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps, dpsgd, adpsgd)`},
 		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `unknown consistency "eventual"`},
 		{[]string{"train", "--sync", "ps", "--staleness", "-1"}, "--staleness -1 must not be negative"},
 		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
@@ -271,7 +275,7 @@ func TestPSUsageErrors(t *testing.T) {
 		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
 		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
 		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: ps: unknown consistency "lazy"`},
-		{[]string{"bench", "consistency", "--sync", "allreduce"}, "runs through the parameter server"},
+		{[]string{"bench", "consistency", "--models", "bsp,allreduce"}, "bsp: --servers 1 needs at least 2 ranks"},
 		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
 		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},
 	} {
@@ -342,8 +346,25 @@ func TestBenchConsistency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+8 || rows[0][0] != "consistency" {
-		t.Fatalf("want a header and 8 runs (4 models × with/without straggler):\n%s", r.stdout)
+	if len(rows) != 1+14 || rows[0][0] != "consistency" {
+		t.Fatalf("want a header and 14 runs (7 strategies × with/without straggler):\n%s", r.stdout)
+	}
+	for _, row := range rows[1:] {
+		if acc, err := strconv.ParseFloat(row[4], 64); err != nil || !(acc > 0.5) {
+			t.Errorf("%s straggler %s: final accuracy %q, want > 0.5", row[0], row[1], row[4])
+		}
+	}
+	r = dml(t, 3, "bench", "consistency", "--models", "bsp,gossip")
+	if r.code != 2 || !strings.Contains(r.stderr, "gossip") {
+		t.Errorf("unknown strategy: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 6, "bench", "consistency", "--models", "dpsgd", "--topology", "torus", "--samples", "2000", "--epochs", "1")
+	if r.code != 0 {
+		t.Errorf("dpsgd on a 2×3 torus: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 5, "bench", "consistency", "--models", "adpsgd", "--topology", "torus")
+	if r.code != 2 || !strings.Contains(r.stderr, "torus") {
+		t.Errorf("adpsgd on a torus of 5: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -423,5 +444,221 @@ func TestWithoutOpenBLAS(t *testing.T) {
 	r = dml(t, 0, "train", "--data", "synthetic", "--epochs", "1")
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "backend blas") {
 		t.Errorf("auto with OpenBLAS: exit %d, stdout %q, stderr %q; want a quiet run on blas", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestHostileFlags: flags a hostile or careless user tries (issue 10) each
+// end in one line on stderr and exit 2: never a panic (a Go panic exits 2
+// too, so the test looks for its trace), a hang, an out-of-memory dump or
+// a silent success.
+func TestHostileFlags(t *testing.T) {
+	syn := []string{"train", "--data", "synthetic", "--samples", "200", "--epochs", "1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lr", "Inf"}, "--lr +Inf must be a finite number"},
+		{[]string{"--lr", "-Inf"}, "--lr -Inf must be a finite number"},
+		{[]string{"--lr", "NaN"}, "--lr NaN must be a finite number"},
+		{[]string{"--lr", "1e39"}, "out of range"},
+		{[]string{"--momentum", "NaN"}, "--momentum NaN must be a finite number"},
+		{[]string{"--momentum", "Inf"}, "--momentum +Inf must be a finite number"},
+		{[]string{"--weight-decay", "Inf"}, "--weight-decay +Inf must be a finite number"},
+		{[]string{"--weight-decay", "NaN"}, "--weight-decay NaN must be a finite number"},
+		{[]string{"--eps", "Inf"}, "--eps +Inf must be a finite number"},
+		{[]string{"--optimizer", "adagrad", "--eps", "NaN"}, "--eps NaN must be a finite number"},
+		{[]string{"--noise", "Inf"}, "--noise +Inf must be a finite number"},
+		{[]string{"--noise", "-1"}, "--noise -1 must not be negative"},
+		{[]string{"--straggle", "0:Inf"}, "--straggle +Inf must be a finite number"},
+		{[]string{"--straggle", "0:NaN"}, "--straggle NaN must be a finite number"},
+		{[]string{"--straggle", "0:1e300"}, "must be at most 1e+09"},
+		{[]string{"--straggle", ":2"}, "want RANK:FACTOR"},
+		{[]string{"--straggle", "0:"}, "want RANK:FACTOR"},
+		{[]string{"--straggle", "-1:2"}, "want RANK:FACTOR"},
+		{[]string{"--straggle", "5:2"}, "--straggle rank 5 is not in this job of 1 ranks"},
+		{[]string{"--bucket-mb", "NaN"}, "not a number of MiB"},
+		{[]string{"--bucket-mb", "Inf"}, "want 0 (one bucket)"},
+		{[]string{"--bucket-mb", "-0.5"}, "want 0 (one bucket)"},
+		{[]string{"--seed", "18446744073709551616"}, "value out of range"},
+		{[]string{"--seed", "-1"}, `invalid value "-1" for flag -seed`},
+		{[]string{"--timeout", "0"}, "--timeout 0s must be positive"},
+		{[]string{"--timeout", "-1s"}, "--timeout -1s must be positive"},
+		{[]string{"--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"--epochs", "0"}, "--epochs 0 must be greater than 0"},
+		{[]string{"--epochs", "-3"}, "--epochs -3 must be greater than 0"},
+		{[]string{"--eval-every", "-1"}, "--eval-every -1 must not be negative"},
+		{[]string{"--batch", "-1"}, "--batch -1 must be greater than 0"},
+		{[]string{"--batch", "9223372036854775808"}, "value out of range"},
+		{[]string{"--max-steps", "many"}, `invalid value "many" for flag -max-steps`},
+		{[]string{"--hidden", "1000000000"}, "needs about 1"},
+		{[]string{"--hidden", "1099511627776,1099511627776"}, "has more than 1099511627776 parameters"},
+		{[]string{"--hidden", "99999999999999999999"}, "not a positive integer"},
+		{[]string{"--model", "softmax", "--classes", "1000000000"}, "a model of 21000000000 parameters needs about"},
+		{[]string{"--samples", "4611686018427387904"}, "synthetic data of 4611686018427387904 samples"},
+		{[]string{"--features", "1099511627776"}, "× 1099511627776 features"},
+		{[]string{"--sync", "ps", "--servers", "1099511627776"}, "--servers 1099511627776 needs at least 1099511627777 ranks"},
+		{[]string{"--sync", "ps", "--servers", "-1"}, "--servers -1 must be at least 1"},
+		{[]string{"--sync", "ps", "--staleness-range", "-1,2"}, "want 0 ≤ sL ≤ sU"},
+		{[]string{"--sync", "ps", "--filters", "sigmod:Inf"}, "threshold +Inf must be finite"},
+		{[]string{"--sync", "ps", "--consistency", "dssp", "--staleness-range", "0,9223372036854775807"}, "sU must be at most 1048576"},
+		{[]string{"--sync", "ps", "--staleness", "9223372036854775807"}, "--staleness 9223372036854775807 must be at most 1048576"},
+		{[]string{"--sync", "ps", "--filters", "sigmod:NaN"}, "threshold must be a number"},
+		{[]string{"--data", "synthetic-sparse", "--model", "sparse-logreg", "--sync", "ps", "--nnz", "0"}, "--nnz 0 must be in 1..features"},
+		{[]string{"--blas-threads", "1000000000"}, "--blas-threads 1000000000: want 1 to"},
+	} {
+		args := append(append([]string{}, syn...), tc.args...)
+		r := dml(t, 0, args...)
+		lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1
+		if r.code != 2 || lines != 1 || r.stdout != "" || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("dml %s: exit %d, %d lines, stdout %q, stderr %q; want exit 2 and one line with %q",
+				strings.Join(tc.args, " "), r.code, lines, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestHugeBatch: a batch above the training set takes the whole shard in
+// one step per epoch, on one rank and under mpirun (--batch 2^62 divided
+// by zero on 4 ranks; MaxInt exited 0 after 0 steps).
+func TestHugeBatch(t *testing.T) {
+	for _, np := range []int{0, 2} {
+		shard := 400 / max(np, 1)
+		for b, steps := range map[string]int{"9223372036854775807": 2, "4611686018427387904": 2, fmt.Sprint(shard + 1): 2, fmt.Sprint(shard): 2, fmt.Sprint(shard - 1): 4} {
+			r := dml(t, np, "train", "--data", "synthetic", "--samples", "400", "--epochs", "2", "--batch", b, "--hidden", "8")
+			if want := fmt.Sprintf("done: %d steps", steps); r.code != 0 || !strings.Contains(r.stdout, want) {
+				t.Errorf("np %d, --batch %s: exit %d, stdout %q, stderr %q; want %q", np, b, r.code, r.stdout, r.stderr, want)
+			}
+		}
+	}
+}
+
+// TestMemoryLimit: DML_MEMORY_LIMIT overrides the memory a rank may use
+// (per rank; 0: no check), and a bad value is a usage error.
+func TestMemoryLimit(t *testing.T) {
+	t.Setenv("DML_MEMORY_LIMIT", "1M")
+	r := dml(t, 0, "train", "--data", "synthetic", "--samples", "200", "--epochs", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "but 1 MB are available to it (DML_MEMORY_LIMIT") {
+		t.Errorf("1M: exit %d, stderr %q", r.code, r.stderr)
+	}
+	t.Setenv("DML_MEMORY_LIMIT", "0")
+	if r = dml(t, 0, "train", "--data", "synthetic", "--samples", "200", "--epochs", "1"); r.code != 0 {
+		t.Errorf("0 (no check): exit %d, stderr %q", r.code, r.stderr)
+	}
+	t.Setenv("DML_MEMORY_LIMIT", "lots")
+	if r = dml(t, 0, "train", "--data", "synthetic"); r.code != 2 || !strings.Contains(r.stderr, `DML_MEMORY_LIMIT="lots"`) {
+		t.Errorf("lots: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestRankOnlyErrorsUnderMPI: an error only a rank other than 0 finds is
+// printed by that rank, naming it, and the job ends at once, not after
+// --timeout (issue 10); one every rank finds alike is printed once.
+func TestRankOnlyErrorsUnderMPI(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.svm"), filepath.Join(dir, "b.svm")
+	for i, p := range []string{a, b} {
+		var s strings.Builder
+		for k := range 200 {
+			fmt.Fprintf(&s, "%d 1:%d 3:%g\n", 2*((k+i)%2)-1, k%5, float64(k%3)/3)
+		}
+		if err := os.WriteFile(p, []byte(s.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"train", "--data", "libsvm", "--model", "logreg", "--epochs", "1", "--timeout", "100s"}
+	mpmd := func(rank0, rank1 []string) result {
+		argv := mpi.MpirunArgs(1, dmlBin, append(append([]string{}, common...), rank0...)...)
+		argv = append(append(argv, ":", "-np", "1", dmlBin), append(append([]string{}, common...), rank1...)...)
+		return runCmd(t, argv)
+	}
+	for _, tc := range []struct {
+		name         string
+		rank0, rank1 []string
+		want         []string
+	}{
+		{"training file missing on rank 1", []string{"--train", a}, []string{"--train", filepath.Join(dir, "missing.svm")},
+			[]string{"dml: rank 1: open " + filepath.Join(dir, "missing.svm"), "dml: rank 0: rank 1 could not load its data"}},
+		{"different training files", []string{"--train", a}, []string{"--train", b},
+			[]string{"dml: rank 0: rank 1 (", "loaded training or test data that differ from rank 0's"}},
+		{"a bad flag on rank 1 only", []string{"--train", a}, []string{"--train", a, "--batch", "0"},
+			[]string{"dml: rank 1: train: --batch 0 must be greater than 0"}},
+	} {
+		start := time.Now()
+		r := mpmd(tc.rank0, tc.rank1)
+		if d := time.Since(start); r.code == 0 || d > 60*time.Second {
+			t.Errorf("%s: exit %d after %v; want a failure well before --timeout", tc.name, r.code, d)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, r.stderr)
+			}
+		}
+	}
+	// dml eval checks its test data the same way.
+	w := filepath.Join(dir, "w.npz")
+	if r := dml(t, 0, append(append([]string{}, common...), "--train", a, "--save", w)...); r.code != 0 {
+		t.Fatalf("train: exit %d: %s", r.code, r.stderr)
+	}
+	argv := mpi.MpirunArgs(1, dmlBin, "eval", "--weights", w, "--data", "libsvm", "--train", a)
+	r := runCmd(t, append(argv, ":", "-np", "1", dmlBin, "eval", "--weights", w, "--data", "libsvm", "--train", b))
+	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") {
+		t.Errorf("eval on different data: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// Alike on every rank (a model too large for any node): one message.
+	r = dml(t, 2, "train", "--data", "synthetic", "--hidden", "1000000000")
+	if r.code != 2 || strings.Count(r.stderr, "dml: ") != 1 || !strings.Contains(r.stderr, "dml: rank 0: synthetic data") {
+		t.Errorf("model too large on 2 ranks: exit %d, stderr %q; want exit 2 and one dml line", r.code, r.stderr)
+	}
+}
+
+// TestGossipSilentPartner: a rank that stops answering (a straggler
+// slowed a millionfold) under dpsgd or adpsgd makes its partners report it
+// by rank within --timeout, and the job fails instead of hanging.
+func TestGossipSilentPartner(t *testing.T) {
+	for _, tc := range []struct{ sync, rank string }{{"dpsgd", "1"}, {"adpsgd", "2"}} {
+		start := time.Now()
+		r := dml(t, 4, "train", "--sync", tc.sync, "--data", "synthetic", "--samples", "4000",
+			"--straggle", tc.rank+":1000000", "--timeout", "2s")
+		if r.code == 0 || !strings.Contains(r.stderr, "rank "+tc.rank) || time.Since(start) > 60*time.Second {
+			t.Errorf("%s: exit %d after %v, stderr %q: want a failure naming rank %s", tc.sync, r.code, time.Since(start), r.stderr, tc.rank)
+		}
+	}
+}
+
+// TestGossipUnderMPI: both decentralized strategies train under mpirun
+// on 4 ranks and save the consensus weights.
+func TestGossipUnderMPI(t *testing.T) {
+	for _, s := range []string{"dpsgd", "adpsgd"} {
+		w := filepath.Join(t.TempDir(), s+".npz")
+		r := dml(t, 4, "train", "--sync", s, "--topology", "exp", "--data", "synthetic", "--samples", "4000", "--epochs", "2", "--save", w)
+		if r.code != 0 || !strings.Contains(r.stdout, "consensus") {
+			t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", s, r.code, r.stdout, r.stderr)
+		}
+		if fi, err := os.Stat(w); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: no weights saved: %v", s, err)
+		}
+	}
+}
+
+// TestGossipFashionMNIST: under mpirun with 4 and 5 ranks, dpsgd and
+// adpsgd train the MLP 784-128-10 on Fashion-MNIST to at least 0.84 test
+// accuracy (of the consensus model) in 3 epochs.
+func TestGossipFashionMNIST(t *testing.T) {
+	if _, err := os.Stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); err != nil {
+		t.Skipf("Fashion-MNIST not installed (make deps installs dataset-fashion-mnist): %v", err)
+	}
+	for _, np := range []int{4, 5} {
+		for _, s := range []string{"dpsgd", "adpsgd"} {
+			r := dml(t, np, "train", "--sync", s, "--hidden", "128", "--epochs", "3", "--backend", "cpu")
+			i := strings.LastIndex(r.stdout, "test accuracy ")
+			var acc float64
+			if i >= 0 {
+				acc, _ = strconv.ParseFloat(strings.Fields(r.stdout[i+len("test accuracy "):])[0], 64)
+			}
+			if r.code != 0 || acc < 0.84 {
+				t.Errorf("%s on %d ranks: exit %d, test accuracy %v, want ≥ 0.84\nstdout %s\nstderr %s", s, np, r.code, acc, r.stdout, r.stderr)
+			} else {
+				t.Logf("%s on %d ranks: test accuracy %.4f", s, np, acc)
+			}
+		}
 	}
 }

@@ -82,14 +82,22 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(reported)):
+		if isUsage(err) {
+			return 2
+		}
 		return 1
-	case errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage):
+	case isUsage(err):
 		if printsErrors() {
-			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+			fmt.Fprintf(stderr, "dml: %s\n", message(err))
 		} else {
 			// mpirun kills the job as soon as one rank exits non-zero: the
-			// silent ranks give rank 0 a moment to print the message first.
-			time.Sleep(time.Second)
+			// other ranks give rank 0 a moment to print the message first
+			// (every rank reads the same flags, so rank 0 finds the same
+			// error). A rank still alive after that moment found an error
+			// rank 0 did not (an MPMD command line with different flags):
+			// it says so itself, naming its rank, and its exit ends the job.
+			time.Sleep(quietRankWait)
+			fmt.Fprintf(stderr, "dml: rank %s: %s\n", envRank(), message(err))
 		}
 		return 2
 	default:
@@ -98,14 +106,33 @@ func report(err error, stderr io.Writer) int {
 	}
 }
 
-// printsErrors is true on the rank that reports usage errors: rank 0 of an
-// MPI job (every rank sees the same flags, so one message is enough), or
-// the only process.
-func printsErrors() bool {
+// quietRankWait is how long a rank other than 0 waits before it prints a
+// usage error itself: mpirun kills it well before when rank 0 found the
+// same error and exited.
+const quietRankWait = 2 * time.Second
+
+func isUsage(err error) bool { return errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage) }
+
+// message is err's text without the "usage: " marker.
+func message(err error) string {
+	return strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+}
+
+// envRank is this process's rank in an MPI job as its launcher tells it
+// ("" outside one), readable before MPI starts.
+func envRank() string {
 	r := os.Getenv("OMPI_COMM_WORLD_RANK")
 	if r == "" {
 		r = os.Getenv("PMI_RANK")
 	}
+	return r
+}
+
+// printsErrors is true on the rank that reports usage errors: rank 0 of an
+// MPI job (every rank sees the same flags, so one message is enough), or
+// the only process.
+func printsErrors() bool {
+	r := envRank()
 	return r == "" || r == "0"
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pkg/profile"
 
+	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels"
@@ -110,6 +111,9 @@ func (f float32Flag) String() string {
 
 func (f float32Flag) Set(s string) error {
 	x, err := strconv.ParseFloat(s, 32)
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("%q is out of range (at most %g in magnitude)", s, math.MaxFloat32)
+	}
 	if err != nil {
 		return fmt.Errorf("%q is not a number", s)
 	}
@@ -236,6 +240,11 @@ the model and the optimizer state; the other ranks are workers that pull
 weights and push gradients under the --consistency model (BSP, SSP with
 --staleness, ASP, DSSP with --staleness-range). The first worker prints.
 
+Before training, the ranks check that they were given the same flags and
+loaded the same data, and that the model and data fit in each rank's
+memory (the node's available memory shared by its ranks;
+DML_MEMORY_LIMIT=8G sets it per rank, 0 turns the check off).
+
 Examples:
   mpirun -np 2 dml train --model mlp --hidden 256,128 --data fashion-mnist \
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
@@ -271,22 +280,64 @@ Examples:
 	if err := cf.check(); err != nil {
 		return err
 	}
+	mem, err := memoryLimit()
+	if err != nil {
+		return err
+	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
+		// A backend may fail on one node only (a library or a device
+		// missing there): the ranks agree before going on.
 		be, err := cf.newBackend()
-		if err != nil {
+		if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
+			if be != nil {
+				be.Close()
+			}
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
 		if _, err := tr.Run(cfg); err != nil {
 			return flagErrorWrap(err)
 		}
 		return nil
 	})
+}
+
+// rankMemory is the memory one rank may use for its data and model.
+type rankMemory struct {
+	limit  int64 // bytes; 0: unchecked
+	source string
+}
+
+// memoryLimit is what a rank of `dml train` may allocate: the node's
+// available memory (MemAvailable, or the cgroup's limit if lower) shared
+// evenly by the node's ranks; DML_MEMORY_LIMIT (bytes, K/M/G suffixes; 0:
+// no check) overrides it per rank.
+func memoryLimit() (rankMemory, error) {
+	if v, ok := os.LookupEnv("DML_MEMORY_LIMIT"); ok && v != "" {
+		if strings.TrimSpace(v) == "0" {
+			return rankMemory{}, nil
+		}
+		n, err := bench.ParseSize(v)
+		if err != nil || n < 0 {
+			return rankMemory{}, usageErr("DML_MEMORY_LIMIT=%q: want a number of bytes per rank (e.g. 8G; 0: no check)", v)
+		}
+		return rankMemory{n, "DML_MEMORY_LIMIT"}, nil
+	}
+	avail, ok := trainer.AvailableMemory()
+	if !ok {
+		return rankMemory{}, nil
+	}
+	local := max(1, mpi.LocalSize())
+	src := "the node's available memory"
+	if local > 1 {
+		src += fmt.Sprintf(" shared by its %d ranks", local)
+	}
+	return rankMemory{avail / int64(local), src}, nil
 }
 
 // registerTrainFlags registers the flags of a training job (train and
@@ -298,7 +349,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
-	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch)")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch); a batch above a rank's shard of the training set takes the whole shard, one step per epoch")
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; negative: no limit)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
@@ -307,7 +358,8 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.Var(&cfg.Sync, "sync", "how ranks combine gradients: allreduce, or ps (parameter server)")
+	fs.Var(&cfg.Sync, "sync", "how ranks combine their work: allreduce (gradients), ps (parameter server), dpsgd (each rank averages its model with its graph neighbours every step), or adpsgd (asynchronous pairwise averaging, no barrier; 2+ ranks)")
+	fs.Var(&cfg.Topology, "topology", "dpsgd, adpsgd: the graph models are averaged over: ring, torus (a grid; not a prime rank count; adpsgd: both sides even) or exp (neighbours at distance 2^k)")
 	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
 	fs.Var(consistencyFlag{&cfg.PS.Consistency}, "consistency", "ps: bsp, ssp, asp or dssp")
 	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
@@ -429,7 +481,7 @@ func (f algoFlag) Set(s string) (err error) {
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",
@@ -528,7 +580,11 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)
-			if err != nil {
+			var fp uint64
+			if err == nil {
+				fp = trainer.SparseFingerprint(test)
+			}
+			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
 			}
 			ev, err = trainer.EvaluateSparse(c, arch, params, test)
@@ -537,11 +593,18 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 			}
 		} else {
 			_, test, err := dc.Open(*seed)
-			if err != nil {
+			var fp uint64
+			if err == nil {
+				fp, err = trainer.SourceFingerprint(test)
+			}
+			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
 			}
 			be, err := cf.newBackend()
-			if err != nil {
+			if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
+				if be != nil {
+					be.Close()
+				}
 				return err
 			}
 			defer be.Close()

@@ -19,7 +19,19 @@ func withWorld(fn func(c collectives.Comm) error) error {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
 	if err := fn(c); err != nil {
+		var se *trainer.StartError
 		switch {
+		case c.Size() > 1 && errors.As(err, &se):
+			// Every rank took part in the start-up check that found a
+			// rank unable to start (trainer.AgreeToStart): the ranks that
+			// failed print their own message (once per distinct message),
+			// rank 0 names them, and all end together without MPI_Abort.
+			if !se.Quiet {
+				fmt.Fprintf(os.Stderr, "dml: rank %d: %s\n", c.Rank(), message(err))
+			}
+			c.Barrier()
+			mpi.Finalize()
+			return reported{err}
 		case c.Size() > 1 && errors.Is(err, trainer.ErrConfigMismatch):
 			// Every rank found the mismatch in the same all-gather: each
 			// reports it, and the barrier keeps mpirun from killing a rank
@@ -43,8 +55,9 @@ func withWorld(fn func(c collectives.Comm) error) error {
 	return nil
 }
 
-// reported is an error already printed (by every rank): report exits 1
-// without printing it again.
+// reported is an error already printed (by the ranks that had something
+// to say): report exits 1, or 2 for a usage error, without printing it
+// again.
 type reported struct{ error }
 
 func (r reported) Unwrap() error { return r.error }

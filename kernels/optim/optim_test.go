@@ -234,7 +234,7 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	nan := float32(math.NaN())
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	ok := Config{Kind: Momentum, LR: 0.05, Momentum: 0.9, Eps: 1e-10}
 	for _, c := range []struct {
 		name    string
@@ -255,6 +255,17 @@ func TestValidate(t *testing.T) {
 		{"weight decay negative", func(c *Config) { c.WeightDecay = -1e-4 }, "WeightDecay", "weight decay -0.0001 must not be negative"},
 		{"adagrad eps 0", func(c *Config) { c.Kind, c.Eps = Adagrad, 0 }, "Eps", "adagrad eps 0 must be greater than 0"},
 		{"momentum eps 0", func(c *Config) { c.Eps = 0 }, "", ""},
+		// No setting may be NaN or ±Inf, read by the rule or not (issue 10:
+		// --lr Inf panicked in the configuration hash).
+		{"lr +Inf", func(c *Config) { c.LR = inf }, "LR", "learning rate +Inf must be finite"},
+		{"momentum +Inf", func(c *Config) { c.Momentum = inf }, "Momentum", "momentum +Inf"},
+		{"momentum -Inf", func(c *Config) { c.Momentum = -inf }, "Momentum", "momentum -Inf"},
+		{"weight decay NaN", func(c *Config) { c.WeightDecay = nan }, "WeightDecay", "weight decay NaN"},
+		{"weight decay +Inf", func(c *Config) { c.WeightDecay = inf }, "WeightDecay", "weight decay +Inf must be finite"},
+		{"sgd eps NaN", func(c *Config) { c.Kind, c.Eps = SGD, nan }, "Eps", "eps NaN"},
+		{"momentum eps +Inf", func(c *Config) { c.Eps = inf }, "Eps", "eps +Inf"},
+		{"adagrad eps +Inf", func(c *Config) { c.Kind, c.Eps = Adagrad, inf }, "Eps", "eps +Inf"},
+		{"eps negative", func(c *Config) { c.Eps = -1 }, "Eps", "eps -1"},
 	} {
 		cfg := ok
 		c.mod(&cfg)

@@ -52,8 +52,27 @@ func NewArch(inputs int, hidden []int, outputs int, loss Loss) (Arch, error) {
 	if loss == SigmoidCE && outputs != 1 {
 		return Arch{}, fmt.Errorf("logistic loss needs 1 output, got %d", outputs)
 	}
+	// The parameter count, checked for overflow: past MaxParams no machine
+	// holds the model, and NumParams and every byte count derived from it
+	// (×4, ×layers) stay far inside an int.
+	n := 0
+	for k := 0; k+1 < len(sizes); k++ {
+		in, out := sizes[k], sizes[k+1]
+		if in > MaxParams/out || n > MaxParams-in*out-out {
+			return Arch{}, fmt.Errorf("model %v has more than %d parameters (layer %d alone: %d × %d): %w", sizes, MaxParams, k, in, out, ErrTooLarge)
+		}
+		n += in*out + out
+	}
 	return Arch{Sizes: sizes, Loss: loss}, nil
 }
+
+// MaxParams bounds a model's parameter count (2^40: 4 TiB of float32
+// weights), so that no size computed from it can overflow.
+const MaxParams = 1 << 40
+
+// ErrTooLarge is wrapped by NewArch's error for a model of more than
+// MaxParams parameters.
+var ErrTooLarge = errors.New("model too large")
 
 // Layers lays the layers out in the flat vector: layer 0's weight and bias,
 // then layer 1's, and so on. The gradient uses the same layout, so the

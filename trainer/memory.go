@@ -1,0 +1,178 @@
+package trainer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// AvailableMemory is the memory this process may still allocate, in
+// bytes: /proc/meminfo's MemAvailable, lowered to what the memory cgroup
+// leaves (v2 memory.max − memory.current, or v1 limit_in_bytes −
+// usage_in_bytes) where one is set. ok is false where none can be read
+// (not Linux): then nothing can be checked.
+func AvailableMemory() (bytes int64, ok bool) {
+	bytes = -1
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, found := strings.CutPrefix(sc.Text(), "MemAvailable:"); found {
+				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				if err == nil {
+					bytes = kb << 10
+				}
+			}
+		}
+		f.Close()
+	}
+	for _, cg := range [][2]string{
+		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
+	} {
+		limit, err1 := readInt(cg[0]) // "max" (unlimited) fails to parse
+		used, err2 := readInt(cg[1])
+		if err1 == nil && err2 == nil && limit < 1<<60 {
+			if left := max(0, limit-used); bytes < 0 || left < bytes {
+				bytes = left
+			}
+			break
+		}
+	}
+	return bytes, bytes >= 0
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// tooBigError is a job that cannot fit in memory: every rank with the same
+// memory finds it alike, so it is a usage error (exit 2).
+type tooBigError struct{ msg string }
+
+func (e *tooBigError) Error() string { return e.msg }
+func (e *tooBigError) Unwrap() error { return ErrUsage }
+
+// gb formats bytes for a person.
+func gb(b float64) string {
+	switch {
+	case b >= 1e12:
+		return fmt.Sprintf("%.1f TB", b/1e12)
+	case b >= 1e9:
+		return fmt.Sprintf("%.1f GB", b/1e9)
+	}
+	return fmt.Sprintf("%.0f MB", b/1e6)
+}
+
+func (t *Trainer) refuse(what string, need float64, fix string) error {
+	if t.MemoryLimit <= 0 || need <= float64(t.MemoryLimit) {
+		return nil
+	}
+	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s; DML_MEMORY_LIMIT overrides): %s",
+		what, gb(need), gb(float64(t.MemoryLimit)), t.memorySource(), fix)}
+}
+
+func (t *Trainer) memorySource() string {
+	if t.MemorySource != "" {
+		return t.MemorySource
+	}
+	return "Trainer.MemoryLimit"
+}
+
+// checkDataMemory refuses synthetic data that would not fit, with the
+// model trained on it, before the data are generated (files are bounded by
+// their size as they are read, and the model checked once they are).
+func (t *Trainer) checkDataMemory(cfg Config) error {
+	d := cfg.Data
+	rows := float64(d.Samples) + float64(max(1, d.Samples/4))
+	switch d.Name {
+	case "synthetic":
+		// The whole set, then the training and test sets copied out of it;
+		// float64 class means.
+		need := 2*rows*(4*float64(d.Features)+4) + 8*float64(d.Classes)*float64(d.Features)
+		what := fmt.Sprintf("synthetic data of %d samples × %d features", d.Samples, d.Features)
+		if arch, err := BuildArch(cfg, d.Features, d.Classes); err == nil {
+			m, _ := t.modelNeed(cfg, arch, d.Samples, max(1, d.Samples/4))
+			need += m
+			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
+		}
+		return t.refuse(what, need, "lower --samples, --features, --classes or --hidden")
+	case "synthetic-sparse":
+		need := 2 * rows * (8*float64(d.NNZ) + 12)
+		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower --samples or --nnz")
+	}
+	return nil
+}
+
+// modelBytes is a lower bound of the host memory a rank allocates for a
+// dense model: the parameters three times over (initial weights, the
+// gradient's host copy, the final weights), with a host backend twice more
+// (weights and gradient) plus the optimizer's state, and a batch of rows
+// samples: its input staged on the host, and with a host backend the
+// input again and each layer's output and output gradient. A device
+// backend's own buffers are its to refuse (kernels.ErrDevice).
+func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 {
+	p := float64(arch.NumParams())
+	acts := float64(arch.Sizes[0] + 1)
+	copies := 3.0
+	if !device {
+		copies += 2
+		if opt != optim.SGD {
+			copies++
+		}
+		acts *= 2
+		for _, s := range arch.Sizes[1:] {
+			acts += 2 * float64(s)
+		}
+		acts += float64(arch.Sizes[len(arch.Sizes)-1])
+	}
+	return 4 * (copies*p + float64(rows)*acts)
+}
+
+// modelNeed is modelBytes for cfg's model on nTrain and nTest samples:
+// the batch a rank's buffers hold (runDense: at most a shard), and that
+// batch.
+func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (float64, int) {
+	members := t.Comm.Size()
+	if cfg.Sync == SyncPS {
+		members -= cfg.PS.Servers
+	}
+	shard := data.ShardLen(max(nTrain, 0), 0, max(1, members))
+	testShard := (nTest + t.Comm.Size() - 1) / t.Comm.Size()
+	rows := max(1, min(cfg.Batch, max(shard, testShard)))
+	// Only device backends hand out pinned host memory (HostAllocator).
+	_, device := t.Backend.(kernels.HostAllocator)
+	return modelBytes(arch, cfg.Opt.Kind, rows, device), rows
+}
+
+// checkModelMemory builds the dense model's architecture for the loaded
+// data and refuses it, before anything is allocated for it, where it and
+// the data cannot fit in this rank's memory.
+func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) error {
+	trainRows, cols, classes := train.Shape()
+	testRows, _, _ := test.Shape()
+	arch, err := BuildArch(cfg, cols, classes)
+	if errors.Is(err, model.ErrTooLarge) {
+		return &tooBigError{fmt.Sprintf("%v: shrink --hidden", err)}
+	}
+	if err != nil {
+		return err
+	}
+	need, rows := t.modelNeed(cfg, arch, trainRows, testRows)
+	// The whole sets: an upper bound where a rank reads only its shard
+	// (data.IDXSource).
+	need += 4 * float64(trainRows+testRows) * float64(cols+1)
+	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d) with its data", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
+	return t.refuse(what, need, "shrink --hidden or --batch, or run fewer ranks per node")
+}
