@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dml-project/dml/collectives/mpi"
 )
 
 // TestSaveTargetCheckedFirst: an unusable --save or --metrics target is
@@ -82,6 +84,55 @@ func TestEvalFashionMNIST(t *testing.T) {
 		r := dml(t, np, "eval", "--weights", w, "--data", "fashion-mnist", "--backend", "cpu")
 		if r.code != 0 || !strings.Contains(r.stdout, "on 10000 test samples: accuracy "+acc) {
 			t.Errorf("eval (np %d): exit %d, stdout %q, stderr %q; want accuracy %s", np, r.code, r.stdout, r.stderr, acc)
+		}
+	}
+}
+
+// TestDifferentIDXPerRank: ranks read only their rows of IDX data now, and
+// still notice at start-up that one was given other files (the data check
+// hashes the files as stored): train and eval refuse, naming the rank.
+func TestDifferentIDXPerRank(t *testing.T) {
+	dir := t.TempDir()
+	idx := func(name string, dims []int, b []byte) string {
+		h := []byte{0, 0, 8, byte(len(dims))}
+		for _, d := range dims {
+			h = append(h, byte(d>>24), byte(d>>16), byte(d>>8), byte(d))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, append(h, b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	px := make([]byte, 100*4*4)
+	for i := range px {
+		px[i] = byte(i * 7)
+	}
+	lab := make([]byte, 100)
+	for i := range lab {
+		lab[i] = byte(i % 3)
+	}
+	labels := idx("labels", []int{100}, lab)
+	a := idx("a", []int{100, 4, 4}, px)
+	px[55]++
+	b := idx("b", []int{100, 4, 4}, px)
+	run := func(args ...string) func(img string) []string {
+		return func(img string) []string {
+			return append(append([]string{}, args...), "--data", "idx", "--train", img+","+labels)
+		}
+	}
+	w := filepath.Join(dir, "w.npz")
+	if r := dml(t, 2, run("train", "--model", "softmax", "--epochs", "1", "--save", w)(a)...); r.code != 0 {
+		t.Fatalf("same files: exit %d: %s", r.code, r.stderr)
+	}
+	for name, args := range map[string]func(string) []string{
+		"train": run("train", "--model", "softmax", "--epochs", "1", "--timeout", "100s"),
+		"eval":  run("eval", "--weights", w),
+	} {
+		argv := mpi.MpirunArgs(1, dmlBin, args(a)...)
+		r := runCmd(t, append(append(argv, ":", "-np", "1", dmlBin), args(b)...))
+		if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") || !strings.Contains(r.stderr, "differ from rank 0's") {
+			t.Errorf("%s with another image file on rank 1: exit %d, stderr %q", name, r.code, r.stderr)
 		}
 	}
 }
