@@ -115,9 +115,9 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 		}
 		return t.runSparse(cfg, train, test)
 	}
-	var train, test *data.Dense
+	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.Load(cfg.Seed)
+		train, test, err = cfg.Data.Open(cfg.Seed)
 	}
 	return t.startDense(cfg, train, test, err)
 }
@@ -137,13 +137,13 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 
 // startDense closes the start-up (the rank's loading error, its model's
 // size, every rank's data fingerprint: AgreeToStart) and trains.
-func (t *Trainer) startDense(cfg Config, train, test *data.Dense, err error) (*Result, error) {
+func (t *Trainer) startDense(cfg Config, train, test data.DenseSource, err error) (*Result, error) {
 	if err == nil {
 		err = t.checkModelMemory(cfg, train, test)
 	}
 	var fp uint64
 	if err == nil {
-		fp = DenseFingerprint(train, test)
+		fp, err = SourceFingerprint(train, test)
 	}
 	if err := AgreeToStart(t.Comm, "load its data", err, fp); err != nil {
 		return nil, err
@@ -166,13 +166,16 @@ func (t *Trainer) check(cfg Config) error {
 }
 
 // runDense sets up a dense model (mlp, softmax, logreg) on every rank and
-// dispatches to the strategy --sync names.
-func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error) {
-	j, err := t.newJob(cfg, train.Rows)
+// dispatches to the strategy --sync names. A rank reads only the rows it
+// keeps from train and test (see DataConfig.Open).
+func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, error) {
+	trainRows, cols, classes := train.Shape()
+	testRows, _, _ := test.Shape()
+	j, err := t.newJob(cfg, trainRows)
 	if err != nil {
 		return nil, err
 	}
-	arch, err := BuildArch(cfg, train.Cols, train.Classes)
+	arch, err := BuildArch(cfg, cols, classes)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +185,7 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 			return nil, err
 		}
 	}
-	testShard, err := test.Subset(data.StridedShard(test.Rows, t.Comm.Rank(), t.Comm.Size()))
+	testShard, err := test.Subset(data.StridedShard(testRows, t.Comm.Rank(), t.Comm.Size()))
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +212,11 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 			return evaluateShard(t.Comm, m, testShard)
 		}
 		return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-			return newDenseWorker(j, w, m, shard, test)
+			testAll, err := test.Subset(data.StridedShard(testRows, 0, 1))
+			if err != nil {
+				return nil, err
+			}
+			return newDenseWorker(j, w, m, shard, testAll)
 		}, evalAll)
 	}
 	if cfg.Sync.Decentralized() {

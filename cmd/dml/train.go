@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -222,6 +222,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -487,6 +488,7 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.MaxFeatures": "--max-features",
 }
 
 // flagError words a configuration error with the flag a person typed:
@@ -510,21 +512,14 @@ func flagErrorWrap(err error) error {
 	return err
 }
 
-// checkOutputDir fails early, before any training, when path's folder does
-// not exist (the file itself is written later).
+// checkOutputDir fails early, before any training, when path could not be
+// written later: its folder is missing or not writable (a temporary file is
+// created and removed there), or path is a folder.
 func checkOutputDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("folder %s does not exist", dir)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
+	return atomicfile.CheckWritable(path)
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is
@@ -597,10 +592,10 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Load(*seed)
+			_, test, err := dc.Open(*seed)
 			var fp uint64
 			if err == nil {
-				fp = trainer.DenseFingerprint(test)
+				fp, err = trainer.SourceFingerprint(test)
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
