@@ -78,6 +78,15 @@ type Trainer struct {
 	// allreduce only): its weights and optimizer state replace the initial
 	// ones and the loop starts at its (epoch, step).
 	Start *TrainState
+	// Checkpoint, if not nil, writes checkpoints and resumes from them
+	// (checkpoint.go). Every rank must be given the same.
+	Checkpoint *Checkpointing
+	// Stop, if not nil, is asked at every step boundary whether this rank
+	// wants training to stop (a signal came): the ranks agree on the step,
+	// write a final checkpoint (with Checkpoint.Dir), and Run returns the
+	// result so far with an error wrapping ErrInterrupted. Every rank must
+	// have one, or none.
+	Stop func() bool
 }
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
@@ -126,6 +135,9 @@ func (t *Trainer) check(cfg Config) error {
 	if t.Start != nil && cfg.Sync != SyncAllreduce {
 		return bad("Sync", "%v cannot resume from a TrainState (the servers hold the weights): use allreduce", cfg.Sync)
 	}
+	if err := t.checkCheckpointing(cfg); err != nil {
+		return err
+	}
 	return CheckSameConfig(t.Comm, cfg)
 }
 
@@ -165,6 +177,12 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
 		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
 	}
+	if j.resume, err = j.loadResume(arch); err != nil {
+		return nil, err
+	}
+	if j.resume != nil {
+		copy(params, j.resume.params)
+	}
 	if cfg.Sync == SyncPS {
 		evalAll := func(p []float32) (float64, error) {
 			if err := t.Backend.Upload(m.Params, p); err != nil {
@@ -200,6 +218,12 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		}
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
+	if j.resume, err = j.loadResume(arch); err != nil {
+		return nil, err
+	}
+	if j.resume != nil {
+		copy(params, j.resume.params)
+	}
 	evalAll := func(p []float32) (float64, error) {
 		ev, err := EvaluateSparse(t.Comm, arch, p, test)
 		return ev.Accuracy, err
@@ -260,6 +284,10 @@ type job struct {
 	tr       trace.Tracer // never nil
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
 	reporter int          // the rank that prints epoch lines and writes --metrics
+
+	resume         *resumed // the state to start from (nil: fresh)
+	interrupted    bool     // the loop stopped on Stop
+	lastCheckpoint string   // the file last written
 }
 
 // newJob sets up the shard bookkeeping: under ps, the workers (ranks
@@ -298,6 +326,9 @@ func (j *job) printf(format string, args ...any) {
 // finish saves the weights (reporting rank) and prints the summary.
 func (j *job) finish(res *Result) error {
 	cfg := j.cfg
+	if j.interrupted {
+		cfg.Save = "" // the weights of a stopped run are in its checkpoint, not the final --save
+	}
 	if j.reports() && cfg.Save != "" {
 		if err := model.SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
 			return err
@@ -308,6 +339,9 @@ func (j *job) finish(res *Result) error {
 		j.printf(", weights saved to %s", cfg.Save)
 	}
 	j.printf("\n")
+	if j.interrupted {
+		j.printf("interrupted after step %d: --save skipped\n", res.Steps)
+	}
 	if p := res.PS; p != nil {
 		saved := ""
 		if p.PushBytesUnfiltered > 0 && p.PushBytes < p.PushBytesUnfiltered {

@@ -45,6 +45,14 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
+	start0 := startPosition
+	var residues [][]float32
+	if r := j.resume; r != nil { // checkpoint.go
+		copy(params, r.params)
+		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
+		start0, residues = r.Position, r.residues
+	}
+	var stopped Position
 	if c.Rank() < cfg.PS.Servers {
 		st, err := ps.RunServer(c, pcfg, params)
 		if err != nil {
@@ -56,11 +64,16 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		if err != nil {
 			return nil, err
 		}
+		if j.resume != nil {
+			if err := w.Resume(start0.Steps, residues); err != nil {
+				return nil, err
+			}
+		}
 		s, err := newWorker(w)
 		if err != nil {
 			return nil, err
 		}
-		if _, samples, err = j.loop(s, startPosition, res); err != nil {
+		if stopped, samples, err = j.loop(s, start0, res); err != nil {
 			return nil, err
 		}
 		if err := w.Done(); err != nil {
@@ -81,7 +94,13 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	}
 	res.Params = params
 	res.WallSec = time.Since(start).Seconds()
-	return res, j.finish(res)
+	if err := j.finish(res); err != nil {
+		return nil, err
+	}
+	if j.interrupted {
+		return res, j.interruptedError(stopped)
+	}
+	return res, nil
 }
 
 // psWorker is the bookkeeping every parameter-server worker strategy

@@ -1,0 +1,263 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/internal/numtest"
+)
+
+// runCkpt trains cfg on n in-process ranks with checkpoint settings ck;
+// stopAfter > 0 makes rank n-1 ask to stop at its stopAfter-th step
+// boundary (as a signal would).
+func runCkpt(t *testing.T, n int, cfg Config, ck Checkpointing, stopAfter int) ([]*Result, []error) {
+	t.Helper()
+	w := local.NewWorld(n)
+	w.SetTimeout(20 * time.Second)
+	res := make([]*Result, n)
+	errs := w.Run(func(c *local.Comm) error {
+		mine := ck
+		tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}
+		calls := 0
+		tr.Stop = func() bool {
+			calls++
+			return stopAfter > 0 && c.Rank() == n-1 && calls >= stopAfter
+		}
+		var err error
+		res[c.Rank()], err = tr.Run(cfg)
+		return err
+	})
+	return res, errs
+}
+
+func noErrs(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// finalParams is the weights every rank ended with (checked equal).
+func finalParams(t *testing.T, res []*Result) []float32 {
+	t.Helper()
+	for r := range res {
+		if !slices.Equal(res[r].Params, res[0].Params) {
+			t.Fatalf("rank %d ends with other weights than rank 0", r)
+		}
+	}
+	return res[0].Params
+}
+
+type ckptCase struct {
+	name  string
+	ranks int
+	cfg   func(*Config)
+}
+
+func ckptCases() []ckptCase {
+	return []ckptCase{
+		{"allreduce", 2, func(c *Config) {}},
+		{"ps-bsp-1server", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+		{"ps-bsp-2servers", 4, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 2 }},
+		{"ps-bsp-sigmod", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Filters = SyncPS, 1, "sigmod:0.01" }},
+	}
+}
+
+// TestCheckpointResume: a run that writes checkpoints and stops (at
+// --max-steps, or on a stop request of one rank) and is resumed from the
+// newest checkpoint ends with the same weights, bit for bit, as a run
+// straight through, for allreduce and ps bsp with 1 and 2 servers.
+func TestCheckpointResume(t *testing.T) {
+	for _, tc := range ckptCases() {
+		for _, opt := range []optim.Kind{optim.Momentum, optim.Adagrad} {
+			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {
+				cfg := synthCfg()
+				cfg.Opt.Kind, cfg.Shuffle, cfg.Epochs = opt, true, 3
+				tc.cfg(&cfg)
+				straight := cfg
+				straight.MaxSteps = 30
+				res, errs := runCkpt(t, tc.ranks, straight, Checkpointing{}, 0)
+				noErrs(t, errs)
+				want := finalParams(t, res)
+
+				dir := t.TempDir()
+				first := cfg
+				first.MaxSteps = 11 // killed after step 11: checkpoints at 4 and 8
+				_, errs = runCkpt(t, tc.ranks, first, Checkpointing{Dir: dir, Every: 4, Keep: 2}, 0)
+				noErrs(t, errs)
+				files, _ := listCheckpoints(dir)
+				if len(files) != 2 || filepath.Base(files[0]) != checkpointName(8) {
+					t.Fatalf("checkpoints %v, want steps 8 and 4", files)
+				}
+				res, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir, Every: 4, Keep: 2, ResumeLatest: true}, 0)
+				noErrs(t, errs)
+				got := finalParams(t, res)
+				if !slices.Equal(got, want) {
+					t.Fatalf("resumed from step 8: weights differ by %.3g from 30 steps straight", numtest.MaxRelDiff(got, want))
+				}
+				if n := res[tc.ranks-1].Steps; n != 30 {
+					t.Errorf("resumed run counts %d steps, want 30", n)
+				}
+
+				// A stop request on one rank after its 13th boundary: every rank stops
+				// after step 13 with a final checkpoint, and resuming ends as above.
+				dir2 := t.TempDir()
+				_, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir2, Every: 100}, 13)
+				for r, err := range errs {
+					if cfg.Sync == SyncPS && r < cfg.PS.Servers {
+						if err != nil {
+							t.Fatalf("server rank %d: %v", r, err)
+						}
+						continue
+					}
+					if !errors.Is(err, ErrInterrupted) {
+						t.Fatalf("rank %d: %v, want an interruption", r, err)
+					}
+				}
+				files, _ = listCheckpoints(dir2)
+				if len(files) != 1 || filepath.Base(files[0]) != checkpointName(13) {
+					t.Fatalf("after the stop: checkpoints %v, want one at step 13", files)
+				}
+				res, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir2, ResumeFile: files[0]}, 0)
+				noErrs(t, errs)
+				if got := finalParams(t, res); !slices.Equal(got, want) {
+					t.Fatalf("resumed from the stop at 13: weights differ by %.3g from 30 steps straight", numtest.MaxRelDiff(got, want))
+				}
+			})
+		}
+	}
+}
+
+// TestCheckpointRefused: a truncated, corrupted, other-model or
+// other-configuration checkpoint is refused, saying why; resuming from the
+// folder falls back to the previous valid one.
+func TestCheckpointRefused(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 9
+	dir := t.TempDir()
+	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 3, Keep: 5}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir) // 9, 6, 3
+	if len(files) != 3 {
+		t.Fatalf("checkpoints %v", files)
+	}
+	good, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumeFile := func(t *testing.T, c Config, path string) error {
+		t.Helper()
+		_, errs := runCkpt(t, 2, c, Checkpointing{ResumeFile: path}, 0)
+		if errs[0] == nil {
+			t.Fatalf("resumed from %s", path)
+		}
+		if !errors.Is(errs[0], ErrCheckpoint) || !errors.Is(errs[1], ErrCheckpoint) {
+			t.Fatalf("errors %v / %v, want ErrCheckpoint on both ranks", errs[0], errs[1])
+		}
+		return errs[0]
+	}
+	for _, tc := range []struct {
+		name, want string
+		edit       func([]byte) []byte
+	}{
+		{"truncated", "truncated", func(b []byte) []byte { return b[:len(b)-100] }},
+		{"bit-flip", "corrupted", func(b []byte) []byte { b = slices.Clone(b); b[len(b)/2] ^= 4; return b }},
+		{"empty", "truncated", func([]byte) []byte { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.npz")
+			if err := os.WriteFile(p, tc.edit(good), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := resumeFile(t, cfg, p); !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("other-model", func(t *testing.T) {
+		c := cfg
+		c.Hidden = []int{16, 7}
+		if err := resumeFile(t, c, files[0]); !strings.Contains(err.Error(), "another model") {
+			t.Errorf("error %q does not say it is another model", err)
+		}
+	})
+	t.Run("other-config", func(t *testing.T) {
+		c := cfg
+		c.Opt.LR = 0.2
+		if err := resumeFile(t, c, files[0]); !strings.Contains(err.Error(), "configuration hash") {
+			t.Errorf("error %q does not name the configuration", err)
+		}
+	})
+	t.Run("other-ranks", func(t *testing.T) {
+		_, errs := runCkpt(t, 1, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "2 ranks") {
+			t.Errorf("resuming a 2-rank checkpoint on 1 rank: %v", errs[0])
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		// The newest is corrupted: resuming the folder takes step 6's and says so.
+		bad := slices.Clone(good)
+		bad[len(bad)/3] ^= 1
+		if err := os.WriteFile(files[0], bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		more := cfg
+		more.MaxSteps = 12
+		w := local.NewWorld(2)
+		w.SetTimeout(20 * time.Second)
+		var out strings.Builder
+		res := make([]*Result, 2)
+		errs := w.Run(func(c *local.Comm) error {
+			tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &Checkpointing{Dir: dir, ResumeLatest: true}}
+			if c.Rank() == 0 {
+				tr.Out = &out
+			}
+			var err error
+			res[c.Rank()], err = tr.Run(more)
+			return err
+		})
+		noErrs(t, errs)
+		if s := out.String(); !strings.Contains(s, "refusing "+files[0]) || !strings.Contains(s, "falling back") ||
+			!strings.Contains(s, "from "+files[1]) {
+			t.Errorf("output does not tell the fallback:\n%s", s)
+		}
+		want := mustRun(t, 2, more)[0].Params
+		if !slices.Equal(res[0].Params, want) {
+			t.Error("resumed from step 6: weights differ from 12 steps straight")
+		}
+	})
+}
+
+// TestCheckpointNoneToResume: --resume on an empty folder starts fresh.
+func TestCheckpointNoneToResume(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 5
+	res, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: t.TempDir(), ResumeLatest: true}, 0)
+	noErrs(t, errs)
+	if want := mustRun(t, 2, cfg)[0].Params; !slices.Equal(res[0].Params, want) {
+		t.Error("a fresh start through --resume differs from a plain run")
+	}
+}
+
+// TestCheckpointAsyncResidueRefused: sigmod residues are checkpointed only
+// under bsp.
+func TestCheckpointAsyncResidueRefused(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Consistency, cfg.PS.Filters = SyncPS, ps.ASP, "sigmod:0.01"
+	_, errs := runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "only under bsp") {
+		t.Fatalf("error %v", errs[0])
+	}
+}
