@@ -352,7 +352,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		if pickErr == nil {
 			pickErr = errors.New("rank 0 refused the checkpoint (it says why)")
 		}
-		return nil, fmt.Errorf("%w: %w: %w", ErrUsage, ErrCheckpoint, pickErr)
+		return nil, refusedError{pickErr}
 	case 0:
 		return nil, nil
 	}
@@ -410,6 +410,13 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	}
 	return r, nil
 }
+
+// refusedError is a checkpoint refused for resuming: ErrCheckpoint and
+// ErrUsage.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrCheckpoint, ErrUsage} }
 
 func intBits(v int) float32 { return math.Float32frombits(uint32(int32(v))) }
 

@@ -326,6 +326,9 @@ func writeFileAtomic(path string, data []byte) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
 	if _, err = f.Write(data); err != nil {
 		return err
 	}

@@ -326,8 +326,9 @@ func (j *job) printf(format string, args ...any) {
 // finish saves the weights (reporting rank) and prints the summary.
 func (j *job) finish(res *Result) error {
 	cfg := j.cfg
-	if j.interrupted {
-		cfg.Save = "" // the weights of a stopped run are in its checkpoint, not the final --save
+	skipped := ""
+	if j.interrupted && cfg.Save != "" {
+		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
 	}
 	if j.reports() && cfg.Save != "" {
 		if err := model.SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
@@ -340,7 +341,7 @@ func (j *job) finish(res *Result) error {
 	}
 	j.printf("\n")
 	if j.interrupted {
-		j.printf("interrupted after step %d: --save skipped\n", res.Steps)
+		j.printf("interrupted after step %d%s\n", res.Steps, skipped)
 	}
 	if p := res.PS; p != nil {
 		saved := ""

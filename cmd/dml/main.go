@@ -83,6 +83,13 @@ func report(err error, stderr io.Writer) int {
 		return 0
 	case errors.As(err, new(reported)):
 		return 1
+	case errors.As(err, new(interrupted)):
+		var in interrupted
+		errors.As(err, &in)
+		if printsErrors() {
+			fmt.Fprintf(stderr, "dml: %v\n", err)
+		}
+		return in.status
 	case errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
