@@ -227,4 +227,3 @@ func TestCheckpointUsageErrors(t *testing.T) {
 		}
 	}
 }
-
