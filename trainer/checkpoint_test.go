@@ -81,7 +81,7 @@ func ckptCases() []ckptCase {
 // straight through, for allreduce and ps bsp with 1 and 2 servers.
 func TestCheckpointResume(t *testing.T) {
 	for _, tc := range ckptCases() {
-		for _, opt := range []optim.Kind{optim.Momentum, optim.Adagrad} {
+		for _, opt := range optim.Kinds {
 			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {
 				cfg := synthCfg()
 				cfg.Opt.Kind, cfg.Shuffle, cfg.Epochs = opt, true, 3
