@@ -11,6 +11,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/gossip"
 )
 
 // Config is one training job, in typed values: the command line parses its
@@ -36,8 +37,10 @@ type Config struct {
 	// (bucketPlan); 0: one bucket, the whole gradient.
 	BucketBytes int      `json:"bucket_bytes"`
 	PS          PSConfig `json:"ps"` // with Sync == SyncPS
-	EvalEvery   int      `json:"eval_every"`
-	Straggle    Straggle `json:"straggle"`
+	// Topology is the graph dpsgd and adpsgd average over.
+	Topology  gossip.Topology `json:"topology"`
+	EvalEvery int             `json:"eval_every"`
+	Straggle  Straggle        `json:"straggle"`
 
 	// Per-process settings, not compared between ranks.
 	//
@@ -141,8 +144,10 @@ func (c Config) Validate() error {
 		return bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
 		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
-	case c.Sync != SyncAllreduce && c.Sync != SyncPS:
-		return bad("Sync", "%v: want allreduce or ps", c.Sync)
+	case int(c.Sync) >= len(syncNames):
+		return bad("Sync", "%v: want %s", c.Sync, strings.Join(syncNames[:], ", "))
+	case int(c.Topology) >= len(gossip.Topologies):
+		return bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
 	case c.BucketBytes < 0:
 		return bad("BucketBytes", "%d must not be negative (0: one bucket)", c.BucketBytes)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
@@ -194,6 +199,16 @@ func (p PSConfig) validate() error {
 func (c Config) ValidateWorld(size int) error {
 	if c.Sync == SyncPS && c.PS.Servers >= size {
 		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
+	}
+	switch c.Sync {
+	case SyncDPSGD:
+		if _, err := gossip.New(c.Topology, size); err != nil {
+			return bad("Topology", "%v", err)
+		}
+	case SyncADPSGD:
+		if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
+			return bad("Sync", "adpsgd: %v", err)
+		}
 	}
 	if c.Straggle.Rank >= size {
 		return bad("Straggle", "rank %d is not in this job of %d ranks", c.Straggle.Rank, size)

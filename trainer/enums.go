@@ -16,14 +16,30 @@ const (
 	// SyncPS: ranks 0..Servers-1 are parameter servers, the others workers
 	// that pull weights and push gradients (sync_ps.go, sync_sparse.go).
 	SyncPS
+	// SyncDPSGD: decentralized parallel SGD (Lian et al., NeurIPS'17):
+	// every rank keeps its own model and, at each step, averages it with
+	// its neighbours on Config.Topology while it computes its gradient
+	// (sync_dpsgd.go). No server, no global collective per step.
+	SyncDPSGD
+	// SyncADPSGD: asynchronous decentralized parallel SGD (Lian et al.,
+	// ICML'18): no barrier at all; active ranks average their model with one
+	// random passive neighbour at a time (sync_adpsgd.go).
+	SyncADPSGD
 )
 
-var syncNames = [...]string{SyncAllreduce: "allreduce", SyncPS: "ps"}
+var syncNames = [...]string{SyncAllreduce: "allreduce", SyncPS: "ps", SyncDPSGD: "dpsgd", SyncADPSGD: "adpsgd"}
 
-// String returns the command line's name ("allreduce", "ps").
+// Syncs lists the names --sync accepts.
+var Syncs = syncNames[:]
+
+// String returns the command line's name ("allreduce", "ps", "dpsgd", "adpsgd").
 func (s Sync) String() string { return enumString(syncNames[:], int(s), "Sync") }
 
-// ParseSync reads "allreduce" or "ps".
+// Decentralized says whether s averages models between neighbours (dpsgd,
+// adpsgd) instead of combining gradients.
+func (s Sync) Decentralized() bool { return s == SyncDPSGD || s == SyncADPSGD }
+
+// ParseSync reads "allreduce", "ps", "dpsgd" or "adpsgd".
 func ParseSync(s string) (Sync, error) {
 	i, err := parseEnum(syncNames[:], s, "sync")
 	return Sync(i), err

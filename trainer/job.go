@@ -194,6 +194,9 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 			return newDenseWorker(j, w, m, shard, test)
 		}, evalAll)
 	}
+	if cfg.Sync.Decentralized() {
+		return j.runDecentralized(m, params, shard, testShard)
+	}
 	return j.runAllreduce(m, params, shard, testShard)
 }
 

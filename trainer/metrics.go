@@ -26,6 +26,8 @@ type EpochStats struct {
 	WallSec    float64  `json:"wall_sec"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
+	// Decentralized training's figures (with --sync dpsgd, adpsgd).
+	*GossipStats
 }
 
 // String is the epoch's line on the terminal.
@@ -41,6 +43,9 @@ func (e EpochStats) String() string {
 	}
 	if e.PSStats != nil {
 		line += fmt.Sprintf("  staleness ≤%d  wait %.1fs", e.MaxStaleness, e.WaitSec)
+	}
+	if g := e.GossipStats; g != nil {
+		line += fmt.Sprintf("  consensus %.2e  %.0f avg/s  wait %.1fs", g.Consensus, g.AveragingsPerSec, g.PartnerWaitSec)
 	}
 	return line
 }

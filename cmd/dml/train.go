@@ -322,7 +322,8 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.Var(&cfg.Sync, "sync", "how ranks combine gradients: allreduce, or ps (parameter server)")
+	fs.Var(&cfg.Sync, "sync", "how ranks combine their work: allreduce (gradients), ps (parameter server), dpsgd (each rank averages its model with its graph neighbours every step), or adpsgd (asynchronous pairwise averaging, no barrier; 2+ ranks)")
+	fs.Var(&cfg.Topology, "topology", "dpsgd, adpsgd: the graph models are averaged over: ring, torus (a grid; not a prime rank count; adpsgd: both sides even) or exp (neighbours at distance 2^k)")
 	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
 	fs.Var(consistencyFlag{&cfg.PS.Consistency}, "consistency", "ps: bsp, ssp, asp or dssp")
 	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
@@ -444,7 +445,7 @@ func (f algoFlag) Set(s string) (err error) {
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Straggle": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",

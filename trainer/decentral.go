@@ -1,0 +1,241 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// GossipStats are the figures of decentralized training (--sync dpsgd,
+// adpsgd) in an epoch's line.
+type GossipStats struct {
+	// Consensus is the consensus distance at the epoch's end: the mean over
+	// ranks of ‖x_i − x̄‖ / ‖x̄‖, x̄ the average of the ranks' models.
+	Consensus float64 `json:"consensus_dist"`
+	// AveragingsPerSec counts the reporting rank's model averagings (one
+	// per step under dpsgd; those it started or answered under adpsgd).
+	AveragingsPerSec float64 `json:"averagings_per_sec"`
+	// PartnerWaitSec is the reporting rank's time waiting for its
+	// partners' models (not hidden behind its own computation).
+	PartnerWaitSec float64 `json:"partner_wait_sec"`
+}
+
+// Gossip message tags: outside the collectives' range and the parameter
+// server's.
+const (
+	tagGossip      = 1<<18 + iota // dpsgd: a rank's model to a neighbour
+	tagGossipCtl                  // adpsgd: requests, replies' headers, progress and control
+	tagGossipModel                // adpsgd: a model that follows a header
+)
+
+// gossipTest lets tests start the ranks from different models and freeze
+// them (no gradient updates: only the averaging moves them), and see each
+// rank's own model at the end. Nil fields do nothing.
+var gossipTest struct {
+	init   func(rank int, x []float32)
+	frozen bool
+	end    func(rank int, x []float32)
+}
+
+// localModel is one rank's own model in decentralized training: the
+// weights x on the host (where they are averaged with other ranks'), the
+// Model that computes gradients on a copy of them, and the optimizer with
+// its local state (momentum, Adagrad accumulators: each rank keeps its
+// own, as in Lian et al.'s implementations).
+type localModel struct {
+	j    *job
+	m    *model.Model
+	opt  *model.Optimizer
+	test *data.Dense // this rank's test shard
+	x    []float32   // this rank's model
+	// shared: x is m.Params' own memory (a host backend, dpsgd only).
+	shared bool
+	stats  []float32 // the step's loss sum and correct count (device backends)
+	keep   []float32 // x while the consensus model is evaluated (shared)
+	avg    []float32 // the consensus model x̄ of the last average
+}
+
+func newLocalModel(j *job, m *model.Model, test *data.Dense, params []float32, share bool) (*localModel, error) {
+	opt, err := model.NewOptimizer(j.cfg.Opt, j.Backend, m.NumParams())
+	if err != nil {
+		return nil, err
+	}
+	l := &localModel{j: j, m: m, opt: opt, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
+	if gossipTest.init != nil {
+		params = append([]float32(nil), params...)
+		gossipTest.init(j.Comm.Rank(), params)
+	}
+	if hb, ok := m.Params.(kernels.HostBuffer); ok && share {
+		l.x, l.shared = hb.Data()[:len(params)], true
+		copy(l.x, params)
+	} else {
+		l.x = append([]float32(nil), params...)
+		if err := j.Backend.Upload(m.Params, l.x); err != nil {
+			opt.Free()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *localModel) free() { l.opt.Free() }
+
+// stepStats reads the step's loss sum and correct count and checks the
+// loss and gradient for NaN/Inf.
+func (l *localModel) stepStats(n int) (StepStats, error) {
+	m, b := l.m, l.j.Backend
+	stats := l.stats
+	if hb, ok := m.Grads.(kernels.HostBuffer); ok {
+		stats = hb.Data()[m.NumParams():]
+	} else if err := b.Download(stats, m.Stats()); err != nil {
+		return StepStats{}, err
+	}
+	st := StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(n)}
+	bad, err := b.NonFinite(m.GradView())
+	if err != nil {
+		return StepStats{}, err
+	}
+	if bad >= 0 || math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
+		grads := make([]float32, m.NumParams())
+		if err := b.Download(grads, m.GradView()); err != nil {
+			return StepStats{}, err
+		}
+		if err := m.Arch.CheckFinite(grads, st.LossSum); err != nil {
+			return StepStats{}, err
+		}
+		return StepStats{}, fmt.Errorf("non-finite gradient element %d: %w", bad, model.ErrNonFinite)
+	}
+	return st, nil
+}
+
+// update applies the step's gradient (computed at the model the step
+// started from) to x as it is now: x ← x − γ·g for SGD, with the
+// optimizer's own rule otherwise.
+func (l *localModel) update() error {
+	b, m := l.j.Backend, l.m
+	sp := l.j.tr.Begin("update").Cat(trace.Update)
+	defer sp.End()
+	if gossipTest.frozen {
+		return nil
+	}
+	if !l.shared {
+		if err := b.Upload(m.Params, l.x); err != nil {
+			return err
+		}
+	}
+	if err := l.opt.Update(m.Params, m.GradView()); err != nil {
+		return err
+	}
+	if !l.shared {
+		return b.Download(l.x, m.Params)
+	}
+	return nil
+}
+
+// consensus averages every rank's x into l.avg (a collective) and returns
+// the consensus distance mean_i ‖x_i − x̄‖ / ‖x̄‖.
+func (l *localModel) consensus() (float64, error) {
+	c := l.j.Comm
+	sp := l.j.tr.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.x))
+	defer sp.End()
+	copy(l.avg, l.x)
+	if err := collectives.Allreduce(c, l.avg, collectives.Avg, l.j.cfg.Allreduce); err != nil {
+		return 0, fmt.Errorf("averaging the ranks' models: %w", err)
+	}
+	var d, a float64
+	for i, v := range l.x {
+		e := float64(v) - float64(l.avg[i])
+		d += e * e
+		a += float64(l.avg[i]) * float64(l.avg[i])
+	}
+	dist := []float32{float32(math.Sqrt(d))}
+	if err := collectives.Allreduce(c, dist, collectives.Avg, collectives.Tree); err != nil {
+		return 0, fmt.Errorf("consensus distance: %w", err)
+	}
+	return float64(dist[0]) / math.Max(math.Sqrt(a), 1e-30), nil
+}
+
+// evaluate measures the test accuracy of the consensus model l.avg over
+// every rank's test shard (collective), leaving x as it was.
+func (l *localModel) evaluate() (float64, error) {
+	b, m := l.j.Backend, l.m
+	if l.shared {
+		l.keep = append(l.keep[:0], l.x...)
+	}
+	if err := b.Upload(m.Params, l.avg); err != nil {
+		return 0, err
+	}
+	acc, err := evaluateShard(l.j.Comm, m, l.test)
+	if l.shared {
+		copy(l.x, l.keep)
+	} else if err == nil {
+		err = b.Upload(m.Params, l.x)
+	}
+	return acc, err
+}
+
+// gossipStrategy is what runDecentralized needs of dpsgd and adpsgd
+// beside the loop's Strategy.
+type gossipStrategy interface {
+	local() *localModel
+}
+
+// runDecentralized trains with --sync dpsgd or adpsgd from params, then
+// averages the ranks' models: the consensus model is the result on every
+// rank (evaluated, and saved by rank 0).
+func (j *job) runDecentralized(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+	start := time.Now()
+	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
+	var l *localModel
+	var samples float64
+	switch j.cfg.Sync {
+	case SyncDPSGD:
+		s, err := newDPSGD(j, m, params, train, test)
+		if err != nil {
+			return nil, err
+		}
+		defer s.close()
+		l = s.local()
+		if _, samples, err = j.loop(s, startPosition, res); err != nil {
+			return nil, err
+		}
+	case SyncADPSGD:
+		s, err := newADPSGD(j, m, params, train, test)
+		if err != nil {
+			return nil, err
+		}
+		defer s.close()
+		l = s.local()
+		if samples, err = s.run(res); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%v is not decentralized", j.cfg.Sync)
+	}
+	if gossipTest.end != nil {
+		gossipTest.end(j.Comm.Rank(), l.x)
+	}
+	if _, err := l.consensus(); err != nil {
+		return nil, err
+	}
+	var err error
+	if math.IsNaN(res.TestAcc) {
+		if res.TestAcc, err = l.evaluate(); err != nil {
+			return nil, err
+		}
+	}
+	res.Params = append([]float32(nil), l.avg...)
+	tot := []float32{float32(samples)}
+	if err := collectives.Allreduce(j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
+		return nil, err
+	}
+	res.WallSec = time.Since(start).Seconds()
+	res.SamplesPerSec = float64(tot[0]) / res.WallSec
+	return res, j.finish(res)
+}

@@ -1,0 +1,631 @@
+package trainer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// adpsgdStrategy is asynchronous decentralized parallel SGD (AD-PSGD;
+// Lian et al., ICML'18, as the survey in the seeds gives it): every rank
+// keeps its own model x_i and loops with no barrier:
+//
+//  1. takes a batch and computes its gradient at x̂_i, the model as it was
+//     when the step began;
+//  2. averages x_i with one random neighbour j: both end with
+//     (x_i + x_j)/2, atomically (nothing else writes either model between
+//     the read and the write of the average);
+//  3. applies its gradient: x_i ← x_i − γ·g(x̂_i).
+//
+// Deadlock avoidance (the survey's "Prevention"): the graph is bipartite
+// (gossip.Bipartite). Active ranks (even) start every averaging, in step 2
+// of their own loop, with a random passive neighbour, overlapped with
+// step 1 (non-blocking send and receive posted before the gradient). Passive
+// ranks (odd) never start one: a goroutine of theirs answers requests at
+// any time, also while their own gradient is computed (so a slow passive
+// rank slows only its partners' averagings by a message time, not by its
+// computation), and never waits for another averaging while it answers.
+// A passive rank's x is read and written under a lock (its answers and its
+// own updates); its gradient is computed at a copy (x̂).
+//
+// How much is trained: faster ranks run more steps, as in the paper (its
+// p_i). The job trains Epochs × the training set's size samples in all,
+// counted by rank 0 from the progress each rank reports after its steps
+// (--max-steps caps the steps of all ranks together); each rank walks its
+// own shard in its own epochs. When the count passes an epoch's worth,
+// rank 0 calls a synchronisation point: every rank finishes its current
+// step, the active ranks tell their partners they pause (so that no
+// averaging is in flight), and all ranks average their models into the
+// consensus model x̄ (evaluated, printed; the ranks' own models are left
+// as they are) before they go on. That costs each rank at most one of the
+// slowest rank's steps per epoch; it is where this departs from the paper,
+// which evaluates offline. The final weights are x̄ at the last point.
+//
+// Bounded lag (a departure): a passive rank runs at most maxLag steps
+// past its last averaging, then waits for an active neighbour to average
+// with it. In the paper's setting every worker runs at about the same
+// speed, so a passive one is averaged about once per step; in-process
+// tests, where one goroutine may run far ahead of the others, showed
+// passive models drifting apart from the rest (consensus distance above
+// 1, the consensus model at chance). The wait only ever holds up the
+// passive rank itself: its active neighbours never wait on its steps.
+//
+// Not reproducible: the order in which averagings and updates interleave
+// depends on timing, so two runs with the same seed differ (the random
+// partner choices themselves are seeded).
+type adpsgdStrategy struct {
+	*localModel
+	train  *data.Dense
+	graph  gossip.Bipartite
+	active bool
+	nbrs   []int
+	rng    *rand.Rand
+	n      int // this step's batch
+	step   int // steps run by this rank
+
+	// active ranks
+	peer       int
+	theirs     []float32 // the partner's model, as it answered
+	send, recv collectives.Request
+	sentAt     time.Time
+
+	// passive ranks
+	mu     sync.Mutex // guards x (and the optimizer update of it)
+	srv    *passiveServer
+	srvErr chan error
+
+	// progress since the last report (rank 0 adds its own directly)
+	steps, samples atomic.Int64
+	// rank 0: what every rank reported, and the next point
+	global struct {
+		steps, samples int64
+	}
+	epoch int // the epoch the next synchronisation point ends
+
+	// lag counts a passive rank's steps since its last averaging (see
+	// maxLag); averaged wakes a passive rank that waits for one.
+	lag      atomic.Int64
+	averaged chan struct{}
+
+	averagings atomic.Int64 // this epoch's averagings (started or answered)
+	waitSec    float64      // this epoch's time waiting for partners
+}
+
+// Control message kinds (tagGossipCtl), as 4 little-endian uint64s:
+// kind, then two arguments, then the sender's step (checked nowhere, for
+// a person reading a trace).
+const (
+	msgRequest  = 1 + iota // active → passive: my model follows (len, step)
+	msgProgress            // any → rank 0: (steps, samples) since the last report
+	msgSync                // rank 0 → all: (epoch, final) synchronisation point
+	msgPause               // active → passive: (epoch) I pause for the point
+)
+
+const ctlLen = 32
+
+func putCtl(buf []byte, kind, a, b, step int64) []byte {
+	buf = buf[:ctlLen]
+	for i, v := range []int64{kind, a, b, step} {
+		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
+	}
+	return buf
+}
+
+func getCtl(msg []byte) (kind, a, b int64, err error) {
+	if len(msg) != ctlLen {
+		return 0, 0, 0, fmt.Errorf("adpsgd: control message of %d bytes, want %d", len(msg), ctlLen)
+	}
+	kind = int64(binary.LittleEndian.Uint64(msg))
+	a = int64(binary.LittleEndian.Uint64(msg[8:]))
+	b = int64(binary.LittleEndian.Uint64(msg[16:]))
+	if kind < msgRequest || kind > msgPause {
+		return 0, 0, 0, fmt.Errorf("adpsgd: control message of unknown kind %d", kind)
+	}
+	return kind, a, b, nil
+}
+
+func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
+	r := j.Comm.Rank()
+	g, err := gossip.NewBipartite(j.cfg.Topology, j.Comm.Size())
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLocalModel(j, m, test, params, false)
+	if err != nil {
+		return nil, err
+	}
+	s := &adpsgdStrategy{localModel: l, train: train, graph: g, active: g.Active(r), nbrs: g.Adj[r],
+		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
+	s.theirs = make([]float32, len(params))
+	if !s.active {
+		s.srv = newPassiveServer(s)
+		s.srvErr = make(chan error, 1)
+		go func() { s.srvErr <- s.srv.run() }()
+	}
+	return s, nil
+}
+
+func (s *adpsgdStrategy) local() *localModel { return s.localModel }
+
+func (s *adpsgdStrategy) close() {
+	if s.srv != nil {
+		s.srv.stop()
+	}
+	s.free()
+}
+
+func (s *adpsgdStrategy) Describe() string {
+	cfg, a := s.j.cfg, s.m.Arch
+	na := 0
+	for r := range s.graph.N {
+		if s.graph.Active(r) {
+			na++
+		}
+	}
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
+		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Topology, s.graph.N,
+		na, s.graph.N-na, s.j.Backend.Name())
+}
+
+func (s *adpsgdStrategy) Scope() Scope { return ScopeWorker }
+
+// Prepare uploads the batch and, on an active rank, starts the averaging
+// with a random passive neighbour (x is the model the gradient is computed
+// at: Params holds it since the last update). On a passive rank it copies
+// x, which its server may change at any time, into Params (x̂).
+func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
+	s.n = len(idx)
+	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	_, err := s.m.LoadBatch(s.train, idx)
+	sp.Err(err).End()
+	if err != nil {
+		return err
+	}
+	if !s.active {
+		s.mu.Lock()
+		err := s.j.Backend.Upload(s.m.Params, s.x)
+		s.mu.Unlock()
+		return err
+	}
+	c := s.j.Comm
+	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
+	var hdr [ctlLen]byte
+	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), s.peer, tagGossipCtl); err != nil {
+		return fmt.Errorf("adpsgd: asking passive rank %d to average: %w", s.peer, err)
+	}
+	s.sentAt = time.Now()
+	if s.recv, err = c.Irecv(s.theirs, s.peer, tagGossipModel); err != nil {
+		return fmt.Errorf("adpsgd: receiving the model of passive rank %d: %w", s.peer, err)
+	}
+	if s.send, err = c.Isend(s.x, s.peer, tagGossipModel); err != nil {
+		s.recv.Wait()
+		return fmt.Errorf("adpsgd: sending the model to passive rank %d: %w", s.peer, err)
+	}
+	return nil
+}
+
+// Compute leaves the gradient of the mean loss over this rank's batch.
+func (s *adpsgdStrategy) Compute() error {
+	return s.m.Step(1/float32(max(1, s.n)), nil)
+}
+
+// Exchange finishes the averaging (active ranks) and applies the gradient
+// to the model as it is now.
+func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
+	t0 := time.Now()
+	if s.active {
+		sp := s.j.tr.Begin("average").Cat(trace.Wait).Arg("partner", s.peer)
+		errS := s.send.Wait()
+		errR := s.recv.Wait()
+		sp.End()
+		if err := errors.Join(errS, errR); err != nil {
+			return StepStats{}, fmt.Errorf("adpsgd: averaging with passive rank %d: %w", s.peer, err)
+		}
+		gossip.AverageInto(s.x, s.theirs)
+		s.averagings.Add(1)
+	}
+	wait := time.Since(t0).Seconds()
+	s.waitSec += wait
+	st, err := s.stepStats(s.n)
+	if err != nil {
+		return StepStats{}, err
+	}
+	st.CommSec = wait
+	if !s.active {
+		s.lag.Add(1)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	s.step++
+	return st, s.update()
+}
+
+// EndEpoch is not called: run has its own loop.
+func (s *adpsgdStrategy) EndEpoch(*EpochStats, float64, float64, float64) error { return nil }
+
+// Evaluate measures the consensus model of the last synchronisation point.
+func (s *adpsgdStrategy) Evaluate() (float64, error) { return s.evaluate() }
+
+// syncPoint is a synchronisation point rank 0 called.
+type syncPoint struct {
+	epoch int
+	final bool
+}
+
+// run is AD-PSGD's loop (in place of job.loop, whose epochs are steps
+// every rank shares): steps on this rank's shard until a final
+// synchronisation point, recording the points as epochs in res. It returns
+// the samples this rank trained on.
+func (s *adpsgdStrategy) run(res *Result) (float64, error) {
+	j, cfg := s.j, s.j.cfg
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	if err != nil {
+		return 0, err
+	}
+	defer metrics.close()
+	j.printf("%s\n", s.Describe())
+	perEpoch := (j.sched.shard + cfg.Batch - 1) / cfg.Batch
+	var lossSum, correct, seen, commSec, stepSec, total float64
+	t0 := time.Now()
+	local, lstep := 1, 0
+	order := data.EpochOrder(j.sched.shard, j.shuffleSeed(), local, cfg.Shuffle)
+	for {
+		pt, err := s.boundary()
+		if err != nil {
+			return total, err
+		}
+		if pt != nil {
+			st, err := s.synchronise(pt, t0, lossSum, correct, seen, commSec, stepSec)
+			if err != nil {
+				return total, err
+			}
+			res.Epochs = append(res.Epochs, st)
+			if st.TestAcc != nil {
+				res.TestAcc = *st.TestAcc
+			}
+			if j.reports() {
+				j.printf("%s\n", st)
+				if err := metrics.write(st); err != nil {
+					return total, fmt.Errorf("--metrics: %w", err)
+				}
+			}
+			if pt.final {
+				break
+			}
+			lossSum, correct, seen, commSec, stepSec = 0, 0, 0, 0, 0
+			t0 = time.Now()
+		}
+		if lstep == perEpoch || perEpoch == 0 {
+			local, lstep = local+1, 0
+			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), local, cfg.Shuffle)
+		}
+		lo, hi := min(lstep*cfg.Batch, len(order)), min((lstep+1)*cfg.Batch, len(order))
+		ts := time.Now()
+		sp := j.tr.Begin("step").Arg("epoch", local).Arg("step", lstep)
+		st, err := j.step(s, order[lo:hi], s.step)
+		sp.Err(err).End()
+		if err != nil {
+			return total, fmt.Errorf("rank %d, step %d: %w", j.Comm.Rank(), s.step, err)
+		}
+		lstep++
+		lossSum += st.LossSum
+		correct += st.Correct
+		seen += st.Samples
+		total += st.Samples
+		commSec += st.CommSec
+		stepSec += time.Since(ts).Seconds()
+		s.steps.Add(1)
+		s.samples.Add(int64(st.Samples))
+	}
+	tot := []float32{float32(s.step)}
+	if err := collectives.Allreduce(j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
+		return total, err
+	}
+	res.Steps = int(tot[0])
+	return total, nil
+}
+
+// boundary is what a rank does between two steps: report its progress and
+// learn whether rank 0 called a synchronisation point (nil: go on).
+func (s *adpsgdStrategy) boundary() (*syncPoint, error) {
+	j, c := s.j, s.j.Comm
+	if !s.active {
+		return s.passiveBoundary()
+	}
+	var pt *syncPoint
+	if c.Rank() == 0 {
+		// Take every report that has arrived, then decide.
+		for {
+			msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, 0)
+			if errors.Is(err, collectives.ErrTimeout) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			kind, a, b, err := getCtl(msg)
+			if err != nil || kind != msgProgress {
+				return nil, fmt.Errorf("adpsgd: rank 0 got kind %d from rank %d, want a progress report: %v", kind, src, err)
+			}
+			s.global.steps += a
+			s.global.samples += b
+		}
+		s.global.steps += s.steps.Swap(0)
+		s.global.samples += s.samples.Swap(0)
+		cfg := j.cfg
+		capped := cfg.MaxSteps >= 0 && s.global.steps >= int64(cfg.MaxSteps)
+		if capped || s.global.samples >= int64(s.epoch)*int64(j.sched.n) {
+			pt = &syncPoint{epoch: s.epoch, final: capped || s.epoch >= cfg.Epochs}
+			var hdr [ctlLen]byte
+			fin := int64(0)
+			if pt.final {
+				fin = 1
+			}
+			for r := 1; r < c.Size(); r++ {
+				if err := c.SendBytes(putCtl(hdr[:], msgSync, int64(pt.epoch), fin, int64(s.step)), r, tagGossipCtl); err != nil {
+					return nil, fmt.Errorf("adpsgd: calling synchronisation point %d at rank %d: %w", pt.epoch, r, err)
+				}
+			}
+			s.epoch++
+		}
+	} else {
+		var hdr [ctlLen]byte
+		if n := s.steps.Swap(0); n > 0 {
+			if err := c.SendBytes(putCtl(hdr[:], msgProgress, n, s.samples.Swap(0), int64(s.step)), 0, tagGossipCtl); err != nil {
+				return nil, fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
+			}
+		}
+		msg, _, _, err := c.RecvBytesWithin(0, tagGossipCtl, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		kind, a, b, err := getCtl(msg)
+		if err != nil || kind != msgSync {
+			return nil, fmt.Errorf("adpsgd: rank %d got kind %d from rank 0, want a synchronisation point: %v", c.Rank(), kind, err)
+		}
+		pt = &syncPoint{epoch: int(a), final: b != 0}
+	}
+	if pt != nil {
+		// No averaging of ours is in flight between steps: tell our
+		// partners, so that they stop answering once all have said so.
+		var hdr [ctlLen]byte
+		for _, p := range s.nbrs {
+			if err := c.SendBytes(putCtl(hdr[:], msgPause, int64(pt.epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
+				return nil, fmt.Errorf("adpsgd: pausing passive rank %d: %w", p, err)
+			}
+		}
+	}
+	return pt, nil
+}
+
+// passiveBoundary is boundary on a passive rank, whose server reports the
+// progress and receives rank 0's call: it returns the point the server
+// parked for, if any. A rank maxLag steps past its last averaging waits
+// here until an active neighbour averages with it (or a point comes).
+func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
+	stopped := func(err error) error {
+		s.srv = nil
+		if err == nil {
+			err = errors.New("adpsgd: the passive server stopped")
+		}
+		return err
+	}
+	if s.lag.Load() < maxLag {
+		select {
+		case err := <-s.srvErr:
+			return nil, stopped(err)
+		case pt := <-s.srv.ready:
+			return pt, nil
+		default:
+			return nil, nil
+		}
+	}
+	timeout := s.j.cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultConfig().Timeout
+	}
+	sp := s.j.tr.Begin("wait-average").Cat(trace.Wait)
+	defer sp.End()
+	until := time.After(timeout)
+	for s.lag.Load() >= maxLag {
+		select {
+		case err := <-s.srvErr:
+			return nil, stopped(err)
+		case pt := <-s.srv.ready:
+			return pt, nil
+		case <-s.averaged:
+		case <-until:
+			return nil, fmt.Errorf("adpsgd: passive rank %d: no active neighbour (ranks %v) averaged with it for %v (--timeout)", s.j.Comm.Rank(), s.nbrs, timeout)
+		}
+	}
+	return nil, nil
+}
+
+// synchronise is a synchronisation point on every rank (the passive
+// servers are parked): the consensus model, its evaluation when due, and
+// the epoch's line from every rank's figures since the last point.
+func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, correct, seen, commSec, stepSec float64) (EpochStats, error) {
+	j := s.j
+	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", pt.epoch)
+	defer sp.End()
+	if s.srv != nil {
+		defer s.srv.resume(pt.final)
+	}
+	dist, err := s.consensus()
+	if err != nil {
+		return EpochStats{}, err
+	}
+	wall := time.Since(t0).Seconds()
+	fr := []float32{float32(seen), float32(commSec), float32(stepSec)}
+	if err := collectives.Allreduce(j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
+		return EpochStats{}, err
+	}
+	n := float64(j.Comm.Size())
+	st := EpochStats{Epoch: pt.epoch, Steps: int(s.step), LossScope: ScopeWorker, Loss: lossSum / math.Max(seen, 1),
+		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall,
+		CommFraction: float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12),
+		GossipStats:  &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}}
+	s.waitSec = 0
+	if j.evalDue(pt.epoch, pt.final) {
+		acc, err := s.evaluate()
+		if err != nil {
+			return EpochStats{}, err
+		}
+		st.TestAcc = &acc
+	}
+	st.WallSec = time.Since(t0).Seconds()
+	return st, nil
+}
+
+// passiveServer answers a passive rank's averaging requests on a
+// goroutine of its own, which owns the Comm while the rank trains (MPI is
+// used by one goroutine at a time): it also forwards the rank's progress
+// to rank 0 and, at a synchronisation point, parks (once rank 0 called it
+// and every active neighbour paused) and hands the Comm to the rank's
+// loop until resume.
+type passiveServer struct {
+	s        *adpsgdStrategy
+	ready    chan *syncPoint
+	resumeCh chan bool
+	quit     chan struct{}
+	mine     []float32 // x as it was, sent back to the partner
+	in       []float32 // the partner's model
+	heard    map[int]time.Time
+}
+
+// maxLag is how many steps a passive rank may run without being averaged.
+const maxLag = 2
+
+// pollEvery is how long the server waits for a message before it looks
+// at its progress counters and its partners' silence again.
+const pollEvery = 2 * time.Millisecond
+
+func newPassiveServer(s *adpsgdStrategy) *passiveServer {
+	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
+		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{}}
+	now := time.Now()
+	for _, a := range s.nbrs {
+		p.heard[a] = now
+	}
+	return p
+}
+
+func (p *passiveServer) resume(final bool) { p.resumeCh <- final }
+
+// stop ends a server the loop no longer needs (an error path): it stops
+// at its next poll.
+func (p *passiveServer) stop() {
+	select {
+	case <-p.quit:
+	default:
+		close(p.quit)
+	}
+}
+
+func (p *passiveServer) run() error {
+	s := p.s
+	c := s.j.Comm
+	timeout := s.j.cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultConfig().Timeout
+	}
+	var pending *syncPoint
+	paused := map[int]bool{}
+	var hdr [ctlLen]byte
+	for {
+		select {
+		case <-p.quit:
+			return nil
+		default:
+		}
+		if n := s.steps.Swap(0); n > 0 {
+			if err := c.SendBytes(putCtl(hdr[:], msgProgress, n, s.samples.Swap(0), 0), 0, tagGossipCtl); err != nil {
+				return fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
+			}
+		}
+		if pending != nil && len(paused) == len(s.nbrs) {
+			p.ready <- pending
+			if final := <-p.resumeCh; final {
+				return nil
+			}
+			pending, paused = nil, map[int]bool{}
+			now := time.Now()
+			for a := range p.heard {
+				p.heard[a] = now
+			}
+			continue
+		}
+		msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, pollEvery)
+		if errors.Is(err, collectives.ErrTimeout) {
+			now := time.Now()
+			for a, t := range p.heard {
+				if !paused[a] && now.Sub(t) > timeout {
+					return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (--timeout): it stopped or hangs", c.Rank(), a, now.Sub(t).Round(time.Second))
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		kind, a, b, err := getCtl(msg)
+		if err != nil {
+			return fmt.Errorf("from rank %d: %w", src, err)
+		}
+		p.heard[src] = time.Now()
+		switch kind {
+		case msgRequest:
+			if int(a) != len(p.in) {
+				return fmt.Errorf("adpsgd: rank %d offers a model of %d floats, this rank's has %d", src, a, len(p.in))
+			}
+			if err := p.answer(src); err != nil {
+				return err
+			}
+		case msgSync:
+			pending = &syncPoint{epoch: int(a), final: b != 0}
+		case msgPause:
+			paused[src] = true
+		default:
+			return fmt.Errorf("adpsgd: passive rank %d got a message of kind %d from rank %d", c.Rank(), kind, src)
+		}
+	}
+}
+
+// answer averages x with the model active rank `from` sends: the reply is
+// x as it was, and x becomes (x + theirs)/2, under the lock, so that the
+// rank's own update never falls between the read and the write.
+func (p *passiveServer) answer(from int) error {
+	s := p.s
+	c := s.j.Comm
+	if err := collectives.Recv(c, p.in, from, tagGossipModel); err != nil {
+		return fmt.Errorf("adpsgd: receiving the model of active rank %d: %w", from, err)
+	}
+	s.mu.Lock()
+	copy(p.mine, s.x)
+	gossip.AverageInto(s.x, p.in)
+	s.lag.Store(0)
+	s.mu.Unlock()
+	select {
+	case s.averaged <- struct{}{}:
+	default:
+	}
+	if err := collectives.Send(c, p.mine, from, tagGossipModel); err != nil {
+		return fmt.Errorf("adpsgd: answering active rank %d: %w", from, err)
+	}
+	s.averagings.Add(1)
+	return nil
+}

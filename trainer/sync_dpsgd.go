@@ -1,0 +1,231 @@
+package trainer
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// dpsgdStrategy is decentralized parallel SGD (D-PSGD; Lian et al.,
+// "Can Decentralized Algorithms Outperform Centralized Algorithms?",
+// NeurIPS'17, as the survey in the seeds describes it): every rank keeps
+// its own model x_i. At step k each rank
+//
+//  1. sends x_i to its neighbours on the graph (--topology) and receives
+//     theirs, while it computes its gradient g_i at x_i on its own batch;
+//  2. mixes: x_i ← W_ii·x_i + Σ_j W_ij·x_j, W the Metropolis weights of
+//     the graph (symmetric, doubly stochastic: gossip.Graph.Weights);
+//  3. applies g_i to the mixed model with its own optimizer.
+//
+// There is no server and no global collective in a step: a rank talks to
+// deg(G) neighbours only. Steps stay in lock step (each waits for its
+// neighbours' models of the same step), so the run is deterministic.
+// Each rank's gradient is the mean over its own batch: the average model
+// then moves like one SGD step on the global batch.
+//
+// Departures from the paper: with a momentum or Adagrad optimizer each
+// rank keeps its own optimizer state and applies it to the mixed model
+// (the paper analyses plain SGD). The loss and accuracy printed per epoch
+// are the reporting rank's own (ScopeWorker); the test accuracy is that of
+// the consensus model x̄ (the average of every rank's model, computed at
+// each evaluation without changing the ranks' models), and the final
+// weights are x̄.
+type dpsgdStrategy struct {
+	*localModel
+	train *data.Dense
+	graph gossip.Graph
+	nbrs  []int
+	self  float32
+	w     []float32
+	nb    [][]float32 // the neighbours' models of this step
+	n     int         // this step's batch
+
+	overlap bool       // exchange on a goroutine while the gradient is computed
+	done    chan error // the goroutine's outcome
+	waitSec float64    // this epoch's time waiting for neighbours
+	mixes   int        // this epoch's averagings
+}
+
+func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
+	g, err := gossip.New(j.cfg.Topology, j.Comm.Size())
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLocalModel(j, m, test, params, true)
+	if err != nil {
+		return nil, err
+	}
+	r := j.Comm.Rank()
+	s := &dpsgdStrategy{localModel: l, train: train, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
+	self, w := g.Weights(r)
+	s.self = float32(self)
+	for _, v := range w {
+		s.w = append(s.w, float32(v))
+		s.nb = append(s.nb, make([]float32, len(params)))
+	}
+	return s, nil
+}
+
+func (s *dpsgdStrategy) local() *localModel { return s.localModel }
+func (s *dpsgdStrategy) close()             { s.free() }
+
+func (s *dpsgdStrategy) Describe() string {
+	cfg, a := s.j.cfg, s.m.Arch
+	deg := make([]string, 0, 2)
+	lo, hi := len(s.graph.Adj[0]), 0
+	for _, adj := range s.graph.Adj {
+		lo, hi = min(lo, len(adj)), max(hi, len(adj))
+	}
+	deg = append(deg, fmt.Sprint(lo))
+	if hi != lo {
+		deg = append(deg, fmt.Sprint(hi))
+	}
+	how := "after the gradient"
+	if s.overlap {
+		how = "while the gradient is computed"
+	}
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
+		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Topology, s.graph.N,
+		strings.Join(deg, "–"), how, s.j.Backend.Name())
+}
+
+func (s *dpsgdStrategy) Scope() Scope { return ScopeWorker }
+
+// Prepare uploads the batch and, with overlap, starts the exchange of
+// models with the neighbours (x is not written again before Exchange).
+func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
+	s.n = len(idx)
+	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	_, err := s.m.LoadBatch(s.train, idx)
+	sp.Err(err).End()
+	if err == nil && s.overlap && len(s.nbrs) > 0 {
+		go func() { s.done <- s.exchange(step) }()
+	}
+	return err
+}
+
+// exchange sends x to every neighbour and receives theirs into nb.
+func (s *dpsgdStrategy) exchange(step int) error {
+	c := s.j.Comm
+	sp := s.j.tr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
+	defer sp.End()
+	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))
+	fail := func(what string, q int, err error) error {
+		for _, r := range reqs {
+			r.Wait()
+		}
+		err = fmt.Errorf("dpsgd step %d: %s rank %d: %w", step, what, q, err)
+		sp.Err(err)
+		return err
+	}
+	for k, q := range s.nbrs {
+		r, err := c.Irecv(s.nb[k], q, tagGossip)
+		if err != nil {
+			return fail("receiving the model of neighbour", q, err)
+		}
+		reqs = append(reqs, r)
+	}
+	for _, q := range s.nbrs {
+		r, err := c.Isend(s.x, q, tagGossip)
+		if err != nil {
+			return fail("sending the model to neighbour", q, err)
+		}
+		reqs = append(reqs, r)
+	}
+	for i, r := range reqs {
+		if err := r.Wait(); err != nil {
+			reqs = reqs[i+1:]
+			if i < len(s.nbrs) {
+				return fail("receiving the model of neighbour", s.nbrs[i], err)
+			}
+			return fail("sending the model to neighbour", s.nbrs[i-len(s.nbrs)], err)
+		}
+	}
+	return nil
+}
+
+// Compute leaves the gradient of the mean loss over this rank's batch.
+func (s *dpsgdStrategy) Compute() error {
+	return s.m.Step(1/float32(max(1, s.n)), nil)
+}
+
+// Exchange waits for the neighbours' models, mixes, and applies the
+// gradient to the mixed model.
+func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
+	t0 := time.Now()
+	var err error
+	switch {
+	case len(s.nbrs) == 0:
+	case s.overlap:
+		err = <-s.done
+	default:
+		err = s.exchange(step)
+	}
+	wait := time.Since(t0).Seconds()
+	if err != nil {
+		return StepStats{}, err
+	}
+	st, err := s.stepStats(s.n)
+	if err != nil {
+		return StepStats{}, err
+	}
+	st.CommSec = wait
+	s.waitSec += wait
+	if len(s.nbrs) > 0 {
+		s.mix()
+		s.mixes++
+	}
+	return st, s.update()
+}
+
+// mix sets x ← W_ii·x + Σ_k w_k·nb_k, summing in the neighbours' order
+// (the same on every run: deterministic).
+func (s *dpsgdStrategy) mix() {
+	x, self := s.x, s.self
+	switch len(s.nb) {
+	case 1:
+		a, wa := s.nb[0], s.w[0]
+		for i := range x {
+			x[i] = self*x[i] + wa*a[i]
+		}
+	case 2:
+		a, b, wa, wb := s.nb[0], s.nb[1], s.w[0], s.w[1]
+		for i := range x {
+			x[i] = self*x[i] + wa*a[i] + wb*b[i]
+		}
+	default:
+		for i := range x {
+			v := self * x[i]
+			for k, nb := range s.nb {
+				v += s.w[k] * nb[i]
+			}
+			x[i] = v
+		}
+	}
+}
+
+// EndEpoch: the mean share of step time spent waiting for neighbours, the
+// consensus distance, and the reporting rank's averaging figures.
+func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
+	fr := []float32{float32(commSec), float32(stepSec)}
+	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Avg, collectives.Tree); err != nil {
+		return err
+	}
+	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
+	dist, err := s.consensus()
+	if err != nil {
+		return err
+	}
+	st.GossipStats = &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.mixes) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
+	s.mixes, s.waitSec = 0, 0
+	return nil
+}
+
+// Evaluate measures the consensus model EndEpoch averaged.
+func (s *dpsgdStrategy) Evaluate() (float64, error) { return s.evaluate() }
