@@ -422,14 +422,27 @@ func intBits(v int) float32 { return math.Float32frombits(uint32(int32(v))) }
 
 func bitsInt(f float32) int { return int(int32(math.Float32bits(f))) }
 
-// interruptedError is what Run returns after a stop.
-func (j *job) interruptedError(pos Position) error {
+// finishRun ends a run: finish (save, summary), then ErrInterrupted when
+// Stop ended it early.
+func (j *job) finishRun(res *Result) (*Result, error) {
+	if err := j.finish(res); err != nil {
+		return nil, err
+	}
+	if !j.interrupted {
+		return res, nil
+	}
+	pos := j.stoppedAt
 	where := "no checkpoint folder was set"
 	if j.lastCheckpoint != "" {
 		where = "resume from " + j.lastCheckpoint + " with --resume"
 	}
-	return fmt.Errorf("stopped after step %d (epoch %d step %d): %s: %w", pos.Steps, pos.Epoch, pos.Step, where, ErrInterrupted)
+	return res, fmt.Errorf("stopped after step %d (epoch %d step %d): %s: %w", pos.Steps, pos.Epoch, pos.Step, where, ErrInterrupted)
 }
+
+// StopsAtBoundaries reports whether Trainer.Stop is honoured under c: not
+// under adpsgd, whose ranks share no step loop to agree in (a signal
+// should end such a job the ordinary way).
+func (c Config) StopsAtBoundaries() bool { return c.Sync != SyncADPSGD }
 
 // saveState: the weights and optimizer state, on rank 0.
 func (s *allreduceStrategy) saveState() (*checkpoint, error) {
@@ -553,6 +566,9 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 			return bad("Checkpoint", "keep %d must not be negative", ck.Keep)
 		case ck.ResumeLatest && ck.Dir == "":
 			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
+		}
+		if cfg.Sync.Decentralized() && (ck.enabled() || ck.resuming()) {
+			return bad("Sync", "%v: checkpoints are not written for decentralized training yet (every rank keeps its own model and optimizer state)", cfg.Sync)
 		}
 		if cfg.Sync == SyncPS && cfg.PS.Consistency != ps.BSP && (ck.enabled() || ck.resuming()) {
 			if specs, err := ps.ParseFilters(cfg.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {

@@ -14,6 +14,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
@@ -259,5 +260,21 @@ func TestCheckpointAsyncResidueRefused(t *testing.T) {
 	_, errs := runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "only under bsp") {
 		t.Fatalf("error %v", errs[0])
+	}
+}
+
+// TestStopDPSGD: under dpsgd a stop request of one rank stops every rank
+// after the same step (the one-float vote); checkpoints are refused.
+func TestStopDPSGD(t *testing.T) {
+	cfg := gossipCfg(SyncDPSGD, gossip.Ring)
+	res, errs := runCkpt(t, 3, cfg, Checkpointing{}, 4)
+	for r, err := range errs {
+		if !errors.Is(err, ErrInterrupted) || res[r] == nil || res[r].Steps != 4 {
+			t.Fatalf("rank %d: %v (result %v), want an interruption after 4 steps", r, err, res[r])
+		}
+	}
+	_, errs = runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "decentralized") {
+		t.Fatalf("checkpoints under dpsgd: %v", errs[0])
 	}
 }

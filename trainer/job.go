@@ -290,6 +290,7 @@ type job struct {
 
 	resume         *resumed // the state to start from (nil: fresh)
 	interrupted    bool     // the loop stopped on Stop
+	stoppedAt      Position // where it stopped
 	lastCheckpoint string   // the file last written
 }
 

@@ -165,7 +165,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 				return pos, 0, err
 			}
 			if stop {
-				j.interrupted, done = true, true
+				j.interrupted, j.stoppedAt, done = true, next, true
 				pos.Step++
 				break
 			}

@@ -135,13 +135,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState, Position: pos}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
-	if err := j.finish(res); err != nil {
-		return nil, err
-	}
-	if j.interrupted {
-		return res, j.interruptedError(pos)
-	}
-	return res, nil
+	return j.finishRun(res)
 }
 
 func (s *allreduceStrategy) Describe() string {

@@ -52,7 +52,6 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
 		start0, residues = r.Position, r.residues
 	}
-	var stopped Position
 	if c.Rank() < cfg.PS.Servers {
 		st, err := ps.RunServer(c, pcfg, params)
 		if err != nil {
@@ -73,7 +72,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		if err != nil {
 			return nil, err
 		}
-		if stopped, samples, err = j.loop(s, start0, res); err != nil {
+		if _, samples, err = j.loop(s, start0, res); err != nil {
 			return nil, err
 		}
 		if err := w.Done(); err != nil {
@@ -94,13 +93,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	}
 	res.Params = params
 	res.WallSec = time.Since(start).Seconds()
-	if err := j.finish(res); err != nil {
-		return nil, err
-	}
-	if j.interrupted {
-		return res, j.interruptedError(stopped)
-	}
-	return res, nil
+	return j.finishRun(res)
 }
 
 // psWorker is the bookkeeping every parameter-server worker strategy

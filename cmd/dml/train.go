@@ -287,9 +287,13 @@ Examples:
 			return err
 		}
 		defer be.Close()
-		stop, got, done := stopSignals(c.Rank(), stderr)
-		defer done()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, Checkpoint: ck, Stop: stop}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, Checkpoint: ck}
+		got := func() os.Signal { return nil }
+		if cfg.StopsAtBoundaries() {
+			var done func()
+			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			defer done()
+		}
 		if _, err := tr.Run(cfg); err != nil {
 			if errors.Is(err, trainer.ErrInterrupted) {
 				status := exitStatus(syscall.SIGTERM) // another rank's signal
