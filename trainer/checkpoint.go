@@ -109,8 +109,9 @@ type stopVoter interface {
 // Tags of the checkpoint and stop messages between workers (below the
 // collectives' own ≥ 2^20, beside package ps's 30701..30703).
 const (
-	tagResidue = 30711
-	tagStop    = 30712
+	tagResidue  = 30711
+	tagStop     = 30712 // ps bsp: a worker's flag to the first worker, and the OR back
+	tagStopNote = 30713 // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
 )
 
 // boundary runs at the step boundary before next: the stop vote, then the
@@ -504,14 +505,31 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 	return c, nil
 }
 
-// voteStop: under BSP the workers are in step, and the first worker
-// gathers the others' flags and sends back the OR; under SSP, ASP and DSSP
-// each worker stops on its own.
+// voteStop: a signalled server sends every worker a note (stopNotifier),
+// which counts as the worker's own signal. Under BSP the workers are in
+// step, and the first worker gathers their flags and sends back the OR;
+// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
+// signalled worker sends the other workers a note so that they stop too.
 func (p *psWorker) voteStop(local bool) (bool, error) {
 	j := p.j
-	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
-		return local, nil
+	note, err := p.pollStopNotes()
+	if err != nil {
+		return false, err
 	}
+	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
+		if local && !p.notified && j.sched.ranks > 1 {
+			p.notified = true
+			for w := range j.sched.ranks {
+				if w != j.shardIdx {
+					if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+						return false, err
+					}
+				}
+			}
+		}
+		return local || note, nil
+	}
+	local = local || note
 	flag := []byte{0}
 	if local {
 		flag[0] = 1
@@ -598,4 +616,42 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// pollStopNotes takes every stop note that has arrived, without waiting.
+func (p *psWorker) pollStopNotes() (bool, error) {
+	got := false
+	for {
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return got, nil
+		}
+		if err != nil {
+			return got, fmt.Errorf("stop notes: %w", err)
+		}
+		got = true
+	}
+}
+
+// stopNotifier is a server rank's transport: before each receive of the
+// server loop it asks Stop, and the first time a signal has come it sends
+// every worker a stop note (the server itself goes on serving until every
+// worker is done). The loop receives at least every Timeout/4.
+type stopNotifier struct {
+	collectives.Comm
+	stop    func() bool
+	workers []int
+	sent    bool
+}
+
+func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	if !s.sent && s.stop() {
+		s.sent = true
+		for _, w := range s.workers {
+			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
+				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
+			}
+		}
+	}
+	return s.Comm.RecvBytesWithin(from, tag, d)
 }

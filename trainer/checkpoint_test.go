@@ -23,6 +23,13 @@ import (
 // boundary (as a signal would).
 func runCkpt(t *testing.T, n int, cfg Config, ck Checkpointing, stopAfter int) ([]*Result, []error) {
 	t.Helper()
+	return runCkptStop(t, n, cfg, ck, n-1, stopAfter)
+}
+
+// runCkptStop is runCkpt with the stop request on rank stopRank, at its
+// stopAfter-th call of Stop (a server calls it at every receive).
+func runCkptStop(t *testing.T, n int, cfg Config, ck Checkpointing, stopRank, stopAfter int) ([]*Result, []error) {
+	t.Helper()
 	w := local.NewWorld(n)
 	w.SetTimeout(20 * time.Second)
 	res := make([]*Result, n)
@@ -32,7 +39,7 @@ func runCkpt(t *testing.T, n int, cfg Config, ck Checkpointing, stopAfter int) (
 		calls := 0
 		tr.Stop = func() bool {
 			calls++
-			return stopAfter > 0 && c.Rank() == n-1 && calls >= stopAfter
+			return stopAfter > 0 && c.Rank() == stopRank && calls >= stopAfter
 		}
 		var err error
 		res[c.Rank()], err = tr.Run(cfg)
@@ -276,5 +283,49 @@ func TestStopDPSGD(t *testing.T) {
 	_, errs = runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "decentralized") {
 		t.Fatalf("checkpoints under dpsgd: %v", errs[0])
+	}
+}
+
+// TestStopFromServerAndAsync: a signal to a parameter server stops every
+// worker (a stop note; under bsp at one agreed step, with a checkpoint
+// that resumes bit for bit); under asp a signalled worker's note stops the
+// other workers too.
+func TestStopFromServerAndAsync(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Servers, cfg.Epochs = SyncPS, 1, 3
+	straight := cfg
+	straight.MaxSteps = 30
+	res, errs := runCkpt(t, 4, straight, Checkpointing{}, 0)
+	noErrs(t, errs)
+	want := res[1].Params
+
+	dir := t.TempDir()
+	res, errs = runCkptStop(t, 4, straight, Checkpointing{Dir: dir}, 0, 20)
+	if errs[0] != nil {
+		t.Fatalf("server: %v", errs[0])
+	}
+	for r := 1; r < 4; r++ {
+		if !errors.Is(errs[r], ErrInterrupted) || res[r].Steps != res[1].Steps {
+			t.Fatalf("worker rank %d: %v after %d steps (rank 1: %d), want an interruption at the same step", r, errs[r], res[r].Steps, res[1].Steps)
+		}
+	}
+	files, _ := listCheckpoints(dir)
+	if len(files) != 1 || res[1].Steps >= 30 {
+		t.Fatalf("checkpoints %v after stopping at step %d", files, res[1].Steps)
+	}
+	res, errs = runCkpt(t, 4, straight, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+	noErrs(t, errs)
+	if !slices.Equal(res[1].Params, want) {
+		t.Fatal("resumed after a server's stop: weights differ from the straight run")
+	}
+
+	// 900 steps each: the others cannot finish before rank 3's note.
+	async := cfg
+	async.PS.Consistency, async.Epochs = ps.ASP, 100
+	_, errs = runCkptStop(t, 4, async, Checkpointing{}, 3, 2)
+	for r := 1; r < 4; r++ {
+		if !errors.Is(errs[r], ErrInterrupted) {
+			t.Fatalf("asp worker rank %d: %v, want an interruption", r, errs[r])
+		}
 	}
 }

@@ -53,7 +53,15 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		start0, residues = r.Position, r.residues
 	}
 	if c.Rank() < cfg.PS.Servers {
-		st, err := ps.RunServer(c, pcfg, params)
+		var tr ps.Transport = c
+		if j.Stop != nil { // a signal to a server stops the workers too (checkpoint.go)
+			n := &stopNotifier{Comm: c, stop: j.Stop}
+			for w := cfg.PS.Servers; w < c.Size(); w++ {
+				n.workers = append(n.workers, w)
+			}
+			tr = n
+		}
+		st, err := ps.RunServer(tr, pcfg, params)
 		if err != nil {
 			return nil, err
 		}
@@ -105,6 +113,8 @@ type psWorker struct {
 	arch model.Arch
 	prev ps.WorkerStats
 	wait float64 // seconds waited in the current step's Pull
+
+	notified bool // this worker sent the others its stop note (checkpoint.go)
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows

@@ -97,6 +97,24 @@ func (s *started) rankPIDs(t *testing.T) []int {
 	return pids
 }
 
+// rankOf is the MPI rank of process pid (OMPI_COMM_WORLD_RANK in its
+// environment), or -1.
+func rankOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return -1
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "OMPI_COMM_WORLD_RANK="); ok {
+			r, err := strconv.Atoi(v)
+			if err == nil {
+				return r
+			}
+		}
+	}
+	return -1
+}
+
 func countCheckpoints(dir string) int {
 	m, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
 	return len(m)
@@ -115,16 +133,17 @@ func sameFile(t *testing.T, a, b string) {
 }
 
 type mpiCkptCase struct {
-	name string
-	np   int
-	args []string
+	name   string
+	np     int
+	args   []string
+	signal int // the rank SIGTERM goes to (TestSIGTERMFinalCheckpointUnderMPI); -1: the last
 }
 
 func mpiCkptCases() []mpiCkptCase {
 	return []mpiCkptCase{
-		{"allreduce", 2, []string{"--sync", "allreduce"}},
-		{"ps-bsp-1server", 3, []string{"--sync", "ps", "--servers", "1", "--consistency", "bsp"}},
-		{"ps-bsp-2servers", 4, []string{"--sync", "ps", "--servers", "2", "--consistency", "bsp"}},
+		{"allreduce", 2, []string{"--sync", "allreduce"}, -1},
+		{"ps-bsp-1server", 3, []string{"--sync", "ps", "--servers", "1", "--consistency", "bsp"}, -1},
+		{"ps-bsp-2servers", 4, []string{"--sync", "ps", "--servers", "2", "--consistency", "bsp"}, 1},
 	}
 }
 
@@ -180,7 +199,20 @@ func TestSIGTERMFinalCheckpointUnderMPI(t *testing.T) {
 				t.Fatalf("mpirun's children %v, want %d ranks", pids, tc.np)
 			}
 			start := time.Now()
-			syscall.Kill(pids[len(pids)-1], syscall.SIGTERM)
+			want := tc.np - 1
+			if tc.signal >= 0 {
+				want = tc.signal
+			}
+			target := -1
+			for _, p := range pids {
+				if rankOf(p) == want {
+					target = p
+				}
+			}
+			if target < 0 {
+				t.Fatalf("no process of rank %d among %v", want, pids)
+			}
+			syscall.Kill(target, syscall.SIGTERM)
 			s.wait(t, 30*time.Second)
 			t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 			if s.code != 143 || !strings.Contains(s.out.String(), "interrupted after step") || !strings.Contains(s.err.String(), "stopping at the next step boundary") {
