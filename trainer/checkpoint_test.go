@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // runCkpt trains cfg on n in-process ranks with checkpoint settings ck;
@@ -327,5 +330,56 @@ func TestStopFromServerAndAsync(t *testing.T) {
 		if !errors.Is(errs[r], ErrInterrupted) {
 			t.Fatalf("asp worker rank %d: %v, want an interruption", r, errs[r])
 		}
+	}
+}
+
+// TestNumpyReadsCheckpointFile: numpy loads a checkpoint as it is: the
+// weights equal those of the --save file of the same state, array by
+// array; the optimizer state and meta.json are there.
+func TestNumpyReadsCheckpointFile(t *testing.T) {
+	py := ""
+	for _, cand := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(cand, "-c", "import numpy").Run() == nil {
+			py = cand
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("no python3 with numpy (make deps installs Debian's python3-numpy)")
+	}
+	arch, _ := model.NewArch(6, []int{5}, 3, model.SoftmaxCE)
+	p := arch.InitParams(4)
+	opt := make([]float32, len(p))
+	for i := range opt {
+		opt[i] = float32(i) / 7
+	}
+	dir := t.TempDir()
+	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch,
+		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, Params: p, OptState: opt}
+	b, err := c.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, save := filepath.Join(dir, "c.npz"), filepath.Join(dir, "w.npz")
+	if err := writeFileAtomic(ck, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := model.SaveNPZ(save, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import sys, json, numpy as np
+c, w = np.load(sys.argv[1]), np.load(sys.argv[2])
+for k in w.files:
+    assert c[k].dtype == np.float32 and np.array_equal(c[k], w[k]), k
+assert c["optimizer"].shape == (int(sys.argv[3]),) and c["optimizer"][7] == np.float32(1)
+print(json.loads(bytes(c["meta.json"]))["position"]["steps"], len(w.files))
+`
+	out, err := exec.Command(py, "-c", script, ck, save, strconv.Itoa(len(p))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("numpy: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "17 4" {
+		t.Fatalf("numpy printed %q, want steps 17 and 4 arrays", got)
 	}
 }
