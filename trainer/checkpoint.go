@@ -159,6 +159,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 		return fmt.Errorf("checkpoints: %T cannot write them", s)
 	}
 	t0 := time.Now()
+	j.lastCheckpointSteps = next.Steps
 	c, err := cp.saveState()
 	if err != nil || c == nil {
 		return err

@@ -105,21 +105,25 @@ func TestCheckpointResume(t *testing.T) {
 
 				dir := t.TempDir()
 				first := cfg
-				first.MaxSteps = 11 // killed after step 11: checkpoints at 4 and 8
+				first.MaxSteps = 11 // checkpoints at 4 and 8, and the final one at 11
 				_, errs = runCkpt(t, tc.ranks, first, Checkpointing{Dir: dir, Every: 4, Keep: 2}, 0)
 				noErrs(t, errs)
 				files, _ := listCheckpoints(dir)
-				if len(files) != 2 || filepath.Base(files[0]) != checkpointName(8) {
-					t.Fatalf("checkpoints %v, want steps 8 and 4", files)
+				if len(files) != 2 || filepath.Base(files[0]) != checkpointName(11) || filepath.Base(files[1]) != checkpointName(8) {
+					t.Fatalf("checkpoints %v, want steps 11 and 8", files)
 				}
-				res, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir, Every: 4, Keep: 2, ResumeLatest: true}, 0)
-				noErrs(t, errs)
-				got := finalParams(t, res)
-				if !slices.Equal(got, want) {
-					t.Fatalf("resumed from step 8: weights differ by %.3g from 30 steps straight", numtest.MaxRelDiff(got, want))
-				}
-				if n := res[tc.ranks-1].Steps; n != 30 {
-					t.Errorf("resumed run counts %d steps, want 30", n)
+				// From step 8 (as if killed before the final checkpoint), and from
+				// the end of the --max-steps run.
+				for _, ck := range []Checkpointing{{ResumeFile: files[1]}, {Dir: dir, Every: 4, ResumeLatest: true}} {
+					res, errs = runCkpt(t, tc.ranks, straight, ck, 0)
+					noErrs(t, errs)
+					got := finalParams(t, res)
+					if !slices.Equal(got, want) {
+						t.Fatalf("resumed with %+v: weights differ by %.3g from 30 steps straight", ck, numtest.MaxRelDiff(got, want))
+					}
+					if n := res[tc.ranks-1].Steps; n != 30 {
+						t.Errorf("resumed run counts %d steps, want 30", n)
+					}
 				}
 
 				// A stop request on one rank after its 13th boundary: every rank stops
@@ -160,7 +164,7 @@ func TestCheckpointRefused(t *testing.T) {
 	dir := t.TempDir()
 	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 3, Keep: 5}, 0)
 	noErrs(t, errs)
-	files, _ := listCheckpoints(dir) // 9, 6, 3
+	files, _ := listCheckpoints(dir) // 9 (the last step's), 6, 3
 	if len(files) != 3 {
 		t.Fatalf("checkpoints %v", files)
 	}

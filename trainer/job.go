@@ -291,14 +291,17 @@ type job struct {
 	resume         *resumed // the state to start from (nil: fresh)
 	interrupted    bool     // the loop stopped on Stop
 	stoppedAt      Position // where it stopped
-	lastCheckpoint string   // the file last written
+	lastCheckpoint string   // the file last written (reporting rank)
+	// lastCheckpointSteps is the position (steps run) of the last
+	// checkpoint, on every training rank (-1: none yet).
+	lastCheckpointSteps int
 }
 
 // newJob sets up the shard bookkeeping: under ps, the workers (ranks
 // Servers..N-1) share the training set and the servers hold none of it.
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
-	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer)}
+	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1}
 	members := n
 	if cfg.Sync == SyncPS {
 		members, j.shardIdx, j.reporter = n-cfg.PS.Servers, rank-cfg.PS.Servers, cfg.PS.Servers

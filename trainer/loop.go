@@ -207,6 +207,13 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			return pos, 0, fmt.Errorf("--metrics: %w", err)
 		}
 	}
+	// The end of training (the last epoch, or --max-steps): a final
+	// checkpoint, unless the last boundary wrote one.
+	if j.Checkpoint.enabled() && !j.interrupted && pos.Steps > start.Steps && j.lastCheckpointSteps != pos.Steps {
+		if err := j.writeCheckpoint(s, pos); err != nil {
+			return pos, 0, err
+		}
+	}
 	return pos, total, nil
 }
 
