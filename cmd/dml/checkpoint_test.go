@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,10 +25,29 @@ import (
 var ckptData = []string{"--data", "synthetic", "--samples", "4000", "--features", "20", "--classes", "2", "--seed", "3",
 	"--progress", "never"}
 
+// syncBuffer is a bytes.Buffer that the command's output copier writes
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // started is a job running in the background, in its own process group.
 type started struct {
 	cmd      *exec.Cmd
-	out, err bytes.Buffer
+	out, err syncBuffer
 	done     chan struct{}
 	code     int
 }
@@ -115,6 +135,18 @@ func rankOf(pid int) int {
 	return -1
 }
 
+// alive reports whether process pid exists and is not a zombie (a dead
+// rank whose new parent has not reaped it yet).
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
 func countCheckpoints(dir string) int {
 	m, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
 	return len(m)
@@ -165,8 +197,21 @@ func TestKillAndResumeUnderMPI(t *testing.T) {
 			last := strconv.Itoa(tc.np - 1)
 			s := startDML(t, tc.np, append(common, "--checkpoint-dir", ck, "--checkpoint-every", "5", "--straggle", last+":400")...)
 			waitFor(t, s, time.Minute, "second checkpoint", func() bool { return countCheckpoints(ck) >= 2 })
+			// SIGKILL to every rank and to mpirun (the ranks have process
+			// groups of their own), and no resuming before all are gone.
+			pids := s.rankPIDs(t)
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
 			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 			s.wait(t, 30*time.Second)
+			for _, p := range pids {
+				for deadline := time.Now().Add(10 * time.Second); alive(p); time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("rank process %d still there 10s after SIGKILL", p)
+					}
+				}
+			}
 			resumed := filepath.Join(dir, "resumed.npz")
 			r := dml(t, tc.np, append(common, "--checkpoint-dir", ck, "--checkpoint-every", "5", "--resume", "--save", resumed)...)
 			if r.code != 0 || !strings.Contains(r.stdout, "resume: from ") {
