@@ -12,13 +12,48 @@ import (
 )
 
 // ConsistencyConfig is one `dml bench consistency` sweep: the same training
-// job through the parameter server under each consistency model, without
-// and with a straggler.
+// job under each strategy (a parameter server's consistency model, …),
+// without and with a straggler.
 type ConsistencyConfig struct {
-	Base     trainer.Config   // the job (Sync is set to trainer.SyncPS)
-	Models   []ps.Consistency // bsp, ssp, asp, dssp
-	Straggle trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
-	Target   float64          // test accuracy whose first epoch counts as time-to-target
+	Base       trainer.Config   // the job; each strategy sets its own Sync
+	Strategies []Strategy       // e.g. ParseStrategy("ssp")
+	Straggle   trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
+	Target     float64          // test accuracy whose first epoch counts as time-to-target
+}
+
+// Strategy is one way of training the job that the consistency bench
+// compares: Name is its row label, Apply sets the job's Sync and what goes
+// with it (e.g. PS.Consistency).
+type Strategy struct {
+	Name  string
+	Apply func(*trainer.Config)
+	// PS: the strategy trains through the parameter server (its ranks
+	// below Servers do not train, so a straggler must be a worker).
+	PS bool
+}
+
+// Strategies lists the names ParseStrategy knows, in the bench's default
+// order.
+var Strategies = []string{"bsp", "ssp", "asp", "dssp", "allreduce", "dpsgd", "adpsgd"}
+
+// ParseStrategy returns the strategy a `--models` name stands for: a
+// parameter-server consistency model (bsp, ssp, asp, dssp), or another
+// --sync: allreduce, dpsgd, adpsgd (on the job's --topology). A new
+// strategy is one more case here, before the consistency models.
+func ParseStrategy(name string) (Strategy, error) {
+	switch name {
+	case "allreduce", "dpsgd", "adpsgd":
+		s, err := trainer.ParseSync(name)
+		if err != nil {
+			return Strategy{}, err
+		}
+		return Strategy{Name: name, Apply: func(j *trainer.Config) { j.Sync = s }}, nil
+	}
+	c, err := ps.ParseConsistency(name)
+	if err != nil {
+		return Strategy{}, fmt.Errorf("%w (or allreduce, dpsgd, adpsgd)", err)
+	}
+	return Strategy{Name: c.String(), PS: true, Apply: func(j *trainer.Config) { j.Sync, j.PS.Consistency = trainer.SyncPS, c }}, nil
 }
 
 // ConsistencyRow is one run of the sweep.
@@ -44,17 +79,23 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 	}
 	straggles := []trainer.Straggle{{Rank: -1, Factor: 1}}
 	if cfg.Straggle.Rank >= 0 {
-		if cfg.Straggle.Rank < cfg.Base.PS.Servers || cfg.Straggle.Rank >= c.Size() {
-			return nil, fmt.Errorf("straggler rank %d is not a worker (workers are ranks %d..%d)", cfg.Straggle.Rank, cfg.Base.PS.Servers, c.Size()-1)
+		lo := 0
+		for _, m := range cfg.Strategies {
+			if m.PS {
+				lo = cfg.Base.PS.Servers
+			}
+		}
+		if cfg.Straggle.Rank < lo || cfg.Straggle.Rank >= c.Size() {
+			return nil, fmt.Errorf("straggler rank %d is not a worker (workers are ranks %d..%d)", cfg.Straggle.Rank, lo, c.Size()-1)
 		}
 		straggles = append(straggles, cfg.Straggle)
 	}
 	var rows []ConsistencyRow
 	for _, st := range straggles {
-		for _, m := range cfg.Models {
+		for _, m := range cfg.Strategies {
 			job := cfg.Base
-			job.Sync, job.PS.Consistency, job.Straggle = trainer.SyncPS, m, st
-			job.EvalEvery = 1
+			m.Apply(&job)
+			job.Straggle, job.EvalEvery = st, 1
 			be, err := newBackend()
 			if err != nil {
 				return rows, err
@@ -64,9 +105,9 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 				err = cerr
 			}
 			if err != nil {
-				return rows, fmt.Errorf("%s, straggler %+v: %w", m, st, err)
+				return rows, fmt.Errorf("%s, straggler %+v: %w", m.Name, st, err)
 			}
-			row := ConsistencyRow{Consistency: m.String(), Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
+			row := ConsistencyRow{Consistency: m.Name, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
 			if st.Rank >= 0 {
 				row.Straggler = fmt.Sprintf("%d:%g", st.Rank, st.Factor)
 			}
@@ -74,6 +115,11 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 				row.MaxStaleness, row.WaitSec = res.PS.MaxStaleness, res.PS.WaitSec
 			}
 			elapsed := 0.0
+			for _, e := range res.Epochs {
+				if g := e.GossipStats; g != nil {
+					row.WaitSec += g.PartnerWaitSec // the reporting rank's
+				}
+			}
 			for _, e := range res.Epochs {
 				elapsed += e.WallSec
 				if e.TestAcc != nil && *e.TestAcc >= cfg.Target {
@@ -108,7 +154,7 @@ func WriteConsistency(w io.Writer, format string, target float64, rows []Consist
 		}
 		return nil
 	}
-	fmt.Fprintf(w, "# consistency models: time to %.3f test accuracy, and final accuracy\n", target)
+	fmt.Fprintf(w, "# strategies: time to %.3f test accuracy, and final accuracy\n", target)
 	fmt.Fprintf(w, "#%11s %10s %14s %7s %9s %8s %10s %9s\n", "consistency", "straggler", "to_target(s)", "epochs", "final_acc", "wall(s)", "staleness", "wait(s)")
 	for _, r := range rows {
 		fmt.Fprintf(w, " %11s %10s %14s %7d %9.4f %8.2f %10d %9.2f\n", r.Consistency, r.Straggler, fmtSec(r.TimeToTarget, "not reached"),

@@ -23,7 +23,8 @@ const (
 	ASP
 	// DSSP (dynamic SSP, Zhao et al. ICDCS'19): the staleness bound moves in
 	// [Config.StalenessLow, Config.StalenessHigh] as the server's
-	// synchronisation controller grants extra iterations; see dssp.go.
+	// synchronisation controller grants extra iterations; the published
+	// rule, see dssp.go.
 	DSSP
 )
 
@@ -46,6 +47,9 @@ func ParseConsistency(s string) (Consistency, error) {
 	}
 	return 0, fmt.Errorf("ps: unknown consistency %q (want bsp, ssp, asp or dssp)", s)
 }
+
+// Valid reports whether c is one of the consistency models above.
+func (c Consistency) Valid() bool { return int(c) < len(consistencyNames) }
 
 // ParseOptimizer parses "sgd", "momentum" or "adagrad" (any case).
 //
@@ -141,7 +145,7 @@ func (c Config) Validate(size int) error {
 		return fmt.Errorf("ps: %d servers: need at least 1: %w", c.Servers, ErrConfig)
 	case c.Servers >= size:
 		return fmt.Errorf("ps: %d servers in a job of %d ranks leaves no worker: %w", c.Servers, size, ErrConfig)
-	case int(c.Consistency) >= len(consistencyNames):
+	case !c.Consistency.Valid():
 		return fmt.Errorf("ps: %v: %w", c.Consistency, ErrConfig)
 	case c.Staleness < 0:
 		return fmt.Errorf("ps: staleness %d < 0: %w", c.Staleness, ErrConfig)

@@ -2,109 +2,148 @@ package ps
 
 import (
 	"fmt"
-	"math"
 	"time"
 )
 
 // Dynamic stale synchronous parallel (DSSP): Zhao, An, Liu, Chen, "Dynamic
 // Stale Synchronous Parallel Distributed Training for Deep Learning", ICDCS
-// 2019 (arXiv:1908.11848). SSP with a fixed threshold s makes fast workers
-// wait for the slowest one every time they get s iterations ahead; DSSP lets
-// the threshold move in [sL, sU] and picks, when a fast worker hits sL, how
-// many extra iterations r* in [0, rmax = sU - sL] it should run so that,
-// when it does stop, it waits as little as possible for the slowest worker.
+// 2019 (arXiv:1908.11848), as the survey ../shared/seeds/004_*.txt gives its
+// "Algorithm DSSP" step by step. SSP with a fixed threshold s makes a fast
+// worker wait for the slowest one every time it gets s iterations ahead;
+// DSSP takes a range [sL, sU] and lets the fastest worker run up to
+// rmax = sU - sL extra iterations beyond sL, as many as a simulation of the
+// next iterations says will bring its push closest to the slowest worker's.
 //
-// Source: the paper's abstract (arXiv:1908.11848, found through the search
-// tool at arxiv-vanity.com/papers/1908.11848): "Based on workers' recent
-// processing time, our approach DSSP adaptively adjusts the threshold per
-// iteration at running time to reduce the waiting time of faster workers".
-// The full text with its Algorithm 1 was not available to us, so what
-// follows is our reading of it, with the choices it leaves open listed
-// below.
+// Worker p (unchanged from SSP): wait for OK, pull, compute, push.
 //
-// Worker loop (unchanged from SSP): wait for OK, pull, compute, push.
-// Server, on a push from worker p at time now:
+// Server, on a push from worker p (its timestamp push_p is the time now):
 //
-//	count the push (p's clock += 1), apply the update, record the time
-//	g := clock[p] - clock[slowest]
-//	if g <= sL:            OK                       (plain SSP region)
-//	else if credit[p] > 0: credit[p]--, OK          (a granted extra iteration)
-//	else:                  r* := controller(p, slowest, now)
-//	                       if r* > 0: credit[p] = r*-1, OK
-//	                       else hold p; ask again whenever anyone pushes
+//	1. t_p += 1; apply the update; A[p] = (now, A[p][0])   (two latest pushes)
+//	2. if r_p > 0:                   r_p -= 1, OK            (a granted extra iteration)
+//	3. else if t_p - t_slowest <= sL: OK                     (plain SSP region)
+//	4. else if p is the fastest:     r* = controller(p, now)
+//	                                 if r* > 0: OK, r_p = r* - 1
+//	5. otherwise hold p until t_p - t_slowest <= sL, then OK (no new grant)
 //
-// The synchronisation controller simulates the next iterations of p and of
-// the slowest worker s from their latest iteration intervals I_p and I_s:
-// if p stops after r more iterations it pushes at t_r = now + r*I_p and then
-// waits until s's first predicted push at or after t_r, a time
-// T_s + j*I_s (T_s = s's latest push, j >= 1). The wait is
+// Synchronisation controller (pure: DSSPSynchronise), rmax' = the room left:
 //
-//	wait(r) = T_s + j(r)*I_s - t_r,   j(r) = max(1, ceil((t_r - T_s)/I_s))
+//	I_p = A[p][0] - A[p][1],  I_s = A[s][0] - A[s][1]    (s: the slowest)
+//	Sim_p[r] = A[p][0] + r*I_p,        r in [0, rmax']
+//	Sim_s[k] = A[s][0] + (k+1)*I_s,    k in [0, rmax']
+//	r* = the r minimising min_k |Sim_s[k] - Sim_p[r]|   (smallest r on ties)
 //
-// and r* is the r in [0, rmax] with the smallest wait (the smallest such r
-// on ties: less staleness for the same wait). DSSPExtraIterations is that
-// function; its table test works rows out by hand.
+// The survey's text and what we do where it is silent or where we deviate:
+//   - Table A. The survey's controller shifts A[p] itself (its steps 1-2),
+//     but the controller runs only for the fastest worker while it also
+//     reads the slowest worker's row, and its Note 3 says A holds the two
+//     latest pushes of all workers. We update A[w] at every push of every
+//     worker. Iteration intervals are push to push, so they include any
+//     time the worker was held.
+//   - The OK sent with a grant is the first of the r* extra iterations
+//     (r_p = r* - 1), so p starts iterations at gaps sL+1..sL+r* <= sU. Read
+//     literally (OK now and r_p = r*), p would start one at sU+1.
+//   - Room left. The survey always simulates rmax = sU - sL iterations. A
+//     worker that spent its grant can meet the controller again beyond
+//     sL+1, and a second full grant would take it past sU; we cap r* at
+//     sU - gap + 1, the iterations p can still start within sU (0 at a gap
+//     beyond sU: the controller answers 0 and p waits).
+//   - Unknown intervals. A worker with fewer than two pushes has no
+//     interval; the controller then answers 0 (the survey leaves A's
+//     initial values open).
+//   - "Fastest" and "slowest". p is the fastest when no unfinished worker
+//     has a larger clock (ties count as fastest). The slowest is the
+//     unfinished worker with the smallest clock; the survey's controller
+//     "finds the slowest worker from table A": among several with the
+//     smallest clock we take the one whose next push (A[s][0] + I_s) is
+//     predicted last, since the smallest clock moves only when all of them
+//     have pushed. A finished worker holds nobody back.
+//   - Credit is spent before the gap is looked at (the survey's order), so a
+//     worker spends its r_p even when the slowest has caught up meanwhile.
+//   - Timestamps are the server's clock when it applies the push: the time
+//     its driver read on receiving the request (a push is held only if its
+//     worker pushes again without being let go), not the worker's clock.
+//     Push-to-push intervals thus include the network and the server's
+//     queue as well as the worker's computation.
+//   - Several servers. Each server runs its own controller over its own
+//     key range with its own arrival times; a worker starts an iteration
+//     when every server has answered its pull, so the most cautious server
+//     decides. Each server's grants are within [0, sU-sL] and no server lets
+//     a worker start beyond sU.
 //
-// Choices the paper leaves open, and what we do:
-//   - Iteration interval. The paper, as the issue describes it, keeps each
-//     worker's two latest push timestamps and uses their difference (the
-//     controller above still keeps the latest push time of every worker and
-//     one interval). For a worker that was held,
-//     that difference includes the hold, and in steady state a fast worker
-//     held every iteration then looks exactly as slow as the slowest one,
-//     so the controller never grants anything. We measure the interval
-//     from the moment the worker was let go (OK) to its next push, which is
-//     the push-to-push difference whenever it was not held.
-//   - Upper bound. A grant is capped so that the worker never pulls more
-//     than sU ahead: granting at gap g allows r* <= sU - g + 1. At the first
-//     crossing (g = sL+1) the cap is exactly rmax.
-//   - Held workers. A held worker is re-examined after every push (the
-//     slowest one's push is the one it waits for); the controller runs again
-//     from that moment, so it can be let go with new extra iterations.
-//   - Slowest worker. Among the unfinished workers with the smallest clock,
-//     the one whose next push is predicted last (the minimum clock moves
-//     only when all of them have pushed). Without an interval for both
-//     workers (their first iteration) the controller grants nothing.
-//   - Back in range. A worker whose gap is within sL loses unused credit, so
-//     the next crossing consults the controller afresh.
+// How this compares with the rule dml first had, written from the paper's
+// abstract alone before we had the algorithm (ps/dssp.go up to commit
+// 71c5f1b; measured as "dssp-abstract" at commit 0f6d441 and then removed:
+// it was never better, and with a straggler it took 1.3x the wall time of
+// this rule; README, "consistency models"):
+//
+//	                          published (dssp)           from the abstract
+//	iteration interval        push to push (holds too)   OK to next push (compute)
+//	controller consulted by   the fastest, beyond sL     any worker beyond sL
+//	objective                 min |Sim_s[k] - Sim_p[r]|  min wait after p stops
+//	                          (early or late alike)      (Sim_s[k] >= Sim_p[r])
+//	slowest simulated         rmax+1 pushes from A[s][0] until after p stops
+//	held worker               waits until gap <= sL      re-consulted at every push
+//	credit r_p                spent first, even <= sL    dropped when back <= sL
+//	OK with a grant           first extra iteration      first extra iteration
+//	cap at sU                 r* <= sU - gap + 1         r* <= sU - gap + 1
 
-// DSSPExtraIterations is the DSSP synchronisation controller: the number of
-// extra iterations r* in [0, rmax] that minimises the simulated wait of a
-// worker that could stop now (at time now) and whose iterations take
-// fastInterval, for the slowest worker, whose latest push was at slowLast and
-// whose iterations take slowInterval. Non-positive intervals (unknown) or
-// rmax <= 0 give 0.
-func DSSPExtraIterations(now, fastInterval, slowLast, slowInterval time.Duration, rmax int) int {
-	if rmax <= 0 || fastInterval <= 0 || slowInterval <= 0 {
+// DSSPSynchronise is the DSSP synchronisation controller: the number of
+// extra iterations r* in [0, rmax] for worker p, whose latest push was at
+// pLast and whose latest push-to-push interval is pInterval, given the
+// slowest worker's latest push sLast and interval sInterval. It simulates
+// p's pushes at pLast + r*pInterval (r = 0..rmax) and the slowest's at
+// sLast + (k+1)*sInterval (k = 0..rmax) and returns the r whose push is
+// nearest to one of the slowest's (the smallest such r on ties).
+// Non-positive intervals (unknown) or rmax <= 0 give 0.
+func DSSPSynchronise(pLast, pInterval, sLast, sInterval time.Duration, rmax int) int {
+	if rmax <= 0 || pInterval <= 0 || sInterval <= 0 {
 		return 0
 	}
-	best, bestWait := 0, time.Duration(math.MaxInt64)
+	best, bestDist := 0, time.Duration(-1)
 	for r := 0; r <= rmax; r++ {
-		t := now + time.Duration(r)*fastInterval
-		j := time.Duration(1)
-		if d := t - slowLast; d > slowInterval {
-			j = (d + slowInterval - 1) / slowInterval // ceil
-		}
-		if wait := slowLast + j*slowInterval - t; wait < bestWait {
-			best, bestWait = r, wait
+		simP := pLast + time.Duration(r)*pInterval
+		for k := 0; k <= rmax; k++ {
+			d := sLast + time.Duration(k+1)*sInterval - simP
+			if d < 0 {
+				d = -d
+			}
+			if bestDist < 0 || d < bestDist {
+				best, bestDist = r, d
+			}
 		}
 	}
 	return best
 }
 
-// DSSPController is the DSSP consistency controller (see the comment at the
-// top of dssp.go for the rule).
+// pushTimes is one row of DSSP's table A: a worker's two latest push times.
+type pushTimes struct {
+	last, prev time.Duration
+	n          int // pushes recorded, up to 2
+}
+
+func (a *pushTimes) record(now time.Duration) {
+	a.prev, a.last = a.last, now
+	a.n = min(a.n+1, 2)
+}
+
+// interval is the latest push-to-push interval, 0 if unknown.
+func (a pushTimes) interval() time.Duration {
+	if a.n < 2 {
+		return 0
+	}
+	return a.last - a.prev
+}
+
+// DSSPController is the DSSP consistency controller, the published rule
+// (see the comment at the top of dssp.go).
 type DSSPController struct {
 	clocks
 	low, high int
 
-	lastPush    []time.Duration // time of w's latest push
-	pushed      []bool          // whether lastPush is set
-	released    []time.Duration // when w's current iteration was let go; -1 unknown
-	interval    []time.Duration // w's latest iteration interval; 0 unknown
-	credit      []int           // extra iterations still granted to w
-	mayProceed  []bool          // w has been let go for its next iteration
-	grantCounts []int           // grantCounts[r]: controller consultations giving r
+	table       []pushTimes // A
+	credit      []int       // r_p: extra iterations still granted
+	ok          []bool      // w has been let go for its next iteration
+	grantCounts []int       // grantCounts[r]: controller answers r
 }
 
 // NewDSSPController returns a DSSP controller for n workers with staleness
@@ -115,91 +154,94 @@ func NewDSSPController(n, low, high int) (*DSSPController, error) {
 	}
 	d := &DSSPController{
 		clocks: newClocks(n), low: low, high: high,
-		lastPush: make([]time.Duration, n), pushed: make([]bool, n),
-		released: make([]time.Duration, n), interval: make([]time.Duration, n),
-		credit: make([]int, n), mayProceed: make([]bool, n),
+		table: make([]pushTimes, n), credit: make([]int, n), ok: make([]bool, n),
 		grantCounts: make([]int, high-low+1),
 	}
-	for w := range d.released {
-		d.released[w] = -1
-		d.mayProceed[w] = true // everyone may start iteration 0
+	for w := range d.ok {
+		d.ok[w] = true // everyone may start iteration 0
 	}
 	return d, nil
 }
 
-// Grants returns how many times the synchronisation controller granted r
-// extra iterations, for r = 0..sU-sL (a held worker re-examined counts again).
+// Grants returns how many times the synchronisation controller answered r
+// extra iterations, for r = 0..sU-sL.
 func (d *DSSPController) Grants() []int { return append([]int(nil), d.grantCounts...) }
 
-// Pushed implements Controller.
+// Credit is r_p, the extra iterations worker w has been granted and not yet
+// started.
+func (d *DSSPController) Credit(w int) int { return d.credit[w] }
+
+// Pushed implements Controller: the server's steps 1-5 for a push of w.
 func (d *DSSPController) Pushed(w int, now time.Duration) {
 	d.clock[w]++
-	if d.released[w] >= 0 {
-		d.interval[w] = now - d.released[w]
-	}
-	d.lastPush[w], d.pushed[w] = now, true
-	d.mayProceed[w] = d.decide(w, now)
-	d.released[w] = -1
-	if d.mayProceed[w] {
-		d.released[w] = now
-	}
+	d.table[w].record(now)
+	d.ok[w] = d.decide(w)
 }
 
 // Finished implements Controller.
 func (d *DSSPController) Finished(w int) { d.finished[w] = true }
 
-// MayProceed implements Controller.
-func (d *DSSPController) MayProceed(w int, now time.Duration) bool {
-	if !d.mayProceed[w] {
-		d.mayProceed[w] = d.decide(w, now)
+// MayProceed implements Controller. A held worker is let go once it is
+// within sL of the slowest; it is not offered new extra iterations.
+func (d *DSSPController) MayProceed(w int, _ time.Duration) bool {
+	if !d.ok[w] && d.gap(w) <= d.low {
+		d.ok[w] = true
 	}
-	if d.mayProceed[w] && d.released[w] < 0 {
-		d.released[w] = now
-	}
-	return d.mayProceed[w]
+	return d.ok[w]
 }
 
-// decide applies the server rule for worker w at time now.
-func (d *DSSPController) decide(w int, now time.Duration) bool {
-	g := d.gap(w)
-	if g <= d.low {
-		d.credit[w] = 0
-		return true
-	}
+// decide is the server's answer to w's push: OK (true) or hold.
+func (d *DSSPController) decide(w int) bool {
 	if d.credit[w] > 0 {
 		d.credit[w]--
 		return true
 	}
-	r := d.grant(w, now, g)
-	d.grantCounts[r]++
-	if r > 0 {
-		d.credit[w] = r - 1
+	g := d.gap(w)
+	if g <= d.low {
 		return true
 	}
-	return false
+	if !d.fastest(w) {
+		return false
+	}
+	r := d.synchronise(w, g)
+	d.grantCounts[r]++
+	if r == 0 {
+		return false
+	}
+	d.credit[w] = r - 1
+	return true
 }
 
-// grant runs the synchronisation controller for w at gap g > low.
-func (d *DSSPController) grant(w int, now time.Duration, g int) int {
-	rmax := min(d.high-d.low, d.high-g+1)
-	if rmax <= 0 || d.interval[w] <= 0 {
-		return 0
+// fastest reports whether no unfinished worker is ahead of w.
+func (d *DSSPController) fastest(w int) bool {
+	for v, c := range d.clock {
+		if !d.finished[v] && c > d.clock[w] {
+			return false
+		}
 	}
+	return true
+}
+
+// synchronise runs the controller for w at gap g > sL.
+func (d *DSSPController) synchronise(w, g int) int {
+	rmax := min(d.high-d.low, d.high-g+1)
 	m := d.MinClock()
 	slow, slowNext := -1, time.Duration(0)
 	for v, c := range d.clock {
 		if v == w || d.finished[v] || c != m {
 			continue
 		}
-		if !d.pushed[v] || d.interval[v] <= 0 {
+		iv := d.table[v].interval()
+		if iv <= 0 {
 			return 0 // a slowest worker we cannot predict
 		}
-		if next := d.lastPush[v] + d.interval[v]; slow < 0 || next > slowNext {
+		if next := d.table[v].last + iv; slow < 0 || next > slowNext {
 			slow, slowNext = v, next
 		}
 	}
 	if slow < 0 {
 		return 0
 	}
-	return DSSPExtraIterations(now, d.interval[w], d.lastPush[slow], d.interval[slow], rmax)
+	a, s := d.table[w], d.table[slow]
+	return DSSPSynchronise(a.last, a.interval(), s.last, s.interval(), rmax)
 }

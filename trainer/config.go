@@ -178,7 +178,7 @@ func (p PSConfig) validate() error {
 	switch {
 	case p.Servers < 1:
 		return bad("PS.Servers", "%d must be at least 1", p.Servers)
-	case p.Consistency > ps.DSSP:
+	case !p.Consistency.Valid():
 		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
 	case p.Staleness < 0:
 		return bad("PS.Staleness", "%d must not be negative", p.Staleness)

@@ -75,10 +75,12 @@ type adpsgdStrategy struct {
 	step   int // steps run by this rank
 
 	// active ranks
-	peer       int
-	theirs     []float32 // the partner's model, as it answered
-	send, recv collectives.Request
-	sentAt     time.Time
+	peer    int
+	theirs  []float32 // the partner's model, as it answered
+	overlap bool      // average on a goroutine while the gradient is computed
+	avgDone chan error
+	avgErr  error   // the averaging's outcome (without overlap)
+	avgSec  float64 // its time (without overlap)
 
 	// passive ranks
 	mu     sync.Mutex // guards x (and the optimizer update of it)
@@ -148,6 +150,7 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	s := &adpsgdStrategy{localModel: l, train: train, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
 	s.theirs = make([]float32, len(params))
+	s.overlap, s.avgDone = j.cfg.Overlap, make(chan error, 1)
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
@@ -180,9 +183,9 @@ func (s *adpsgdStrategy) Describe() string {
 
 func (s *adpsgdStrategy) Scope() Scope { return ScopeWorker }
 
-// Prepare uploads the batch and, on an active rank, starts the averaging
-// with a random passive neighbour (x is the model the gradient is computed
-// at: Params holds it since the last update). On a passive rank it copies
+// Prepare uploads the batch and, on an active rank, averages (or starts
+// averaging) with a random passive neighbour (x is the model the gradient
+// is computed at: Params holds it since the last update). On a passive rank it copies
 // x, which its server may change at any time, into Params (x̂).
 func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	s.n = len(idx)
@@ -198,19 +201,40 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 		s.mu.Unlock()
 		return err
 	}
-	c := s.j.Comm
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
+	if s.overlap {
+		go func() { s.avgDone <- s.average(s.peer) }()
+		return nil
+	}
+	t0 := time.Now()
+	s.avgErr = s.average(s.peer)
+	s.avgSec = time.Since(t0).Seconds()
+	return nil
+}
+
+// average sends x to passive rank peer and receives its model into
+// theirs: the message half of an averaging (Exchange does the arithmetic).
+// It runs while the gradient is computed, on a goroutine of its own with
+// --overlap (which keeps MPI progressing both transfers: a rank busy
+// computing does not, and a large message needs both sides), or before
+// the gradient otherwise; either way it holds the partner's server only
+// for the two transfers, never for this rank's computation.
+func (s *adpsgdStrategy) average(peer int) error {
+	c := s.j.Comm
+	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
+	defer sp.End()
 	var hdr [ctlLen]byte
-	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), s.peer, tagGossipCtl); err != nil {
-		return fmt.Errorf("adpsgd: asking passive rank %d to average: %w", s.peer, err)
+	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), peer, tagGossipCtl); err != nil {
+		return fmt.Errorf("adpsgd: asking passive rank %d to average: %w", peer, err)
 	}
-	s.sentAt = time.Now()
-	if s.recv, err = c.Irecv(s.theirs, s.peer, tagGossipModel); err != nil {
-		return fmt.Errorf("adpsgd: receiving the model of passive rank %d: %w", s.peer, err)
+	recv, err := c.Irecv(s.theirs, peer, tagGossipModel)
+	if err != nil {
+		return fmt.Errorf("adpsgd: receiving the model of passive rank %d: %w", peer, err)
 	}
-	if s.send, err = c.Isend(s.x, s.peer, tagGossipModel); err != nil {
-		s.recv.Wait()
-		return fmt.Errorf("adpsgd: sending the model to passive rank %d: %w", s.peer, err)
+	errS := collectives.Send(c, s.x, peer, tagGossipModel)
+	errR := recv.Wait()
+	if err := errors.Join(errS, errR); err != nil {
+		return fmt.Errorf("adpsgd: averaging with passive rank %d: %w", peer, err)
 	}
 	return nil
 }
@@ -224,18 +248,23 @@ func (s *adpsgdStrategy) Compute() error {
 // to the model as it is now.
 func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 	t0 := time.Now()
+	wait := 0.0
 	if s.active {
-		sp := s.j.tr.Begin("average").Cat(trace.Wait).Arg("partner", s.peer)
-		errS := s.send.Wait()
-		errR := s.recv.Wait()
-		sp.End()
-		if err := errors.Join(errS, errR); err != nil {
-			return StepStats{}, fmt.Errorf("adpsgd: averaging with passive rank %d: %w", s.peer, err)
+		err := s.avgErr
+		if s.overlap {
+			sp := s.j.tr.Begin("wait-partner").Cat(trace.Wait).Arg("partner", s.peer)
+			err = <-s.avgDone
+			sp.End()
+			wait = time.Since(t0).Seconds()
+		} else {
+			wait = s.avgSec
+		}
+		if err != nil {
+			return StepStats{}, err
 		}
 		gossip.AverageInto(s.x, s.theirs)
 		s.averagings.Add(1)
 	}
-	wait := time.Since(t0).Seconds()
 	s.waitSec += wait
 	st, err := s.stepStats(s.n)
 	if err != nil {
@@ -508,7 +537,7 @@ type passiveServer struct {
 }
 
 // maxLag is how many steps a passive rank may run without being averaged.
-const maxLag = 2
+const maxLag = 4
 
 // pollEvery is how long the server waits for a message before it looks
 // at its progress counters and its partners' silence again.

@@ -210,14 +210,16 @@ func (s *dpsgdStrategy) mix() {
 	}
 }
 
-// EndEpoch: the mean share of step time spent waiting for neighbours, the
-// consensus distance, and the reporting rank's averaging figures.
+// EndEpoch: the job's samples/s (summed over ranks: the loop measured
+// this rank's), the mean share of step time spent waiting for neighbours,
+// the consensus distance, and the reporting rank's averaging figures.
 func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
-	fr := []float32{float32(commSec), float32(stepSec)}
-	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Avg, collectives.Tree); err != nil {
+	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
+	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
 		return err
 	}
 	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
+	st.SamplesPerSec = float64(fr[2])
 	dist, err := s.consensus()
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -194,36 +193,42 @@ func cmdBenchConsistency(args []string, stdout io.Writer) error {
 	var cf commonFlags
 	fs := newFlags("bench consistency", `Usage: mpirun -np N dml bench consistency [training flags] [flags]
 
-Trains the same job through the parameter server under each consistency
-model (--models), first with all workers at full speed, then with one
-worker slowed by --straggle RANK:FACTOR (a real delay in its step), and
-prints for each run the time to reach --target test accuracy, the final
-accuracy, the largest staleness seen and the mean time a worker waited.
-Default job: an MLP on synthetic 10-class data. Every training flag of
-'dml train' applies (--data, --model, --servers, --staleness, …).`, stdout)
+Trains the same job under each strategy (--models): through the parameter
+server under each consistency model, and with AllReduce, D-PSGD and
+AD-PSGD; first with all ranks at full speed, then with one worker slowed by
+--straggle RANK:FACTOR (a real delay in its step; default: the last rank,
+4×), and prints for each run the time to reach --target test accuracy, the
+final accuracy, the largest staleness seen and the time a worker waited
+(parameter server: the mean per worker; dpsgd, adpsgd: the reporting
+rank's wait for its partners). Default job: an MLP on synthetic 10-class
+data. Every training flag of 'dml train' applies (--data, --model,
+--servers, --staleness, --topology, …); --sync is set by each strategy.`, stdout)
 	registerTrainFlags(fs, &cfg)
-	models := fs.String("models", "bsp,ssp,asp,dssp", "consistency models to compare")
+	models := fs.String("models", strings.Join(bench.Strategies, ","), "strategies to compare: "+strings.Join(bench.Strategies, ", ")+" (a name may repeat)")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	cf.register(fs, os.Stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if cfg.Sync != trainer.SyncPS {
-		return usageErr("bench consistency: runs through the parameter server (--sync ps)")
-	}
 	cfg.Timeout = cf.timeout
-	var list []ps.Consistency
+	var list []bench.Strategy
 	for _, m := range strings.Split(*models, ",") {
-		m = strings.TrimSpace(m)
-		c, err := ps.ParseConsistency(m)
+		st, err := bench.ParseStrategy(strings.TrimSpace(m))
 		if err != nil {
 			return usageErr("bench consistency: --models: %v", err)
 		}
-		list = append(list, c)
+		list = append(list, st)
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageErr("bench consistency: %s", flagError(err))
+	}
+	for _, m := range list {
+		job := cfg
+		m.Apply(&job)
+		if err := job.Validate(); err != nil {
+			return usageErr("bench consistency: %s: %s", m.Name, flagError(err))
+		}
 	}
 	if err := bench.CheckFormat(*format); err != nil {
 		return usageErr("bench consistency: --format: %v", err)
@@ -236,14 +241,18 @@ Default job: an MLP on synthetic 10-class data. Every training flag of
 	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
-		if err := cfg.ValidateWorld(c.Size()); err != nil {
-			return usageErr("%s", flagError(err))
+		for _, m := range list {
+			job := cfg
+			m.Apply(&job)
+			if err := job.ValidateWorld(c.Size()); err != nil {
+				return usageErr("bench consistency: %s: %s", m.Name, flagError(err))
+			}
 		}
 		st := cfg.Straggle
 		if st.Rank < 0 {
 			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
 		}
-		bc := bench.ConsistencyConfig{Base: cfg, Models: list, Straggle: st, Target: *target}
+		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target}
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {

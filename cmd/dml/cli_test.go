@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,7 @@ func TestPSUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps)`},
+		{[]string{"train", "--sync", "gossip"}, `unknown sync "gossip" (want allreduce, ps, dpsgd, adpsgd)`},
 		{[]string{"train", "--sync", "ps", "--consistency", "eventual"}, `unknown consistency "eventual"`},
 		{[]string{"train", "--sync", "ps", "--staleness", "-1"}, "--staleness -1 must not be negative"},
 		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
@@ -271,7 +272,7 @@ func TestPSUsageErrors(t *testing.T) {
 		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
 		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
 		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: ps: unknown consistency "lazy"`},
-		{[]string{"bench", "consistency", "--sync", "allreduce"}, "runs through the parameter server"},
+		{[]string{"bench", "consistency", "--models", "bsp,allreduce"}, "bsp: --servers 1 needs at least 2 ranks"},
 		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
 		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},
 	} {
@@ -342,8 +343,25 @@ func TestBenchConsistency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1+8 || rows[0][0] != "consistency" {
-		t.Fatalf("want a header and 8 runs (4 models × with/without straggler):\n%s", r.stdout)
+	if len(rows) != 1+14 || rows[0][0] != "consistency" {
+		t.Fatalf("want a header and 14 runs (7 strategies × with/without straggler):\n%s", r.stdout)
+	}
+	for _, row := range rows[1:] {
+		if acc, err := strconv.ParseFloat(row[4], 64); err != nil || !(acc > 0.5) {
+			t.Errorf("%s straggler %s: final accuracy %q, want > 0.5", row[0], row[1], row[4])
+		}
+	}
+	r = dml(t, 3, "bench", "consistency", "--models", "bsp,gossip")
+	if r.code != 2 || !strings.Contains(r.stderr, "gossip") {
+		t.Errorf("unknown strategy: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 6, "bench", "consistency", "--models", "dpsgd", "--topology", "torus", "--samples", "2000", "--epochs", "1")
+	if r.code != 0 {
+		t.Errorf("dpsgd on a 2×3 torus: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 5, "bench", "consistency", "--models", "adpsgd", "--topology", "torus")
+	if r.code != 2 || !strings.Contains(r.stderr, "torus") {
+		t.Errorf("adpsgd on a torus of 5: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -423,5 +441,34 @@ func TestWithoutOpenBLAS(t *testing.T) {
 	r = dml(t, 0, "train", "--data", "synthetic", "--epochs", "1")
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "backend blas") {
 		t.Errorf("auto with OpenBLAS: exit %d, stdout %q, stderr %q; want a quiet run on blas", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestGossipSilentPartner: a rank that stops answering (a straggler
+// slowed a millionfold) under dpsgd or adpsgd makes its partners report it
+// by rank within --timeout, and the job fails instead of hanging.
+func TestGossipSilentPartner(t *testing.T) {
+	for _, tc := range []struct{ sync, rank string }{{"dpsgd", "1"}, {"adpsgd", "2"}} {
+		start := time.Now()
+		r := dml(t, 4, "train", "--sync", tc.sync, "--data", "synthetic", "--samples", "4000",
+			"--straggle", tc.rank+":1000000", "--timeout", "2s")
+		if r.code == 0 || !strings.Contains(r.stderr, "rank "+tc.rank) || time.Since(start) > 60*time.Second {
+			t.Errorf("%s: exit %d after %v, stderr %q: want a failure naming rank %s", tc.sync, r.code, time.Since(start), r.stderr, tc.rank)
+		}
+	}
+}
+
+// TestGossipUnderMPI: both decentralized strategies train under mpirun
+// on 4 ranks and save the consensus weights.
+func TestGossipUnderMPI(t *testing.T) {
+	for _, s := range []string{"dpsgd", "adpsgd"} {
+		w := filepath.Join(t.TempDir(), s+".npz")
+		r := dml(t, 4, "train", "--sync", s, "--topology", "exp", "--data", "synthetic", "--samples", "4000", "--epochs", "2", "--save", w)
+		if r.code != 0 || !strings.Contains(r.stdout, "consensus") {
+			t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", s, r.code, r.stdout, r.stderr)
+		}
+		if fi, err := os.Stat(w); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: no weights saved: %v", s, err)
+		}
 	}
 }
