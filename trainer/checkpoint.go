@@ -332,6 +332,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		return nil, nil
 	}
 	c := j.Comm
+	t0 := time.Now()
 	var ck *checkpoint
 	var path string
 	var pickErr error
@@ -408,7 +409,8 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		}
 	}
 	if c.Rank() == 0 && j.Out != nil {
-		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d (%d steps run)\n", path, r.Epoch, r.Step, r.Steps)
+		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d (%d steps run), read and sent to every rank in %.0f ms\n",
+			path, r.Epoch, r.Step, r.Steps, 1e3*time.Since(t0).Seconds())
 	}
 	return r, nil
 }
