@@ -387,3 +387,26 @@ print(json.loads(bytes(c["meta.json"]))["position"]["steps"], len(w.files))
 		t.Fatalf("numpy printed %q, want steps 17 and 4 arrays", got)
 	}
 }
+
+// TestCheckpointAsyncResumes: under ssp, asp and dssp a checkpoint resumes
+// (servers at the reporting worker's clock, every worker at its position)
+// and training runs to its end; the weights are not compared (asynchronous
+// runs differ run to run).
+func TestCheckpointAsyncResumes(t *testing.T) {
+	for _, c := range []ps.Consistency{ps.SSP, ps.ASP, ps.DSSP} {
+		t.Run(c.String(), func(t *testing.T) {
+			cfg := synthCfg()
+			cfg.Sync, cfg.PS.Consistency, cfg.Epochs = SyncPS, c, 3
+			dir := t.TempDir()
+			first := cfg
+			first.MaxSteps = 12
+			_, errs := runCkpt(t, 3, first, Checkpointing{Dir: dir, Every: 5}, 0)
+			noErrs(t, errs)
+			res, errs := runCkpt(t, 3, cfg, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+			noErrs(t, errs)
+			if n := res[1].Steps; n != 3*13 {
+				t.Errorf("resumed run ends after %d steps, want %d", n, 3*13)
+			}
+		})
+	}
+}
