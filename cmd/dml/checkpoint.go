@@ -23,7 +23,7 @@ type checkpointFlags struct {
 }
 
 func (f *checkpointFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.ck.Dir, "checkpoint-dir", "", "write checkpoints (weights, optimizer state, position; an .npz numpy reads) into this folder, atomically, and a final one when a signal stops training")
+	fs.StringVar(&f.ck.Dir, "checkpoint-dir", "", "write checkpoints (weights, optimizer state, position; an .npz numpy reads) into this folder, atomically: on the --checkpoint-every schedule, at the end of training, and when a signal stops it")
 	fs.StringVar(&f.every, "checkpoint-every", "", "checkpoint every N steps, or every N epochs with Ne (e.g. 500, 1e); needs --checkpoint-dir")
 	fs.IntVar(&f.ck.Keep, "keep", trainer.DefaultKeep, "keep the newest K checkpoints in --checkpoint-dir")
 	fs.Var(resumeFlag{&f.ck}, "resume", "resume from the newest valid checkpoint in --checkpoint-dir (--resume), or from a file (--resume FILE)")
@@ -35,7 +35,7 @@ type resumeFlag struct{ ck *trainer.Checkpointing }
 
 func (f resumeFlag) String() string {
 	if f.ck == nil {
-		return ""
+		return "false"
 	}
 	if f.ck.ResumeFile != "" {
 		return f.ck.ResumeFile
