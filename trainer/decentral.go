@@ -264,5 +264,5 @@ func (j *job) runDecentralized(m *model.Model, params []float32, train, test *da
 	}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = float64(tot[0]) / res.WallSec
-	return res, j.finish(res)
+	return j.finishRun(res) // ErrInterrupted after a stop (checkpoint.go)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pkg/profile"
@@ -253,7 +254,9 @@ Examples:
 	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs, stderr)
-	if err := parse(fs, args); err != nil {
+	var ckf checkpointFlags
+	ckf.register(fs)
+	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
 	bar, err := showProgress(*progress, stdout)
@@ -284,6 +287,10 @@ Examples:
 	if err != nil {
 		return err
 	}
+	ck, err := ckf.check()
+	if err != nil {
+		return err
+	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
@@ -299,8 +306,21 @@ Examples:
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		got := func() os.Signal { return nil }
+		if cfg.StopsAtBoundaries() {
+			var done func()
+			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			defer done()
+		}
 		if _, err := tr.Run(cfg); err != nil {
+			if errors.Is(err, trainer.ErrInterrupted) {
+				status := exitStatus(syscall.SIGTERM) // another rank's signal
+				if s := got(); s != nil {
+					status = exitStatus(s)
+				}
+				return interrupted{err, status}
+			}
 			return flagErrorWrap(err)
 		}
 		return nil
