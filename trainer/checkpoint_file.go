@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dml-project/dml/trainer/atomicfile"
 	"io"
 	"math"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 )
 
