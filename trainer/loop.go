@@ -109,7 +109,7 @@ func (j *job) evalDue(epoch int, last bool) bool {
 // in the strategy's Scope.
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), start.Steps > 0)
 	if err != nil {
 		return start, 0, err
 	}

@@ -59,15 +59,30 @@ type metricsFile struct {
 	size int64 // bytes of whole lines written
 }
 
-func openMetrics(path string) (*metricsFile, error) {
+// openMetrics starts a metrics file at path (""): none), or, with
+// resumed, adds to what the interrupted run wrote there.
+func openMetrics(path string, resumed bool) (*metricsFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Create(path)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if resumed {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics: %w", err)
 	}
-	return &metricsFile{f: f}, nil
+	m := &metricsFile{f: f}
+	if resumed {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("--metrics: %w", err)
+		}
+		m.size = fi.Size()
+	}
+	return m, nil
 }
 
 func (m *metricsFile) write(v any) error {
