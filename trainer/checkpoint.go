@@ -249,7 +249,9 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; epochs and --max-steps may differ)",
 			m.ConfigHash, cfg.checkpointHash())
-	case (c.OptState != nil) != cfg.Opt.Kind.HasState():
+	case cfg.Sync == SyncDPSGD && m.RankStates != j.Comm.Size():
+		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", m.RankStates, j.Comm.Size())
+	case cfg.Sync != SyncDPSGD && (c.OptState != nil) != cfg.Opt.Kind.HasState():
 		return fmt.Sprintf("its optimizer state does not fit %v", cfg.Opt.Kind)
 	case m.Residues != 0 && m.Residues != j.sched.ranks*j.residueFilters() || m.Residues == 0 && j.residueFilters() > 0:
 		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, j.sched.ranks*j.residueFilters())
@@ -320,6 +322,8 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 type resumed struct {
 	Position
 	params, opt []float32
+	// own is this rank's own model and optimizer state (dpsgd).
+	own []float32
 	// residues are this worker's filter residues, one per filter (nil
 	// entries for filters without one).
 	residues [][]float32
@@ -336,7 +340,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	var ck *checkpoint
 	var path string
 	var pickErr error
-	head := make([]float32, 6) // ok, epoch, step, steps, has opt state, residues
+	head := make([]float32, 7) // ok, epoch, step, steps, has opt state, residues, rank states
 	if c.Rank() == 0 {
 		ck, path, pickErr = j.pickCheckpoint(arch)
 		switch {
@@ -344,7 +348,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			head[0] = intBits(-1)
 		case ck != nil:
 			head = []float32{intBits(1), intBits(ck.Meta.Epoch), intBits(ck.Meta.Step), intBits(ck.Meta.Steps),
-				intBits(len(ck.OptState)), intBits(len(ck.Residues))}
+				intBits(len(ck.OptState)), intBits(len(ck.Residues)), intBits(len(ck.RankStates))}
 		}
 	}
 	if err := collectives.Broadcast(c, head, 0); err != nil {
@@ -406,6 +410,11 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 					k++
 				}
 			}
+		}
+	}
+	if bitsInt(head[6]) > 0 {
+		if err := r.takeRankState(c, ck); err != nil {
+			return nil, err
 		}
 	}
 	if c.Rank() == 0 && j.Out != nil {
@@ -588,8 +597,8 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		case ck.ResumeLatest && ck.Dir == "":
 			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
 		}
-		if cfg.Sync.Decentralized() && (ck.enabled() || ck.resuming()) {
-			return bad("Sync", "%v: checkpoints are not written for decentralized training yet (every rank keeps its own model and optimizer state)", cfg.Sync)
+		if cfg.Sync == SyncADPSGD && (ck.enabled() || ck.resuming()) {
+			return bad("Sync", "%v: checkpoints are not written for asynchronous decentralized training (its ranks share no step boundary to write one at)", cfg.Sync)
 		}
 		if cfg.Sync == SyncPS && cfg.PS.Consistency != ps.BSP && (ck.enabled() || ck.resuming()) {
 			if specs, err := ps.ParseFilters(cfg.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {
@@ -657,4 +666,75 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 		}
 	}
 	return s.Comm.RecvBytesWithin(from, tag, d)
+}
+
+// tagRankState carries a dpsgd rank's own state to and from rank 0.
+const tagRankState = 30714
+
+// takeRankState hands each rank its own state from the checkpoint rank 0
+// read (dpsgd): rank 0 sends rank r its entry, length first.
+func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
+	if c.Rank() == 0 {
+		for q := 1; q < c.Size(); q++ {
+			st := ck.RankStates[q]
+			if err := collectives.Send(c, []float32{intBits(len(st))}, q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+			if err := collectives.Send(c, st, q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+		}
+		r.own = ck.RankStates[0]
+		return nil
+	}
+	n := []float32{0}
+	if err := collectives.Recv(c, n, 0, tagRankState); err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	r.own = make([]float32, bitsInt(n[0]))
+	if err := collectives.Recv(c, r.own, 0, tagRankState); err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	return nil
+}
+
+// saveState (dpsgd): rank 0 collects every rank's own model and optimizer
+// state; the checkpoint's weights are their average, the consensus model.
+func (s *dpsgdStrategy) saveState() (*checkpoint, error) {
+	c := s.j.Comm
+	mine := slices.Clone(s.x)
+	if s.opt.StateLen() > 0 {
+		st, err := s.opt.SaveState()
+		if err != nil {
+			return nil, err
+		}
+		mine = append(mine, st...)
+	}
+	avg := slices.Clone(s.x)
+	if err := collectives.Allreduce(c, avg, collectives.Avg, s.j.cfg.Allreduce); err != nil {
+		return nil, fmt.Errorf("checkpoint: averaging the models: %w", err)
+	}
+	if c.Rank() != 0 {
+		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: sending this rank's model to rank 0: %w", err)
+		}
+		return nil, nil
+	}
+	ck := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: [][]float32{mine}}
+	for q := 1; q < c.Size(); q++ {
+		st := make([]float32, len(mine))
+		if err := collectives.Recv(c, st, q, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: receiving rank %d's model: %w", q, err)
+		}
+		ck.RankStates = append(ck.RankStates, st)
+	}
+	return ck, nil
+}
+
+// ownState is this rank's own state to resume from (dpsgd), or nil.
+func (r *resumed) ownState() []float32 {
+	if r == nil {
+		return nil
+	}
+	return r.own
 }

@@ -65,6 +65,9 @@ type checkpointMeta struct {
 	Position    `json:"position"`
 	// Residues is the number of residue.workerK entries.
 	Residues int `json:"residues,omitempty"`
+	// RankStates is the number of rankR.state entries (dpsgd: every rank's
+	// own model, then its optimizer state).
+	RankStates int `json:"rank_states,omitempty"`
 }
 
 // checkpoint is a checkpoint file's contents.
@@ -73,6 +76,10 @@ type checkpoint struct {
 	Params   []float32
 	OptState []float32   // nil for sgd
 	Residues [][]float32 // per worker, or nil
+	// RankStates holds, under dpsgd, each rank's model followed by its
+	// optimizer state (Params is then the ranks' average, the consensus
+	// model, for numpy).
+	RankStates [][]float32
 }
 
 // encode writes c as the .npz bytes described above.
@@ -107,6 +114,12 @@ func (c *checkpoint) encode() ([]byte, error) {
 	c.Meta.Residues = len(c.Residues)
 	for w, r := range c.Residues {
 		if err := add(fmt.Sprintf("residue.worker%d.npy", w), npyFloat32(r, len(r))); err != nil {
+			return nil, err
+		}
+	}
+	c.Meta.RankStates = len(c.RankStates)
+	for r, st := range c.RankStates {
+		if err := add(fmt.Sprintf("rank%d.state.npy", r), npyFloat32(st, len(st))); err != nil {
 			return nil, err
 		}
 	}
@@ -304,6 +317,21 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 			return nil, err
 		}
 		c.Residues = append(c.Residues, r)
+	}
+	for r := range c.Meta.RankStates {
+		name := fmt.Sprintf("rank%d.state.npy", r)
+		data, ok := entries[name]
+		if !ok {
+			return nil, fmt.Errorf("no %s", name)
+		}
+		st, sh, err := parseNpyFloat32(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(sh) != 1 || sh[0] < p {
+			return nil, fmt.Errorf("%s has shape %v, want at least the model's %d values", name, sh, p)
+		}
+		c.RankStates = append(c.RankStates, st)
 	}
 	return c, nil
 }

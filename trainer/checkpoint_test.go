@@ -51,6 +51,21 @@ func runCkptStop(t *testing.T, n int, cfg Config, ck Checkpointing, stopRank, st
 	return res, errs
 }
 
+// runWorldCkpt trains cfg with checkpoint settings ck and no Stop.
+func runWorldCkpt(t *testing.T, n int, cfg Config, ck Checkpointing) ([]*Result, []error) {
+	t.Helper()
+	w := local.NewWorld(n)
+	w.SetTimeout(20 * time.Second)
+	res := make([]*Result, n)
+	errs := w.Run(func(c *local.Comm) error {
+		mine := ck
+		var err error
+		res[c.Rank()], err = (&Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}).Run(cfg)
+		return err
+	})
+	return res, errs
+}
+
 func noErrs(t *testing.T, errs []error) {
 	t.Helper()
 	for r, err := range errs {
@@ -83,6 +98,7 @@ func ckptCases() []ckptCase {
 		{"ps-bsp-1server", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
 		{"ps-bsp-2servers", 4, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 2 }},
 		{"ps-bsp-sigmod", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Filters = SyncPS, 1, "sigmod:0.01" }},
+		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology, c.Epochs = SyncDPSGD, gossip.Ring, 4 }},
 	}
 }
 
@@ -278,7 +294,8 @@ func TestCheckpointAsyncResidueRefused(t *testing.T) {
 }
 
 // TestStopDPSGD: under dpsgd a stop request of one rank stops every rank
-// after the same step (the one-float vote); checkpoints are refused.
+// after the same step (the one-float vote); checkpoints are refused under
+// adpsgd, which has no common step boundary.
 func TestStopDPSGD(t *testing.T) {
 	cfg := gossipCfg(SyncDPSGD, gossip.Ring)
 	res, errs := runCkpt(t, 3, cfg, Checkpointing{}, 4)
@@ -287,9 +304,9 @@ func TestStopDPSGD(t *testing.T) {
 			t.Fatalf("rank %d: %v (result %v), want an interruption after 4 steps", r, err, res[r])
 		}
 	}
-	_, errs = runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "decentralized") {
-		t.Fatalf("checkpoints under dpsgd: %v", errs[0])
+	_, errs = runWorldCkpt(t, 3, gossipCfg(SyncADPSGD, gossip.Ring), Checkpointing{Dir: t.TempDir(), Every: 2})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "asynchronous decentralized") {
+		t.Fatalf("checkpoints under adpsgd: %v", errs[0])
 	}
 }
 

@@ -176,6 +176,7 @@ func mpiCkptCases() []mpiCkptCase {
 		{"allreduce", 2, []string{"--sync", "allreduce"}, -1},
 		{"ps-bsp-1server", 3, []string{"--sync", "ps", "--servers", "1", "--consistency", "bsp"}, -1},
 		{"ps-bsp-2servers", 4, []string{"--sync", "ps", "--servers", "2", "--consistency", "bsp"}, 1},
+		{"dpsgd", 3, []string{"--sync", "dpsgd", "--topology", "ring"}, -1},
 	}
 }
 
