@@ -115,6 +115,11 @@ type Config struct {
 	// (not agreed: servers handle both; for comparisons and tests).
 	InlineValues bool
 
+	// Restore, if not nil, starts the servers from a checkpoint: its
+	// optimizer state and every worker's clock (the weights are
+	// RunServer's initial argument). Not agreed; see snapshot.go.
+	Restore *Restore
+
 	// Now is the clock of the drivers: RunServer reads it and passes the
 	// time to Server.Step and Server.Tick (the Server itself reads no
 	// clock), and a Worker times its waits and its silence limit with it.

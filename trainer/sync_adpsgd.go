@@ -283,7 +283,7 @@ type syncPoint struct {
 // the samples this rank trained on.
 func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 	j, cfg := s.j, s.j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), false)
 	if err != nil {
 		return 0, err
 	}

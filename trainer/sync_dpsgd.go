@@ -59,6 +59,12 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 	if err != nil {
 		return nil, err
 	}
+	if own := j.resume.ownState(); own != nil {
+		if err := l.restore(own); err != nil {
+			l.free()
+			return nil, err
+		}
+	}
 	r := j.Comm.Rank()
 	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
 	self, w := g.Weights(r)

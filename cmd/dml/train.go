@@ -7,11 +7,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pkg/profile"
@@ -25,6 +25,7 @@ import (
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -245,6 +246,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -275,7 +277,9 @@ Examples:
 	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs, stderr)
-	if err := parse(fs, args); err != nil {
+	var ckf checkpointFlags
+	ckf.register(fs)
+	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
 	bar, err := showProgress(*progress, stdout)
@@ -307,6 +311,10 @@ Examples:
 	if err != nil {
 		return err
 	}
+	ck, err := ckf.check()
+	if err != nil {
+		return err
+	}
 	return withWorld(func(c collectives.Comm) error {
 		defer cf.begin(c)()
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
@@ -322,8 +330,21 @@ Examples:
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		got := func() os.Signal { return nil }
+		if cfg.StopsAtBoundaries() {
+			var done func()
+			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			defer done()
+		}
 		if _, err := tr.Run(cfg); err != nil {
+			if errors.Is(err, trainer.ErrInterrupted) {
+				status := exitStatus(syscall.SIGTERM) // another rank's signal
+				if s := got(); s != nil {
+					status = exitStatus(s)
+				}
+				return interrupted{err, status}
+			}
 			return flagErrorWrap(err)
 		}
 		return nil
@@ -511,6 +532,7 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.MaxFeatures": "--max-features",
 }
 
 // flagError words a configuration error with the flag a person typed:
@@ -534,21 +556,14 @@ func flagErrorWrap(err error) error {
 	return err
 }
 
-// checkOutputDir fails early, before any training, when path's folder does
-// not exist (the file itself is written later).
+// checkOutputDir fails early, before any training, when path could not be
+// written later: its folder is missing or not writable (a temporary file is
+// created and removed there), or path is a folder.
 func checkOutputDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("folder %s does not exist", dir)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
+	return atomicfile.CheckWritable(path)
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is
@@ -621,10 +636,10 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Load(*seed)
+			_, test, err := dc.Open(*seed)
 			var fp uint64
 			if err == nil {
-				fp = trainer.DenseFingerprint(test)
+				fp, err = trainer.SourceFingerprint(test)
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err

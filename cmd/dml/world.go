@@ -42,6 +42,9 @@ func withWorld(fn func(c collectives.Comm) error) error {
 			c.Barrier()
 			mpi.Finalize()
 			return reported{err}
+		case errors.Is(err, trainer.ErrInterrupted):
+			// Every rank stopped at the same step boundary (or, as a
+			// parameter server, finished normally): end normally.
 		case c.Size() > 1 && !errors.Is(err, errUsage) && !errors.Is(err, trainer.ErrUsage):
 			// A usage error is found by every rank alike (same flags, same
 			// world): no rank is left waiting, so the job ends normally with
