@@ -119,6 +119,7 @@ const (
 func (j *job) boundary(s Strategy, next Position) (bool, error) {
 	stop := false
 	if j.Stop != nil {
+		collectives.EnterOp(j.Comm, "stop vote")
 		var err error
 		if v, ok := s.(stopVoter); ok {
 			stop, err = v.voteStop(j.Stop())

@@ -211,6 +211,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 // for the two transfers, never for this rank's computation.
 func (s *adpsgdStrategy) average(peer int) error {
 	c := s.j.Comm
+	collectives.EnterOp(c, "adpsgd averaging")
 	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
 	defer sp.End()
 	var hdr [ctlLen]byte
@@ -327,6 +328,7 @@ func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 		lo, hi := min(lstep*cfg.Batch, len(order)), min((lstep+1)*cfg.Batch, len(order))
 		ts := time.Now()
 		sp := j.tr.Begin("step").Arg("epoch", local).Arg("step", lstep)
+		j.markStep(s.step + 1)
 		st, err := j.step(s, order[lo:hi], s.step)
 		sp.Err(err).End()
 		if err != nil {
@@ -474,6 +476,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 // the epoch's line from every rank's figures since the last point.
 func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, correct, seen, commSec, stepSec float64) (EpochStats, error) {
 	j := s.j
+	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
 	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", pt.epoch)
 	defer sp.End()
 	if s.srv != nil {
@@ -625,6 +628,7 @@ func (p *passiveServer) run() error {
 func (p *passiveServer) answer(from int) error {
 	s := p.s
 	c := s.j.Comm
+	collectives.EnterOp(c, "adpsgd answer")
 	if err := collectives.Recv(c, p.in, from, tagGossipModel); err != nil {
 		return fmt.Errorf("adpsgd: receiving the model of active rank %d: %w", from, err)
 	}

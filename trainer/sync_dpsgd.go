@@ -110,6 +110,7 @@ func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 // exchange sends x to every neighbour and receives theirs into nb.
 func (s *dpsgdStrategy) exchange(step int) error {
 	c := s.j.Comm
+	collectives.EnterOp(c, "dpsgd exchange with neighbours")
 	sp := s.j.tr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
 	defer sp.End()
 	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))
