@@ -129,12 +129,16 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Signal, done func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	stopsHandled.Store(true)
 	var sig atomic.Value
 	quit := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case s := <-ch:
+				if peersGone() {
+					continue // watchGone reports the dead rank and ends this one
+				}
 				if sig.Load() != nil {
 					fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
 					os.Exit(exitStatus(s))
@@ -150,7 +154,7 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 		s, _ := sig.Load().(os.Signal)
 		return s
 	}
-	return func() bool { return sig.Load() != nil }, got, func() { signal.Stop(ch); close(quit) }
+	return func() bool { return sig.Load() != nil }, got, func() { signal.Stop(ch); close(quit); stopsHandled.Store(false) }
 }
 
 // exitStatus is the shell's status for a process ended by s: 128 + its

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,5 +304,25 @@ func TestCheckpointUsageErrors(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("dml %s: exit %d, stderr %q; want exit 2 and %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// TestKilledRankNamed: a rank killed outright (SIGKILL) is named by dml,
+// with what it was doing when last heard of, and the job ends at once.
+func TestKilledRankNamed(t *testing.T) {
+	s := startDML(t, 3, "train", "--data", "synthetic", "--samples", "200000", "--epochs", "50", "--backend", "cpu")
+	waitFor(t, s, time.Minute, "training", func() bool { return strings.Contains(s.out.String(), "training ") })
+	time.Sleep(500 * time.Millisecond)
+	pids := s.rankPIDs(t)
+	victim := pids[len(pids)-1]
+	start := time.Now()
+	syscall.Kill(victim, syscall.SIGKILL)
+	s.wait(t, 15*time.Second)
+	want := regexp.MustCompile(`dml: rank \d \(pid ` + strconv.Itoa(victim) + `\) ended without a word \(killed or crashed\); it was last heard of in \S+ #\d+`)
+	if s.code == 0 || !want.MatchString(s.err.String()) {
+		t.Fatalf("exit %d after %v; stderr:\n%s\nwant a line matching %v", s.code, time.Since(start), s.err.String(), want)
+	}
+	if m, _ := filepath.Glob("/dev/shm/dml-job-*"); len(m) > 0 {
+		t.Logf("left behind (another job's, or ours): %v", m)
 	}
 }

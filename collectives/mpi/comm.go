@@ -47,6 +47,7 @@ type Comm struct {
 	Warn func(msg string)
 
 	ops    *stall.Tracker
+	board  *board // what this node's ranks are doing (board.go)
 	native *watchdog // watches the blocking MPI_Allreduce
 }
 
@@ -139,6 +140,7 @@ func Init() (*Comm, error) {
 			return
 		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}}
+		world.board = openBoard(world.rank, world.size)
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()
 		if err == nil {
@@ -175,6 +177,10 @@ func Init() (*Comm, error) {
 func Finalize() error {
 	if !gompi.IsOn() {
 		return nil
+	}
+	if world != nil {
+		world.board.close()
+		world.board = nil
 	}
 	return mpiError(C.dml_finalize())
 }

@@ -34,6 +34,7 @@ import (
 func (c *Comm) EnterOp(name string) {
 	if c.ops != nil {
 		c.ops.EnterOp(name)
+		c.board.set(c.ops.Current())
 	}
 }
 
@@ -42,6 +43,7 @@ func (c *Comm) EnterOp(name string) {
 func (c *Comm) SetStep(step int) {
 	if c.ops != nil {
 		c.ops.SetStep(step)
+		c.board.set(c.ops.Current())
 	}
 }
 
