@@ -47,7 +47,7 @@ type Comm struct {
 	Warn func(msg string)
 
 	ops    *stall.Tracker
-	board  *board // what this node's ranks are doing (board.go)
+	board  *board    // what this node's ranks are doing (board.go)
 	native *watchdog // watches the blocking MPI_Allreduce
 }
 
