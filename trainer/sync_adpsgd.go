@@ -152,7 +152,7 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
-		go func() { s.srvErr <- s.srv.run() }()
+		go func() { s.srvErr <- caught(s.srv.run) }()
 	}
 	return s, nil
 }
@@ -193,7 +193,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	}
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
 	if s.overlap {
-		go func() { s.avgDone <- s.average(s.peer) }()
+		go func() { s.avgDone <- caught(func() error { return s.average(s.peer) }) }()
 		return nil
 	}
 	t0 := time.Now()

@@ -102,7 +102,7 @@ func (s *dpsgdStrategy) Describe() string {
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
-		go func() { s.done <- s.exchange(step) }()
+		go func() { s.done <- caught(func() error { return s.exchange(step) }) }()
 	}
 	return err
 }
