@@ -129,9 +129,17 @@ func (st styles) linesByRanks(p *plot.Plot, rows []Row, y func(Row) float64) err
 	p.X.Label.Text = "ranks"
 	p.X.Tick.Marker = rankTicks(rows)
 	p.Legend.Top = true
-	p.Legend.Left = true
+	legendRoom(p)
 	p.Add(plotter.NewGrid())
 	return nil
+}
+
+// legendRoom widens p's x range by 40% on the right, where the legend
+// (top or bottom right) then covers no line.
+func legendRoom(p *plot.Plot) {
+	if p.X.Max > p.X.Min {
+		p.X.Max += 0.4 * (p.X.Max - p.X.Min)
+	}
 }
 
 // rankTicks marks the rank counts the sweep ran.
@@ -257,7 +265,7 @@ func (st styles) accuracyPlot(rows []Row) (*plot.Plot, vg.Length, error) {
 			p.Legend.Add(k, l, pts)
 		}
 	}
-	p.Legend.Top = false
+	legendRoom(p)
 	p.Add(plotter.NewGrid())
 	return p, 16 * vg.Centimeter, nil
 }
