@@ -125,6 +125,11 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench sweep: finding the dml binary: %w", err)
 	}
+	// The runs get absolute paths: a launcher may start ranks elsewhere
+	// (another folder, another host with the same file system).
+	if abs, err := filepath.Abs(*out); err == nil {
+		*out = abs
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return usageErr("bench sweep: --out: %v", err)
 	}
