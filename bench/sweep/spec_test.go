@@ -175,3 +175,18 @@ run_timeout: 90s
 		t.Errorf("empty file: %v", err)
 	}
 }
+
+// TestExampleSpecFile: the example in docs/sweep parses and plans.
+func TestExampleSpecFile(t *testing.T) {
+	s, err := LoadSpec("../../docs/sweep/sweep.yaml", DefaultSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3*9*2*2 || !slices.Equal(s.TrainArgs, []string{"--backend", "auto", "--lr", "0.05"}) {
+		t.Errorf("%d runs, train args %q", len(runs), s.TrainArgs)
+	}
+}
