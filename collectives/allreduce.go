@@ -65,7 +65,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	}
 	if algo == Auto {
 		_, native := a.Comm.(NativeAllreducer)
-		algo = AutoChoice(4*len(buf), a.Comm.Size(), native)
+		algo = AutoChoice(4*len(buf), a.Comm.Size(), native && nativeForAuto(a.Comm))
 	}
 	switch algo {
 	case Ring:

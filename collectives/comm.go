@@ -174,3 +174,31 @@ func opMarker(c any) OpMarker {
 	}
 	return nil
 }
+
+// AutoNativeAdvisor is implemented by transports whose native AllReduce
+// Auto's thresholds (auto.go) may not fit: NativeForAuto false makes Auto
+// choose between ring and tree only, as on a transport without one. The
+// MPI transport says false when the job spans nodes: its thresholds were
+// measured over shared memory, and over TCP between two hosts
+// MPI_Allreduce took 12.2 ms per step against the ring's 1.7 ms on the MLP's
+// 134 KiB gradient (bench sweep on the test cluster, 1 Gbit/s links).
+// Every rank must answer alike.
+type AutoNativeAdvisor interface {
+	NativeForAuto() bool
+}
+
+// nativeForAuto asks c, or what it wraps, whether Auto may use its native
+// AllReduce (true when it does not say).
+func nativeForAuto(c any) bool {
+	for c != nil {
+		switch v := c.(type) {
+		case AutoNativeAdvisor:
+			return v.NativeForAuto()
+		case interface{ Unwrap() Comm }:
+			c = v.Unwrap()
+		default:
+			return true
+		}
+	}
+	return true
+}

@@ -466,3 +466,10 @@ func (c *Comm) NativeAllreduceSum(buf []float32) error {
 	}
 	return nil
 }
+
+// NativeForAuto implements collectives.AutoNativeAdvisor: Auto uses
+// MPI_Allreduce only when every rank of the job runs on this node (the
+// launcher's local size is the world's), where its thresholds were
+// measured; across nodes it picks ring or tree. Every rank answers alike:
+// either all ranks share one node or none sees the whole world locally.
+func (c *Comm) NativeForAuto() bool { return localRanks() >= c.size }
