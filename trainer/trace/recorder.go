@@ -32,6 +32,7 @@ type Record struct {
 	Name       string
 	Cat        Category
 	Rank       int
+	Lane       Lane // the goroutine role that ran it: the timeline's thread
 	Start, End time.Time
 	Args       []Arg  // in the order they were attached; nil if none
 	Err        string // the error the operation returned, if any
@@ -91,6 +92,7 @@ type Recorder struct {
 type entry struct {
 	name       string
 	cat        Category
+	lane       Lane
 	nargs      uint8
 	start, end time.Time
 	args       [MaxArgs]Arg
@@ -117,8 +119,11 @@ func (r *Recorder) Rank() int { return r.rank }
 // Origin is the clock's reading when the Recorder was made.
 func (r *Recorder) Origin() time.Time { return r.origin }
 
-// Begin starts a span at the clock's current time.
-func (r *Recorder) Begin(name string) Span {
+// Begin starts a span at the clock's current time, on LaneStep (OnLane
+// gives a Tracer for another lane).
+func (r *Recorder) Begin(name string) Span { return r.begin(name, LaneStep) }
+
+func (r *Recorder) begin(name string, lane Lane) Span {
 	r.mu.Lock()
 	var s *span
 	if n := len(r.free); n > 0 {
@@ -128,7 +133,7 @@ func (r *Recorder) Begin(name string) Span {
 		s = &span{r: r}
 	}
 	r.mu.Unlock()
-	s.e = entry{name: name}
+	s.e = entry{name: name, lane: lane}
 	s.ended = false
 	s.e.start = r.now()
 	return s
@@ -219,7 +224,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	snap.Spans = make([]Record, len(es))
 	for i := range es {
 		e := &es[i]
-		rec := Record{Name: e.name, Cat: e.cat, Rank: r.rank, Start: e.start, End: e.end, Err: e.err}
+		rec := Record{Name: e.name, Cat: e.cat, Rank: r.rank, Lane: e.lane, Start: e.start, End: e.end, Err: e.err}
 		if e.nargs > 0 {
 			lo := len(args)
 			args = append(args, e.args[:e.nargs]...)

@@ -50,7 +50,7 @@ type Tracer interface {
 // called by the goroutine that began the span. End is called exactly once,
 // and the span is not touched after End: a Recorder reuses its spans.
 type Span interface {
-	// Cat sets the span's category, which also picks its lane in a timeline.
+	// Cat sets the span's category (a timeline's "cat": its colour and filter).
 	Cat(c Category) Span
 	// Arg attaches an integer argument (a size, a layer, a peer rank).
 	// Keys should be constant strings; a span keeps the first MaxArgs.
@@ -67,8 +67,8 @@ type Span interface {
 // calls are ignored.
 const MaxArgs = 6
 
-// Category says what kind of work a span is; a timeline draws one lane per
-// category for each rank.
+// Category says what kind of work a span is; a timeline shows it as the
+// event's "cat" (its rows are Lanes, the goroutine roles).
 type Category uint8
 
 // The categories. Other is the zero value: a span given no category (the
@@ -94,7 +94,7 @@ func (c Category) String() string {
 	return fmt.Sprintf("Category(%d)", int(c))
 }
 
-// Categories lists every category, in lane order.
+// Categories lists every category, in order.
 func Categories() []Category {
 	cs := make([]Category, numCategories)
 	for i := range cs {
