@@ -46,7 +46,8 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	var ws ps.WorkerStats
 	samples := 0.0
 	if c.Rank() < cfg.PS.Servers {
-		st, err := ps.RunServer(c, pcfg, params)
+		// A server's timeline: each request received and reply sent.
+		st, err := ps.RunServer(trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer)), pcfg, params)
 		if err != nil {
 			return nil, err
 		}
@@ -120,12 +121,28 @@ func (p *psWorker) Scope() Scope { return ScopeWorker }
 
 // timed runs f (a Pull or Push of n floats) in a span named name and
 // returns the seconds it took.
+// With a timeline the span carries the worker's clock, the time the
+// servers held the call (held_us: the consistency controller's wait) and,
+// for a pull, its staleness.
 func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
+	traced := trace.Enabled(p.j.tr)
+	var before ps.TraceFigures
+	if traced {
+		before = p.w.TraceFigures()
+	}
 	t0 := time.Now()
 	err := f()
+	d := time.Since(t0).Seconds()
+	if traced {
+		after := p.w.TraceFigures()
+		sp = sp.Arg("clock", before.Clock).Arg("held_us", int((after.HeldSeconds-before.HeldSeconds)*1e6))
+		if after.Pulls == before.Pulls+1 {
+			sp = sp.Arg("staleness", after.StalenessSum-before.StalenessSum)
+		}
+	}
 	sp.Err(err).End()
-	return time.Since(t0).Seconds(), err
+	return d, err
 }
 
 // EndEpoch: the share of the epoch spent waiting in Pull and Push, and the
