@@ -10,6 +10,7 @@ go 1.26.8
 // cuda/driver.go). The CPU backend's GEMM is gonum's, so tensor is unused.
 
 require (
+	github.com/google/pprof v0.0.0-20211214055906-6f57359322fd
 	github.com/pkg/profile v1.7.0
 	github.com/sbinet/npyio v0.6.0
 	github.com/sbromberger/gompi v0.2.0
@@ -19,6 +20,5 @@ require (
 
 require (
 	github.com/felixge/fgprof v0.9.3 // indirect
-	github.com/google/pprof v0.0.0-20211214055906-6f57359322fd // indirect
 	gonum.org/v1/netlib v0.0.0-20201012070519-2390d26c3658 // indirect
 )
