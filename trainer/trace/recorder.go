@@ -81,10 +81,13 @@ type Recorder struct {
 	now    func() time.Time
 	origin time.Time
 
-	mu    sync.Mutex
-	ring  []entry // grows to cap, then wraps
-	total uint64  // spans ever recorded; the next goes to ring[total%cap]
-	free  []*span
+	mu sync.Mutex
+	// ring holds span i (i = total%cap) at chunks[i/chunkLen][i%chunkLen];
+	// chunks are allocated as the ring fills, so that it never copies.
+	chunks [][]entry
+	total  uint64 // spans ever recorded
+	held   int    // spans held: min(total, cap)
+	free   []*span
 }
 
 // entry is a span as stored: its arguments inline, so recording does not
@@ -177,12 +180,14 @@ func (s *span) End() {
 	}
 	s.ended = true
 	s.e.end = end
-	if len(r.ring) < r.cap {
-		r.ring = append(r.ring, s.e)
-	} else {
-		r.ring[r.total%uint64(r.cap)] = s.e
+	i := int(r.total % uint64(r.cap))
+	c := i / chunkLen
+	if c == len(r.chunks) {
+		r.chunks = append(r.chunks, make([]entry, min(chunkLen, r.cap-c*chunkLen)))
 	}
+	r.chunks[c][i%chunkLen] = s.e
 	r.total++
+	r.held = min(r.held+1, r.cap)
 	r.free = append(r.free, s)
 }
 
@@ -190,7 +195,7 @@ func (s *span) End() {
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.ring)
+	return r.held
 }
 
 // Dropped is the number of spans overwritten because the Recorder was full.
@@ -200,19 +205,24 @@ func (r *Recorder) Dropped() uint64 {
 	return r.dropped()
 }
 
-func (r *Recorder) dropped() uint64 { return r.total - uint64(len(r.ring)) }
+func (r *Recorder) dropped() uint64 { return r.total - uint64(r.held) }
+
+// chunkLen is the number of spans in one of the ring's chunks.
+const chunkLen = 1024
 
 // Snapshot copies the spans held, oldest first.
 func (r *Recorder) Snapshot() Snapshot {
 	r.mu.Lock()
-	es := make([]entry, len(r.ring))
+	es := make([]entry, r.held)
 	// The oldest span is at total%cap once the ring has wrapped, else at 0.
 	first := 0
-	if len(r.ring) == r.cap {
+	if r.held == r.cap {
 		first = int(r.total % uint64(r.cap))
 	}
-	n := copy(es, r.ring[first:])
-	copy(es[n:], r.ring[:first])
+	for k := range es {
+		i := (first + k) % r.cap
+		es[k] = r.chunks[i/chunkLen][i%chunkLen]
+	}
 	snap := Snapshot{Rank: r.rank, Dropped: r.dropped()}
 	r.mu.Unlock()
 

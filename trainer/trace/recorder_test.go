@@ -262,3 +262,26 @@ func TestRecorderConcurrent(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestRecorderChunks: a capacity over several chunks (the last one short)
+// wraps like a flat ring: the newest cap spans, oldest first.
+func TestRecorderChunks(t *testing.T) {
+	const capacity = 2*chunkLen + 500
+	r := NewRecorder(Options{Capacity: capacity})
+	const total = 3*capacity + 77
+	for i := range total {
+		r.Begin("s").Arg("i", i).End()
+	}
+	snap := r.Snapshot()
+	if len(snap.Spans) != capacity || snap.Dropped != total-capacity || r.Len() != capacity {
+		t.Fatalf("%d spans, %d dropped; want %d, %d", len(snap.Spans), snap.Dropped, capacity, total-capacity)
+	}
+	for k, s := range snap.Spans {
+		if v, _ := s.Arg("i"); v != int64(total-capacity+k) {
+			t.Fatalf("span %d is number %d, want %d", k, v, total-capacity+k)
+		}
+	}
+	if n := len(r.chunks); n != 3 || len(r.chunks[2]) != 500 {
+		t.Errorf("%d chunks (last %d long), want 3 (last 500)", n, len(r.chunks[len(r.chunks)-1]))
+	}
+}
