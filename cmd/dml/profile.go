@@ -57,6 +57,9 @@ func (p *profFlags) check() error {
 	if p.profile != "" && p.profileDir == "" {
 		return usageErr("--profile-dir is empty")
 	}
+	if err := checkOutputDir(p.timeline); err != nil {
+		return usageErr("--timeline: %v", err)
+	}
 	return nil
 }
 

@@ -171,8 +171,36 @@ func TestProfileBenchUnderMPI(t *testing.T) {
 }
 
 func TestProfileUsage(t *testing.T) {
-	r := dml(t, 0, "train", "--profile", "gpu")
-	if r.code != 2 || !strings.Contains(r.stderr, `--profile "gpu": want cpu, mem, block, mutex or trace`) {
-		t.Errorf("exit %d: %s", r.code, r.stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--profile", "gpu"}, `--profile "gpu": want cpu, mem, block, mutex or trace`},
+		{[]string{"bench", "ps", "--profile", "heap"}, `--profile "heap"`},
+		{[]string{"bench", "allreduce", "--timeline", "/nonexistent/t.json"}, "--timeline: folder /nonexistent does not exist"},
+		{[]string{"train", "--timeline", "/nonexistent/t.json"}, "--timeline: folder /nonexistent does not exist"},
+	} {
+		r := dml(t, 0, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d: %s", tc.args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestTimelineOfFailedRun: a run that fails after training started
+// writes each rank's own spans to FILE.rank-N.json (no gather: a peer may
+// be gone) and no merged FILE.
+func TestTimelineOfFailedRun(t *testing.T) {
+	tl := filepath.Join(t.TempDir(), "t.json")
+	r := dml(t, 0, "train", "--data", "synthetic", "--samples", "500", "--epochs", "1", "--lr", "1e30", "--timeline", tl)
+	if r.code == 0 {
+		t.Fatalf("a learning rate of 1e30 trained: %s", r.stdout)
+	}
+	if _, err := os.Stat(tl); err == nil {
+		t.Error("a failed run wrote the merged timeline")
+	}
+	spans := readTimeline(t, tl+".rank-0.json")
+	if len(spans) == 0 {
+		t.Error("the failed rank's timeline has no spans")
 	}
 }
