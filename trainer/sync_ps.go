@@ -122,8 +122,9 @@ func (p *psWorker) Scope() Scope { return ScopeWorker }
 // timed runs f (a Pull or Push of n floats) in a span named name and
 // returns the seconds it took.
 // With a timeline the span carries the worker's clock, the time the
-// servers held the call (held_us: the consistency controller's wait) and,
-// for a pull, its staleness.
+// servers held the call (held_us: the consistency controller's wait, also
+// drawn as a "consistency-wait" span inside it) and, for a pull, its
+// staleness.
 func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
 	traced := trace.Enabled(p.j.tr)
@@ -133,16 +134,23 @@ func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 	}
 	t0 := time.Now()
 	err := f()
-	d := time.Since(t0).Seconds()
+	t1 := time.Now()
 	if traced {
 		after := p.w.TraceFigures()
-		sp = sp.Arg("clock", before.Clock).Arg("held_us", int((after.HeldSeconds-before.HeldSeconds)*1e6))
+		held := time.Duration((after.HeldSeconds - before.HeldSeconds) * 1e9)
+		sp = sp.Arg("clock", before.Clock).Arg("held_us", int(held/time.Microsecond))
 		if after.Pulls == before.Pulls+1 {
 			sp = sp.Arg("staleness", after.StalenessSum-before.StalenessSum)
 		}
+		if held > 0 {
+			// The servers held the request until the consistency model
+			// let it through: drawn at the end of the call.
+			trace.Complete(p.j.tr, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
+				trace.Arg{Key: "clock", Value: int64(before.Clock)})
+		}
 	}
 	sp.Err(err).End()
-	return d, err
+	return t1.Sub(t0).Seconds(), err
 }
 
 // EndEpoch: the share of the epoch spent waiting in Pull and Push, and the

@@ -121,7 +121,7 @@ func TestTimelineAndProfileUnderMPI(t *testing.T) {
 
 // TestTimelinePSUnderMPI: one server and two SSP workers; the workers'
 // pulls carry their clock, staleness and hold, and the server's messages
-// are on its server lane.
+// are on its server lane. Then BSP with a straggler: the others wait.
 func TestTimelinePSUnderMPI(t *testing.T) {
 	tl := filepath.Join(t.TempDir(), "t.json")
 	r := dml(t, 3, "train", "--data", "synthetic", "--samples", "2000", "--epochs", "1",
@@ -149,6 +149,23 @@ func TestTimelinePSUnderMPI(t *testing.T) {
 	}
 	if server == 0 {
 		t.Error("no replies on the server's lane")
+	}
+
+	// BSP with rank 3 three times slower: the other workers' pulls are
+	// held by the server until it catches up, drawn as consistency-wait.
+	r = dml(t, 4, "train", "--data", "synthetic", "--samples", "2000", "--epochs", "1",
+		"--sync", "ps", "--consistency", "bsp", "--straggle", "3:3", "--timeline", tl)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	waits := map[int]int{}
+	for _, e := range readTimeline(t, tl) {
+		if e.Name == "consistency-wait" {
+			waits[e.Pid]++
+		}
+	}
+	if waits[1]+waits[2] == 0 {
+		t.Errorf("consistency waits per rank %v: none on the workers that wait for the straggler", waits)
 	}
 }
 

@@ -180,15 +180,44 @@ func (s *span) End() {
 	}
 	s.ended = true
 	s.e.end = end
+	r.store(&s.e)
+	r.free = append(r.free, s)
+}
+
+// store puts e into the ring (r.mu held).
+func (r *Recorder) store(e *entry) {
 	i := int(r.total % uint64(r.cap))
 	c := i / chunkLen
 	if c == len(r.chunks) {
 		r.chunks = append(r.chunks, make([]entry, min(chunkLen, r.cap-c*chunkLen)))
 	}
-	r.chunks[c][i%chunkLen] = s.e
+	r.chunks[c][i%chunkLen] = *e
 	r.total++
 	r.held = min(r.held+1, r.cap)
-	r.free = append(r.free, s)
+}
+
+// Complete records a finished span whose times someone else measured, on
+// tracer t: a wait known only after the fact, such as the time a parameter
+// server held a request (which the worker learns from the reply). start and
+// end are readings of the tracer's clock; args beyond MaxArgs are dropped.
+// Tracers that are not a Recorder (or a lane of one), Nop included, ignore
+// it.
+func Complete(t Tracer, name string, cat Category, start, end time.Time, args ...Arg) {
+	var r *Recorder
+	lane := LaneStep
+	switch t := t.(type) {
+	case *Recorder:
+		r = t
+	case *laneTracer:
+		r, lane = t.r, t.lane
+	default:
+		return
+	}
+	e := entry{name: name, cat: cat, lane: lane, start: start, end: end}
+	e.nargs = uint8(copy(e.args[:], args))
+	r.mu.Lock()
+	r.store(&e)
+	r.mu.Unlock()
 }
 
 // Len is the number of spans held.

@@ -285,3 +285,23 @@ func TestRecorderChunks(t *testing.T) {
 		t.Errorf("%d chunks (last %d long), want 3 (last 500)", n, len(r.chunks[len(r.chunks)-1]))
 	}
 }
+
+func TestComplete(t *testing.T) {
+	clk := newFakeClock()
+	r := NewRecorder(Options{Rank: 1, Now: clk.Now})
+	t0 := clk.Now()
+	Complete(r, "held", Wait, t0, t0.Add(time.Millisecond), Arg{"server", 0})
+	Complete(OnLane(r, LaneComm), "x", PS, t0, t0, make([]Arg, MaxArgs+2)...)
+	Complete(Nop, "ignored", Wait, t0, t0)
+	Complete(nil, "ignored", Wait, t0, t0)
+	s := r.Snapshot().Spans
+	if len(s) != 2 {
+		t.Fatalf("%d spans, want 2", len(s))
+	}
+	if s[0].Name != "held" || s[0].Cat != Wait || s[0].Lane != LaneStep || s[0].Duration() != time.Millisecond || len(s[0].Args) != 1 || s[0].Rank != 1 {
+		t.Errorf("first span %+v", s[0])
+	}
+	if s[1].Lane != LaneComm || len(s[1].Args) != MaxArgs {
+		t.Errorf("second span on lane %v with %d args", s[1].Lane, len(s[1].Args))
+	}
+}
