@@ -21,6 +21,16 @@
 // Decorators put spans around every call of a seam without touching the code
 // behind it: Comm wraps a collectives.Comm, Backend a kernels.Backend.
 //
+// A span's Lane is the goroutine role that ran it (OnLane: the step loop,
+// a communication goroutine, a serving loop), a timeline's thread; its
+// Category is what kind of work it was. Complete records a span measured
+// after the fact (a parameter server's hold of a request).
+//
+// Several ranks: MeasureOffsets estimates each rank's clock offset against
+// rank 0 at start-up (ping-pongs, the minimum-RTT sample, NTP-style),
+// GatherSnapshots sends every rank's spans to rank 0 onto its clock, and
+// WriteMerged writes them as one trace with a process per rank.
+//
 // Costing nothing when off: a caller with tracing off does not wrap (Comm and
 // Backend given Nop or nil return their argument itself, so the same wiring
 // code serves both) and passes Nop where code wants a Tracer; a Nop span is a
