@@ -24,6 +24,7 @@ import (
 	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // intList is a flag holding comma-separated positive integers ("256,128").
@@ -613,7 +614,8 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 			defer be.Close()
-			if ev, err = trainer.Evaluate(c, be, arch, params, test, *batch); err != nil {
+			// --timeline: a span per kernel op (the evaluation has no steps).
+			if ev, err = trainer.Evaluate(c, trace.Backend(be, cf.tracer()), arch, params, test, *batch); err != nil {
 				return err
 			}
 		}
