@@ -157,7 +157,7 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
-		go func() { s.srvErr <- s.srv.run() }()
+		go func() { s.srvErr <- caught(s.srv.run) }()
 	}
 	return s, nil
 }
@@ -198,7 +198,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	}
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
 	if s.overlap {
-		go func() { s.avgDone <- s.average(s.peer) }()
+		go func() { s.avgDone <- caught(func() error { return s.average(s.peer) }) }()
 		return nil
 	}
 	t0 := time.Now()
@@ -216,6 +216,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 // for the two transfers, never for this rank's computation.
 func (s *adpsgdStrategy) average(peer int) error {
 	c := s.j.Comm
+	collectives.EnterOp(c, "adpsgd averaging")
 	sp := s.avgTr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
 	defer sp.End()
 	var hdr [ctlLen]byte
@@ -288,7 +289,7 @@ type syncPoint struct {
 // the samples this rank trained on.
 func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 	j, cfg := s.j, s.j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), false)
 	if err != nil {
 		return 0, err
 	}
@@ -332,6 +333,7 @@ func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 		lo, hi := min(lstep*cfg.Batch, len(order)), min((lstep+1)*cfg.Batch, len(order))
 		ts := time.Now()
 		sp := j.tr.Begin("step").Arg("epoch", local).Arg("step", lstep)
+		j.markStep(s.step + 1)
 		st, err := j.step(s, order[lo:hi], s.step)
 		sp.Err(err).End()
 		if err != nil {
@@ -479,6 +481,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 // the epoch's line from every rank's figures since the last point.
 func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, correct, seen, commSec, stepSec float64) (EpochStats, error) {
 	j := s.j
+	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
 	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", pt.epoch)
 	defer sp.End()
 	if s.srv != nil {
@@ -632,6 +635,7 @@ func (p *passiveServer) run() error {
 func (p *passiveServer) answer(from int) error {
 	s := p.s
 	c := s.j.Comm
+	collectives.EnterOp(c, "adpsgd answer")
 	sp := p.tr.Begin("answer").Cat(trace.Collective).Bytes(8*len(p.in)).Arg("partner", from)
 	defer sp.End()
 	if err := collectives.Recv(c, p.in, from, tagGossipModel); err != nil {

@@ -61,6 +61,12 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 	if err != nil {
 		return nil, err
 	}
+	if own := j.resume.ownState(); own != nil {
+		if err := l.restore(own); err != nil {
+			l.free()
+			return nil, err
+		}
+	}
 	r := j.Comm.Rank()
 	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1), xtr: j.tr}
 	if s.overlap {
@@ -101,7 +107,7 @@ func (s *dpsgdStrategy) Describe() string {
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
-		go func() { s.done <- s.exchange(step) }()
+		go func() { s.done <- caught(func() error { return s.exchange(step) }) }()
 	}
 	return err
 }
@@ -109,6 +115,7 @@ func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 // exchange sends x to every neighbour and receives theirs into nb.
 func (s *dpsgdStrategy) exchange(step int) error {
 	c := s.j.Comm
+	collectives.EnterOp(c, "dpsgd exchange with neighbours")
 	sp := s.xtr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
 	defer sp.End()
 	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))

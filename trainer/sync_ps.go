@@ -45,9 +45,25 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
+	start0 := startPosition
+	var residues [][]float32
+	if r := j.resume; r != nil { // checkpoint.go
+		copy(params, r.params)
+		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
+		start0, residues = r.Position, r.residues
+	}
 	if c.Rank() < cfg.PS.Servers {
 		// A server's timeline: each request received and reply sent.
-		st, err := ps.RunServer(trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer)), pcfg, params)
+		sc := trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer))
+		var tr ps.Transport = sc
+		if j.Stop != nil { // a signal to a server stops the workers too (checkpoint.go)
+			n := &stopNotifier{Comm: sc, stop: j.Stop}
+			for w := cfg.PS.Servers; w < c.Size(); w++ {
+				n.workers = append(n.workers, w)
+			}
+			tr = n
+		}
+		st, err := ps.RunServer(tr, pcfg, params)
 		if err != nil {
 			return nil, err
 		}
@@ -57,11 +73,16 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		if err != nil {
 			return nil, err
 		}
+		if j.resume != nil {
+			if err := w.Resume(start0.Steps, residues); err != nil {
+				return nil, err
+			}
+		}
 		s, err := newWorker(w)
 		if err != nil {
 			return nil, err
 		}
-		if _, samples, err = j.loop(s, startPosition, res); err != nil {
+		if _, samples, err = j.loop(s, start0, res); err != nil {
 			return nil, err
 		}
 		if err := w.Done(); err != nil {
@@ -82,7 +103,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	}
 	res.Params = params
 	res.WallSec = time.Since(start).Seconds()
-	return res, j.finish(res)
+	return j.finishRun(res)
 }
 
 // psWorker is the bookkeeping every parameter-server worker strategy
@@ -94,6 +115,8 @@ type psWorker struct {
 	arch model.Arch
 	prev ps.WorkerStats
 	wait float64 // seconds waited in the current step's Pull
+
+	notified bool // this worker sent the others its stop note (checkpoint.go)
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows

@@ -222,7 +222,8 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	var list []bench.Strategy
 	for _, m := range strings.Split(*models, ",") {
 		st, err := bench.ParseStrategy(strings.TrimSpace(m))

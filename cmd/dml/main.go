@@ -86,6 +86,13 @@ func report(err error, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	case errors.As(err, new(interrupted)):
+		var in interrupted
+		errors.As(err, &in)
+		if printsErrors() {
+			fmt.Fprintf(stderr, "dml: %v\n", err)
+		}
+		return in.status
 	case isUsage(err):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", message(err))

@@ -7,21 +7,23 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/collectives/stall"
 	"github.com/dml-project/dml/kernels"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -128,7 +130,9 @@ type commonFlags struct {
 	blasThreads int
 	profFlags   // --profile, --profile-dir, --timeline
 	timeout     time.Duration
-	rank        int // this rank, once begin ran
+	stallWarn   time.Duration
+	stallAbort  time.Duration // --stall-timeout; 0: --timeout
+	rank        int           // this rank, once begin ran
 	stderr      io.Writer
 }
 
@@ -142,6 +146,17 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
 	c.profFlags.register(fs)
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
+	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
+	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0, or more than --timeout: --timeout)")
+}
+
+// stallTimeout is how long a stalled operation lasts before the job
+// aborts: --stall-timeout, or --timeout when it is 0 or longer.
+func (c *commonFlags) stallTimeout() time.Duration {
+	if c.stallAbort > 0 && c.stallAbort < c.timeout {
+		return c.stallAbort
+	}
+	return c.timeout
 }
 
 func (c *commonFlags) check() error {
@@ -164,6 +179,12 @@ func (c *commonFlags) check() error {
 	}
 	if c.timeout <= 0 {
 		return usageErr("--timeout %v must be positive", c.timeout)
+	}
+	if c.stallWarn < 0 {
+		return usageErr("--stall-warn %v: want a duration ≥ 0 (0: off)", c.stallWarn)
+	}
+	if c.stallAbort < 0 {
+		return usageErr("--stall-timeout %v: want a duration ≥ 0 (0: --timeout)", c.stallAbort)
 	}
 	return nil
 }
@@ -195,6 +216,9 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 func (c *commonFlags) begin(w collectives.Comm) (func(*error), error) {
 	c.rank = w.Rank()
 	setTimeout(w, c.timeout)
+	if m, ok := w.(*mpi.Comm); ok {
+		m.Stall = stall.Policy{Warn: c.stallWarn, Abort: c.stallTimeout()}
+	}
 	return c.profFlags.begin(w)
 }
 
@@ -214,6 +238,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -244,14 +269,17 @@ Examples:
 	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
 	cf.register(fs, stderr)
-	if err := parse(fs, args); err != nil {
+	var ckf checkpointFlags
+	ckf.register(fs)
+	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
 	bar, err := showProgress(*progress, stdout)
 	if err != nil {
 		return err
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %s", flagError(err))
 	}
@@ -275,6 +303,10 @@ Examples:
 	if err != nil {
 		return err
 	}
+	ck, err := ckf.check()
+	if err != nil {
+		return err
+	}
 	return withWorld(func(c collectives.Comm) (err error) {
 		end, err := cf.begin(c)
 		if err != nil {
@@ -294,9 +326,22 @@ Examples:
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
+		got := func() os.Signal { return nil }
+		if cfg.StopsAtBoundaries() {
+			var done func()
+			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			defer done()
+		}
 		if _, err := tr.Run(cfg); err != nil {
+			if errors.Is(err, trainer.ErrInterrupted) {
+				status := exitStatus(syscall.SIGTERM) // another rank's signal
+				if s := got(); s != nil {
+					status = exitStatus(s)
+				}
+				return interrupted{err, status}
+			}
 			return flagErrorWrap(err)
 		}
 		return nil
@@ -364,7 +409,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
-	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
+	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
@@ -484,6 +529,7 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.MaxFeatures": "--max-features",
 }
 
 // flagError words a configuration error with the flag a person typed:
@@ -507,21 +553,14 @@ func flagErrorWrap(err error) error {
 	return err
 }
 
-// checkOutputDir fails early, before any training, when path's folder does
-// not exist (the file itself is written later).
+// checkOutputDir fails early, before any training, when path could not be
+// written later: its folder is missing or not writable (a temporary file is
+// created and removed there), or path is a folder.
 func checkOutputDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("folder %s does not exist", dir)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
+	return atomicfile.CheckWritable(path)
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is
@@ -598,10 +637,10 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Load(*seed)
+			_, test, err := dc.Open(*seed)
 			var fp uint64
 			if err == nil {
-				fp = trainer.DenseFingerprint(test)
+				fp, err = trainer.SourceFingerprint(test)
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
