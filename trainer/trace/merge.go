@@ -70,6 +70,7 @@ func MeasureOffsets(c collectives.Comm, now func() time.Time, rounds int) ([]tim
 		now = time.Now
 	}
 	rounds = max(rounds, 1)
+	collectives.EnterOp(c, "timeline clock measurement")
 	var b [8]byte
 	if c.Rank() != 0 {
 		for range rounds {
@@ -156,6 +157,7 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 // The times of rank 0's own snapshot lose their monotonic reading, so that
 // all compare by wall clock.
 func GatherSnapshots(c collectives.Comm, own Snapshot, offsets []time.Duration) ([]Snapshot, error) {
+	collectives.EnterOp(c, "timeline gather")
 	if c.Rank() != 0 {
 		b, err := EncodeSnapshot(own)
 		if err != nil {
