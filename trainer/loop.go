@@ -184,7 +184,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		total += seen
 		wall := time.Since(t0).Seconds()
 		st := EpochStats{Epoch: epoch, Steps: ran, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
-			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall}
+			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall, TrainSec: wall}
 		if err := s.EndEpoch(&st, commSec, stepSec, wall); err != nil {
 			return pos, 0, err
 		}

@@ -24,6 +24,8 @@ type EpochStats struct {
 	// overlap only, else null): 1 − CommHidden of it was waited for.
 	CommHidden *float64 `json:"comm_hidden"`
 	WallSec    float64  `json:"wall_sec"`
+	// TrainSec is the epoch's training time: WallSec without the evaluation.
+	TrainSec float64 `json:"train_sec"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 	// Decentralized training's figures (with --sync dpsgd, adpsgd).

@@ -498,7 +498,7 @@ func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, corre
 	}
 	n := float64(j.Comm.Size())
 	st := EpochStats{Epoch: pt.epoch, Steps: int(s.step), LossScope: ScopeWorker, Loss: lossSum / math.Max(seen, 1),
-		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall,
+		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall, TrainSec: wall,
 		CommFraction: float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12),
 		GossipStats:  &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}}
 	s.waitSec = 0

@@ -26,6 +26,7 @@ Commands:
   train             train a model data-parallel across the ranks
   eval              evaluate saved weights on a dataset
   bench allreduce   time AllReduce algorithms (nccl-tests style table)
+  bench sweep       train across rank counts × strategies × models × batches (one MPI job each; CSV, JSON, plots)
   devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version
 

@@ -268,6 +268,7 @@ Examples:
       --model mlp --data fashion-mnist`, stdout)
 	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
+	runReportPrefix := fs.String("run-report", "", "each rank writes its CPU time (getrusage), wall time and bytes sent to PREFIX.rank-R.json at its end (dml bench sweep uses it)")
 	cf.register(fs, stderr)
 	var ckf checkpointFlags
 	ckf.register(fs)
@@ -291,7 +292,7 @@ Examples:
 		cpus := runtime.NumCPU()
 		cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
 	}
-	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
+	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics, "--run-report": *runReportPrefix} {
 		if err := checkOutputDir(path); err != nil {
 			return usageErr("train: %s: %v", flagName, err)
 		}
@@ -326,6 +327,7 @@ Examples:
 			return err
 		}
 		defer be.Close()
+		c, rep := startRunReport(*runReportPrefix, c)
 		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
 		got := func() os.Signal { return nil }
@@ -334,7 +336,11 @@ Examples:
 			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
 			defer done()
 		}
-		if _, err := tr.Run(cfg); err != nil {
+		res, err := tr.Run(cfg)
+		if rerr := rep.finish(res, err); err == nil {
+			err = rerr
+		}
+		if err != nil {
 			if errors.Is(err, trainer.ErrInterrupted) {
 				status := exitStatus(syscall.SIGTERM) // another rank's signal
 				if s := got(); s != nil {
