@@ -228,3 +228,30 @@ func TestTimelineOfFailedRun(t *testing.T) {
 		t.Error("the failed rank's timeline has no spans")
 	}
 }
+
+// TestSweepProfileAndTimeline: `dml bench sweep --profile cpu --timeline`
+// gives every run its own profiles and timeline in runs/ID/.
+func TestSweepProfileAndTimeline(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sweep")
+	r := dml(t, 0, "bench", "sweep", "--ranks", "2", "--sync", "allreduce-ring", "--model", "softmax", "--batch", "16",
+		"--epochs", "1", "--samples", "1000", "--features", "16", "--classes", "4", "--run-timeout", "60s",
+		"--launcher", "mpirun --oversubscribe", "--out", out, "--profile", "cpu", "--timeline")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	runs, _ := filepath.Glob(filepath.Join(out, "runs", "*"))
+	if len(runs) != 1 {
+		t.Fatalf("runs %v, want one", runs)
+	}
+	checkProfiles(t, runs[0], "cpu", 2)
+	pids := map[int]bool{}
+	for _, e := range readTimeline(t, filepath.Join(runs[0], "timeline.json")) {
+		pids[e.Pid] = true
+	}
+	if !pids[0] || !pids[1] {
+		t.Errorf("the run's timeline has ranks %v, want 0 and 1", pids)
+	}
+	if r := dml(t, 0, "bench", "sweep", "--profile", "gpu", "--out", out); r.code != 2 || !strings.Contains(r.stderr, `--profile "gpu"`) {
+		t.Errorf("--profile gpu: exit %d: %s", r.code, r.stderr)
+	}
+}
