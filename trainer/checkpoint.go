@@ -14,6 +14,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // Checkpoints and clean stops.
@@ -120,18 +121,23 @@ func (j *job) boundary(s Strategy, next Position) (bool, error) {
 	stop := false
 	if j.Stop != nil {
 		collectives.EnterOp(j.Comm, "stop vote")
+		sp := j.tr.Begin("stop-vote").Cat(trace.Wait)
 		var err error
 		if v, ok := s.(stopVoter); ok {
 			stop, err = v.voteStop(j.Stop())
 		} else {
 			stop, err = voteAll(j.Comm, j.Stop())
 		}
+		sp.Err(err).End()
 		if err != nil {
 			return false, fmt.Errorf("agreeing on a stop: %w", err)
 		}
 	}
 	if ck := j.Checkpoint; ck.due(next) || stop && ck.enabled() {
-		if err := j.writeCheckpoint(s, next); err != nil {
+		sp := j.tr.Begin("checkpoint").Cat(trace.IO)
+		err := j.writeCheckpoint(s, next)
+		sp.Err(err).End()
+		if err != nil {
 			return false, err
 		}
 	}

@@ -72,7 +72,9 @@ type Trainer struct {
 	// forward, backward, download/upload, allreduce, pull, push, straggle,
 	// update, evaluate (package trace). Nil costs nothing. For spans of
 	// every op and message, wrap Comm and Backend with trace.Comm and
-	// trace.Backend too.
+	// trace.Backend too. Goroutines beside the step loop (the overlapped
+	// AllReduce, gossip, a passive rank's server, a ps server) record on
+	// their own trace.Lane.
 	Tracer trace.Tracer
 	// Start, if not nil, resumes training from a saved state (sync
 	// allreduce only): its weights and optimizer state replace the initial

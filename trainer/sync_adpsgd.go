@@ -80,6 +80,8 @@ type adpsgdStrategy struct {
 	avgErr  error   // the averaging's outcome (without overlap)
 	avgSec  float64 // its time (without overlap)
 
+	avgTr trace.Tracer // average's spans: on the communication lane with overlap
+
 	// passive ranks
 	mu     sync.Mutex // guards x (and the optimizer update of it)
 	srv    *passiveServer
@@ -148,7 +150,10 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
 	s.theirs = make([]float32, len(params))
-	s.overlap, s.avgDone = j.cfg.Overlap, make(chan error, 1)
+	s.overlap, s.avgDone, s.avgTr = j.cfg.Overlap, make(chan error, 1), j.tr
+	if s.overlap {
+		s.avgTr = trace.OnLane(j.tr, trace.LaneComm)
+	}
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
@@ -212,7 +217,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 func (s *adpsgdStrategy) average(peer int) error {
 	c := s.j.Comm
 	collectives.EnterOp(c, "adpsgd averaging")
-	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
+	sp := s.avgTr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
 	defer sp.End()
 	var hdr [ctlLen]byte
 	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), peer, tagGossipCtl); err != nil {
@@ -522,6 +527,7 @@ type passiveServer struct {
 	mine     []float32 // x as it was, sent back to the partner
 	in       []float32 // the partner's model
 	heard    map[int]time.Time
+	tr       trace.Tracer // on the server lane
 }
 
 // maxLag is how many steps a passive rank may run without being averaged.
@@ -533,7 +539,8 @@ const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
 	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
-		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{}}
+		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{},
+		tr: trace.OnLane(s.j.tr, trace.LaneServer)}
 	now := time.Now()
 	for _, a := range s.nbrs {
 		p.heard[a] = now
@@ -629,6 +636,8 @@ func (p *passiveServer) answer(from int) error {
 	s := p.s
 	c := s.j.Comm
 	collectives.EnterOp(c, "adpsgd answer")
+	sp := p.tr.Begin("answer").Cat(trace.Collective).Bytes(8*len(p.in)).Arg("partner", from)
+	defer sp.End()
 	if err := collectives.Recv(c, p.in, from, tagGossipModel); err != nil {
 		return fmt.Errorf("adpsgd: receiving the model of active rank %d: %w", from, err)
 	}

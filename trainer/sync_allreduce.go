@@ -75,7 +75,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
 	_, hostGrads := m.Grads.(kernels.HostBuffer)
 	if hostGrads && cfg.Overlap && j.Comm.Size() > 1 {
-		s.ov = newOverlapper(s.ar, j.tr, s.plan)
+		s.ov = newOverlapper(s.ar, trace.OnLane(j.tr, trace.LaneComm), s.plan)
 		defer s.ov.close()
 	}
 	if !hostGrads {

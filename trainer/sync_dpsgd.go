@@ -48,6 +48,8 @@ type dpsgdStrategy struct {
 	done    chan error // the goroutine's outcome
 	waitSec float64    // this epoch's time waiting for neighbours
 	mixes   int        // this epoch's averagings
+
+	xtr trace.Tracer // the exchange's spans: on the communication lane with overlap
 }
 
 func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
@@ -66,7 +68,10 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 		}
 	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
+	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1), xtr: j.tr}
+	if s.overlap {
+		s.xtr = trace.OnLane(j.tr, trace.LaneComm)
+	}
 	self, w := g.Weights(r)
 	s.self = float32(self)
 	for _, v := range w {
@@ -111,7 +116,7 @@ func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 func (s *dpsgdStrategy) exchange(step int) error {
 	c := s.j.Comm
 	collectives.EnterOp(c, "dpsgd exchange with neighbours")
-	sp := s.j.tr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
+	sp := s.xtr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
 	defer sp.End()
 	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))
 	fail := func(what string, q int, err error) error {
@@ -156,7 +161,9 @@ func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
 	switch {
 	case len(s.nbrs) == 0:
 	case s.overlap:
+		sp := s.j.tr.Begin("wait-neighbours").Cat(trace.Wait)
 		err = <-s.done
+		sp.End()
 	default:
 		err = s.exchange(step)
 	}

@@ -53,9 +53,11 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		start0, residues = r.Position, r.residues
 	}
 	if c.Rank() < cfg.PS.Servers {
-		var tr ps.Transport = c
+		// A server's timeline: each request received and reply sent.
+		sc := trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer))
+		var tr ps.Transport = sc
 		if j.Stop != nil { // a signal to a server stops the workers too (checkpoint.go)
-			n := &stopNotifier{Comm: c, stop: j.Stop}
+			n := &stopNotifier{Comm: sc, stop: j.Stop}
 			for w := cfg.PS.Servers; w < c.Size(); w++ {
 				n.workers = append(n.workers, w)
 			}
@@ -142,12 +144,36 @@ func (p *psWorker) Scope() Scope { return ScopeWorker }
 
 // timed runs f (a Pull or Push of n floats) in a span named name and
 // returns the seconds it took.
+// With a timeline the span carries the worker's clock, the time the
+// servers held the call (held_us: the consistency controller's wait, also
+// drawn as a "consistency-wait" span inside it) and, for a pull, its
+// staleness.
 func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
+	traced := trace.Enabled(p.j.tr)
+	var before ps.TraceFigures
+	if traced {
+		before = p.w.TraceFigures()
+	}
 	t0 := time.Now()
 	err := f()
+	t1 := time.Now()
+	if traced {
+		after := p.w.TraceFigures()
+		held := time.Duration((after.HeldSeconds - before.HeldSeconds) * 1e9)
+		sp = sp.Arg("clock", before.Clock).Arg("held_us", int(held/time.Microsecond))
+		if after.Pulls == before.Pulls+1 {
+			sp = sp.Arg("staleness", after.StalenessSum-before.StalenessSum)
+		}
+		if held > 0 {
+			// The servers held the request until the consistency model
+			// let it through: drawn at the end of the call.
+			trace.Complete(p.j.tr, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
+				trace.Arg{Key: "clock", Value: int64(before.Clock)})
+		}
+	}
 	sp.Err(err).End()
-	return time.Since(t0).Seconds(), err
+	return t1.Sub(t0).Seconds(), err
 }
 
 // EndEpoch: the share of the epoch spent waiting in Pull and Push, and the

@@ -21,6 +21,11 @@ type Runner struct {
 	Env      []string // added to the environment of every launch
 	Timeout  time.Duration
 	Target   float64
+	// Profile, if set, is every run's --profile mode (cpu, mem, …): each
+	// rank's rank-R.MODE.pprof goes into runs/ID/.
+	Profile string
+	// Timeline gives every run --timeline runs/ID/timeline.json.
+	Timeline bool
 	// Dir receives runs/ID/{log.txt,metrics.jsonl,report.rank-R.json}.
 	Dir string
 	// Progress, if not nil, receives a line as each run starts and ends.
@@ -49,7 +54,16 @@ func (r *Runner) Do(ctx context.Context, run Run) Row {
 			os.Remove(p)
 		}
 	}
-	args := LauncherArgs(r.Launcher, r.Binary, run, "--metrics", metrics, "--run-report", report)
+	outs := []string{"--metrics", metrics, "--run-report", report}
+	if r.Profile != "" {
+		outs = append(outs, "--profile", r.Profile, "--profile-dir", dir)
+	}
+	if r.Timeline {
+		tl := filepath.Join(dir, "timeline.json")
+		os.Remove(tl)
+		outs = append(outs, "--timeline", tl)
+	}
+	args := LauncherArgs(r.Launcher, r.Binary, run, outs...)
 	row.Command = shellQuote(args)
 	logF, err := os.Create(logPath)
 	if err != nil {

@@ -82,6 +82,8 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	segBytes := int64(0)
 	fs.Var(sizeFlag{&segBytes}, "segment", "ring pipelining segment size (default: whole chunks up to 1M, 256K segments above)")
 	avg := fs.Bool("avg", false, "average instead of sum")
+	var pf profFlags
+	pf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -99,8 +101,17 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	if err := cfg.Validate(); err != nil {
 		return usageErr("bench allreduce: %v", err)
 	}
+	if err := pf.check(); err != nil {
+		return err
+	}
 
-	return withWorld(func(c collectives.Comm) error {
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := pf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
+		c = pf.comm(c)
 		var rw *bench.RowWriter
 		if c.Rank() == 0 {
 			rw, _ = bench.NewRowWriter(stdout, *format)
@@ -242,8 +253,12 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := cf.check(); err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		for _, m := range list {
 			job := cfg
 			m.Apply(&job)
@@ -255,7 +270,7 @@ data. Every training flag of 'dml train' applies (--data, --model,
 		if st.Rank < 0 {
 			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
 		}
-		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target}
+		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target, Tracer: cf.tracer()}
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {

@@ -76,12 +76,17 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	hosts := fs.Int("hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
 	link := fs.String("link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
 	clusterDir := fs.String("cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
+	profMode := fs.String("profile", "", "profile every rank of every run: cpu, mem, block, mutex or trace (runs/ID/rank-R.cpu.pprof, …)")
+	timeline := fs.Bool("timeline", false, "write every run's timeline to runs/ID/timeline.json (dml train --timeline)")
 	replot := fs.Bool("replot", false, "run nothing: read --out's results.jsonl (of a sweep that ended, or died) and print its table and draw its plots again")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *replot {
 		return replotSweep(*out, stdout)
+	}
+	if pf := (profFlags{profile: *profMode, profileDir: "."}); pf.check() != nil {
+		return usageErr("bench sweep: --profile %q: want cpu, mem, block, mutex or trace", *profMode)
 	}
 	if mpi.Launched() {
 		return usageErr("bench sweep: run it without mpirun (as plain `dml bench sweep`): it launches every run itself with --launcher")
@@ -138,7 +143,8 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench sweep: %w", err)
 	}
 	defer app.Close()
-	r := &sweep.Runner{Launcher: spec.Launcher, Binary: bin, Timeout: spec.RunTimeout, Target: spec.Target, Dir: *out, Progress: stderr}
+	r := &sweep.Runner{Launcher: spec.Launcher, Binary: bin, Timeout: spec.RunTimeout, Target: spec.Target, Dir: *out, Progress: stderr,
+		Profile: *profMode, Timeline: *timeline}
 	if os.Geteuid() == 0 { // OpenMPI refuses root without these
 		r.Env = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
 	}

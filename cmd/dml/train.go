@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pkg/profile"
-
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
@@ -28,6 +26,7 @@ import (
 	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // intList is a flag holding comma-separated positive integers ("256,128").
@@ -129,7 +128,7 @@ type commonFlags struct {
 	precision   string
 	prec        kernels.Precision
 	blasThreads int
-	profile     string
+	profFlags   // --profile, --profile-dir, --timeline
 	timeout     time.Duration
 	stallWarn   time.Duration
 	stallAbort  time.Duration // --stall-timeout; 0: --timeout
@@ -145,7 +144,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.StringVar(&c.backend, "backend", kernels.AutoBackend, "compute backend: auto (blas where OpenBLAS loads, else cpu, with a notice), or one this binary was built with: "+strings.Join(kernels.Names(), ", "))
 	fs.IntVar(&c.blasThreads, "blas-threads", 1, "threads per rank for the blas backend's matrix products (OPENBLAS_NUM_THREADS, when set, wins); keep ranks × threads ≤ cores")
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
-	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
+	c.profFlags.register(fs)
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
 	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
 	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0, or more than --timeout: --timeout)")
@@ -175,10 +174,8 @@ func (c *commonFlags) check() error {
 	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
 		return usageErr("--precision: %v", err)
 	}
-	switch c.profile {
-	case "", "cpu", "mem", "block", "mutex", "trace":
-	default:
-		return usageErr("--profile %q: want cpu, mem, block, mutex or trace", c.profile)
+	if err := c.profFlags.check(); err != nil {
+		return err
 	}
 	if c.timeout <= 0 {
 		return usageErr("--timeout %v must be positive", c.timeout)
@@ -214,20 +211,15 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 }
 
 // begin applies the flags to a started world — the peer timeout, and
-// pkg/profile on rank 0 when asked — and returns the function that stops
-// the profile (safe to call either way).
-func (c *commonFlags) begin(w collectives.Comm) func() {
+// --profile and --timeline on every rank (profFlags.begin) — and returns
+// the function that ends them, to defer with the command's error.
+func (c *commonFlags) begin(w collectives.Comm) (func(*error), error) {
 	c.rank = w.Rank()
 	setTimeout(w, c.timeout)
 	if m, ok := w.(*mpi.Comm); ok {
 		m.Stall = stall.Policy{Warn: c.stallWarn, Abort: c.stallTimeout()}
 	}
-	if c.profile == "" || w.Rank() != 0 {
-		return func() {}
-	}
-	opt := map[string]func(*profile.Profile){"cpu": profile.CPUProfile, "mem": profile.MemProfile,
-		"block": profile.BlockProfile, "mutex": profile.MutexProfile, "trace": profile.TraceProfile}[c.profile]
-	return profile.Start(opt, profile.ProfilePath("."), profile.NoShutdownHook).Stop
+	return c.profFlags.begin(w)
 }
 
 func setTimeout(c collectives.Comm, d time.Duration) {
@@ -316,8 +308,12 @@ Examples:
 	if err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
@@ -333,6 +329,7 @@ Examples:
 		defer be.Close()
 		c, rep := startRunReport(*runReportPrefix, c)
 		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		tr.Tracer = cf.tracer()
 		got := func() os.Signal { return nil }
 		if cfg.StopsAtBoundaries() {
 			var done func()
@@ -625,8 +622,12 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if dc.Name == "synthetic-sparse" && !sparse {
 		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)
@@ -658,7 +659,8 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 			defer be.Close()
-			if ev, err = trainer.Evaluate(c, be, arch, params, test, *batch); err != nil {
+			// --timeline: a span per kernel op (the evaluation has no steps).
+			if ev, err = trainer.Evaluate(c, trace.Backend(be, cf.tracer()), arch, params, test, *batch); err != nil {
 				return err
 			}
 		}
