@@ -9,6 +9,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // ConsistencyConfig is one `dml bench consistency` sweep: the same training
@@ -19,6 +20,7 @@ type ConsistencyConfig struct {
 	Strategies []Strategy       // e.g. ParseStrategy("ssp")
 	Straggle   trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
 	Target     float64          // test accuracy whose first epoch counts as time-to-target
+	Tracer     trace.Tracer     // receives every run's spans (nil: none)
 }
 
 // Strategy is one way of training the job that the consistency bench
@@ -100,7 +102,7 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 			if err != nil {
 				return rows, err
 			}
-			res, err := (&trainer.Trainer{Comm: c, Backend: be}).Run(job)
+			res, err := (&trainer.Trainer{Comm: c, Backend: be, Tracer: cfg.Tracer}).Run(job)
 			if cerr := be.Close(); err == nil && cerr != nil {
 				err = cerr
 			}

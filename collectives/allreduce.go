@@ -50,6 +50,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	if a.Comm.Size() == 1 {
 		return nil // the sum and the mean of one buffer are itself, for every algorithm
 	}
+	EnterOp(a.Comm, "allreduce")
 	algo := a.Algorithm
 	if algo == "" {
 		algo = Auto
@@ -64,7 +65,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 	}
 	if algo == Auto {
 		_, native := a.Comm.(NativeAllreducer)
-		algo = AutoChoice(4*len(buf), a.Comm.Size(), native)
+		algo = AutoChoice(4*len(buf), a.Comm.Size(), native && nativeForAuto(a.Comm))
 	}
 	switch algo {
 	case Ring:

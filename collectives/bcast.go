@@ -12,6 +12,7 @@ func Broadcast(c PointToPoint, buf []float32, root int) error {
 	if root < 0 || root >= n {
 		return fmt.Errorf("broadcast: root %d not in [0,%d): %w", root, n, ErrBadRank)
 	}
+	EnterOp(c, "broadcast")
 	rel := (r - root + n) % n // rank relative to root
 	// Receive from the parent: the rank that differs in rel's highest set bit.
 	mask := 1
@@ -47,6 +48,7 @@ func Allgather(c PointToPoint, send, recv []float32) error {
 	if len(recv) != n*m {
 		return fmt.Errorf("allgather: recv has %d elements, want %d ranks × %d: %w", len(recv), n, m, ErrLengthMismatch)
 	}
+	EnterOp(c, "allgather")
 	copy(recv[r*m:(r+1)*m], send)
 	left, right := (r-1+n)%n, (r+1)%n
 	for t := 0; t < n-1; t++ {

@@ -95,6 +95,16 @@ type Config struct {
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
 
+	// StallWarn is the stall inspector's warning time (--stall-warn): a
+	// server whose workers have been held this long, waiting for others
+	// that have not pushed for the clock, reports them (Server.Warnings;
+	// RunServer prints them through Warn), and again every StallWarn
+	// until the round completes or Timeout gives up on them. Zero: no
+	// warnings (not agreed).
+	StallWarn time.Duration
+	// Warn prints a stall warning (nil: a "dml: " line on standard error).
+	Warn func(msg string)
+
 	// Filters are applied, in order, to every push of a worker; each worker
 	// builds its own Filter from each spec (filters keep per-worker state).
 	Filters []FilterSpec
@@ -105,11 +115,28 @@ type Config struct {
 	// (not agreed: servers handle both; for comparisons and tests).
 	InlineValues bool
 
+	// Restore, if not nil, starts the servers from a checkpoint: its
+	// optimizer state and every worker's clock (the weights are
+	// RunServer's initial argument). Not agreed; see snapshot.go.
+	Restore *Restore
+
 	// Now is the clock of the drivers: RunServer reads it and passes the
 	// time to Server.Step and Server.Tick (the Server itself reads no
 	// clock), and a Worker times its waits and its silence limit with it.
 	// Nil means time.Now.
 	Now func() time.Time
+}
+
+// beat is how often a server tells a held worker it is alive: Timeout/4,
+// or StallWarn/2 when that is shorter, so that a held worker hears from
+// its server well within its stall warning time and warns only about a
+// server that is really silent.
+func (c Config) beat() time.Duration {
+	b := c.Timeout / 4
+	if c.StallWarn > 0 && c.StallWarn/2 < b {
+		b = c.StallWarn / 2
+	}
+	return b
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -149,6 +176,8 @@ func (c Config) Validate(size int) error {
 			c.StalenessLow, c.StalenessHigh, ErrConfig)
 	case c.Timeout < 0:
 		return fmt.Errorf("ps: timeout %v < 0: %w", c.Timeout, ErrConfig)
+	case c.StallWarn < 0:
+		return fmt.Errorf("ps: stall warning time %v < 0: %w", c.StallWarn, ErrConfig)
 	}
 	if err := c.optimConfig().Validate(); err != nil {
 		// Both ErrConfig and the *optim.SettingError naming the field.

@@ -171,7 +171,7 @@ func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
 		m.n = int(r.u32("n"))
 		m.raw = r.values(m.n, m.enc, m.valuesFollow)
 		m.keys = r.keys(m.n, keyBuf)
-	case kindDone:
+	case kindDone, kindSnapshot:
 		m.clock = r.u32("clock")
 	case kindOK:
 		m.held = time.Duration(r.u64("held"))

@@ -43,6 +43,9 @@
 //   - worker.go, worker_check.go: the worker side (its wait bookkeeping,
 //     serverWait, is pure too); stats.go: what both measure.
 //   - parallel.go: element-wise work over long ranges, split over cores.
+//   - snapshot.go: checkpoints: a worker's snapshot request for the
+//     servers' weights and optimizer state (held like a pull), and
+//     Config.Restore / Worker.Resume to start from a checkpoint.
 //
 // A worker may also fuse a step's push and the next pull into one request
 // per server (Worker.PushPull, PushPullKeys): the server applies the push

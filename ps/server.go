@@ -43,6 +43,13 @@ type Server struct {
 	lastHeard []time.Duration
 	lastBeat  []time.Duration
 
+	// The stall inspector's state (stallCheck): the minimum clock of the
+	// stall being reported, how many intervals were warned about, and the
+	// warnings not yet taken.
+	stallClock  int
+	stallWarned int
+	warnings    []string
+
 	stats ServerStats
 	keyed []float32 // gather buffer for keyed pulls
 
@@ -179,6 +186,11 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 	if cfg.Consistency == BSP {
 		s.bsp = newBSPRound(nw, rng.Len())
 	}
+	if cfg.Restore != nil { // snapshot.go
+		if err := s.restore(cfg.Restore, len(initial)); err != nil {
+			return nil, err
+		}
+	}
 	s.stats.Rank, s.stats.Range = rank, rng
 	return s, nil
 }
@@ -314,7 +326,7 @@ func (s *Server) handle(src int, b []byte, payload []float32, now time.Duration)
 func (s *Server) validate(r *request, payload []float32) string {
 	m := &r.msg
 	switch m.kind {
-	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindPushPull, kindPushPullK, kindDone:
+	case kindPullRange, kindPullKeys, kindPushRange, kindPushKeys, kindPushPull, kindPushPullK, kindDone, kindSnapshot:
 	default:
 		return fmt.Sprintf("%v is not a request", m.kind)
 	}
@@ -401,6 +413,9 @@ func (s *Server) serve(r *request, now time.Duration) {
 		if !keyed {
 			s.viewing = append(s.viewing, len(s.out)-1)
 		}
+		return
+	case kindSnapshot: // snapshot.go
+		s.serveSnapshot(r)
 		return
 	case kindPushRange, kindPushKeys:
 		s.ctl.Pushed(w, now)

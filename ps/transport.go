@@ -3,6 +3,7 @@ package ps
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
@@ -84,10 +85,16 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 	start := cfg.Now()
 	now := func() time.Duration { return cfg.Now().Sub(start) }
 	ft, _ := c.(floatTransport)
+	collectives.EnterOp(c, "ps serve")
+	poll := cfg.Timeout / 4
+	if cfg.StallWarn > 0 {
+		poll = min(poll, cfg.StallWarn/4) // stall warnings on time too
+	}
 	for !s.Finished() {
-		// Poll with a quarter of the timeout, so that keep-alives and the
-		// missing-worker check run on time whatever the transport's default.
-		b, src, _, err := c.RecvBytesWithin(collectives.AnySource, RequestTag, cfg.Timeout/4)
+		// Poll with a quarter of the timeout (or of the stall warning time),
+		// so that keep-alives, stall warnings and the missing-worker check
+		// run on time whatever the transport's default.
+		b, src, _, err := c.RecvBytesWithin(collectives.AnySource, RequestTag, poll)
 		t := now()
 		if err != nil && !errors.Is(err, collectives.ErrTimeout) {
 			return s.Stats(t), fmt.Errorf("ps server rank %d: receive: %w", s.rank, err)
@@ -107,6 +114,13 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 			}
 		}
 		out, merr := s.Tick(t)
+		for _, w := range s.Warnings() {
+			if cfg.Warn != nil {
+				cfg.Warn(w)
+			} else {
+				fmt.Fprintf(os.Stderr, "dml: %s\n", w)
+			}
+		}
 		if merr != nil {
 			for _, o := range out { // the server is failing already: ignore send failures
 				_ = c.SendBytes(o.Msg, o.To, ReplyTag)

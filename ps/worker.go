@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"time"
 
@@ -385,6 +386,7 @@ func (w *Worker) exchange(op string, build func(int, []byte) []byte, onReply fun
 	if err := w.usable(op); err != nil {
 		return err
 	}
+	collectives.EnterOp(w.c, op) // names the op in a stall report (the transport's inspector)
 	t0 := w.cfg.Now()
 	err := w.exchangeOnce(op, build, onReply)
 	w.stats.WaitSeconds += w.cfg.Now().Sub(t0).Seconds()
@@ -446,16 +448,24 @@ func (w *Worker) collect(op string, onReply func(int, *message) error) error {
 		if left == 1 {
 			from = slices.Index(w.replied, false)
 		}
-		b, src, _, err := w.c.RecvBytesWithin(from, ReplyTag, w.cfg.Timeout/2)
+		b, src, _, err := w.c.RecvBytesWithin(from, ReplyTag, w.poll())
 		now := w.cfg.Now()
 		if err != nil {
 			if !errors.Is(err, collectives.ErrTimeout) {
 				return fmt.Errorf("ps worker rank %d: %s: receiving replies: %w", w.rank, op, err)
 			}
-			for i, sw := range w.waits {
-				if !w.replied[i] && sw.expired(now) {
+			for i := range w.waits {
+				sw := &w.waits[i]
+				if w.replied[i] {
+					continue
+				}
+				if sw.expired(now) {
 					return fmt.Errorf("ps worker rank %d: %s: no reply from server rank %d for %v: %w",
 						w.rank, op, i, sw.silence(now).Round(time.Millisecond), err)
+				}
+				if sw.stalled(now, w.cfg.StallWarn) {
+					w.warn(fmt.Sprintf("stall: ps worker rank %d: %s at clock %d: no word from server rank %d for %v (not even a keep-alive)",
+						w.rank, op, w.clock, i, sw.silence(now).Round(time.Millisecond)))
 				}
 			}
 			continue
@@ -481,6 +491,28 @@ func (w *Worker) collect(op string, onReply func(int, *message) error) error {
 	return nil
 }
 
+// poll is how long a worker's receive of replies waits before it checks
+// its servers' silence: Timeout/2, or StallWarn/2 when shorter (so that
+// the transport's own stall inspector never fires inside it: a held
+// worker waits by design, and the server, which knows who holds the
+// round up, reports that; the worker reports only a silent server).
+func (w *Worker) poll() time.Duration {
+	d := w.cfg.Timeout / 2
+	if w.cfg.StallWarn > 0 && w.cfg.StallWarn/2 < d {
+		d = w.cfg.StallWarn / 2
+	}
+	return d
+}
+
+// warn prints a stall warning through cfg.Warn, or on standard error.
+func (w *Worker) warn(msg string) {
+	if w.cfg.Warn != nil {
+		w.cfg.Warn(msg)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dml: %s\n", msg)
+}
+
 // serverWait is a worker's bookkeeping while it waits for one server's
 // reply: when it last heard from the server and when to give up. It does no
 // I/O and reads no clock.
@@ -488,6 +520,17 @@ type serverWait struct {
 	server int           // the server's rank
 	limit  time.Duration // give up after this long without a word
 	last   time.Time     // when the wait started or the latest keep-alive came
+	warned int           // stall warnings given since last
+}
+
+// stalled reports whether, at now, the server's silence has reached the
+// next multiple of warn (0: never) since the last warning, and counts it.
+func (sw *serverWait) stalled(now time.Time, warn time.Duration) bool {
+	if warn <= 0 || sw.silence(now) < time.Duration(sw.warned+1)*warn {
+		return false
+	}
+	sw.warned = int(sw.silence(now) / warn)
+	return true
 }
 
 // receive classifies server bytes b that arrived at now: a keep-alive
@@ -501,7 +544,7 @@ func (sw *serverWait) receive(b []byte, now time.Time) (m message, keepAlive boo
 	}
 	switch m.kind {
 	case kindWait:
-		sw.last = now
+		sw.last, sw.warned = now, 0
 		return message{}, true, nil
 	case kindError:
 		kind := ErrRejected

@@ -120,7 +120,7 @@ func (o *overlapper) run() {
 			continue
 		}
 		t0 := time.Now()
-		failed = reduceBucket(o.ar, o.tr, job.i, job.buf)
+		failed = caught(func() error { return reduceBucket(o.ar, o.tr, job.i, job.buf) })
 		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
 	}
 }

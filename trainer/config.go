@@ -54,6 +54,10 @@ type Config struct {
 	Timeout time.Duration `json:"-"`
 	Metrics string        `json:"-"` // JSON lines file (written by the reporting rank: 0, or the first worker under ps)
 	Save    string        `json:"-"` // .npz weights file (the reporting rank)
+
+	// StallWarn is --stall-warn: parameter servers report workers that
+	// hold a round up for this long (ps.Config.StallWarn); 0: off.
+	StallWarn time.Duration `json:"-"`
 }
 
 // PSConfig is the parameter server's part of a job (see package ps).
@@ -307,6 +311,6 @@ func (c Config) psConfig() (ps.Config, error) {
 		Servers: c.PS.Servers, Consistency: c.PS.Consistency, Staleness: c.PS.Staleness,
 		StalenessLow: c.PS.StalenessLow, StalenessHigh: c.PS.StalenessHigh,
 		Optimizer: c.Opt.Kind, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
-		Timeout: c.Timeout, Filters: filters,
+		Timeout: c.Timeout, StallWarn: c.StallWarn, Filters: filters,
 	}, nil
 }

@@ -27,6 +27,9 @@ type DataConfig struct {
 	// NNZ is synthetic-sparse's nonzeros per row (features drawn with
 	// power-law frequencies; binary labels from a hidden logistic model).
 	NNZ int `json:"nnz"`
+	// MaxFeatures raises (or lowers) the largest LIBSVM feature index
+	// accepted; 0 means data.DefaultMaxFeatures of the file's size.
+	MaxFeatures int `json:"max_features,omitempty"`
 }
 
 // DataNames lists the data sources.
@@ -49,6 +52,9 @@ func (d DataConfig) Validate() error {
 	case "libsvm":
 		if d.Train == "" {
 			return bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
+		}
+		if d.MaxFeatures < 0 {
+			return bad("Data.MaxFeatures", "%d must not be negative (0: the default limit)", d.MaxFeatures)
 		}
 	case "synthetic":
 		switch {
@@ -85,7 +91,7 @@ func (d DataConfig) Sparse() bool { return d.Name == "libsvm" || d.Name == "synt
 func (d DataConfig) LoadSparse(seed uint64) (train, test *data.Sparse, err error) {
 	switch d.Name {
 	case "libsvm":
-		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{}); err != nil {
+		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures}); err != nil {
 			return nil, nil, err
 		}
 		if d.Test == "" {
@@ -125,6 +131,53 @@ func seq(lo, hi int) []int {
 	return idx
 }
 
+// Open is Load for a rank that will keep only some rows: Fashion-MNIST and
+// IDX files come back as data.IDXSource, which reads the labels and headers
+// now and a row's pixels only when asked (so a rank holds its shard, not
+// the whole set, and a parameter server only the shape); other sources are
+// loaded whole, as by Load.
+func (d DataConfig) Open(seed uint64) (train, test data.DenseSource, err error) {
+	switch d.Name {
+	case "fashion-mnist":
+		tr, te, err := data.OpenFashionMNIST(d.Dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return tr, te, nil
+	case "idx":
+		p := strings.Split(d.Train, ",")
+		tr, err := data.OpenIDXPair(p[0], p[1], 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if d.Test == "" {
+			n, _, _ := tr.Shape()
+			if n < 2 {
+				return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", n)
+			}
+			a, b := tr.Split(n - max(1, n/10))
+			return a, b, nil
+		}
+		p = strings.Split(d.Test, ",")
+		te, err := data.OpenIDXPair(p[0], p[1], 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, trCols, trClasses := tr.Shape()
+		_, teCols, teClasses := te.Shape()
+		if teCols != trCols {
+			return nil, nil, fmt.Errorf("test images have %d pixels, training images %d", teCols, trCols)
+		}
+		classes := max(trClasses, teClasses)
+		return tr.WithClasses(classes), te.WithClasses(classes), nil
+	}
+	tr, te, err := d.Load(seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr, te, nil
+}
+
 // Load reads (or generates) the whole training and test sets.
 func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
 	switch d.Name {
@@ -149,7 +202,7 @@ func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
 		train.Classes, test.Classes = classes, classes
 		return train, test, nil
 	case "libsvm":
-		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{})
+		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -88,6 +88,25 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 
 func (l *localModel) free() { l.opt.Free() }
 
+// restore sets this rank's model and optimizer state from a checkpoint's
+// entry for it (the model, then the optimizer state).
+func (l *localModel) restore(own []float32) error {
+	p, n := len(l.x), l.opt.StateLen()
+	if len(own) != p+n {
+		return fmt.Errorf("resuming: this rank's checkpointed state has %d values, the model and its optimizer need %d", len(own), p+n)
+	}
+	copy(l.x, own[:p])
+	if !l.shared {
+		if err := l.j.Backend.Upload(l.m.Params, l.x); err != nil {
+			return err
+		}
+	}
+	if n > 0 {
+		return l.opt.LoadState(own[p:])
+	}
+	return nil
+}
+
 // describe is the start of a decentralized strategy's Describe line.
 func (l *localModel) describe() string {
 	cfg, a := l.j.cfg, l.m.Arch
@@ -229,7 +248,11 @@ func (j *job) runDecentralized(m *model.Model, params []float32, train, test *da
 		}
 		defer s.close()
 		l = s.local()
-		if _, samples, err = j.loop(s, startPosition, res); err != nil {
+		pos := startPosition
+		if j.resume != nil {
+			pos = j.resume.Position
+		}
+		if _, samples, err = j.loop(s, pos, res); err != nil {
 			return nil, err
 		}
 	case SyncADPSGD:
@@ -264,5 +287,5 @@ func (j *job) runDecentralized(m *model.Model, params []float32, train, test *da
 	}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = float64(tot[0]) / res.WallSec
-	return res, j.finish(res)
+	return j.finishRun(res) // ErrInterrupted after a stop (checkpoint.go)
 }

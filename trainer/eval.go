@@ -18,15 +18,17 @@ type EvalResult struct {
 }
 
 // Evaluate scores params (of arch) on every rank's strided shard of set,
-// in batches of batch rows, and combines the ranks' counts.
-func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params []float32, set *data.Dense, batch int) (EvalResult, error) {
-	if set.Cols != arch.Sizes[0] {
-		return EvalResult{}, fmt.Errorf("the data has %d features, the model takes %d", set.Cols, arch.Sizes[0])
+// in batches of batch rows, and combines the ranks' counts. A rank reads
+// only its shard's rows (set may be a data.IDXSource).
+func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params []float32, set data.DenseSource, batch int) (EvalResult, error) {
+	rows, cols, classes := set.Shape()
+	if cols != arch.Sizes[0] {
+		return EvalResult{}, fmt.Errorf("the data has %d features, the model takes %d", cols, arch.Sizes[0])
 	}
-	if out := arch.Sizes[len(arch.Sizes)-1]; (arch.Loss == model.SoftmaxCE && set.Classes > out) || (arch.Loss == model.SigmoidCE && set.Classes > 2) {
-		return EvalResult{}, fmt.Errorf("the data has %d classes, the model predicts %d", set.Classes, max(out, 2))
+	if out := arch.Sizes[len(arch.Sizes)-1]; (arch.Loss == model.SoftmaxCE && classes > out) || (arch.Loss == model.SigmoidCE && classes > 2) {
+		return EvalResult{}, fmt.Errorf("the data has %d classes, the model predicts %d", classes, max(out, 2))
 	}
-	shard, err := set.Subset(data.StridedShard(set.Rows, c.Rank(), c.Size()))
+	shard, err := set.Subset(data.StridedShard(rows, c.Rank(), c.Size()))
 	if err != nil {
 		return EvalResult{}, err
 	}

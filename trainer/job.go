@@ -72,7 +72,9 @@ type Trainer struct {
 	// forward, backward, download/upload, allreduce, pull, push, straggle,
 	// update, evaluate (package trace). Nil costs nothing. For spans of
 	// every op and message, wrap Comm and Backend with trace.Comm and
-	// trace.Backend too.
+	// trace.Backend too. Goroutines beside the step loop (the overlapped
+	// AllReduce, gossip, a passive rank's server, a ps server) record on
+	// their own trace.Lane.
 	Tracer trace.Tracer
 	// Start, if not nil, resumes training from a saved state (sync
 	// allreduce only): its weights and optimizer state replace the initial
@@ -85,6 +87,15 @@ type Trainer struct {
 	// where the figure came from, for that message.
 	MemoryLimit  int64
 	MemorySource string
+	// Checkpoint, if not nil, writes checkpoints and resumes from them
+	// (checkpoint.go). Every rank must be given the same.
+	Checkpoint *Checkpointing
+	// Stop, if not nil, is asked at every step boundary whether this rank
+	// wants training to stop (a signal came): the ranks agree on the step,
+	// write a final checkpoint (with Checkpoint.Dir), and Run returns the
+	// result so far with an error wrapping ErrInterrupted. Every rank must
+	// have one, or none.
+	Stop func() bool
 }
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
@@ -115,9 +126,9 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 		}
 		return t.runSparse(cfg, train, test)
 	}
-	var train, test *data.Dense
+	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.Load(cfg.Seed)
+		train, test, err = cfg.Data.Open(cfg.Seed)
 	}
 	return t.startDense(cfg, train, test, err)
 }
@@ -137,13 +148,13 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 
 // startDense closes the start-up (the rank's loading error, its model's
 // size, every rank's data fingerprint: AgreeToStart) and trains.
-func (t *Trainer) startDense(cfg Config, train, test *data.Dense, err error) (*Result, error) {
+func (t *Trainer) startDense(cfg Config, train, test data.DenseSource, err error) (*Result, error) {
 	if err == nil {
 		err = t.checkModelMemory(cfg, train, test)
 	}
 	var fp uint64
 	if err == nil {
-		fp = DenseFingerprint(train, test)
+		fp, err = SourceFingerprint(train, test)
 	}
 	if err := AgreeToStart(t.Comm, "load its data", err, fp); err != nil {
 		return nil, err
@@ -162,17 +173,23 @@ func (t *Trainer) check(cfg Config) error {
 	if t.Start != nil && cfg.Sync != SyncAllreduce {
 		return bad("Sync", "%v cannot resume from a TrainState (the servers hold the weights): use allreduce", cfg.Sync)
 	}
+	if err := t.checkCheckpointing(cfg); err != nil {
+		return err
+	}
 	return CheckSameConfig(t.Comm, cfg)
 }
 
 // runDense sets up a dense model (mlp, softmax, logreg) on every rank and
-// dispatches to the strategy --sync names.
-func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error) {
-	j, err := t.newJob(cfg, train.Rows)
+// dispatches to the strategy --sync names. A rank reads only the rows it
+// keeps from train and test (see DataConfig.Open).
+func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, error) {
+	trainRows, cols, classes := train.Shape()
+	testRows, _, _ := test.Shape()
+	j, err := t.newJob(cfg, trainRows)
 	if err != nil {
 		return nil, err
 	}
-	arch, err := BuildArch(cfg, train.Cols, train.Classes)
+	arch, err := BuildArch(cfg, cols, classes)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +199,7 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 			return nil, err
 		}
 	}
-	testShard, err := test.Subset(data.StridedShard(test.Rows, t.Comm.Rank(), t.Comm.Size()))
+	testShard, err := test.Subset(data.StridedShard(testRows, t.Comm.Rank(), t.Comm.Size()))
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +218,12 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
 		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
 	}
+	if j.resume, err = j.loadResume(arch); err != nil {
+		return nil, err
+	}
+	if j.resume != nil {
+		copy(params, j.resume.params)
+	}
 	if cfg.Sync == SyncPS {
 		evalAll := func(p []float32) (float64, error) {
 			if err := t.Backend.Upload(m.Params, p); err != nil {
@@ -209,7 +232,11 @@ func (t *Trainer) runDense(cfg Config, train, test *data.Dense) (*Result, error)
 			return evaluateShard(t.Comm, m, testShard)
 		}
 		return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-			return newDenseWorker(j, w, m, shard, test)
+			testAll, err := test.Subset(data.StridedShard(testRows, 0, 1))
+			if err != nil {
+				return nil, err
+			}
+			return newDenseWorker(j, w, m, shard, testAll)
 		}, evalAll)
 	}
 	if cfg.Sync.Decentralized() {
@@ -239,6 +266,12 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		}
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
+	if j.resume, err = j.loadResume(arch); err != nil {
+		return nil, err
+	}
+	if j.resume != nil {
+		copy(params, j.resume.params)
+	}
 	evalAll := func(p []float32) (float64, error) {
 		ev, err := EvaluateSparse(t.Comm, arch, p, test)
 		return ev.Accuracy, err
@@ -299,13 +332,21 @@ type job struct {
 	tr       trace.Tracer // never nil
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
 	reporter int          // the rank that prints epoch lines and writes --metrics
+
+	resume         *resumed // the state to start from (nil: fresh)
+	interrupted    bool     // the loop stopped on Stop
+	stoppedAt      Position // where it stopped
+	lastCheckpoint string   // the file last written (reporting rank)
+	// lastCheckpointSteps is the position (steps run) of the last
+	// checkpoint, on every training rank (-1: none yet).
+	lastCheckpointSteps int
 }
 
 // newJob sets up the shard bookkeeping: under ps, the workers (ranks
 // Servers..N-1) share the training set and the servers hold none of it.
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
-	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer)}
+	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1}
 	members := n
 	if cfg.Sync == SyncPS {
 		members, j.shardIdx, j.reporter = n-cfg.PS.Servers, rank-cfg.PS.Servers, cfg.PS.Servers
@@ -353,6 +394,10 @@ func (j *job) printf(format string, args ...any) {
 // finish saves the weights (reporting rank) and prints the summary.
 func (j *job) finish(res *Result) error {
 	cfg := j.cfg
+	skipped := ""
+	if j.interrupted && cfg.Save != "" {
+		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
+	}
 	if j.reports() && cfg.Save != "" {
 		if err := model.SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
 			return err
@@ -363,6 +408,9 @@ func (j *job) finish(res *Result) error {
 		j.printf(", weights saved to %s", cfg.Save)
 	}
 	j.printf("\n")
+	if j.interrupted {
+		j.printf("interrupted after step %d%s\n", res.Steps, skipped)
+	}
 	if p := res.PS; p != nil {
 		saved := ""
 		if p.PushBytesUnfiltered > 0 && p.PushBytes < p.PushBytesUnfiltered {

@@ -109,7 +109,7 @@ func (j *job) evalDue(epoch int, last bool) bool {
 // in the strategy's Scope.
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), start.Steps > 0)
 	if err != nil {
 		return start, 0, err
 	}
@@ -140,6 +140,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			step := pos.Step
 			ts := time.Now()
 			lo, hi := min(step*cfg.Batch, len(order)), min((step+1)*cfg.Batch, len(order))
+			j.markStep(res.Steps + 1)
 			sp := j.tr.Begin("step").Arg("epoch", epoch).Arg("step", step)
 			st, err := j.step(s, order[lo:hi], step)
 			sp.Err(err).End()
@@ -155,6 +156,20 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			pos.Steps = res.Steps
 			ran++
 			bar.update(epoch, step+1, steps, lossSum/math.Max(seen, 1))
+			// The step boundary: stop vote and checkpoint (checkpoint.go).
+			next := Position{Epoch: epoch, Step: step + 1, Steps: res.Steps}
+			if next.Step >= steps {
+				next.Epoch, next.Step = epoch+1, 0
+			}
+			stop, err := j.boundary(s, next)
+			if err != nil {
+				return pos, 0, err
+			}
+			if stop {
+				j.interrupted, j.stoppedAt, done = true, next, true
+				pos.Step++
+				break
+			}
 		}
 		// Reaching --max-steps on the epoch's last step ends training here,
 		// so that this epoch's evaluation sees the final weights.
@@ -169,11 +184,11 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		total += seen
 		wall := time.Since(t0).Seconds()
 		st := EpochStats{Epoch: epoch, Steps: ran, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
-			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall}
+			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall, TrainSec: wall}
 		if err := s.EndEpoch(&st, commSec, stepSec, wall); err != nil {
 			return pos, 0, err
 		}
-		if j.evalDue(epoch, done) {
+		if j.evalDue(epoch, done) && !j.interrupted {
 			sp := j.tr.Begin("evaluate").Arg("epoch", epoch)
 			acc, err := s.Evaluate()
 			sp.Err(err).End()
@@ -191,6 +206,13 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		j.printf("%s\n", st)
 		if err := metrics.write(st); err != nil {
 			return pos, 0, fmt.Errorf("--metrics: %w", err)
+		}
+	}
+	// The end of training (the last epoch, or --max-steps): a final
+	// checkpoint, unless the last boundary wrote one.
+	if j.Checkpoint.enabled() && !j.interrupted && pos.Steps > start.Steps && j.lastCheckpointSteps != pos.Steps {
+		if err := j.writeCheckpoint(s, pos); err != nil {
+			return pos, 0, err
 		}
 	}
 	return pos, total, nil

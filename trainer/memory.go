@@ -159,16 +159,20 @@ func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (flo
 // checkModelMemory builds the dense model's architecture for the loaded
 // data and refuses it, before anything is allocated for it, where it and
 // the data cannot fit in this rank's memory.
-func (t *Trainer) checkModelMemory(cfg Config, train, test *data.Dense) error {
-	arch, err := BuildArch(cfg, train.Cols, train.Classes)
+func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) error {
+	trainRows, cols, classes := train.Shape()
+	testRows, _, _ := test.Shape()
+	arch, err := BuildArch(cfg, cols, classes)
 	if errors.Is(err, model.ErrTooLarge) {
 		return &tooBigError{fmt.Sprintf("%v: shrink --hidden", err)}
 	}
 	if err != nil {
 		return err
 	}
-	need, rows := t.modelNeed(cfg, arch, train.Rows, test.Rows)
-	need += 4 * float64(len(train.X)+len(train.Y)+len(test.X)+len(test.Y))
+	need, rows := t.modelNeed(cfg, arch, trainRows, testRows)
+	// The whole sets: an upper bound where a rank reads only its shard
+	// (data.IDXSource).
+	need += 4 * float64(trainRows+testRows) * float64(cols+1)
 	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d) with its data", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
 	return t.refuse(what, need, "shrink --hidden or --batch, or run fewer ranks per node")
 }

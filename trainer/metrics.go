@@ -24,6 +24,8 @@ type EpochStats struct {
 	// overlap only, else null): 1 − CommHidden of it was waited for.
 	CommHidden *float64 `json:"comm_hidden"`
 	WallSec    float64  `json:"wall_sec"`
+	// TrainSec is the epoch's training time: WallSec without the evaluation.
+	TrainSec float64 `json:"train_sec"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 	// Decentralized training's figures (with --sync dpsgd, adpsgd).
@@ -50,35 +52,69 @@ func (e EpochStats) String() string {
 	return line
 }
 
-// metricsFile writes EpochStats as JSON lines.
+// metricsFile writes EpochStats as JSON lines, each with a single write(2)
+// straight to the file (no buffer to flush): a kill at any moment leaves
+// whole lines only. A write that fails part-way (a full disk) is taken back
+// by truncating the file to its last whole line.
 type metricsFile struct {
-	f   *os.File
-	enc *json.Encoder
+	f    *os.File
+	size int64 // bytes of whole lines written
 }
 
-func openMetrics(path string) (*metricsFile, error) {
+// openMetrics starts a metrics file at path (""): none), or, with
+// resumed, adds to what the interrupted run wrote there.
+func openMetrics(path string, resumed bool) (*metricsFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Create(path)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if resumed {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics: %w", err)
 	}
-	return &metricsFile{f: f, enc: json.NewEncoder(f)}, nil
+	m := &metricsFile{f: f}
+	if resumed {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("--metrics: %w", err)
+		}
+		m.size = fi.Size()
+	}
+	return m, nil
 }
 
 func (m *metricsFile) write(v any) error {
 	if m == nil {
 		return nil
 	}
-	return m.enc.Encode(v)
+	line, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	n, err := m.f.Write(append(line, '\n'))
+	if err != nil {
+		if n > 0 {
+			m.f.Truncate(m.size)
+			m.f.Seek(m.size, io.SeekStart)
+		}
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	m.size += int64(n)
+	return nil
 }
 
 func (m *metricsFile) close() error {
 	if m == nil {
 		return nil
 	}
-	return m.f.Close()
+	if err := m.f.Close(); err != nil {
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	return nil
 }
 
 // progress draws a bar on a terminal, at most ten times a second.

@@ -150,6 +150,32 @@ func DenseFingerprint(sets ...*data.Dense) uint64 {
 	return f.h
 }
 
+// SourceFingerprint is DenseFingerprint for data sources: a *data.Dense
+// is hashed as DenseFingerprint hashes it, a *data.IDXSource by its shape
+// and its files' Digest (the files as stored, so that a rank need not load
+// the whole set to compare it with the others').
+func SourceFingerprint(sets ...data.DenseSource) (uint64, error) {
+	var f fingerprint
+	for _, s := range sets {
+		switch s := s.(type) {
+		case nil:
+			f.word(0)
+		case *data.Dense:
+			f.word(DenseFingerprint(s))
+		case *data.IDXSource:
+			rows, cols, classes := s.Shape()
+			d, err := s.Digest()
+			if err != nil {
+				return 0, err
+			}
+			f.word(uint64(rows), uint64(cols), uint64(classes), d)
+		default:
+			return 0, fmt.Errorf("no fingerprint for data source %T", s)
+		}
+	}
+	return f.h, nil
+}
+
 // SparseFingerprint is DenseFingerprint for sparse sets.
 func SparseFingerprint(sets ...*data.Sparse) uint64 {
 	var f fingerprint

@@ -80,6 +80,8 @@ type adpsgdStrategy struct {
 	avgErr  error   // the averaging's outcome (without overlap)
 	avgSec  float64 // its time (without overlap)
 
+	avgTr trace.Tracer // average's spans: on the communication lane with overlap
+
 	// passive ranks
 	mu     sync.Mutex // guards x (and the optimizer update of it)
 	srv    *passiveServer
@@ -148,11 +150,14 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
 	s.theirs = make([]float32, len(params))
-	s.overlap, s.avgDone = j.cfg.Overlap, make(chan error, 1)
+	s.overlap, s.avgDone, s.avgTr = j.cfg.Overlap, make(chan error, 1), j.tr
+	if s.overlap {
+		s.avgTr = trace.OnLane(j.tr, trace.LaneComm)
+	}
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
-		go func() { s.srvErr <- s.srv.run() }()
+		go func() { s.srvErr <- caught(s.srv.run) }()
 	}
 	return s, nil
 }
@@ -193,7 +198,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	}
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
 	if s.overlap {
-		go func() { s.avgDone <- s.average(s.peer) }()
+		go func() { s.avgDone <- caught(func() error { return s.average(s.peer) }) }()
 		return nil
 	}
 	t0 := time.Now()
@@ -211,7 +216,8 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 // for the two transfers, never for this rank's computation.
 func (s *adpsgdStrategy) average(peer int) error {
 	c := s.j.Comm
-	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
+	collectives.EnterOp(c, "adpsgd averaging")
+	sp := s.avgTr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
 	defer sp.End()
 	var hdr [ctlLen]byte
 	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), peer, tagGossipCtl); err != nil {
@@ -283,7 +289,7 @@ type syncPoint struct {
 // the samples this rank trained on.
 func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 	j, cfg := s.j, s.j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics))
+	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), false)
 	if err != nil {
 		return 0, err
 	}
@@ -327,6 +333,7 @@ func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 		lo, hi := min(lstep*cfg.Batch, len(order)), min((lstep+1)*cfg.Batch, len(order))
 		ts := time.Now()
 		sp := j.tr.Begin("step").Arg("epoch", local).Arg("step", lstep)
+		j.markStep(s.step + 1)
 		st, err := j.step(s, order[lo:hi], s.step)
 		sp.Err(err).End()
 		if err != nil {
@@ -474,6 +481,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 // the epoch's line from every rank's figures since the last point.
 func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, correct, seen, commSec, stepSec float64) (EpochStats, error) {
 	j := s.j
+	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
 	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", pt.epoch)
 	defer sp.End()
 	if s.srv != nil {
@@ -490,7 +498,7 @@ func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, corre
 	}
 	n := float64(j.Comm.Size())
 	st := EpochStats{Epoch: pt.epoch, Steps: int(s.step), LossScope: ScopeWorker, Loss: lossSum / math.Max(seen, 1),
-		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall,
+		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall, TrainSec: wall,
 		CommFraction: float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12),
 		GossipStats:  &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}}
 	s.waitSec = 0
@@ -519,6 +527,7 @@ type passiveServer struct {
 	mine     []float32 // x as it was, sent back to the partner
 	in       []float32 // the partner's model
 	heard    map[int]time.Time
+	tr       trace.Tracer // on the server lane
 }
 
 // maxLag is how many steps a passive rank may run without being averaged.
@@ -530,7 +539,8 @@ const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
 	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
-		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{}}
+		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{},
+		tr: trace.OnLane(s.j.tr, trace.LaneServer)}
 	now := time.Now()
 	for _, a := range s.nbrs {
 		p.heard[a] = now
@@ -625,6 +635,9 @@ func (p *passiveServer) run() error {
 func (p *passiveServer) answer(from int) error {
 	s := p.s
 	c := s.j.Comm
+	collectives.EnterOp(c, "adpsgd answer")
+	sp := p.tr.Begin("answer").Cat(trace.Collective).Bytes(8*len(p.in)).Arg("partner", from)
+	defer sp.End()
 	if err := collectives.Recv(c, p.in, from, tagGossipModel); err != nil {
 		return fmt.Errorf("adpsgd: receiving the model of active rank %d: %w", from, err)
 	}

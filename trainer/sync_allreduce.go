@@ -75,7 +75,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
 	_, hostGrads := m.Grads.(kernels.HostBuffer)
 	if hostGrads && cfg.Overlap && j.Comm.Size() > 1 {
-		s.ov = newOverlapper(s.ar, j.tr, s.plan)
+		s.ov = newOverlapper(s.ar, trace.OnLane(j.tr, trace.LaneComm), s.plan)
 		defer s.ov.close()
 	}
 	if !hostGrads {
@@ -96,7 +96,11 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		}
 	}
 	pos := startPosition
-	if st := j.Start; st != nil {
+	st := j.Start
+	if r := j.resume; r != nil {
+		st = &TrainState{Arch: m.Arch, Params: r.params, OptState: r.opt, Position: r.Position}
+	}
+	if st != nil {
 		if err := st.check(m.Arch, opt.StateLen()); err != nil {
 			return nil, err
 		}
@@ -131,7 +135,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState, Position: pos}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
-	return res, j.finish(res)
+	return j.finishRun(res)
 }
 
 func (s *allreduceStrategy) Describe() string {

@@ -48,6 +48,8 @@ type dpsgdStrategy struct {
 	done    chan error // the goroutine's outcome
 	waitSec float64    // this epoch's time waiting for neighbours
 	mixes   int        // this epoch's averagings
+
+	xtr trace.Tracer // the exchange's spans: on the communication lane with overlap
 }
 
 func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
@@ -59,8 +61,17 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 	if err != nil {
 		return nil, err
 	}
+	if own := j.resume.ownState(); own != nil {
+		if err := l.restore(own); err != nil {
+			l.free()
+			return nil, err
+		}
+	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1)}
+	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1), xtr: j.tr}
+	if s.overlap {
+		s.xtr = trace.OnLane(j.tr, trace.LaneComm)
+	}
 	self, w := g.Weights(r)
 	s.self = float32(self)
 	for _, v := range w {
@@ -96,7 +107,7 @@ func (s *dpsgdStrategy) Describe() string {
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
-		go func() { s.done <- s.exchange(step) }()
+		go func() { s.done <- caught(func() error { return s.exchange(step) }) }()
 	}
 	return err
 }
@@ -104,7 +115,8 @@ func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 // exchange sends x to every neighbour and receives theirs into nb.
 func (s *dpsgdStrategy) exchange(step int) error {
 	c := s.j.Comm
-	sp := s.j.tr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
+	collectives.EnterOp(c, "dpsgd exchange with neighbours")
+	sp := s.xtr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
 	defer sp.End()
 	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))
 	fail := func(what string, q int, err error) error {
@@ -149,7 +161,9 @@ func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
 	switch {
 	case len(s.nbrs) == 0:
 	case s.overlap:
+		sp := s.j.tr.Begin("wait-neighbours").Cat(trace.Wait)
 		err = <-s.done
+		sp.End()
 	default:
 		err = s.exchange(step)
 	}

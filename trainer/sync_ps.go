@@ -45,8 +45,25 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
+	start0 := startPosition
+	var residues [][]float32
+	if r := j.resume; r != nil { // checkpoint.go
+		copy(params, r.params)
+		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
+		start0, residues = r.Position, r.residues
+	}
 	if c.Rank() < cfg.PS.Servers {
-		st, err := ps.RunServer(c, pcfg, params)
+		// A server's timeline: each request received and reply sent.
+		sc := trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer))
+		var tr ps.Transport = sc
+		if j.Stop != nil { // a signal to a server stops the workers too (checkpoint.go)
+			n := &stopNotifier{Comm: sc, stop: j.Stop}
+			for w := cfg.PS.Servers; w < c.Size(); w++ {
+				n.workers = append(n.workers, w)
+			}
+			tr = n
+		}
+		st, err := ps.RunServer(tr, pcfg, params)
 		if err != nil {
 			return nil, err
 		}
@@ -56,11 +73,16 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		if err != nil {
 			return nil, err
 		}
+		if j.resume != nil {
+			if err := w.Resume(start0.Steps, residues); err != nil {
+				return nil, err
+			}
+		}
 		s, err := newWorker(w)
 		if err != nil {
 			return nil, err
 		}
-		if _, samples, err = j.loop(s, startPosition, res); err != nil {
+		if _, samples, err = j.loop(s, start0, res); err != nil {
 			return nil, err
 		}
 		if err := w.Done(); err != nil {
@@ -81,7 +103,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	}
 	res.Params = params
 	res.WallSec = time.Since(start).Seconds()
-	return res, j.finish(res)
+	return j.finishRun(res)
 }
 
 // psWorker is the bookkeeping every parameter-server worker strategy
@@ -93,6 +115,8 @@ type psWorker struct {
 	arch model.Arch
 	prev ps.WorkerStats
 	wait float64 // seconds waited in the current step's Pull
+
+	notified bool // this worker sent the others its stop note (checkpoint.go)
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows
@@ -120,12 +144,36 @@ func (p *psWorker) Scope() Scope { return ScopeWorker }
 
 // timed runs f (a Pull or Push of n floats) in a span named name and
 // returns the seconds it took.
+// With a timeline the span carries the worker's clock, the time the
+// servers held the call (held_us: the consistency controller's wait, also
+// drawn as a "consistency-wait" span inside it) and, for a pull, its
+// staleness.
 func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
+	traced := trace.Enabled(p.j.tr)
+	var before ps.TraceFigures
+	if traced {
+		before = p.w.TraceFigures()
+	}
 	t0 := time.Now()
 	err := f()
+	t1 := time.Now()
+	if traced {
+		after := p.w.TraceFigures()
+		held := time.Duration((after.HeldSeconds - before.HeldSeconds) * 1e9)
+		sp = sp.Arg("clock", before.Clock).Arg("held_us", int(held/time.Microsecond))
+		if after.Pulls == before.Pulls+1 {
+			sp = sp.Arg("staleness", after.StalenessSum-before.StalenessSum)
+		}
+		if held > 0 {
+			// The servers held the request until the consistency model
+			// let it through: drawn at the end of the call.
+			trace.Complete(p.j.tr, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
+				trace.Arg{Key: "clock", Value: int64(before.Clock)})
+		}
+	}
 	sp.Err(err).End()
-	return time.Since(t0).Seconds(), err
+	return t1.Sub(t0).Seconds(), err
 }
 
 // EndEpoch: the share of the epoch spent waiting in Pull and Push, and the

@@ -14,9 +14,9 @@ import (
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n")
+		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n  sweep         train across rank counts × strategies × models × batch sizes, one MPI job each; CSV, JSON, plots\n")
 		if len(args) == 0 {
-			return usageErr("bench: which benchmark? (allreduce, consistency or ps)")
+			return usageErr("bench: which benchmark? (allreduce, consistency, ps or sweep)")
 		}
 		return nil
 	}
@@ -27,8 +27,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return cmdBenchConsistency(args[1:], stdout)
 	case "ps":
 		return cmdBenchPS(args[1:], stdout)
+	case "sweep":
+		return cmdBenchSweep(args[1:], stdout, stderr)
 	}
-	return usageErr("bench: unknown mode %q (want allreduce, consistency or ps)", args[0])
+	return usageErr("bench: unknown mode %q (want allreduce, consistency, ps or sweep)", args[0])
 }
 
 // sizeFlag is a byte count flag that accepts 4K/16M/1G suffixes.
@@ -80,6 +82,8 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	segBytes := int64(0)
 	fs.Var(sizeFlag{&segBytes}, "segment", "ring pipelining segment size (default: whole chunks up to 1M, 256K segments above)")
 	avg := fs.Bool("avg", false, "average instead of sum")
+	var pf profFlags
+	pf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -97,8 +101,17 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	if err := cfg.Validate(); err != nil {
 		return usageErr("bench allreduce: %v", err)
 	}
+	if err := pf.check(); err != nil {
+		return err
+	}
 
-	return withWorld(func(c collectives.Comm) error {
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := pf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
+		c = pf.comm(c)
 		var rw *bench.RowWriter
 		if c.Rank() == 0 {
 			rw, _ = bench.NewRowWriter(stdout, *format)
@@ -211,7 +224,8 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	var list []bench.Strategy
 	for _, m := range strings.Split(*models, ",") {
 		st, err := bench.ParseStrategy(strings.TrimSpace(m))
@@ -239,8 +253,12 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := cf.check(); err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		for _, m := range list {
 			job := cfg
 			m.Apply(&job)
@@ -252,7 +270,7 @@ data. Every training flag of 'dml train' applies (--data, --model,
 		if st.Rank < 0 {
 			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
 		}
-		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target}
+		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target, Tracer: cf.tracer()}
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {

@@ -13,8 +13,9 @@ import (
 )
 
 // psBenchFlags parses `dml bench ps` flags into a bench.PSConfig and the
-// output format; every problem is a usage error (exit 2).
-func psBenchFlags(args []string, stdout io.Writer) (bench.PSConfig, string, error) {
+// output format, and the profiling flags into pf; every problem is a
+// usage error (exit 2).
+func psBenchFlags(args []string, stdout io.Writer, pf *profFlags) (bench.PSConfig, string, error) {
 	cfg := bench.DefaultPSConfig()
 	fs := newFlags("bench ps", `Usage: mpirun -np N dml bench ps [flags]
 
@@ -46,7 +47,11 @@ Examples:
 	fs.IntVar(&cfg.StalenessHigh, "staleness-high", cfg.StalenessHigh, "DSSP upper staleness bound")
 	timeout := fs.Duration("timeout", 60*time.Second, "parameter-server silence timeout")
 	format := fs.String("format", "table", "output format: table, csv or json")
+	pf.register(fs)
 	if err := parse(fs, args); err != nil {
+		return cfg, "", err
+	}
+	if err := pf.check(); err != nil {
 		return cfg, "", err
 	}
 	set := map[string]bool{}
@@ -83,11 +88,18 @@ Examples:
 }
 
 func cmdBenchPS(args []string, stdout io.Writer) error {
-	cfg, format, err := psBenchFlags(args, stdout)
+	var pf profFlags
+	cfg, format, err := psBenchFlags(args, stdout, &pf)
 	if err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) error {
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := pf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
+		c = pf.comm(c)
 		if err := cfg.Validate(c.Size()); err != nil {
 			return usageErr("bench ps: %v", err)
 		}
@@ -103,7 +115,7 @@ func cmdBenchPS(args []string, stdout io.Writer) error {
 			}
 			pw, _ = bench.NewPSWriter(stdout, format)
 		}
-		_, err := bench.RunPS(c, cfg, func(r bench.PSRow) { pw.Write(r) })
+		_, err = bench.RunPS(c, cfg, func(r bench.PSRow) { pw.Write(r) })
 		if pw != nil {
 			pw.Close()
 		}

@@ -26,6 +26,7 @@ Commands:
   train             train a model data-parallel across the ranks
   eval              evaluate saved weights on a dataset
   bench allreduce   time AllReduce algorithms (nccl-tests style table)
+  bench sweep       train across rank counts × strategies × models × batches (one MPI job each; CSV, JSON, plots)
   devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version
 
@@ -86,6 +87,13 @@ func report(err error, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	case errors.As(err, new(interrupted)):
+		var in interrupted
+		errors.As(err, &in)
+		if printsErrors() {
+			fmt.Fprintf(stderr, "dml: %v\n", err)
+		}
+		return in.status
 	case isUsage(err):
 		if printsErrors() {
 			fmt.Fprintf(stderr, "dml: %s\n", message(err))

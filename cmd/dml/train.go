@@ -7,25 +7,26 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
-
-	"github.com/pkg/profile"
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/collectives/stall"
 	"github.com/dml-project/dml/kernels"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // intList is a flag holding comma-separated positive integers ("256,128").
@@ -127,9 +128,11 @@ type commonFlags struct {
 	precision   string
 	prec        kernels.Precision
 	blasThreads int
-	profile     string
+	profFlags   // --profile, --profile-dir, --timeline
 	timeout     time.Duration
-	rank        int // this rank, once begin ran
+	stallWarn   time.Duration
+	stallAbort  time.Duration // --stall-timeout; 0: --timeout
+	rank        int           // this rank, once begin ran
 	stderr      io.Writer
 }
 
@@ -141,8 +144,19 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.StringVar(&c.backend, "backend", kernels.AutoBackend, "compute backend: auto (blas where OpenBLAS loads, else cpu, with a notice), or one this binary was built with: "+strings.Join(kernels.Names(), ", "))
 	fs.IntVar(&c.blasThreads, "blas-threads", 1, "threads per rank for the blas backend's matrix products (OPENBLAS_NUM_THREADS, when set, wins); keep ranks × threads ≤ cores")
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
-	fs.StringVar(&c.profile, "profile", "", "write a profile of rank 0: cpu, mem, block, mutex or trace (pkg/profile, into the current folder)")
+	c.profFlags.register(fs)
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up (and abort the job) when a peer does not answer for this long")
+	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
+	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0, or more than --timeout: --timeout)")
+}
+
+// stallTimeout is how long a stalled operation lasts before the job
+// aborts: --stall-timeout, or --timeout when it is 0 or longer.
+func (c *commonFlags) stallTimeout() time.Duration {
+	if c.stallAbort > 0 && c.stallAbort < c.timeout {
+		return c.stallAbort
+	}
+	return c.timeout
 }
 
 func (c *commonFlags) check() error {
@@ -160,13 +174,17 @@ func (c *commonFlags) check() error {
 	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
 		return usageErr("--precision: %v", err)
 	}
-	switch c.profile {
-	case "", "cpu", "mem", "block", "mutex", "trace":
-	default:
-		return usageErr("--profile %q: want cpu, mem, block, mutex or trace", c.profile)
+	if err := c.profFlags.check(); err != nil {
+		return err
 	}
 	if c.timeout <= 0 {
 		return usageErr("--timeout %v must be positive", c.timeout)
+	}
+	if c.stallWarn < 0 {
+		return usageErr("--stall-warn %v: want a duration ≥ 0 (0: off)", c.stallWarn)
+	}
+	if c.stallAbort < 0 {
+		return usageErr("--stall-timeout %v: want a duration ≥ 0 (0: --timeout)", c.stallAbort)
 	}
 	return nil
 }
@@ -193,17 +211,15 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 }
 
 // begin applies the flags to a started world — the peer timeout, and
-// pkg/profile on rank 0 when asked — and returns the function that stops
-// the profile (safe to call either way).
-func (c *commonFlags) begin(w collectives.Comm) func() {
+// --profile and --timeline on every rank (profFlags.begin) — and returns
+// the function that ends them, to defer with the command's error.
+func (c *commonFlags) begin(w collectives.Comm) (func(*error), error) {
 	c.rank = w.Rank()
 	setTimeout(w, c.timeout)
-	if c.profile == "" || w.Rank() != 0 {
-		return func() {}
+	if m, ok := w.(*mpi.Comm); ok {
+		m.Stall = stall.Policy{Warn: c.stallWarn, Abort: c.stallTimeout()}
 	}
-	opt := map[string]func(*profile.Profile){"cpu": profile.CPUProfile, "mem": profile.MemProfile,
-		"block": profile.BlockProfile, "mutex": profile.MutexProfile, "trace": profile.TraceProfile}[c.profile]
-	return profile.Start(opt, profile.ProfilePath("."), profile.NoShutdownHook).Stop
+	return c.profFlags.begin(w)
 }
 
 func setTimeout(c collectives.Comm, d time.Duration) {
@@ -222,6 +238,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
@@ -251,15 +268,19 @@ Examples:
       --model mlp --data fashion-mnist`, stdout)
 	overlap := registerTrainFlags(fs, &cfg)
 	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
+	runReportPrefix := fs.String("run-report", "", "each rank writes its CPU time (getrusage), wall time and bytes sent to PREFIX.rank-R.json at its end (dml bench sweep uses it)")
 	cf.register(fs, stderr)
-	if err := parse(fs, args); err != nil {
+	var ckf checkpointFlags
+	ckf.register(fs)
+	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
 	bar, err := showProgress(*progress, stdout)
 	if err != nil {
 		return err
 	}
-	cfg.Timeout = cf.timeout
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %s", flagError(err))
 	}
@@ -271,7 +292,7 @@ Examples:
 		cpus := runtime.NumCPU()
 		cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
 	}
-	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
+	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics, "--run-report": *runReportPrefix} {
 		if err := checkOutputDir(path); err != nil {
 			return usageErr("train: %s: %v", flagName, err)
 		}
@@ -283,8 +304,16 @@ Examples:
 	if err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	ck, err := ckf.check()
+	if err != nil {
+		return err
+	}
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
@@ -298,8 +327,27 @@ Examples:
 			return err
 		}
 		defer be.Close()
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source}
-		if _, err := tr.Run(cfg); err != nil {
+		c, rep := startRunReport(*runReportPrefix, c)
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		tr.Tracer = cf.tracer()
+		got := func() os.Signal { return nil }
+		if cfg.StopsAtBoundaries() {
+			var done func()
+			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			defer done()
+		}
+		res, err := tr.Run(cfg)
+		if rerr := rep.finish(res, err); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			if errors.Is(err, trainer.ErrInterrupted) {
+				status := exitStatus(syscall.SIGTERM) // another rank's signal
+				if s := got(); s != nil {
+					status = exitStatus(s)
+				}
+				return interrupted{err, status}
+			}
 			return flagErrorWrap(err)
 		}
 		return nil
@@ -367,7 +415,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
-	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
+	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
@@ -487,6 +535,7 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.MaxFeatures": "--max-features",
 }
 
 // flagError words a configuration error with the flag a person typed:
@@ -510,21 +559,14 @@ func flagErrorWrap(err error) error {
 	return err
 }
 
-// checkOutputDir fails early, before any training, when path's folder does
-// not exist (the file itself is written later).
+// checkOutputDir fails early, before any training, when path could not be
+// written later: its folder is missing or not writable (a temporary file is
+// created and removed there), or path is a folder.
 func checkOutputDir(path string) error {
 	if path == "" {
 		return nil
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("folder %s does not exist", dir)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return nil
+	return atomicfile.CheckWritable(path)
 }
 
 // showProgress decides on the progress bar. Under mpirun a rank's stdout is
@@ -580,8 +622,12 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if dc.Name == "synthetic-sparse" && !sparse {
 		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
 	}
-	return withWorld(func(c collectives.Comm) error {
-		defer cf.begin(c)()
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := cf.begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)
@@ -597,10 +643,10 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Load(*seed)
+			_, test, err := dc.Open(*seed)
 			var fp uint64
 			if err == nil {
-				fp = trainer.DenseFingerprint(test)
+				fp, err = trainer.SourceFingerprint(test)
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
@@ -613,7 +659,8 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 			defer be.Close()
-			if ev, err = trainer.Evaluate(c, be, arch, params, test, *batch); err != nil {
+			// --timeline: a span per kernel op (the evaluation has no steps).
+			if ev, err = trainer.Evaluate(c, trace.Backend(be, cf.tracer()), arch, params, test, *batch); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
@@ -18,6 +22,8 @@ func withWorld(fn func(c collectives.Comm) error) error {
 	if err != nil {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
+	defer abortOnPanic(c)
+	defer watchGone(c)()
 	if err := fn(c); err != nil {
 		var se *trainer.StartError
 		switch {
@@ -40,6 +46,9 @@ func withWorld(fn func(c collectives.Comm) error) error {
 			c.Barrier()
 			mpi.Finalize()
 			return reported{err}
+		case errors.Is(err, trainer.ErrInterrupted):
+			// Every rank stopped at the same step boundary (or, as a
+			// parameter server, finished normally): end normally.
 		case c.Size() > 1 && !errors.Is(err, errUsage) && !errors.Is(err, trainer.ErrUsage):
 			// A usage error is found by every rank alike (same flags, same
 			// world): no rank is left waiting, so the job ends normally with
@@ -61,3 +70,71 @@ func withWorld(fn func(c collectives.Comm) error) error {
 type reported struct{ error }
 
 func (r reported) Unwrap() error { return r.error }
+
+// abortOnPanic, deferred by withWorld, turns a panic of the main goroutine
+// into a line naming the rank and what it was doing when last heard of
+// (the operation and step its stall inspector last recorded), with the
+// stack, and MPI_Abort of the whole job, instead of Go's trace alone and
+// peers left waiting until mpirun notices. A world of one rank panics on.
+func abortOnPanic(c *mpi.Comm) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s\n%s", panicLine(c.Rank(), c.CurrentOp().String(), r), debug.Stack())
+	if c.Size() == 1 {
+		panic(r)
+	}
+	c.Abort(2, fmt.Errorf("panic (stack above), last heard of in %s", c.CurrentOp()))
+}
+
+// panicLine is the line a rank prints when it panics.
+func panicLine(rank int, doing string, r any) string {
+	return fmt.Sprintf("dml: rank %d: panic (last heard of in %s): %v", rank, doing, r)
+}
+
+// stopsHandled is set while `dml train` turns SIGINT/SIGTERM into a stop
+// at a step boundary (stopSignals).
+var stopsHandled atomic.Bool
+
+// peersGone says whether a rank of this job on this node has ended without
+// a word (see watchGone); false outside a multi-rank job.
+var peersGone = func() bool { return false }
+
+// watchGone reports a rank killed outright: OpenMPI answers its death with
+// SIGTERM to the survivors, and the lowest live rank of its node, reading
+// the node's board (collectives/mpi/board.go), prints which rank died and
+// what it was doing when last heard of, and the survivors exit 143 at once
+// (their peer is gone: no step boundary will come). A SIGTERM with every
+// rank alive is left to stopSignals under `dml train`, and ends other
+// commands as it would have.
+func watchGone(c *mpi.Comm) (stop func()) {
+	if c.Size() < 2 {
+		return func() {}
+	}
+	peersGone = func() bool { g, _ := c.GonePeers(); return len(g) > 0 }
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-quit:
+			return
+		case s := <-ch:
+			if gone, speak := c.GonePeers(); len(gone) > 0 {
+				if speak {
+					for _, g := range gone {
+						fmt.Fprintf(os.Stderr, "dml: %v\n", g)
+					}
+				}
+				c.CloseBoard()
+				os.Exit(exitStatus(s))
+			}
+			if !stopsHandled.Load() {
+				signal.Reset(syscall.SIGTERM)
+				syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(quit) }
+}

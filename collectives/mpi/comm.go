@@ -24,6 +24,7 @@ import (
 	gompi "github.com/sbromberger/gompi"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/collectives/stall"
 )
 
 // DefaultTimeout bounds every wait for a peer.
@@ -33,14 +34,27 @@ const DefaultTimeout = 5 * time.Minute
 // at a time (MPI is initialised with MPI_THREAD_SERIALIZED).
 type Comm struct {
 	rank, size int
-	// Timeout bounds each wait for a peer; a wait that runs out fails with
-	// collectives.ErrTimeout naming the peer.
+	// Timeout bounds each wait for a peer (every send, receive, barrier
+	// and MPI collective); a wait that runs out fails with
+	// collectives.ErrTimeout naming the peer and the operation.
 	Timeout time.Duration
+	// Stall is the stall inspector's policy for every wait (the zero
+	// Policy: off): a wait that lasts Stall.Warn prints a stall report
+	// (through Warn), one that lasts Stall.Abort fails with it, wrapping
+	// collectives.ErrTimeout. A wait that ends sooner never consults it.
+	Stall stall.Policy
+	// Warn prints a stall warning (nil: a "dml: " line on standard error).
+	Warn func(msg string)
+
+	ops    *stall.Tracker
+	board  *board    // what this node's ranks are doing (board.go)
+	native *watchdog // watches the blocking MPI_Allreduce
 }
 
 var (
 	_ collectives.Comm             = (*Comm)(nil)
 	_ collectives.NativeAllreducer = (*Comm)(nil)
+	_ collectives.OpMarker         = (*Comm)(nil)
 )
 
 var (
@@ -125,7 +139,8 @@ func Init() (*Comm, error) {
 			initErr = fmt.Errorf("MPI_Comm_size: %w", err)
 			return
 		}
-		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout}
+		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}}
+		world.board = openBoard(world.rank, world.size)
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()
 		if err == nil {
@@ -163,6 +178,10 @@ func Finalize() error {
 	if !gompi.IsOn() {
 		return nil
 	}
+	if world != nil {
+		world.board.close()
+		world.board = nil
+	}
 	return mpiError(C.dml_finalize())
 }
 
@@ -193,8 +212,6 @@ func (c *Comm) timeoutDuration() time.Duration {
 	return c.Timeout
 }
 
-func (c *Comm) timeout() C.double { return C.double(c.timeoutDuration().Seconds()) }
-
 // request is an outstanding MPI_Isend or MPI_Irecv.
 type request struct {
 	c      *Comm
@@ -215,35 +232,61 @@ func (q *request) Wait() error {
 	}
 	q.done = true
 	var count C.int
-	rc := C.dml_wait(&q.req, q.c.timeout(), &count)
+	limit := q.c.timeoutDuration()
+	first := q.c.firstSlice(limit)
+	var rc C.int
+	var terr error
+	if q.recv {
+		rc = C.dml_wait(&q.req, seconds(first), &count)
+	} else {
+		rc = C.dml_wait(&q.req, seconds(first), nil)
+	}
+	if rc == dmlTimeout { // a long wait: the stall inspector's turn
+		// The C waits get a copy of the handle: cgo's pointer check would
+		// otherwise inspect all of q, which holds Go pointers.
+		req := q.req
+		cp := &count
+		if !q.recv {
+			cp = nil
+		}
+		rc, terr = q.c.waitMore(first, limit, q.describe, q.peer, func(d time.Duration) C.int {
+			return C.dml_wait(&req, seconds(d), cp)
+		})
+		q.req = req
+	}
 	if rc == dmlTimeout {
 		// Cancel the request before giving its buffer back to Go: a late
 		// message must not land in reused memory. If even the cancellation
 		// does not finish, the buffer stays pinned (never freed) for good.
 		if C.dml_cancel(&q.req, 1) == C.MPI_SUCCESS {
 			q.pin.Unpin()
+		} else {
+			leak(&q.pin)
 		}
 	} else {
 		q.pin.Unpin()
 	}
-	what, dir := "send", "to"
-	if q.recv {
-		what, dir = "recv", "from"
-	}
 	switch {
 	case rc == dmlTimeout:
-		q.result = fmt.Errorf("rank %d: %s %s rank %d tag %d: no progress after %v: %w",
-			q.c.rank, what, dir, q.peer, q.tag, q.c.timeoutDuration(), collectives.ErrTimeout)
+		q.result = terr
 	case rc == C.MPI_ERR_TRUNCATE:
 		q.result = fmt.Errorf("rank %d: recv from rank %d tag %d: message longer than the %d elements expected: %w",
 			q.c.rank, q.peer, q.tag, q.n, collectives.ErrLengthMismatch)
 	case rc != C.MPI_SUCCESS:
-		q.result = fmt.Errorf("rank %d: %s %s rank %d tag %d: %w", q.c.rank, what, dir, q.peer, q.tag, mpiError(rc))
+		q.result = fmt.Errorf("rank %d: %s: %w", q.c.rank, q.describe(), mpiError(rc))
 	case q.recv && int(count) != q.n:
 		q.result = fmt.Errorf("rank %d: recv from rank %d tag %d: got %d elements, want %d: %w",
 			q.c.rank, q.peer, q.tag, int(count), q.n, collectives.ErrLengthMismatch)
 	}
 	return q.result
+}
+
+// describe says what the request waits for, for errors and stall reports.
+func (q *request) describe() string {
+	if q.recv {
+		return fmt.Sprintf("recv from rank %d tag %d", q.peer, q.tag)
+	}
+	return fmt.Sprintf("send to rank %d tag %d", q.peer, q.tag)
 }
 
 // Isend implements collectives.Comm.
@@ -280,18 +323,43 @@ func (c *Comm) Irecv(buf []float32, from, tag int) (collectives.Request, error) 
 	return q, nil
 }
 
-// SendBytes implements collectives.Comm.
+// SendBytes implements collectives.Comm. Like every wait, it gives up
+// after Timeout (a receiver that stopped, e.g. SIGSTOP, must not hold the
+// sender for ever), cancelling the send.
 func (c *Comm) SendBytes(buf []byte, to, tag int) error {
 	if err := c.checkPeer(to, false); err != nil {
 		return err
 	}
 	var pin runtime.Pinner
-	defer pin.Unpin()
 	if len(buf) > 0 {
 		pin.Pin(&buf[0])
 	}
-	if err := mpiError(C.dml_send_bytes(ptr(buf), C.int(len(buf)), C.int(to), C.int(tag))); err != nil {
-		return fmt.Errorf("rank %d: send to rank %d tag %d: %w", c.rank, to, tag, err)
+	var req C.MPI_Request
+	if err := mpiError(C.dml_isend_bytes(ptr(buf), C.int(len(buf)), C.int(to), C.int(tag), &req)); err != nil {
+		pin.Unpin()
+		return fmt.Errorf("rank %d: send bytes to rank %d tag %d: %w", c.rank, to, tag, err)
+	}
+	describe := func() string { return fmt.Sprintf("send bytes to rank %d tag %d", to, tag) }
+	limit := c.timeoutDuration()
+	first := c.firstSlice(limit)
+	rc := C.dml_wait(&req, seconds(first), nil)
+	var terr error
+	if rc == dmlTimeout {
+		rc, terr = c.waitMore(first, limit, describe, to, func(d time.Duration) C.int {
+			return C.dml_wait(&req, seconds(d), nil)
+		})
+	}
+	if rc == dmlTimeout {
+		if C.dml_cancel(&req, 1) == C.MPI_SUCCESS {
+			pin.Unpin()
+		} else {
+			leak(&pin)
+		}
+		return terr
+	}
+	pin.Unpin()
+	if err := mpiError(rc); err != nil {
+		return fmt.Errorf("rank %d: %s: %w", c.rank, describe(), err)
 	}
 	return nil
 }
@@ -309,10 +377,22 @@ func (c *Comm) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int
 		return nil, 0, 0, err
 	}
 	var src, gotTag, count C.int
-	rc := C.dml_probe(C.int(from), C.int(tag), C.double(d.Seconds()), &src, &gotTag, &count)
+	first := c.firstSlice(d)
+	rc := C.dml_probe(C.int(from), C.int(tag), seconds(first), &src, &gotTag, &count)
+	var terr error
 	if rc == dmlTimeout {
-		return nil, 0, 0, fmt.Errorf("rank %d: recv bytes from rank %d tag %d: no message after %v: %w",
-			c.rank, from, tag, d, collectives.ErrTimeout)
+		describe := func() string {
+			if from == collectives.AnySource {
+				return fmt.Sprintf("recv bytes from any rank tag %d", tag)
+			}
+			return fmt.Sprintf("recv bytes from rank %d tag %d", from, tag)
+		}
+		rc, terr = c.waitMore(first, d, describe, from, func(d time.Duration) C.int {
+			return C.dml_probe(C.int(from), C.int(tag), seconds(d), &src, &gotTag, &count)
+		})
+	}
+	if rc == dmlTimeout {
+		return nil, 0, 0, terr
 	}
 	if err := mpiError(rc); err != nil {
 		return nil, 0, 0, fmt.Errorf("rank %d: probe from rank %d tag %d: %w", c.rank, from, tag, err)
@@ -329,9 +409,27 @@ func (c *Comm) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int
 	return buf, int(src), int(gotTag), nil
 }
 
-// Barrier implements collectives.Comm.
+// Barrier implements collectives.Comm: MPI_Ibarrier and a wait with the
+// deadline (a rank that never comes fails it with ErrTimeout).
 func (c *Comm) Barrier() error {
-	if err := mpiError(C.dml_barrier()); err != nil {
+	c.EnterOp("barrier")
+	var req C.MPI_Request
+	if err := mpiError(C.dml_ibarrier(&req)); err != nil {
+		return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
+	}
+	limit := c.timeoutDuration()
+	first := c.firstSlice(limit)
+	rc := C.dml_wait(&req, seconds(first), nil)
+	var terr error
+	if rc == dmlTimeout {
+		rc, terr = c.waitMore(first, limit, func() string { return "barrier" }, c.groupPeer(), func(d time.Duration) C.int {
+			return C.dml_wait(&req, seconds(d), nil)
+		})
+	}
+	if rc == dmlTimeout {
+		return terr // a collective request cannot be cancelled; the job aborts
+	}
+	if err := mpiError(rc); err != nil {
 		return fmt.Errorf("rank %d: barrier: %w", c.rank, err)
 	}
 	return nil
@@ -346,7 +444,9 @@ func (c *Comm) Abort(code int, err error) {
 }
 
 // NativeAllreduceSum is MPI_Allreduce(MPI_IN_PLACE, …, MPI_SUM): the
-// baseline the collectives package measures itself against.
+// baseline the collectives package measures itself against. It blocks in
+// MPI; a watchdog reports it when it stalls and ends the rank at the
+// deadline (watchdog.go).
 func (c *Comm) NativeAllreduceSum(buf []float32) error {
 	if len(buf) == 0 {
 		return nil
@@ -354,8 +454,22 @@ func (c *Comm) NativeAllreduceSum(buf []float32) error {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	pin.Pin(&buf[0])
-	if err := mpiError(C.dml_allreduce_sum_f32(ptr(buf), C.int(len(buf)))); err != nil {
+	if c.native != nil {
+		c.native.enter(c)
+	}
+	rc := C.dml_allreduce_sum_f32(ptr(buf), C.int(len(buf)))
+	if c.native != nil {
+		c.native.leave()
+	}
+	if err := mpiError(rc); err != nil {
 		return fmt.Errorf("rank %d: MPI_Allreduce: %w", c.rank, err)
 	}
 	return nil
 }
+
+// NativeForAuto implements collectives.AutoNativeAdvisor: Auto uses
+// MPI_Allreduce only when every rank of the job runs on this node (the
+// launcher's local size is the world's), where its thresholds were
+// measured; across nodes it picks ring or tree. Every rank answers alike:
+// either all ranks share one node or none sees the whole world locally.
+func (c *Comm) NativeForAuto() bool { return localRanks() >= c.size }

@@ -31,7 +31,7 @@ int dml_rank(int *r) { return MPI_Comm_rank(MPI_COMM_WORLD, r); }
 int dml_size(int *n) { return MPI_Comm_size(MPI_COMM_WORLD, n); }
 int dml_finalize(void) { return MPI_Finalize(); }
 void dml_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
-int dml_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
+int dml_ibarrier(MPI_Request *req) { return MPI_Ibarrier(MPI_COMM_WORLD, req); }
 
 int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req) {
 	return MPI_Isend(buf, n, MPI_FLOAT, to, tag, MPI_COMM_WORLD, req);
@@ -39,8 +39,8 @@ int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req) {
 int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req) {
 	return MPI_Irecv(buf, n, MPI_FLOAT, from, tag, MPI_COMM_WORLD, req);
 }
-int dml_send_bytes(void *buf, int n, int to, int tag) {
-	return MPI_Send(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+int dml_isend_bytes(void *buf, int n, int to, int tag, MPI_Request *req) {
+	return MPI_Isend(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, req);
 }
 int dml_allreduce_sum_f32(void *buf, int n) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -89,8 +89,14 @@ static long long dml_now_ns(void) {
 }
 
 typedef struct {
-	long long start, deadline, sleep, polls;
+	long long start, deadline, sleep, polls, last;
 } dml_backoff;
+
+// A pause between two polls longer than this means the process did not
+// run (SIGSTOP, a starved or suspended VM): the wait's deadline moves by
+// that much, so that a rank that was stopped does not, once continued,
+// report that it waited for its peers all that time.
+#define DML_GAP_NS 1000000000LL
 
 static void dml_backoff_init(dml_backoff *b, double timeout) {
 	b->start = dml_now_ns();
@@ -99,6 +105,7 @@ static void dml_backoff_init(dml_backoff *b, double timeout) {
 	b->deadline = b->start + (long long)(timeout * 1e9);
 	b->sleep = dml_sleep_min_ns;
 	b->polls = 0;
+	b->last = b->start;
 }
 
 // dml_backoff_pause is called after a poll that found nothing: it returns
@@ -106,6 +113,8 @@ static void dml_backoff_init(dml_backoff *b, double timeout) {
 // policy above) and returns 0, and the caller polls again.
 static int dml_backoff_pause(dml_backoff *b) {
 	long long now = dml_now_ns();
+	if (now - b->last > DML_GAP_NS) b->deadline += now - b->last; // did not run: not waiting time
+	b->last = now;
 	if (now >= b->deadline) return DML_TIMEOUT;
 	long long elapsed = now - b->start;
 	b->polls++;
@@ -135,7 +144,8 @@ static int dml_backoff_pause(dml_backoff *b) {
 }
 
 // dml_wait tests req until it completes or `timeout` seconds pass (then
-// DML_TIMEOUT), backing off as described above.
+// DML_TIMEOUT), backing off as described above. count (NULL for a send, a
+// barrier or a collective) receives a receive's float32 count.
 int dml_wait(MPI_Request *req, double timeout, int *count) {
 	dml_backoff b;
 	dml_backoff_init(&b, timeout);
@@ -147,6 +157,7 @@ int dml_wait(MPI_Request *req, double timeout, int *count) {
 		if (flag) break;
 		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
+	if (count == NULL) return MPI_SUCCESS; // a send, barrier or collective: no count
 	return MPI_Get_count(&st, MPI_FLOAT, count);
 }
 

@@ -21,6 +21,16 @@
 // 0..size-1 at step k together are exactly the samples [k·size·b,
 // (k+1)·size·b) that one rank with batch size·b sees at step k.
 //
+// Hostile input: no header, gzip stream or LIBSVM index makes a loader
+// allocate more than the input justifies. IDX headers are checked against
+// the file's size before reading, gzip output is bounded by inflate.Limit
+// of the compressed bytes (a gzip bomb is refused), LIBSVM feature indices
+// by DefaultMaxFeatures, and Sparse.ToDense by MaxDenseExpansion.
+//
+// Loading only a shard (source.go): an IDXSource (OpenIDXPair,
+// OpenFashionMNIST) reads labels and headers when opened and the pixels of
+// just the rows a rank asks for; a *Dense is the in-memory DenseSource.
+//
 // Mini-batches are gathered into caller-owned buffers (Dense.Gather,
 // Sparse.Gather) so a training loop allocates nothing per step.
 package data

@@ -95,3 +95,37 @@ func findDataFile(dir, base string) (string, error) {
 	}
 	return "", errorf(fs.ErrNotExist, "fashion-mnist: %s not found: %s", gz, fashionInstallHint)
 }
+
+// OpenFashionMNIST opens Fashion-MNIST from dir (as LoadFashionMNIST) as
+// two IDXSources: only the labels and the image headers are read now, the
+// pixels of the rows a rank asks for later (IDXSource.Subset).
+func OpenFashionMNIST(dir string) (train, test *IDXSource, err error) {
+	if dir == "" {
+		dir = DefaultFashionMNISTDir
+	}
+	open := func(images, labels string) (*IDXSource, error) {
+		ip, err := findDataFile(dir, images)
+		if err != nil {
+			return nil, err
+		}
+		lp, err := findDataFile(dir, labels)
+		if err != nil {
+			return nil, err
+		}
+		s, err := OpenIDXPair(ip, lp, FashionMNISTClasses)
+		if err != nil {
+			return nil, fmt.Errorf("fashion-mnist: %w", err)
+		}
+		if s.cols != FashionMNISTCols {
+			return nil, errorf(ErrFormat, "fashion-mnist: %s: images have %d pixels, want 28×28 = %d", ip, s.cols, FashionMNISTCols)
+		}
+		return s, nil
+	}
+	if train, err = open("train-images-idx3-ubyte", "train-labels-idx1-ubyte"); err != nil {
+		return nil, nil, err
+	}
+	if test, err = open("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"); err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
+}

@@ -3,10 +3,14 @@ package data
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
 // Seed corpora beyond the f.Add calls live in testdata/fuzz/<FuzzName>/.
@@ -31,6 +35,9 @@ func FuzzParseIDX(f *testing.F) {
 			}
 			if raw.Type != IDXUnsignedByte || len(raw.Dims) == 0 || len(raw.Data) != size {
 				t.Fatalf("accepted IDX type %#x dims %v with %d bytes", raw.Type, raw.Dims, len(raw.Data))
+			}
+			if int64(len(raw.Data)) > inflate.Limit(int64(len(in))) {
+				t.Fatalf("%d bytes of data from a %d-byte input", len(raw.Data), len(in))
 			}
 		}
 
@@ -94,6 +101,9 @@ func FuzzParseLIBSVM(f *testing.F) {
 		if err := s.Validate(); err != nil {
 			t.Fatalf("accepted input gives an invalid Sparse: %v", err)
 		}
+		if s.Cols > DefaultMaxFeatures(inflate.Limit(int64(len(in)))) {
+			t.Fatalf("%d features from a %d-byte input", s.Cols, len(in))
+		}
 		if s.Rows > 0 && (s.Classes < 1 || len(s.LabelValues) != s.Classes || !slices.IsSorted(s.LabelValues)) {
 			t.Fatalf("rows %d classes %d label values %v", s.Rows, s.Classes, s.LabelValues)
 		}
@@ -134,4 +144,37 @@ func formatLIBSVM(s *Sparse) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// FuzzIDXSource: reading an image/label pair lazily (OpenIDXPair, then
+// Subset of every row) accepts exactly what LoadIDXPair accepts and gives
+// the same data.
+func FuzzIDXSource(f *testing.F) {
+	img := encodeIDX(IDXUnsignedByte, []int{3, 2, 2}, pattern(12))
+	lab := encodeIDX(IDXUnsignedByte, []int{3}, []byte{0, 2, 1})
+	f.Add(img, lab)
+	f.Add(gzipBytes(f, img), lab)
+	f.Add(img[:len(img)-1], lab)
+	f.Add(append(bytes.Clone(img), 0), lab)
+	f.Add(img, lab[:len(lab)-1])
+	f.Add(encodeIDX(IDXUnsignedByte, []int{3}, pattern(3)), lab)
+	f.Fuzz(func(t *testing.T, img, lab []byte) {
+		dir := t.TempDir()
+		ip, lp := filepath.Join(dir, "img"), filepath.Join(dir, "lab")
+		os.WriteFile(ip, img, 0o644)
+		os.WriteFile(lp, lab, 0o644)
+		want, wantErr := LoadIDXPair(ip, lp, 0)
+		src, err := OpenIDXPair(ip, lp, 0)
+		var got *Dense
+		if err == nil {
+			rows, _, _ := src.Shape()
+			got, err = src.Subset(StridedShard(rows, 0, 1))
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("lazy: %v, loaded: %v", err, wantErr)
+		}
+		if err == nil && (!slices.Equal(got.X, want.X) || !slices.Equal(got.Y, want.Y) || got.Cols != want.Cols || got.Classes != want.Classes) {
+			t.Fatalf("lazy read differs from the loaded one")
+		}
+	})
 }

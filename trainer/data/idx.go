@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
 // IDX is the file format of MNIST and Fashion-MNIST (LeCun et al.):
@@ -73,43 +76,22 @@ func (im *IDXImages) Features() int {
 // exactly the declared payload: fewer bytes or any byte after it is an error
 // matching ErrFormat. A payload over MaxIDXBytes matches ErrTooLarge. Memory
 // grows with the bytes actually read, not with what the header claims.
+//
+// When r knows its size (an *os.File, a *bytes.Reader: anything with
+// Stat or Size), the header is checked against it before any data is read:
+// a raw file must hold the declared payload, and a gzip file may not claim
+// more than inflate.Limit of its size (a gzip bomb). Without a known size
+// the gzip stream is bounded as it is read (see maybeGunzip).
 func ParseIDX(r io.Reader) (*IDX, error) {
-	src, err := maybeGunzip(r)
+	src, dims, size, err := openIDX(r)
 	if err != nil {
 		return nil, err
 	}
-	var head [4]byte
-	if n, err := io.ReadFull(src, head[:]); err != nil {
-		return nil, readErr(err, "truncated header: want 4 magic bytes, found %d", n)
-	}
-	if head[0] != 0 || head[1] != 0 || head[3] == 0 || head[3] > maxIDXDims {
-		return nil, errorf(ErrFormat, "bad magic %#08x: an IDX file starts 0x00 0x00, a type byte and a dimension count in 1..%d",
-			binary.BigEndian.Uint32(head[:]), maxIDXDims)
-	}
-	if t := head[2]; t != IDXUnsignedByte {
-		if name, ok := idxTypeNames[t]; ok {
-			return nil, errorf(ErrFormat, "IDX data type %#02x (%s) is not supported, only %#02x (unsigned byte)", t, name, IDXUnsignedByte)
-		}
-		return nil, errorf(ErrFormat, "unknown IDX data type %#02x", t)
-	}
-	ndims := int(head[3])
-	dimBytes := make([]byte, 4*ndims)
-	if n, err := io.ReadFull(src, dimBytes); err != nil {
-		return nil, readErr(err, "truncated header: %d dimensions need %d bytes after the magic, found %d", ndims, 4*ndims, n)
-	}
-	dims := make([]int, ndims)
-	size := int64(1)
-	for i := range dims {
-		dims[i] = int(binary.BigEndian.Uint32(dimBytes[4*i:]))
-		if dims[i] != 0 && size > MaxIDXBytes/int64(dims[i]) {
-			return nil, errorf(ErrTooLarge, "dimensions %s exceed %d bytes", dimString(dims[:i+1]), int64(MaxIDXBytes))
-		}
-		size *= int64(dims[i])
-	}
-
 	data, err := readAtMost(src, size+1)
 	n := int64(len(data))
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("dimensions %s declare %d bytes: %w", dimString(dims), size, err)
 	case err != nil:
 		return nil, readErr(err, "truncated or unreadable data: dimensions %s declare %d bytes, read %d before an error", dimString(dims), size, n)
 	case n < size:
@@ -117,7 +99,57 @@ func ParseIDX(r io.Reader) (*IDX, error) {
 	case n > size:
 		return nil, errorf(ErrFormat, "trailing data: dimensions %s declare %d bytes, found more", dimString(dims), size)
 	}
-	return &IDX{Type: head[2], Dims: dims, Data: data}, nil
+	return &IDX{Type: IDXUnsignedByte, Dims: dims, Data: data}, nil
+}
+
+// openIDX reads and checks an IDX header (see ParseIDX) and returns the
+// stream positioned at the payload, the dimensions and the payload's size.
+func openIDX(r io.Reader) (src io.Reader, dims []int, size int64, err error) {
+	input := inputSize(r)
+	src, gz, err := maybeGunzip(r)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var head [4]byte
+	if n, err := io.ReadFull(src, head[:]); err != nil {
+		return nil, nil, 0, readErr(err, "truncated header: want 4 magic bytes, found %d", n)
+	}
+	if head[0] != 0 || head[1] != 0 || head[3] == 0 || head[3] > maxIDXDims {
+		return nil, nil, 0, errorf(ErrFormat, "bad magic %#08x: an IDX file starts 0x00 0x00, a type byte and a dimension count in 1..%d",
+			binary.BigEndian.Uint32(head[:]), maxIDXDims)
+	}
+	if t := head[2]; t != IDXUnsignedByte {
+		if name, ok := idxTypeNames[t]; ok {
+			return nil, nil, 0, errorf(ErrFormat, "IDX data type %#02x (%s) is not supported, only %#02x (unsigned byte)", t, name, IDXUnsignedByte)
+		}
+		return nil, nil, 0, errorf(ErrFormat, "unknown IDX data type %#02x", t)
+	}
+	ndims := int(head[3])
+	dimBytes := make([]byte, 4*ndims)
+	if n, err := io.ReadFull(src, dimBytes); err != nil {
+		return nil, nil, 0, readErr(err, "truncated header: %d dimensions need %d bytes after the magic, found %d", ndims, 4*ndims, n)
+	}
+	dims = make([]int, ndims)
+	size = int64(1)
+	for i := range dims {
+		dims[i] = int(binary.BigEndian.Uint32(dimBytes[4*i:]))
+		if dims[i] != 0 && size > MaxIDXBytes/int64(dims[i]) {
+			return nil, nil, 0, errorf(ErrTooLarge, "dimensions %s exceed %d bytes", dimString(dims[:i+1]), int64(MaxIDXBytes))
+		}
+		size *= int64(dims[i])
+	}
+	if input >= 0 {
+		header := int64(4 + 4*ndims)
+		switch {
+		case !gz && size > input-header:
+			return nil, nil, 0, errorf(ErrFormat, "truncated data: dimensions %s declare %d bytes, found %d (the file is smaller than its header claims)",
+				dimString(dims), size, max(0, input-header))
+		case gz && size > inflate.Limit(input):
+			return nil, nil, 0, errorf(ErrTooLarge, "dimensions %s declare %d bytes, more than a gzip file of %d bytes can justify: %s",
+				dimString(dims), size, input, inflate.Reason(input))
+		}
+	}
+	return src, dims, size, nil
 }
 
 // ParseIDXImages parses an IDX file of at least two dimensions (count, then
@@ -281,30 +313,69 @@ func scaleBytes(dst []float32, src []byte) {
 }
 
 // maybeGunzip returns r, or a gzip reader over it when it starts with the
-// gzip magic bytes.
-func maybeGunzip(r io.Reader) (io.Reader, error) {
-	br := bufio.NewReaderSize(r, 32<<10)
+// gzip magic bytes (then gz is true). The gzip reader is bounded: once it
+// has produced more than inflate.Limit of the compressed bytes consumed so
+// far, it fails with an error matching ErrTooLarge, so a gzip bomb costs at
+// most about inflate.Floor bytes, or MaxRatio times its own size.
+func maybeGunzip(r io.Reader) (src io.Reader, gz bool, err error) {
+	in := &countingReader{r: r}
+	br := bufio.NewReaderSize(in, 32<<10)
 	magic, _ := br.Peek(2)
 	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
-		return br, nil
+		return br, false, nil
 	}
-	gz, err := gzip.NewReader(br)
+	zr, err := gzip.NewReader(br)
 	if err != nil {
-		return nil, readErr(err, "gzip header")
+		return nil, true, readErr(err, "gzip header")
 	}
-	return gzipErrReader{gz}, nil
+	return &gzipReader{r: zr, in: in}, true, nil
 }
 
-// gzipErrReader prefixes gzip's errors (except io.EOF, which readers must
-// return bare) with "gzip stream", so a truncated .gz says so.
-type gzipErrReader struct{ r io.Reader }
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
 
-func (g gzipErrReader) Read(p []byte) (int, error) {
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// gzipReader prefixes gzip's errors (except io.EOF, which readers must
+// return bare) with "gzip stream", so a truncated .gz says so, and stops a
+// stream that decompresses beyond inflate.Limit of its input so far.
+type gzipReader struct {
+	r   io.Reader
+	in  *countingReader // the compressed input, counted
+	out int64           // bytes decompressed
+}
+
+func (g *gzipReader) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
+	g.out += int64(n)
+	if limit := inflate.Limit(g.in.n); g.out > limit {
+		return n, errorf(ErrTooLarge, "gzip stream: more than %d bytes decompressed from %d compressed bytes: %s", limit, g.in.n, inflate.Reason(g.in.n))
+	}
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("gzip stream: %w", err)
 	}
 	return n, err
+}
+
+// inputSize is r's size in bytes when r can tell (Stat, as *os.File; Size,
+// as *bytes.Reader and *strings.Reader), else -1.
+func inputSize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+	case interface{ Size() int64 }:
+		return v.Size()
+	}
+	return -1
 }
 
 // readErr wraps a read error: an early end of input or corrupt gzip/deflate

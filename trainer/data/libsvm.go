@@ -52,6 +52,23 @@ type LIBSVMOptions struct {
 	// Labels fixes the classes: label Labels[k] becomes class k, and any
 	// label not in the list is an error. nil means infer (see above).
 	Labels []int64
+	// MaxFeatures bounds the feature count inferred when Cols is 0: a
+	// larger index is an error. 0 means DefaultMaxFeatures of the input's
+	// size. (The feature count sizes the model: one 21-byte line with index
+	// 2^30 would otherwise ask for gigabytes of weights.)
+	MaxFeatures int
+}
+
+// DefaultMaxFeatures is the largest feature index accepted from an input of
+// textBytes bytes (decompressed) unless the caller says otherwise:
+// max(2^20, 64 × textBytes). Real LIBSVM data has far fewer features than
+// bytes (news20: 1.3 M features in 130 MB; kdd2010: 20 M in 2.5 GB), so
+// only a file written to provoke it, or a typo, meets the limit.
+func DefaultMaxFeatures(textBytes int64) int {
+	if textBytes > math.MaxInt32/64 {
+		return math.MaxInt32
+	}
+	return max(1<<20, 64*int(textBytes))
 }
 
 // LIBSVMError reports a malformed LIBSVM line. It matches ErrFormat.
@@ -79,6 +96,9 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 	if opts.Cols < 0 || opts.Cols > math.MaxInt32 {
 		return nil, errorf(ErrConfig, "libsvm: Cols = %d, want 0 (infer) or 1..%d", opts.Cols, math.MaxInt32)
 	}
+	if opts.MaxFeatures < 0 {
+		return nil, errorf(ErrConfig, "libsvm: MaxFeatures = %d, want 0 (default) or more", opts.MaxFeatures)
+	}
 	var fixed map[int64]int32
 	if opts.Labels != nil {
 		fixed = make(map[int64]int32, len(opts.Labels))
@@ -89,7 +109,7 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 			fixed[l] = int32(k)
 		}
 	}
-	src, err := maybeGunzip(r)
+	src, _, err := maybeGunzip(r)
 	if err != nil {
 		return nil, fmt.Errorf("libsvm: %w", err)
 	}
@@ -101,7 +121,7 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 
 	s := &Sparse{Indptr: []int64{0}}
 	var raw []int64 // source labels, when the mapping is inferred
-	maxIndex := 0
+	maxIndex, maxLine, maxTok := 0, 0, ""
 	line := 0
 	for sc.Scan() {
 		if rec.err != nil {
@@ -140,7 +160,12 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 				return nil, &LIBSVMError{Line: line, Token: tok, Reason: reason}
 			}
 			prev = idx
-			maxIndex = max(maxIndex, idx)
+			if idx > maxIndex {
+				maxIndex, maxLine = idx, line
+				if opts.Cols == 0 {
+					maxTok = strings.Clone(tok)
+				}
+			}
 			s.Indices = append(s.Indices, int32(idx-1))
 			s.Values = append(s.Values, val)
 		}
@@ -153,6 +178,14 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 		return nil, readErr(err, "libsvm: reading after line %d", line)
 	}
 
+	if limit := cmp.Or(opts.MaxFeatures, DefaultMaxFeatures(rec.n)); opts.Cols == 0 && maxIndex > limit {
+		why := fmt.Sprintf("the default limit for %d bytes of input, max(2^20, 64 × bytes), a guard against hostile files", rec.n)
+		if opts.MaxFeatures > 0 {
+			why = "the limit given"
+		}
+		return nil, errorf(ErrTooLarge, "line %d: field %q: feature index %d exceeds %d, %s: if the data really has %d features, raise the limit (dml: --max-features %d)",
+			maxLine, maxTok, maxIndex, limit, why, maxIndex, maxIndex)
+	}
 	s.Rows = len(s.Indptr) - 1
 	s.Cols = maxIndex
 	if opts.Cols > 0 {
@@ -182,15 +215,17 @@ func LoadLIBSVM(path string, opts LIBSVMOptions) (*Sparse, error) {
 	return s, nil
 }
 
-// errRecorder passes reads through and keeps the first error other than
-// io.EOF.
+// errRecorder passes reads through, counts the bytes and keeps the first
+// error other than io.EOF.
 type errRecorder struct {
 	r   io.Reader
 	err error
+	n   int64 // bytes read
 }
 
 func (e *errRecorder) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
+	e.n += int64(n)
 	if err != nil && err != io.EOF && e.err == nil {
 		e.err = err
 	}

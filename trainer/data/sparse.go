@@ -8,6 +8,15 @@ import (
 // MaxDenseElements is the largest Rows×Cols that Sparse.ToDense converts.
 const MaxDenseElements = 1 << 31
 
+// Sparse.ToDense also refuses to expand data more than MaxDenseExpansion
+// times (Rows×Cols against Rows+nonzeros, what the input had to spell out)
+// once the result passes MinDenseLimit values: a 4 KB LIBSVM file of 2048
+// empty rows and one feature index 2^20 would otherwise become 8 GB.
+const (
+	MaxDenseExpansion = 1024
+	MinDenseLimit     = 1 << 26
+)
+
 // Sparse is a labelled sparse dataset in CSR form. Row i has the nonzeros
 // Indices[Indptr[i]:Indptr[i+1]] (column numbers in [0, Cols), strictly
 // ascending) with values Values[Indptr[i]:Indptr[i+1]]; its class label is
@@ -128,10 +137,15 @@ func (s *Sparse) Subset(rows []int) (*Sparse, error) {
 }
 
 // ToDense expands s into a Dense with the same rows, labels and classes.
-// It fails with ErrTooLarge when Rows×Cols exceeds MaxDenseElements.
+// It fails with ErrTooLarge when Rows×Cols exceeds MaxDenseElements, or
+// exceeds both MinDenseLimit and MaxDenseExpansion × (Rows + nonzeros).
 func (s *Sparse) ToDense() (*Dense, error) {
 	if s.Cols > 0 && s.Rows > MaxDenseElements/s.Cols {
 		return nil, errorf(ErrTooLarge, "sparse to dense: %d rows × %d cols exceeds %d elements", s.Rows, s.Cols, MaxDenseElements)
+	}
+	if n, given := int64(s.Rows)*int64(s.Cols), int64(s.Rows)+int64(len(s.Values)); n > MinDenseLimit && n > MaxDenseExpansion*given {
+		return nil, errorf(ErrTooLarge, "sparse to dense: %d rows × %d cols = %d values from %d nonzeros, more than %d times the data given: train on it sparse (sparse-logreg) or check the largest feature index",
+			s.Rows, s.Cols, n, len(s.Values), MaxDenseExpansion)
 	}
 	d := &Dense{
 		X:       make([]float32, s.Rows*s.Cols),

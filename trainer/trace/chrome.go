@@ -12,8 +12,9 @@ import (
 // chrome://tracing and Perfetto (ui.perfetto.dev) open: an object
 // {"traceEvents": [...], "displayTimeUnit": "ms"} in which every span is a
 // complete event (ph "X") with ts and dur in microseconds since origin,
-// pid the rank and tid the span's category (one lane per category, named by
-// metadata events). Arguments and errors go into the event's args.
+// pid the rank, tid the span's Lane (the goroutine role that ran it: step
+// loop, communication, server; named by metadata events) and cat its
+// Category. Arguments and errors go into the event's args.
 //
 // Snapshots from several ranks, each on a common clock (Snapshot.Shift),
 // merge by passing them together. A snapshot that dropped spans says so in
@@ -62,7 +63,7 @@ func (c *chromeWriter) end(b []byte) {
 	c.field = b
 }
 
-// metadata names a rank's process and its category lanes, in lane order.
+// metadata names a rank's process and its lanes (threads), in lane order.
 func (c *chromeWriter) metadata(s Snapshot) {
 	label := "rank " + strconv.Itoa(s.Rank)
 	c.meta(s.Rank, -1, "process_name", "name", label)
@@ -71,16 +72,14 @@ func (c *chromeWriter) metadata(s Snapshot) {
 		c.meta(s.Rank, -1, "process_labels", "labels",
 			"dropped the "+strconv.FormatUint(s.Dropped, 10)+" oldest spans (recorder full)")
 	}
-	var used [numCategories]bool
+	var used [256]bool
 	for i := range s.Spans {
-		if s.Spans[i].Cat < numCategories {
-			used[s.Spans[i].Cat] = true
-		}
+		used[s.Spans[i].Lane] = true
 	}
-	for cat, u := range used {
+	for lane, u := range used {
 		if u {
-			c.meta(s.Rank, cat, "thread_name", "name", Category(cat).String())
-			c.metaInt(s.Rank, cat, "thread_sort_index", cat)
+			c.meta(s.Rank, lane, "thread_name", "name", Lane(lane).String())
+			c.metaInt(s.Rank, lane, "thread_sort_index", lane)
 		}
 	}
 }
@@ -127,7 +126,7 @@ func (c *chromeWriter) span(r *Record, origin time.Time) {
 	b = append(b, `,"pid":`...)
 	b = strconv.AppendInt(b, int64(r.Rank), 10)
 	b = append(b, `,"tid":`...)
-	b = strconv.AppendInt(b, int64(r.Cat), 10)
+	b = strconv.AppendInt(b, int64(r.Lane), 10)
 	if len(r.Args) > 0 || r.Err != "" {
 		b = append(b, `,"args":{`...)
 		for i, a := range r.Args {

@@ -48,8 +48,13 @@ func TestWriteChrome(t *testing.T) {
 	s.End()
 	r0.Begin(`odd "name"` + "\n<tab>").Cat(PS).Err(errors.New(`bad "key"`)).End()
 
+	comm := OnLane(r1, LaneComm)
 	for _, name := range []string{"lost", "Isend", "Irecv.Wait"} {
-		sp := r1.Begin(name).Cat(Collective).Bytes(4096)
+		tr := Tracer(r1)
+		if name == "Irecv.Wait" {
+			tr = comm
+		}
+		sp := tr.Begin(name).Cat(Collective).Bytes(4096)
 		clk.Advance(10 * time.Microsecond)
 		sp.End()
 	}
@@ -97,10 +102,10 @@ func TestWriteChrome(t *testing.T) {
 		ts, dur   float64
 		pid, tid  int
 	}{
-		{"Gemm", "compute", 1.5, 2000.003, 0, int(Compute)},
-		{`odd "name"` + "\n<tab>", "ps", 2001.503, 0, 0, int(PS)},
-		{"Isend", "collective", 3011.503, 10, 1, int(Collective)},
-		{"Irecv.Wait", "collective", 3021.503, 10, 1, int(Collective)},
+		{"Gemm", "compute", 1.5, 2000.003, 0, int(LaneStep)},
+		{`odd "name"` + "\n<tab>", "ps", 2001.503, 0, 0, int(LaneStep)},
+		{"Isend", "collective", 3011.503, 10, 1, int(LaneStep)},
+		{"Irecv.Wait", "collective", 3021.503, 10, 1, int(LaneComm)},
 	}
 	if len(spans) != len(want) {
 		t.Fatalf("%d spans, want %d: %+v", len(spans), len(want), spans)
@@ -133,14 +138,14 @@ func TestWriteChrome(t *testing.T) {
 	if _, ok := meta[[2]int{0, -1}]["process_labels"]; ok {
 		t.Error("rank 0 dropped nothing but has a label")
 	}
-	for _, k := range [][2]int{{0, int(Compute)}, {0, int(PS)}, {1, int(Collective)}} {
-		want := Category(k[1]).String()
+	for _, k := range [][2]int{{0, int(LaneStep)}, {1, int(LaneStep)}, {1, int(LaneComm)}} {
+		want := Lane(k[1]).String()
 		if got := meta[k]["thread_name"]; got == nil || got.(map[string]any)["name"] != want {
 			t.Errorf("lane %v named %v, want %q", k, got, want)
 		}
 	}
-	if _, ok := meta[[2]int{1, int(Compute)}]; ok {
-		t.Error("rank 1 has a compute lane but no compute spans")
+	if _, ok := meta[[2]int{0, int(LaneComm)}]; ok {
+		t.Error("rank 0 has a communication lane but no spans on it")
 	}
 }
 

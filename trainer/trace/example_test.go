@@ -20,7 +20,8 @@ func Example() {
 	fwd := tr.Begin("forward").Cat(trace.Compute)
 	now = now.Add(1500 * time.Microsecond)
 	fwd.End()
-	ar := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4096)
+	// Work a goroutine of another role runs goes on its own lane (thread).
+	ar := trace.OnLane(tr, trace.LaneComm).Begin("allreduce").Cat(trace.Collective).Bytes(4096)
 	now = now.Add(250 * time.Microsecond)
 	ar.End()
 	step.End()
@@ -36,14 +37,12 @@ func Example() {
 	// {"displayTimeUnit":"ms","traceEvents":[
 	// {"name":"process_name","ph":"M","pid":1,"args":{"name":"rank 1"}},
 	// {"name":"process_sort_index","ph":"M","pid":1,"args":{"sort_index":1}},
-	// {"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"other"}},
+	// {"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"step loop"}},
 	// {"name":"thread_sort_index","ph":"M","pid":1,"tid":0,"args":{"sort_index":0}},
-	// {"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"compute"}},
+	// {"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"communication"}},
 	// {"name":"thread_sort_index","ph":"M","pid":1,"tid":1,"args":{"sort_index":1}},
-	// {"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"collective"}},
-	// {"name":"thread_sort_index","ph":"M","pid":1,"tid":2,"args":{"sort_index":2}},
-	// {"name":"forward","cat":"compute","ph":"X","ts":0.000,"dur":1500.000,"pid":1,"tid":1},
-	// {"name":"allreduce","cat":"collective","ph":"X","ts":1500.000,"dur":250.000,"pid":1,"tid":2,"args":{"bytes":4096}},
+	// {"name":"forward","cat":"compute","ph":"X","ts":0.000,"dur":1500.000,"pid":1,"tid":0},
+	// {"name":"allreduce","cat":"collective","ph":"X","ts":1500.000,"dur":250.000,"pid":1,"tid":1,"args":{"bytes":4096}},
 	// {"name":"step","cat":"other","ph":"X","ts":0.000,"dur":1750.000,"pid":1,"tid":0,"args":{"step":0}}
 	// ]}
 }

@@ -32,6 +32,7 @@ type Record struct {
 	Name       string
 	Cat        Category
 	Rank       int
+	Lane       Lane // the goroutine role that ran it: the timeline's thread
 	Start, End time.Time
 	Args       []Arg  // in the order they were attached; nil if none
 	Err        string // the error the operation returned, if any
@@ -80,10 +81,13 @@ type Recorder struct {
 	now    func() time.Time
 	origin time.Time
 
-	mu    sync.Mutex
-	ring  []entry // grows to cap, then wraps
-	total uint64  // spans ever recorded; the next goes to ring[total%cap]
-	free  []*span
+	mu sync.Mutex
+	// ring holds span i (i = total%cap) at chunks[i/chunkLen][i%chunkLen];
+	// chunks are allocated as the ring fills, so that it never copies.
+	chunks [][]entry
+	total  uint64 // spans ever recorded
+	held   int    // spans held: min(total, cap)
+	free   []*span
 }
 
 // entry is a span as stored: its arguments inline, so recording does not
@@ -91,6 +95,7 @@ type Recorder struct {
 type entry struct {
 	name       string
 	cat        Category
+	lane       Lane
 	nargs      uint8
 	start, end time.Time
 	args       [MaxArgs]Arg
@@ -117,8 +122,11 @@ func (r *Recorder) Rank() int { return r.rank }
 // Origin is the clock's reading when the Recorder was made.
 func (r *Recorder) Origin() time.Time { return r.origin }
 
-// Begin starts a span at the clock's current time.
-func (r *Recorder) Begin(name string) Span {
+// Begin starts a span at the clock's current time, on LaneStep (OnLane
+// gives a Tracer for another lane).
+func (r *Recorder) Begin(name string) Span { return r.begin(name, LaneStep) }
+
+func (r *Recorder) begin(name string, lane Lane) Span {
 	r.mu.Lock()
 	var s *span
 	if n := len(r.free); n > 0 {
@@ -128,7 +136,7 @@ func (r *Recorder) Begin(name string) Span {
 		s = &span{r: r}
 	}
 	r.mu.Unlock()
-	s.e = entry{name: name}
+	s.e = entry{name: name, lane: lane}
 	s.ended = false
 	s.e.start = r.now()
 	return s
@@ -172,20 +180,51 @@ func (s *span) End() {
 	}
 	s.ended = true
 	s.e.end = end
-	if len(r.ring) < r.cap {
-		r.ring = append(r.ring, s.e)
-	} else {
-		r.ring[r.total%uint64(r.cap)] = s.e
-	}
-	r.total++
+	r.store(&s.e)
 	r.free = append(r.free, s)
+}
+
+// store puts e into the ring (r.mu held).
+func (r *Recorder) store(e *entry) {
+	i := int(r.total % uint64(r.cap))
+	c := i / chunkLen
+	if c == len(r.chunks) {
+		r.chunks = append(r.chunks, make([]entry, min(chunkLen, r.cap-c*chunkLen)))
+	}
+	r.chunks[c][i%chunkLen] = *e
+	r.total++
+	r.held = min(r.held+1, r.cap)
+}
+
+// Complete records a finished span whose times someone else measured, on
+// tracer t: a wait known only after the fact, such as the time a parameter
+// server held a request (which the worker learns from the reply). start and
+// end are readings of the tracer's clock; args beyond MaxArgs are dropped.
+// Tracers that are not a Recorder (or a lane of one), Nop included, ignore
+// it.
+func Complete(t Tracer, name string, cat Category, start, end time.Time, args ...Arg) {
+	var r *Recorder
+	lane := LaneStep
+	switch t := t.(type) {
+	case *Recorder:
+		r = t
+	case *laneTracer:
+		r, lane = t.r, t.lane
+	default:
+		return
+	}
+	e := entry{name: name, cat: cat, lane: lane, start: start, end: end}
+	e.nargs = uint8(copy(e.args[:], args))
+	r.mu.Lock()
+	r.store(&e)
+	r.mu.Unlock()
 }
 
 // Len is the number of spans held.
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.ring)
+	return r.held
 }
 
 // Dropped is the number of spans overwritten because the Recorder was full.
@@ -195,19 +234,24 @@ func (r *Recorder) Dropped() uint64 {
 	return r.dropped()
 }
 
-func (r *Recorder) dropped() uint64 { return r.total - uint64(len(r.ring)) }
+func (r *Recorder) dropped() uint64 { return r.total - uint64(r.held) }
+
+// chunkLen is the number of spans in one of the ring's chunks.
+const chunkLen = 1024
 
 // Snapshot copies the spans held, oldest first.
 func (r *Recorder) Snapshot() Snapshot {
 	r.mu.Lock()
-	es := make([]entry, len(r.ring))
+	es := make([]entry, r.held)
 	// The oldest span is at total%cap once the ring has wrapped, else at 0.
 	first := 0
-	if len(r.ring) == r.cap {
+	if r.held == r.cap {
 		first = int(r.total % uint64(r.cap))
 	}
-	n := copy(es, r.ring[first:])
-	copy(es[n:], r.ring[:first])
+	for k := range es {
+		i := (first + k) % r.cap
+		es[k] = r.chunks[i/chunkLen][i%chunkLen]
+	}
 	snap := Snapshot{Rank: r.rank, Dropped: r.dropped()}
 	r.mu.Unlock()
 
@@ -219,7 +263,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	snap.Spans = make([]Record, len(es))
 	for i := range es {
 		e := &es[i]
-		rec := Record{Name: e.name, Cat: e.cat, Rank: r.rank, Start: e.start, End: e.end, Err: e.err}
+		rec := Record{Name: e.name, Cat: e.cat, Rank: r.rank, Lane: e.lane, Start: e.start, End: e.end, Err: e.err}
 		if e.nargs > 0 {
 			lo := len(args)
 			args = append(args, e.args[:e.nargs]...)

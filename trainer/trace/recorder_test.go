@@ -262,3 +262,46 @@ func TestRecorderConcurrent(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestRecorderChunks: a capacity over several chunks (the last one short)
+// wraps like a flat ring: the newest cap spans, oldest first.
+func TestRecorderChunks(t *testing.T) {
+	const capacity = 2*chunkLen + 500
+	r := NewRecorder(Options{Capacity: capacity})
+	const total = 3*capacity + 77
+	for i := range total {
+		r.Begin("s").Arg("i", i).End()
+	}
+	snap := r.Snapshot()
+	if len(snap.Spans) != capacity || snap.Dropped != total-capacity || r.Len() != capacity {
+		t.Fatalf("%d spans, %d dropped; want %d, %d", len(snap.Spans), snap.Dropped, capacity, total-capacity)
+	}
+	for k, s := range snap.Spans {
+		if v, _ := s.Arg("i"); v != int64(total-capacity+k) {
+			t.Fatalf("span %d is number %d, want %d", k, v, total-capacity+k)
+		}
+	}
+	if n := len(r.chunks); n != 3 || len(r.chunks[2]) != 500 {
+		t.Errorf("%d chunks (last %d long), want 3 (last 500)", n, len(r.chunks[len(r.chunks)-1]))
+	}
+}
+
+func TestComplete(t *testing.T) {
+	clk := newFakeClock()
+	r := NewRecorder(Options{Rank: 1, Now: clk.Now})
+	t0 := clk.Now()
+	Complete(r, "held", Wait, t0, t0.Add(time.Millisecond), Arg{"server", 0})
+	Complete(OnLane(r, LaneComm), "x", PS, t0, t0, make([]Arg, MaxArgs+2)...)
+	Complete(Nop, "ignored", Wait, t0, t0)
+	Complete(nil, "ignored", Wait, t0, t0)
+	s := r.Snapshot().Spans
+	if len(s) != 2 {
+		t.Fatalf("%d spans, want 2", len(s))
+	}
+	if s[0].Name != "held" || s[0].Cat != Wait || s[0].Lane != LaneStep || s[0].Duration() != time.Millisecond || len(s[0].Args) != 1 || s[0].Rank != 1 {
+		t.Errorf("first span %+v", s[0])
+	}
+	if s[1].Lane != LaneComm || len(s[1].Args) != MaxArgs {
+		t.Errorf("second span on lane %v with %d args", s[1].Lane, len(s[1].Args))
+	}
+}

@@ -21,6 +21,16 @@
 // Decorators put spans around every call of a seam without touching the code
 // behind it: Comm wraps a collectives.Comm, Backend a kernels.Backend.
 //
+// A span's Lane is the goroutine role that ran it (OnLane: the step loop,
+// a communication goroutine, a serving loop), a timeline's thread; its
+// Category is what kind of work it was. Complete records a span measured
+// after the fact (a parameter server's hold of a request).
+//
+// Several ranks: MeasureOffsets estimates each rank's clock offset against
+// rank 0 at start-up (ping-pongs, the minimum-RTT sample, NTP-style),
+// GatherSnapshots sends every rank's spans to rank 0 onto its clock, and
+// WriteMerged writes them as one trace with a process per rank.
+//
 // Costing nothing when off: a caller with tracing off does not wrap (Comm and
 // Backend given Nop or nil return their argument itself, so the same wiring
 // code serves both) and passes Nop where code wants a Tracer; a Nop span is a
@@ -50,7 +60,7 @@ type Tracer interface {
 // called by the goroutine that began the span. End is called exactly once,
 // and the span is not touched after End: a Recorder reuses its spans.
 type Span interface {
-	// Cat sets the span's category, which also picks its lane in a timeline.
+	// Cat sets the span's category (a timeline's "cat": its colour and filter).
 	Cat(c Category) Span
 	// Arg attaches an integer argument (a size, a layer, a peer rank).
 	// Keys should be constant strings; a span keeps the first MaxArgs.
@@ -67,8 +77,8 @@ type Span interface {
 // calls are ignored.
 const MaxArgs = 6
 
-// Category says what kind of work a span is; a timeline draws one lane per
-// category for each rank.
+// Category says what kind of work a span is; a timeline shows it as the
+// event's "cat" (its rows are Lanes, the goroutine roles).
 type Category uint8
 
 // The categories. Other is the zero value: a span given no category (the
@@ -94,7 +104,7 @@ func (c Category) String() string {
 	return fmt.Sprintf("Category(%d)", int(c))
 }
 
-// Categories lists every category, in lane order.
+// Categories lists every category, in order.
 func Categories() []Category {
 	cs := make([]Category, numCategories)
 	for i := range cs {

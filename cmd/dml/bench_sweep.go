@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dml-project/dml/bench/sweep"
+	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/trainer"
+)
+
+const sweepSynopsis = `Usage: dml bench sweep [flags]
+
+Runs dml train once for every combination of --ranks × --sync × --model ×
+--batch, each as its own MPI job started by --launcher, and writes into
+--out: results.csv and results.jsonl (a row appended as each run ends),
+runs/ID/ (each run's log, --metrics and per-rank reports) and plots as PNG
+and SVG. A combination that cannot run (a parameter server or adpsgd on 1
+rank, a torus on a prime rank count) is skipped; a run that fails is
+reported with its command and the end of its log, and the sweep goes on.
+
+Columns: samples/s (training throughput, evaluation excluded); step time
+split into compute (outside communication) and comm (in the AllReduce,
+Pull/Push or the neighbour exchange, as comm_fraction measures it), of
+which wait is the part the strategy reports as blocked on peers (ps wait,
+dpsgd/adpsgd partner wait; - for allreduce); bytes sent per step (all
+ranks); CPU per rank ((user+sys)/wall from getrusage: 1 = one busy core);
+time to --target test accuracy (resolution: one epoch); final accuracy;
+weak efficiency = step time at the baseline / step time (per-rank batch
+fixed); strong efficiency = baseline training time × baseline ranks /
+(training time × ranks) (same data and epochs). The baseline is the same
+strategy at the sweep's smallest rank count, or allreduce there for a
+strategy that cannot run on so few ranks.
+
+Strategies: ` + "%s" + `
+Models: mlp, mlp:HIDDEN (mlp:256,128), softmax, logreg.
+
+Example:
+  dml bench sweep --ranks 1,2,4 --sync allreduce,ps-bsp,ps-asp,dpsgd \
+      --model mlp:64 --data synthetic --epochs 2 --batch 32 --out sweep
+  dml bench sweep --config sweep.yaml --launcher "srun --mpi=pmix -n {np}"`
+
+// cmdBenchSweep is `dml bench sweep`. Its flags each have a key in a
+// --config file (sweep.Spec's yaml names); a flag given on the command
+// line wins over the file.
+func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
+	spec := sweep.DefaultSpec()
+	fs := newFlags("bench sweep", fmt.Sprintf(sweepSynopsis, strings.Join(sweep.StrategyNames(), ", ")), stdout)
+	config := fs.String("config", "", "a YAML sweep file (keys: ranks, sync, model, batch, epochs, servers, data, samples, features, classes, noise, target, train_args, launcher, run_timeout); flags given win")
+	out := fs.String("out", "sweep", "output folder (created)")
+	fs.Var(intList{&spec.Ranks}, "ranks", "rank counts, comma-separated")
+	syncs := fs.String("sync", strings.Join(spec.Strategies, ","), "strategies, comma-separated (see above)")
+	models := fs.String("model", strings.Join(spec.Models, ";"), "models, separated by ';' (an mlp's hidden sizes use commas: mlp:256,128;softmax)")
+	fs.Var(intList{&spec.Batches}, "batch", "per-rank batch sizes, comma-separated")
+	fs.IntVar(&spec.Epochs, "epochs", spec.Epochs, "epochs per run")
+	fs.IntVar(&spec.Servers, "servers", spec.Servers, "parameter servers of the ps-* strategies")
+	fs.StringVar(&spec.Data, "data", spec.Data, "dml train's --data")
+	fs.IntVar(&spec.Samples, "samples", spec.Samples, "synthetic: training samples")
+	fs.IntVar(&spec.Features, "features", spec.Features, "synthetic: features")
+	fs.IntVar(&spec.Classes, "classes", spec.Classes, "synthetic: classes")
+	fs.Float64Var(&spec.Noise, "noise", spec.Noise, "synthetic: noise")
+	fs.Float64Var(&spec.Target, "target", spec.Target, "test accuracy for the time-to-target column")
+	trainArgs := fs.String("train-args", "", "more dml train flags for every run, e.g. \"--backend cpu --lr 0.1\"")
+	launcher := fs.String("launcher", strings.Join(spec.Launcher, " "), "the command that starts an MPI job; {np} in it is the rank count, else -np N is appended (e.g. \"srun --mpi=pmix -n {np}\")")
+	fs.DurationVar(&spec.RunTimeout, "run-timeout", spec.RunTimeout, "kill a run (and fail it) after this long")
+	hosts := fs.Int("hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
+	link := fs.String("link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
+	clusterDir := fs.String("cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
+	profMode := fs.String("profile", "", "profile every rank of every run: cpu, mem, block, mutex or trace (runs/ID/rank-R.cpu.pprof, …)")
+	timeline := fs.Bool("timeline", false, "write every run's timeline to runs/ID/timeline.json (dml train --timeline)")
+	replot := fs.Bool("replot", false, "run nothing: read --out's results.jsonl (of a sweep that ended, or died) and print its table and draw its plots again")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *replot {
+		return replotSweep(*out, stdout)
+	}
+	if pf := (profFlags{profile: *profMode, profileDir: "."}); pf.check() != nil {
+		return usageErr("bench sweep: --profile %q: want cpu, mem, block, mutex or trace", *profMode)
+	}
+	if mpi.Launched() {
+		return usageErr("bench sweep: run it without mpirun (as plain `dml bench sweep`): it launches every run itself with --launcher")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *config != "" {
+		fromFile, err := sweep.LoadSpec(*config, sweep.DefaultSpec())
+		if err != nil {
+			return usageErr("bench sweep: %s", sweepMessage(err))
+		}
+		spec = overrideSpec(fromFile, spec, set)
+	}
+	if set["sync"] || *config == "" {
+		spec.Strategies = splitList(*syncs, ",")
+	}
+	if set["model"] || *config == "" {
+		spec.Models = splitList(*models, ";")
+	}
+	if set["train-args"] || *config == "" {
+		spec.TrainArgs = strings.Fields(*trainArgs)
+	}
+	if set["launcher"] || *config == "" {
+		spec.Launcher = strings.Fields(*launcher)
+	}
+	if *hosts > 0 || *link != "" {
+		if set["launcher"] {
+			return usageErr("bench sweep: give --launcher or --hosts, not both")
+		}
+		l, err := clusterLauncher(*hosts, *link, *clusterDir)
+		if err != nil {
+			return err
+		}
+		spec.Launcher = l
+	}
+	plan, err := planSweep(spec)
+	if err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench sweep: finding the dml binary: %w", err)
+	}
+	// The runs get absolute paths: a launcher may start ranks elsewhere
+	// (another folder, another host with the same file system).
+	if abs, err := filepath.Abs(*out); err == nil {
+		*out = abs
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return usageErr("bench sweep: --out: %v", err)
+	}
+	app, err := sweep.OpenAppender(filepath.Join(*out, "results.csv"), filepath.Join(*out, "results.jsonl"))
+	if err != nil {
+		return fmt.Errorf("bench sweep: %w", err)
+	}
+	defer app.Close()
+	r := &sweep.Runner{Launcher: spec.Launcher, Binary: bin, Timeout: spec.RunTimeout, Target: spec.Target, Dir: *out, Progress: stderr,
+		Profile: *profMode, Timeline: *timeline}
+	if os.Geteuid() == 0 { // OpenMPI refuses root without these
+		r.Env = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rows, err := sweep.Execute(ctx, plan, r, app)
+	fmt.Fprintln(stdout)
+	if werr := sweep.WriteTable(stdout, rows); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("bench sweep: %w", err)
+	}
+	files, err := sweep.Plot(rows, *out)
+	if err != nil {
+		return fmt.Errorf("bench sweep: plots: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nwrote %s, %s and %d plots (%s …) into %s\n", "results.csv", "results.jsonl", len(files), filepath.Base(files[0]), *out)
+	failed := 0
+	for _, row := range rows {
+		if row.Status == sweep.Failed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("bench sweep: %d of %d runs failed (their commands and logs are above and in %s)", failed, len(rows), filepath.Join(*out, "results.csv"))
+	}
+	return nil
+}
+
+// replotSweep is --replot: the table and plots of the rows in
+// out/results.jsonl.
+func replotSweep(out string, stdout io.Writer) error {
+	f, err := os.Open(filepath.Join(out, "results.jsonl"))
+	if err != nil {
+		return usageErr("bench sweep: --replot: %v", err)
+	}
+	defer f.Close()
+	rows, err := sweep.ReadRowsJSON(f)
+	if err != nil {
+		return fmt.Errorf("bench sweep: --replot: %s: %w", f.Name(), err)
+	}
+	if err := sweep.WriteTable(stdout, rows); err != nil {
+		return err
+	}
+	files, err := sweep.Plot(rows, out)
+	if err != nil {
+		return fmt.Errorf("bench sweep: plots: %w", err)
+	}
+	fmt.Fprintf(stdout, "\nwrote %d plots into %s\n", len(files), out)
+	return nil
+}
+
+// overrideSpec is file with the fields whose flags were set taken from flags.
+func overrideSpec(file, flags sweep.Spec, set map[string]bool) sweep.Spec {
+	apply := map[string]func(){
+		"ranks": func() { file.Ranks = flags.Ranks }, "batch": func() { file.Batches = flags.Batches },
+		"epochs": func() { file.Epochs = flags.Epochs }, "servers": func() { file.Servers = flags.Servers },
+		"data": func() { file.Data = flags.Data }, "samples": func() { file.Samples = flags.Samples },
+		"features": func() { file.Features = flags.Features }, "classes": func() { file.Classes = flags.Classes },
+		"noise": func() { file.Noise = flags.Noise }, "target": func() { file.Target = flags.Target },
+		"run-timeout": func() { file.RunTimeout = flags.RunTimeout },
+	}
+	for name := range set {
+		if f, ok := apply[name]; ok {
+			f()
+		}
+	}
+	return file
+}
+
+func splitList(s, sep string) []string {
+	var out []string
+	for _, f := range strings.Split(s, sep) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// planSweep expands spec and checks, before anything runs, every run's
+// dml train flags as dml train would (a bad one is a usage error), whether
+// it can run at its rank count (trainer.Config.ValidateWorld: else it is
+// skipped), and that the launcher exists.
+func planSweep(spec sweep.Spec) ([]sweep.Planned, error) {
+	runs, err := sweep.Plan(spec)
+	if err != nil {
+		return nil, usageErr("bench sweep: %s", sweepMessage(err))
+	}
+	if _, err := exec.LookPath(spec.Launcher[0]); err != nil {
+		return nil, usageErr("bench sweep: --launcher %q: %v", spec.Launcher[0], errors.Unwrap(err))
+	}
+	var plan []sweep.Planned
+	for _, run := range runs {
+		cfg, err := trainConfig(run.Args)
+		if err != nil {
+			return nil, usageErr("bench sweep: %s: %s", run.ID, message(err))
+		}
+		p := sweep.Planned{Run: run}
+		if err := cfg.ValidateWorld(run.Ranks); err != nil {
+			p.Skip = fmt.Sprintf("cannot run on %d rank(s): %s", run.Ranks, flagError(err))
+		}
+		plan = append(plan, p)
+	}
+	return plan, nil
+}
+
+// trainConfig parses args as `dml train` does and validates the result.
+func trainConfig(args []string) (trainer.Config, error) {
+	cfg := trainer.DefaultConfig()
+	var cf commonFlags
+	fs := newFlags("train", "", io.Discard)
+	registerTrainFlags(fs, &cfg)
+	fs.String("progress", "auto", "")
+	fs.String("run-report", "", "")
+	cf.register(fs, io.Discard)
+	if err := parse(fs, args); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageErr("%s", flagError(err))
+	}
+	return cfg, cf.check()
+}
+
+func sweepMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), sweep.ErrSpec.Error()+": ")
+}
+
+// clusterLauncher is --hosts N --link SPEC: a launcher that builds the
+// netns test cluster of bench/cluster (N hosts joined by links shaped as
+// SPEC: RATE[,DELAY[,LOSS]], e.g. 1gbit,200us), runs mpirun across it over
+// TCP and takes it down again, for each run. It checks, before anything
+// runs, that the scripts are in dir and that this machine can make network
+// namespaces. (This is run.sh's command line as package bench/cluster's
+// Spec.Args and Available build it; once both are on one branch, call
+// those.)
+func clusterLauncher(hosts int, link, dir string) ([]string, error) {
+	if hosts <= 0 {
+		return nil, usageErr("bench sweep: --link needs --hosts N (the test cluster's host count)")
+	}
+	run := filepath.Join(dir, "run.sh")
+	if _, err := os.Stat(run); err != nil {
+		return nil, usageErr("bench sweep: --hosts: no test cluster scripts at %s (run from the repository root, or give --cluster-dir)", run)
+	}
+	out, err := exec.Command("bash", "-c", `. "$1/lib.sh" && cluster_ok`, "cluster", dir).CombinedOutput()
+	if err != nil {
+		return nil, usageErr("bench sweep: --hosts: no test cluster on this machine: %s", strings.TrimSpace(string(out)))
+	}
+	if strings.Contains(link, ",") && exec.Command("bash", "-c", `. "$1/lib.sh" && netem_ok`, "cluster", dir).Run() != nil {
+		return nil, usageErr("bench sweep: --link %q: this kernel has no netem qdisc (sch_netem), so a link's delay and loss cannot be set; give a rate only (e.g. 1gbit)", link)
+	}
+	l := []string{"bash", run, "--hosts", strconv.Itoa(hosts), "--name", fmt.Sprintf("dmls%d", os.Getpid())}
+	if link != "" {
+		l = append(l, "--link", link)
+	}
+	return append(l, "--"), nil
+}

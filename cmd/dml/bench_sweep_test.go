@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchSweepUsage: a bad sweep is refused before anything runs (exit
+// 2, no output folder).
+func TestBenchSweepUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sync", "allreduce,ps-nope"}, `unknown strategy "ps-nope"`},
+		{[]string{"--sync", "bsp"}, "did you mean ps-bsp"},
+		{[]string{"--model", "cnn"}, `unknown model "cnn"`},
+		{[]string{"--ranks", "1,0"}, `"0" is not a positive integer`},
+		{[]string{"--launcher", "no-such-launcher -x"}, `--launcher "no-such-launcher"`},
+		{[]string{"--launcher", ""}, "--launcher is empty"},
+		{[]string{"--train-args", "--lr -1"}, "--lr"},
+		{[]string{"--train-args", "--bogus"}, "bogus"},
+		{[]string{"--data", "imagenet"}, "imagenet"},
+		{[]string{"--hosts", "2", "--cluster-dir", "/no/such/dir"}, "no test cluster scripts"},
+		{[]string{"--link", "1gbit"}, "--link needs --hosts"},
+		{[]string{"--hosts", "2", "--launcher", "mpirun"}, "not both"},
+		{[]string{"--config", "/no/such/sweep.yaml"}, "--config"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		r := dml(t, 0, append([]string{"bench", "sweep", "--out", out}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: the output folder was created before the sweep was checked", tc.args)
+		}
+	}
+	if r := dml(t, 1, "bench", "sweep", "--out", filepath.Join(t.TempDir(), "out")); r.code != 2 || !strings.Contains(r.stderr, "without mpirun") {
+		t.Errorf("under mpirun: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestBenchSweepRuns runs a small real sweep under mpirun: 1 and 2 ranks ×
+// allreduce and a parameter server (skipped on 1 rank), and checks the
+// results, a run's per-rank reports and the plots.
+func TestBenchSweepRuns(t *testing.T) {
+	out := t.TempDir()
+	cfg := filepath.Join(out, "sweep.yaml")
+	os.WriteFile(cfg, []byte("sync: [allreduce-ring, ps-bsp]\nmodel: [softmax]\n"), 0o644)
+	r := dml(t, 0, "bench", "sweep", "--config", cfg, "--ranks", "1,2", "--batch", "16", "--epochs", "1",
+		"--samples", "2000", "--features", "16", "--classes", "4", "--target", "0.5", "--run-timeout", "60s",
+		"--launcher", "mpirun --oversubscribe", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"allreduce-ring", "ps-bsp", "skipped", "samples/s", "allreduce-ring@1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(recs) != 5 {
+		t.Fatalf("results.csv: %d records, %v", len(recs), err)
+	}
+	col := map[string]int{}
+	for i, name := range recs[0] {
+		col[name] = i
+	}
+	status := map[string]string{}
+	for _, rec := range recs[1:] {
+		status[rec[col["strategy"]]+"@"+rec[col["ranks"]]] = rec[col["status"]]
+		if rec[col["status"]] == "ok" && (rec[col["samples_per_sec"]] == "" || rec[col["cpu_util_mean"]] == "" || rec[col["final_acc"]] == "") {
+			t.Errorf("an ok row without figures: %v", rec)
+		}
+	}
+	want := map[string]string{"allreduce-ring@1": "ok", "ps-bsp@1": "skipped", "allreduce-ring@2": "ok", "ps-bsp@2": "ok"}
+	for k, v := range want {
+		if status[k] != v {
+			t.Errorf("%s: %q, want %q (all: %v)", k, status[k], v, status)
+		}
+	}
+	// Each rank of a 2-rank run reported its CPU time and bytes sent.
+	for rank := range 2 {
+		b, err := os.ReadFile(filepath.Join(out, "runs", "softmax_allreduce-ring_b16_n2", "report.rank-"+string(rune('0'+rank))+".json"))
+		var rep struct {
+			Size      int     `json:"size"`
+			CPU       float64 `json:"cpu_util"`
+			BytesSent int64   `json:"bytes_sent"`
+		}
+		if err != nil || json.Unmarshal(b, &rep) != nil || rep.Size != 2 || rep.CPU <= 0 || rep.BytesSent <= 0 {
+			t.Errorf("rank %d report: %s %v", rank, b, err)
+		}
+	}
+	// --replot draws the same from results.jsonl alone.
+	os.Remove(filepath.Join(out, "throughput.png"))
+	if rp := dml(t, 0, "bench", "sweep", "--replot", "--out", out); rp.code != 0 || !strings.Contains(rp.stdout, "allreduce-ring@1") {
+		t.Errorf("--replot: exit %d\n%s%s", rp.code, rp.stdout, rp.stderr)
+	}
+	for _, p := range []string{"throughput.png", "throughput.svg", "breakdown.png", "accuracy.svg", "efficiency-weak.png", "efficiency-strong.svg", "results.jsonl"} {
+		if st, err := os.Stat(filepath.Join(out, p)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

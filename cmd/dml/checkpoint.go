@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/dml-project/dml/trainer"
+)
+
+// checkpointFlags are --checkpoint-dir, --checkpoint-every, --keep and
+// --resume, parsed into a trainer.Checkpointing.
+type checkpointFlags struct {
+	ck    trainer.Checkpointing
+	every string
+}
+
+func (f *checkpointFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.ck.Dir, "checkpoint-dir", "", "write checkpoints (weights, optimizer state, position; an .npz numpy reads) into this folder, atomically: on the --checkpoint-every schedule, at the end of training, and when a signal stops it")
+	fs.StringVar(&f.every, "checkpoint-every", "", "checkpoint every N steps, or every N epochs with Ne (e.g. 500, 1e); needs --checkpoint-dir")
+	fs.IntVar(&f.ck.Keep, "keep", trainer.DefaultKeep, "keep the newest K checkpoints in --checkpoint-dir")
+	fs.Var(resumeFlag{&f.ck}, "resume", "resume from the newest valid checkpoint in --checkpoint-dir (--resume), or from a file (--resume FILE)")
+}
+
+// resumeFlag is --resume (a bool flag: the newest in --checkpoint-dir) or
+// --resume=FILE; resumeArgs turns "--resume FILE" into the latter.
+type resumeFlag struct{ ck *trainer.Checkpointing }
+
+func (f resumeFlag) String() string {
+	if f.ck == nil {
+		return "false"
+	}
+	if f.ck.ResumeFile != "" {
+		return f.ck.ResumeFile
+	}
+	return strconv.FormatBool(f.ck.ResumeLatest)
+}
+
+func (f resumeFlag) Set(s string) error {
+	f.ck.ResumeLatest, f.ck.ResumeFile = false, ""
+	switch s {
+	case "true":
+		f.ck.ResumeLatest = true
+	case "false":
+	case "":
+		return errors.New("empty file name")
+	default:
+		f.ck.ResumeFile = s
+	}
+	return nil
+}
+
+func (f resumeFlag) IsBoolFlag() bool { return true }
+
+// resumeArgs rewrites "--resume FILE" (FILE not a flag) as "--resume=FILE",
+// so that --resume works alone and with a file.
+func resumeArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "--resume" || a == "-resume") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// check parses --checkpoint-every and checks the combination; it creates
+// the folder and fails early when it cannot be written.
+func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
+	ck := &f.ck
+	if e := strings.TrimSpace(f.every); e != "" {
+		n, err := strconv.Atoi(strings.TrimSuffix(e, "e"))
+		if err != nil || n <= 0 {
+			return nil, usageErr("train: --checkpoint-every %q: want a positive number of steps, or of epochs with e (500, 1e)", f.every)
+		}
+		if strings.HasSuffix(e, "e") {
+			ck.EveryEpochs = n
+		} else {
+			ck.Every = n
+		}
+		if ck.Dir == "" {
+			return nil, usageErr("train: --checkpoint-every needs --checkpoint-dir")
+		}
+	}
+	switch {
+	case ck.Keep < 1:
+		return nil, usageErr("train: --keep %d: keep at least 1 checkpoint", ck.Keep)
+	case ck.ResumeLatest && ck.Dir == "":
+		return nil, usageErr("train: --resume without a file resumes from --checkpoint-dir: set it (or give --resume FILE)")
+	}
+	if ck.ResumeFile != "" {
+		if st, err := os.Stat(ck.ResumeFile); err != nil || st.IsDir() {
+			return nil, usageErr("train: --resume %s: not a checkpoint file", ck.ResumeFile)
+		}
+	}
+	if ck.Dir != "" {
+		if err := os.MkdirAll(ck.Dir, 0o755); err != nil {
+			return nil, usageErr("train: --checkpoint-dir: %v", err)
+		}
+		probe, err := os.CreateTemp(ck.Dir, ".dml-write-test-*")
+		if err != nil {
+			return nil, usageErr("train: --checkpoint-dir %s cannot be written: %v", ck.Dir, err)
+		}
+		probe.Close()
+		os.Remove(probe.Name())
+	}
+	return ck, nil
+}
+
+// stopSignals turns SIGINT and SIGTERM into a stop request: the first asks
+// training to stop at the next step boundary (the ranks agree on which;
+// a final checkpoint is written with --checkpoint-dir); a second exits at
+// once. It returns the trainer's Stop, the signal received (nil: none yet)
+// and a function that stops listening.
+func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Signal, done func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	stopsHandled.Store(true)
+	var sig atomic.Value
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-ch:
+				if peersGone() {
+					continue // watchGone reports the dead rank and ends this one
+				}
+				if sig.Load() != nil {
+					fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
+					os.Exit(exitStatus(s))
+				}
+				sig.Store(s)
+				fmt.Fprintf(stderr, "dml: rank %d: %v: stopping at the next step boundary (again to exit at once)\n", rank, s)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	got = func() os.Signal {
+		s, _ := sig.Load().(os.Signal)
+		return s
+	}
+	return func() bool { return sig.Load() != nil }, got, func() { signal.Stop(ch); close(quit); stopsHandled.Store(false) }
+}
+
+// exitStatus is the shell's status for a process ended by s: 128 + its
+// number (130 for SIGINT, 143 for SIGTERM).
+func exitStatus(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
+}
+
+// interrupted is a training run stopped by a signal (its own, or another
+// rank's: then SIGTERM's status).
+type interrupted struct {
+	error
+	status int
+}
+
+func (e interrupted) Unwrap() error { return e.error }

@@ -1,0 +1,747 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// Checkpoints and clean stops.
+//
+// A checkpoint is written at a step boundary by the reporting rank (rank 0
+// under allreduce, which holds the same weights and optimizer state as
+// every rank; the first worker under ps, which asks the servers for theirs
+// with ps.Worker.Snapshot and collects the other workers' filter residues)
+// as one .npz file (checkpoint_file.go), atomically. The sample order is a
+// pure function of (seed, shard, epoch), so the Position is the data-order
+// position; under BSP the consistency controllers' clocks are the steps run.
+//
+// Resuming: rank 0 reads the checkpoint (the newest valid one in the folder,
+// or the file named), checks it against this job (configuration hash,
+// model, ranks, servers, optimizer) and broadcasts it; under ps every
+// server starts from its range of it (ps.Config.Restore) and every worker
+// from its clock and residue.
+//
+// Stopping (Trainer.Stop): the ranks that train vote at every step boundary
+// whether any of them wants to stop, so that all stop after the same step
+// (stopVoter): a one-float AllReduce under allreduce (its cost is in the
+// README), the workers' flags gathered by the first worker and sent back
+// under ps BSP; under SSP, ASP and DSSP, where workers are not in step
+// anyway, each worker stops at its own next boundary once it is signalled.
+
+// ErrInterrupted is returned (wrapped) by Run when Trainer.Stop asked for a
+// stop: training ended early at a step boundary, after writing a final
+// checkpoint when Checkpointing.Dir is set.
+var ErrInterrupted = errors.New("training interrupted")
+
+// ErrCheckpoint marks a checkpoint that was refused for resuming (also
+// wrapping ErrUsage: every rank finds it alike, rank 0 says why).
+var ErrCheckpoint = errors.New("checkpoint refused")
+
+// DefaultKeep is how many checkpoints a folder keeps by default (--keep).
+const DefaultKeep = 3
+
+// Checkpointing is when and where a job writes checkpoints, and what it
+// resumes from. The zero value writes none and starts fresh.
+type Checkpointing struct {
+	// Dir is the folder of the checkpoints ("": none are written).
+	Dir string
+	// Every writes one every that many steps (counted from the start of
+	// the first run, so a resumed job keeps the schedule); EveryEpochs one
+	// at the end of every that many epochs. Zero: not on that schedule.
+	Every, EveryEpochs int
+	// Keep is how many of the newest checkpoints stay in Dir (0: DefaultKeep).
+	Keep int
+	// ResumeLatest resumes from the newest valid checkpoint in Dir (falling
+	// back to older ones, saying so; with none at all, starting fresh);
+	// ResumeFile from that file.
+	ResumeLatest bool
+	ResumeFile   string
+}
+
+func (c *Checkpointing) enabled() bool { return c != nil && c.Dir != "" }
+
+func (c *Checkpointing) resuming() bool { return c != nil && (c.ResumeLatest || c.ResumeFile != "") }
+
+// due reports whether a checkpoint is written at the boundary before next.
+func (c *Checkpointing) due(next Position) bool {
+	if !c.enabled() {
+		return false
+	}
+	return c.Every > 0 && next.Steps%c.Every == 0 ||
+		c.EveryEpochs > 0 && next.Step == 0 && next.Epoch > 1 && (next.Epoch-1)%c.EveryEpochs == 0
+}
+
+// checkpointHash fingerprints the settings that decide the weights a
+// number of steps leads to: the Config without how long training runs, how
+// often it evaluates, where outputs go, and per-process settings.
+func (c Config) checkpointHash() uint64 {
+	c.Epochs, c.MaxSteps, c.EvalEvery = 0, 0, 0
+	c.Straggle = Straggle{Rank: -1}
+	c.Overlap, c.Timeout, c.Metrics, c.Save = false, 0, "", ""
+	return c.Hash()
+}
+
+// checkpointer is a Strategy that can write checkpoints. Every training
+// rank calls saveState at the same step boundary; the reporting rank gets
+// the state to write, the others nil.
+type checkpointer interface {
+	saveState() (*checkpoint, error)
+}
+
+// stopVoter is a Strategy that combines the ranks' wishes to stop itself;
+// without it, the loop takes a one-float AllReduce over every rank of the
+// Comm (right for strategies where every rank trains).
+type stopVoter interface {
+	voteStop(local bool) (bool, error)
+}
+
+// Tags of the checkpoint and stop messages between workers (below the
+// collectives' own ≥ 2^20, beside package ps's 30701..30703).
+const (
+	tagResidue  = 30711
+	tagStop     = 30712 // ps bsp: a worker's flag to the first worker, and the OR back
+	tagStopNote = 30713 // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
+)
+
+// boundary runs at the step boundary before next: the stop vote, then the
+// checkpoint when one is due or the job stops. It returns whether to stop.
+func (j *job) boundary(s Strategy, next Position) (bool, error) {
+	stop := false
+	if j.Stop != nil {
+		collectives.EnterOp(j.Comm, "stop vote")
+		sp := j.tr.Begin("stop-vote").Cat(trace.Wait)
+		var err error
+		if v, ok := s.(stopVoter); ok {
+			stop, err = v.voteStop(j.Stop())
+		} else {
+			stop, err = voteAll(j.Comm, j.Stop())
+		}
+		sp.Err(err).End()
+		if err != nil {
+			return false, fmt.Errorf("agreeing on a stop: %w", err)
+		}
+	}
+	if ck := j.Checkpoint; ck.due(next) || stop && ck.enabled() {
+		sp := j.tr.Begin("checkpoint").Cat(trace.IO)
+		err := j.writeCheckpoint(s, next)
+		sp.Err(err).End()
+		if err != nil {
+			return false, err
+		}
+	}
+	return stop, nil
+}
+
+// voteAll ORs every rank's flag with a one-float AllReduce.
+func voteAll(c collectives.Comm, local bool) (bool, error) {
+	if c.Size() == 1 {
+		return local, nil
+	}
+	v := []float32{0}
+	if local {
+		v[0] = 1
+	}
+	if err := collectives.Allreduce(c, v, collectives.Sum, collectives.Tree); err != nil {
+		return false, err
+	}
+	return v[0] > 0, nil
+}
+
+// writeCheckpoint saves the state at the boundary before next.
+func (j *job) writeCheckpoint(s Strategy, next Position) error {
+	cp, ok := s.(checkpointer)
+	if !ok {
+		return fmt.Errorf("checkpoints: %T cannot write them", s)
+	}
+	t0 := time.Now()
+	j.lastCheckpointSteps = next.Steps
+	c, err := cp.saveState()
+	if err != nil || c == nil {
+		return err
+	}
+	c.Meta = j.checkpointMeta(c.Meta.Arch, next)
+	b, err := c.encode()
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	path := filepath.Join(j.Checkpoint.Dir, checkpointName(next.Steps))
+	if err := writeFileAtomic(path, b); err != nil {
+		return fmt.Errorf("--checkpoint-dir: writing %s: %w", path, err)
+	}
+	j.prune()
+	j.printf("checkpoint: step %d (epoch %d step %d) written to %s (%.1f MB, %.0f ms)\n",
+		next.Steps, next.Epoch, next.Step, path, float64(len(b))/1e6, 1e3*time.Since(t0).Seconds())
+	j.lastCheckpoint = path
+	return nil
+}
+
+// prune removes all but the newest Keep checkpoints (failures are ignored:
+// an extra old file hurts nobody).
+func (j *job) prune() {
+	keep := j.Checkpoint.Keep
+	if keep <= 0 {
+		keep = DefaultKeep
+	}
+	files, err := listCheckpoints(j.Checkpoint.Dir)
+	if err != nil {
+		return
+	}
+	for _, f := range files[min(keep, len(files)):] {
+		os.Remove(f)
+	}
+}
+
+// checkpointMeta describes this job at position pos.
+func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
+	cfg := j.cfg
+	m := checkpointMeta{
+		Format: checkpointFormat, Version: checkpointVersion, ConfigHash: fmt.Sprintf("%016x", cfg.checkpointHash()),
+		Model: cfg.Model.String(), Arch: arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
+		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos,
+	}
+	if cfg.Sync == SyncPS {
+		m.Servers, m.Consistency = cfg.PS.Servers, cfg.PS.Consistency.String()
+	}
+	return m
+}
+
+// residueFilters is how many of the job's ps filters keep a residue
+// (sigmod), which a checkpoint must carry per worker.
+func (j *job) residueFilters() int {
+	if j.cfg.Sync != SyncPS {
+		return 0
+	}
+	specs, err := ps.ParseFilters(j.cfg.PS.Filters)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, f := range specs {
+		if hasResidue(f) {
+			n++
+		}
+	}
+	return n
+}
+
+// hasResidue reports whether filters of spec keep a residue (sigmod).
+func hasResidue(spec ps.FilterSpec) bool { return ps.Residue(spec.NewFilter(1)) != nil }
+
+// compatible says why checkpoint c cannot resume this job ("" if it can).
+func (j *job) compatible(c *checkpoint, arch model.Arch) string {
+	m, cfg := &c.Meta, j.cfg
+	switch {
+	case m.Sync != cfg.Sync.String():
+		return fmt.Sprintf("it is of a --sync %s job, this one is --sync %v", m.Sync, cfg.Sync)
+	case !slices.Equal(m.Arch.Sizes, arch.Sizes) || m.Arch.Loss != arch.Loss:
+		return fmt.Sprintf("it is of another model (layers %v), this job builds %v", m.Arch.Sizes, arch.Sizes)
+	case m.Optimizer != cfg.Opt.Kind.String():
+		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
+	case m.Ranks != j.Comm.Size():
+		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (the data shards and the global batch depend on it)", m.Ranks, j.Comm.Size())
+	case cfg.Sync == SyncPS && m.Servers != cfg.PS.Servers:
+		return fmt.Sprintf("it was written with %d servers, this job has %d", m.Servers, cfg.PS.Servers)
+	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
+		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; epochs and --max-steps may differ)",
+			m.ConfigHash, cfg.checkpointHash())
+	case cfg.Sync == SyncDPSGD && m.RankStates != j.Comm.Size():
+		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", m.RankStates, j.Comm.Size())
+	case cfg.Sync != SyncDPSGD && (c.OptState != nil) != cfg.Opt.Kind.HasState():
+		return fmt.Sprintf("its optimizer state does not fit %v", cfg.Opt.Kind)
+	case m.Residues != 0 && m.Residues != j.sched.ranks*j.residueFilters() || m.Residues == 0 && j.residueFilters() > 0:
+		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, j.sched.ranks*j.residueFilters())
+	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.sched.stepsPerEpoch():
+		return fmt.Sprintf("bad position %+v", m.Position)
+	}
+	return ""
+}
+
+// readCheckpoint reads and checks one file.
+func (j *job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		return nil, err
+	}
+	if why := j.compatible(c, arch); why != "" {
+		return nil, errors.New(why)
+	}
+	return c, nil
+}
+
+// pickCheckpoint finds what to resume from (on rank 0): the file named, or
+// the newest valid one in the folder, telling on Out which it skipped and
+// why. It returns nil (start fresh) when the folder holds no checkpoint.
+func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
+	ck := j.Checkpoint
+	say := func(format string, args ...any) {
+		if j.Out != nil {
+			fmt.Fprintf(j.Out, format, args...)
+		}
+	}
+	if ck.ResumeFile != "" {
+		c, err := j.readCheckpoint(ck.ResumeFile, arch)
+		if err != nil {
+			return nil, "", fmt.Errorf("--resume %s: refused: %v", ck.ResumeFile, err)
+		}
+		return c, ck.ResumeFile, nil
+	}
+	files, err := listCheckpoints(ck.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", fmt.Errorf("--resume: %w", err)
+	}
+	if len(files) == 0 {
+		say("resume: no checkpoint in %s: starting from the beginning\n", ck.Dir)
+		return nil, "", nil
+	}
+	var refused []string
+	for _, f := range files {
+		c, err := j.readCheckpoint(f, arch)
+		if err != nil {
+			say("resume: refusing %s: %v\n", f, err)
+			refused = append(refused, fmt.Sprintf("%s: %v", filepath.Base(f), err))
+			continue
+		}
+		if len(refused) > 0 {
+			say("resume: falling back to the previous valid checkpoint, %s\n", f)
+		}
+		return c, f, nil
+	}
+	return nil, "", fmt.Errorf("--resume: no valid checkpoint in %s (%s)", ck.Dir, strings.Join(refused, "; "))
+}
+
+// resumed is the state a job starts from, on this rank.
+type resumed struct {
+	Position
+	params, opt []float32
+	// own is this rank's own model and optimizer state (dpsgd).
+	own []float32
+	// residues are this worker's filter residues, one per filter (nil
+	// entries for filters without one).
+	residues [][]float32
+}
+
+// loadResume reads the checkpoint on rank 0 and hands it to every rank:
+// nil when the job starts fresh. params is the model's length.
+func (j *job) loadResume(arch model.Arch) (*resumed, error) {
+	if !j.Checkpoint.resuming() {
+		return nil, nil
+	}
+	c := j.Comm
+	t0 := time.Now()
+	var ck *checkpoint
+	var path string
+	var pickErr error
+	head := make([]float32, 7) // ok, epoch, step, steps, has opt state, residues, rank states
+	if c.Rank() == 0 {
+		ck, path, pickErr = j.pickCheckpoint(arch)
+		switch {
+		case pickErr != nil:
+			head[0] = intBits(-1)
+		case ck != nil:
+			head = []float32{intBits(1), intBits(ck.Meta.Epoch), intBits(ck.Meta.Step), intBits(ck.Meta.Steps),
+				intBits(len(ck.OptState)), intBits(len(ck.Residues)), intBits(len(ck.RankStates))}
+		}
+	}
+	if err := collectives.Broadcast(c, head, 0); err != nil {
+		return nil, fmt.Errorf("resuming: %w", err)
+	}
+	switch bitsInt(head[0]) {
+	case -1:
+		if pickErr == nil {
+			pickErr = errors.New("rank 0 refused the checkpoint (it says why)")
+		}
+		return nil, refusedError{pickErr}
+	case 0:
+		return nil, nil
+	}
+	p := arch.NumParams()
+	r := &resumed{Position: Position{Epoch: bitsInt(head[1]), Step: bitsInt(head[2]), Steps: bitsInt(head[3])}}
+	r.params = make([]float32, p)
+	if ck != nil {
+		copy(r.params, ck.Params)
+	}
+	if err := collectives.Broadcast(c, r.params, 0); err != nil {
+		return nil, fmt.Errorf("resuming: weights: %w", err)
+	}
+	if n := bitsInt(head[4]); n > 0 {
+		r.opt = make([]float32, n)
+		if ck != nil {
+			copy(r.opt, ck.OptState)
+		}
+		if err := collectives.Broadcast(c, r.opt, 0); err != nil {
+			return nil, fmt.Errorf("resuming: optimizer state: %w", err)
+		}
+	}
+	// Residues: entry w*F+f is worker w's residue of its f-th residue filter.
+	nres := bitsInt(head[5])
+	perWorker := j.residueFilters()
+	if nres > 0 {
+		specs, _ := ps.ParseFilters(j.cfg.PS.Filters)
+		buf := make([]float32, p)
+		for e := 0; e < nres; e++ {
+			if ck != nil {
+				copy(buf, ck.Residues[e])
+			}
+			if err := collectives.Broadcast(c, buf, 0); err != nil {
+				return nil, fmt.Errorf("resuming: residues: %w", err)
+			}
+			w, f := e/perWorker, e%perWorker
+			if w != j.shardIdx {
+				continue
+			}
+			if r.residues == nil {
+				r.residues = make([][]float32, len(specs))
+			}
+			// The f-th residue filter's index among all filters.
+			for i, k := 0, 0; i < len(specs); i++ {
+				if hasResidue(specs[i]) {
+					if k == f {
+						r.residues[i] = slices.Clone(buf)
+					}
+					k++
+				}
+			}
+		}
+	}
+	if bitsInt(head[6]) > 0 {
+		if err := r.takeRankState(c, ck); err != nil {
+			return nil, err
+		}
+	}
+	if c.Rank() == 0 && j.Out != nil {
+		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d (%d steps run), read and sent to every rank in %.0f ms\n",
+			path, r.Epoch, r.Step, r.Steps, 1e3*time.Since(t0).Seconds())
+	}
+	return r, nil
+}
+
+// refusedError is a checkpoint refused for resuming: ErrCheckpoint and
+// ErrUsage.
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrCheckpoint, ErrUsage} }
+
+func intBits(v int) float32 { return math.Float32frombits(uint32(int32(v))) }
+
+func bitsInt(f float32) int { return int(int32(math.Float32bits(f))) }
+
+// finishRun ends a run: finish (save, summary), then ErrInterrupted when
+// Stop ended it early.
+func (j *job) finishRun(res *Result) (*Result, error) {
+	if err := j.finish(res); err != nil {
+		return nil, err
+	}
+	if !j.interrupted {
+		return res, nil
+	}
+	pos := j.stoppedAt
+	where := "no checkpoint folder was set"
+	if j.lastCheckpoint != "" {
+		where = "resume from " + j.lastCheckpoint + " with --resume"
+	}
+	return res, fmt.Errorf("stopped after step %d (epoch %d step %d): %s: %w", pos.Steps, pos.Epoch, pos.Step, where, ErrInterrupted)
+}
+
+// StopsAtBoundaries reports whether Trainer.Stop is honoured under c: not
+// under adpsgd, whose ranks share no step loop to agree in (a signal
+// should end such a job the ordinary way).
+func (c Config) StopsAtBoundaries() bool { return c.Sync != SyncADPSGD }
+
+// saveState: the weights and optimizer state, on rank 0.
+func (s *allreduceStrategy) saveState() (*checkpoint, error) {
+	if s.j.Comm.Rank() != 0 {
+		return nil, nil
+	}
+	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: make([]float32, s.m.NumParams())}
+	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.opt.StateLen() > 0 {
+		if c.OptState, err = s.opt.SaveState(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// saveState: the reporting worker asks the servers for their state and
+// collects the other workers' filter residues; they send theirs.
+func (p *psWorker) saveState() (*checkpoint, error) {
+	j := p.j
+	var mine [][]float32
+	for _, f := range p.w.Filters() {
+		if r := ps.Residue(f); r != nil {
+			mine = append(mine, r)
+		}
+	}
+	if !j.reports() {
+		for _, r := range mine {
+			if err := collectives.Send(j.Comm, r, j.reporter, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.reporter, err)
+			}
+		}
+		return nil, nil
+	}
+	n := p.w.Size()
+	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, Params: make([]float32, n)}
+	if j.cfg.Opt.Kind.HasState() {
+		c.OptState = make([]float32, n)
+	}
+	if err := p.w.Snapshot(c.Params, c.OptState); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	for w := 0; w < j.sched.ranks; w++ {
+		for f := range mine {
+			if w == j.shardIdx {
+				c.Residues = append(c.Residues, slices.Clone(mine[f]))
+				continue
+			}
+			r := make([]float32, n)
+			if err := collectives.Recv(j.Comm, r, w+j.cfg.PS.Servers, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.cfg.PS.Servers, err)
+			}
+			c.Residues = append(c.Residues, r)
+		}
+	}
+	return c, nil
+}
+
+// voteStop: a signalled server sends every worker a note (stopNotifier),
+// which counts as the worker's own signal. Under BSP the workers are in
+// step, and the first worker gathers their flags and sends back the OR;
+// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
+// signalled worker sends the other workers a note so that they stop too.
+func (p *psWorker) voteStop(local bool) (bool, error) {
+	j := p.j
+	note, err := p.pollStopNotes()
+	if err != nil {
+		return false, err
+	}
+	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
+		if local && !p.notified && j.sched.ranks > 1 {
+			p.notified = true
+			for w := range j.sched.ranks {
+				if w != j.shardIdx {
+					if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+						return false, err
+					}
+				}
+			}
+		}
+		return local || note, nil
+	}
+	local = local || note
+	flag := []byte{0}
+	if local {
+		flag[0] = 1
+	}
+	to := j.cfg.Timeout
+	if to <= 0 {
+		to = time.Minute
+	}
+	if !j.reports() {
+		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
+			return false, err
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from the first worker (rank %d): %w", j.reporter, err)
+		}
+		return len(b) == 1 && b[0] == 1, nil
+	}
+	any := local
+	for w := 0; w < j.sched.ranks; w++ {
+		if w == j.shardIdx {
+			continue
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
+		}
+		any = any || len(b) == 1 && b[0] == 1
+	}
+	if any {
+		flag[0] = 1
+	}
+	for w := 0; w < j.sched.ranks; w++ {
+		if w != j.shardIdx {
+			if err := j.Comm.SendBytes(flag, w+j.cfg.PS.Servers, tagStop); err != nil {
+				return false, err
+			}
+		}
+	}
+	return any, nil
+}
+
+// checkCheckpointing validates the checkpoint settings and that every rank
+// has the same (the stop vote and the residue collection are collective).
+func (t *Trainer) checkCheckpointing(cfg Config) error {
+	ck := t.Checkpoint
+	if ck != nil {
+		switch {
+		case ck.Every < 0 || ck.EveryEpochs < 0:
+			return bad("Checkpoint", "every %d steps / %d epochs: must not be negative", ck.Every, ck.EveryEpochs)
+		case ck.Keep < 0:
+			return bad("Checkpoint", "keep %d must not be negative", ck.Keep)
+		case ck.ResumeLatest && ck.Dir == "":
+			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
+		}
+		if cfg.Sync == SyncADPSGD && (ck.enabled() || ck.resuming()) {
+			return bad("Sync", "%v: checkpoints are not written for asynchronous decentralized training (its ranks share no step boundary to write one at)", cfg.Sync)
+		}
+		if cfg.Sync == SyncPS && cfg.PS.Consistency != ps.BSP && (ck.enabled() || ck.resuming()) {
+			if specs, err := ps.ParseFilters(cfg.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {
+				return bad("PS.Filters", "%q: checkpoints keep the sigmod filter's residues only under bsp (under %v the workers are not at the same step)",
+					cfg.PS.Filters, cfg.PS.Consistency)
+			}
+		}
+	}
+	var mine string
+	if ck != nil {
+		mine = fmt.Sprintf("%v/%d/%d", ck.enabled(), ck.Every, ck.EveryEpochs)
+	}
+	mine += fmt.Sprintf("/stop=%v", t.Stop != nil)
+	h := fnv.New32a()
+	h.Write([]byte(mine))
+	v := []float32{math.Float32frombits(h.Sum32())}
+	if t.Comm.Size() == 1 {
+		return nil
+	}
+	all := make([]float32, t.Comm.Size())
+	if err := collectives.Allgather(t.Comm, v, all); err != nil {
+		return fmt.Errorf("comparing checkpoint settings: %w", err)
+	}
+	for r, x := range all {
+		if math.Float32bits(x) != math.Float32bits(all[0]) {
+			return fmt.Errorf("rank %d has other checkpoint or signal settings than rank 0: start every rank with the same command line: %w", r, ErrConfigMismatch)
+		}
+	}
+	return nil
+}
+
+// pollStopNotes takes every stop note that has arrived, without waiting.
+func (p *psWorker) pollStopNotes() (bool, error) {
+	got := false
+	for {
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return got, nil
+		}
+		if err != nil {
+			return got, fmt.Errorf("stop notes: %w", err)
+		}
+		got = true
+	}
+}
+
+// stopNotifier is a server rank's transport: before each receive of the
+// server loop it asks Stop, and the first time a signal has come it sends
+// every worker a stop note (the server itself goes on serving until every
+// worker is done). The loop receives at least every Timeout/4.
+type stopNotifier struct {
+	collectives.Comm
+	stop    func() bool
+	workers []int
+	sent    bool
+}
+
+func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	if !s.sent && s.stop() {
+		s.sent = true
+		for _, w := range s.workers {
+			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
+				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
+			}
+		}
+	}
+	return s.Comm.RecvBytesWithin(from, tag, d)
+}
+
+// tagRankState carries a dpsgd rank's own state to and from rank 0.
+const tagRankState = 30714
+
+// takeRankState hands each rank its own state from the checkpoint rank 0
+// read (dpsgd): rank 0 sends rank r its entry, length first.
+func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
+	if c.Rank() == 0 {
+		for q := 1; q < c.Size(); q++ {
+			st := ck.RankStates[q]
+			if err := collectives.Send(c, []float32{intBits(len(st))}, q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+			if err := collectives.Send(c, st, q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+		}
+		r.own = ck.RankStates[0]
+		return nil
+	}
+	n := []float32{0}
+	if err := collectives.Recv(c, n, 0, tagRankState); err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	r.own = make([]float32, bitsInt(n[0]))
+	if err := collectives.Recv(c, r.own, 0, tagRankState); err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	return nil
+}
+
+// saveState (dpsgd): rank 0 collects every rank's own model and optimizer
+// state; the checkpoint's weights are their average, the consensus model.
+func (s *dpsgdStrategy) saveState() (*checkpoint, error) {
+	c := s.j.Comm
+	mine := slices.Clone(s.x)
+	if s.opt.StateLen() > 0 {
+		st, err := s.opt.SaveState()
+		if err != nil {
+			return nil, err
+		}
+		mine = append(mine, st...)
+	}
+	avg := slices.Clone(s.x)
+	if err := collectives.Allreduce(c, avg, collectives.Avg, s.j.cfg.Allreduce); err != nil {
+		return nil, fmt.Errorf("checkpoint: averaging the models: %w", err)
+	}
+	if c.Rank() != 0 {
+		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: sending this rank's model to rank 0: %w", err)
+		}
+		return nil, nil
+	}
+	ck := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: [][]float32{mine}}
+	for q := 1; q < c.Size(); q++ {
+		st := make([]float32, len(mine))
+		if err := collectives.Recv(c, st, q, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: receiving rank %d's model: %w", q, err)
+		}
+		ck.RankStates = append(ck.RankStates, st)
+	}
+	return ck, nil
+}
+
+// ownState is this rank's own state to resume from (dpsgd), or nil.
+func (r *resumed) ownState() []float32 {
+	if r == nil {
+		return nil
+	}
+	return r.own
+}

@@ -1,0 +1,380 @@
+package trainer
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dml-project/dml/trainer/atomicfile"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// The checkpoint file: a numpy .npz (a zip of .npy arrays, stored
+// uncompressed) that numpy.load reads as it is:
+//
+//	layerK.weight.npy   float32 [out, in]   the weights, in --save's layout
+//	layerK.bias.npy     float32 [out]
+//	optimizer.npy       float32 [P]         momentum buffer or Adagrad sums (absent for sgd)
+//	residue.workerK.npy float32 [P]         worker K's significantly-modified filter residue (ps, --filters sigmod)
+//	meta.json           what the state is of and where training stands (checkpointMeta)
+//	checksum.sha256     hex SHA-256 of every entry before it: name, 0, length (u64 LE), bytes
+//
+// Each zip entry also carries its CRC-32, checked on reading; the checksum
+// entry, written last, catches a file cut short, a flipped bit, and
+// entries dropped or reordered. numpy's np.load(f)["layer0.weight"] reads
+// the weights; meta.json comes back as bytes.
+
+// checkpointFormat and checkpointVersion identify the layout above.
+const (
+	checkpointFormat  = "dml-checkpoint"
+	checkpointVersion = 1
+	checksumEntry     = "checksum.sha256"
+	metaEntry         = "meta.json"
+	optEntry          = "optimizer.npy"
+)
+
+// checkpointMeta is meta.json.
+type checkpointMeta struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// ConfigHash fingerprints every setting that shapes the weights
+	// (Config.checkpointHash): a checkpoint resumes only a job with the same.
+	ConfigHash string     `json:"config_hash"`
+	Model      string     `json:"model"`
+	Arch       model.Arch `json:"arch"`
+	Optimizer  string     `json:"optimizer"`
+	Sync       string     `json:"sync"`
+	// Ranks is the job's size, Servers its parameter servers (ps) and
+	// Workers the ranks that train.
+	Ranks       int    `json:"ranks"`
+	Servers     int    `json:"servers,omitempty"`
+	Workers     int    `json:"workers"`
+	Consistency string `json:"consistency,omitempty"`
+	Position    `json:"position"`
+	// Residues is the number of residue.workerK entries.
+	Residues int `json:"residues,omitempty"`
+	// RankStates is the number of rankR.state entries (dpsgd: every rank's
+	// own model, then its optimizer state).
+	RankStates int `json:"rank_states,omitempty"`
+}
+
+// checkpoint is a checkpoint file's contents.
+type checkpoint struct {
+	Meta     checkpointMeta
+	Params   []float32
+	OptState []float32   // nil for sgd
+	Residues [][]float32 // per worker, or nil
+	// RankStates holds, under dpsgd, each rank's model followed by its
+	// optimizer state (Params is then the ranks' average, the consensus
+	// model, for numpy).
+	RankStates [][]float32
+}
+
+// encode writes c as the .npz bytes described above.
+func (c *checkpoint) encode() ([]byte, error) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	sum := sha256.New()
+	add := func(name string, data []byte) error {
+		f, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		if err != nil {
+			return err
+		}
+		if name != checksumEntry {
+			sumEntry(sum, name, data)
+		}
+		_, err = f.Write(data)
+		return err
+	}
+	for k, l := range c.Meta.Arch.Layers() {
+		if err := add(fmt.Sprintf("layer%d.weight.npy", k), npyFloat32(c.Params[l.WOff:l.BOff], l.Out, l.In)); err != nil {
+			return nil, err
+		}
+		if err := add(fmt.Sprintf("layer%d.bias.npy", k), npyFloat32(c.Params[l.BOff:l.BOff+l.Out], l.Out)); err != nil {
+			return nil, err
+		}
+	}
+	if c.OptState != nil {
+		if err := add(optEntry, npyFloat32(c.OptState, len(c.OptState))); err != nil {
+			return nil, err
+		}
+	}
+	c.Meta.Residues = len(c.Residues)
+	for w, r := range c.Residues {
+		if err := add(fmt.Sprintf("residue.worker%d.npy", w), npyFloat32(r, len(r))); err != nil {
+			return nil, err
+		}
+	}
+	c.Meta.RankStates = len(c.RankStates)
+	for r, st := range c.RankStates {
+		if err := add(fmt.Sprintf("rank%d.state.npy", r), npyFloat32(st, len(st))); err != nil {
+			return nil, err
+		}
+	}
+	meta, err := json.MarshalIndent(c.Meta, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	if err := add(metaEntry, append(meta, '\n')); err != nil {
+		return nil, err
+	}
+	if err := add(checksumEntry, []byte(hex.EncodeToString(sum.Sum(nil))+"\n")); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func sumEntry(h io.Writer, name string, data []byte) {
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(data))))
+	h.Write(data)
+}
+
+// npyFloat32 is an .npy file (format 1.0) of v, little-endian float32, C
+// order, with the given shape.
+func npyFloat32(v []float32, shape ...int) []byte {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	sh := strings.Join(dims, ", ")
+	if len(shape) == 1 {
+		sh += ","
+	}
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", sh)
+	// magic (6) + version (2) + length (2) + header + '\n', to a multiple of 64.
+	total := (10 + len(header) + 1 + 63) / 64 * 64
+	header += strings.Repeat(" ", total-10-len(header)-1) + "\n"
+	out := make([]byte, 0, total+4*len(v))
+	out = append(out, "\x93NUMPY\x01\x00"...)
+	out = binary.LittleEndian.AppendUint16(out, uint16(len(header)))
+	out = append(out, header...)
+	for _, x := range v {
+		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(x))
+	}
+	return out
+}
+
+// parseNpyFloat32 reads an .npy of little-endian float32 in C order and
+// returns its values and shape. The count is checked against the bytes
+// present before anything is allocated.
+func parseNpyFloat32(b []byte) ([]float32, []int, error) {
+	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
+		return nil, nil, errors.New("not an .npy array")
+	}
+	var hlen, off int
+	switch b[6] {
+	case 1:
+		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
+	case 2, 3:
+		if len(b) < 12 {
+			return nil, nil, errors.New("short .npy header")
+		}
+		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
+	default:
+		return nil, nil, fmt.Errorf(".npy version %d", b[6])
+	}
+	if hlen > len(b)-off {
+		return nil, nil, errors.New(".npy header longer than the entry")
+	}
+	h := string(b[off : off+hlen])
+	if !strings.Contains(h, "'descr': '<f4'") || !strings.Contains(h, "'fortran_order': False") {
+		return nil, nil, fmt.Errorf("want little-endian float32 in C order, header %q", strings.TrimSpace(h))
+	}
+	i := strings.Index(h, "'shape': (")
+	j := strings.Index(h[max(i, 0):], ")")
+	if i < 0 || j < 0 {
+		return nil, nil, fmt.Errorf("no shape in header %q", strings.TrimSpace(h))
+	}
+	var shape []int
+	n := 1
+	for _, f := range strings.Split(h[i+len("'shape': ("):i+j], ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := strconv.Atoi(f)
+		if err != nil || d < 0 || d > len(b) {
+			return nil, nil, fmt.Errorf("bad dimension %q", f)
+		}
+		shape = append(shape, d)
+		if n *= d; n > len(b) {
+			return nil, nil, fmt.Errorf("shape %v needs more bytes than the entry's %d", shape, len(b))
+		}
+	}
+	data := b[off+hlen:]
+	if len(data) != 4*n {
+		return nil, nil, fmt.Errorf("shape %v needs %d bytes of data, the entry has %d", shape, 4*n, len(data))
+	}
+	v := make([]float32, n)
+	for k := range v {
+		v[k] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*k:]))
+	}
+	return v, shape, nil
+}
+
+// decodeCheckpoint parses checkpoint bytes, checking every entry's CRC,
+// the checksum and the shapes against the architecture in meta.json. Its
+// errors say what is wrong with the file.
+func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("truncated or not a checkpoint (%d bytes): %w", len(b), err)
+	}
+	entries := map[string][]byte{}
+	sum := sha256.New()
+	var want string
+	for _, f := range zr.File {
+		if f.UncompressedSize64 > uint64(len(b)) {
+			return nil, fmt.Errorf("entry %s claims %d bytes in a file of %d", f.Name, f.UncompressedSize64, len(b))
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("entry %s: %w", f.Name, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(rc, int64(len(b))))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("corrupted: entry %s: %w", f.Name, err)
+		}
+		if _, dup := entries[f.Name]; dup {
+			return nil, fmt.Errorf("entry %s appears twice", f.Name)
+		}
+		entries[f.Name] = data
+		if f.Name == checksumEntry {
+			want = strings.TrimSpace(string(data))
+			continue
+		}
+		sumEntry(sum, f.Name, data)
+	}
+	if want == "" {
+		return nil, errors.New("no checksum entry: not a dml checkpoint, or cut short")
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
+		return nil, fmt.Errorf("corrupted: checksum %s, the file says %s", got[:16], want[:min(16, len(want))])
+	}
+	c := &checkpoint{}
+	if err := json.Unmarshal(entries[metaEntry], &c.Meta); err != nil {
+		return nil, fmt.Errorf("%s: %w", metaEntry, err)
+	}
+	if c.Meta.Format != checkpointFormat || c.Meta.Version != checkpointVersion {
+		return nil, fmt.Errorf("format %q version %d, want %q version %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion)
+	}
+	arch := c.Meta.Arch
+	if len(arch.Sizes) < 2 || slices.ContainsFunc(arch.Sizes, func(s int) bool { return s <= 0 || s > len(b) }) {
+		return nil, fmt.Errorf("bad architecture %v", arch.Sizes)
+	}
+	c.Params = make([]float32, 0, min(arch.NumParams(), len(b)/4))
+	array := func(name string, shape ...int) ([]float32, error) {
+		data, ok := entries[name]
+		if !ok {
+			return nil, fmt.Errorf("no %s", name)
+		}
+		v, sh, err := parseNpyFloat32(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if !slices.Equal(sh, shape) {
+			return nil, fmt.Errorf("%s has shape %v, the model needs %v", name, sh, shape)
+		}
+		return v, nil
+	}
+	for k, l := range arch.Layers() {
+		w, err := array(fmt.Sprintf("layer%d.weight.npy", k), l.Out, l.In)
+		if err != nil {
+			return nil, err
+		}
+		bias, err := array(fmt.Sprintf("layer%d.bias.npy", k), l.Out)
+		if err != nil {
+			return nil, err
+		}
+		c.Params = append(append(c.Params, w...), bias...)
+	}
+	p := arch.NumParams()
+	if _, ok := entries[optEntry]; ok {
+		if c.OptState, err = array(optEntry, p); err != nil {
+			return nil, err
+		}
+	}
+	for w := range c.Meta.Residues {
+		r, err := array(fmt.Sprintf("residue.worker%d.npy", w), p)
+		if err != nil {
+			return nil, err
+		}
+		c.Residues = append(c.Residues, r)
+	}
+	for r := range c.Meta.RankStates {
+		name := fmt.Sprintf("rank%d.state.npy", r)
+		data, ok := entries[name]
+		if !ok {
+			return nil, fmt.Errorf("no %s", name)
+		}
+		st, sh, err := parseNpyFloat32(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(sh) != 1 || sh[0] < p {
+			return nil, fmt.Errorf("%s has shape %v, want at least the model's %d values", name, sh, p)
+		}
+		c.RankStates = append(c.RankStates, st)
+	}
+	return c, nil
+}
+
+// writeFileAtomic writes data to path so that path holds either its old
+// contents or all of data, whatever happens (atomicfile.Write).
+func writeFileAtomic(path string, data []byte) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// checkpointName is the file name of the checkpoint after `steps` steps.
+func checkpointName(steps int) string { return fmt.Sprintf("ckpt-s%09d.npz", steps) }
+
+// listCheckpoints returns the checkpoint files in dir, newest (most steps)
+// first.
+func listCheckpoints(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type named struct {
+		path  string
+		steps int
+	}
+	var found []named
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasPrefix(n, "ckpt-s") || !strings.HasSuffix(n, ".npz") {
+			continue
+		}
+		s, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "ckpt-s"), ".npz"))
+		if err != nil {
+			continue
+		}
+		found = append(found, named{filepath.Join(dir, n), s})
+	}
+	slices.SortFunc(found, func(a, b named) int { return b.steps - a.steps })
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.path
+	}
+	return out, nil
+}

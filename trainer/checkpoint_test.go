@@ -1,0 +1,429 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/internal/numtest"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// runCkpt trains cfg on n in-process ranks with checkpoint settings ck;
+// stopAfter > 0 makes rank n-1 ask to stop at its stopAfter-th step
+// boundary (as a signal would).
+func runCkpt(t *testing.T, n int, cfg Config, ck Checkpointing, stopAfter int) ([]*Result, []error) {
+	t.Helper()
+	return runCkptStop(t, n, cfg, ck, n-1, stopAfter)
+}
+
+// runCkptStop is runCkpt with the stop request on rank stopRank, at its
+// stopAfter-th call of Stop (a server calls it at every receive).
+func runCkptStop(t *testing.T, n int, cfg Config, ck Checkpointing, stopRank, stopAfter int) ([]*Result, []error) {
+	t.Helper()
+	w := local.NewWorld(n)
+	w.SetTimeout(20 * time.Second)
+	res := make([]*Result, n)
+	errs := w.Run(func(c *local.Comm) error {
+		mine := ck
+		tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}
+		calls := 0
+		tr.Stop = func() bool {
+			calls++
+			return stopAfter > 0 && c.Rank() == stopRank && calls >= stopAfter
+		}
+		var err error
+		res[c.Rank()], err = tr.Run(cfg)
+		return err
+	})
+	return res, errs
+}
+
+// runWorldCkpt trains cfg with checkpoint settings ck and no Stop.
+func runWorldCkpt(t *testing.T, n int, cfg Config, ck Checkpointing) ([]*Result, []error) {
+	t.Helper()
+	w := local.NewWorld(n)
+	w.SetTimeout(20 * time.Second)
+	res := make([]*Result, n)
+	errs := w.Run(func(c *local.Comm) error {
+		mine := ck
+		var err error
+		res[c.Rank()], err = (&Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}).Run(cfg)
+		return err
+	})
+	return res, errs
+}
+
+func noErrs(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// finalParams is the weights every rank ended with (checked equal).
+func finalParams(t *testing.T, res []*Result) []float32 {
+	t.Helper()
+	for r := range res {
+		if !slices.Equal(res[r].Params, res[0].Params) {
+			t.Fatalf("rank %d ends with other weights than rank 0", r)
+		}
+	}
+	return res[0].Params
+}
+
+type ckptCase struct {
+	name  string
+	ranks int
+	cfg   func(*Config)
+}
+
+func ckptCases() []ckptCase {
+	return []ckptCase{
+		{"allreduce", 2, func(c *Config) {}},
+		{"ps-bsp-1server", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+		{"ps-bsp-2servers", 4, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 2 }},
+		{"ps-bsp-sigmod", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Filters = SyncPS, 1, "sigmod:0.01" }},
+		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology, c.Epochs = SyncDPSGD, gossip.Ring, 4 }},
+	}
+}
+
+// TestCheckpointResume: a run that writes checkpoints and stops (at
+// --max-steps, or on a stop request of one rank) and is resumed from the
+// newest checkpoint ends with the same weights, bit for bit, as a run
+// straight through, for allreduce and ps bsp with 1 and 2 servers.
+func TestCheckpointResume(t *testing.T) {
+	for _, tc := range ckptCases() {
+		for _, opt := range optim.Kinds {
+			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {
+				cfg := synthCfg()
+				cfg.Opt.Kind, cfg.Shuffle, cfg.Epochs = opt, true, 3
+				tc.cfg(&cfg)
+				straight := cfg
+				straight.MaxSteps = 30
+				res, errs := runCkpt(t, tc.ranks, straight, Checkpointing{}, 0)
+				noErrs(t, errs)
+				want := finalParams(t, res)
+
+				dir := t.TempDir()
+				first := cfg
+				first.MaxSteps = 11 // checkpoints at 4 and 8, and the final one at 11
+				_, errs = runCkpt(t, tc.ranks, first, Checkpointing{Dir: dir, Every: 4, Keep: 2}, 0)
+				noErrs(t, errs)
+				files, _ := listCheckpoints(dir)
+				if len(files) != 2 || filepath.Base(files[0]) != checkpointName(11) || filepath.Base(files[1]) != checkpointName(8) {
+					t.Fatalf("checkpoints %v, want steps 11 and 8", files)
+				}
+				// From step 8 (as if killed before the final checkpoint), and from
+				// the end of the --max-steps run.
+				for _, ck := range []Checkpointing{{ResumeFile: files[1]}, {Dir: dir, Every: 4, ResumeLatest: true}} {
+					res, errs = runCkpt(t, tc.ranks, straight, ck, 0)
+					noErrs(t, errs)
+					got := finalParams(t, res)
+					if !slices.Equal(got, want) {
+						t.Fatalf("resumed with %+v: weights differ by %.3g from 30 steps straight", ck, numtest.MaxRelDiff(got, want))
+					}
+					if n := res[tc.ranks-1].Steps; n != 30 {
+						t.Errorf("resumed run counts %d steps, want 30", n)
+					}
+				}
+
+				// A stop request on one rank after its 13th boundary: every rank stops
+				// after step 13 with a final checkpoint, and resuming ends as above.
+				dir2 := t.TempDir()
+				_, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir2, Every: 100}, 13)
+				for r, err := range errs {
+					if cfg.Sync == SyncPS && r < cfg.PS.Servers {
+						if err != nil {
+							t.Fatalf("server rank %d: %v", r, err)
+						}
+						continue
+					}
+					if !errors.Is(err, ErrInterrupted) {
+						t.Fatalf("rank %d: %v, want an interruption", r, err)
+					}
+				}
+				files, _ = listCheckpoints(dir2)
+				if len(files) != 1 || filepath.Base(files[0]) != checkpointName(13) {
+					t.Fatalf("after the stop: checkpoints %v, want one at step 13", files)
+				}
+				res, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir2, ResumeFile: files[0]}, 0)
+				noErrs(t, errs)
+				if got := finalParams(t, res); !slices.Equal(got, want) {
+					t.Fatalf("resumed from the stop at 13: weights differ by %.3g from 30 steps straight", numtest.MaxRelDiff(got, want))
+				}
+			})
+		}
+	}
+}
+
+// TestCheckpointRefused: a truncated, corrupted, other-model or
+// other-configuration checkpoint is refused, saying why; resuming from the
+// folder falls back to the previous valid one.
+func TestCheckpointRefused(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 9
+	dir := t.TempDir()
+	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 3, Keep: 5}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir) // 9 (the last step's), 6, 3
+	if len(files) != 3 {
+		t.Fatalf("checkpoints %v", files)
+	}
+	good, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumeFile := func(t *testing.T, c Config, path string) error {
+		t.Helper()
+		_, errs := runCkpt(t, 2, c, Checkpointing{ResumeFile: path}, 0)
+		if errs[0] == nil {
+			t.Fatalf("resumed from %s", path)
+		}
+		if !errors.Is(errs[0], ErrCheckpoint) || !errors.Is(errs[1], ErrCheckpoint) {
+			t.Fatalf("errors %v / %v, want ErrCheckpoint on both ranks", errs[0], errs[1])
+		}
+		return errs[0]
+	}
+	for _, tc := range []struct {
+		name, want string
+		edit       func([]byte) []byte
+	}{
+		{"truncated", "truncated", func(b []byte) []byte { return b[:len(b)-100] }},
+		{"bit-flip", "corrupted", func(b []byte) []byte { b = slices.Clone(b); b[len(b)/2] ^= 4; return b }},
+		{"empty", "truncated", func([]byte) []byte { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.npz")
+			if err := os.WriteFile(p, tc.edit(good), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := resumeFile(t, cfg, p); !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("other-model", func(t *testing.T) {
+		c := cfg
+		c.Hidden = []int{16, 7}
+		if err := resumeFile(t, c, files[0]); !strings.Contains(err.Error(), "another model") {
+			t.Errorf("error %q does not say it is another model", err)
+		}
+	})
+	t.Run("other-config", func(t *testing.T) {
+		c := cfg
+		c.Opt.LR = 0.2
+		if err := resumeFile(t, c, files[0]); !strings.Contains(err.Error(), "configuration hash") {
+			t.Errorf("error %q does not name the configuration", err)
+		}
+	})
+	t.Run("other-ranks", func(t *testing.T) {
+		_, errs := runCkpt(t, 1, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "2 ranks") {
+			t.Errorf("resuming a 2-rank checkpoint on 1 rank: %v", errs[0])
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		// The newest is corrupted: resuming the folder takes step 6's and says so.
+		bad := slices.Clone(good)
+		bad[len(bad)/3] ^= 1
+		if err := os.WriteFile(files[0], bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		more := cfg
+		more.MaxSteps = 12
+		w := local.NewWorld(2)
+		w.SetTimeout(20 * time.Second)
+		var out strings.Builder
+		res := make([]*Result, 2)
+		errs := w.Run(func(c *local.Comm) error {
+			tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &Checkpointing{Dir: dir, ResumeLatest: true}}
+			if c.Rank() == 0 {
+				tr.Out = &out
+			}
+			var err error
+			res[c.Rank()], err = tr.Run(more)
+			return err
+		})
+		noErrs(t, errs)
+		if s := out.String(); !strings.Contains(s, "refusing "+files[0]) || !strings.Contains(s, "falling back") ||
+			!strings.Contains(s, "from "+files[1]) {
+			t.Errorf("output does not tell the fallback:\n%s", s)
+		}
+		want := mustRun(t, 2, more)[0].Params
+		if !slices.Equal(res[0].Params, want) {
+			t.Error("resumed from step 6: weights differ from 12 steps straight")
+		}
+	})
+}
+
+// TestCheckpointNoneToResume: --resume on an empty folder starts fresh.
+func TestCheckpointNoneToResume(t *testing.T) {
+	cfg := synthCfg()
+	cfg.MaxSteps = 5
+	res, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: t.TempDir(), ResumeLatest: true}, 0)
+	noErrs(t, errs)
+	if want := mustRun(t, 2, cfg)[0].Params; !slices.Equal(res[0].Params, want) {
+		t.Error("a fresh start through --resume differs from a plain run")
+	}
+}
+
+// TestCheckpointAsyncResidueRefused: sigmod residues are checkpointed only
+// under bsp.
+func TestCheckpointAsyncResidueRefused(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Consistency, cfg.PS.Filters = SyncPS, ps.ASP, "sigmod:0.01"
+	_, errs := runCkpt(t, 3, cfg, Checkpointing{Dir: t.TempDir(), Every: 2}, 0)
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "only under bsp") {
+		t.Fatalf("error %v", errs[0])
+	}
+}
+
+// TestStopDPSGD: under dpsgd a stop request of one rank stops every rank
+// after the same step (the one-float vote); checkpoints are refused under
+// adpsgd, which has no common step boundary.
+func TestStopDPSGD(t *testing.T) {
+	cfg := gossipCfg(SyncDPSGD, gossip.Ring)
+	res, errs := runCkpt(t, 3, cfg, Checkpointing{}, 4)
+	for r, err := range errs {
+		if !errors.Is(err, ErrInterrupted) || res[r] == nil || res[r].Steps != 4 {
+			t.Fatalf("rank %d: %v (result %v), want an interruption after 4 steps", r, err, res[r])
+		}
+	}
+	_, errs = runWorldCkpt(t, 3, gossipCfg(SyncADPSGD, gossip.Ring), Checkpointing{Dir: t.TempDir(), Every: 2})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "asynchronous decentralized") {
+		t.Fatalf("checkpoints under adpsgd: %v", errs[0])
+	}
+}
+
+// TestStopFromServerAndAsync: a signal to a parameter server stops every
+// worker (a stop note; under bsp at one agreed step, with a checkpoint
+// that resumes bit for bit); under asp a signalled worker's note stops the
+// other workers too.
+func TestStopFromServerAndAsync(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Servers, cfg.Epochs = SyncPS, 1, 3
+	straight := cfg
+	straight.MaxSteps = 30
+	res, errs := runCkpt(t, 4, straight, Checkpointing{}, 0)
+	noErrs(t, errs)
+	want := res[1].Params
+
+	dir := t.TempDir()
+	res, errs = runCkptStop(t, 4, straight, Checkpointing{Dir: dir}, 0, 20)
+	if errs[0] != nil {
+		t.Fatalf("server: %v", errs[0])
+	}
+	for r := 1; r < 4; r++ {
+		if !errors.Is(errs[r], ErrInterrupted) || res[r].Steps != res[1].Steps {
+			t.Fatalf("worker rank %d: %v after %d steps (rank 1: %d), want an interruption at the same step", r, errs[r], res[r].Steps, res[1].Steps)
+		}
+	}
+	files, _ := listCheckpoints(dir)
+	if len(files) != 1 || res[1].Steps >= 30 {
+		t.Fatalf("checkpoints %v after stopping at step %d", files, res[1].Steps)
+	}
+	res, errs = runCkpt(t, 4, straight, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+	noErrs(t, errs)
+	if !slices.Equal(res[1].Params, want) {
+		t.Fatal("resumed after a server's stop: weights differ from the straight run")
+	}
+
+	// 900 steps each: the others cannot finish before rank 3's note.
+	async := cfg
+	async.PS.Consistency, async.Epochs = ps.ASP, 100
+	_, errs = runCkptStop(t, 4, async, Checkpointing{}, 3, 2)
+	for r := 1; r < 4; r++ {
+		if !errors.Is(errs[r], ErrInterrupted) {
+			t.Fatalf("asp worker rank %d: %v, want an interruption", r, errs[r])
+		}
+	}
+}
+
+// TestNumpyReadsCheckpointFile: numpy loads a checkpoint as it is: the
+// weights equal those of the --save file of the same state, array by
+// array; the optimizer state and meta.json are there.
+func TestNumpyReadsCheckpointFile(t *testing.T) {
+	py := ""
+	for _, cand := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(cand, "-c", "import numpy").Run() == nil {
+			py = cand
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("no python3 with numpy (make deps installs Debian's python3-numpy)")
+	}
+	arch, _ := model.NewArch(6, []int{5}, 3, model.SoftmaxCE)
+	p := arch.InitParams(4)
+	opt := make([]float32, len(p))
+	for i := range opt {
+		opt[i] = float32(i) / 7
+	}
+	dir := t.TempDir()
+	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch,
+		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, Params: p, OptState: opt}
+	b, err := c.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, save := filepath.Join(dir, "c.npz"), filepath.Join(dir, "w.npz")
+	if err := writeFileAtomic(ck, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := model.SaveNPZ(save, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import sys, json, numpy as np
+c, w = np.load(sys.argv[1]), np.load(sys.argv[2])
+for k in w.files:
+    assert c[k].dtype == np.float32 and np.array_equal(c[k], w[k]), k
+assert c["optimizer"].shape == (int(sys.argv[3]),) and c["optimizer"][7] == np.float32(1)
+print(json.loads(bytes(c["meta.json"]))["position"]["steps"], len(w.files))
+`
+	out, err := exec.Command(py, "-c", script, ck, save, strconv.Itoa(len(p))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("numpy: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "17 4" {
+		t.Fatalf("numpy printed %q, want steps 17 and 4 arrays", got)
+	}
+}
+
+// TestCheckpointAsyncResumes: under ssp, asp and dssp a checkpoint resumes
+// (servers at the reporting worker's clock, every worker at its position)
+// and training runs to its end; the weights are not compared (asynchronous
+// runs differ run to run).
+func TestCheckpointAsyncResumes(t *testing.T) {
+	for _, c := range []ps.Consistency{ps.SSP, ps.ASP, ps.DSSP} {
+		t.Run(c.String(), func(t *testing.T) {
+			cfg := synthCfg()
+			cfg.Sync, cfg.PS.Consistency, cfg.Epochs = SyncPS, c, 3
+			dir := t.TempDir()
+			first := cfg
+			first.MaxSteps = 12
+			_, errs := runCkpt(t, 3, first, Checkpointing{Dir: dir, Every: 5}, 0)
+			noErrs(t, errs)
+			res, errs := runCkpt(t, 3, cfg, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+			noErrs(t, errs)
+			if n := res[1].Steps; n != 3*13 {
+				t.Errorf("resumed run ends after %d steps, want %d", n, 3*13)
+			}
+		})
+	}
+}

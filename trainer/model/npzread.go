@@ -1,0 +1,281 @@
+package model
+
+import (
+	"archive/zip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dml-project/dml/trainer/internal/inflate"
+)
+
+// npzEntry is one array of an .npz archive whose header has been checked.
+type npzEntry struct {
+	f     *zip.File
+	name  string // as in the archive
+	h     npyHeader
+	dtype npyDtype
+}
+
+// ReadNPZ reads an .npz archive of size bytes from r into an architecture
+// and its flat parameters (the inverse of WriteNPZ). The archive may hold
+// only arrays named layerK.weight ([out, in]) and layerK.bias ([out]), with
+// or without numpy.savez's ".npy" suffix, for K = 0, 1, …, stored or
+// deflated, float32 or float64 (converted to float32), C or Fortran order;
+// in a dml checkpoint (an archive with a meta.json entry) other entries are
+// skipped.
+//
+// Nothing is allocated for the data until every header has been read and
+// checked: each array's shape must match its entry's size exactly (no
+// truncated or padded arrays), the entries together may not claim more than
+// the file can hold (stored) or decompress to (inflate.Limit), and the
+// shapes must chain into a network. The data is then read and its CRC
+// checked; NaN or ±Inf weights are refused. Every error is one line.
+func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return Arch{}, nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
+	}
+	// A dml checkpoint (it holds meta.json) carries optimizer state and
+	// more beside the weights: those entries are skipped, unread.
+	checkpoint := false
+	for _, zf := range zr.File {
+		checkpoint = checkpoint || zf.Name == "meta.json"
+	}
+	weights, biases := map[int]*npzEntry{}, map[int]*npzEntry{}
+	var claimed int64
+	for _, zf := range zr.File {
+		k, kind, ok := layerKey(zf.Name)
+		if !ok && checkpoint {
+			continue
+		}
+		if !ok {
+			return Arch{}, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
+		}
+		m := weights
+		if kind == "bias" {
+			m = biases
+		}
+		if prev := m[k]; prev != nil {
+			return Arch{}, nil, fmt.Errorf("arrays %q and %q are both layer%d.%s", prev.name, zf.Name, k, kind)
+		}
+		if zf.UncompressedSize64 > uint64(inflate.Limit(size)) || claimed+int64(zf.UncompressedSize64) > inflate.Limit(size) {
+			return Arch{}, nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s",
+				inflate.Limit(size), size, inflate.Reason(size))
+		}
+		claimed += int64(zf.UncompressedSize64)
+		e, err := readNPZHeader(zf, size)
+		if err != nil {
+			return Arch{}, nil, fmt.Errorf("%s: %w", zf.Name, err)
+		}
+		m[k] = e
+	}
+	if len(weights) == 0 {
+		return Arch{}, nil, fmt.Errorf("no layerK.weight arrays")
+	}
+	var sizes []int
+	for k := 0; k < len(weights); k++ {
+		w, b := weights[k], biases[k]
+		if w == nil {
+			return Arch{}, nil, fmt.Errorf("layers must be numbered 0..%d, layer%d.weight is missing", len(weights)-1, k)
+		}
+		if b == nil {
+			return Arch{}, nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
+		}
+		ws, bs := w.h.shape, b.h.shape
+		if len(ws) != 2 || len(bs) != 1 || bs[0] != ws[0] {
+			return Arch{}, nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
+		}
+		out, in := ws[0], ws[1]
+		if k == 0 {
+			sizes = append(sizes, in)
+		} else if in != sizes[len(sizes)-1] {
+			return Arch{}, nil, fmt.Errorf("layer%d takes %d inputs but layer%d gives %d", k, in, k-1, sizes[len(sizes)-1])
+		}
+		sizes = append(sizes, out)
+	}
+	if len(biases) != len(weights) {
+		return Arch{}, nil, fmt.Errorf("%d layerK.bias arrays for %d layerK.weight arrays", len(biases), len(weights))
+	}
+	loss := SoftmaxCE
+	if sizes[len(sizes)-1] == 1 {
+		loss = SigmoidCE
+	}
+	arch, err := NewArch(sizes[0], sizes[1:len(sizes)-1], sizes[len(sizes)-1], loss)
+	if err != nil {
+		return Arch{}, nil, err
+	}
+	// The shapes were checked against the entries' sizes, whose sum was
+	// checked against the file: this allocation is bounded by the input.
+	params := make([]float32, arch.NumParams())
+	for k, l := range arch.Layers() {
+		if err := readNPZData(weights[k], params[l.WOff:l.BOff]); err != nil {
+			return Arch{}, nil, fmt.Errorf("%s: %w", weights[k].name, err)
+		}
+		if err := readNPZData(biases[k], params[l.BOff:l.BOff+l.Out]); err != nil {
+			return Arch{}, nil, fmt.Errorf("%s: %w", biases[k].name, err)
+		}
+	}
+	for k, l := range arch.Layers() {
+		for _, t := range []struct {
+			name string
+			v    []float32
+		}{{"weight", params[l.WOff:l.BOff]}, {"bias", params[l.BOff : l.BOff+l.Out]}} {
+			if !AllFinite(t.v) {
+				return Arch{}, nil, fmt.Errorf("layer%d.%s holds NaN or ±Inf", k, t.name)
+			}
+		}
+	}
+	return arch, params, nil
+}
+
+// layerKey parses "layerK.weight" or "layerK.bias", optionally with a
+// ".npy" suffix; K is decimal without leading zeros.
+func layerKey(name string) (k int, kind string, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimSuffix(name, ".npy"), "layer")
+	if !found {
+		return 0, "", false
+	}
+	num, kind, found := strings.Cut(rest, ".")
+	if !found || (kind != "weight" && kind != "bias") || num == "" || len(num) > 6 || (num[0] == '0' && num != "0") {
+		return 0, "", false
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	k, err := strconv.Atoi(num)
+	return k, kind, err == nil
+}
+
+// readNPZHeader checks an entry's zip sizes and its .npy header against
+// each other and against the archive's size, reading only the header.
+func readNPZHeader(zf *zip.File, archive int64) (*npzEntry, error) {
+	usize := int64(zf.UncompressedSize64) // ≤ inflate.Limit, checked by the caller
+	switch {
+	case zf.Method != zip.Store && zf.Method != zip.Deflate:
+		return nil, fmt.Errorf("compression method %d is not supported (numpy writes stored or deflated entries)", zf.Method)
+	case zf.CompressedSize64 > uint64(archive):
+		return nil, fmt.Errorf("entry claims %d compressed bytes in a file of %d bytes", zf.CompressedSize64, archive)
+	case zf.Method == zip.Store && zf.CompressedSize64 != zf.UncompressedSize64:
+		return nil, fmt.Errorf("stored entry claims %d bytes but occupies %d", zf.UncompressedSize64, zf.CompressedSize64)
+	}
+	rc, err := zf.Open()
+	if err != nil {
+		return nil, zipErr(err)
+	}
+	defer rc.Close()
+	// The preamble: 10 bytes, 12 from version 2 on.
+	pre := make([]byte, 12)
+	k := min(10, usize)
+	if _, err := io.ReadFull(rc, pre[:k]); err != nil {
+		return nil, zipErr(err)
+	}
+	pre = pre[:k]
+	if k == 10 && (pre[6] == 2 || pre[6] == 3) && usize >= 12 {
+		pre = pre[:12]
+		if _, err := io.ReadFull(rc, pre[10:]); err != nil {
+			return nil, zipErr(err)
+		}
+	}
+	hlen, start, err := readNPYPreamble(pre)
+	if err != nil {
+		return nil, err
+	}
+	if int64(start+hlen) > usize {
+		return nil, fmt.Errorf(".npy header claims %d bytes, the entry holds %d in all: truncated", hlen, usize)
+	}
+	text := make([]byte, hlen)
+	if _, err := io.ReadFull(rc, text); err != nil {
+		return nil, zipErr(err)
+	}
+	h, err := parseNPYHeader(string(text))
+	if err != nil {
+		return nil, err
+	}
+	h.dataOff = int64(start + hlen)
+	dt, err := dtypeOf(h.descr)
+	if err != nil {
+		return nil, err
+	}
+	have := usize - h.dataOff
+	n := h.elems(have / int64(dt.size))
+	switch {
+	case n < 0 || n*int64(dt.size) > have:
+		return nil, fmt.Errorf("shape %v of %s needs more than the %d data bytes the entry holds: truncated or a false header", h.shape, h.descr, have)
+	case n*int64(dt.size) < have:
+		return nil, fmt.Errorf("shape %v of %s needs %d data bytes, the entry holds %d: trailing data", h.shape, h.descr, n*int64(dt.size), have)
+	}
+	return &npzEntry{f: zf, name: zf.Name, h: h, dtype: dt}, nil
+}
+
+// readNPZData reads an entry's data into dst (len(dst) is the product of
+// its checked shape), converting to float32 and, for a Fortran-order
+// matrix, transposing into row-major order. Reading past the end checks the
+// entry's CRC and size.
+func readNPZData(e *npzEntry, dst []float32) error {
+	rc, err := e.f.Open()
+	if err != nil {
+		return zipErr(err)
+	}
+	defer rc.Close()
+	if _, err := io.CopyN(io.Discard, rc, e.h.dataOff); err != nil {
+		return zipErr(err)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if e.dtype.bigEndian {
+		order = binary.BigEndian
+	}
+	rows, cols := 1, len(dst)
+	if e.h.fortran && len(e.h.shape) == 2 {
+		rows, cols = e.h.shape[0], e.h.shape[1]
+	}
+	buf := make([]byte, 64<<10-64<<10%8)
+	for i := 0; i < len(dst); {
+		n := min(len(buf)/e.dtype.size, len(dst)-i)
+		b := buf[:n*e.dtype.size]
+		if _, err := io.ReadFull(rc, b); err != nil {
+			return zipErr(err)
+		}
+		for j := range n {
+			var v float32
+			if e.dtype.size == 4 {
+				v = math.Float32frombits(order.Uint32(b[4*j:]))
+			} else {
+				v = float32(math.Float64frombits(order.Uint64(b[8*j:])))
+			}
+			at := i + j
+			if rows > 1 && cols > 1 { // Fortran order: element at (r, c) is stored at c·rows + r
+				at = (at%rows)*cols + at/rows
+			}
+			dst[at] = v
+		}
+		i += n
+	}
+	var one [1]byte
+	if n, err := rc.Read(one[:]); n != 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			return fmt.Errorf("trailing data after the array")
+		}
+		return zipErr(err)
+	}
+	return nil
+}
+
+// zipErr words archive/zip's errors for a person.
+func zipErr(err error) error {
+	switch {
+	case errors.Is(err, zip.ErrChecksum):
+		return fmt.Errorf("checksum mismatch: the file is corrupt")
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return fmt.Errorf("truncated entry")
+	case errors.Is(err, zip.ErrFormat):
+		return fmt.Errorf("corrupt entry: %v", err)
+	}
+	return err
+}
