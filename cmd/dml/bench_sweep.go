@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/dml-project/dml/bench/cluster"
 	"github.com/dml-project/dml/bench/sweep"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/trainer"
@@ -277,12 +277,11 @@ func sweepMessage(err error) string {
 
 // clusterLauncher is --hosts N --link SPEC: a launcher that builds the
 // netns test cluster of bench/cluster (N hosts joined by links shaped as
-// SPEC: RATE[,DELAY[,LOSS]], e.g. 1gbit,200us), runs mpirun across it over
-// TCP and takes it down again, for each run. It checks, before anything
-// runs, that the scripts are in dir and that this machine can make network
-// namespaces. (This is run.sh's command line as package bench/cluster's
-// Spec.Args and Available build it; once both are on one branch, call
-// those.)
+// SPEC: RATE[,DELAY[,LOSS]], e.g. 1gbit,200us; delay and loss by netem, or
+// by the cluster's user-space switch where the kernel has no netem), runs
+// mpirun across it over TCP and takes it down again, for each run. It
+// checks, before anything runs, that the scripts are in dir and that this
+// machine can make network namespaces.
 func clusterLauncher(hosts int, link, dir string) ([]string, error) {
 	if hosts <= 0 {
 		return nil, usageErr("bench sweep: --link needs --hosts N (the test cluster's host count)")
@@ -291,16 +290,9 @@ func clusterLauncher(hosts int, link, dir string) ([]string, error) {
 	if _, err := os.Stat(run); err != nil {
 		return nil, usageErr("bench sweep: --hosts: no test cluster scripts at %s (run from the repository root, or give --cluster-dir)", run)
 	}
-	out, err := exec.Command("bash", "-c", `. "$1/lib.sh" && cluster_ok`, "cluster", dir).CombinedOutput()
-	if err != nil {
-		return nil, usageErr("bench sweep: --hosts: no test cluster on this machine: %s", strings.TrimSpace(string(out)))
+	if err := cluster.Available(dir); err != nil {
+		return nil, usageErr("bench sweep: --hosts: no test cluster on this machine: %v", err)
 	}
-	if strings.Contains(link, ",") && exec.Command("bash", "-c", `. "$1/lib.sh" && netem_ok`, "cluster", dir).Run() != nil {
-		return nil, usageErr("bench sweep: --link %q: this kernel has no netem qdisc (sch_netem), so a link's delay and loss cannot be set; give a rate only (e.g. 1gbit)", link)
-	}
-	l := []string{"bash", run, "--hosts", strconv.Itoa(hosts), "--name", fmt.Sprintf("dmls%d", os.Getpid())}
-	if link != "" {
-		l = append(l, "--link", link)
-	}
-	return append(l, "--"), nil
+	spec := cluster.Spec{Hosts: hosts, Link: link, Name: fmt.Sprintf("dmls%d", os.Getpid())}
+	return append(append([]string{"bash", run}, spec.Args()...), "--"), nil
 }
