@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +42,7 @@ func runWithStoppedRank(t *testing.T, np, rank int, limit time.Duration, args ..
 	defer cancel()
 	argv := mpi.MpirunArgs(np, dmlBin, args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var so, se stallOutput
+	var so, se syncBuffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -125,24 +124,6 @@ func childPIDs(ppid int) []int {
 		}
 	}
 	return out
-}
-
-// stallOutput is a bytes.Buffer safe for a writer and a reader goroutine.
-type stallOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *stallOutput) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *stallOutput) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // wantLines fails unless stderr has every one of parts.
