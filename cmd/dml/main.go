@@ -16,7 +16,7 @@ import (
 	"github.com/dml-project/dml/trainer"
 )
 
-const usage = `dml — distributed training over MPI (ring AllReduce or parameter server)
+const usage = `dml — distributed training over MPI (AllReduce, parameter server, or decentralized averaging)
 
 Usage:
   mpirun -np N dml <command> [flags]
@@ -26,6 +26,8 @@ Commands:
   train             train a model data-parallel across the ranks
   eval              evaluate saved weights on a dataset
   bench allreduce   time AllReduce algorithms (nccl-tests style table)
+  bench consistency time to accuracy of every strategy, with and without a straggler
+  bench ps          parameter-server push/pull throughput (ps-lite's benchmark)
   bench sweep       train across rank counts × strategies × models × batches (one MPI job each; CSV, JSON, plots)
   devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version
