@@ -16,7 +16,8 @@ import (
 // so that the survivors can say who died and when it was last heard of:
 // a rank killed outright (SIGKILL, the out-of-memory killer) prints
 // nothing, and OpenMPI only names it. It is a small file in /dev/shm named
-// after the job (PMIX_NAMESPACE), mapped shared by every local rank, with a
+// after the job (PMIX_NAMESPACE), mapped shared by every local rank and
+// unlinked once all have mapped it (Init), with a
 // slot per rank of the world: the rank's pid, its operation count, step
 // and operation name, written with plain stores at each EnterOp/SetStep
 // (a torn read only garbles a diagnostic). Ranks on other nodes write
@@ -128,13 +129,19 @@ func (b *board) firstAlive() bool {
 	return true
 }
 
-// close unmaps the board; the node's first rank removes its file.
+// unlink removes the board's file once every local rank has mapped it
+// (Init, after a barrier): the mappings stay shared, and nothing is left
+// behind however the job ends.
+func (b *board) unlink() {
+	if b != nil {
+		os.Remove(b.path)
+	}
+}
+
+// close unmaps the board.
 func (b *board) close() {
 	if b == nil {
 		return
-	}
-	if b.firstAlive() {
-		os.Remove(b.path)
 	}
 	syscall.Munmap(b.mem)
 }
@@ -152,8 +159,8 @@ func (c *Comm) GonePeers() (gone []Gone, speak bool) {
 	return g, len(g) > 0 && c.board.firstAlive()
 }
 
-// CloseBoard unmaps this node's board and removes its file when this is
-// the node's first live rank (for a rank about to exit without Finalize).
+// CloseBoard unmaps this node's board (a rank about to exit without
+// Finalize).
 func (c *Comm) CloseBoard() {
 	c.board.close()
 	c.board = nil

@@ -140,7 +140,6 @@ func Init() (*Comm, error) {
 			return
 		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}}
-		world.board = openBoard(world.rank, world.size)
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()
 		if err == nil {
@@ -149,6 +148,24 @@ func Init() (*Comm, error) {
 		if err != nil {
 			initErr = err
 			return
+		}
+		if world.size > 1 {
+			// Every local rank maps the board, then its file goes: the
+			// mappings stay, and nothing is left in /dev/shm however the
+			// job ends (MPI_Abort, a kill). The barrier is not an
+			// operation of the job's: the stall inspector's count starts
+			// after it.
+			world.board = openBoard(world.rank, world.size)
+			var req C.MPI_Request
+			err := mpiError(C.dml_ibarrier(&req))
+			if err == nil {
+				err = mpiError(C.dml_wait(&req, seconds(world.timeoutDuration()), nil))
+			}
+			if err != nil {
+				initErr = fmt.Errorf("barrier at start-up: %w", err)
+				return
+			}
+			world.board.unlink()
 		}
 		// Waits give the core away (sched_yield) only when this node's
 		// ranks outnumber its cores: then a spinning rank holds a core the
