@@ -29,7 +29,16 @@ done
 
 dir=$(mktemp -d /tmp/dml-slurm.XXXXXX)
 pids=()
+# slurmd starts a slurmstepd per job step, which outlives a killed slurmd:
+# those that were not there before this script are ours to stop.
+before=" $( (pgrep -x slurmstepd || true) | tr '\n' ' ') "
+stepds() {
+	for p in $(pgrep -x slurmstepd); do
+		case "$before" in *" $p "*) ;; *) echo "$p" ;; esac
+	done
+}
 stop() {
+	pids+=($(stepds))
 	[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true
 	for _ in $(seq 50); do
 		alive=0
@@ -37,6 +46,7 @@ stop() {
 		[ $alive = 0 ] && break
 		sleep 0.1
 	done
+	pids+=($(stepds))
 	[ ${#pids[@]} = 0 ] || kill -KILL "${pids[@]}" 2>/dev/null || true
 	rm -rf "$dir"
 }
