@@ -557,6 +557,10 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	if to <= 0 {
 		to = time.Minute
 	}
+	// Twice --timeout: a worker the vote waits for may itself be held by
+	// a server that stopped; its own wait then times out first and names
+	// the server, the cause, rather than this vote naming the worker.
+	to *= 2
 	if !j.reports() {
 		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
 			return false, err
