@@ -162,17 +162,25 @@ func SetStep(c any, step int) {
 
 // opMarker finds the OpMarker in c or what c wraps, or nil.
 func opMarker(c any) OpMarker {
+	m, _ := unwrapTo[OpMarker](c)
+	return m
+}
+
+// unwrapTo finds an implementation of T in c or in what c wraps (through
+// decorators' Unwrap methods, as trace.Comm's).
+func unwrapTo[T any](c any) (T, bool) {
 	for c != nil {
-		switch v := c.(type) {
-		case OpMarker:
-			return v
-		case interface{ Unwrap() Comm }:
-			c = v.Unwrap()
-		default:
-			return nil
+		if v, ok := c.(T); ok {
+			return v, true
 		}
+		u, ok := c.(interface{ Unwrap() Comm })
+		if !ok {
+			break
+		}
+		c = u.Unwrap()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // AutoNativeAdvisor is implemented by transports whose native AllReduce
@@ -190,15 +198,8 @@ type AutoNativeAdvisor interface {
 // nativeForAuto asks c, or what it wraps, whether Auto may use its native
 // AllReduce (true when it does not say).
 func nativeForAuto(c any) bool {
-	for c != nil {
-		switch v := c.(type) {
-		case AutoNativeAdvisor:
-			return v.NativeForAuto()
-		case interface{ Unwrap() Comm }:
-			c = v.Unwrap()
-		default:
-			return true
-		}
+	if a, ok := unwrapTo[AutoNativeAdvisor](c); ok {
+		return a.NativeForAuto()
 	}
 	return true
 }

@@ -721,9 +721,9 @@ func (s *dpsgdStrategy) saveState() (*checkpoint, error) {
 		}
 		mine = append(mine, st...)
 	}
-	avg := slices.Clone(s.x)
-	if err := collectives.Allreduce(c, avg, collectives.Avg, s.j.cfg.Allreduce); err != nil {
-		return nil, fmt.Errorf("checkpoint: averaging the models: %w", err)
+	avg := make([]float32, len(s.x))
+	if err := s.averageInto(avg); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	if c.Rank() != 0 {
 		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {

@@ -190,9 +190,8 @@ func (l *localModel) consensus() (float64, error) {
 	c := l.j.Comm
 	sp := l.j.tr.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.x))
 	defer sp.End()
-	copy(l.avg, l.x)
-	if err := collectives.Allreduce(c, l.avg, collectives.Avg, l.j.cfg.Allreduce); err != nil {
-		return 0, fmt.Errorf("averaging the ranks' models: %w", err)
+	if err := l.averageInto(l.avg); err != nil {
+		return 0, err
 	}
 	var d, a float64
 	for i, v := range l.x {
@@ -205,6 +204,15 @@ func (l *localModel) consensus() (float64, error) {
 		return 0, fmt.Errorf("consensus distance: %w", err)
 	}
 	return float64(dist[0]) / math.Max(math.Sqrt(a), 1e-30), nil
+}
+
+// averageInto sets dst to the average of every rank's x (a collective).
+func (l *localModel) averageInto(dst []float32) error {
+	copy(dst, l.x)
+	if err := collectives.Allreduce(l.j.Comm, dst, collectives.Avg, l.j.cfg.Allreduce); err != nil {
+		return fmt.Errorf("averaging the ranks' models: %w", err)
+	}
+	return nil
 }
 
 // evaluate measures the test accuracy of the consensus model l.avg over
