@@ -80,7 +80,7 @@ func seconds(d time.Duration) C.double { return C.double(d.Seconds()) }
 // firstSlice is how long a wait runs in C before it first comes back to
 // Go: the inspector's first check, or the whole deadline.
 func (c *Comm) firstSlice(limit time.Duration) time.Duration {
-	if f := c.Stall.FirstCheck(); f > 0 && f < limit {
+	if f := c.stallFor(limit).FirstCheck(); f > 0 && f < limit {
 		return f
 	}
 	return limit
@@ -94,17 +94,24 @@ func (c *Comm) firstSlice(limit time.Duration) time.Duration {
 // for — describe, called only now — the operation and how long).
 func (c *Comm) waitMore(first, limit time.Duration, describe func() string, peer int, poll func(time.Duration) C.int) (C.int, error) {
 	what := describe()
+	p := c.stallFor(limit)
 	// A timed-out C wait has waited its whole slice (it checks the
 	// deadline after every poll), so elapsed needs no clock.
 	elapsed, warned := first, 0
-	for elapsed < limit {
-		act, next := c.Stall.Check(elapsed, warned)
+	for {
+		// The check comes before the deadline's: an inspector whose abort
+		// falls on the deadline (the default, --stall-timeout 0) ends the
+		// wait with its report, which names the operation and the rank.
+		act, next := p.Check(elapsed, warned)
 		switch act {
 		case stall.Abort:
-			return dmlTimeout, c.timeoutError(what, peer, elapsed, stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed))
+			return dmlTimeout, c.timeoutError(what, peer, elapsed, p.Abort, stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed))
 		case stall.Warn:
 			warned++
 			c.warn(stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed))
+		}
+		if elapsed >= limit {
+			return dmlTimeout, c.timeoutError(what, peer, elapsed, 0, "")
 		}
 		if next <= 0 || next > limit-elapsed {
 			next = limit - elapsed
@@ -114,14 +121,25 @@ func (c *Comm) waitMore(first, limit time.Duration, describe func() string, peer
 		}
 		elapsed += next
 	}
-	return dmlTimeout, c.timeoutError(what, peer, elapsed, "")
+}
+
+// stallFor is the inspector's policy for a wait of limit. A wait given more
+// than Timeout on purpose (the parameter server's stop vote waits twice as
+// long, so that a worker held by a stopped server names the server first)
+// is aborted that much later too: the inspector must not cut it back.
+func (c *Comm) stallFor(limit time.Duration) stall.Policy {
+	p := c.Stall
+	if t := c.timeoutDuration(); p.Abort > 0 && limit > t {
+		p.Abort += limit - t
+	}
+	return p
 }
 
 // timeoutError is the error of a wait that gave up after waited: the stall
 // report when the inspector ended it, else the transport's deadline.
-func (c *Comm) timeoutError(what string, peer int, waited time.Duration, report string) error {
+func (c *Comm) timeoutError(what string, peer int, waited, abort time.Duration, report string) error {
 	if report != "" {
-		return fmt.Errorf("%s: no progress after --stall-timeout %v: %w", report, c.Stall.Abort, collectives.ErrTimeout)
+		return fmt.Errorf("%s: no progress after --stall-timeout %v: %w", report, abort, collectives.ErrTimeout)
 	}
 	return fmt.Errorf("rank %d: %s, in %s: no progress after %v: %w",
 		c.rank, what, c.CurrentOp(), waited, collectives.ErrTimeout)
