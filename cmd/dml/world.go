@@ -11,6 +11,8 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/collectives/watch"
+	"github.com/dml-project/dml/internal/crash"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -23,6 +25,8 @@ func withWorld(fn func(c collectives.Comm) error) error {
 		return fmt.Errorf("starting MPI: %w", err)
 	}
 	defer abortOnPanic(c)
+	crash.SetHandler(func(p *crash.Panic) { goroutinePanic(c, p) })
+	defer crash.SetHandler(nil)
 	defer watchGone(c)()
 	if err := fn(c); err != nil {
 		var se *trainer.StartError
@@ -88,6 +92,31 @@ func abortOnPanic(c *mpi.Comm) {
 	c.Abort(2, fmt.Errorf("panic (stack above), last heard of in %s", c.CurrentOp()))
 }
 
+// goroutinePanic handles a panic on a goroutine nobody waits for
+// (internal/crash): the line naming the rank and what it was doing, the
+// goroutine's stack, and the end of the job (MPI_Abort; exit 2 in a world
+// of one rank, as a Go panic would).
+func goroutinePanic(c *mpi.Comm, p *crash.Panic) {
+	fmt.Fprintf(os.Stderr, "%s\n[goroutine stack]\n%s", panicLine(c.Rank(), c.CurrentOp().String(), p.Value), p.Stack)
+	if c.Size() == 1 {
+		exitNow(2)
+		return
+	}
+	c.Abort(2, fmt.Errorf("panic on a goroutine (stack above), last heard of in %s", c.CurrentOp()))
+}
+
+// caughtPanic, deferred at the top of a goroutine of this package, hands
+// its panic to goroutinePanic.
+func caughtPanic(c *mpi.Comm) {
+	if r := recover(); r != nil {
+		p, ok := r.(*crash.Panic)
+		if !ok {
+			p = &crash.Panic{Value: r, Stack: debug.Stack()}
+		}
+		goroutinePanic(c, p)
+	}
+}
+
 // panicLine is the line a rank prints when it panics.
 func panicLine(rank int, doing string, r any) string {
 	return fmt.Sprintf("dml: rank %d: panic (last heard of in %s): %v", rank, doing, r)
@@ -97,42 +126,55 @@ func panicLine(rank int, doing string, r any) string {
 // at a step boundary (stopSignals).
 var stopsHandled atomic.Bool
 
-// peersGone says whether a rank of this job on this node has ended without
-// a word (see watchGone); false outside a multi-rank job.
+// peersGone says whether the liveness ring found a rank of this job dead
+// (see watchGone); false outside a multi-rank job.
 var peersGone = func() bool { return false }
 
-// watchGone reports a rank killed outright: OpenMPI answers its death with
-// SIGTERM to the survivors, and the lowest live rank of its node, reading
-// the node's board (collectives/mpi/board.go), prints which rank died and
-// what it was doing when last heard of, and the survivors exit 143 at once
-// (their peer is gone: no step boundary will come). A SIGTERM with every
-// rank alive is left to stopSignals under `dml train`, and ends other
-// commands as it would have.
+// exitNow ends the process (os.Exit; tests replace it).
+var exitNow = os.Exit
+
+// watchGone starts the liveness ring (collectives/watch): a rank killed
+// outright (SIGKILL, the out-of-memory killer) or crashed, on any node, is
+// found by its successor in the ring, which prints which rank died and what
+// it was doing when last heard of, and every rank ends at once (status 1;
+// their peer is gone: no step boundary will come, and nobody waits for a
+// deadline). A SIGINT or SIGTERM tells the successor that this rank ends
+// on purpose (its end is then no death), and is left to stopSignals under
+// `dml train` and ends other commands as it would have; once a death is
+// known, it ends the rank at once.
 func watchGone(c *mpi.Comm) (stop func()) {
 	if c.Size() < 2 {
 		return func() {}
 	}
-	peersGone = func() bool { g, _ := c.GonePeers(); return len(g) > 0 }
+	onDeath := func(d watch.Death) {
+		fmt.Fprintf(os.Stderr, "dml: %v\n", d)
+		exitNow(1)
+	}
+	onNotice := func(watch.Death) { exitNow(1) } // the rank that found it said so
+	if err := c.StartWatch(onDeath, onNotice); err != nil {
+		fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.Rank(), err)
+	}
+	peersGone = func() bool { return c.DeadPeer() != nil }
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGTERM)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 	quit := make(chan struct{})
 	go func() {
-		select {
-		case <-quit:
-			return
-		case s := <-ch:
-			if gone, speak := c.GonePeers(); len(gone) > 0 {
-				if speak {
-					for _, g := range gone {
-						fmt.Fprintf(os.Stderr, "dml: %v\n", g)
-					}
+		defer caughtPanic(c)
+		for {
+			select {
+			case <-quit:
+				return
+			case s := <-ch:
+				if c.DeadPeer() != nil {
+					exitNow(exitStatus(s))
+					return
 				}
-				c.CloseBoard()
-				os.Exit(exitStatus(s))
-			}
-			if !stopsHandled.Load() {
-				signal.Reset(syscall.SIGTERM)
-				syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				c.Bye(watch.ByeSignal)
+				if !stopsHandled.Load() {
+					signal.Reset(syscall.SIGTERM, syscall.SIGINT)
+					syscall.Kill(os.Getpid(), s.(syscall.Signal))
+					return
+				}
 			}
 		}
 	}()

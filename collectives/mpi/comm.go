@@ -19,12 +19,14 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gompi "github.com/sbromberger/gompi"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/stall"
+	"github.com/dml-project/dml/collectives/watch"
 )
 
 // DefaultTimeout bounds every wait for a peer.
@@ -47,8 +49,9 @@ type Comm struct {
 	Warn func(msg string)
 
 	ops    *stall.Tracker
-	board  *board    // what this node's ranks are doing (board.go)
-	native *watchdog // watches the blocking MPI_Allreduce
+	ring   *watch.Ring   // the liveness ring (ring.go)
+	quiet  *atomic.Int64 // its silence limit, nanoseconds
+	native *watchdog     // watches the blocking MPI_Allreduce
 }
 
 var (
@@ -139,7 +142,7 @@ func Init() (*Comm, error) {
 			initErr = fmt.Errorf("MPI_Comm_size: %w", err)
 			return
 		}
-		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}}
+		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}, quiet: new(atomic.Int64)}
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()
 		if err == nil {
@@ -148,24 +151,6 @@ func Init() (*Comm, error) {
 		if err != nil {
 			initErr = err
 			return
-		}
-		if world.size > 1 {
-			// Every local rank maps the board, then its file goes: the
-			// mappings stay, and nothing is left in /dev/shm however the
-			// job ends (MPI_Abort, a kill). The barrier is not an
-			// operation of the job's: the stall inspector's count starts
-			// after it.
-			world.board = openBoard(world.rank, world.size)
-			var req C.MPI_Request
-			err := mpiError(C.dml_ibarrier(&req))
-			if err == nil {
-				err = mpiError(C.dml_wait(&req, seconds(world.timeoutDuration()), nil))
-			}
-			if err != nil {
-				initErr = fmt.Errorf("barrier at start-up: %w", err)
-				return
-			}
-			world.board.unlink()
 		}
 		// Waits give the core away (sched_yield) only when this node's
 		// ranks outnumber its cores: then a spinning rank holds a core the
@@ -196,8 +181,8 @@ func Finalize() error {
 		return nil
 	}
 	if world != nil {
-		world.board.close()
-		world.board = nil
+		world.ring.Bye(watch.ByeEnd)
+		defer world.ring.Close()
 	}
 	return mpiError(C.dml_finalize())
 }
@@ -456,6 +441,7 @@ func (c *Comm) Barrier() error {
 // which ends every rank of the job.
 func (c *Comm) Abort(code int, err error) {
 	fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.rank, err)
+	c.ring.Bye(watch.ByeAbort)
 	C.dml_abort(C.int(code))
 	os.Exit(code) // MPI_Abort does not return; this is for the singleton case.
 }

@@ -42,6 +42,9 @@ int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req) {
 int dml_isend_bytes(void *buf, int n, int to, int tag, MPI_Request *req) {
 	return MPI_Isend(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, req);
 }
+int dml_iallgather_bytes(void *send, int n, void *recv, MPI_Request *req) {
+	return MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD, req);
+}
 int dml_allreduce_sum_f32(void *buf, int n) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }

@@ -19,6 +19,7 @@ int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req);
 int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req);
 int dml_isend_bytes(void *buf, int n, int to, int tag, MPI_Request *req);
 int dml_allreduce_sum_f32(void *buf, int n);
+int dml_iallgather_bytes(void *send, int n, void *recv, MPI_Request *req);
 int dml_wait(MPI_Request *req, double timeout, int *count);
 int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *count);
 int dml_recv_bytes(void *buf, int n, int from, int tag);

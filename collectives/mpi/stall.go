@@ -34,7 +34,6 @@ import (
 func (c *Comm) EnterOp(name string) {
 	if c.ops != nil {
 		c.ops.EnterOp(name)
-		c.board.set(c.ops.Current())
 	}
 }
 
@@ -43,7 +42,6 @@ func (c *Comm) EnterOp(name string) {
 func (c *Comm) SetStep(step int) {
 	if c.ops != nil {
 		c.ops.SetStep(step)
-		c.board.set(c.ops.Current())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/stall"
+	"github.com/dml-project/dml/collectives/watch"
 )
 
 // A blocking MPI call that cannot be given a deadline: MPI_Allreduce.
@@ -84,10 +85,12 @@ func (w *watchdog) run(c *Comm) {
 		case elapsed >= limit:
 			fmt.Fprintf(os.Stderr, "dml: rank %d: MPI_Allreduce, in %s: no progress after %v; ending this rank (a blocking MPI call cannot be cancelled)\n",
 				c.rank, c.CurrentOp(), limit)
+			c.Bye(watch.ByeExit)
 			w.exit(1)
 			return
 		case act == stall.Abort:
 			fmt.Fprintf(os.Stderr, "dml: %s: no progress after --stall-timeout %v; ending this rank\n", report, c.Stall.Abort)
+			c.Bye(watch.ByeExit)
 			w.exit(1)
 			return
 		case act == stall.Warn:
