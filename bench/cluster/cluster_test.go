@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +125,13 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
+	// A rank killed outright on the second host is named, with what it
+	// was doing, by dml's liveness ring within 15 s, not only by
+	// OpenMPI's banner, and the job ends.
+	t.Run("killed-rank-on-another-host", func(t *testing.T) {
+		killedRankNamed(t, dml, Spec{Hosts: 3, Link: "1gbit", Name: name})
+	})
+
 	// A job that fails still takes its cluster down, and says so by its status.
 	t.Run("teardown-on-failure", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -135,6 +144,105 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("after a failed job, namespaces left: %v", left)
 		}
 	})
+}
+
+// killedRankNamed runs a long `dml train` on cluster s (one rank per
+// host), SIGKILLs rank 1 (on the second host) once training runs, and
+// wants dml's line naming it, with its operation and step, within 15 s.
+func killedRankNamed(t *testing.T, dml string, s Spec) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := Command(ctx, ".", s, dml, "train", "--model", "mlp", "--hidden", "64", "--data", "synthetic",
+		"--samples", "200000", "--epochs", "100", "--batch", "32", "--sync", "allreduce", "--progress", "never")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for !strings.Contains(out.String(), "training ") {
+		select {
+		case err := <-done:
+			t.Fatalf("job ended (%v) before training\n%s", err, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	time.Sleep(2 * time.Second) // a few steps, and their status sent
+	pid := rankProcess(t, dml, 1)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	want := regexp.MustCompile(`dml: rank 1 \(pid ` + strconv.Itoa(pid) + `\) ended without a word \(killed or crashed, or its node went down\); it was last heard of in \S+ #\d+ at step \d+, \S+ before \(on host \S+, found by rank 2\)`)
+	for !want.MatchString(out.String()) {
+		if time.Since(killed) > 15*time.Second {
+			cancel()
+			<-done
+			t.Fatalf("no line naming killed rank 1 within 15 s (want %v):\n%s", want, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("named after %v: %s", time.Since(killed).Round(time.Millisecond), want.FindString(out.String()))
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cancel()
+		err = <-done
+		t.Fatalf("job still running a minute after rank 1 was killed\n%s", out.String())
+	}
+	if err == nil {
+		t.Fatalf("exit 0 after a rank was killed\n%s", out.String())
+	}
+	if n := strings.Count(out.String(), "ended without a word"); n != 1 {
+		t.Fatalf("%d ranks reported dead, want only the killed one:\n%s", n, out.String())
+	}
+}
+
+// rankProcess is the pid of rank `rank` of a job of program exe (found in
+// /proc: the ranks run in the cluster's network namespaces, not in its own
+// pid namespace).
+func rankProcess(t *testing.T, exe string, rank int) int {
+	t.Helper()
+	want := []byte("OMPI_COMM_WORLD_RANK=" + strconv.Itoa(rank))
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		if p, err := os.Readlink(d + "/exe"); err != nil || p != exe {
+			continue
+		}
+		env, err := os.ReadFile(d + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				pid, _ := strconv.Atoi(filepath.Base(d))
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no process of rank %d of %s", rank, exe)
+	return 0
+}
+
+// lockedBuffer is a bytes.Buffer safe for a command's writes and the
+// test's reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // namespaces lists the network namespaces of cluster name.

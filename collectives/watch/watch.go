@@ -89,8 +89,8 @@ func (d Death) String() string {
 	if d.Host != "" {
 		where = "on host " + d.Host + ", "
 	}
-	return fmt.Sprintf("rank %d (pid %d) %s; it was last heard of in %s, %v before (%sfound by rank %d)",
-		d.Rank, d.PID, how, d.Op, d.Ago.Round(100*time.Millisecond), where, d.By)
+	return fmt.Sprintf("rank %d (pid %d) %s; it was last heard of in %s, %.1fs before (%sfound by rank %d)",
+		d.Rank, d.PID, how, d.Op, d.Ago.Seconds(), where, d.By)
 }
 
 // Config is what a ring needs from its rank.
@@ -451,7 +451,7 @@ func (r *Ring) watch(c net.Conn, h hello) {
 	d := Death{Rank: h.rank, PID: h.pid, Host: h.host, Op: stall.Op{Step: -1}, By: r.cfg.Rank}
 	last := time.Now()
 	loop := last
-	tick := r.cfg.Heartbeat
+	tick := min(r.cfg.Heartbeat, Heartbeat)
 	for {
 		c.SetReadDeadline(time.Now().Add(tick))
 		k, p, err := readRecord(rd)
@@ -509,7 +509,9 @@ func (r *Ring) found(d Death) {
 	if !r.gone.CompareAndSwap(nil, &d) {
 		return
 	}
-	r.send(kindDead, encodeDeath(d))
+	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != d.Rank {
+		r.send(kindDead, encodeDeath(d))
+	}
 	if r.cfg.OnDeath != nil {
 		r.cfg.OnDeath(d)
 	}
