@@ -3,6 +3,8 @@ package ps
 import (
 	"runtime"
 	"sync"
+
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // parallelMin is the smallest range a server splits over goroutines: below
@@ -24,13 +26,20 @@ func parallelFor(n int, f func(lo, hi int)) {
 	}
 	var wg sync.WaitGroup
 	chunk := (n + parts - 1) / parts
-	for lo := chunk; lo < n; lo += chunk {
+	// A panic in a chunk is raised again here, on the caller, with the
+	// goroutine's stack (internal/crash): not a crash naming nothing.
+	panics := make([]*crash.Panic, parts)
+	for i, lo := 1, chunk; lo < n; i, lo = i+1, lo+chunk {
 		wg.Add(1)
 		go func(lo, hi int) {
 			defer wg.Done()
+			defer crash.Capture(&panics[i])
 			f(lo, hi)
 		}(lo, min(lo+chunk, n))
 	}
-	f(0, min(chunk, n))
-	wg.Wait()
+	func() {
+		defer wg.Wait() // also when f panics here: no chunk outlives the call
+		f(0, min(chunk, n))
+	}()
+	crash.Repanic(crash.First(panics))
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/dml-project/dml/internal/crash"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -133,6 +134,7 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 	var sig atomic.Value
 	quit := make(chan struct{})
 	go func() {
+		defer crash.Recover()
 		for {
 			select {
 			case s := <-ch:

@@ -261,3 +261,20 @@ func wantNamed(t *testing.T, r stoppedRun, rank int) {
 	}
 	t.Errorf("no dml line names stopped worker rank %d\nstderr:\n%s", rank, r.stderr)
 }
+
+// TestGoroutinePanicNamed: a panic on a goroutine other than main's (here
+// a test hook's, DML_TEST_PANIC) ends the job non-zero with dml's line
+// naming the rank and what it was doing, and the goroutine's stack, not
+// a Go trace alone.
+func TestGoroutinePanicNamed(t *testing.T) {
+	t.Setenv("DML_TEST_PANIC", "goroutine:1")
+	r := dml(t, 2, longTrain...)
+	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 1: panic (last heard of in ") ||
+		!strings.Contains(r.stderr, "DML_TEST_PANIC: a goroutine panics\n[goroutine stack]\n") ||
+		!strings.Contains(r.stderr, "testPanicHook") {
+		t.Fatalf("exit %d; stderr:\n%s\nwant a line naming rank 1 and the goroutine's stack", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "ended without a word") {
+		t.Fatalf("the panicking rank was reported dead as well:\n%s", r.stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
@@ -28,6 +29,7 @@ func withWorld(fn func(c collectives.Comm) error) error {
 	crash.SetHandler(func(p *crash.Panic) { goroutinePanic(c, p) })
 	defer crash.SetHandler(nil)
 	defer watchGone(c)()
+	testPanicHook(c.Rank())
 	if err := fn(c); err != nil {
 		var se *trainer.StartError
 		switch {
@@ -94,15 +96,26 @@ func abortOnPanic(c *mpi.Comm) {
 
 // goroutinePanic handles a panic on a goroutine nobody waits for
 // (internal/crash): the line naming the rank and what it was doing, the
-// goroutine's stack, and the end of the job (MPI_Abort; exit 2 in a world
-// of one rank, as a Go panic would).
+// goroutine's stack, and the end of the job (exit 2, as a Go panic would).
 func goroutinePanic(c *mpi.Comm, p *crash.Panic) {
 	fmt.Fprintf(os.Stderr, "%s\n[goroutine stack]\n%s", panicLine(c.Rank(), c.CurrentOp().String(), p.Value), p.Stack)
-	if c.Size() == 1 {
-		exitNow(2)
-		return
+	// Not MPI_Abort: MPI is not to be called from a second thread while
+	// the rank's own may be in it. An exit without MPI_Finalize makes
+	// the launcher end the job; the bye keeps the liveness ring from
+	// reporting this rank as dead.
+	c.Bye(watch.ByeAbort)
+	exitNow(2)
+}
+
+// testPanicHook panics on a goroutine of rank `rank` half a second in when
+// DML_TEST_PANIC is goroutine:RANK (the test of goroutinePanic).
+func testPanicHook(rank int) {
+	if os.Getenv("DML_TEST_PANIC") == fmt.Sprintf("goroutine:%d", rank) {
+		crash.Go(func() {
+			time.Sleep(500 * time.Millisecond)
+			panic("DML_TEST_PANIC: a goroutine panics")
+		})
 	}
-	c.Abort(2, fmt.Errorf("panic on a goroutine (stack above), last heard of in %s", c.CurrentOp()))
 }
 
 // caughtPanic, deferred at the top of a goroutine of this package, hands

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/collectives/stall"
 	"github.com/dml-project/dml/collectives/watch"
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // A blocking MPI call that cannot be given a deadline: MPI_Allreduce.
@@ -45,7 +46,7 @@ func (w *watchdog) enter(c *Comm) {
 		if w.exit == nil {
 			w.exit = os.Exit
 		}
-		go w.run(c)
+		crash.Go(func() { w.run(c) })
 	})
 	w.seq.Add(1)
 	w.begin.Store(int64(time.Since(watchStart)) | 1) // never 0

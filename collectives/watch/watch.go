@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/stall"
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // Record kinds on the wire: a 4-byte header (kind, 0, payload length as a
@@ -216,10 +217,12 @@ func (r *Ring) Start(all [][]byte) {
 	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
+		defer crash.Recover()
 		r.accept(pred)
 	}()
 	go func() {
 		defer r.wg.Done()
+		defer crash.Recover()
 		if err == nil {
 			r.connect(succ, nonce, addrs)
 		}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // DefaultFashionMNISTDir is where Debian's dataset-fashion-mnist package
@@ -53,13 +55,16 @@ func LoadFashionMNIST(dir string) (train, test *Dense, err error) {
 		paths[base] = p
 	}
 	var testErr error
+	var panicked *crash.Panic
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer crash.Capture(&panicked) // raised again below, on the caller
 		test, testErr = loadFashionSplit(paths["t10k-images-idx3-ubyte"], paths["t10k-labels-idx1-ubyte"])
 	}()
 	train, err = loadFashionSplit(paths["train-images-idx3-ubyte"], paths["train-labels-idx1-ubyte"])
 	<-done
+	crash.Repanic(panicked)
 	if err != nil {
 		return nil, nil, err
 	}

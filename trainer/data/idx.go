@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dml-project/dml/internal/crash"
 	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
@@ -237,13 +238,16 @@ func LoadIDXPair(imagesPath, labelsPath string, classes int) (*Dense, error) {
 		y    []int32
 		yErr error
 		done = make(chan struct{})
+		pan  *crash.Panic
 	)
 	go func() {
 		defer close(done)
+		defer crash.Capture(&pan) // raised again below, on the caller
 		y, yErr = ReadIDXLabels(labelsPath, classes)
 	}()
 	im, err := ReadIDXImages(imagesPath)
 	<-done
+	crash.Repanic(pan)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"unsafe"
+
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // AllFinite reports whether v holds no NaN and no ±Inf. It is the training
@@ -25,16 +27,19 @@ func AllFinite(v []float32) bool {
 	}
 	var wg sync.WaitGroup
 	ok := make([]bool, parts)
+	panics := make([]*crash.Panic, parts)
 	step := (len(v) + parts - 1) / parts
 	for p := range parts {
 		lo, hi := p*step, min((p+1)*step, len(v))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer crash.Capture(&panics[p])
 			ok[p] = finiteBits(v[lo:hi])
 		}()
 	}
 	wg.Wait()
+	crash.Repanic(crash.First(panics)) // on the caller, with the goroutine's stack
 	for _, o := range ok {
 		if !o {
 			return false
