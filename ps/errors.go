@@ -56,6 +56,7 @@ type MissingError struct {
 	Timeout time.Duration   // Config.Timeout
 	Missing []MissingWorker // the silent workers
 	Held    []int           // ranks of workers that were waiting on them
+	Active  []int           // nobody held: ranks of workers that went on without them
 }
 
 // Error lists the missing workers and who was waiting on them.
@@ -74,6 +75,9 @@ func (e *MissingError) Error() string {
 	}
 	if len(e.Held) > 0 {
 		fmt.Fprintf(&b, "; ranks %v were waiting on them", e.Held)
+	}
+	if len(e.Active) > 0 {
+		fmt.Fprintf(&b, "; nobody waits on them, and ranks %v went on without them", e.Active)
 	}
 	return b.String()
 }

@@ -52,14 +52,16 @@ func (s *Server) checkMissing(now time.Duration) *MissingError {
 	}
 	m := s.ctl.MinClock()
 	var missing []MissingWorker
+	recent, active := 0, 0 // workers heard within Timeout, within a beat
 	for w := range s.nw {
 		if s.finished[w] || s.pending[w] != nil {
 			continue
 		}
 		silent := now - s.lastHeard[w]
 		if silent <= s.cfg.Timeout {
-			if len(held) == 0 {
-				return nil // someone is still making progress
+			recent++
+			if silent <= s.cfg.beat() {
+				active++
 			}
 			continue
 		}
@@ -71,7 +73,24 @@ func (s *Server) checkMissing(now time.Duration) *MissingError {
 	if len(missing) == 0 {
 		return nil
 	}
-	return &MissingError{Server: s.rank, Timeout: s.cfg.Timeout, Missing: missing, Held: held}
+	// Nobody held: the silent workers count as missing once every other
+	// is silent too, or, under ASP, where nobody ever waits on a worker,
+	// while others are making progress (heard within a beat): otherwise
+	// the job would name them only once the others are done. (Under BSP,
+	// SSP and DSSP a silent worker soon holds the others.)
+	asp := len(held) == 0 && recent > 0 && s.cfg.Consistency == ASP && active > 0
+	if len(held) == 0 && recent > 0 && !asp {
+		return nil // someone is still making progress
+	}
+	e := &MissingError{Server: s.rank, Timeout: s.cfg.Timeout, Missing: missing, Held: held}
+	if asp {
+		for w := range s.nw {
+			if !s.finished[w] && now-s.lastHeard[w] <= s.cfg.beat() {
+				e.Active = append(e.Active, s.workerRank(w))
+			}
+		}
+	}
+	return e
 }
 
 // abandon tells every unfinished worker why the server is giving up; held
@@ -116,6 +135,9 @@ func (s *Server) stallCheck(now time.Duration) {
 	if len(held) == 0 || m != s.stallClock {
 		s.stallClock, s.stallWarned = m, 0
 		if len(held) == 0 {
+			if s.cfg.Consistency == ASP {
+				s.quietCheck(now)
+			}
 			return
 		}
 	}
@@ -146,6 +168,51 @@ func (s *Server) stallCheck(now time.Duration) {
 		b.WriteString(" no worker at the minimum clock (a held request the controller does not release)")
 	}
 	s.warnings = append(s.warnings, b.String())
+}
+
+// quietCheck warns, under ASP, once every StallWarn, about each
+// unfinished worker silent (no request) for StallWarn while others are
+// making progress (heard within a beat): nobody waits on it, so no
+// round-based stall report names it.
+func (s *Server) quietCheck(now time.Duration) {
+	active := 0
+	for w := range s.nw {
+		if !s.finished[w] && now-s.lastHeard[w] <= s.cfg.beat() {
+			active++
+		}
+	}
+	if active == 0 {
+		return // nobody is going on without them (checkMissing gives up in time)
+	}
+	for w := range s.nw {
+		silent := now - s.lastHeard[w]
+		if s.finished[w] || silent < s.cfg.StallWarn {
+			if s.quietWarned != nil {
+				s.quietWarned[w] = 0
+			}
+			continue
+		}
+		if s.quietWarned == nil {
+			s.quietWarned = make([]int, s.nw)
+		}
+		k := int(silent / s.cfg.StallWarn)
+		if k <= s.quietWarned[w] {
+			continue
+		}
+		s.quietWarned[w] = k
+		var ranks []int
+		for v := range s.nw {
+			if !s.finished[v] && now-s.lastHeard[v] <= s.cfg.beat() {
+				ranks = append(ranks, s.workerRank(v))
+			}
+		}
+		never := ""
+		if !s.said[w] {
+			never = ", never connected"
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("stall: ps server rank %d (%v): worker rank %d silent for %v (at clock %d%s) while worker ranks %v are active",
+			s.rank, s.cfg.Consistency, s.workerRank(w), silent.Round(time.Millisecond), s.ctl.Clock(w), never, ranks))
+	}
 }
 
 // Warnings returns the stall warnings found since the last call (by Tick)

@@ -49,6 +49,7 @@ type Server struct {
 	stallClock  int
 	stallWarned int
 	warnings    []string
+	quietWarned []int // per worker: StallWarn intervals of silence warned about (quietCheck)
 
 	stats ServerStats
 	keyed []float32 // gather buffer for keyed pulls

@@ -1,6 +1,8 @@
 package ps
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +129,46 @@ func TestBeat(t *testing.T) {
 	} {
 		if got := (Config{Timeout: tc.timeout, StallWarn: tc.warn}).beat(); got != tc.want {
 			t.Errorf("timeout %v warn %v: beat %v, want %v", tc.timeout, tc.warn, got, tc.want)
+		}
+	}
+}
+
+// TestASPSilentWorkerNamed: under ASP nobody waits on a worker, so a
+// stopped one holds nobody; the server warns about it once every StallWarn
+// of silence while the others push on, and gives up on it, naming it,
+// after Timeout, without waiting for the others to finish.
+func TestASPSilentWorkerNamed(t *testing.T) {
+	cfg := Config{Servers: 1, Consistency: ASP, Timeout: 200 * ms, StallWarn: 50 * ms}
+	x := newSim(t, cfg, 0, 4, make([]float32, 4))
+	x.hello(0, 1, 2, 3)
+	x.push(3, 0, 1, 1*ms) // then rank 3 stops
+	var warns []string
+	var merr *MissingError
+	for at, c := 5*ms, 0; at <= 400*ms && merr == nil; at, c = at+5*ms, c+1 {
+		x.push(1, c, 1, at)
+		x.push(2, c, 1, at)
+		_, err := x.tick(at)
+		warns = append(warns, x.s.Warnings()...)
+		if err != nil && !errors.As(err, &merr) {
+			t.Fatal(err)
+		}
+		if merr != nil && at < 200*ms {
+			t.Fatalf("gave up at %v, before Timeout: %v", at, merr)
+		}
+	}
+	if merr == nil || len(merr.Missing) != 1 || merr.Missing[0].Rank != 3 || !slices.Equal(merr.Active, []int{1, 2}) {
+		t.Fatalf("err %v, want rank 3 missing while ranks 1 and 2 went on", merr)
+	}
+	if !strings.Contains(merr.Error(), "rank 3 (clock 1, silent ") || !strings.Contains(merr.Error(), "ranks [1 2] went on without them") {
+		t.Errorf("error %q does not name rank 3 and the ranks that went on", merr)
+	}
+	// Warned at 50, 100, 150 and 200 ms of silence (the last with the error).
+	if len(warns) != 4 {
+		t.Fatalf("warnings %q, want 4 (one per StallWarn of silence)", warns)
+	}
+	for _, w := range warns {
+		if !strings.Contains(w, "worker rank 3 silent for ") || !strings.Contains(w, "while worker ranks [1 2] are active") {
+			t.Errorf("warning %q does not name rank 3 and the active ranks", w)
 		}
 	}
 }

@@ -237,15 +237,23 @@ func TestStallTimeoutFlag(t *testing.T) {
 }
 
 // TestStallPSStoppedASPWorker: under ASP nobody waits for a stopped worker
-// (that is ASP), so the others train on; once they are done the server
-// finds every remaining worker silent and the job ends naming it, instead
-// of hanging (issue 10: it hung once in 3 tries).
+// (that is ASP), so the others train on; the server notices a worker silent
+// while the others are active, warns naming it after --stall-warn, and ends
+// the job naming it after the stall timeout, while the others would still
+// train for minutes (it used to name it only once they were done, and once
+// hung).
 func TestStallPSStoppedASPWorker(t *testing.T) {
 	args := []string{"train", "--data", "synthetic", "--samples", "20000", "--features", "50", "--hidden", "64",
-		"--epochs", "40", "--progress", "never", "--sync", "ps", "--consistency", "asp", "--timeout", "3s", "--stall-warn", "1s"}
-	r := runWithStoppedRank(t, 3, 2, 90*time.Second, args...)
+		"--epochs", "5000", "--progress", "never", "--sync", "ps", "--consistency", "asp", "--timeout", "3s", "--stall-warn", "1s"}
+	r := runWithStoppedRank(t, 3, 2, 40*time.Second, args...)
+	// The server names it (silent while the others are active), or, when
+	// it was stopped in the middle of an exchange, the ranks sending to it.
 	wantLines(t, r)
 	wantNamed(t, r, 2)
+	// The stall timeout (3 s), a poll and the abort; not the others' end.
+	if r.elapsed > 12*time.Second {
+		t.Errorf("the job ended %v after worker 2 was stopped, want about the stall timeout (3 s)\nstderr:\n%s", r.elapsed, r.stderr)
+	}
 }
 
 // wantNamed fails unless a dml line names the stopped worker: the server's
