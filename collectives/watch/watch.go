@@ -415,32 +415,40 @@ func (r *Ring) Gone() *Death {
 }
 
 // accept takes the predecessor's connection (the first with the right
-// hello) and watches it.
+// hello; each connection's handshake runs apart, so that a stray one that
+// says nothing holds nobody up) and watches it.
 func (r *Ring) accept(pred int) {
+	var won atomic.Bool
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
-			return // closed
+			return // closed: by the winner, or by Close
 		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		k, p, err := readRecord(c)
-		if err != nil || k != kindHello {
-			c.Close()
-			continue
-		}
-		h, err := decodeHello(p)
-		if err != nil || h.nonce != r.nonce || h.rank != pred {
-			c.Close()
-			continue
-		}
-		if writeRecord(c, kindOK, nil) != nil {
-			c.Close()
-			continue
-		}
-		c.SetDeadline(time.Time{})
-		r.ln.Close()
-		r.watch(c, h)
-		return
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer crash.Recover()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			k, p, err := readRecord(c)
+			if err != nil || k != kindHello {
+				c.Close()
+				return
+			}
+			h, err := decodeHello(p)
+			if err != nil || h.nonce != r.nonce || h.rank != pred || !won.CompareAndSwap(false, true) {
+				c.Close()
+				return
+			}
+			if writeRecord(c, kindOK, nil) != nil {
+				c.Close()
+				return
+			}
+			c.SetDeadline(time.Time{})
+			r.ln.Close()
+			r.watch(c, h)
+		}()
 	}
 }
 
