@@ -30,6 +30,7 @@ type Allreducer struct {
 	scratch [maxWindow][]float32
 	plan    *ringPlan
 	lens    []float32
+	tagOff  int // the running collective's tag offset (seqTags)
 }
 
 // NewAllreducer returns an Allreducer for c using algo.
@@ -51,6 +52,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 		return nil // the sum and the mean of one buffer are itself, for every algorithm
 	}
 	EnterOp(a.Comm, "allreduce")
+	off := seqTags(a.Comm)
 	algo := a.Algorithm
 	if algo == "" {
 		algo = Auto
@@ -63,6 +65,7 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 			return err
 		}
 	}
+	a.tagOff = off // after the length check, a collective of its own
 	if algo == Auto {
 		_, native := a.Comm.(NativeAllreducer)
 		algo = AutoChoice(4*len(buf), a.Comm.Size(), native && nativeForAuto(a.Comm))

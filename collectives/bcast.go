@@ -13,13 +13,14 @@ func Broadcast(c PointToPoint, buf []float32, root int) error {
 		return fmt.Errorf("broadcast: root %d not in [0,%d): %w", root, n, ErrBadRank)
 	}
 	EnterOp(c, "broadcast")
+	off := seqTags(c)
 	rel := (r - root + n) % n // rank relative to root
 	// Receive from the parent: the rank that differs in rel's highest set bit.
 	mask := 1
 	for mask < n {
 		if rel&mask != 0 {
 			parent := (rel - mask + root) % n
-			if err := Recv(c, buf, parent, tagBcast); err != nil {
+			if err := Recv(c, buf, parent, tagBcast+off); err != nil {
 				return fmt.Errorf("broadcast from root %d: recv from rank %d: %w", root, parent, err)
 			}
 			break
@@ -30,7 +31,7 @@ func Broadcast(c PointToPoint, buf []float32, root int) error {
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if rel+mask < n {
 			child := (rel + mask + root) % n
-			if err := Send(c, buf, child, tagBcast); err != nil {
+			if err := Send(c, buf, child, tagBcast+off); err != nil {
 				return fmt.Errorf("broadcast from root %d: send to rank %d: %w", root, child, err)
 			}
 		}
@@ -49,12 +50,13 @@ func Allgather(c PointToPoint, send, recv []float32) error {
 		return fmt.Errorf("allgather: recv has %d elements, want %d ranks × %d: %w", len(recv), n, m, ErrLengthMismatch)
 	}
 	EnterOp(c, "allgather")
+	off := seqTags(c)
 	copy(recv[r*m:(r+1)*m], send)
 	left, right := (r-1+n)%n, (r+1)%n
 	for t := 0; t < n-1; t++ {
 		sb := (r - t + n) % n
 		rb := (r - t - 1 + n) % n
-		if err := SendRecv(c, recv[sb*m:(sb+1)*m], right, recv[rb*m:(rb+1)*m], left, tagAllgather); err != nil {
+		if err := SendRecv(c, recv[sb*m:(sb+1)*m], right, recv[rb*m:(rb+1)*m], left, tagAllgather+off); err != nil {
 			return fmt.Errorf("allgather step %d: %w", t, err)
 		}
 	}

@@ -38,11 +38,11 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 	newRank := -1
 	switch {
 	case r < 2*rem && r%2 == 0:
-		if err := Send(c, buf, r+1, tagRecDoubling); err != nil {
+		if err := Send(c, buf, r+1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling fold: send to rank %d: %w", r+1, err)
 		}
 	case r < 2*rem:
-		if err := Recv(c, tmp, r-1, tagRecDoubling); err != nil {
+		if err := Recv(c, tmp, r-1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling fold: recv from rank %d: %w", r-1, err)
 		}
 		addInto(buf, tmp)
@@ -59,7 +59,7 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 		}
 		for mask := 1; mask < p; mask <<= 1 {
 			peer := toOld(newRank ^ mask)
-			if err := SendRecv(c, buf, peer, tmp, peer, tagRecDoubling); err != nil {
+			if err := SendRecv(c, buf, peer, tmp, peer, tagRecDoubling+a.tagOff); err != nil {
 				return fmt.Errorf("recursive doubling step %d with rank %d: %w", trailingZeros(mask), peer, err)
 			}
 			// Each side adds its partner's buffer into its own: a+b here, b+a
@@ -73,11 +73,11 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 	// Unfold: odd ranks give the result back to their even partner.
 	switch {
 	case r < 2*rem && r%2 == 0:
-		if err := Recv(c, buf, r+1, tagRecDoubling); err != nil {
+		if err := Recv(c, buf, r+1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling unfold: recv from rank %d: %w", r+1, err)
 		}
 	case r < 2*rem:
-		if err := Send(c, buf, r-1, tagRecDoubling); err != nil {
+		if err := Send(c, buf, r-1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling unfold: send to rank %d: %w", r-1, err)
 		}
 	}

@@ -102,7 +102,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 			return nil
 		}
 		it := order[rsIdx[k]]
-		q, err := c.Irecv(a.scratch[k%window][:it.Span.Len], left, tagRingRS)
+		q, err := c.Irecv(a.scratch[k%window][:it.Span.Len], left, tagRingRS+a.tagOff)
 		if err != nil {
 			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
 		}
@@ -122,7 +122,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		}
 	}
 	for j, sg := range Segments(chunks[rs[0].Send], seg) {
-		q, err := send("reduce-scatter", 0, sg, tagRingRS)
+		q, err := send("reduce-scatter", 0, sg, tagRingRS+a.tagOff)
 		if err != nil {
 			return err
 		}
@@ -145,14 +145,14 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 				if op == Avg {
 					scale(buf[sg.Off:sg.Off+sg.Len], inv)
 				}
-				q, err := send("all-gather", 0, sg, tagRingAG)
+				q, err := send("all-gather", 0, sg, tagRingAG+a.tagOff)
 				if err != nil {
 					return err
 				}
 				agSends = append(agSends, q)
 				continue
 			}
-			q, err := send("reduce-scatter", it.Step+1, sg, tagRingRS)
+			q, err := send("reduce-scatter", it.Step+1, sg, tagRingRS+a.tagOff)
 			if err != nil {
 				return err
 			}
@@ -166,7 +166,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 				return fmt.Errorf("ring reduce-scatter step %d: send to rank %d: %w", it.Step, right, err)
 			}
 		}
-		q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG)
+		q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG+a.tagOff)
 		if err == nil {
 			err = q.Wait()
 		}
@@ -174,7 +174,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 			return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", it.Step, left, err)
 		}
 		if it.Step+1 < n-1 {
-			q, err := send("all-gather", it.Step+1, sg, tagRingAG)
+			q, err := send("all-gather", it.Step+1, sg, tagRingAG+a.tagOff)
 			if err != nil {
 				return err
 			}

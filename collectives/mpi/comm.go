@@ -52,12 +52,14 @@ type Comm struct {
 	ring   *watch.Ring   // the liveness ring (ring.go)
 	quiet  *atomic.Int64 // its silence limit, nanoseconds
 	native *watchdog     // watches the blocking MPI_Allreduce
+	coll   uint64        // collectives begun (NextCollective; atomic)
 }
 
 var (
 	_ collectives.Comm             = (*Comm)(nil)
 	_ collectives.NativeAllreducer = (*Comm)(nil)
 	_ collectives.OpMarker         = (*Comm)(nil)
+	_ collectives.Sequencer        = (*Comm)(nil)
 )
 
 var (
@@ -283,12 +285,45 @@ func (q *request) Wait() error {
 	return q.result
 }
 
-// describe says what the request waits for, for errors and stall reports.
+// describe says what the request waits for, for errors and stall reports
+// (called only once a wait is already long), with what the peer sent
+// instead when its schedule differs (mismatch).
 func (q *request) describe() string {
 	if q.recv {
-		return fmt.Sprintf("recv from rank %d tag %d", q.peer, q.tag)
+		return fmt.Sprintf("recv from rank %d tag %d", q.peer, q.tag) + q.c.mismatch(q.peer, q.tag)
 	}
-	return fmt.Sprintf("send to rank %d tag %d", q.peer, q.tag)
+	return fmt.Sprintf("send to rank %d tag %d", q.peer, q.tag) + q.c.mismatch(q.peer, q.tag)
+}
+
+// NextCollective implements collectives.Sequencer: the collectives' tags
+// carry their number (modulo collectives.TagSeqMod), so that ranks whose
+// schedules differ wait, and say so, instead of misreading each other.
+func (c *Comm) NextCollective() uint64 { return atomic.AddUint64(&c.coll, 1) }
+
+// mismatch is, for a long wait on peer with a collectives' tag, what that
+// peer sent this rank instead, when it sent a message of another
+// collective or kind ("; rank 3 has sent … of collective #12 … while this
+// rank waits for … of collective #11"), or "". MPI keeps the messages of
+// one sender in order, so a message of the peer's that is there while the
+// one waited for is not means the peer has moved on to (or is still in)
+// another operation.
+func (c *Comm) mismatch(peer, tag int) string {
+	kind, mod, ok := collectives.DescribeTag(tag)
+	if !ok || peer < 0 || peer >= c.size {
+		return ""
+	}
+	var src, got, count C.int
+	if C.dml_probe(C.int(peer), -1, 0, &src, &got, &count) != C.MPI_SUCCESS || int(got) == tag {
+		return ""
+	}
+	pkind, pmod, ok := collectives.DescribeTag(int(got))
+	if !ok {
+		return ""
+	}
+	mine := collectives.NearestSeq(atomic.LoadUint64(&c.coll), mod)
+	theirs := collectives.NearestSeq(mine, pmod)
+	return fmt.Sprintf("; rank %d has sent %s of collective #%d (tag %d) while this rank waits for %s of collective #%d: the ranks' schedules differ",
+		peer, pkind, theirs, int(got), kind, mine)
 }
 
 // Isend implements collectives.Comm.
