@@ -124,6 +124,10 @@ type Ring struct {
 	wmu  sync.Mutex // serialises writes to succ
 	succ net.Conn
 	bye  bool // a bye went out: nothing more is sent
+	// connDone is closed once the connection to the successor is made or
+	// given up (Bye waits for it: a bye must not be lost to a connection
+	// still being made).
+	connDone chan struct{}
 
 	closed  chan struct{}
 	once    sync.Once
@@ -141,7 +145,7 @@ func Listen(cfg Config) (*Ring, error) {
 	}
 	var nb [8]byte
 	rand.Read(nb[:])
-	r := &Ring{cfg: cfg, ln: ln, nonce: binary.BigEndian.Uint64(nb[:]), closed: make(chan struct{})}
+	r := &Ring{cfg: cfg, ln: ln, nonce: binary.BigEndian.Uint64(nb[:]), closed: make(chan struct{}), connDone: make(chan struct{})}
 	if r.cfg.Heartbeat <= 0 {
 		r.cfg.Heartbeat = Heartbeat
 	}
@@ -223,9 +227,11 @@ func (r *Ring) Start(all [][]byte) {
 	go func() {
 		defer r.wg.Done()
 		defer crash.Recover()
-		if err == nil {
-			r.connect(succ, nonce, addrs)
+		if err != nil {
+			close(r.connDone)
+			return
 		}
+		r.connect(succ, nonce, addrs)
 	}()
 }
 
@@ -321,6 +327,7 @@ func (r *Ring) connect(succ int, nonce uint64, addrs []string) {
 		}
 	}()
 	if !ok {
+		close(r.connDone)
 		r.logf("cannot reach rank %d's watch port at %v: a death of rank %d is named by the launcher only", succ, addrs, succ)
 		return
 	}
@@ -328,13 +335,15 @@ func (r *Ring) connect(succ int, nonce uint64, addrs []string) {
 		tc.SetNoDelay(true)
 	}
 	r.wmu.Lock()
-	if r.bye || r.stopped.Load() {
+	if r.stopped.Load() {
 		r.wmu.Unlock()
 		conn.Close()
+		close(r.connDone)
 		return
 	}
 	r.succ = conn
 	r.wmu.Unlock()
+	close(r.connDone)
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -384,8 +393,17 @@ func (r *Ring) Bye(reason string) {
 	if r == nil {
 		return
 	}
+	select { // a connection being made at the end of a short run
+	case <-r.connDone:
+	case <-r.closed:
+	case <-time.After(byeWait):
+	}
 	r.send(kindBye, []byte(reason))
 }
+
+// byeWait bounds how long Bye waits for the connection to the successor
+// (its dials give up after 5 s).
+const byeWait = 10 * time.Second
 
 // Close stops the ring: this rank no longer watches nor sends (call Bye
 // first for a normal end).

@@ -174,3 +174,26 @@ func TestRingStrayConnection(t *testing.T) {
 		t.Fatalf("deaths %v, want rank 1's found by rank 0", ev.deaths)
 	}
 }
+
+// TestRingByeAtOnce: ranks that end right after start-up (a usage error
+// found by every rank), before their connections are made, report nothing:
+// the bye waits for the connection being made.
+func TestRingByeAtOnce(t *testing.T) {
+	for range 20 {
+		ev := newEvents()
+		rs := ring(t, 3, ev, nil)
+		for _, r := range rs {
+			r.Bye(ByeEnd)
+		}
+		time.Sleep(20 * time.Millisecond) // ranks end at slightly different times
+		for _, r := range rs {
+			r.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+		ev.mu.Lock()
+		if len(ev.deaths)+len(ev.notices) > 0 {
+			t.Fatalf("deaths %v, notices %v after an end at once", ev.deaths, ev.notices)
+		}
+		ev.mu.Unlock()
+	}
+}
