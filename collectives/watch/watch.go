@@ -49,6 +49,7 @@ const (
 	kindStatus = 3 // seq, step, op name
 	kindBye    = 4 // reason: this rank ends (or was told to): say nothing when its connection closes
 	kindDead   = 5 // a death found elsewhere in the ring, passed on
+	kindEnding = 6 // origin rank: a rank aborts the job; passed on
 )
 
 // Bye reasons.
@@ -133,6 +134,7 @@ type Ring struct {
 	once    sync.Once
 	gone    atomic.Pointer[Death]
 	stopped atomic.Bool
+	muted   atomic.Bool // the job is being aborted: report no death (ending)
 	wg      sync.WaitGroup
 }
 
@@ -398,6 +400,9 @@ func (r *Ring) Bye(reason string) {
 	case <-r.closed:
 	case <-time.After(byeWait):
 	}
+	if reason == ByeAbort || reason == ByeExit {
+		r.muted.Store(true) // this rank ends the job: deaths now follow from it
+	}
 	r.send(kindBye, []byte(reason))
 }
 
@@ -515,12 +520,32 @@ func (r *Ring) watch(c net.Conn, h hello) {
 				d.Op = stall.Op{Seq: binary.BigEndian.Uint64(p), Step: int(int64(binary.BigEndian.Uint64(p[8:]))), Name: string(p[16:])}
 			}
 		case kindBye:
+			if reason := string(p); reason == ByeAbort || reason == ByeExit {
+				r.ending(h.rank)
+			}
 			return
+		case kindEnding:
+			if origin, err := strconv.Atoi(string(p)); err == nil {
+				r.ending(origin)
+			}
 		case kindDead:
 			if g, err := decodeDeath(p); err == nil {
 				r.told(g)
 			}
 		}
+	}
+}
+
+// ending handles a rank's abort of the job (its bye said so, or a notice
+// from upstream): the launcher is about to kill every rank, so a rank that
+// ends now has not died on its own: nothing more is reported. The notice
+// goes on around the ring, up to the aborting rank.
+func (r *Ring) ending(origin int) {
+	if r.muted.Swap(true) {
+		return
+	}
+	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != origin {
+		r.send(kindEnding, []byte(strconv.Itoa(origin)))
 	}
 }
 
@@ -535,7 +560,7 @@ func (r *Ring) quiet() time.Duration {
 // (then this one followed from it), record it, pass the notice on and
 // report it.
 func (r *Ring) found(d Death) {
-	if !r.gone.CompareAndSwap(nil, &d) {
+	if r.muted.Load() || !r.gone.CompareAndSwap(nil, &d) {
 		return
 	}
 	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != d.Rank {

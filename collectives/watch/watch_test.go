@@ -197,3 +197,21 @@ func TestRingByeAtOnce(t *testing.T) {
 		ev.mu.Unlock()
 	}
 }
+
+// TestRingAbortMutes: once a rank says it aborts the job, the launcher
+// kills the others; their ends are not reported as deaths, on any rank.
+func TestRingAbortMutes(t *testing.T) {
+	ev := newEvents()
+	rs := ring(t, 4, ev, nil)
+	time.Sleep(100 * time.Millisecond)
+	rs[1].Bye(ByeAbort)
+	time.Sleep(100 * time.Millisecond) // the notice goes round
+	rs[1].Close()
+	rs[3].Close() // killed by the launcher, without a bye
+	time.Sleep(300 * time.Millisecond)
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.deaths)+len(ev.notices) > 0 {
+		t.Fatalf("deaths %v, notices %v after an abort", ev.deaths, ev.notices)
+	}
+}
