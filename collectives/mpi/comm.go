@@ -144,6 +144,13 @@ func Init() (*Comm, error) {
 			initErr = fmt.Errorf("MPI_Comm_size: %w", err)
 			return
 		}
+		// The collectives' tags go up to TagCollectivesMax (with the
+		// collective's number in them); MPI guarantees only 32767, OpenMPI
+		// allows 2^31-1.
+		if ub := int(C.dml_tag_ub()); ub >= 0 && ub < collectives.TagCollectivesMax {
+			initErr = fmt.Errorf("this MPI's largest message tag (MPI_TAG_UB) is %d; dml's collectives use tags up to %d", ub, collectives.TagCollectivesMax)
+			return
+		}
 		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}, quiet: new(atomic.Int64)}
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()

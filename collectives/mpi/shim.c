@@ -29,6 +29,12 @@ int dml_init(int multiple, int *provided) {
 
 int dml_rank(int *r) { return MPI_Comm_rank(MPI_COMM_WORLD, r); }
 int dml_size(int *n) { return MPI_Comm_size(MPI_COMM_WORLD, n); }
+// dml_tag_ub is MPI_TAG_UB, the largest tag this MPI allows (-1: not known).
+int dml_tag_ub(void) {
+	int *v = NULL, flag = 0;
+	if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag) != MPI_SUCCESS || !flag || v == NULL) return -1;
+	return *v;
+}
 int dml_finalize(void) { return MPI_Finalize(); }
 void dml_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 int dml_ibarrier(MPI_Request *req) { return MPI_Ibarrier(MPI_COMM_WORLD, req); }

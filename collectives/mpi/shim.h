@@ -12,6 +12,7 @@ int dml_online_cpus(void);
 int dml_init(int multiple, int *provided);
 int dml_rank(int *r);
 int dml_size(int *n);
+int dml_tag_ub(void);
 int dml_finalize(void);
 void dml_abort(int code);
 int dml_ibarrier(MPI_Request *req);
