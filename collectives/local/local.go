@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/internal/crash"
 )
 
 // DefaultTimeout bounds how long a receive or barrier waits for a peer.
@@ -74,18 +75,35 @@ func (w *World) Comm(r int) *Comm {
 }
 
 // Run starts fn on every rank in its own goroutine and returns the ranks'
-// errors (nil entries for ranks that succeeded) once all have returned.
+// errors (nil entries for ranks that succeeded) once all have returned. A
+// rank that panics aborts the world (the others' waits fail at once, as
+// MPI_Abort would end them) and the panic is raised again on Run's caller,
+// with the rank's stack (internal/crash).
 func (w *World) Run(fn func(c *Comm) error) []error {
 	errs := make([]error, w.size)
+	panics := make([]*crash.Panic, w.size)
 	var wg sync.WaitGroup
 	for r := 0; r < w.size; r++ {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
+			defer func() {
+				if panics[r] != nil {
+					w.abortOnce.Do(func() {
+						w.abortErr = fmt.Errorf("rank %d panicked: %v", r, panics[r].Value)
+						close(w.aborted)
+					})
+					w.barrierMu.Lock()
+					w.barrierCond.Broadcast()
+					w.barrierMu.Unlock()
+				}
+			}()
+			defer crash.Capture(&panics[r])
 			errs[r] = fn(w.Comm(r))
 		}(r)
 	}
 	wg.Wait()
+	crash.Repanic(crash.First(panics))
 	return errs
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/collectivestest"
 	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/internal/crash"
 )
 
 func init() { local.AbortExits = false }
@@ -123,4 +124,27 @@ func TestAutoLengthMismatch(t *testing.T) {
 			t.Errorf("rank %d: got %v, want ErrLengthMismatch", r, err)
 		}
 	}
+}
+
+// TestRunPanic: a rank that panics fails the others' waits at once, and
+// the panic reaches Run's caller with the rank's stack.
+func TestRunPanic(t *testing.T) {
+	w := local.NewWorld(3)
+	start := time.Now()
+	defer func() {
+		p, ok := recover().(*crash.Panic)
+		if !ok || p.Value != "rank 1 hook panics" || !strings.Contains(string(p.Stack), "TestRunPanic") {
+			t.Fatalf("recovered %v, want rank 1's panic with its stack", p)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("Run returned after %v: the other ranks waited for their timeout", d)
+		}
+	}()
+	w.Run(func(c *local.Comm) error {
+		if c.Rank() == 1 {
+			panic("rank 1 hook panics")
+		}
+		return c.Barrier()
+	})
+	t.Fatal("no panic reached Run's caller")
 }
