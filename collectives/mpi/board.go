@@ -25,7 +25,8 @@ import (
 // node.
 type board struct {
 	mu   sync.Mutex
-	mem  []byte
+	mem  []byte // the slots
+	all  []byte // the mapping: the slots and the doorbells
 	rank int
 	path string
 }
@@ -51,7 +52,8 @@ func openBoard(rank, size int) *board {
 		return nil
 	}
 	defer f.Close()
-	n := size * slotBytes
+	// The slots, then the ranks' doorbells (bells.go).
+	n := size * (slotBytes + bellBytes)
 	if err := f.Truncate(int64(n)); err != nil {
 		return nil
 	}
@@ -59,8 +61,9 @@ func openBoard(rank, size int) *board {
 	if err != nil {
 		return nil
 	}
-	b := &board{mem: mem, rank: rank, path: path}
+	b := &board{mem: mem[:size*slotBytes], all: mem, rank: rank, path: path}
 	binary.LittleEndian.PutUint64(b.slot(rank), uint64(os.Getpid()))
+	setBells(mem[size*slotBytes:], rank, size)
 	return b
 }
 
@@ -143,7 +146,14 @@ func (b *board) close() {
 	if b == nil {
 		return
 	}
-	syscall.Munmap(b.mem)
+	clearBells()
+	if bellsOn() {
+		// A wait on another thread may still hold a doorbell's address
+		// (a rank that exits without Finalize): the mapping stays until
+		// the process ends.
+		return
+	}
+	syscall.Munmap(b.all)
 }
 
 // GonePeers lists the ranks of this job on this node that have ended

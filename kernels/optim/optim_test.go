@@ -297,3 +297,36 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+// TestStepKeysIsStepAt: a sparse push through StepKeys leaves every weight
+// and state bit for bit as StepAt key by key does, with repeated keys, an
+// offset range, and with and without the first (warming) pass.
+func TestStepKeysIsStepAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n, off, nk = 3000, 700, 900
+	for _, k := range Kinds {
+		for _, scratch := range [][]float32{nil, make([]float32, nk)} {
+			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: 5e-4, Eps: 1e-7}
+			w := randSlice(r, n, 1)
+			s := make([]float32, n)
+			wa, sa := append([]float32(nil), w...), append([]float32(nil), s...)
+			for range 4 {
+				keys := make([]int64, nk)
+				for i := range keys {
+					keys[i] = int64(off + r.IntN(n/4)) // many repeats
+				}
+				g := randSlice(r, nk, 0.3)
+				StepKeys(cfg, w, s, keys, off, g, scratch)
+				for i, key := range keys {
+					StepAt(cfg, wa, sa, int(key)-off, g[i])
+				}
+			}
+			for i := range w {
+				b := math.Float32bits
+				if b(w[i]) != b(wa[i]) || b(s[i]) != b(sa[i]) {
+					t.Fatalf("%v scratch=%v: StepKeys w[%d]=%v s=%v, StepAt %v %v", k, scratch != nil, i, w[i], s[i], wa[i], sa[i])
+				}
+			}
+		}
+	}
+}

@@ -82,6 +82,56 @@ func Step(cfg Config, w, g, state []float32) {
 	}
 }
 
+// StepKeys applies the rule to the weights w[keys[i]-off] with gradients
+// g[i], in the order of keys (a key may repeat: each occurrence is a step,
+// as StepAt key by key would take), computing exactly what StepAt computes
+// for each. It is the parameter server's sparse push: one loop per rule,
+// with the rule inlined, where StepAt per key costs a call and a switch
+// each. Before the updates a first pass reads every weight (and state)
+// the keys name into scratch (at least len(keys) long; nil skips the pass):
+// the loads are independent, so the processor has many cache misses in
+// flight at once, and a table gone cold while the server waited for the
+// request (another process ran) is brought back several times faster
+// than by the update loop, whose iterations are longer. Measured on a
+// 2-core KVM guest, 5,000 sorted random keys of 1,000,000 after a 300 µs
+// sleep: 52–63 ns per key by StepAt, 16–18 by one tight loop, 12.7–13.1
+// with the first pass.
+func StepKeys(cfg Config, w, state []float32, keys []int64, off int, g, scratch []float32) {
+	g = g[:len(keys)]
+	if len(scratch) >= len(keys) {
+		scratch = scratch[:len(keys)]
+		for i, k := range keys {
+			scratch[i] = w[int(k)-off]
+		}
+		if cfg.Kind != SGD {
+			for i, k := range keys {
+				scratch[i] += state[int(k)-off]
+			}
+		}
+	}
+	lr, wd := cfg.LR, cfg.WeightDecay
+	switch cfg.Kind {
+	case SGD:
+		for i, k := range keys {
+			sgdAt(&w[int(k)-off], g[i], lr, wd)
+		}
+	case Momentum:
+		mu := cfg.Momentum
+		for i, k := range keys {
+			j := int(k) - off
+			momentumAt(&w[j], &state[j], g[i], lr, mu, wd)
+		}
+	case Adagrad:
+		eps := cfg.Eps
+		for i, k := range keys {
+			j := int(k) - off
+			adagradAt(&w[j], &state[j], g[i], lr, eps, wd)
+		}
+	default:
+		panic(fmt.Sprintf("optim.StepKeys: %v", cfg.Kind))
+	}
+}
+
 // StepAt applies the rule to the single weight w[i] with gradient g (a
 // sparse update: the parameter server's pushes of single keys). state is as
 // long as w for Momentum and Adagrad and may be nil for SGD. It computes
