@@ -27,14 +27,21 @@ type updater struct {
 	scratch []float32 // StepKeys's first pass
 }
 
-// newUpdater copies initial into the updater's weights.
-func newUpdater(cfg Config, initial []float32) *updater {
-	u := &updater{cfg: cfg.optimConfig()}
-	u.w = u.table(len(initial))
-	copy(u.w, initial)
+// newUpdater updates w in place.
+func newUpdater(cfg Config, w []float32) *updater {
+	u := &updater{cfg: cfg.optimConfig(), w: w}
 	if u.cfg.Kind.HasState() {
-		u.state = u.table(len(initial))
+		u.state = u.table(len(w))
 	}
+	return u
+}
+
+// newUpdaterCopy updates a copy of initial, in a table of its own.
+func newUpdaterCopy(cfg Config, initial []float32) *updater {
+	t := hugemem.Floats(len(initial))
+	copy(t.F, initial)
+	u := newUpdater(cfg, t.F)
+	u.tables = append(u.tables, t)
 	return u
 }
 
