@@ -170,3 +170,10 @@ func BenchmarkFirstNonFinite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstNonFinitePortable is BenchmarkFirstNonFinite without AVX2.
+func BenchmarkFirstNonFinitePortable(b *testing.B) {
+	defer func(v bool) { vectorScan = v }(vectorScan)
+	vectorScan = false
+	BenchmarkFirstNonFinite(b)
+}

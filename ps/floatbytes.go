@@ -28,6 +28,17 @@ func float32Bytes(vs []float32) []byte {
 // uint64, 64 floats per block without a branch per value, and searches only
 // a block that has one.
 func firstNonFinite(vs []float32) int {
+	if start := scanVec(vs); start > 0 { // AVX2: 32 floats a step (floatbytes_amd64.s)
+		if i := firstNonFiniteSWAR(vs[start:]); i >= 0 {
+			return start + i
+		}
+		return -1
+	}
+	return firstNonFiniteSWAR(vs)
+}
+
+// firstNonFiniteSWAR is firstNonFinite without vector instructions.
+func firstNonFiniteSWAR(vs []float32) int {
 	const block = 64
 	n := len(vs) / block * block
 	if n > 0 {

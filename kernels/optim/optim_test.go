@@ -3,8 +3,10 @@ package optim
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -287,14 +289,18 @@ func BenchmarkStep(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const n = 1 << 16
 	w, g, s := randSlice(r, n, 1), randSlice(r, n, 0.1), make([]float32, n)
-	for _, k := range Kinds {
-		cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
-		b.Run("kind="+k.String(), func(b *testing.B) {
-			b.SetBytes(4 * 4 * n)
-			for b.Loop() {
-				Step(cfg, w, g, s)
-			}
-		})
+	defer func(v bool) { vectorRules = v }(vectorRules)
+	for _, vec := range []bool{vectorRules, false} {
+		for _, k := range Kinds {
+			cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
+			b.Run(fmt.Sprintf("kind=%v/vector=%v", k, vec), func(b *testing.B) {
+				vectorRules = vec
+				b.SetBytes(4 * 4 * n)
+				for b.Loop() {
+					Step(cfg, w, g, s)
+				}
+			})
+		}
 	}
 }
 
@@ -325,6 +331,48 @@ func TestStepKeysIsStepAt(t *testing.T) {
 				b := math.Float32bits
 				if b(w[i]) != b(wa[i]) || b(s[i]) != b(sa[i]) {
 					t.Fatalf("%v scratch=%v: StepKeys w[%d]=%v s=%v, StepAt %v %v", k, scratch != nil, i, w[i], s[i], wa[i], sa[i])
+				}
+			}
+		}
+	}
+}
+
+// TestVectorRulesAreScalar: the AVX2 rules (where the CPU has them) give
+// every weight and state bit for bit what the scalar rules give, at every
+// length around the 8- and 16-float blocks, with zeros of both signs,
+// subnormals, infinities, NaNs and huge values among the inputs.
+func TestVectorRulesAreScalar(t *testing.T) {
+	if !vectorRules {
+		t.Skip("no AVX2 on this CPU: only the scalar rules run")
+	}
+	defer func(v bool) { vectorRules = v }(vectorRules)
+	r := rand.New(rand.NewPCG(9, 10))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), 3e38, -3e38, 1}
+	pick := func(scale float32) float32 {
+		if r.IntN(8) == 0 {
+			return special[r.IntN(len(special))]
+		}
+		return (r.Float32()*2 - 1) * scale
+	}
+	for _, k := range Kinds {
+		for n := 0; n <= 41; n++ {
+			for _, wd := range []float32{0, 5e-4} {
+				cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: wd, Eps: 1e-7}
+				w, g, s := make([]float32, n), make([]float32, n), make([]float32, n)
+				for i := range w {
+					w[i], g[i], s[i] = pick(1), pick(0.3), pick(0.1)
+				}
+				wv, sv := slices.Clone(w), slices.Clone(s)
+				vectorRules = true
+				Step(cfg, wv, g, sv)
+				vectorRules = false
+				Step(cfg, w, g, s)
+				for i := range w {
+					b := math.Float32bits
+					if b(w[i]) != b(wv[i]) || b(s[i]) != b(sv[i]) {
+						t.Fatalf("%v n=%d wd=%v: [%d] vector w=%v s=%v, scalar %v %v (g %v)", k, n, wd, i, wv[i], sv[i], w[i], s[i], g[i])
+					}
 				}
 			}
 		}

@@ -39,7 +39,8 @@ func adagradAt(w, h *float32, g, lr, eps, wd float32) {
 // SGDUpdate sets w -= lr·(g + wd·w) element-wise. g must be as long as w.
 func SGDUpdate(w, g []float32, lr, wd float32) {
 	g = g[:len(w)]
-	for i := range w {
+	i := sgdVec(w, g, lr, wd) // 8 at a time where the CPU can (rules_amd64.s)
+	for ; i < len(w); i++ {
 		sgdAt(&w[i], g[i], lr, wd)
 	}
 }
@@ -48,7 +49,8 @@ func SGDUpdate(w, g []float32, lr, wd float32) {
 // v must be as long as w.
 func MomentumUpdate(w, g, v []float32, lr, mu, wd float32) {
 	g, v = g[:len(w)], v[:len(w)]
-	for i := range w {
+	i := momentumVec(w, g, v, lr, mu, wd)
+	for ; i < len(w); i++ {
 		momentumAt(&w[i], &v[i], g[i], lr, mu, wd)
 	}
 }
@@ -57,7 +59,8 @@ func MomentumUpdate(w, g, v []float32, lr, mu, wd float32) {
 // element-wise. g and h must be as long as w.
 func AdagradUpdate(w, g, h []float32, lr, eps, wd float32) {
 	g, h = g[:len(w)], h[:len(w)]
-	for i := range w {
+	i := adagradVec(w, g, h, lr, eps, wd)
+	for ; i < len(w); i++ {
 		adagradAt(&w[i], &h[i], g[i], lr, eps, wd)
 	}
 }

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package ps
+
+var vectorScan = false
+
+func scanVec(vs []float32) int { return 0 }
