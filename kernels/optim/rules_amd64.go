@@ -1,3 +1,5 @@
+//go:build !purego && !amd64.v3
+
 package optim
 
 import "golang.org/x/sys/cpu"

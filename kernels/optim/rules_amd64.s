@@ -1,10 +1,15 @@
+//go:build !purego && !amd64.v3
+
 #include "textflag.h"
 
 // The rules over 8 floats at a time. Each computes, per element, the same
 // operations in the same order as the scalar rule in rules.go, without
 // fusing (VMULPS, VADDPS, VSUBPS round exactly as the scalar float32
-// operations do), so the results are bit for bit the scalar loop's. The
-// caller handles the n%8 tail with the scalar rule.
+// operations do), so the results are bit for bit the scalar loop's. Go
+// fuses a*b+c into an FMA on amd64 only from GOAMD64=v3, where these files
+// are not built (rules_other.go). The caller handles the n%8 tail with the
+// scalar rule. (Moved here from kernels/cpu, which had SGD and Momentum,
+// so that the parameter server's updates use them too.)
 
 // func sgdAVX2(w, grad *float32, n int, rate, decay float32)
 // w = w - lr*(g + wd*w)

@@ -1,4 +1,4 @@
-//go:build !amd64
+//go:build !amd64 || purego || amd64.v3
 
 package optim
 
