@@ -22,7 +22,8 @@ import (
 // and operation name, written with plain stores at each EnterOp/SetStep
 // (a torn read only garbles a diagnostic). Ranks on other nodes write
 // their own node's board, so a rank is named only by the survivors on its
-// node.
+// node. After the slots the mapping holds each rank's doorbell, on which
+// its waits sleep (shim.c, "Doorbells"; bells.go).
 type board struct {
 	mu   sync.Mutex
 	mem  []byte // the slots
