@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"os"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -34,4 +35,14 @@ func setBells(mem []byte, rank, size int) {
 func clearBells() {
 	C.dml_bells = nil
 	C.dml_nbells = 0
+}
+
+// bellSeq reads rank r's doorbell count (for tests); ok is false when the
+// waits have no doorbells.
+func bellSeq(r int) (seq uint32, ok bool) {
+	if C.dml_bells == nil || r < 0 || r >= int(C.dml_nbells) {
+		return 0, false
+	}
+	b := (*C.dml_bell)(unsafe.Add(unsafe.Pointer(C.dml_bells), uintptr(r)*bellBytes))
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b.seq))), true
 }
