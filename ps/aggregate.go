@@ -16,9 +16,7 @@ func (s *Server) applyPush(r *request) {
 	if !m.kind.keyed() {
 		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
 	} else {
-		for i, k := range m.keys {
-			s.upd.at(int(k)-s.rng.Lo, r.vals[i])
-		}
+		s.upd.keys(m.keys, s.rng.Lo, r.vals)
 	}
 	s.stats.Updates++
 }

@@ -158,15 +158,3 @@ func BenchmarkCodec(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkFirstNonFinite is the NaN/Inf check every push passes twice
-// (worker and server), at the MLP's 235,146 floats.
-func BenchmarkFirstNonFinite(b *testing.B) {
-	vs := make([]float32, 235146)
-	b.SetBytes(4 * int64(len(vs)))
-	for i := 0; i < b.N; i++ {
-		if firstNonFinite(vs) != -1 {
-			b.Fatal("finite values reported")
-		}
-	}
-}

@@ -79,10 +79,21 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	b := r.b // a local copy: no write barrier per key
 	defer func() { r.b = b }()
 	for i := range keys {
-		d, m := binary.Uvarint(b)
-		if m <= 0 || (m > 1 && b[m-1] == 0) {
-			r.fail("key %d: bad or non-minimal varint", i)
-			return nil
+		var d uint64
+		var m int
+		// Gaps below 2^14 (one or two bytes: a few thousand keys of
+		// millions) decode inline; binary.Uvarint, a call, takes the rest.
+		switch {
+		case len(b) > 0 && b[0] < 0x80:
+			d, m = uint64(b[0]), 1
+		case len(b) > 1 && b[1] < 0x80 && b[1] != 0:
+			d, m = uint64(b[0]&0x7f)|uint64(b[1])<<7, 2
+		default:
+			d, m = binary.Uvarint(b)
+			if m <= 0 || (m > 1 && b[m-1] == 0) {
+				r.fail("key %d: bad or non-minimal varint", i)
+				return nil
+			}
 		}
 		b = b[m:]
 		if d > uint64(math.MaxInt64-prev-1) {

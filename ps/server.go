@@ -176,10 +176,9 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 		return nil, err
 	}
 	rng := Partition(len(initial), cfg.Servers)[rank]
-	w := append([]float32(nil), initial[rng.Lo:rng.Hi]...)
 	s := &Server{
 		cfg: cfg, rank: rank, size: size, rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
-		ctl: ctl, upd: newUpdater(cfg, w),
+		ctl: ctl, upd: newUpdaterCopy(cfg, initial[rng.Lo:rng.Hi]),
 		said: make([]bool, nw), finished: make([]bool, nw), pending: make([]*request, nw),
 		slots: make([][requestSlots]*request, nw), replyBuf: make([][]float32, nw),
 		lastHeard: make([]time.Duration, nw), lastBeat: make([]time.Duration, nw),

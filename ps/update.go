@@ -1,6 +1,9 @@
 package ps
 
-import "github.com/dml-project/dml/kernels/optim"
+import (
+	"github.com/dml-project/dml/internal/hugemem"
+	"github.com/dml-project/dml/kernels/optim"
+)
 
 // The server-side update rule is kernels/optim's, the same maths the
 // workers' optimizers use (PyTorch's SGD, momentum and Adagrad, float32
@@ -17,14 +20,35 @@ type updater struct {
 	cfg   optim.Config
 	w     []float32 // weights of the server's range
 	state []float32 // momentum buffer or Adagrad sum; nil for SGD
+	// The tables that hold w and state: large ones are on huge pages
+	// (internal/hugemem: a sparse push's random keys then cost no TLB
+	// misses), freed when the updater goes.
+	tables  []*hugemem.Table
+	scratch []float32 // StepKeys's first pass
 }
 
+// newUpdater updates w in place.
 func newUpdater(cfg Config, w []float32) *updater {
 	u := &updater{cfg: cfg.optimConfig(), w: w}
 	if u.cfg.Kind.HasState() {
-		u.state = make([]float32, len(w))
+		u.state = u.table(len(w))
 	}
 	return u
+}
+
+// newUpdaterCopy updates a copy of initial, in a table of its own.
+func newUpdaterCopy(cfg Config, initial []float32) *updater {
+	t := hugemem.Floats(len(initial))
+	copy(t.F, initial)
+	u := newUpdater(cfg, t.F)
+	u.tables = append(u.tables, t)
+	return u
+}
+
+func (u *updater) table(n int) []float32 {
+	t := hugemem.Floats(n)
+	u.tables = append(u.tables, t)
+	return t.F
 }
 
 // dense applies gradient g to the keys [off, off+len(g)) of the range.
@@ -50,6 +74,15 @@ func (u *updater) dense(off int, g []float32) {
 
 // at applies gradient g to the key at offset i of the range.
 func (u *updater) at(i int, g float32) { optim.StepAt(u.cfg, u.w, u.state, i, g) }
+
+// keys applies gradient g[i] to the key keys[i] (a key of the model; off is
+// the range's first) for every i: a sparse push (optim.StepKeys).
+func (u *updater) keys(keys []int64, off int, g []float32) {
+	if cap(u.scratch) < len(keys) {
+		u.scratch = make([]float32, len(keys))
+	}
+	optim.StepKeys(u.cfg, u.w, u.state, keys, off, g, u.scratch[:len(keys)])
+}
 
 // denseSerial is dense on the calling goroutine (for callers that split
 // the work themselves).

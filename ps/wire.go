@@ -213,14 +213,31 @@ func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUin
 // appendKeys delta-codes keys, which must be strictly increasing and >= 0.
 func appendKeys(b []byte, keys []int64) []byte {
 	prev := int64(-1)
+	n := len(b)
+	b = slices.Grow(b, 2*len(keys)) // room for gaps below 2^14
 	for _, k := range keys {
 		if k <= prev {
 			panic(fmt.Sprintf("ps: appendKeys: keys not strictly increasing (%d after %d)", k, prev))
 		}
-		b = binary.AppendUvarint(b, uint64(k-prev-1))
+		d := uint64(k - prev - 1)
 		prev = k
+		// One- and two-byte gaps are written in place (the common case of
+		// a few thousand keys of millions); longer ones by AppendUvarint.
+		switch {
+		case d < 1<<7 && n < cap(b):
+			b = b[:n+1]
+			b[n] = byte(d)
+			n++
+		case d < 1<<14 && n+1 < cap(b):
+			b = b[:n+2]
+			b[n], b[n+1] = byte(d)|0x80, byte(d>>7)
+			n += 2
+		default:
+			b = binary.AppendUvarint(b[:n], d)
+			n = len(b)
+		}
 	}
-	return b
+	return b[:n]
 }
 
 // appendValues encodes vs with enc.

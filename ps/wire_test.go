@@ -156,23 +156,3 @@ func TestHelloDiff(t *testing.T) {
 	}
 	_ = math.Pi
 }
-
-func TestFirstNonFinite(t *testing.T) {
-	vs := make([]float32, 200)
-	if i := firstNonFinite(vs); i != -1 {
-		t.Fatalf("all zero: %d", i)
-	}
-	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
-		for _, at := range []int{0, 63, 64, 130, 199} {
-			vs := make([]float32, 200)
-			vs[at] = bad
-			vs[199] = math.MaxFloat32 // finite, largest exponent below 0xff
-			if at == 199 {
-				vs[199] = bad
-			}
-			if i := firstNonFinite(vs); i != at {
-				t.Errorf("%v at %d: found at %d", bad, at, i)
-			}
-		}
-	}
-}

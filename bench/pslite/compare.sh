@@ -9,7 +9,8 @@
 # each push as it comes, with no barrier between workers; bsp adds one).
 # WAITS lists the MPI wait policies (DML_MPI_WAIT) to run dml under: each
 # gives its own dml line, labelled dml/POLICY (the old binary runs under
-# the first).
+# the first); "nobell" is the back-off with its doorbells off
+# (DML_MPI_BELLS=off: timed sleeps only).
 # Cases: dense 235,146 and 4,000,000 floats with 1 and 2 workers; sparse
 # 5,000 random keys of 1,000,000 with 1 and 2 workers; plain (push, then
 # pull) and fused (one push+pull request); one server.
@@ -33,8 +34,10 @@ run_dml() { # bin label kind size workers fused wait
 	if [ "$kind" = dense ]; then args=(--params "$size"); else args=(--keys 5000 --of "$size"); fi
 	[ "$fused" = fused ] && args+=(--fused)
 	args+=(--models "$model")
-	DML_MPI_WAIT=$wait "${lock[@]}" "${mpirun[@]}" -x DML_MPI_WAIT -np $((workers + 1)) "$bin" bench ps "${args[@]}" -n "$(iters "$size")" --format csv 2>&1 |
-		awk -F, -v l="$label/$wait" 'NR==2 { printf "%-14s %-20s W=%s %-9s %9.1f trips/s/worker  srvCPU %s wkrCPU %s\n", l, $1, $6, $4, $8, $12, $13 }'
+	local bells=on name=$wait
+	[ "$wait" = nobell ] && wait=backoff bells=off
+	DML_MPI_WAIT=$wait DML_MPI_BELLS=$bells "${lock[@]}" "${mpirun[@]}" -x DML_MPI_WAIT -x DML_MPI_BELLS -np $((workers + 1)) "$bin" bench ps "${args[@]}" -n "$(iters "$size")" --format csv 2>&1 |
+		awk -F, -v l="$label/$name" 'NR==2 { printf "%-14s %-20s W=%s %-9s %9.1f trips/s/worker  srvCPU %s wkrCPU %s\n", l, $1, $6, $4, $8, $12, $13 }'
 }
 
 run_pslite() { # kind size workers fused

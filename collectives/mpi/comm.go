@@ -49,6 +49,7 @@ type Comm struct {
 	Warn func(msg string)
 
 	ops    *stall.Tracker
+	board  *board        // this node's doorbells (board.go)
 	ring   *watch.Ring   // the liveness ring (ring.go)
 	quiet  *atomic.Int64 // its silence limit, nanoseconds
 	native *watchdog     // watches the blocking MPI_Allreduce
@@ -161,6 +162,24 @@ func Init() (*Comm, error) {
 			initErr = err
 			return
 		}
+		if world.size > 1 {
+			// Every local rank maps the board, then its file goes: the
+			// mappings stay, and nothing is left in /dev/shm however the
+			// job ends (MPI_Abort, a kill). The barrier is not an
+			// operation of the job's: the stall inspector's count starts
+			// after it.
+			world.board = openBoard(world.rank, world.size)
+			var req C.MPI_Request
+			err := mpiError(C.dml_ibarrier(&req))
+			if err == nil {
+				err = mpiError(C.dml_wait(&req, seconds(world.timeoutDuration()), nil))
+			}
+			if err != nil {
+				initErr = fmt.Errorf("barrier at start-up: %w", err)
+				return
+			}
+			world.board.unlink()
+		}
 		// Waits give the core away (sched_yield) only when this node's
 		// ranks outnumber its cores: then a spinning rank holds a core the
 		// rank it waits for needs. With a core each there is nobody to
@@ -192,6 +211,8 @@ func Finalize() error {
 	if world != nil {
 		world.ring.Bye(watch.ByeEnd)
 		defer world.ring.Close()
+		world.board.close()
+		world.board = nil
 	}
 	return mpiError(C.dml_finalize())
 }

@@ -17,10 +17,11 @@ import (
 
 // The liveness ring (collectives/watch) names a rank that died on any node:
 // StartWatch sets it up with one all-gather of the ranks' TCP addresses,
-// and each rank's status (CurrentOp) goes to its successor once a second.
-// It replaces the node-local board of shared memory, which could name only
-// a rank of the survivors' own node, and only once the launcher had sent
-// them SIGTERM.
+// and each rank's status (CurrentOp) goes to its successor four times a
+// second. It replaces the death reports of the node's shared-memory board
+// (which now holds only the doorbells), which could name only a rank of
+// the survivors' own node, and only once the launcher had sent them
+// SIGTERM.
 
 // quietExtra is how much longer than the longest wait's limit a
 // predecessor may be silent before the ring counts it dead: a stalled

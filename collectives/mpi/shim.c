@@ -1,7 +1,10 @@
 // The C half of the shim: see shim.go for why it exists.
 #define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include "shim.h"
@@ -39,14 +42,52 @@ int dml_finalize(void) { return MPI_Finalize(); }
 void dml_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 int dml_ibarrier(MPI_Request *req) { return MPI_Ibarrier(MPI_COMM_WORLD, req); }
 
+// Doorbells: waking a sleeping peer on this node.
+//
+// OpenMPI's shared-memory transport cannot block: a rank that waits for a
+// message polls, and between polls it sleeps (the back-off below). A
+// request-reply exchange (a parameter-server push or pull) then pays a
+// sleep's remainder on each side: measured, dml's fused push+pull ran at
+// half its plain push-then-pull rate because both sides were asleep when
+// the other's message came. So every rank of a node has a doorbell in the
+// node's shared board (board.go): a sequence number and a count of its
+// threads asleep on it. A rank rings the destination's bell after posting
+// a send (its header is then in the destination's queue) and the source's
+// after a receive completes (a large message's sender waits for that);
+// a waiter past its yield phase reads its bell before each poll and, if
+// the poll finds nothing, sleeps on the bell with the back-off's timeout
+// (FUTEX_WAIT returns at once if the bell rang since it was read). The
+// ring costs an atomic add, and a FUTEX_WAKE only when the peer sleeps.
+// A rank on another node has no bell here (its slot is never waited on),
+// and its messages are found by the timed polls as before. Waking is only
+// ever early: correctness never depends on a bell.
+dml_bell *dml_bells = NULL;
+int dml_nbells = 0, dml_me = -1;
+
+static long dml_futex(unsigned *addr, int op, unsigned val, const struct timespec *ts) {
+	return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+void dml_ring(int r) {
+	dml_bell *bells = dml_bells;
+	if (bells == NULL || r < 0 || r >= dml_nbells) return;
+	dml_bell *b = &bells[r];
+	__atomic_fetch_add(&b->seq, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) != 0) dml_futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
 int dml_isend_f32(void *buf, int n, int to, int tag, MPI_Request *req) {
-	return MPI_Isend(buf, n, MPI_FLOAT, to, tag, MPI_COMM_WORLD, req);
+	int rc = MPI_Isend(buf, n, MPI_FLOAT, to, tag, MPI_COMM_WORLD, req);
+	dml_ring(to);
+	return rc;
 }
 int dml_irecv_f32(void *buf, int n, int from, int tag, MPI_Request *req) {
 	return MPI_Irecv(buf, n, MPI_FLOAT, from, tag, MPI_COMM_WORLD, req);
 }
 int dml_isend_bytes(void *buf, int n, int to, int tag, MPI_Request *req) {
-	return MPI_Isend(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, req);
+	int rc = MPI_Isend(buf, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, req);
+	dml_ring(to);
+	return rc;
 }
 int dml_iallgather_bytes(void *send, int n, void *recv, MPI_Request *req) {
 	return MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD, req);
@@ -99,6 +140,9 @@ static long long dml_now_ns(void) {
 
 typedef struct {
 	long long start, deadline, sleep, polls, last;
+	int sleeping; // past the yield phase: the pauses sleep
+	int armed;    // counted among the bell's sleepers, having read seen
+	unsigned seen;
 } dml_backoff;
 
 // A pause between two polls longer than this means the process did not
@@ -115,6 +159,32 @@ static void dml_backoff_init(dml_backoff *b, double timeout) {
 	b->sleep = dml_sleep_min_ns;
 	b->polls = 0;
 	b->last = b->start;
+	b->sleeping = b->armed = 0;
+}
+
+// dml_backoff_arm is called before each poll: in the sleep phase it counts
+// this thread among the bell's sleepers and reads the bell, so that a ring
+// after this point makes the pause that follows a fruitless poll return at
+// once (or wakes it). Sleepers are counted before the read (both atomic,
+// sequentially consistent), and a ringer adds before it reads the count:
+// either this poll sees the message, the read sees the ring, or the ringer
+// sees the sleeper.
+static void dml_backoff_arm(dml_backoff *b) {
+	dml_bell *bells = dml_bells;
+	if (!b->sleeping || bells == NULL || b->armed) return;
+	dml_bell *me = &bells[dml_me];
+	__atomic_fetch_add(&me->sleepers, 1, __ATOMIC_SEQ_CST);
+	b->seen = __atomic_load_n(&me->seq, __ATOMIC_SEQ_CST);
+	b->armed = 1;
+}
+
+// dml_backoff_disarm ends the wait's count among the sleepers (the poll
+// found its message, or the pause is over).
+static void dml_backoff_disarm(dml_backoff *b) {
+	if (b->armed) {
+		__atomic_fetch_sub(&dml_bells[dml_me].sleepers, 1, __ATOMIC_SEQ_CST);
+		b->armed = 0;
+	}
 }
 
 // dml_backoff_pause is called after a poll that found nothing: it returns
@@ -139,10 +209,18 @@ static int dml_backoff_pause(dml_backoff *b) {
 		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 		dml_slack_set = 1;
 	}
+	b->sleeping = 1;
 	long long d = b->sleep;
 	if (d > b->deadline - now) d = b->deadline - now;
 	struct timespec ts = {(time_t)(d / 1000000000LL), (long)(d % 1000000000LL)};
-	nanosleep(&ts, NULL); // an early return (a signal) only means an early poll
+	if (b->armed) {
+		// Returns at the timeout, at a ring, or at once if one came since
+		// the poll's read; any of them only means the next poll.
+		dml_futex(&dml_bells[dml_me].seq, FUTEX_WAIT, b->seen, &ts);
+		dml_backoff_disarm(b);
+	} else {
+		nanosleep(&ts, NULL); // an early return (a signal) only means an early poll
+	}
 	long long cap = elapsed / 16;
 	if (cap > dml_sleep_long_ns) cap = dml_sleep_long_ns;
 	if (cap < dml_sleep_max_ns) cap = dml_sleep_max_ns;
@@ -161,12 +239,15 @@ int dml_wait(MPI_Request *req, double timeout, int *count) {
 	MPI_Status st;
 	int flag = 0;
 	for (;;) {
+		dml_backoff_arm(&b);
 		int rc = MPI_Test(req, &flag, &st);
+		if (rc != MPI_SUCCESS || flag) dml_backoff_disarm(&b);
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
 		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
 	}
 	if (count == NULL) return MPI_SUCCESS; // a send, barrier or collective: no count
+	dml_ring(st.MPI_SOURCE); // a large message's sender waits for the receive
 	return MPI_Get_count(&st, MPI_FLOAT, count);
 }
 
@@ -180,7 +261,9 @@ int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *cou
 	if (from < 0) from = MPI_ANY_SOURCE;
 	if (tag < 0) tag = MPI_ANY_TAG;
 	for (;;) {
+		dml_backoff_arm(&b);
 		int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st);
+		if (rc != MPI_SUCCESS || flag) dml_backoff_disarm(&b);
 		if (rc != MPI_SUCCESS) return rc;
 		if (flag) break;
 		if (dml_backoff_pause(&b) == DML_TIMEOUT) return DML_TIMEOUT;
@@ -191,7 +274,9 @@ int dml_probe(int from, int tag, double timeout, int *src, int *gottag, int *cou
 }
 
 int dml_recv_bytes(void *buf, int n, int from, int tag) {
-	return MPI_Recv(buf, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	int rc = MPI_Recv(buf, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	dml_ring(from);
+	return rc;
 }
 
 void dml_error_string(int code, char *out, int *len) {

@@ -6,6 +6,15 @@
 #define DML_TIMEOUT (-1)
 
 extern int dml_yield;
+
+// A node-local rank's doorbell (shim.c): one cache line each.
+typedef struct {
+	unsigned seq, sleepers;
+	char pad[56];
+} dml_bell;
+extern dml_bell *dml_bells;
+extern int dml_nbells, dml_me;
+void dml_ring(int r);
 extern long long dml_spin_ns, dml_yield_ns, dml_sleep_min_ns, dml_sleep_max_ns, dml_sleep_long_ns;
 
 int dml_online_cpus(void);

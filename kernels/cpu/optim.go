@@ -14,7 +14,7 @@ func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
 	if err := checkLen("SGD", "g", len(gv), len(wv)); err != nil {
 		return err
 	}
-	sgdUpdate(wv, gv, lr, wd)
+	optim.SGDUpdate(wv, gv, lr, wd)
 	return nil
 }
 
@@ -27,7 +27,7 @@ func (be *Backend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
 	); err != nil {
 		return err
 	}
-	momentumUpdate(wv, gv, vv, lr, mu, wd)
+	optim.MomentumUpdate(wv, gv, vv, lr, mu, wd)
 	return nil
 }
 

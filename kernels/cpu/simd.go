@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/dml-project/dml/kernels/vec"
+
 // The element-wise loops the training step runs on every layer (bias add,
 // bias gradient, ReLU and its gradient), written once here in Go and, on
 // amd64 with AVX2, also in assembly (simd_amd64.s) for whole blocks of 8
@@ -49,13 +51,4 @@ func reluGrad(dx, dy, y []float32) {
 }
 
 // nonFinite returns the index of the first NaN or ±Inf in x, or -1.
-func nonFinite(x []float32) int {
-	done := nonFiniteVec(x)
-	for i, v := range x[done:] {
-		// v-v is NaN exactly when v is NaN or ±Inf.
-		if d := v - v; d != d {
-			return done + i
-		}
-	}
-	return -1
-}
+func nonFinite(x []float32) int { return vec.FirstNonFinite(x) }

@@ -18,20 +18,6 @@ func reluAVX2(y, x *float32, n int)
 //go:noescape
 func reluGradAVX2(dx, dy, y *float32, n int)
 
-//go:noescape
-func nonFiniteAVX2(x *float32, n int) int
-
-// nonFiniteVec returns how many leading elements of x the assembly loop
-// found finite: all of the longest multiple of 8, or up to the block
-// holding the first NaN or ±Inf.
-func nonFiniteVec(x []float32) int {
-	n := len(x) &^ 7
-	if !useAVX2 || n == 0 {
-		return 0
-	}
-	return nonFiniteAVX2(&x[0], n)
-}
-
 // addToVec runs addTo's assembly loop over the longest multiple of 8
 // elements and returns how many it did.
 func addToVec(dst, src []float32) int {

@@ -9,4 +9,3 @@ var useAVX2 = false
 func addToVec(dst, src []float32) int     { return 0 }
 func reluVec(y, x []float32) int          { return 0 }
 func reluGradVec(dx, dy, y []float32) int { return 0 }
-func nonFiniteVec(x []float32) int        { return 0 }

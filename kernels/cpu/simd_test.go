@@ -5,8 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/dml-project/dml/kernels/optim"
 )
 
 // The vectorised loops (simd_amd64.s, optim_amd64.s) must give the plain
@@ -119,35 +117,6 @@ func TestReluGradBitIdentical(t *testing.T) {
 		check(t, "dx", dx, want)
 		reluGrad(dy, dy, y) // dx aliasing dy
 		check(t, "dy (in place)", dy, want)
-	})
-}
-
-// hyper are learning rates, momenta and weight decays to try, zero and
-// odd ones included.
-var hyper = [][3]float32{{0.05, 0.9, 0}, {0.1, 0, 1e-4}, {1e-3, 0.99, 5e-4}, {0.5, 0.5, 0.5}, {3.7, 0.123, 1e-30}}
-
-func TestMomentumMatchesOptim(t *testing.T) {
-	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
-		for _, h := range hyper {
-			w, g, v := data(r, n+off)[off:], data(r, n+off)[off:], data(r, n+off)[off:]
-			ww, wv := append([]float32(nil), w...), append([]float32(nil), v...)
-			optim.MomentumUpdate(ww, g, wv, h[0], h[1], h[2])
-			momentumUpdate(w, g, v, h[0], h[1], h[2])
-			check(t, "w", w, ww)
-			check(t, "v", v, wv)
-		}
-	})
-}
-
-func TestSGDMatchesOptim(t *testing.T) {
-	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
-		for _, h := range hyper {
-			w, g := data(r, n+off)[off:], data(r, n+off)[off:]
-			ww := append([]float32(nil), w...)
-			optim.SGDUpdate(ww, g, h[0], h[2])
-			sgdUpdate(w, g, h[0], h[2])
-			check(t, "w", w, ww)
-		}
 	})
 }
 

@@ -3,8 +3,10 @@ package optim
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -287,13 +289,105 @@ func BenchmarkStep(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const n = 1 << 16
 	w, g, s := randSlice(r, n, 1), randSlice(r, n, 0.1), make([]float32, n)
+	defer func(v bool) { vectorRules = v }(vectorRules)
+	for _, vec := range []bool{vectorRules, false} {
+		for _, k := range Kinds {
+			cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
+			b.Run(fmt.Sprintf("kind=%v/vector=%v", k, vec), func(b *testing.B) {
+				vectorRules = vec
+				b.SetBytes(4 * 4 * n)
+				for b.Loop() {
+					Step(cfg, w, g, s)
+				}
+			})
+		}
+	}
+}
+
+// TestStepKeysIsStepAt: a sparse push through StepKeys leaves every weight
+// and state bit for bit as StepAt key by key does, with repeated keys, an
+// offset range, and with and without the first (warming) pass.
+func TestStepKeysIsStepAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n, off, nk = 3000, 700, 900
 	for _, k := range Kinds {
-		cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
-		b.Run("kind="+k.String(), func(b *testing.B) {
-			b.SetBytes(4 * 4 * n)
-			for b.Loop() {
-				Step(cfg, w, g, s)
+		for _, scratch := range [][]float32{nil, make([]float32, nk)} {
+			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: 5e-4, Eps: 1e-7}
+			w := randSlice(r, n, 1)
+			s := make([]float32, n)
+			wa, sa := append([]float32(nil), w...), append([]float32(nil), s...)
+			for range 4 {
+				keys := make([]int64, nk)
+				for i := range keys {
+					keys[i] = int64(off + r.IntN(n/4)) // many repeats
+				}
+				g := randSlice(r, nk, 0.3)
+				StepKeys(cfg, w, s, keys, off, g, scratch)
+				for i, key := range keys {
+					StepAt(cfg, wa, sa, int(key)-off, g[i])
+				}
 			}
-		})
+			for i := range w {
+				b := math.Float32bits
+				if b(w[i]) != b(wa[i]) || b(s[i]) != b(sa[i]) {
+					t.Fatalf("%v scratch=%v: StepKeys w[%d]=%v s=%v, StepAt %v %v", k, scratch != nil, i, w[i], s[i], wa[i], sa[i])
+				}
+			}
+		}
+	}
+}
+
+// TestVectorRulesAreScalar: the AVX2 rules (where the CPU has them) give
+// every weight and state bit for bit what the scalar rules give, at every
+// length around the 8- and 16-float blocks, with zeros of both signs,
+// subnormals, infinities, NaNs and huge values among the inputs.
+func TestVectorRulesAreScalar(t *testing.T) {
+	if !vectorRules {
+		t.Skip("no AVX2 on this CPU: only the scalar rules run")
+	}
+	defer func(v bool) { vectorRules = v }(vectorRules)
+	r := rand.New(rand.NewPCG(9, 10))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), 3e38, -3e38, 1}
+	pick := func(scale float32) float32 {
+		if r.IntN(8) == 0 {
+			return special[r.IntN(len(special))]
+		}
+		return (r.Float32()*2 - 1) * scale
+	}
+	// Learning rate, momentum and weight decay, zero and odd ones included
+	// (they were kernels/cpu's tests of its own copy of these loops).
+	hyper := [][3]float32{{0.05, 0.9, 0}, {0.1, 0, 1e-4}, {1e-3, 0.99, 5e-4}, {0.5, 0.5, 0.5}, {3.7, 0.123, 1e-30}}
+	lengths := []int{1031}
+	for n := range 71 {
+		lengths = append(lengths, n)
+	}
+	for _, k := range Kinds {
+		for _, n := range lengths {
+			for j, h := range hyper {
+				cfg := Config{Kind: k, LR: h[0], Momentum: h[1], WeightDecay: h[2], Eps: 1e-7}
+				wd := h[2]
+				off := j % 4 // unaligned starts too
+				w, g, s := make([]float32, n+off)[off:], make([]float32, n+off)[off:], make([]float32, n+off)[off:]
+				for i := range w {
+					w[i], g[i], s[i] = pick(1), pick(0.3), pick(0.1)
+				}
+				wv, sv := slices.Clone(w), slices.Clone(s)
+				vectorRules = true
+				Step(cfg, wv, g, sv)
+				vectorRules = false
+				Step(cfg, w, g, s)
+				// Bit for bit, except that a NaN may carry the other operand's
+				// payload (x86 keeps the first source's; which operand is
+				// first differs between the scalar and vector encodings). A
+				// NaN stops training wherever it appears.
+				same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+				for i := range w {
+					if !same(w[i], wv[i]) || !same(s[i], sv[i]) {
+						t.Fatalf("%v n=%d wd=%v: [%d] vector w=%v s=%v, scalar %v %v (g %v)", k, n, wd, i, wv[i], sv[i], w[i], s[i], g[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -1,0 +1,53 @@
+//go:build !purego && !amd64.v3
+
+package optim
+
+import "golang.org/x/sys/cpu"
+
+//go:noescape
+func sgdAVX2(w, grad *float32, n int, rate, decay float32)
+
+//go:noescape
+func momentumAVX2(w, grad, v *float32, n int, rate, mom, decay float32)
+
+//go:noescape
+func adagradAVX2(w, grad, h *float32, n int, rate, eps, decay float32)
+
+// vectorRules says whether the whole-range rules run 8 floats at a time
+// (AVX2, bit for bit the scalar rules: rules_amd64.s). A variable so that
+// the tests compare both ways. BenchmarkStep, 65,536 floats in cache on
+// the 2-core AMD EPYC guest, vector against scalar: SGD 5.9–6.0 µs against
+// 65–69, Momentum 10.4–10.8 against 69–79, Adagrad 19.7–20.3 against
+// 240–323.
+var vectorRules = cpu.X86.HasAVX2
+
+// sgdVec applies SGD to the first n - n%8 weights and returns how many it
+// did (0 without AVX2).
+func sgdVec(w, g []float32, lr, wd float32) int {
+	n := len(w) &^ 7
+	if !vectorRules || n == 0 {
+		return 0
+	}
+	sgdAVX2(&w[0], &g[0], n, lr, wd)
+	return n
+}
+
+// momentumVec is sgdVec for Momentum.
+func momentumVec(w, g, v []float32, lr, mu, wd float32) int {
+	n := len(w) &^ 7
+	if !vectorRules || n == 0 {
+		return 0
+	}
+	momentumAVX2(&w[0], &g[0], &v[0], n, lr, mu, wd)
+	return n
+}
+
+// adagradVec is sgdVec for Adagrad.
+func adagradVec(w, g, h []float32, lr, eps, wd float32) int {
+	n := len(w) &^ 7
+	if !vectorRules || n == 0 {
+		return 0
+	}
+	adagradAVX2(&w[0], &g[0], &h[0], n, lr, eps, wd)
+	return n
+}

@@ -1,0 +1,9 @@
+//go:build !amd64 || purego || amd64.v3
+
+package optim
+
+var vectorRules = false
+
+func sgdVec(w, g []float32, lr, wd float32) int             { return 0 }
+func momentumVec(w, g, v []float32, lr, mu, wd float32) int { return 0 }
+func adagradVec(w, g, h []float32, lr, eps, wd float32) int { return 0 }
