@@ -3,6 +3,7 @@ package ps
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -64,4 +65,30 @@ func TestKeysRejectsBadVarints(t *testing.T) {
 			t.Errorf("%x: read %v, want an error", tc.b, got)
 		}
 	}
+}
+
+// BenchmarkKeysCodec encodes and decodes the keys of a sparse push: 5,000
+// random keys of 1,000,000 (gaps of one and two bytes in about equal parts).
+func BenchmarkKeysCodec(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	set := map[int64]bool{}
+	for len(set) < 5000 {
+		set[r.Int64N(1000000)] = true
+	}
+	keys := slices.Sorted(maps.Keys(set))
+	buf := make([]int64, len(keys))
+	enc := appendKeys(nil, keys)
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			enc = appendKeys(enc[:0], keys)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			rd := &reader{b: enc}
+			if rd.keys(len(keys), buf); rd.err != nil {
+				b.Fatal(rd.err)
+			}
+		}
+	})
 }
