@@ -106,3 +106,21 @@ func (c *Comm) Bye(reason string) { c.ring.Bye(reason) }
 // DeadPeer is the death of a rank this rank found or was told of by the
 // liveness ring, or nil.
 func (c *Comm) DeadPeer() *watch.Death { return c.ring.Gone() }
+
+// behind names this rank's predecessor in the ring when it has not yet
+// entered the operation this rank waits in (its operation count is lower):
+// in a collective whose missing rank MPI does not name (MPI_Allreduce, a
+// barrier, beyond 2 ranks), the rank after the missing one names it. ""
+// when the predecessor is not behind, or nothing was heard from it.
+func (c *Comm) behind() string {
+	h := c.ring.Predecessor()
+	if h == nil {
+		return ""
+	}
+	me := c.CurrentOp()
+	if h.Op.Seq >= me.Seq {
+		return ""
+	}
+	return fmt.Sprintf("; rank %d has not joined: it was in %s when last heard of, %v before",
+		h.Rank, h.Op, time.Since(h.At).Round(time.Millisecond))
+}

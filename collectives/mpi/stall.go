@@ -106,7 +106,11 @@ func (c *Comm) waitMore(first, limit time.Duration, describe func() string, peer
 			return dmlTimeout, c.timeoutError(what, peer, elapsed, p.Abort, stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed))
 		case stall.Warn:
 			warned++
-			c.warn(stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed))
+			r := stall.Report(c.rank, c.CurrentOp(), what, peer, elapsed)
+			if peer < 0 && what == "barrier" {
+				r += c.behind() // the rank after the missing one names it
+			}
+			c.warn(r)
 		}
 		if elapsed >= limit {
 			return dmlTimeout, c.timeoutError(what, peer, elapsed, 0, "")

@@ -82,6 +82,9 @@ func (w *watchdog) run(c *Comm) {
 		limit := c.timeoutDuration()
 		act, _ := c.Stall.Check(elapsed, warned)
 		report := stall.Report(c.rank, c.CurrentOp(), "MPI_Allreduce", c.groupPeer(), elapsed)
+		if c.groupPeer() < 0 {
+			report += c.behind() // the rank after the missing one names it
+		}
 		switch {
 		case elapsed >= limit:
 			fmt.Fprintf(os.Stderr, "dml: rank %d: MPI_Allreduce, in %s: no progress after %v; ending this rank (a blocking MPI call cannot be cancelled)\n",

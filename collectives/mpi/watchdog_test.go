@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/stall"
+	"github.com/dml-project/dml/collectives/watch"
 )
 
 // TestNativeAllreduceWatchdog: a rank that joins MPI_Allreduce late gets
@@ -16,6 +17,11 @@ func TestNativeAllreduceWatchdog(t *testing.T) {
 	w := world
 	if w == nil || w.Size() < 2 {
 		t.Skip("needs 2 ranks")
+	}
+	// The liveness ring tells each rank what its predecessor is doing: with
+	// more than 2 ranks, the rank after the late one names it.
+	if err := w.StartWatch(func(watch.Death) {}, func(watch.Death) {}); err != nil {
+		t.Fatal(err)
 	}
 	c := *w
 	c.Timeout = 30 * time.Second
@@ -53,9 +59,14 @@ func TestNativeAllreduceWatchdog(t *testing.T) {
 	if len(warnings) == 0 {
 		t.Errorf("no stall warning in 3s at one per 300ms")
 	}
+	named := false
 	for _, m := range warnings {
 		if !strings.Contains(m, "MPI_Allreduce") || !strings.Contains(m, "late allreduce #") {
 			t.Errorf("warning %q: want the op and MPI_Allreduce", m)
 		}
+		named = named || strings.Contains(m, "rank 1 has not joined: it was in ")
+	}
+	if c.Size() > 2 && c.Rank() == 2 && !named {
+		t.Errorf("rank 2, the late rank 1's successor, never named it: %q", warnings)
 	}
 }

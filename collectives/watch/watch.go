@@ -136,6 +136,24 @@ type Ring struct {
 	stopped atomic.Bool
 	muted   atomic.Bool // the job is being aborted: report no death (ending)
 	wg      sync.WaitGroup
+	pred    atomic.Pointer[Heard] // the predecessor's latest status
+}
+
+// Heard is what a rank last heard from its predecessor in the ring: its
+// rank and its current operation and step, and when.
+type Heard struct {
+	Rank int
+	Op   stall.Op
+	At   time.Time
+}
+
+// Predecessor is the latest status this rank has from its predecessor, or
+// nil before the first.
+func (r *Ring) Predecessor() *Heard {
+	if r == nil {
+		return nil
+	}
+	return r.pred.Load()
 }
 
 // Listen opens this rank's listening port and returns the ring and the
@@ -518,6 +536,7 @@ func (r *Ring) watch(c net.Conn, h hello) {
 		case kindStatus:
 			if len(p) >= 16 {
 				d.Op = stall.Op{Seq: binary.BigEndian.Uint64(p), Step: int(int64(binary.BigEndian.Uint64(p[8:]))), Name: string(p[16:])}
+				r.pred.Store(&Heard{Rank: h.rank, Op: d.Op, At: now})
 			}
 		case kindBye:
 			if reason := string(p); reason == ByeAbort || reason == ByeExit {
