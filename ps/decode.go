@@ -65,8 +65,16 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	if r.err != nil {
 		return nil
 	}
+	form := r.u8("key form")
+	if r.err != nil {
+		return nil
+	}
 	if n > len(r.b) { // every key takes at least one byte
 		r.fail("%d keys in %d bytes", n, len(r.b))
+		return nil
+	}
+	if form == keysU16 && 2*n > len(r.b) {
+		r.fail("%d keys of two bytes in %d bytes", n, len(r.b))
 		return nil
 	}
 	var keys []int64
@@ -76,32 +84,42 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 		keys = make([]int64, n)
 	}
 	prev := int64(-1)
+	switch form {
+	case keysU16:
+		// No key can overflow: at most 2^32 keys, each at most 2^16 on.
+		g := r.b[:2*n]
+		for i := range keys {
+			prev += int64(binary.LittleEndian.Uint16(g[2*i:])) + 1
+			keys[i] = prev
+		}
+		r.b = r.b[2*n:]
+		return keys
+	case keysVarint:
+	default:
+		r.fail("unknown key form %d", form)
+		return nil
+	}
 	b := r.b // a local copy: no write barrier per key
 	defer func() { r.b = b }()
+	wide := false // some gap needs the varint form (else it is not canonical)
 	for i := range keys {
-		var d uint64
-		var m int
-		// Gaps below 2^14 (one or two bytes: a few thousand keys of
-		// millions) decode inline; binary.Uvarint, a call, takes the rest.
-		switch {
-		case len(b) > 0 && b[0] < 0x80:
-			d, m = uint64(b[0]), 1
-		case len(b) > 1 && b[1] < 0x80 && b[1] != 0:
-			d, m = uint64(b[0]&0x7f)|uint64(b[1])<<7, 2
-		default:
-			d, m = binary.Uvarint(b)
-			if m <= 0 || (m > 1 && b[m-1] == 0) {
-				r.fail("key %d: bad or non-minimal varint", i)
-				return nil
-			}
+		d, m := binary.Uvarint(b)
+		if m <= 0 || (m > 1 && b[m-1] == 0) {
+			r.fail("key %d: bad or non-minimal varint", i)
+			return nil
 		}
 		b = b[m:]
 		if d > uint64(math.MaxInt64-prev-1) {
 			r.fail("key %d overflows", i)
 			return nil
 		}
+		wide = wide || d >= 1<<16
 		prev += int64(d) + 1
 		keys[i] = prev
+	}
+	if !wide {
+		r.fail("keys as varints where every gap fits two bytes (not the canonical form)")
+		return nil
 	}
 	return keys
 }

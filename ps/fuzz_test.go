@@ -33,6 +33,17 @@ func reencode(m message, vals []float32) []byte {
 			return nil
 		}
 	}
+	if m.valuesFollow {
+		return nil // the values are not in the message: nothing to compare
+	}
+	b := reencodeKind(m, vals)
+	if b != nil && m.replyApart {
+		b[0] |= flagReplyApart // a pull that wants its values apart (worker.go)
+	}
+	return b
+}
+
+func reencodeKind(m message, vals []float32) []byte {
 	switch m.kind {
 	case kindHello:
 		return appendHello(nil, m.hello)

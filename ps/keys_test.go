@@ -10,9 +10,9 @@ import (
 	"testing"
 )
 
-// TestKeysWire: appendKeys writes exactly the gap varints binary.AppendUvarint
-// would (its in-place one- and two-byte paths included, at every boundary),
-// after existing bytes, and reader.keys reads them back.
+// TestKeysWire: appendKeys writes the form byte and the gaps exactly as the
+// wire format says (two-byte gaps when all fit, at every boundary, else
+// varints), after existing bytes, and reader.keys reads them back.
 func TestKeysWire(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	gaps := []int64{0, 1, 126, 127, 128, 129, 16382, 16383, 16384, 16385, 1 << 21, 1 << 40}
@@ -30,10 +30,25 @@ func TestKeysWire(t *testing.T) {
 		}
 		head := []byte("hdr")
 		b := appendKeys(slices.Clone(head)[:3:3], keys)
-		want := slices.Clone(head)
-		p := int64(-1)
+		// The reference: two-byte gaps when every gap fits, else varints.
+		wide, p := false, int64(-1)
 		for _, k := range keys {
-			want = binary.AppendUvarint(want, uint64(k-p-1))
+			wide = wide || k-p-1 >= 1<<16
+			p = k
+		}
+		want := slices.Clone(head)
+		if wide {
+			want = append(want, keysVarint)
+		} else {
+			want = append(want, keysU16)
+		}
+		p = -1
+		for _, k := range keys {
+			if wide {
+				want = binary.AppendUvarint(want, uint64(k-p-1))
+			} else {
+				want = binary.LittleEndian.AppendUint16(want, uint16(k-p-1))
+			}
 			p = k
 		}
 		if !bytes.Equal(b, want) {
@@ -47,22 +62,29 @@ func TestKeysWire(t *testing.T) {
 	}
 }
 
-// TestKeysRejectsBadVarints: non-minimal encodings (also of the inline
-// two-byte path), truncation and overflow are errors, not keys.
-func TestKeysRejectsBadVarints(t *testing.T) {
+// TestKeysRejectsBadKeys: non-minimal varints, truncation, overflow, an
+// unknown form and a non-canonical one (varints where two-byte gaps fit)
+// are errors, not keys.
+func TestKeysRejectsBadKeys(t *testing.T) {
+	wide := binary.AppendUvarint(nil, 1<<20) // a gap that needs the varint form
 	for _, tc := range []struct {
-		b []byte
-		n int
+		name string
+		b    []byte
+		n    int
 	}{
-		{[]byte{0x80, 0x00}, 1},                                 // 0 in two bytes
-		{[]byte{0x85, 0x80, 0x00}, 1},                           // three bytes, last zero
-		{[]byte{0x85}, 1},                                       // truncated
-		{[]byte{0x01, 0x80}, 2},                                 // second key truncated
-		{binary.AppendUvarint([]byte{0x05}, math.MaxUint64), 2}, // overflows int64
+		{"non-minimal", append([]byte{keysVarint, 0x80, 0x00}, wide...), 2},
+		{"non-minimal 3 bytes", append([]byte{keysVarint, 0x85, 0x80, 0x00}, wide...), 2},
+		{"truncated varint", append([]byte{keysVarint}, 0x85), 1},
+		{"second key truncated", append(append([]byte{keysVarint}, wide...), 0x80), 2},
+		{"overflow", binary.AppendUvarint([]byte{keysVarint, 0x05}, math.MaxUint64), 2},
+		{"not canonical", []byte{keysVarint, 0x05, 0x07}, 2},
+		{"truncated u16", []byte{keysU16, 0x05, 0x00, 0x07}, 2},
+		{"unknown form", []byte{7, 0x05, 0x00}, 1},
+		{"no form byte", []byte{}, 0},
 	} {
 		rd := &reader{b: tc.b}
 		if got := rd.keys(tc.n, nil); rd.err == nil {
-			t.Errorf("%x: read %v, want an error", tc.b, got)
+			t.Errorf("%s: %x: read %v, want an error", tc.name, tc.b, got)
 		}
 	}
 }

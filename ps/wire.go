@@ -13,8 +13,13 @@ import (
 
 // The wire format. Every message is one SendBytes on RequestTag (worker to
 // server) or ReplyTag (server to worker); integers are little-endian, keys
-// are delta-coded unsigned varints (first key, then key[i]-key[i-1]-1, so
-// sorted working sets of nearby keys take a byte or two each). A decoder
+// are delta-coded (first key, then key[i]-key[i-1]-1): a form byte, then
+// the gaps as little-endian uint16s when every gap is below 2^16 (a
+// working set of thousands of keys of millions: decoded without a branch
+// per key, where varints of one and two bytes in about equal parts cost a
+// mispredicted branch every other key), else as unsigned varints; the form
+// is the one the encoder must choose, so each key set has one encoding.
+// A decoder
 // checks every length against the bytes present before it allocates and
 // rejects trailing bytes, so garbage yields an error, never a panic.
 //
@@ -210,34 +215,44 @@ type message struct {
 func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
 func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
 
+// Key block forms (the byte before the gaps).
+const (
+	keysU16    = 0 // every gap below 2^16: n little-endian uint16s
+	keysVarint = 1 // some gap of 2^16 or more: n unsigned varints
+)
+
 // appendKeys delta-codes keys, which must be strictly increasing and >= 0.
 func appendKeys(b []byte, keys []int64) []byte {
+	start := len(b)
+	b = slices.Grow(b, 1+2*len(keys))[:start+1+2*len(keys)]
+	b[start] = keysU16
+	out := b[start+1:]
 	prev := int64(-1)
-	n := len(b)
-	b = slices.Grow(b, 2*len(keys)) // room for gaps below 2^14
+	for i, k := range keys {
+		d := uint64(k - prev - 1)
+		if d >= 1<<16 { // a gap too wide for two bytes, or keys out of order
+			if k <= prev {
+				panic(fmt.Sprintf("ps: appendKeys: keys not strictly increasing (%d after %d)", k, prev))
+			}
+			return appendKeysVarint(append(b[:start], keysVarint), keys)
+		}
+		out[2*i], out[2*i+1] = byte(d), byte(d>>8)
+		prev = k
+	}
+	return b
+}
+
+// appendKeysVarint writes the gaps of keys as unsigned varints.
+func appendKeysVarint(b []byte, keys []int64) []byte {
+	prev := int64(-1)
 	for _, k := range keys {
 		if k <= prev {
 			panic(fmt.Sprintf("ps: appendKeys: keys not strictly increasing (%d after %d)", k, prev))
 		}
-		d := uint64(k - prev - 1)
+		b = binary.AppendUvarint(b, uint64(k-prev-1))
 		prev = k
-		// One- and two-byte gaps are written in place (the common case of
-		// a few thousand keys of millions); longer ones by AppendUvarint.
-		switch {
-		case d < 1<<7 && n < cap(b):
-			b = b[:n+1]
-			b[n] = byte(d)
-			n++
-		case d < 1<<14 && n+1 < cap(b):
-			b = b[:n+2]
-			b[n], b[n+1] = byte(d)|0x80, byte(d>>7)
-			n += 2
-		default:
-			b = binary.AppendUvarint(b[:n], d)
-			n = len(b)
-		}
 	}
-	return b[:n]
+	return b
 }
 
 // appendValues encodes vs with enc.

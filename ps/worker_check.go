@@ -54,12 +54,24 @@ func (w *Worker) checkFiltered(op string, u Update) error {
 func pushRangeLen(n int, enc Encoding) int { return 20 + n*enc.width() }
 
 func pushKeysLen(keys []int64, enc Encoding) int {
-	n := 12 + len(keys)*enc.width()
+	return 12 + len(keys)*enc.width() + keysLen(keys)
+}
+
+// keysLen is the size of keys' block (appendKeys): its form byte and gaps.
+func keysLen(keys []int64) int {
 	prev := int64(-1)
-	var tmp [binary.MaxVarintLen64]byte
 	for _, k := range keys {
-		n += binary.PutUvarint(tmp[:], uint64(k-prev-1))
+		if k-prev-1 >= 1<<16 {
+			n := 1
+			prev = -1
+			var tmp [binary.MaxVarintLen64]byte
+			for _, k := range keys {
+				n += binary.PutUvarint(tmp[:], uint64(k-prev-1))
+				prev = k
+			}
+			return n
+		}
 		prev = k
 	}
-	return n
+	return 1 + 2*len(keys)
 }
