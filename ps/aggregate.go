@@ -29,6 +29,9 @@ type bspRound struct {
 	touched []bool     // keys some push of the round carried
 	keys    []int      // the touched keys, in first-touch order
 	all     bool       // a push of the round covered the whole range
+	// A sparse round's keys and averaged gradients, for one StepKeys.
+	stepKeys  []int64
+	stepGrads []float32
 }
 
 func newBSPRound(workers, n int) *bspRound {
@@ -108,11 +111,16 @@ func (s *Server) applyRound() {
 		}
 		b.all = false
 	} else {
+		// The touched keys in one StepKeys (bit for bit StepAt key by key,
+		// in the same first-touch order).
+		ks, gs := b.stepKeys[:0], b.stepGrads[:0]
 		for _, j := range b.keys {
-			s.upd.at(j, b.acc[j]/scale)
+			ks, gs = append(ks, int64(j)), append(gs, b.acc[j]/scale)
 			b.acc[j] = 0
 			b.touched[j] = false
 		}
+		b.stepKeys, b.stepGrads = ks, gs
+		s.upd.keys(ks, 0, gs)
 	}
 	b.keys = b.keys[:0]
 	s.stats.Updates++
