@@ -164,10 +164,7 @@ func watchGone(c *mpi.Comm) (stop func()) {
 		exitNow(1)
 	}
 	onNotice := func(watch.Death) { exitNow(1) } // the rank that found it said so
-	// Another rank aborts the job, having said why: end now, quietly,
-	// rather than wait (and warn of stalls) until the launcher's kill.
-	onEnding := func(int) { exitNow(1) }
-	if err := c.StartWatch(onDeath, onNotice, onEnding); err != nil {
+	if err := c.StartWatch(onDeath, onNotice); err != nil {
 		fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.Rank(), err)
 	}
 	peersGone = func() bool { return c.DeadPeer() != nil }

@@ -31,11 +31,10 @@ const quietExtra = 10 * time.Second
 // StartWatch joins this rank to the liveness ring (all ranks call it, once,
 // after Init and before any other operation). onDeath is called, on its own
 // goroutine, when this rank finds its predecessor dead; onNotice when
-// another rank found a death; onEnding (optional) when another rank aborts
-// the job. A world of one rank has no ring. A ring that
+// another rank found a death. A world of one rank has no ring. A ring that
 // cannot be set up (no TCP between the ranks) is reported in one line and
 // the job runs without it.
-func (c *Comm) StartWatch(onDeath, onNotice func(watch.Death), onEnding ...func(origin int)) error {
+func (c *Comm) StartWatch(onDeath, onNotice func(watch.Death)) error {
 	if c.size < 2 || c.ring != nil {
 		return nil
 	}
@@ -49,11 +48,6 @@ func (c *Comm) StartWatch(onDeath, onNotice func(watch.Death), onEnding ...func(
 		Rank: c.rank, Size: c.size, Status: c.CurrentOp,
 		Quiet:   func() time.Duration { return time.Duration(c.quiet.Load()) },
 		OnDeath: onDeath, OnNotice: onNotice,
-		OnEnding: func(origin int) {
-			for _, f := range onEnding {
-				f(origin)
-			}
-		},
 		Logf: func(f string, a ...any) {
 			fmt.Fprintf(os.Stderr, "dml: rank %d: liveness ring: %s\n", c.rank, fmt.Sprintf(f, a...))
 		},

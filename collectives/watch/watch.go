@@ -111,12 +111,6 @@ type Config struct {
 	// when a notice of a death found by another rank arrives (also once,
 	// and only if this rank found none itself). Either may be nil.
 	OnDeath, OnNotice func(Death)
-	// OnEnding is called once, on the watching goroutine, when this rank
-	// learns that rank origin aborts the job (its bye said so, or the
-	// notice came round the ring), after the notice went on: the launcher
-	// is about to kill every rank, and a rank that goes on meanwhile (a
-	// wait, a stall warning) only adds noise after the cause.
-	OnEnding func(origin int)
 	// Logf reports set-up problems (nil: none reported).
 	Logf func(format string, args ...any)
 }
@@ -571,9 +565,6 @@ func (r *Ring) ending(origin int) {
 	}
 	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != origin {
 		r.send(kindEnding, []byte(strconv.Itoa(origin)))
-	}
-	if r.cfg.OnEnding != nil {
-		r.cfg.OnEnding(origin)
 	}
 }
 
