@@ -105,12 +105,7 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 		return err
 	}
 
-	return withWorld(func(c collectives.Comm) (err error) {
-		end, err := pf.begin(c)
-		if err != nil {
-			return err
-		}
-		defer end(&err)
+	return withWorldBegun(pf.begin, func(c collectives.Comm) (err error) {
 		c = pf.comm(c)
 		var rw *bench.RowWriter
 		if c.Rank() == 0 {
@@ -253,12 +248,7 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := cf.check(); err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) (err error) {
-		end, err := cf.begin(c)
-		if err != nil {
-			return err
-		}
-		defer end(&err)
+	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
 		for _, m := range list {
 			job := cfg
 			m.Apply(&job)

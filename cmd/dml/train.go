@@ -311,12 +311,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	return withWorld(func(c collectives.Comm) (err error) {
-		end, err := cf.begin(c)
-		if err != nil {
-			return err
-		}
-		defer end(&err)
+	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
@@ -625,12 +620,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if dc.Name == "synthetic-sparse" && !sparse {
 		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
 	}
-	return withWorld(func(c collectives.Comm) (err error) {
-		end, err := cf.begin(c)
-		if err != nil {
-			return err
-		}
-		defer end(&err)
+	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)

@@ -17,6 +17,20 @@ import (
 	"github.com/dml-project/dml/trainer"
 )
 
+// withWorldBegun is withWorld with begin's duties around fn: begin (the
+// flags' start on the world: --profile, --timeline, the peer timeout)
+// before it, and the function begin returns after it, given fn's error.
+func withWorldBegun(begin func(collectives.Comm) (func(*error), error), fn func(c collectives.Comm) error) error {
+	return withWorld(func(c collectives.Comm) (err error) {
+		end, err := begin(c)
+		if err != nil {
+			return err
+		}
+		defer end(&err)
+		return fn(c)
+	})
+}
+
 // withWorld starts MPI (a singleton world of one rank without mpirun), runs
 // fn and shuts MPI down. An error in a job of several ranks aborts the whole
 // job (MPI_Abort), so that no rank is left waiting for one that gave up.
