@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dml-project/dml/internal/syncbuf"
 )
 
 // TestCluster is the multi-host check (make cluster-test, and part of make
@@ -154,7 +156,7 @@ func killedRankNamed(t *testing.T, dml string, s Spec) {
 	defer cancel()
 	cmd := Command(ctx, ".", s, dml, "train", "--model", "mlp", "--hidden", "64", "--data", "synthetic",
 		"--samples", "200000", "--epochs", "100", "--batch", "32", "--sync", "allreduce", "--progress", "never")
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -224,25 +226,6 @@ func rankProcess(t *testing.T, exe string, rank int) int {
 	}
 	t.Fatalf("no process of rank %d of %s", rank, exe)
 	return 0
-}
-
-// lockedBuffer is a bytes.Buffer safe for a command's writes and the
-// test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // namespaces lists the network namespaces of cluster name.

@@ -8,12 +8,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/internal/syncbuf"
 )
 
 // Checkpoints under mpirun, through the real binary: a job killed (SIGKILL
@@ -26,29 +26,10 @@ import (
 var ckptData = []string{"--data", "synthetic", "--samples", "4000", "--features", "20", "--classes", "2", "--seed", "3",
 	"--progress", "never"}
 
-// syncBuffer is a bytes.Buffer that the command's output copier writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // started is a job running in the background, in its own process group.
 type started struct {
 	cmd      *exec.Cmd
-	out, err syncBuffer
+	out, err syncbuf.Buffer
 	done     chan struct{}
 	code     int
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/dml-project/dml/internal/syncbuf"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -43,7 +45,7 @@ func runWithStoppedRank(t *testing.T, np, rank int, limit time.Duration, args ..
 	defer cancel()
 	argv := mpi.MpirunArgs(np, dmlBin, args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var so, se syncBuffer
+	var so, se syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
