@@ -72,9 +72,6 @@ func (u *updater) dense(off int, g []float32) {
 	})
 }
 
-// at applies gradient g to the key at offset i of the range.
-func (u *updater) at(i int, g float32) { optim.StepAt(u.cfg, u.w, u.state, i, g) }
-
 // keys applies gradient g[i] to the key keys[i] (a key of the model; off is
 // the range's first) for every i: a sparse push (optim.StepKeys).
 func (u *updater) keys(keys []int64, off int, g []float32) {

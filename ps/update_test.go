@@ -25,14 +25,18 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 			}
 			state := make([]float64, n)
 			dense, sparse := newUpdater(cfg, wd), newUpdater(cfg, ws)
+			keys := make([]int64, n) // every key, pushed sparse
+			for i := range keys {
+				keys[i] = int64(i)
+			}
 			for step := 0; step < 5; step++ {
 				g := make([]float32, n)
 				for i := range g {
 					g[i] = float32((i*7+step*3)%5) - 2 + 0.25*float32(step)
 				}
 				dense.dense(0, g)
+				sparse.keys(keys, 0, g)
 				for i := range g {
-					sparse.at(i, g[i])
 					gp := float64(g[i]) + float64(cfg.WeightDecay)*ref[i]
 					switch opt {
 					case optim.SGD:
