@@ -66,11 +66,13 @@ REQUIRED_SKIPS := mpirun|MPI|numpy|Fashion-MNIST|fashion-mnist|OpenBLAS
 # test also checks the CUDA path without a GPU: the committed PTX is what the
 # sources compile to (and assembles for sm_70/sm_90), every kernel runs right
 # on the host emulator, the tagged binary compiles and links, and the cuda
-# package's tests run (they skip without a GPU, and the skip is listed).
+# package's tests run (they skip without a GPU, and the skip is listed), and
+# the tagged dml says in one line, exit 1, that --backend cuda has no GPU.
 test: deps fmt-check vet kernels-check kernels-emu build-cuda
 	$(CUDA_CGO_ENV) $(GO) vet -tags cuda ./cuda/ ./cmd/dml/
 	set -o pipefail; ( $(GO) test -race -count=1 -timeout 30m -json ./...; a=$$?; \
-	  $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -timeout 10m -json ./cuda/; b=$$?; exit $$((a|b)) ) \
+	  $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -timeout 10m -json ./cuda/; b=$$?; \
+	  $(CUDA_CGO_ENV) $(GO) test -tags cuda -count=1 -timeout 10m -json -run '^TestCUDA' ./cmd/dml/; c=$$?; exit $$((a|b|c)) ) \
 	  | $(GO) run ./cmd/testreport $(if $(filter true,$(CI)),-required '$(REQUIRED_SKIPS)')
 
 # The multi-host check alone (make test runs it too, as package

@@ -18,7 +18,16 @@ var (
 )
 
 func init() {
-	kernels.Register("cuda", func(o kernels.Options) (kernels.Backend, error) { return Open(o) })
+	// Open's *Backend is returned as the interface only when it is usable:
+	// a nil *Backend in a non-nil kernels.Backend would pass callers'
+	// nil checks and panic in the first method call (conventions, 22).
+	kernels.Register("cuda", func(o kernels.Options) (kernels.Backend, error) {
+		be, err := Open(o)
+		if err != nil {
+			return nil, err
+		}
+		return be, nil
+	})
 }
 
 // Backend is kernels.Backend on one NVIDIA GPU. Open it with Open (or

@@ -182,5 +182,11 @@ func open(name string, o Options) (Backend, error) {
 		return nil, fmt.Errorf("backend %q is not in this binary (it has: %s): %w",
 			name, strings.Join(Names(), ", "), ErrUnknownBackend)
 	}
-	return f(o)
+	be, err := f(o)
+	if err != nil {
+		// A constructor that returned a typed nil with its error must not
+		// hand callers a non-nil interface (conventions, 22).
+		return nil, err
+	}
+	return be, nil
 }

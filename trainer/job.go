@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -249,7 +248,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 // the parameter server.
 func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, error) {
 	if train.Classes > 2 || test.Classes > 2 {
-		return nil, fmt.Errorf("sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))
+		return nil, bad("Model", "sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))
 	}
 	j, err := t.newJob(cfg, train.Rows)
 	if err != nil {
@@ -282,7 +281,8 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 }
 
 // CheckSameConfig all-gathers every rank's Config.Hash and fails on every
-// rank, naming the ranks that differ from rank 0, if they are not all equal.
+// rank if they are not all equal, with a *ConfigMismatchError naming the
+// ranks that differ from rank 0 and the first setting in which they do.
 func CheckSameConfig(c collectives.Comm, cfg Config) error {
 	h := cfg.Hash()
 	mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
@@ -293,15 +293,14 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 	hashOf := func(r int) uint64 {
 		return uint64(math.Float32bits(all[2*r]))<<32 | uint64(math.Float32bits(all[2*r+1]))
 	}
-	var bad []string
+	var differ []int
 	for r := 1; r < c.Size(); r++ {
 		if hashOf(r) != hashOf(0) {
-			bad = append(bad, fmt.Sprintf("rank %d (%016x)", r, hashOf(r)))
+			differ = append(differ, r)
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%s started with flags that differ from rank 0's (configuration hash %016x): start every rank with the same command line: %w",
-			strings.Join(bad, ", "), hashOf(0), ErrConfigMismatch)
+	if len(differ) > 0 {
+		return describeMismatch(c, cfg, differ)
 	}
 	return nil
 }
@@ -315,7 +314,7 @@ func BuildArch(cfg Config, features, classes int) (model.Arch, error) {
 		return model.NewArch(features, nil, classes, model.SoftmaxCE)
 	case Logreg:
 		if classes != 2 {
-			return model.Arch{}, fmt.Errorf("model logreg is binary, but the data has %d classes (use model softmax)", classes)
+			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
 	}

@@ -182,8 +182,26 @@ func TestConfigMismatch(t *testing.T) {
 		}
 	})
 	for r, err := range errs {
-		if !errors.Is(err, ErrConfigMismatch) || !strings.Contains(err.Error(), "rank 2 (") {
-			t.Errorf("rank %d: got %v, want ErrConfigMismatch naming rank 2", r, err)
+		var me *ConfigMismatchError
+		if !errors.Is(err, ErrConfigMismatch) || !errors.As(err, &me) || !strings.HasPrefix(err.Error(), "rank 2 started") ||
+			me.Field != "Hidden" || (r == 2) != (me.Value == "[16,9]") {
+			t.Errorf("rank %d: got %v, want ErrConfigMismatch naming rank 2 and Hidden with this rank's value", r, err)
+		}
+	}
+}
+
+// TestConfigMismatchNested: the first differing field is named by its
+// path, also when it is nested and other ranks differ too.
+func TestConfigMismatchNested(t *testing.T) {
+	_, errs := runWorld(t, 3, synthCfg(), func(r int, c *Config) {
+		if r > 0 {
+			c.Opt.LR *= 2
+		}
+	})
+	for r, err := range errs {
+		var me *ConfigMismatchError
+		if !errors.As(err, &me) || me.Field != "Opt.LR" || !strings.HasPrefix(err.Error(), "ranks 1, 2 started") {
+			t.Errorf("rank %d: got %v, want the mismatch of ranks 1, 2 in Opt.LR", r, err)
 		}
 	}
 }

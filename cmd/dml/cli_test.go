@@ -247,8 +247,9 @@ func TestConfigMismatchUnderMPI(t *testing.T) {
 	argv := mpi.MpirunArgs(1, dmlBin, "train", "--data", "synthetic", "--hidden", "16")
 	argv = append(argv, ":", "-np", "1", dmlBin, "train", "--data", "synthetic", "--hidden", "17")
 	r := runCmd(t, argv)
-	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") || !strings.Contains(r.stderr, "dml: rank 1: rank 1 (") {
-		t.Fatalf("exit %d, stderr %q: want both ranks reporting the mismatch", r.code, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 started with other settings than rank 0: --hidden differs (this rank: [16])") ||
+		!strings.Contains(r.stderr, "dml: rank 1: rank 1 started with other settings than rank 0: --hidden differs (this rank: [17])") {
+		t.Fatalf("exit %d, stderr %q: want both ranks reporting the mismatch, naming the flag and their value", r.code, r.stderr)
 	}
 }
 
@@ -484,6 +485,10 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"--timeout", "0"}, "--timeout 0s must be positive"},
 		{[]string{"--timeout", "-1s"}, "--timeout -1s must be positive"},
 		{[]string{"--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"--timeout", "1ns"}, "--timeout 1ns: want at least 1s"},
+		{[]string{"--stall-timeout", "1ms"}, "--stall-timeout 1ms: want 0 (--timeout) or at least 1s"},
+		{[]string{"--model", "logreg", "--classes", "3"}, "--model logreg is binary, but the data has 3 classes"},
+		{[]string{"--profile", "cpu", "--profile-dir", "/proc/dml-no-such"}, "--profile-dir: mkdir /proc/dml-no-such"},
 		{[]string{"--epochs", "0"}, "--epochs 0 must be greater than 0"},
 		{[]string{"--epochs", "-3"}, "--epochs -3 must be greater than 0"},
 		{[]string{"--eval-every", "-1"}, "--eval-every -1 must not be negative"},

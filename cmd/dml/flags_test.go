@@ -31,6 +31,13 @@ func TestFlagNamesMatch(t *testing.T) {
 			t.Errorf("%s maps to %s, which dml train does not have", field, name)
 		}
 	}
+	// A configuration mismatch between ranks names the flag of every
+	// setting the ranks compare.
+	for _, field := range trainer.ComparedFields() {
+		if _, ok := flagNames[field]; !ok {
+			t.Errorf("ranks compare Config field %s, but no flag is mapped to it (flagNames)", field)
+		}
+	}
 	// A bad setting found inside the world reads as its flag.
 	cfg.Sync, cfg.PS.Servers = trainer.SyncPS, 4
 	if got := flagError(cfg.ValidateWorld(2)); !strings.HasPrefix(got, "--servers 4 needs at least 5 ranks") {
@@ -58,5 +65,35 @@ func TestSpareCoreForComm(t *testing.T) {
 		if got := spareCoreForComm(c.cpus, c.online, c.local, c.threads); got != c.want {
 			t.Errorf("%d of %d cpus, %d local ranks, %d threads: %v, want %v", c.cpus, c.online, c.local, c.threads, got, c.want)
 		}
+	}
+}
+
+// TestJoinSpaced: a boolean flag takes its value after a space as well as
+// after "=" ("--shuffle false" was refused as an unexpected argument),
+// --overlap also "auto"; other words after a boolean flag are left alone,
+// and nothing after "--" is rewritten.
+func TestJoinSpaced(t *testing.T) {
+	cfg := trainer.DefaultConfig()
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerTrainFlags(fs, &cfg)
+	for _, tc := range []struct{ in, want string }{
+		{"--shuffle false", "--shuffle=false"},
+		{"-shuffle true --epochs 3", "-shuffle=true --epochs 3"},
+		{"--shuffle=false", "--shuffle=false"},
+		{"--overlap auto --overlap false", "--overlap=auto --overlap=false"},
+		{"--shuffle auto", "--shuffle auto"},
+		{"--shuffle --epochs 3", "--shuffle --epochs 3"},
+		{"--epochs false", "--epochs false"},
+		{"--nosuch false", "--nosuch false"},
+		{"-- --shuffle false", "-- --shuffle false"},
+		{"--shuffle", "--shuffle"},
+	} {
+		if got := strings.Join(joinSpaced(fs, strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if err := parse(fs, strings.Fields("--shuffle false --overlap false")); err != nil || cfg.Shuffle || cfg.Overlap {
+		t.Errorf("--shuffle false --overlap false: err %v, shuffle %v, overlap %v", err, cfg.Shuffle, cfg.Overlap)
 	}
 }

@@ -167,8 +167,10 @@ func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 }
 
 // parse parses args, mapping errors to usage errors (and --help to flag.ErrHelp).
+// A boolean flag takes its value after a space too ("--shuffle false"), as
+// the other flags do (joinSpaced).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			helps[fs]()
 			return err
@@ -179,4 +181,44 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return usageErr("%s: unexpected argument %q (see 'dml %s --help')", fs.Name(), fs.Arg(0), fs.Name())
 	}
 	return nil
+}
+
+// spacedValue is implemented by a boolean flag (one that stands alone, as
+// --overlap does) whose values other than true and false may also follow
+// it after a space ("--overlap auto").
+type spacedValue interface {
+	takesSpaced(word string) bool
+}
+
+// joinSpaced rewrites "--name VALUE" as "--name=VALUE" where --name is one
+// of fs's boolean flags and VALUE one of its values (true or false, or what
+// the flag's takesSpaced accepts): package flag reads a boolean flag's
+// value only after "=", so "--shuffle false" — as the other flags are
+// written — would end the flags at "false". dml takes no positional
+// arguments, so a word after a boolean flag is never one.
+func joinSpaced(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, isFlag := strings.CutPrefix(strings.TrimPrefix(a, "-"), "-")
+		if !isFlag && strings.HasPrefix(a, "-") {
+			name, isFlag = strings.TrimPrefix(a, "-"), true
+		}
+		if f := fs.Lookup(name); isFlag && !strings.Contains(name, "=") && f != nil && i+1 < len(args) {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				next := args[i+1]
+				sp, hasOwn := f.Value.(spacedValue)
+				if next == "true" || next == "false" || (hasOwn && sp.takesSpaced(next)) {
+					out = append(out, a+"="+next)
+					i++
+					continue
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -57,6 +57,16 @@ func (p *profFlags) check() error {
 	if p.profile != "" && p.profileDir == "" {
 		return usageErr("--profile-dir is empty")
 	}
+	if p.profile != "" {
+		// Made (if missing) and tried before MPI starts: a folder that
+		// cannot be written is the user's to fix, found before any work.
+		if err := os.MkdirAll(p.profileDir, 0o755); err != nil {
+			return usageErr("--profile-dir: %v", err)
+		}
+		if err := checkOutputDir(filepath.Join(p.profileDir, "rank-0."+profileFiles[p.profile].named)); err != nil {
+			return usageErr("--profile-dir %s: %v", p.profileDir, err)
+		}
+	}
 	if err := checkOutputDir(p.timeline); err != nil {
 		return usageErr("--timeline: %v", err)
 	}

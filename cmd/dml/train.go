@@ -150,6 +150,9 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0, or more than --timeout: --timeout)")
 }
 
+// minTimeout is the shortest --timeout and --stall-timeout taken.
+const minTimeout = time.Second
+
 // stallTimeout is how long a stalled operation lasts before the job
 // aborts: --stall-timeout, or --timeout when it is 0 or longer.
 func (c *commonFlags) stallTimeout() time.Duration {
@@ -180,11 +183,16 @@ func (c *commonFlags) check() error {
 	if c.timeout <= 0 {
 		return usageErr("--timeout %v must be positive", c.timeout)
 	}
+	// Below a second a healthy peer (a collective of a large model, a
+	// rank still loading its data) would be taken for a dead one.
+	if c.timeout < minTimeout {
+		return usageErr("--timeout %v: want at least %v (it is how long a rank waits for a peer before giving up on it)", c.timeout, minTimeout)
+	}
 	if c.stallWarn < 0 {
 		return usageErr("--stall-warn %v: want a duration ≥ 0 (0: off)", c.stallWarn)
 	}
-	if c.stallAbort < 0 {
-		return usageErr("--stall-timeout %v: want a duration ≥ 0 (0: --timeout)", c.stallAbort)
+	if c.stallAbort < 0 || (c.stallAbort > 0 && c.stallAbort < minTimeout) {
+		return usageErr("--stall-timeout %v: want 0 (--timeout) or at least %v", c.stallAbort, minTimeout)
 	}
 	return nil
 }
@@ -317,9 +325,9 @@ Examples:
 		}
 		// A backend may fail on one node only (a library or a device
 		// missing there): the ranks agree before going on.
-		be, err := cf.newBackend()
-		if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
-			if be != nil {
+		be, openErr := cf.newBackend()
+		if err := trainer.AgreeToStart(c, "open its --backend", openErr, 0); err != nil {
+			if openErr == nil { // another rank failed: close ours
 				be.Close()
 			}
 			return err
@@ -464,6 +472,9 @@ func (f *overlapFlag) Set(s string) error {
 // IsBoolFlag lets a bare --overlap mean true.
 func (f *overlapFlag) IsBoolFlag() bool { return true }
 
+// takesSpaced lets "--overlap auto" be written with a space too.
+func (f *overlapFlag) takesSpaced(word string) bool { return word == "auto" }
+
 // spareCoreForComm is --overlap auto: overlapping pays where the rank has a
 // core for the communication goroutine beside its compute threads. On the
 // 2-core machines of the README's table, with a rank per core, overlap was
@@ -534,6 +545,7 @@ var flagNames = map[string]string{
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
 	"Data.MaxFeatures": "--max-features",
+	"Seed":             "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
 }
 
 // flagError words a configuration error with the flag a person typed:
@@ -543,6 +555,12 @@ func flagError(err error) string {
 	if errors.As(err, &ce) {
 		if name, ok := flagNames[ce.Field]; ok {
 			return name + " " + ce.Msg
+		}
+	}
+	var me *trainer.ConfigMismatchError
+	if errors.As(err, &me) {
+		if name, ok := flagNames[me.Field]; ok {
+			return me.Describe(name)
 		}
 	}
 	return err.Error()
@@ -644,9 +662,9 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
 			}
-			be, err := cf.newBackend()
-			if err := trainer.AgreeToStart(c, "open its --backend", err, 0); err != nil {
-				if be != nil {
+			be, openErr := cf.newBackend()
+			if err := trainer.AgreeToStart(c, "open its --backend", openErr, 0); err != nil {
+				if openErr == nil { // another rank failed: close ours
 					be.Close()
 				}
 				return err

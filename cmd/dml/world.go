@@ -62,7 +62,7 @@ func withWorld(fn func(c collectives.Comm) error) error {
 			// Every rank found the mismatch in the same all-gather: each
 			// reports it, and the barrier keeps mpirun from killing a rank
 			// before it has printed.
-			fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.Rank(), err)
+			fmt.Fprintf(os.Stderr, "dml: rank %d: %s\n", c.Rank(), flagError(err))
 			c.Barrier()
 			mpi.Finalize()
 			return reported{err}
