@@ -310,6 +310,50 @@ func TestStopDPSGD(t *testing.T) {
 	}
 }
 
+// TestStopEvaluatesStoppedWeights: after a stop mid-epoch the result's
+// test accuracy (the done: line's) is that of the weights training stopped
+// with, not the last epoch's evaluation (issue 17: it repeated it).
+func TestStopEvaluatesStoppedWeights(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		cfg   func(*Config)
+	}{
+		{"allreduce", 2, func(c *Config) {}},
+		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := synthCfg()
+			cfg.Epochs, cfg.EvalEvery, cfg.Opt.LR = 3, 1, 0.5
+			tc.cfg(&cfg)
+			// Epoch 1 is evaluated; the stop comes 3 steps into epoch 2.
+			perEpoch := (cfg.Data.Samples/tc.ranks + cfg.Batch - 1) / cfg.Batch
+			res, errs := runCkpt(t, tc.ranks, cfg, Checkpointing{}, perEpoch+3)
+			for r, err := range errs {
+				if !errors.Is(err, ErrInterrupted) {
+					t.Fatalf("rank %d: %v, want an interruption", r, err)
+				}
+			}
+			r0 := res[0]
+			if len(r0.Epochs) == 0 || r0.Epochs[0].TestAcc == nil {
+				t.Fatalf("epoch 1 was not evaluated: %+v", r0.Epochs)
+			}
+			_, test, err := cfg.Data.Open(cfg.Seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want EvalResult
+			noErrs(t, local.NewWorld(1).Run(func(c *local.Comm) error {
+				want, err = Evaluate(c, cpu.New(), r0.Arch, r0.Params, test, 1000)
+				return err
+			}))
+			if r0.TestAcc != want.Accuracy {
+				t.Errorf("test accuracy %v, want %v (the stopped weights'); epoch 1's was %v", r0.TestAcc, want.Accuracy, *r0.Epochs[0].TestAcc)
+			}
+		})
+	}
+}
+
 // TestStopFromServerAndAsync: a signal to a parameter server stops every
 // worker (a stop note; under bsp at one agreed step, with a checkpoint
 // that resumes bit for bit); under asp a signalled worker's note stops the

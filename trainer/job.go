@@ -65,6 +65,10 @@ type Trainer struct {
 	Backend kernels.Backend
 	// Out receives the reporting rank's epoch lines and summary (nil: quiet).
 	Out io.Writer
+	// Warnings receives what goes wrong without ending the run (a metrics
+	// file on a full disk), one line each, from the rank it happens on
+	// (nil: not said).
+	Warnings io.Writer
 	// Progress draws a bar on Out while an epoch runs (reporting rank, terminals).
 	Progress bool
 	// Tracer, if not nil, receives spans of each step: step, batch,
@@ -382,6 +386,13 @@ func (j *job) trainShard() []int {
 }
 
 func (j *job) reports() bool { return j.Comm.Rank() == j.reporter }
+
+// warnf writes one warning line to Warnings.
+func (j *job) warnf(format string, args ...any) {
+	if j.Warnings != nil {
+		fmt.Fprintf(j.Warnings, "dml: rank %d: warning: "+format+"\n", append([]any{j.Comm.Rank()}, args...)...)
+	}
+}
 
 // printf prints on the reporting rank.
 func (j *job) printf(format string, args ...any) {

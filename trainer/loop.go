@@ -205,8 +205,14 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		}
 		j.printf("%s\n", st)
 		if err := metrics.write(st); err != nil {
-			return pos, 0, fmt.Errorf("--metrics: %w", err)
+			j.warnf("%v; training goes on", err)
 		}
+	}
+	// Stopped mid-way: the last evaluation was of earlier weights, so the
+	// summary's accuracy is measured again, on the weights it stopped with
+	// (every rank stopped at the same boundary, so all take part).
+	if j.interrupted {
+		res.TestAcc = math.NaN()
 	}
 	// The end of training (the last epoch, or --max-steps): a final
 	// checkpoint, unless the last boundary wrote one.

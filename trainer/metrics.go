@@ -55,11 +55,20 @@ func (e EpochStats) String() string {
 // metricsFile writes EpochStats as JSON lines, each with a single write(2)
 // straight to the file (no buffer to flush): a kill at any moment leaves
 // whole lines only. A write that fails part-way (a full disk) is taken back
-// by truncating the file to its last whole line.
+// by truncating the file to its last whole line, and ends the file's
+// writing: training goes on without it (the metrics are a record of the
+// run, not its result), and the caller warns once.
 type metricsFile struct {
-	f    *os.File
-	size int64 // bytes of whole lines written
+	f      *os.File
+	path   string
+	size   int64 // bytes of whole lines written
+	lines  int   // whole lines written by this run
+	failed bool  // a write failed: no more are tried
 }
+
+// openMetricsFile opens the metrics file (a variable for the tests, which
+// put a full disk behind it).
+var openMetricsFile = os.OpenFile
 
 // openMetrics starts a metrics file at path (""): none), or, with
 // resumed, adds to what the interrupted run wrote there.
@@ -71,39 +80,43 @@ func openMetrics(path string, resumed bool) (*metricsFile, error) {
 	if resumed {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := openMetricsFile(path, flags, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics: %w", err)
+		return nil, fmt.Errorf("metrics file: %w", err)
 	}
-	m := &metricsFile{f: f}
+	m := &metricsFile{f: f, path: path}
 	if resumed {
 		fi, err := f.Stat()
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("--metrics: %w", err)
+			return nil, fmt.Errorf("metrics file: %w", err)
 		}
 		m.size = fi.Size()
 	}
 	return m, nil
 }
 
+// write appends v as a line. Its first failure is returned, saying what
+// the file still holds; after it, write does nothing.
 func (m *metricsFile) write(v any) error {
-	if m == nil {
+	if m == nil || m.failed {
 		return nil
 	}
 	line, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("--metrics: %w", err)
+		return fmt.Errorf("metrics file %s: %w", m.path, err)
 	}
 	n, err := m.f.Write(append(line, '\n'))
 	if err != nil {
+		m.failed = true
 		if n > 0 {
 			m.f.Truncate(m.size)
 			m.f.Seek(m.size, io.SeekStart)
 		}
-		return fmt.Errorf("--metrics: %w", err)
+		return fmt.Errorf("metrics file %s: %w (it keeps the %d whole lines written before; no more are written)", m.path, err, m.lines)
 	}
 	m.size += int64(n)
+	m.lines++
 	return nil
 }
 
@@ -112,7 +125,7 @@ func (m *metricsFile) close() error {
 		return nil
 	}
 	if err := m.f.Close(); err != nil {
-		return fmt.Errorf("--metrics: %w", err)
+		return fmt.Errorf("metrics file %s: %w", m.path, err)
 	}
 	return nil
 }

@@ -317,7 +317,7 @@ func (s *adpsgdStrategy) run(res *Result) (float64, error) {
 			if j.reports() {
 				j.printf("%s\n", st)
 				if err := metrics.write(st); err != nil {
-					return total, fmt.Errorf("--metrics: %w", err)
+					j.warnf("%v; training goes on", err)
 				}
 			}
 			if pt.final {

@@ -334,7 +334,7 @@ Examples:
 		}
 		defer be.Close()
 		c, rep := startRunReport(*runReportPrefix, c)
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Warnings: stderr, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
 		got := func() os.Signal { return nil }
 		if cfg.StopsAtBoundaries() {
