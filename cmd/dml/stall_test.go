@@ -221,7 +221,7 @@ func TestStallFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"train", "--stall-warn", "-1s"}, "--stall-warn -1s: want a duration ≥ 0"},
-		{[]string{"train", "--stall-timeout", "-5s"}, "--stall-timeout -5s: want a duration ≥ 0"},
+		{[]string{"train", "--stall-timeout", "-5s"}, "--stall-timeout -5s: want 0 (--timeout) or at least 1s"},
 		{[]string{"train", "--stall-warn", "soon"}, "invalid value"},
 	} {
 		r := dml(t, 0, tc.args...)
