@@ -432,7 +432,12 @@ func (w *Worker) exchangeOnce(op string, build func(int, []byte) []byte, onReply
 // worker a reply (whose values it cannot hand over before the worker takes
 // them) must not wait behind another server that holds this worker, or
 // two servers and two workers can wait on each other in a cycle. It gives
-// up on a server that has been silent for 2*Timeout (see serverWait).
+// up on a server that has been silent for ServerWait(Timeout) (see serverWait).
+// ServerWait is how long a worker waits for a reply from a server that
+// sends nothing, not even a keep-alive, before it gives up on it: twice
+// the transport's timeout.
+func ServerWait(timeout time.Duration) time.Duration { return 2 * timeout }
+
 func (w *Worker) collect(op string, onReply func(int, *message) error) error {
 	n := len(w.ranges)
 	if len(w.waits) != n {
@@ -440,7 +445,7 @@ func (w *Worker) collect(op string, onReply func(int, *message) error) error {
 	}
 	start := w.cfg.Now()
 	for i := range w.waits {
-		w.waits[i] = serverWait{server: i, limit: 2 * w.cfg.Timeout, last: start}
+		w.waits[i] = serverWait{server: i, limit: ServerWait(w.cfg.Timeout), last: start}
 		w.replied[i] = false
 	}
 	for left := n; left > 0; {

@@ -557,10 +557,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	if to <= 0 {
 		to = time.Minute
 	}
-	// Twice --timeout: a worker the vote waits for may itself be held by
-	// a server that stopped; its own wait then times out first and names
-	// the server, the cause, rather than this vote naming the worker.
-	to *= 2
+	to = StopVoteWait(to)
 	if !j.reports() {
 		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
 			return false, err
@@ -594,6 +591,15 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	}
 	return any, nil
 }
+
+// StopVoteWait is how long the ps stop vote waits for a worker, under a
+// transport timeout of timeout: a whole timeout longer than a worker's own
+// wait for a silent server (ps.ServerWait). A worker the vote waits for
+// may itself be held by a server that stopped; its own wait then ends
+// first, with room for its polling, and names the server, the cause,
+// rather than the vote naming the worker. (With the two equal, either
+// could end first: TestStallPSStoppedServer failed so.)
+func StopVoteWait(timeout time.Duration) time.Duration { return ps.ServerWait(timeout) + timeout }
 
 // checkCheckpointing validates the checkpoint settings and that every rank
 // has the same (the stop vote and the residue collection are collective).

@@ -178,7 +178,7 @@ func TestStallPSStoppedServer(t *testing.T) {
 	// when the server stopped: one held in an MPI wait on it says "waiting
 	// on rank 0", one waiting for its reply "no word from server rank 0",
 	// and a worker held by the other in the stop vote names nobody until
-	// that one has (the vote waits twice --timeout).
+	// that one has (the vote waits three times --timeout).
 	if !strings.Contains(r.stderr, "waiting on rank 0") && !strings.Contains(r.stderr, "server rank 0") {
 		t.Errorf("no dml line names the stopped server rank 0\nstderr:\n%s", r.stderr)
 	}

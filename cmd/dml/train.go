@@ -226,9 +226,9 @@ func (c *commonFlags) begin(w collectives.Comm) (func(*error), error) {
 	setTimeout(w, c.timeout)
 	if m, ok := w.(*mpi.Comm); ok {
 		m.Stall = stall.Policy{Warn: c.stallWarn, Abort: c.stallTimeout()}
-		// A wait may last --timeout (twice, in the ps stop vote): a rank
+		// A wait may last --timeout (longer in the ps stop vote): a rank
 		// silent that long is the stall inspector's to name first.
-		m.SetQuietLimit(2 * c.timeout)
+		m.SetQuietLimit(trainer.StopVoteWait(c.timeout))
 	}
 	return c.profFlags.begin(w)
 }

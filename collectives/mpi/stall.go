@@ -126,7 +126,7 @@ func (c *Comm) waitMore(first, limit time.Duration, describe func() string, peer
 }
 
 // stallFor is the inspector's policy for a wait of limit. A wait given more
-// than Timeout on purpose (the parameter server's stop vote waits twice as
+// than Timeout on purpose (the parameter server's stop vote waits three times as
 // long, so that a worker held by a stopped server names the server first)
 // is aborted that much later too: the inspector must not cut it back.
 func (c *Comm) stallFor(limit time.Duration) stall.Policy {
