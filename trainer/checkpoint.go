@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -201,7 +203,22 @@ func (j *job) prune() {
 	for _, f := range files[min(keep, len(files)):] {
 		os.Remove(f)
 	}
+	j.removeLeftovers()
 }
+
+// removeLeftovers removes what checkpoint writes killed half-way left in
+// the folder (atomicfile's .ckpt-s….npz.tmp-* files), saying so when there
+// were any. Only the reporting rank writes checkpoints, one at a time, so
+// no write of this job is under way when it runs.
+func (j *job) removeLeftovers() {
+	removed, err := atomicfile.RemoveLeftovers(j.Checkpoint.Dir, isCheckpointName)
+	if err == nil && len(removed) > 0 {
+		j.printf("removed %d temporary file(s) of interrupted checkpoint writes from %s (%s)\n", len(removed), j.Checkpoint.Dir, strings.Join(removed, ", "))
+	}
+}
+
+// ListCheckpoints returns the checkpoint files in dir, newest first.
+func ListCheckpoints(dir string) ([]string, error) { return listCheckpoints(dir) }
 
 // checkpointMeta describes this job at position pos.
 func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
@@ -270,7 +287,12 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 
 // readCheckpoint reads and checks one file.
 func (j *job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) {
-	b, err := os.ReadFile(path)
+	// No checkpoint of this model holds more than its weights, optimizer
+	// state (at most two vectors as large) and a filter residue per rank,
+	// plus small metadata: a larger file (or a device, a FIFO) is refused
+	// before it is read.
+	n := int64(arch.NumParams()) * 4
+	b, err := regfile.ReadFile(path, n*int64(3+j.Comm.Size())+16<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -304,6 +326,9 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	files, err := listCheckpoints(ck.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("--resume: %w", err)
+	}
+	if err == nil {
+		j.removeLeftovers()
 	}
 	if len(files) == 0 {
 		say("resume: no checkpoint in %s: starting from the beginning\n", ck.Dir)

@@ -348,6 +348,19 @@ func writeFileAtomic(path string, data []byte) error {
 // checkpointName is the file name of the checkpoint after `steps` steps.
 func checkpointName(steps int) string { return fmt.Sprintf("ckpt-s%09d.npz", steps) }
 
+// checkpointSteps is the step count a checkpoint's file name holds, and
+// whether name is one (ckpt-sNNN.npz).
+func checkpointSteps(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, "ckpt-s")
+	if digits, ok = strings.CutSuffix(digits, ".npz"); !ok {
+		return 0, false
+	}
+	s, err := strconv.Atoi(digits)
+	return s, err == nil
+}
+
+func isCheckpointName(name string) bool { _, ok := checkpointSteps(name); return ok }
+
 // listCheckpoints returns the checkpoint files in dir, newest (most steps)
 // first.
 func listCheckpoints(dir string) ([]string, error) {
@@ -362,11 +375,8 @@ func listCheckpoints(dir string) ([]string, error) {
 	var found []named
 	for _, e := range ents {
 		n := e.Name()
-		if e.IsDir() || !strings.HasPrefix(n, "ckpt-s") || !strings.HasSuffix(n, ".npz") {
-			continue
-		}
-		s, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, "ckpt-s"), ".npz"))
-		if err != nil {
+		s, ok := checkpointSteps(n)
+		if e.IsDir() || !ok {
 			continue
 		}
 		found = append(found, named{filepath.Join(dir, n), s})

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // CSVColumns are the columns of results.csv, in order (Row's JSON names).
@@ -47,11 +49,11 @@ type Appender struct {
 // OpenAppender creates (truncating) csvPath and jsonPath and writes the
 // CSV header.
 func OpenAppender(csvPath, jsonPath string) (*Appender, error) {
-	cf, err := os.Create(csvPath)
+	cf, err := regfile.Create(csvPath)
 	if err != nil {
 		return nil, err
 	}
-	jf, err := os.Create(jsonPath)
+	jf, err := regfile.Create(jsonPath)
 	if err != nil {
 		cf.Close()
 		return nil, err

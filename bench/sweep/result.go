@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/dml-project/dml/trainer"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // Status says how a run ended.
@@ -150,7 +152,7 @@ func NewRow(run Run, status Status) Row {
 
 // ReadMetrics reads a --metrics file (one trainer.EpochStats per line).
 func ReadMetrics(path string) ([]trainer.EpochStats, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

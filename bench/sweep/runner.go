@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // Runner launches the runs of a sweep, each as its own MPI job, and
@@ -65,7 +67,7 @@ func (r *Runner) Do(ctx context.Context, run Run) Row {
 	}
 	args := LauncherArgs(r.Launcher, r.Binary, run, outs...)
 	row.Command = shellQuote(args)
-	logF, err := os.Create(logPath)
+	logF, err := regfile.Create(logPath)
 	if err != nil {
 		row.Reason = err.Error()
 		return row
@@ -140,7 +142,7 @@ func lastError(path string) string {
 // tail returns the last n bytes of the file at path (from a line start
 // where one is near).
 func tail(path string, n int64) string {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return ""
 	}

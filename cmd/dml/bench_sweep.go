@@ -17,6 +17,8 @@ import (
 	"github.com/dml-project/dml/bench/sweep"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/trainer"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 const sweepSynopsis = `Usage: dml bench sweep [flags]
@@ -178,7 +180,7 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 // replotSweep is --replot: the table and plots of the rows in
 // out/results.jsonl.
 func replotSweep(out string, stdout io.Writer) error {
-	f, err := os.Open(filepath.Join(out, "results.jsonl"))
+	f, err := regfile.Open(filepath.Join(out, "results.jsonl"))
 	if err != nil {
 		return usageErr("bench sweep: --replot: %v", err)
 	}

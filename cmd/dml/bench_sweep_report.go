@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"github.com/dml-project/dml/bench/sweep"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/trainer"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // runReport is `dml train --run-report PREFIX`: each rank counts what it
@@ -61,7 +62,7 @@ func (r *runReport) finish(res *trainer.Result, runErr error) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(fmt.Sprintf("%s.rank-%d.json", r.prefix, rep.Rank), append(b, '\n'), 0o644); err != nil {
+	if err := regfile.WriteFile(fmt.Sprintf("%s.rank-%d.json", r.prefix, rep.Rank), append(b, '\n')); err != nil {
 		return fmt.Errorf("--run-report: %w", err)
 	}
 	return nil

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"github.com/dml-project/dml/internal/regfile"
+
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,7 +107,9 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 		return nil, usageErr("train: --resume without a file resumes from --checkpoint-dir: set it (or give --resume FILE)")
 	}
 	if ck.ResumeFile != "" {
-		if st, err := os.Stat(ck.ResumeFile); err != nil || st.IsDir() {
+		if err := regfile.Check(ck.ResumeFile); errors.Is(err, regfile.ErrNotRegular) {
+			return nil, usageErr("train: --resume: %v, not a checkpoint file", err)
+		} else if err != nil {
 			return nil, usageErr("train: --resume %s: not a checkpoint file", ck.ResumeFile)
 		}
 	}
@@ -118,6 +123,17 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 		}
 		probe.Close()
 		os.Remove(probe.Name())
+		// A fresh run would write its checkpoints among another run's and
+		// prune theirs away (--keep): refused unless it resumes from them.
+		if !ck.ResumeLatest && ck.ResumeFile == "" {
+			if files, err := trainer.ListCheckpoints(ck.Dir); err == nil && len(files) > 0 {
+				more := ""
+				if len(files) > 1 {
+					more = fmt.Sprintf(" and %d older", len(files)-1)
+				}
+				return nil, usageErr("train: --checkpoint-dir %s holds the checkpoints of an earlier run (%s%s): continue it with --resume, or give another --checkpoint-dir", ck.Dir, filepath.Base(files[0]), more)
+			}
+		}
 	}
 	return ck, nil
 }

@@ -307,3 +307,53 @@ func TestKilledRankNamed(t *testing.T) {
 		t.Fatalf("%d ranks reported dead, want 1 (only the killed one); stderr:\n%s", n, s.err.String())
 	}
 }
+
+// TestCheckpointDirOfAnotherRun: a run without --resume into a folder that
+// holds another run's checkpoints is refused before it writes (it replaced
+// and pruned them without a word); with --resume it continues them,
+// removing the temporary files of checkpoint writes killed half-way and
+// passing over a checkpoint name that is a FIFO (reading it would block).
+func TestCheckpointDirOfAnotherRun(t *testing.T) {
+	ck := filepath.Join(t.TempDir(), "ck")
+	args := append([]string{"train", "--epochs", "2", "--hidden", "16", "--checkpoint-dir", ck, "--checkpoint-every", "1e"}, ckptData...)
+	if r := dml(t, 0, args...); r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	}
+	before := listDir(t, ck)
+	leftover := filepath.Join(ck, ".ckpt-s000000007.npz.tmp-12345")
+	if err := os.WriteFile(leftover, make([]byte, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ck, "ckpt-s999999999.npz"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := dml(t, 0, append(args, "--epochs", "3")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "holds the checkpoints of an earlier run") || !strings.Contains(r.stderr, "--resume") {
+		t.Errorf("fresh run into the folder: exit %d, stderr %q; want exit 2 saying to --resume", r.code, r.stderr)
+	}
+	for _, n := range before {
+		if _, err := os.Stat(filepath.Join(ck, n)); err != nil {
+			t.Errorf("the earlier run's %s: %v", n, err)
+		}
+	}
+	r = dml(t, 0, append(args, "--epochs", "3", "--resume")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "is a FIFO") || !strings.Contains(r.stdout, "removed 1 temporary file(s)") {
+		t.Errorf("--resume: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the FIFO passed over and the leftover removed", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("%s is still there", leftover)
+	}
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}

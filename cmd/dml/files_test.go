@@ -4,8 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dml-project/dml/collectives/mpi"
 )
@@ -19,15 +19,42 @@ func TestSaveTargetCheckedFirst(t *testing.T) {
 	os.WriteFile(file, []byte("x"), 0o644)
 	// Enough epochs that a run reaching the training would take minutes.
 	long := []string{"train", "--data", "synthetic", "--samples", "200000", "--epochs", "1000", "--hidden", "256"}
-	for _, tc := range []struct{ flag, path, want string }{
-		{"--save", dir, "--save: " + dir + " is a folder, not a file"},
-		{"--metrics", dir, "--metrics: " + dir + " is a folder, not a file"},
+	// Devices and FIFOs are made in the test's folder (a symlink stands
+	// for /dev/null itself): a regression replaces only those.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	null := filepath.Join(dir, "null-link")
+	if err := os.Symlink("/dev/null", null); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ flag, path, want string }{
+		{"--save", dir, "--save: " + dir + " is a folder, not a regular file"},
+		{"--metrics", dir, "--metrics: " + dir + " is a folder, not a regular file"},
 		{"--save", filepath.Join(file, "w.npz"), file + " is not a folder"},
-	} {
-		start := time.Now()
+		{"--save", fifo, "--save: " + fifo + " is a FIFO, not a regular file"},
+		{"--save", null, "--save: " + null + " is a character device, not a regular file"},
+		{"--metrics", fifo, "--metrics: " + fifo + " is a FIFO, not a regular file"},
+		{"--timeline", null, "--timeline: " + null + " is a character device, not a regular file"},
+		{"--resume", fifo, "--resume: " + fifo + " is a FIFO, not a regular file"},
+	}
+	dev := filepath.Join(dir, "null")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err == nil {
+		cases = append(cases, struct{ flag, path, want string }{"--save", dev, "--save: " + dev + " is a character device, not a regular file"})
+	}
+	for _, tc := range cases {
+		before, _ := os.Lstat(tc.path)
 		r := dml(t, 0, append(long, tc.flag, tc.path)...)
-		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || time.Since(start) > 30*time.Second {
-			t.Errorf("%s %s: exit %d after %v, stderr %q; want exit 2 at once and %q", tc.flag, tc.path, r.code, time.Since(start), r.stderr, tc.want)
+		// Refused before the training: its first line never came.
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout, "training ") {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit 2 before training and %q", tc.flag, tc.path, r.code, r.stdout, r.stderr, tc.want)
+		}
+		if before == nil {
+			continue
+		}
+		if after, err := os.Lstat(tc.path); err != nil || after.Mode() != before.Mode() {
+			t.Errorf("%s %s was %v, is now %v (%v)", tc.flag, tc.path, before.Mode(), after.Mode(), err)
 		}
 	}
 	if os.Geteuid() != 0 {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/trainer/trace"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // profFlags are the profiling flags every command that runs ranks has
@@ -182,7 +184,7 @@ func writeFile(path string, fill func(io.Writer) error) error {
 	if err := fill(&buf); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := regfile.WriteFile(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("--timeline: %w", err)
 	}
 	return nil

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // tempPrefix starts the name of every temporary file: ".NAME.tmp-RANDOM" in
@@ -37,10 +39,15 @@ func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-
 //
 // A process killed during Write leaves path as it was, plus possibly a
 // temporary file named .NAME.tmp-* beside it.
+//
+// A path that exists and is not a regular file (after symlinks: a device
+// such as /dev/null, a FIFO, a socket, a folder) is refused before
+// anything is written: renaming over it would replace the device node
+// itself (conventions, 23).
 func Write(path string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
 	if st, err := os.Stat(path); err == nil {
-		if st.IsDir() {
-			return fmt.Errorf("%s is a folder, not a file", path)
+		if err := regfile.Check(path); err != nil {
+			return fmt.Errorf("%w: refusing to replace it", err)
 		}
 		perm = st.Mode().Perm()
 	}
@@ -98,7 +105,7 @@ func syncDir(dir string) error {
 }
 
 // CheckWritable reports, before any work is done, whether Write(path, …)
-// could succeed: path must not be a folder, and its folder must exist and
+// could succeed: path must be a regular file if it exists, and its folder must exist and
 // accept a new file (checked by creating and removing a temporary one, which
 // also catches read-only mounts and, for the size of an empty file, full
 // disks). It writes nothing at path itself.
@@ -113,8 +120,10 @@ func CheckWritable(path string) error {
 	case !st.IsDir():
 		return fmt.Errorf("%s is not a folder", dir)
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a folder, not a file", path)
+	if _, err := os.Stat(path); err == nil {
+		if err := regfile.Check(path); err != nil {
+			return fmt.Errorf("%w: refusing to replace it", err)
+		}
 	}
 	f, err := os.CreateTemp(dir, tempPattern(path))
 	if err != nil {
@@ -142,4 +151,32 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// RemoveLeftovers removes the temporary files that writers killed in the
+// middle of Write left in dir (.NAME.tmp-*), for the targets NAME that
+// match says are its caller's, and returns the names it removed. Only
+// regular files are touched. Run it only where no other process is
+// writing those targets at the same time.
+func RemoveLeftovers(dir string, match func(target string) bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range ents {
+		n := e.Name()
+		rest, ok := strings.CutPrefix(n, ".")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		i := strings.LastIndex(rest, ".tmp-")
+		if i <= 0 || !match(rest[:i]) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err == nil {
+			removed = append(removed, n)
+		}
+	}
+	return removed, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -198,5 +199,76 @@ func TestFullDisk(t *testing.T) {
 	f.Close()
 	if err := CheckWritable(filepath.Join(dir, "other.npz")); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Errorf("CheckWritable on a full disk: %v", err)
+	}
+}
+
+// TestRefusesNonRegularTargets: a target that is a device (a null device
+// made in the test's folder, and a symlink to /dev/null), a FIFO or a
+// folder is refused by Write and CheckWritable, naming it, and is still
+// what it was afterwards (run as root, Write turned /dev/null into a
+// regular file holding the weights).
+func TestRefusesNonRegularTargets(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devLink := filepath.Join(dir, "null-link")
+	if err := os.Symlink("/dev/null", devLink); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]string{fifo: "is a FIFO", devLink: "is a character device", sub: "is a folder"}
+	dev := filepath.Join(dir, "null")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(1<<8|3)); err == nil {
+		targets[dev] = "is a character device"
+	} else {
+		t.Logf("mknod: %v (not root): the device made here is not tried; the symlink to /dev/null is", err)
+	}
+	for path, want := range targets {
+		before, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		werr := Write(path, 0o644, func(w io.Writer) error { _, err := w.Write([]byte("weights")); return err })
+		cerr := CheckWritable(path)
+		for name, err := range map[string]error{"Write": werr, "CheckWritable": cerr} {
+			if err == nil || !strings.Contains(err.Error(), path+" "+want) {
+				t.Errorf("%s(%s): %v, want an error saying it %s", name, path, err, want)
+			}
+		}
+		after, err := os.Lstat(path)
+		if err != nil || after.Mode() != before.Mode() {
+			t.Errorf("%s was %v, is now %v (%v)", path, before.Mode(), after.Mode(), err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != len(targets) {
+		t.Errorf("the folder holds %d entries, want the %d targets only (no temporary file left)", len(ents), len(targets))
+	}
+}
+
+// TestRemoveLeftovers: the temporary files of killed writers are removed
+// for the targets the caller claims, and nothing else.
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{".ckpt-s000000010.npz.tmp-123", ".ckpt-s000000020.npz.tmp-9", ".other.npz.tmp-1", "ckpt-s000000010.npz", ".ckpt-s1.npz"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveLeftovers(dir, func(target string) bool { return strings.HasPrefix(target, "ckpt-s") })
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("removed %v, %v; want the two checkpoint leftovers", removed, err)
+	}
+	var left []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != ".ckpt-s1.npz .other.npz.tmp-1 ckpt-s000000010.npz" {
+		t.Errorf("left %v", left)
 	}
 }

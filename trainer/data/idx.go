@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/dml-project/dml/internal/crash"
 	"github.com/dml-project/dml/trainer/internal/inflate"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // IDX is the file format of MNIST and Fashion-MNIST (LeCun et al.):
@@ -202,7 +203,7 @@ func ParseIDXLabels(r io.Reader, classes int) ([]int32, error) {
 // ReadIDXImages reads an IDX image file (raw or gzip) with ParseIDXImages;
 // errors name the file.
 func ReadIDXImages(path string) (*IDXImages, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func ReadIDXImages(path string) (*IDXImages, error) {
 // ReadIDXLabels reads an IDX label file (raw or gzip) with ParseIDXLabels;
 // errors name the file.
 func ReadIDXLabels(path string, classes int) ([]int32, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // The LIBSVM text format, one sample per line:
@@ -203,7 +204,7 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 // LoadLIBSVM reads a LIBSVM file (raw or gzip) with ParseLIBSVM; errors name
 // the file.
 func LoadLIBSVM(path string, opts LIBSVMOptions) (*Sparse, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

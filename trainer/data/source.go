@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"hash/crc64"
 	"io"
-	"os"
 	"slices"
 	"sync"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // DenseSource is a dense dataset that hands out copies of some of its rows:
@@ -53,7 +54,7 @@ func OpenIDXPair(imagesPath, labelsPath string, classes int) (*IDXSource, error)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(imagesPath)
+	f, err := regfile.Open(imagesPath)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ type idxDigest struct {
 // once raw and once gzip differ.
 func (s *IDXSource) Digest() (uint64, error) {
 	s.digest.once.Do(func() {
-		f, err := os.Open(s.images)
+		f, err := regfile.Open(s.images)
 		if err != nil {
 			s.digest.err = err
 			return
@@ -170,7 +171,7 @@ func (s *IDXSource) Subset(idx []int) (*Dense, error) {
 // slice is reused), and checks that the file holds exactly its dimensions'
 // bytes and the same dimensions as when it was opened.
 func (s *IDXSource) stream(f func(row int, px []byte)) error {
-	file, err := os.Open(s.images)
+	file, err := regfile.Open(s.images)
 	if err != nil {
 		return err
 	}

@@ -3,13 +3,14 @@ package model
 import (
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"unsafe"
 
 	"github.com/sbinet/npyio/npz"
 
 	"github.com/dml-project/dml/trainer/atomicfile"
+
+	"github.com/dml-project/dml/internal/regfile"
 )
 
 // SaveNPZ writes the weights as a numpy .npz archive in PyTorch's layout:
@@ -67,7 +68,7 @@ func matrix(v []float32, rows, cols int) any {
 // and rebuilds the architecture from their shapes: one output means logistic
 // loss, more mean softmax. See ReadNPZ for what is checked.
 func LoadNPZ(path string) (Arch, []float32, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return Arch{}, nil, fmt.Errorf("--weights: %w", err)
 	}
