@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -152,14 +151,12 @@ func TestOverlapBackwardFails(t *testing.T) {
 	// Forward is 3 Gemms; backward's are layer 2's weight gradient (4),
 	// its input gradient (5), layer 1's weight gradient (6): the 6th call
 	// fails after layer 2's bucket went to the goroutine.
-	start := time.Now()
+	// A rank that waited for the buckets never sent would end on the
+	// world's timeout instead of the Gemm's error.
 	_, errs := runWorldWith(t, 2, cfg, func(int) kernels.Backend { return &failingGemm{Backend: cpu.New(), failAt: 6} })
 	for r, err := range errs {
-		if !errors.Is(err, errGemm) {
+		if !errors.Is(err, errGemm) || errors.Is(err, collectives.ErrTimeout) {
 			t.Errorf("rank %d: %v, want the Gemm's error", r, err)
 		}
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %v: something waited for the buckets never sent", d)
 	}
 }

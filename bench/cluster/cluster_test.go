@@ -80,7 +80,14 @@ func TestCluster(t *testing.T) {
 	})
 
 	// Delay by netem where the kernel has it, else by linkd (the user-space
-	// switch): 4 bytes between 2 hosts cross 2 links of 5 ms each way.
+	// switch): 4 bytes between 2 hosts cross 2 links of 5 ms each way. What
+	// the test is for is that the delay is applied, and delay is a floor:
+	// each rank's AllReduce completes only once the other's message has
+	// crossed both links, and the other sends it only after its own previous
+	// AllReduce completed, so n of them take at least n × 10 ms whatever
+	// the load. (An upper bound, or the 20 ms usually measured — a protocol
+	// round trip more — is the machine's speed, not the link's: the first
+	// make test on a fresh machine measured 14.2 ms and failed on it.)
 	t.Run("link-delay", func(t *testing.T) {
 		if !Netem(".") {
 			t.Log("no netem in this kernel: delay by linkd")
@@ -88,10 +95,10 @@ func TestCluster(t *testing.T) {
 		out := run(t, Spec{Hosts: 2, Link: "1gbit,5ms"}, dml, "bench", "allreduce",
 			"-algo", "tree", "-b", "4", "-e", "4", "-n", "5", "-w", "1", "-format", "csv")
 		us := csvField(t, out, "tree,4,", 3)
-		if us < 0.9*20e3 || us > 200e3 {
-			t.Fatalf("4 B AllReduce over 5 ms links took %.0f µs, want about 20 ms (a send and a receive of 2 × 5 ms)\n%s", us, out)
+		if us < 10e3 {
+			t.Fatalf("4 B AllReduce over 5 ms links took %.0f µs, less than the 10 ms its message takes to cross 2 delayed links: the delay is not applied\n%s", us, out)
 		}
-		t.Logf("4 B AllReduce over 5 ms links: %.1f ms", us/1e3)
+		t.Logf("4 B AllReduce over 5 ms links: %.1f ms (at least 10 ms by the delay)", us/1e3)
 	})
 
 	train := []string{dml, "train", "--model", "mlp", "--hidden", "32", "--data", "synthetic",

@@ -587,10 +587,10 @@ func TestRankOnlyErrorsUnderMPI(t *testing.T) {
 		{"a bad flag on rank 1 only", []string{"--train", a}, []string{"--train", a, "--batch", "0"},
 			[]string{"dml: rank 1: train: --batch 0 must be greater than 0"}},
 	} {
-		start := time.Now()
 		r := mpmd(tc.rank0, tc.rank1)
-		if d := time.Since(start); r.code == 0 || d > 60*time.Second {
-			t.Errorf("%s: exit %d after %v; want a failure well before --timeout", tc.name, r.code, d)
+		// Failed together at start-up, not on a peer's --timeout.
+		if r.code == 0 || strings.Contains(r.stderr, "timed out") {
+			t.Errorf("%s: exit %d, stderr %q; want a failure at start-up, not a timeout", tc.name, r.code, r.stderr)
 		}
 		for _, w := range tc.want {
 			if !strings.Contains(r.stderr, w) {
@@ -620,11 +620,12 @@ func TestRankOnlyErrorsUnderMPI(t *testing.T) {
 // by rank within --timeout, and the job fails instead of hanging.
 func TestGossipSilentPartner(t *testing.T) {
 	for _, tc := range []struct{ sync, rank string }{{"dpsgd", "1"}, {"adpsgd", "2"}} {
-		start := time.Now()
+		// Without the partners' report the job would train for ever (the
+		// straggler is slowed a millionfold): runCmd's hang guard fails it.
 		r := dml(t, 4, "train", "--sync", tc.sync, "--data", "synthetic", "--samples", "4000",
 			"--straggle", tc.rank+":1000000", "--timeout", "2s")
-		if r.code == 0 || !strings.Contains(r.stderr, "rank "+tc.rank) || time.Since(start) > 60*time.Second {
-			t.Errorf("%s: exit %d after %v, stderr %q: want a failure naming rank %s", tc.sync, r.code, time.Since(start), r.stderr, tc.rank)
+		if r.code == 0 || !strings.Contains(r.stderr, "rank "+tc.rank) {
+			t.Errorf("%s: exit %d, stderr %q: want a failure naming rank %s", tc.sync, r.code, r.stderr, tc.rank)
 		}
 	}
 }

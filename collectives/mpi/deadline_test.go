@@ -39,8 +39,8 @@ func TestSendBytesDeadline(t *testing.T) {
 		if !errors.Is(err, collectives.ErrTimeout) || !strings.Contains(err.Error(), "to rank 1") {
 			fail(t, fmt.Errorf("SendBytes to a rank that does not receive: %v, want ErrTimeout naming rank 1", err))
 		}
-		if d := time.Since(start); d > 10*time.Second {
-			fail(t, fmt.Errorf("SendBytes gave up after %v, deadline 300ms", d))
+		if d := time.Since(start); d < c.Timeout {
+			fail(t, fmt.Errorf("SendBytes gave up after %v, before its deadline %v", d, c.Timeout))
 		}
 	}
 	comm.Barrier()
@@ -74,8 +74,10 @@ func TestStallReport(t *testing.T) {
 		if !errors.Is(err, collectives.ErrTimeout) {
 			fail(t, fmt.Errorf("recv from a rank that never sends: %v, want ErrTimeout", err))
 		}
-		if d := time.Since(start); d < time.Second || d > 15*time.Second {
-			fail(t, fmt.Errorf("gave up after %v, want --stall-timeout 1s", d))
+		// The stall inspector ended it (its report is the error), not
+		// the transport's 20 s deadline; never before the stall timeout.
+		if d := time.Since(start); d < time.Second || !strings.Contains(fmt.Sprint(err), "no progress after --stall-timeout 1s") {
+			fail(t, fmt.Errorf("gave up after %v with %v, want the stall inspector's abort at --stall-timeout 1s", d, err))
 		}
 		mu.Lock()
 		got := append([]string(nil), warnings...)
