@@ -8,6 +8,7 @@ import (
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer"
 )
@@ -105,7 +106,7 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 		return err
 	}
 
-	return withWorldBegun(pf.begin, func(c collectives.Comm) (err error) {
+	return withWorldBegun(mpi.DefaultTimeout, pf.begin, func(c collectives.Comm) (err error) {
 		c = pf.comm(c)
 		var rw *bench.RowWriter
 		if c.Rank() == 0 {
@@ -248,7 +249,7 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := cf.check(); err != nil {
 		return err
 	}
-	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
+	return withWorldBegun(cf.timeout, cf.begin, func(c collectives.Comm) (err error) {
 		for _, m := range list {
 			job := cfg
 			m.Apply(&job)

@@ -93,7 +93,7 @@ func cmdBenchPS(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return withWorldBegun(pf.begin, func(c collectives.Comm) (err error) {
+	return withWorldBegun(cfg.Timeout, pf.begin, func(c collectives.Comm) (err error) {
 		c = pf.comm(c)
 		if err := cfg.Validate(c.Size()); err != nil {
 			return usageErr("bench ps: %v", err)

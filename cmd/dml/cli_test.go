@@ -253,6 +253,22 @@ func TestConfigMismatchUnderMPI(t *testing.T) {
 	}
 }
 
+// TestStartupDeadline: a job one of whose ranks never starts MPI (here a
+// program that is not dml, as a mistyped MPMD command line makes) ends
+// after --timeout with a line naming the waiting rank and what it waits
+// for; it hung for ever in MPI_Init. runCmd's two minutes are the hang
+// guard.
+func TestStartupDeadline(t *testing.T) {
+	for _, other := range [][]string{{"/bin/true"}, {"sleep", "600"}} {
+		argv := mpi.MpirunArgs(1, dmlBin, "train", "--data", "synthetic", "--timeout", "2s")
+		argv = append(append(argv, ":", "-np", "1"), other...)
+		r := runCmd(t, argv)
+		if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0 of 2: MPI start-up did not complete within 2s (--timeout)") {
+			t.Errorf("beside %v: exit %d, stderr %q; want the start-up deadline's line", other, r.code, r.stderr)
+		}
+	}
+}
+
 func TestMoreRanksThanSamples(t *testing.T) {
 	r := dml(t, 4, "train", "--data", "synthetic", "--samples", "3")
 	if r.code == 0 || !strings.Contains(r.stderr, "more ranks than samples") {

@@ -31,7 +31,7 @@ Usage:
 	if gpuInfo == nil {
 		return errNoCUDABuild
 	}
-	return withWorld(func(c collectives.Comm) error {
+	return withWorld(mpi.DefaultTimeout, func(c collectives.Comm) error {
 		host, _ := os.Hostname()
 		summary, lines, err := gpuInfo(mpi.LocalRank())
 		if err != nil {

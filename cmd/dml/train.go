@@ -319,7 +319,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
+	return withWorldBegun(cf.timeout, cf.begin, func(c collectives.Comm) (err error) {
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))
 		}
@@ -638,7 +638,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if dc.Name == "synthetic-sparse" && !sparse {
 		return usageErr("eval: --data synthetic-sparse goes with sparse-logreg weights (one layer, one output); these have layers %v", arch.Sizes)
 	}
-	return withWorldBegun(cf.begin, func(c collectives.Comm) (err error) {
+	return withWorldBegun(cf.timeout, cf.begin, func(c collectives.Comm) (err error) {
 		var ev trainer.EvalResult
 		if sparse {
 			_, test, err := dc.LoadSparse(*seed)

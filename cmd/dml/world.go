@@ -20,8 +20,8 @@ import (
 // withWorldBegun is withWorld with begin's duties around fn: begin (the
 // flags' start on the world: --profile, --timeline, the peer timeout)
 // before it, and the function begin returns after it, given fn's error.
-func withWorldBegun(begin func(collectives.Comm) (func(*error), error), fn func(c collectives.Comm) error) error {
-	return withWorld(func(c collectives.Comm) (err error) {
+func withWorldBegun(start time.Duration, begin func(collectives.Comm) (func(*error), error), fn func(c collectives.Comm) error) error {
+	return withWorld(start, func(c collectives.Comm) (err error) {
 		end, err := begin(c)
 		if err != nil {
 			return err
@@ -34,8 +34,11 @@ func withWorldBegun(begin func(collectives.Comm) (func(*error), error), fn func(
 // withWorld starts MPI (a singleton world of one rank without mpirun), runs
 // fn and shuts MPI down. An error in a job of several ranks aborts the whole
 // job (MPI_Abort), so that no rank is left waiting for one that gave up.
-func withWorld(fn func(c collectives.Comm) error) error {
-	c, err := mpi.Init()
+// The start-up itself ends the rank, saying why, when the job's other
+// ranks have not all started within start (the command's --timeout;
+// mpi.InitWithin).
+func withWorld(start time.Duration, fn func(c collectives.Comm) error) error {
+	c, err := mpi.InitWithin(start)
 	if err != nil {
 		return fmt.Errorf("starting MPI: %w", err)
 	}

@@ -121,7 +121,60 @@ func LocalRank() int {
 // Init raises GOMAXPROCS from 1 to 2 unless the GOMAXPROCS environment
 // variable is set (see the comment in the code: MPI waits are long cgo
 // calls, and with a single P each one makes the runtime wake a thread).
-func Init() (*Comm, error) {
+func Init() (*Comm, error) { return InitWithin(DefaultTimeout) }
+
+// InitWithin is Init with a deadline on the start-up: MPI_Init waits for
+// every rank of the job to start, and a rank that never does (stopped,
+// killed before MPI is up, or a program that is not an MPI one in an MPMD
+// command line) would hold the others in it for ever, where no Comm
+// timeout reaches. When MPI_Init has not returned after limit, a watchdog
+// says so on stderr in one line, naming this rank and what it waits for,
+// and exits the process with status 1 (the main goroutine is inside the C
+// call; nothing of the job has been done yet); the launcher then ends the
+// others. The start-up barrier after it, and the returned Comm's
+// Timeout, take limit too.
+func InitWithin(limit time.Duration) (*Comm, error) {
+	if limit <= 0 {
+		limit = DefaultTimeout
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go initWatchdog(limit, done, func(msg string) {
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(1)
+	})
+	return initWorld(limit)
+}
+
+// initWatchdog calls give with its message when done is not closed within
+// limit.
+func initWatchdog(limit time.Duration, done <-chan struct{}, give func(string)) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		give(initStalled(limit, os.Getenv))
+	}
+}
+
+// initStalled is the watchdog's line, with the rank and size from the
+// launcher's environment (MPI cannot say them yet).
+func initStalled(limit time.Duration, getenv func(string) string) string {
+	who := "this rank"
+	if r := getenv("OMPI_COMM_WORLD_RANK"); r != "" {
+		who = "rank " + r
+		if n := getenv("OMPI_COMM_WORLD_SIZE"); n != "" {
+			who += " of " + n
+		}
+	} else if r := getenv("PMI_RANK"); r != "" {
+		who = "rank " + r
+	}
+	return fmt.Sprintf("dml: %s: MPI start-up did not complete within %v (--timeout): MPI_Init waits for every rank of the job to start, "+
+		"and one has not (stopped, killed, or a program that is not dml in the command line); ending", who, limit)
+}
+
+func initWorld(limit time.Duration) (*Comm, error) {
 	initOnce.Do(func() {
 		var provided C.int
 		multiple := C.int(0)
@@ -152,7 +205,7 @@ func Init() (*Comm, error) {
 			initErr = fmt.Errorf("this MPI's largest message tag (MPI_TAG_UB) is %d; dml's collectives use tags up to %d", ub, collectives.TagCollectivesMax)
 			return
 		}
-		world = &Comm{rank: int(r), size: int(n), Timeout: DefaultTimeout, ops: stall.NewTracker(), native: &watchdog{}, quiet: new(atomic.Int64)}
+		world = &Comm{rank: int(r), size: int(n), Timeout: limit, ops: stall.NewTracker(), native: &watchdog{}, quiet: new(atomic.Int64)}
 		// Waits spin briefly, then yield, then sleep (WaitPolicy).
 		policy, err := waitPolicyFromEnv()
 		if err == nil {
