@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -98,6 +100,16 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 			job := cfg.Base
 			m.Apply(&job)
 			job.Straggle, job.EvalEvery = st, 1
+			label := "no straggler"
+			if st.Rank >= 0 {
+				label = fmt.Sprintf("straggler rank %d ×%g", st.Rank, st.Factor)
+			}
+			// Each run writes its own --save and --metrics files.
+			tag := m.Name + "-none"
+			if st.Rank >= 0 {
+				tag = fmt.Sprintf("%s-%dx%g", m.Name, st.Rank, st.Factor)
+			}
+			job.Save, job.Metrics = perRun(job.Save, tag), perRun(job.Metrics, tag)
 			be, err := newBackend()
 			if err != nil {
 				return rows, err
@@ -107,7 +119,7 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 				err = cerr
 			}
 			if err != nil {
-				return rows, fmt.Errorf("%s, straggler %+v: %w", m.Name, st, err)
+				return rows, fmt.Errorf("%s, %s: %w", m.Name, label, err)
 			}
 			row := ConsistencyRow{Consistency: m.Name, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
 			if st.Rank >= 0 {
@@ -170,4 +182,15 @@ func fmtSec(s *float64, none string) string {
 		return none
 	}
 	return fmt.Sprintf("%.2f", *s)
+}
+
+// perRun is path with tag before its extension ("w.npz" → "w.bsp-none.npz",
+// "w.ssp-3x4.npz" with rank 3 slowed 4×),
+// or "" for "".
+func perRun(path, tag string) string {
+	if path == "" {
+		return ""
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "." + tag + ext
 }

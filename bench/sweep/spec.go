@@ -13,6 +13,7 @@ package sweep
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,6 +169,45 @@ type Model struct {
 	Args []string
 }
 
+// Binary reports whether the model is a binary classifier (logreg).
+func (m Model) Binary() bool { return slices.Contains(m.Args, trainer.Logreg.String()) }
+
+// perRunFlags are dml train's flags that name a path every run would
+// write: each run gets its own (PerRunPaths).
+var perRunFlags = map[string]bool{"save": true, "checkpoint-dir": true}
+
+// PerRunPaths is a sweep's --train-args for run id: --checkpoint-dir DIR
+// becomes DIR/ID, and --save FILE becomes ID-FILE in FILE's folder, so
+// that runs do not write over each other's checkpoints and weights (and
+// --resume resumes each run from its own folder).
+func PerRunPaths(args []string, id string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
+		if !strings.HasPrefix(out[i], "-") || !perRunFlags[name] {
+			continue
+		}
+		at := i
+		if !hasValue {
+			if i+1 >= len(out) {
+				break
+			}
+			at, value = i+1, out[i+1]
+			i++
+		}
+		p := filepath.Join(value, id)
+		if name == "save" {
+			p = filepath.Join(filepath.Dir(value), id+"-"+filepath.Base(value))
+		}
+		if at == i && hasValue {
+			out[at] = out[at][:strings.Index(out[at], "=")+1] + p
+		} else {
+			out[at] = p
+		}
+	}
+	return out
+}
+
 // ParseModel reads a model name (trainer.Models, with ":HIDDEN" for mlp).
 func ParseModel(s string) (Model, error) {
 	s = strings.TrimSpace(s)
@@ -248,10 +288,19 @@ func Plan(s Spec) ([]Run, error) {
 	ranks := slices.Clone(s.Ranks)
 	slices.Sort(ranks)
 	ranks = slices.Compact(ranks)
-	data := []string{"--data", s.Data}
-	if s.Data == "synthetic" {
-		data = append(data, "--samples", strconv.Itoa(s.Samples), "--features", strconv.Itoa(s.Features),
-			"--classes", strconv.Itoa(s.Classes), "--noise", strconv.FormatFloat(s.Noise, 'g', -1, 64))
+	// The data flags of a model's runs: logreg is binary, so on synthetic
+	// data its runs get 2 classes (the others, --classes).
+	dataFor := func(m Model) []string {
+		data := []string{"--data", s.Data}
+		if s.Data == "synthetic" {
+			classes := s.Classes
+			if m.Binary() {
+				classes = 2
+			}
+			data = append(data, "--samples", strconv.Itoa(s.Samples), "--features", strconv.Itoa(s.Features),
+				"--classes", strconv.Itoa(classes), "--noise", strconv.FormatFloat(s.Noise, 'g', -1, 64))
+		}
+		return data
 	}
 	seen := map[string]bool{}
 	var runs []Run
@@ -264,9 +313,9 @@ func Plan(s Spec) ([]Run, error) {
 						continue // a name given twice
 					}
 					seen[id] = true
-					args := slices.Concat(m.Args, st.Args, data,
+					args := slices.Concat(m.Args, st.Args, dataFor(m),
 						[]string{"--epochs", strconv.Itoa(s.Epochs), "--batch", strconv.Itoa(b), "--eval-every", "1", "--progress", "never"},
-						s.TrainArgs)
+						PerRunPaths(s.TrainArgs, id))
 					runs = append(runs, Run{ID: id, Model: m, Strategy: st, Ranks: n, Batch: b, Args: args})
 				}
 			}

@@ -190,3 +190,18 @@ func TestExampleSpecFile(t *testing.T) {
 		t.Errorf("%d runs, train args %q", len(runs), s.TrainArgs)
 	}
 }
+
+// TestPerRunPaths: the paths of --checkpoint-dir and --save in a sweep's
+// --train-args become each run's own, in both spellings; nothing else
+// changes.
+func TestPerRunPaths(t *testing.T) {
+	in := []string{"--lr", "0.1", "--checkpoint-dir", "/ck", "--save=/w/model.npz", "--keep", "2", "--resume"}
+	got := strings.Join(PerRunPaths(in, "mlp_ps-bsp_b32_n2"), " ")
+	want := "--lr 0.1 --checkpoint-dir /ck/mlp_ps-bsp_b32_n2 --save=/w/mlp_ps-bsp_b32_n2-model.npz --keep 2 --resume"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if in[3] != "/ck" {
+		t.Errorf("the spec's own arguments changed: %v", in)
+	}
+}

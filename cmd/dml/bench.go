@@ -212,7 +212,7 @@ final accuracy, the largest staleness seen and the time a worker waited
 rank's wait for its partners). Default job: an MLP on synthetic 10-class
 data. Every training flag of 'dml train' applies (--data, --model,
 --servers, --staleness, --topology, …); --sync is set by each strategy.`, stdout)
-	registerTrainFlags(fs, &cfg)
+	overlap := registerTrainFlags(fs, &cfg)
 	models := fs.String("models", strings.Join(bench.Strategies, ","), "strategies to compare: "+strings.Join(bench.Strategies, ", ")+" (a name may repeat)")
 	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
 	format := fs.String("format", "table", "output format: table, csv or json")
@@ -248,6 +248,15 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	}
 	if err := cf.check(); err != nil {
 		return err
+	}
+	// As dml train does: --overlap auto by this node's cores, and the
+	// output files checked before any training (each run writes its own:
+	// bench.ConsistencyConfig).
+	resolveOverlap(overlap, &cfg, &cf)
+	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
+		if err := checkOutputDir(path); err != nil {
+			return usageErr("bench consistency: %s: %v", flagName, err)
+		}
 	}
 	return withWorldBegun(cf.timeout, cf.begin, func(c collectives.Comm) (err error) {
 		for _, m := range list {

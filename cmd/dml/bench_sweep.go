@@ -240,11 +240,21 @@ func planSweep(spec sweep.Spec) ([]sweep.Planned, error) {
 	if _, err := exec.LookPath(spec.Launcher[0]); err != nil {
 		return nil, usageErr("bench sweep: --launcher %q: %v", spec.Launcher[0], errors.Unwrap(err))
 	}
+	if err := checkTrainArgs(spec.TrainArgs, runs); err != nil {
+		return nil, err
+	}
 	var plan []sweep.Planned
 	for _, run := range runs {
 		cfg, err := trainConfig(run.Args)
 		if err != nil {
 			return nil, usageErr("bench sweep: %s: %s", run.ID, message(err))
+		}
+		// A model that cannot take the data is refused before anything
+		// runs (each run failed on it), where the data's shape is known.
+		if features, classes, ok := knownShape(cfg.Data); ok && cfg.Model != trainer.SparseLogreg {
+			if _, err := trainer.BuildArch(cfg, features, classes); err != nil {
+				return nil, usageErr("bench sweep: %s: %s", run.ID, flagError(err))
+			}
 		}
 		p := sweep.Planned{Run: run}
 		if err := cfg.ValidateWorld(run.Ranks); err != nil {
@@ -255,16 +265,72 @@ func planSweep(spec sweep.Spec) ([]sweep.Planned, error) {
 	return plan, nil
 }
 
+// sweepSets names, for each dml train flag the sweep sets in every run,
+// the sweep's flag that chooses it.
+var sweepSets = map[string]string{
+	"model": "--model", "hidden": "--model (mlp:256,128)", "sync": "--sync", "allreduce": "--sync",
+	"servers": "--servers", "consistency": "--sync (ps-bsp, ps-ssp, …)", "batch": "--batch", "epochs": "--epochs",
+	"data": "--data", "samples": "--samples", "features": "--features", "classes": "--classes", "noise": "--noise",
+	"eval-every": "", "progress": "", "metrics": "", "run-report": "", "timeline": "--timeline", "profile": "--profile", "profile-dir": "--profile",
+}
+
+// checkTrainArgs refuses --train-args that set what the sweep sets in its
+// runs (the results table would label the runs by the sweep's values, not
+// by what ran): the flags of the runs' own arguments, and the ones the
+// runner adds.
+func checkTrainArgs(trainArgs []string, runs []sweep.Run) error {
+	if len(trainArgs) == 0 {
+		return nil
+	}
+	cfg := trainer.DefaultConfig()
+	var cf commonFlags
+	fs := newFlags("train", "", io.Discard)
+	registerAllTrainFlags(fs, &cfg, &cf, io.Discard)
+	if err := parse(fs, resumeArgs(trainArgs)); err != nil {
+		return usageErr("bench sweep: --train-args: %s", message(err))
+	}
+	set := map[string]bool{}
+	for _, r := range runs {
+		for _, a := range r.Args[:len(r.Args)-len(trainArgs)] {
+			if name, ok := strings.CutPrefix(a, "--"); ok {
+				set[name] = true
+			}
+		}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		use, owned := sweepSets[f.Name]
+		if err != nil || !(owned || set[f.Name]) {
+			return
+		}
+		how := "the sweep sets it for every run"
+		if use != "" {
+			how = "give the sweep's " + use + " instead"
+		}
+		err = usageErr("bench sweep: --train-args sets --%s, which the sweep sets itself: %s", f.Name, how)
+	})
+	return err
+}
+
+// knownShape is the features and classes of the data d names, where they
+// are known before it is read (synthetic data, Fashion-MNIST).
+func knownShape(d trainer.DataConfig) (features, classes int, ok bool) {
+	switch d.Name {
+	case "synthetic":
+		return d.Features, d.Classes, true
+	case "fashion-mnist":
+		return 28 * 28, 10, true
+	}
+	return 0, 0, false
+}
+
 // trainConfig parses args as `dml train` does and validates the result.
 func trainConfig(args []string) (trainer.Config, error) {
 	cfg := trainer.DefaultConfig()
 	var cf commonFlags
 	fs := newFlags("train", "", io.Discard)
-	registerTrainFlags(fs, &cfg)
-	fs.String("progress", "auto", "")
-	fs.String("run-report", "", "")
-	cf.register(fs, io.Discard)
-	if err := parse(fs, args); err != nil {
+	registerAllTrainFlags(fs, &cfg, &cf, io.Discard)
+	if err := parse(fs, resumeArgs(args)); err != nil {
 		return cfg, err
 	}
 	if err := cfg.Validate(); err != nil {

@@ -3,10 +3,15 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dml-project/dml/bench/sweep"
+	"github.com/dml-project/dml/trainer"
 )
 
 // TestBenchSweepUsage: a bad sweep is refused before anything runs (exit
@@ -29,6 +34,13 @@ func TestBenchSweepUsage(t *testing.T) {
 		{[]string{"--link", "1gbit"}, "--link needs --hosts"},
 		{[]string{"--hosts", "2", "--launcher", "mpirun"}, "not both"},
 		{[]string{"--config", "/no/such/sweep.yaml"}, "--config"},
+		// What the sweep sets itself is refused in --train-args (an MLP on
+		// a parameter server was labelled softmax/allreduce).
+		{[]string{"--sync", "allreduce", "--model", "softmax", "--train-args", "--sync ps --model mlp"}, "--train-args sets --model, which the sweep sets itself: give the sweep's --model instead"},
+		{[]string{"--train-args", "--hidden 8"}, "--train-args sets --hidden"},
+		{[]string{"--train-args", "--metrics m.jsonl"}, "--train-args sets --metrics, which the sweep sets itself: the sweep sets it for every run"},
+		// A model that cannot take the data: refused before any run.
+		{[]string{"--model", "logreg", "--data", "fashion-mnist"}, "logreg_allreduce_b32_n1: --model logreg is binary, but the data has 10 classes"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		r := dml(t, 0, append([]string{"bench", "sweep", "--out", out}, tc.args...)...)
@@ -41,6 +53,61 @@ func TestBenchSweepUsage(t *testing.T) {
 	}
 	if r := dml(t, 1, "bench", "sweep", "--out", filepath.Join(t.TempDir(), "out")); r.code != 2 || !strings.Contains(r.stderr, "without mpirun") {
 		t.Errorf("under mpirun: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSweepTakesEveryTrainFlag: every flag of dml train that the sweep
+// does not set itself passes through --train-args (--checkpoint-dir,
+// --keep and --resume were "flag provided but not defined"), and logreg
+// on synthetic data is planned with 2 classes (every run failed on 10).
+func TestSweepTakesEveryTrainFlag(t *testing.T) {
+	cfg := trainer.DefaultConfig()
+	var cf commonFlags
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerAllTrainFlags(fs, &cfg, &cf, io.Discard)
+	spec := sweep.DefaultSpec()
+	spec.Launcher = []string{"true"}
+	spec.Models = []string{"logreg"}
+	runs, err := sweep.Plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]bool{}
+	for _, a := range runs[0].Args {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			owned[name] = true
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, sets := sweepSets[f.Name]; sets || owned[f.Name] {
+			return
+		}
+		value := f.DefValue
+		if value == "" {
+			value = "x"
+		}
+		switch f.Name {
+		case "resume", "checkpoint-dir", "save":
+			value = filepath.Join(t.TempDir(), "x")
+		case "checkpoint-every":
+			value = "1e"
+		case "straggle":
+			value = "0:2"
+		case "filters":
+			value = "fp16"
+		}
+		s := spec
+		s.TrainArgs = []string{"--" + f.Name + "=" + value}
+		if f.Name == "checkpoint-every" {
+			s.TrainArgs = append(s.TrainArgs, "--checkpoint-dir", t.TempDir())
+		}
+		if _, err := planSweep(s); err != nil {
+			t.Errorf("--train-args --%s=%s: %v", f.Name, value, err)
+		}
+	})
+	if _, err := planSweep(spec); err != nil || !strings.Contains(strings.Join(runs[0].Args, " "), "--classes 2 ") {
+		t.Errorf("logreg on synthetic data: %v, args %v; want it planned with --classes 2", err, runs[0].Args)
 	}
 }
 
@@ -109,5 +176,17 @@ func TestBenchSweepRuns(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(out, p)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+// TestBenchConsistencyOutputsChecked: an unwritable --save is refused
+// before any training, in one line (it trained first, then failed with
+// a Go struct in the message).
+func TestBenchConsistencyOutputsChecked(t *testing.T) {
+	dir := t.TempDir()
+	r := dml(t, 0, "bench", "consistency", "--models", "allreduce", "--save", dir)
+	if r.code != 2 || r.stdout != "" || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 ||
+		!strings.Contains(r.stderr, "bench consistency: --save: "+dir+" is a folder, not a regular file") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line before any training", r.code, r.stdout, r.stderr)
 	}
 }

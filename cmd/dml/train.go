@@ -277,12 +277,8 @@ Examples:
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
       --model mlp --data fashion-mnist`, stdout)
-	overlap := registerTrainFlags(fs, &cfg)
-	progress := fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
-	runReportPrefix := fs.String("run-report", "", "each rank writes its CPU time (getrusage), wall time and bytes sent to PREFIX.rank-R.json at its end (dml bench sweep uses it)")
-	cf.register(fs, stderr)
-	var ckf checkpointFlags
-	ckf.register(fs)
+	tf := registerAllTrainFlags(fs, &cfg, &cf, stderr)
+	overlap, progress, runReportPrefix, ckf := tf.overlap, tf.progress, tf.runReport, tf.ckf
 	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
@@ -295,14 +291,7 @@ Examples:
 	if err := cfg.Validate(); err != nil {
 		return usageErr("train: %s", flagError(err))
 	}
-	if overlap.mode == "auto" {
-		threads := cf.blasThreads
-		if n, err := strconv.Atoi(os.Getenv("OPENBLAS_NUM_THREADS")); err == nil && n > 0 {
-			threads = n
-		}
-		cpus := runtime.NumCPU()
-		cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
-	}
+	resolveOverlap(overlap, &cfg, &cf)
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics, "--run-report": *runReportPrefix} {
 		if err := checkOutputDir(path); err != nil {
 			return usageErr("train: %s: %v", flagName, err)
@@ -396,6 +385,39 @@ func memoryLimit() (rankMemory, error) {
 // registerTrainFlags registers the flags of a training job (train and
 // bench consistency share them). Enumerations parse as they are set, into
 // the Config's typed fields.
+// trainFlags is everything `dml train` takes beyond the Config and the
+// common flags: one definition, used by dml train and by the sweep, which
+// parses its --train-args as dml train would.
+type trainFlags struct {
+	overlap             *overlapFlag
+	progress, runReport *string
+	ckf                 *checkpointFlags
+}
+
+// registerAllTrainFlags registers every flag of `dml train` on fs.
+func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, stderr io.Writer) trainFlags {
+	tf := trainFlags{overlap: registerTrainFlags(fs, cfg), ckf: &checkpointFlags{}}
+	tf.progress = fs.String("progress", "auto", "progress bar while an epoch runs: auto (on a terminal, outside mpirun), always, never")
+	tf.runReport = fs.String("run-report", "", "each rank writes its CPU time (getrusage), wall time and bytes sent to PREFIX.rank-R.json at its end (dml bench sweep uses it)")
+	cf.register(fs, stderr)
+	tf.ckf.register(fs)
+	return tf
+}
+
+// resolveOverlap turns --overlap auto into true or false by this node's
+// cores, ranks and --blas-threads (dml train and bench consistency alike).
+func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) {
+	if overlap.mode != "auto" {
+		return
+	}
+	threads := cf.blasThreads
+	if n, err := strconv.Atoi(os.Getenv("OPENBLAS_NUM_THREADS")); err == nil && n > 0 {
+		threads = n
+	}
+	cpus := runtime.NumCPU()
+	cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
+}
+
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
 	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
