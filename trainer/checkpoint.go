@@ -231,6 +231,9 @@ func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
 	if cfg.Sync == SyncPS {
 		m.Servers, m.Consistency = cfg.PS.Servers, cfg.PS.Consistency.String()
 	}
+	if !model.IdentityLabels(j.labels) {
+		m.ClassLabels = j.labels
+	}
 	return m
 }
 
@@ -264,6 +267,8 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("it is of a --sync %s job, this one is --sync %v", m.Sync, cfg.Sync)
 	case !slices.Equal(m.Arch.Sizes, arch.Sizes) || m.Arch.Loss != arch.Loss:
 		return fmt.Sprintf("it is of another model (layers %v), this job builds %v", m.Arch.Sizes, arch.Sizes)
+	case !sameLabels(m.ClassLabels, j.labels):
+		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
 	case m.Ranks != j.Comm.Size():
@@ -283,6 +288,15 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("bad position %+v", m.Position)
 	}
 	return ""
+}
+
+// sameLabels reports whether two class-label mappings are the same (nil
+// and the identity are).
+func sameLabels(a, b []int64) bool {
+	if model.IdentityLabels(a) && model.IdentityLabels(b) {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // readCheckpoint reads and checks one file.

@@ -68,6 +68,9 @@ type checkpointMeta struct {
 	// RankStates is the number of rankR.state entries (dpsgd: every rank's
 	// own model, then its optimizer state).
 	RankStates int `json:"rank_states,omitempty"`
+	// ClassLabels is the label each class of the model stands for, when
+	// that is not the class's own number (LIBSVM data labelled -1/+1…).
+	ClassLabels []int64 `json:"class_labels,omitempty"`
 }
 
 // checkpoint is a checkpoint file's contents.

@@ -30,6 +30,15 @@ type DataConfig struct {
 	// MaxFeatures raises (or lowers) the largest LIBSVM feature index
 	// accepted; 0 means data.DefaultMaxFeatures of the file's size.
 	MaxFeatures int `json:"max_features,omitempty"`
+	// ExpectClasses, for idx and libsvm data, is the number of classes the
+	// data must have (the command line's --classes, given): data from which
+	// another count is inferred (a corrupt label, a missing class) is
+	// refused, saying what was inferred. 0: any.
+	ExpectClasses int `json:"expect_classes,omitempty"`
+	// Labels fixes a LIBSVM file's classes: label Labels[k] is class k, and
+	// a label not in it is an error (dml eval passes the labels a saved
+	// model was trained with). nil: inferred from the training file.
+	Labels []int64 `json:"-"`
 }
 
 // DataNames lists the data sources.
@@ -91,7 +100,7 @@ func (d DataConfig) Sparse() bool { return d.Name == "libsvm" || d.Name == "synt
 func (d DataConfig) LoadSparse(seed uint64) (train, test *data.Sparse, err error) {
 	switch d.Name {
 	case "libsvm":
-		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures}); err != nil {
+		if train, err = data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures, Labels: d.Labels}); err != nil {
 			return nil, nil, err
 		}
 		if d.Test == "" {
@@ -202,7 +211,7 @@ func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
 		train.Classes, test.Classes = classes, classes
 		return train, test, nil
 	case "libsvm":
-		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures})
+		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures, Labels: d.Labels})
 		if err != nil {
 			return nil, nil, err
 		}

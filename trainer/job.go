@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -124,6 +125,9 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 		if err == nil {
 			fp = SparseFingerprint(train, test)
 		}
+		if err == nil {
+			err = checkClasses(cfg.Data, train.Classes, train.LabelValues)
+		}
 		if err := AgreeToStart(t.Comm, "load its data", err, fp); err != nil {
 			return nil, err
 		}
@@ -152,6 +156,10 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 // startDense closes the start-up (the rank's loading error, its model's
 // size, every rank's data fingerprint: AgreeToStart) and trains.
 func (t *Trainer) startDense(cfg Config, train, test data.DenseSource, err error) (*Result, error) {
+	if err == nil {
+		_, _, classes := train.Shape()
+		err = checkClasses(cfg.Data, classes, classLabels(train))
+	}
 	if err == nil {
 		err = t.checkModelMemory(cfg, train, test)
 	}
@@ -192,6 +200,8 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	j.labels = classLabels(train)
+	j.sayClasses(classes)
 	arch, err := BuildArch(cfg, cols, classes)
 	if err != nil {
 		return nil, err
@@ -258,6 +268,8 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	j.labels = train.LabelValues
+	j.sayClasses(train.Classes)
 	arch, err := model.NewArch(train.Cols, nil, 1, model.SigmoidCE)
 	if err != nil {
 		return nil, err
@@ -331,6 +343,7 @@ func BuildArch(cfg Config, features, classes int) (model.Arch, error) {
 type job struct {
 	*Trainer
 	cfg      Config
+	labels   []int64 // the training data's class labels (nil: class k is label k), saved with the weights
 	sched    schedule
 	tr       trace.Tracer // never nil
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
@@ -409,7 +422,7 @@ func (j *job) finish(res *Result) error {
 		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
 	}
 	if j.reports() && cfg.Save != "" {
-		if err := model.SaveNPZ(cfg.Save, res.Arch, res.Params); err != nil {
+		if err := model.SaveNPZLabels(cfg.Save, res.Arch, res.Params, j.labels); err != nil {
 			return err
 		}
 	}
@@ -430,4 +443,51 @@ func (j *job) finish(res *Result) error {
 			p.MaxStaleness, p.WaitSec, p.PushesPerSec, p.PullsPerSec, float64(p.BytesSent)/1e6, saved)
 	}
 	return nil
+}
+
+// classLabels is a source's class labels, where it keeps them (LIBSVM data
+// loaded dense); nil: class k was labelled k.
+func classLabels(s data.DenseSource) []int64 {
+	if l, ok := s.(interface{ ClassLabels() []int64 }); ok {
+		return l.ClassLabels()
+	}
+	return nil
+}
+
+// inferred says how the classes of data d were found: "labels -1, 1 in
+// FILE", "the largest label of FILE is 9".
+func inferred(d DataConfig, classes int, labels []int64) string {
+	file := d.Train
+	if d.Name == "idx" {
+		if _, l, ok := strings.Cut(d.Train, ","); ok {
+			file = l
+		}
+	}
+	if model.IdentityLabels(labels) {
+		return fmt.Sprintf("labels 0 … %d of %s", classes-1, file)
+	}
+	shown := labels
+	more := ""
+	if len(shown) > 12 {
+		shown, more = shown[:12], fmt.Sprintf(" … (%d in all)", len(labels))
+	}
+	return fmt.Sprintf("labels %s%s of %s, as classes 0 … %d", strings.Trim(fmt.Sprint(shown), "[]"), more, file, classes-1)
+}
+
+// checkClasses refuses idx or libsvm data whose inferred class count is
+// not the one the job expects (DataConfig.ExpectClasses): a corrupt label
+// byte of 200 made a 201-class model without a word.
+func checkClasses(d DataConfig, classes int, labels []int64) error {
+	if d.ExpectClasses <= 0 || (d.Name != "idx" && d.Name != "libsvm") || classes == d.ExpectClasses {
+		return nil
+	}
+	return bad("Data.Classes", "%d: the data has %d classes (%s)", d.ExpectClasses, classes, inferred(d, classes, labels))
+}
+
+// sayClasses tells, for data whose classes are inferred from its labels
+// (idx, libsvm), how many there are and from what.
+func (j *job) sayClasses(classes int) {
+	if d := j.cfg.Data; d.Name == "idx" || d.Name == "libsvm" {
+		j.printf("classes: %d, from %s\n", classes, inferred(d, classes, j.labels))
+	}
 }

@@ -1,14 +1,17 @@
 package trainer
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/internal/syncbuf"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
@@ -249,5 +252,58 @@ func TestGlobalBatch(t *testing.T) {
 	s := schedule{n: 10, ranks: 3, batch: 2}
 	if got := []int{s.stepsPerEpoch(), s.globalBatch(0), s.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
 		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
+	}
+}
+
+// TestIDXClassesInferred: IDX labels with one corrupt byte (200) make a
+// 201-class model: training says so ("classes: 201, from labels 0 … 200
+// of FILE"), and an expected class count (--classes 10) refuses the data
+// instead, naming what was inferred.
+func TestIDXClassesInferred(t *testing.T) {
+	dir := t.TempDir()
+	const n, side = 40, 4
+	img := binary.BigEndian.AppendUint32(nil, 0x0803)
+	for _, d := range []uint32{n, side, side} {
+		img = binary.BigEndian.AppendUint32(img, d)
+	}
+	lab := binary.BigEndian.AppendUint32(nil, 0x0801)
+	lab = binary.BigEndian.AppendUint32(lab, n)
+	for i := range n {
+		for j := range side * side {
+			img = append(img, byte(i*j))
+		}
+		l := byte(i % 10)
+		if i == 17 {
+			l = 200 // the corrupt byte
+		}
+		lab = append(lab, l)
+	}
+	ip, lp := filepath.Join(dir, "images"), filepath.Join(dir, "labels")
+	if err := os.WriteFile(ip, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lp, lab, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := synthCfg()
+	cfg.Data = DataConfig{Name: "idx", Train: ip + "," + lp}
+	cfg.Epochs = 1
+	var out syncbuf.Buffer
+	errs := local.NewWorld(1).Run(func(c *local.Comm) error {
+		_, err := (&Trainer{Comm: c, Backend: cpu.New(), Out: &out}).Run(cfg)
+		return err
+	})
+	noErrs(t, errs)
+	if !strings.Contains(out.String(), "classes: 201, from labels 0 … 200 of "+lp) {
+		t.Errorf("output %q does not say 201 classes were inferred from %s", out.String(), lp)
+	}
+	cfg.Data.ExpectClasses = 10
+	errs = local.NewWorld(1).Run(func(c *local.Comm) error {
+		_, err := (&Trainer{Comm: c, Backend: cpu.New()}).Run(cfg)
+		return err
+	})
+	var ce *ConfigError
+	if !errors.As(errs[0], &ce) || ce.Field != "Data.Classes" || !strings.Contains(errs[0].Error(), "10: the data has 201 classes (labels 0 … 200 of "+lp+")") {
+		t.Errorf("expecting 10 classes: %v", errs[0])
 	}
 }

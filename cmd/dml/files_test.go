@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,43 @@ func TestDifferentIDXPerRank(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "dml: rank 0: rank 1 (") || !strings.Contains(r.stderr, "differ from rank 0's") {
 			t.Errorf("%s with another image file on rank 1: exit %d, stderr %q", name, r.code, r.stderr)
 		}
+	}
+}
+
+// TestClassLabelsBelongToTheModel: a model trained on LIBSVM labels 1, 2,
+// 3 keeps that mapping with its weights, so that evaluating it on a file
+// that holds only label 3 scores as it should (it scored 0: the file's
+// own labels were mapped to classes again), a label it never saw is an
+// error, and --classes that the data does not have is refused, saying
+// what was inferred from what.
+func TestClassLabelsBelongToTheModel(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, labels ...int) string {
+		var b strings.Builder
+		for i := range 300 {
+			l := labels[i%len(labels)]
+			fmt.Fprintf(&b, "%d %d:5 4:0.%d\n", l, l, i%10) // feature l marks label l
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	train, only3, with9 := write("train.svm", 1, 2, 3), write("only3.svm", 3), write("with9.svm", 3, 9)
+	w := filepath.Join(dir, "w.npz")
+	r := dml(t, 0, "train", "--data", "libsvm", "--train", train, "--model", "softmax", "--epochs", "3", "--lr", "0.5", "--save", w, "--progress", "never")
+	if r.code != 0 || !strings.Contains(r.stdout, "classes: 3, from labels 1 2 3 of "+train) {
+		t.Fatalf("train: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := dml(t, 0, "eval", "--weights", w, "--data", "libsvm", "--train", only3, "--test", only3); r.code != 0 || !strings.Contains(r.stdout, "accuracy 1.0000") {
+		t.Errorf("eval on a file of label 3 only: exit %d, stdout %q, stderr %q; want accuracy 1", r.code, r.stdout, r.stderr)
+	}
+	if r := dml(t, 0, "eval", "--weights", w, "--data", "libsvm", "--train", with9, "--test", with9); r.code == 0 || !strings.Contains(r.stderr, "label 9 is not one of the given labels [1 2 3]") {
+		t.Errorf("eval with a label the model never saw: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = dml(t, 0, "train", "--data", "libsvm", "--train", train, "--classes", "4", "--epochs", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "--classes 4: the data has 3 classes (labels 1 2 3 of "+train+", as classes 0 … 2)") {
+		t.Errorf("--classes 4 on 3-class data: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

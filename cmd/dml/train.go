@@ -239,6 +239,16 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 	}
 }
 
+// expectClasses makes a --classes given with idx or libsvm data the class
+// count the data must have (trainer.DataConfig.ExpectClasses).
+func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "classes" && (d.Name == "idx" || d.Name == "libsvm") {
+			d.ExpectClasses = d.Classes
+		}
+	})
+}
+
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm, synthetic, or synthetic-sparse (for sparse-logreg)")
 	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST folder (the four IDX .gz files)")
@@ -246,7 +256,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")
 	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
-	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes")
+	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes; idx, libsvm: the number of classes the data must have (checked; default: as its labels say)")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
 	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
@@ -282,6 +292,7 @@ Examples:
 	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
+	expectClasses(fs, &cfg.Data)
 	bar, err := showProgress(*progress, stdout)
 	if err != nil {
 		return err
@@ -650,9 +661,24 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if err := cf.check(); err != nil {
 		return err
 	}
-	arch, params, err := model.LoadNPZ(*weights)
+	arch, params, labels, err := model.LoadNPZLabels(*weights)
 	if err != nil {
 		return err
+	}
+	// The model's classes stand for the labels it was trained on (saved
+	// with the weights when they are not 0 … K-1): a LIBSVM file is read
+	// with that mapping, not one inferred from its own labels (a file
+	// holding only some of the classes scored 0), and a label the model
+	// never saw is an error.
+	if dc.Name == "libsvm" {
+		if labels == nil {
+			for k := range max(2, arch.Sizes[len(arch.Sizes)-1]) {
+				labels = append(labels, int64(k))
+			}
+		}
+		dc.Labels = labels
+	} else if labels != nil {
+		return usageErr("eval: %s was trained on LIBSVM data whose classes are labels %v: evaluate it on such data (--data libsvm)", *weights, labels)
 	}
 	// A logistic regression (one layer, one output) reads LIBSVM and
 	// synthetic-sparse data as sparse rows, as sparse-logreg trained on it.

@@ -14,7 +14,13 @@ type Dense struct {
 	Rows    int
 	Cols    int
 	Classes int
+	// LabelValues, when not nil, is the label each class had in the source
+	// (as Sparse's: a LIBSVM file's); nil means class k was labelled k.
+	LabelValues []int64
 }
+
+// ClassLabels is d's LabelValues (nil: the identity).
+func (d *Dense) ClassLabels() []int64 { return d.LabelValues }
 
 // Row returns the features of sample i. The slice aliases d.X.
 func (d *Dense) Row(i int) []float32 {
@@ -78,11 +84,12 @@ func (d *Dense) Gather(dst []float32, dstY []int32, idx []int) error {
 // rows[1], … in that order (a row may repeat).
 func (d *Dense) Subset(rows []int) (*Dense, error) {
 	out := &Dense{
-		X:       make([]float32, len(rows)*d.Cols),
-		Y:       make([]int32, len(rows)),
-		Rows:    len(rows),
-		Cols:    d.Cols,
-		Classes: d.Classes,
+		X:           make([]float32, len(rows)*d.Cols),
+		Y:           make([]int32, len(rows)),
+		Rows:        len(rows),
+		Cols:        d.Cols,
+		Classes:     d.Classes,
+		LabelValues: d.LabelValues,
 	}
 	if err := d.Gather(out.X, out.Y, rows); err != nil {
 		return nil, fmt.Errorf("dense subset: %w", err)

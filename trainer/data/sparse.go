@@ -148,11 +148,12 @@ func (s *Sparse) ToDense() (*Dense, error) {
 			s.Rows, s.Cols, n, len(s.Values), MaxDenseExpansion)
 	}
 	d := &Dense{
-		X:       make([]float32, s.Rows*s.Cols),
-		Y:       append([]int32(nil), s.Y...),
-		Rows:    s.Rows,
-		Cols:    s.Cols,
-		Classes: s.Classes,
+		X:           make([]float32, s.Rows*s.Cols),
+		Y:           append([]int32(nil), s.Y...),
+		Rows:        s.Rows,
+		Cols:        s.Cols,
+		Classes:     s.Classes,
+		LabelValues: s.LabelValues,
 	}
 	for i := 0; i < s.Rows; i++ {
 		row := d.X[i*s.Cols : (i+1)*s.Cols]

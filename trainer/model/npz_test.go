@@ -1,9 +1,11 @@
 package model
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,5 +117,44 @@ print(" ".join(repr(float(v)) for v in z.ravel()))
 		if d := v - float64(ours[i]); d > 1e-5 || d < -1e-5 {
 			t.Errorf("logit %d: numpy %v, dml %v", i, v, ours[i])
 		}
+	}
+}
+
+// TestClassLabelsRoundTrip: class labels other than 0 … K-1 are saved with
+// the weights and read back; the identity writes the very bytes of a save
+// without labels (weights of Fashion-MNIST or synthetic models are
+// unchanged); labels that do not fit the model are refused.
+func TestClassLabelsRoundTrip(t *testing.T) {
+	arch, err := NewArch(4, []int{3}, 3, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := arch.InitParams(1)
+	var plain, ident, labelled bytes.Buffer
+	if err := WriteNPZ(&plain, arch, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteNPZLabels(&ident, arch, p, []int64{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(plain.Bytes(), ident.Bytes()) {
+		t.Error("identity labels changed the saved bytes")
+	}
+	if err := WriteNPZLabels(&labelled, arch, p, []int64{-7, 1, 1 << 40}); err != nil {
+		t.Fatal(err)
+	}
+	_, q, labels, err := ReadNPZLabels(bytes.NewReader(labelled.Bytes()), int64(labelled.Len()))
+	if err != nil || !slices.Equal(labels, []int64{-7, 1, 1 << 40}) || !slices.Equal(p, q) {
+		t.Errorf("read back labels %v, %v", labels, err)
+	}
+	if _, _, labels, _ := ReadNPZLabels(bytes.NewReader(plain.Bytes()), int64(plain.Len())); labels != nil {
+		t.Errorf("no labels saved, %v read", labels)
+	}
+	var short bytes.Buffer
+	if err := WriteNPZLabels(&short, arch, p, []int64{5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := ReadNPZLabels(bytes.NewReader(short.Bytes()), int64(short.Len())); err == nil || !strings.Contains(err.Error(), "want [3] (one label per class") {
+		t.Errorf("2 labels for 3 classes: %v", err)
 	}
 }

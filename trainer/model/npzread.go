@@ -36,9 +36,80 @@ type npzEntry struct {
 // shapes must chain into a network. The data is then read and its CRC
 // checked; NaN or ±Inf weights are refused. Every error is one line.
 func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
+	arch, params, _, err := ReadNPZLabels(r, size)
+	return arch, params, err
+}
+
+// ReadNPZLabels is ReadNPZ that also reads the class labels (ClassLabelsKey:
+// one distinct integer per output class; nil when the archive has none).
+func ReadNPZLabels(r io.ReaderAt, size int64) (Arch, []float32, []int64, error) {
+	arch, params, labelsEntry, err := readNPZ(r, size)
+	if err != nil || labelsEntry == nil {
+		return arch, params, nil, err
+	}
+	labels, err := readLabels(labelsEntry, arch)
+	if err != nil {
+		return Arch{}, nil, nil, fmt.Errorf("%s: %w", labelsEntry.name, err)
+	}
+	return arch, params, labels, nil
+}
+
+// readLabels reads and checks the class labels entry of a model arch.
+func readLabels(e *npzEntry, arch Arch) ([]int64, error) {
+	classes := max(2, arch.Sizes[len(arch.Sizes)-1])
+	if len(e.h.shape) != 1 || e.h.shape[0] != classes {
+		return nil, fmt.Errorf("shape %v, want [%d] (one label per class of the model)", e.h.shape, classes)
+	}
+	raw, err := readNPZFloat64(e, classes)
+	if err != nil {
+		return nil, err
+	}
+	labels := make([]int64, classes)
+	seen := map[int64]bool{}
+	for k, f := range raw {
+		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return nil, fmt.Errorf("label %v of class %d is not an integer", f, k)
+		}
+		labels[k] = int64(f)
+		if seen[labels[k]] {
+			return nil, fmt.Errorf("label %d stands for two classes", labels[k])
+		}
+		seen[labels[k]] = true
+	}
+	return labels, nil
+}
+
+// readNPZFloat64 reads a small 1-D entry of n elements as float64.
+func readNPZFloat64(e *npzEntry, n int) ([]float64, error) {
+	rc, err := e.f.Open()
+	if err != nil {
+		return nil, zipErr(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, e.h.dataOff+int64(n*e.dtype.size)+1))
+	if err != nil {
+		return nil, zipErr(err)
+	}
+	b = b[e.h.dataOff:]
+	var order binary.ByteOrder = binary.LittleEndian
+	if e.dtype.bigEndian {
+		order = binary.BigEndian
+	}
+	out := make([]float64, n)
+	for i := range out {
+		if e.dtype.size == 4 {
+			out[i] = float64(math.Float32frombits(order.Uint32(b[4*i:])))
+		} else {
+			out[i] = math.Float64frombits(order.Uint64(b[8*i:]))
+		}
+	}
+	return out, nil
+}
+
+func readNPZ(r io.ReaderAt, size int64) (Arch, []float32, *npzEntry, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
-		return Arch{}, nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
+		return Arch{}, nil, nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
 	}
 	// A dml checkpoint (it holds meta.json) carries optimizer state and
 	// more beside the weights: those entries are skipped, unread.
@@ -47,59 +118,74 @@ func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
 		checkpoint = checkpoint || zf.Name == "meta.json"
 	}
 	weights, biases := map[int]*npzEntry{}, map[int]*npzEntry{}
+	var labels *npzEntry
 	var claimed int64
 	for _, zf := range zr.File {
 		k, kind, ok := layerKey(zf.Name)
+		if strings.TrimSuffix(zf.Name, ".npy") == ClassLabelsKey {
+			if labels != nil {
+				return Arch{}, nil, nil, fmt.Errorf("two %s arrays", ClassLabelsKey)
+			}
+			if zf.UncompressedSize64 > 1<<20 {
+				return Arch{}, nil, nil, fmt.Errorf("%s claims %d bytes", zf.Name, zf.UncompressedSize64)
+			}
+			e, err := readNPZHeader(zf, size)
+			if err != nil {
+				return Arch{}, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
+			}
+			labels = e
+			continue
+		}
 		if !ok && checkpoint {
 			continue
 		}
 		if !ok {
-			return Arch{}, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
+			return Arch{}, nil, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
 		}
 		m := weights
 		if kind == "bias" {
 			m = biases
 		}
 		if prev := m[k]; prev != nil {
-			return Arch{}, nil, fmt.Errorf("arrays %q and %q are both layer%d.%s", prev.name, zf.Name, k, kind)
+			return Arch{}, nil, nil, fmt.Errorf("arrays %q and %q are both layer%d.%s", prev.name, zf.Name, k, kind)
 		}
 		if zf.UncompressedSize64 > uint64(inflate.Limit(size)) || claimed+int64(zf.UncompressedSize64) > inflate.Limit(size) {
-			return Arch{}, nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s",
+			return Arch{}, nil, nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s",
 				inflate.Limit(size), size, inflate.Reason(size))
 		}
 		claimed += int64(zf.UncompressedSize64)
 		e, err := readNPZHeader(zf, size)
 		if err != nil {
-			return Arch{}, nil, fmt.Errorf("%s: %w", zf.Name, err)
+			return Arch{}, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
 		}
 		m[k] = e
 	}
 	if len(weights) == 0 {
-		return Arch{}, nil, fmt.Errorf("no layerK.weight arrays")
+		return Arch{}, nil, nil, fmt.Errorf("no layerK.weight arrays")
 	}
 	var sizes []int
 	for k := 0; k < len(weights); k++ {
 		w, b := weights[k], biases[k]
 		if w == nil {
-			return Arch{}, nil, fmt.Errorf("layers must be numbered 0..%d, layer%d.weight is missing", len(weights)-1, k)
+			return Arch{}, nil, nil, fmt.Errorf("layers must be numbered 0..%d, layer%d.weight is missing", len(weights)-1, k)
 		}
 		if b == nil {
-			return Arch{}, nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
+			return Arch{}, nil, nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
 		}
 		ws, bs := w.h.shape, b.h.shape
 		if len(ws) != 2 || len(bs) != 1 || bs[0] != ws[0] {
-			return Arch{}, nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
+			return Arch{}, nil, nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
 		}
 		out, in := ws[0], ws[1]
 		if k == 0 {
 			sizes = append(sizes, in)
 		} else if in != sizes[len(sizes)-1] {
-			return Arch{}, nil, fmt.Errorf("layer%d takes %d inputs but layer%d gives %d", k, in, k-1, sizes[len(sizes)-1])
+			return Arch{}, nil, nil, fmt.Errorf("layer%d takes %d inputs but layer%d gives %d", k, in, k-1, sizes[len(sizes)-1])
 		}
 		sizes = append(sizes, out)
 	}
 	if len(biases) != len(weights) {
-		return Arch{}, nil, fmt.Errorf("%d layerK.bias arrays for %d layerK.weight arrays", len(biases), len(weights))
+		return Arch{}, nil, nil, fmt.Errorf("%d layerK.bias arrays for %d layerK.weight arrays", len(biases), len(weights))
 	}
 	loss := SoftmaxCE
 	if sizes[len(sizes)-1] == 1 {
@@ -107,17 +193,17 @@ func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
 	}
 	arch, err := NewArch(sizes[0], sizes[1:len(sizes)-1], sizes[len(sizes)-1], loss)
 	if err != nil {
-		return Arch{}, nil, err
+		return Arch{}, nil, nil, err
 	}
 	// The shapes were checked against the entries' sizes, whose sum was
 	// checked against the file: this allocation is bounded by the input.
 	params := make([]float32, arch.NumParams())
 	for k, l := range arch.Layers() {
 		if err := readNPZData(weights[k], params[l.WOff:l.BOff]); err != nil {
-			return Arch{}, nil, fmt.Errorf("%s: %w", weights[k].name, err)
+			return Arch{}, nil, nil, fmt.Errorf("%s: %w", weights[k].name, err)
 		}
 		if err := readNPZData(biases[k], params[l.BOff:l.BOff+l.Out]); err != nil {
-			return Arch{}, nil, fmt.Errorf("%s: %w", biases[k].name, err)
+			return Arch{}, nil, nil, fmt.Errorf("%s: %w", biases[k].name, err)
 		}
 	}
 	for k, l := range arch.Layers() {
@@ -126,11 +212,11 @@ func ReadNPZ(r io.ReaderAt, size int64) (Arch, []float32, error) {
 			v    []float32
 		}{{"weight", params[l.WOff:l.BOff]}, {"bias", params[l.BOff : l.BOff+l.Out]}} {
 			if !AllFinite(t.v) {
-				return Arch{}, nil, fmt.Errorf("layer%d.%s holds NaN or ±Inf", k, t.name)
+				return Arch{}, nil, nil, fmt.Errorf("layer%d.%s holds NaN or ±Inf", k, t.name)
 			}
 		}
 	}
-	return arch, params, nil
+	return arch, params, labels, nil
 }
 
 // layerKey parses "layerK.weight" or "layerK.bias", optionally with a
