@@ -23,6 +23,10 @@ type ConsistencyConfig struct {
 	Straggle   trainer.Straggle // the slowed rank; Rank < 0: no straggler runs
 	Target     float64          // test accuracy whose first epoch counts as time-to-target
 	Tracer     trace.Tracer     // receives every run's spans (nil: none)
+	// MemoryLimit and MemorySource go to every run's Trainer: data and
+	// models that would not fit are refused before they are allocated.
+	MemoryLimit  int64
+	MemorySource string
 }
 
 // Strategy is one way of training the job that the consistency bench
@@ -114,7 +118,7 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 			if err != nil {
 				return rows, err
 			}
-			res, err := (&trainer.Trainer{Comm: c, Backend: be, Tracer: cfg.Tracer}).Run(job)
+			res, err := (&trainer.Trainer{Comm: c, Backend: be, Tracer: cfg.Tracer, MemoryLimit: cfg.MemoryLimit, MemorySource: cfg.MemorySource}).Run(job)
 			if cerr := be.Close(); err == nil && cerr != nil {
 				err = cerr
 			}

@@ -118,6 +118,11 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	err := t.checkDataMemory(cfg)
 	if cfg.Model == SparseLogreg {
 		var train, test *data.Sparse
+		if err == nil && cfg.Data.Name == "libsvm" {
+			err = checkFiles(func(what string, need float64) error {
+				return t.refuse(what, need, "train on a smaller file")
+			}, cfg.Data.Train, cfg.Data.Test)
+		}
 		if err == nil {
 			train, test, err = cfg.Data.LoadSparse(cfg.Seed)
 		}
@@ -135,7 +140,9 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	}
 	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.Open(cfg.Seed)
+		train, test, err = cfg.Data.openWithin(cfg.Seed, func(what string, need float64) error {
+			return t.refuse(what, need, "train on a smaller file, or sparse (--model sparse-logreg)")
+		})
 	}
 	return t.startDense(cfg, train, test, err)
 }

@@ -64,6 +64,9 @@ type tooBigError struct{ msg string }
 func (e *tooBigError) Error() string { return e.msg }
 func (e *tooBigError) Unwrap() error { return ErrUsage }
 
+// HumanBytes formats a byte count for a person: "1.6 GB", "979 MB".
+func HumanBytes(b float64) string { return gb(b) }
+
 // gb formats bytes for a person.
 func gb(b float64) string {
 	switch {
@@ -79,8 +82,12 @@ func (t *Trainer) refuse(what string, need float64, fix string) error {
 	if t.MemoryLimit <= 0 || need <= float64(t.MemoryLimit) {
 		return nil
 	}
-	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s; DML_MEMORY_LIMIT overrides): %s",
-		what, gb(need), gb(float64(t.MemoryLimit)), t.memorySource(), fix)}
+	src := t.memorySource()
+	if src != "DML_MEMORY_LIMIT" {
+		src += "; DML_MEMORY_LIMIT overrides"
+	}
+	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s): %s",
+		what, gb(need), gb(float64(t.MemoryLimit)), src, fix)}
 }
 
 func (t *Trainer) memorySource() string {

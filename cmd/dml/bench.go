@@ -102,6 +102,11 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	if err := cfg.Validate(); err != nil {
 		return usageErr("bench allreduce: %v", err)
 	}
+	// The message buffer of the largest size, and the algorithms' scratch
+	// (a tree's or MPI's copy of it): three times -e.
+	if err := guardMemory("bench allreduce", fmt.Sprintf("-e %s", bench.FormatSize(cfg.MaxBytes)), 3*float64(cfg.MaxBytes), "lower -e"); err != nil {
+		return err
+	}
 	if err := pf.check(); err != nil {
 		return err
 	}
@@ -253,6 +258,10 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	// output files checked before any training (each run writes its own:
 	// bench.ConsistencyConfig).
 	resolveOverlap(overlap, &cfg, &cf)
+	mem, err := memoryLimit()
+	if err != nil {
+		return err
+	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {
 			return usageErr("bench consistency: %s: %v", flagName, err)
@@ -270,7 +279,8 @@ data. Every training flag of 'dml train' applies (--data, --model,
 		if st.Rank < 0 {
 			st = trainer.Straggle{Rank: c.Size() - 1, Factor: 4}
 		}
-		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target, Tracer: cf.tracer()}
+		bc := bench.ConsistencyConfig{Base: cfg, Strategies: list, Straggle: st, Target: *target, Tracer: cf.tracer(),
+			MemoryLimit: mem.limit, MemorySource: mem.source}
 		bc.Base.Straggle = trainer.Straggle{Rank: -1, Factor: 1}
 		rows, err := bench.RunConsistency(c, cf.newBackend, bc, nil)
 		if err != nil {

@@ -84,6 +84,17 @@ Examples:
 	if err := cfg.Validate(0); err != nil {
 		return cfg, "", usageErr("bench ps: %v", err)
 	}
+	// A server holds its range of the model with its optimizer state and
+	// the workers' pushes; a worker its keys, their values and gradients:
+	// about four float32 vectors of the model (dense) or of the keys and
+	// of the model (sparse) on a rank, counted as if on one server.
+	what, floats := fmt.Sprintf("--params %d", cfg.Params), float64(cfg.Params)
+	if cfg.Params == 0 {
+		what, floats = fmt.Sprintf("--keys %d --of %d", cfg.Keys, cfg.Of), float64(cfg.Of)+3*float64(cfg.Keys)
+	}
+	if err := guardMemory("bench ps", what, 16*floats, "lower it"); err != nil {
+		return cfg, "", err
+	}
 	return cfg, *format, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,6 +316,13 @@ Examples:
 	if err != nil {
 		return err
 	}
+	if mem.limit > 0 {
+		// The estimates count live data; Go's collector otherwise lets the
+		// heap grow to twice what is live before it runs. With the limit as
+		// its soft target it collects earlier instead, so that what passed
+		// the check also fits.
+		debug.SetMemoryLimit(mem.limit)
+	}
 	ck, err := ckf.check()
 	if err != nil {
 		return err
@@ -393,9 +401,6 @@ func memoryLimit() (rankMemory, error) {
 	return rankMemory{avail / int64(local), src}, nil
 }
 
-// registerTrainFlags registers the flags of a training job (train and
-// bench consistency share them). Enumerations parse as they are set, into
-// the Config's typed fields.
 // trainFlags is everything `dml train` takes beyond the Config and the
 // common flags: one definition, used by dml train and by the sweep, which
 // parses its --train-args as dml train would.
@@ -429,6 +434,26 @@ func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) 
 	cfg.Overlap = spareCoreForComm(cpus, max(cpus, mpi.OnlineCPUs()), mpi.LocalSize(), threads)
 }
 
+// guardMemory refuses, before anything is allocated, a command whose
+// buffers (need bytes on each rank, sized by the user's numbers) do not fit
+// the memory a rank may use (memoryLimit): the benches' counterpart of the
+// trainer's check.
+func guardMemory(cmd, what string, need float64, fix string) error {
+	mem, err := memoryLimit()
+	if err != nil || mem.limit <= 0 || need <= float64(mem.limit) {
+		return err
+	}
+	src := mem.source
+	if src != "DML_MEMORY_LIMIT" {
+		src += "; DML_MEMORY_LIMIT overrides"
+	}
+	return usageErr("%s: %s needs about %s on each rank, but %s are available to it (%s): %s",
+		cmd, what, trainer.HumanBytes(need), trainer.HumanBytes(float64(mem.limit)), src, fix)
+}
+
+// registerTrainFlags registers the flags of a training job (train and
+// bench consistency share them). Enumerations parse as they are set, into
+// the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
 	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
