@@ -72,6 +72,13 @@ func Open(path string) (*os.File, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
+	return adopt(fd, path, nil)
+}
+
+// adopt makes fd, opened O_NONBLOCK at path, an *os.File if it is a
+// regular file, after prepare (if not nil); else it closes fd and says
+// what path is.
+func adopt(fd int, path string, prepare func(fd int) error) (*os.File, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		syscall.Close(fd)
@@ -81,7 +88,11 @@ func Open(path string) (*os.File, error) {
 		syscall.Close(fd)
 		return nil, checkMode(path, modeOf(st.Mode))
 	}
-	if err := syscall.SetNonblock(fd, false); err != nil {
+	err := syscall.SetNonblock(fd, false)
+	if err == nil && prepare != nil {
+		err = prepare(fd)
+	}
+	if err != nil {
 		syscall.Close(fd)
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -147,24 +158,8 @@ func Create(path string) (*os.File, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: path, Err: err}
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		syscall.Close(fd)
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		syscall.Close(fd)
-		return nil, checkMode(path, modeOf(st.Mode))
-	}
-	if err := syscall.Ftruncate(fd, 0); err != nil {
-		syscall.Close(fd)
-		return nil, &fs.PathError{Op: "truncate", Path: path, Err: err}
-	}
-	if err := syscall.SetNonblock(fd, false); err != nil {
-		syscall.Close(fd)
-		return nil, &fs.PathError{Op: "create", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
+	// Truncated only once it is known to be a regular file.
+	return adopt(fd, path, func(fd int) error { return syscall.Ftruncate(fd, 0) })
 }
 
 // WriteFile is os.WriteFile through Create.

@@ -84,3 +84,41 @@ func TestReadFileBound(t *testing.T) {
 		t.Errorf("over the limit: %v", err)
 	}
 }
+
+// TestCreate: Create makes or truncates a regular file, and refuses a FIFO
+// (without blocking for a reader) and a device, leaving them as they were.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "reg")
+	if err := os.WriteFile(reg, []byte("old content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{reg, filepath.Join(dir, "new")} {
+		if err := WriteFile(p, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "x" {
+			t.Errorf("%s holds %q, want \"x\"", p, b)
+		}
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	null := filepath.Join(dir, "null")
+	if err := os.Symlink("/dev/null", null); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{fifo: "is a FIFO", null: "is a character device"} {
+		done := make(chan error, 1)
+		go func() { _, err := Create(p); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Create(%s): %v, want it refused: %s", p, err, want)
+			}
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("Create(%s) blocked", p)
+		}
+	}
+}
