@@ -25,8 +25,6 @@ type ConfigMismatchError struct {
 	Field string
 	// Value is this rank's value of Field, as JSON.
 	Value string
-	// Rank is the rank that returned the error.
-	Rank int
 }
 
 // Error: "rank 1 started with other settings than rank 0: Batch differs
@@ -127,7 +125,7 @@ func describeMismatch(c collectives.Comm, cfg Config, differ []int) error {
 	if err := collectives.Allgather(c, []float32{n}, counts); err != nil {
 		return fmt.Errorf("comparing configurations: %w", err)
 	}
-	e := &ConfigMismatchError{Ranks: differ, Rank: c.Rank()}
+	e := &ConfigMismatchError{Ranks: differ}
 	for _, k := range counts {
 		if k != n { // other builds of dml: their fields cannot be matched
 			return e

@@ -604,6 +604,7 @@ var flagNames = map[string]string{
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
 	"Data.MaxFeatures": "--max-features",
 	"Seed":             "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
+	"Data.ExpectClasses": "--classes",
 }
 
 // flagError words a configuration error with the flag a person typed:
