@@ -668,20 +668,17 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		mine = fmt.Sprintf("%v/%d/%d", ck.enabled(), ck.Every, ck.EveryEpochs)
 	}
 	mine += fmt.Sprintf("/stop=%v", t.Stop != nil)
-	h := fnv.New32a()
+	h := fnv.New64a()
 	h.Write([]byte(mine))
-	v := []float32{math.Float32frombits(h.Sum32())}
 	if t.Comm.Size() == 1 {
 		return nil
 	}
-	all := make([]float32, t.Comm.Size())
-	if err := collectives.Allgather(t.Comm, v, all); err != nil {
+	differ, _, err := collectives.Agree(t.Comm, h.Sum64())
+	if err != nil {
 		return fmt.Errorf("comparing checkpoint settings: %w", err)
 	}
-	for r, x := range all {
-		if math.Float32bits(x) != math.Float32bits(all[0]) {
-			return fmt.Errorf("rank %d has other checkpoint or signal settings than rank 0: start every rank with the same command line: %w", r, ErrConfigMismatch)
-		}
+	if len(differ) > 0 {
+		return fmt.Errorf("%s started with other checkpoint or signal settings than rank 0: start every rank with the same command line: %w", rankList(differ), ErrConfigMismatch)
 	}
 	return nil
 }

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 
 	"github.com/dml-project/dml/collectives"
@@ -307,20 +306,9 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 // rank if they are not all equal, with a *ConfigMismatchError naming the
 // ranks that differ from rank 0 and the first setting in which they do.
 func CheckSameConfig(c collectives.Comm, cfg Config) error {
-	h := cfg.Hash()
-	mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
-	all := make([]float32, 2*c.Size())
-	if err := collectives.Allgather(c, mine, all); err != nil {
+	differ, _, err := collectives.Agree(c, cfg.Hash())
+	if err != nil {
 		return fmt.Errorf("comparing configurations: %w", err)
-	}
-	hashOf := func(r int) uint64 {
-		return uint64(math.Float32bits(all[2*r]))<<32 | uint64(math.Float32bits(all[2*r+1]))
-	}
-	var differ []int
-	for r := 1; r < c.Size(); r++ {
-		if hashOf(r) != hashOf(0) {
-			differ = append(differ, r)
-		}
 	}
 	if len(differ) > 0 {
 		return describeMismatch(c, cfg, differ)

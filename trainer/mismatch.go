@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"reflect"
-	"strings"
 
 	"github.com/dml-project/dml/collectives"
 )
@@ -34,14 +32,7 @@ func (e *ConfigMismatchError) Error() string { return e.Describe(e.Field) }
 // Describe is Error with field spelled as the caller names it (the command
 // line passes the flag, "--batch", for Field).
 func (e *ConfigMismatchError) Describe(field string) string {
-	ranks := make([]string, len(e.Ranks))
-	for i, r := range e.Ranks {
-		ranks[i] = fmt.Sprintf("%d", r)
-	}
-	who := "rank " + ranks[0]
-	if len(ranks) > 1 {
-		who = "ranks " + strings.Join(ranks, ", ")
-	}
+	who := rankList(e.Ranks)
 	what := ""
 	if field != "" {
 		what = ": " + field + " differs (this rank: " + e.Value + ")"
@@ -120,32 +111,27 @@ func marshalsItself(t reflect.Type) bool {
 // differs. Only the failing path pays for it.
 func describeMismatch(c collectives.Comm, cfg Config, differ []int) error {
 	fields := comparedFields(cfg)
-	n := float32(len(fields))
-	counts := make([]float32, c.Size())
-	if err := collectives.Allgather(c, []float32{n}, counts); err != nil {
+	otherCounts, _, err := collectives.Agree(c, uint64(len(fields)))
+	if err != nil {
 		return fmt.Errorf("comparing configurations: %w", err)
 	}
 	e := &ConfigMismatchError{Ranks: differ}
-	for _, k := range counts {
-		if k != n { // other builds of dml: their fields cannot be matched
-			return e
-		}
+	if len(otherCounts) > 0 { // other builds of dml: their fields cannot be matched
+		return e
 	}
-	mine := make([]float32, 2*len(fields))
+	mine := make([]uint64, len(fields))
 	for i, f := range fields {
 		h := fnv.New64a()
 		h.Write([]byte(f.value))
-		s := h.Sum64()
-		mine[2*i], mine[2*i+1] = math.Float32frombits(uint32(s>>32)), math.Float32frombits(uint32(s))
+		mine[i] = h.Sum64()
 	}
-	all := make([]float32, len(mine)*c.Size())
-	if err := collectives.Allgather(c, mine, all); err != nil {
+	all, err := collectives.AllgatherUint64(c, mine)
+	if err != nil {
 		return fmt.Errorf("comparing configurations: %w", err)
 	}
-	first := differ[0]
+	theirs := all[len(mine)*differ[0]:]
 	for i, f := range fields {
-		a, b := all[2*i:2*i+2], all[len(mine)*first+2*i:len(mine)*first+2*i+2]
-		if math.Float32bits(a[0]) != math.Float32bits(b[0]) || math.Float32bits(a[1]) != math.Float32bits(b[1]) {
+		if theirs[i] != all[i] {
 			e.Field, e.Value = f.path, f.value
 			return e
 		}

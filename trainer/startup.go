@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
 	"strings"
 	"unsafe"
@@ -91,18 +90,15 @@ func AgreeToStart(c collectives.Comm, what string, err error, fingerprint uint64
 		h.Write([]byte(err.Error()))
 		status = h.Sum32() | 1
 	}
-	mine := []float32{math.Float32frombits(status), math.Float32frombits(uint32(fingerprint >> 32)), math.Float32frombits(uint32(fingerprint))}
-	all := make([]float32, 3*c.Size())
-	if gerr := collectives.Allgather(c, mine, all); gerr != nil {
+	all, gerr := collectives.AllgatherUint64(c, []uint64{uint64(status), fingerprint})
+	if gerr != nil {
 		if err != nil {
 			return err
 		}
 		return fmt.Errorf("start-up check (%s): %w", what, gerr)
 	}
-	statusOf := func(r int) uint32 { return math.Float32bits(all[3*r]) }
-	fpOf := func(r int) uint64 {
-		return uint64(math.Float32bits(all[3*r+1]))<<32 | uint64(math.Float32bits(all[3*r+2]))
-	}
+	statusOf := func(r int) uint32 { return uint32(all[2*r]) }
+	fpOf := func(r int) uint64 { return all[2*r+1] }
 	var failed []int
 	for r := range c.Size() {
 		if statusOf(r) != 0 {
