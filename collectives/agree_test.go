@@ -55,3 +55,18 @@ func TestAllgatherUint64(t *testing.T) {
 		}
 	}
 }
+
+// TestTagRangesDisjoint: no two users of a Comm share a tag, and the
+// registry's check finds an overlap.
+func TestTagRangesDisjoint(t *testing.T) {
+	if err := collectives.CheckTagRanges(collectives.TagRanges); err != nil {
+		t.Fatal(err)
+	}
+	bad := append(slices.Clone(collectives.TagRanges), collectives.TagRange{Owner: "new", Lo: collectives.TagPSBase + 2, Hi: collectives.TagPSBase + 4})
+	if err := collectives.CheckTagRanges(bad); err == nil {
+		t.Error("an overlapping range passed")
+	}
+	if collectives.TagOwner(collectives.TagGossipBase+1) != "trainer (gossip)" || collectives.TagOwner(5) != "" {
+		t.Error("TagOwner")
+	}
+}

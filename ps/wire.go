@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 )
 
@@ -45,12 +46,12 @@ import (
 // server views float32 values in the received buffer in place instead of
 // copying them (version 2; version 1 had no padding and keys before values).
 
-// Tags of the ps messages; MPI guarantees tags up to 32767.
+// Tags of the ps messages, from the registry's range (collectives.TagPSBase).
 const (
-	RequestTag = 30701
-	ReplyTag   = 30702
+	RequestTag = collectives.TagPSBase + iota
+	ReplyTag
 	// PayloadTag carries out-of-band float32 values (see flagValuesFollow).
-	PayloadTag = 30703
+	PayloadTag
 )
 
 // Flags in the kind byte. On a transport that also moves float32 buffers

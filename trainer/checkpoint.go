@@ -109,12 +109,13 @@ type stopVoter interface {
 	voteStop(local bool) (bool, error)
 }
 
-// Tags of the checkpoint and stop messages between workers (below the
-// collectives' own ≥ 2^20, beside package ps's 30701..30703).
+// Tags of the checkpoint and stop messages between ranks, from the
+// registry's range (collectives.TagTrainerBase).
 const (
-	tagResidue  = 30711
-	tagStop     = 30712 // ps bsp: a worker's flag to the first worker, and the OR back
-	tagStopNote = 30713 // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
+	tagResidue   = collectives.TagTrainerBase + iota
+	tagStop      // ps bsp: a worker's flag to the first worker, and the OR back
+	tagStopNote  // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
+	tagRankState // dpsgd: a rank's own state to and from rank 0
 )
 
 // boundary runs at the step boundary before next: the stop vote, then the
@@ -720,9 +721,6 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 	}
 	return s.Comm.RecvBytesWithin(from, tag, d)
 }
-
-// tagRankState carries a dpsgd rank's own state to and from rank 0.
-const tagRankState = 30714
 
 // takeRankState hands each rank its own state from the checkpoint rank 0
 // read (dpsgd): rank 0 sends rank r its entry, length first.

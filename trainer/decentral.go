@@ -26,12 +26,11 @@ type GossipStats struct {
 	PartnerWaitSec float64 `json:"partner_wait_sec"`
 }
 
-// Gossip message tags: outside the collectives' range and the parameter
-// server's.
+// Gossip message tags, from the registry's range (collectives.TagGossipBase).
 const (
-	tagGossip      = 1<<18 + iota // dpsgd: a rank's model to a neighbour
-	tagGossipCtl                  // adpsgd: requests, replies' headers, progress and control
-	tagGossipModel                // adpsgd: a model that follows a header
+	tagGossip      = collectives.TagGossipBase + iota // dpsgd: a rank's model to a neighbour
+	tagGossipCtl                                      // adpsgd: requests, replies' headers, progress and control
+	tagGossipModel                                    // adpsgd: a model that follows a header
 )
 
 // gossipTest lets tests start the ranks from different models and freeze

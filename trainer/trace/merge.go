@@ -11,11 +11,11 @@ import (
 	"github.com/dml-project/dml/collectives"
 )
 
-// Message tags of the clock measurement and the gather, outside the
-// collectives' range [1<<20, 1<<20+1024) and the gossip tags at 1<<18.
+// Message tags of the clock measurement and the gather, from the
+// registry's range (collectives.TagTraceBase).
 const (
-	TagClock  = 1<<19 + iota // ping-pong that measures a rank's clock offset
-	TagGather                // a rank's encoded spans, to rank 0
+	TagClock  = collectives.TagTraceBase + iota // ping-pong that measures a rank's clock offset
+	TagGather                                   // a rank's encoded spans, to rank 0
 )
 
 // ClockSample is one ping-pong between a reference rank and a remote one:
