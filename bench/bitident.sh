@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bitident.sh — a refactor proves itself bit for bit (CONVENTIONS.md 16):
+# bitident.sh — a refactor proves itself bit for bit (docs/CONTRIBUTING.md, conventions 16):
 # runs two dml binaries with the same flags under mpirun and compares the
 # --save weights byte for byte, then (unless QUICK=1) runs the `make demo`
 # job with both and compares every printed accuracy.

@@ -74,7 +74,7 @@ import (
 // abstract alone before we had the algorithm (ps/dssp.go up to commit
 // 71c5f1b; measured as "dssp-abstract" at commit 0f6d441 and then removed:
 // it was never better, and with a straggler it took 1.3x the wall time of
-// this rule; README, "consistency models"):
+// this rule; docs/results.md, "consistency models"):
 //
 //	                          published (dssp)           from the abstract
 //	iteration interval        push to push (holds too)   OK to next push (compute)

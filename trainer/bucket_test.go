@@ -60,7 +60,7 @@ func TestBucketPlan(t *testing.T) {
 			}
 		}
 	}
-	// The README's MLP at the default cap: the two small layers together,
+	// The MLP of docs/results.md at the default cap: the two small layers together,
 	// then layer 0 (1.6 MB) on its own.
 	if got, want := bucketPlan(arch, DefaultBucketBytes), []bucket{{lo: layers[1].WOff, hi: end}, {lo: 0, hi: layers[1].WOff}}; !slices.Equal(got, want) {
 		t.Errorf("default plan %v, want %v", got, want)

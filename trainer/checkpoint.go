@@ -38,7 +38,7 @@ import (
 // Stopping (Trainer.Stop): the ranks that train vote at every step boundary
 // whether any of them wants to stop, so that all stop after the same step
 // (stopVoter): a one-float AllReduce under allreduce (its cost is in the
-// README), the workers' flags gathered by the first worker and sent back
+// docs/results.md), the workers' flags gathered by the first worker and sent back
 // under ps BSP; under SSP, ASP and DSSP, where workers are not in step
 // anyway, each worker stops at its own next boundary once it is signalled.
 

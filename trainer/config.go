@@ -79,7 +79,7 @@ type Straggle struct {
 }
 
 // DefaultBucketBytes is the default gradient bucket cap (--bucket-mb):
-// measured on the MLPs of the README (see bucketPlan and the README's
+// measured on the MLPs of docs/results.md (see bucketPlan and its
 // overlap table).
 const DefaultBucketBytes = 1 << 20
 

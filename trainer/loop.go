@@ -91,7 +91,7 @@ func (s schedule) globalBatch(step int) int {
 // index, so that shards are shuffled independently. (With one permutation
 // for all shards, samples r and r+N would meet in the same global batch
 // every epoch; mixing the index gave 0.875 instead of 0.869 test accuracy on
-// the demo run, see the README.)
+// the demo run, see docs/results.md.)
 func (j *job) shuffleSeed() uint64 {
 	return j.cfg.Seed ^ uint64(j.shardIdx+1)*0x9E3779B97F4A7C15
 }

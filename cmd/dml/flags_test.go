@@ -2,8 +2,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +100,65 @@ func TestJoinSpaced(t *testing.T) {
 	}
 	if err := parse(fs, strings.Fields("--shuffle false --overlap false")); err != nil || cfg.Shuffle || cfg.Overlap {
 		t.Errorf("--shuffle false --overlap false: err %v, shuffle %v, overlap %v", err, cfg.Shuffle, cfg.Overlap)
+	}
+}
+
+var updateDocs = flag.Bool("update", false, "rewrite docs/flags.md from the commands' --help (make docs)")
+
+// flagCommands are the commands whose --help the flag reference holds.
+var flagCommands = [][]string{{"train"}, {"eval"}, {"bench", "allreduce"}, {"bench", "consistency"}, {"bench", "ps"}, {"bench", "sweep"}, {"devices"}}
+
+// flagReference is docs/flags.md as the commands' --help print it.
+func flagReference(t *testing.T) string {
+	var b strings.Builder
+	b.WriteString("# Flag reference\n\nGenerated from each command's `--help` by `make docs`; `TestFlagReference` fails when it differs.\n")
+	for _, cmd := range flagCommands {
+		var out, errb strings.Builder
+		if code := run(append(slices.Clone(cmd), "--help"), &out, &errb); code != 0 {
+			t.Fatalf("dml %s --help: exit %d: %s", strings.Join(cmd, " "), code, errb.String())
+		}
+		fmt.Fprintf(&b, "\n## dml %s\n\n```text\n%s```\n", strings.Join(cmd, " "), out.String())
+	}
+	return b.String()
+}
+
+// TestFlagReference: docs/flags.md is what the commands' --help say (the
+// README's hand-kept flag tables drifted from them); `make docs` rewrites it.
+func TestFlagReference(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "flags.md")
+	want := flagReference(t)
+	if *updateDocs {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != want {
+		t.Fatalf("%s is not what --help prints (%v): run `make docs`", path, err)
+	}
+}
+
+// TestDocLinks: every relative link in README.md and docs/ names a file
+// or folder that exists.
+func TestDocLinks(t *testing.T) {
+	root := filepath.Join("..", "..")
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs = append(docs, filepath.Join(root, "README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), target)); err != nil {
+				t.Errorf("%s links to %s: %v", doc, m[1], err)
+			}
+		}
 	}
 }

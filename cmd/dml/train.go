@@ -535,9 +535,9 @@ func (f *overlapFlag) takesSpaced(word string) bool { return word == "auto" }
 
 // spareCoreForComm is --overlap auto: overlapping pays where the rank has a
 // core for the communication goroutine beside its compute threads. On the
-// 2-core machines of the README's table, with a rank per core, overlap was
+// 2-core machines of docs/results.md's table, with a rank per core, overlap was
 // no faster (the communication's copies and reductions need the core the
-// BLAS thread holds; see the README), so it stays off there. cpus is the
+// BLAS thread holds; see docs/results.md), so it stays off there. cpus is the
 // CPUs this process may run on (its affinity), online the node's; the
 // node's localRanks ranks are taken to be spread evenly over them.
 func spareCoreForComm(cpus, online, localRanks, threads int) bool {
