@@ -13,6 +13,11 @@ import (
 	"time"
 )
 
+// DefaultTimeout is how long a wait for a peer lasts when nothing says
+// otherwise: the one default of dml's timeouts (the transports', the
+// parameter server's, the trainer's and the command line's --timeout).
+const DefaultTimeout = 5 * time.Minute
+
 // Comm is a communicator: a fixed group of Size() ranks that exchange tagged
 // messages point to point. It is the full seam every transport implements
 // (collectives/mpi, collectives/local); its consumers each declare the part

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 )
 
@@ -60,7 +61,7 @@ func ParseOptimizer(s string) (optim.Kind, error) { return optim.ParseKind(s) }
 const (
 	DefaultLR      = 0.01
 	DefaultEps     = 1e-10 // PyTorch Adagrad's default
-	DefaultTimeout = 60 * time.Second
+	DefaultTimeout = collectives.DefaultTimeout
 )
 
 // Config is the parameter-server configuration. Every rank must pass the same

@@ -595,7 +595,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	}
 	to := j.cfg.Timeout
 	if to <= 0 {
-		to = time.Minute
+		to = collectives.DefaultTimeout
 	}
 	to = StopVoteWait(to)
 	if !j.reports() {

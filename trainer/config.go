@@ -93,7 +93,7 @@ func DefaultConfig() Config {
 		Sync: SyncAllreduce, Allreduce: collectives.Auto, BucketBytes: DefaultBucketBytes, Overlap: true, EvalEvery: 1,
 		PS:       PSConfig{Servers: 1, Consistency: ps.BSP, Staleness: 3, StalenessLow: 1, StalenessHigh: 4},
 		Straggle: Straggle{Rank: -1, Factor: 1},
-		Timeout:  5 * time.Minute,
+		Timeout:  collectives.DefaultTimeout,
 	}
 }
 

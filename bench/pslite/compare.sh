@@ -33,7 +33,7 @@ run_dml() { # bin label kind size workers fused wait
 	local bin=$1 label=$2 kind=$3 size=$4 workers=$5 fused=$6 wait=$7 args
 	if [ "$kind" = dense ]; then args=(--params "$size"); else args=(--keys 5000 --of "$size"); fi
 	[ "$fused" = fused ] && args+=(--fused)
-	args+=(--models "$model")
+	args+=(--consistency "$model")
 	local bells=on name=$wait
 	[ "$wait" = nobell ] && wait=backoff bells=off
 	DML_MPI_WAIT=$wait DML_MPI_BELLS=$bells "${lock[@]}" "${mpirun[@]}" -x DML_MPI_WAIT -x DML_MPI_BELLS -np $((workers + 1)) "$bin" bench ps "${args[@]}" -n "$(iters "$size")" --format csv 2>&1 |

@@ -4,8 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
-	"time"
 
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
@@ -32,7 +32,7 @@ calls. --fused sends each push and pull as one request (PushPull).
 Examples:
   mpirun -np 2 dml bench ps --params 235146
   mpirun -np 3 dml bench ps --keys 5000 --of 1000000 --fused
-  mpirun -np 4 dml bench ps --servers 2 --models bsp,asp --filters none,fp16,sigmod:0.001`, stdout)
+  mpirun -np 4 dml bench ps --servers 2 --consistency bsp,asp --filters none,fp16,sigmod:0.001`, stdout)
 	fs.IntVar(&cfg.Params, "params", cfg.Params, "dense: keys pushed and pulled each round trip (the model size)")
 	fs.IntVar(&cfg.Keys, "keys", 0, "sparse: keys per round trip (with --of)")
 	fs.IntVar(&cfg.Of, "of", 0, "sparse: model size the --keys are drawn from")
@@ -40,12 +40,14 @@ Examples:
 	fs.IntVar(&cfg.Iters, "n", cfg.Iters, "timed round trips per worker")
 	fs.IntVar(&cfg.Warmup, "w", cfg.Warmup, "warm-up round trips per worker (not timed)")
 	fs.BoolVar(&cfg.Fused, "fused", false, "one push+pull request per round trip (Worker.PushPull)")
-	models := fs.String("models", "bsp", "consistency models, comma-separated: bsp, ssp, asp, dssp")
+	models := fs.String("consistency", "bsp", "consistency models, comma-separated: bsp, ssp, asp, dssp")
+	oldModels := fs.String("models", "", "deprecated: --consistency")
 	filters := fs.String("filters", "none", "filters, comma-separated alternatives, '+' chains: none, fp16, bf16, sigmod:T, sigmod:T+fp16")
 	fs.IntVar(&cfg.Staleness, "staleness", cfg.Staleness, "SSP staleness bound")
-	fs.IntVar(&cfg.StalenessLow, "staleness-low", cfg.StalenessLow, "DSSP lower staleness bound")
-	fs.IntVar(&cfg.StalenessHigh, "staleness-high", cfg.StalenessHigh, "DSSP upper staleness bound")
-	timeout := fs.Duration("timeout", 60*time.Second, "parameter-server silence timeout")
+	fs.Var(rangeFlag{&cfg.StalenessLow, &cfg.StalenessHigh}, "staleness-range", "dssp's range sL,sU (as dml train's)")
+	fs.IntVar(&cfg.StalenessLow, "staleness-low", cfg.StalenessLow, "deprecated: --staleness-range sL,sU")
+	fs.IntVar(&cfg.StalenessHigh, "staleness-high", cfg.StalenessHigh, "deprecated: --staleness-range sL,sU")
+	timeout := fs.Duration("timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long (as dml train's)")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	pf.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -56,6 +58,21 @@ Examples:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The spellings before dml train's names: still taken, saying so.
+	for old, now := range map[string]string{"models": "consistency", "staleness-low": "staleness-range", "staleness-high": "staleness-range"} {
+		if !set[old] {
+			continue
+		}
+		if set[now] {
+			return cfg, "", usageErr("bench ps: give --%s, not also --%s (its old name)", now, old)
+		}
+		if printsErrors() {
+			fmt.Fprintf(os.Stderr, "dml: bench ps: --%s is deprecated: use --%s (as dml train names it)\n", old, now)
+		}
+	}
+	if set["models"] {
+		*models = *oldModels
+	}
 	if set["keys"] || set["of"] {
 		if set["params"] {
 			return cfg, "", usageErr("bench ps: give either --params N (dense) or --keys K --of N (sparse), not both")

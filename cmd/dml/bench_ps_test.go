@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,10 @@ func TestBenchPSUsage(t *testing.T) {
 		{0, []string{"--keys", "5"}, "needs both --keys K and --of N"},
 		{0, []string{"--params", "5", "--keys", "2", "--of", "4"}, "not both"},
 		{0, []string{"--filters", "gzip"}, `unknown filter "gzip"`},
-		{0, []string{"--models", "bulk"}, `unknown consistency "bulk"`},
+		{0, []string{"--consistency", "bulk"}, `unknown consistency "bulk"`},
+		{0, []string{"--models", "bulk"}, `unknown consistency "bulk"`}, // the old spelling
+		{0, []string{"--models", "bsp", "--consistency", "asp"}, "give --consistency, not also --models (its old name)"},
+		{0, []string{"--staleness-range", "x"}, `invalid value "x" for flag -staleness-range`},
 		{0, []string{"--format", "xml"}, `unknown format "xml"`},
 		{0, []string{"--params", "1000"}, "--servers 1 in a job of 1 ranks: at most 0"},
 		{2, []string{"--params", "1000", "--servers", "2"}, "--servers 2 in a job of 2 ranks: at most 1"},
@@ -35,12 +39,15 @@ func TestBenchPSUsage(t *testing.T) {
 // one csv row per model.
 func TestBenchPSRuns(t *testing.T) {
 	for _, args := range [][]string{
-		{"--params", "5000", "-n", "5", "-w", "1", "--models", "bsp,asp", "--format", "csv"},
-		{"--keys", "100", "--of", "10000", "-n", "5", "-w", "1", "--models", "bsp,asp", "--fused", "--format", "csv"},
+		{"--params", "5000", "-n", "5", "-w", "1", "--consistency", "bsp,asp", "--format", "csv"},
+		{"--keys", "100", "--of", "10000", "-n", "5", "-w", "1", "--models", "bsp,asp", "--fused", "--format", "csv", "--staleness-low", "1"}, // old spellings
+		{"--keys", "100", "--of", "10000", "-n", "5", "-w", "1", "--consistency", "bsp,dssp", "--staleness-range", "1,3", "--format", "csv"},
 	} {
 		r := dml(t, 3, append([]string{"bench", "ps"}, args...)...)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		if r.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "workload,consistency") {
+		old := slices.Contains(args, "--models")
+		if r.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "workload,consistency") ||
+			old != strings.Contains(r.stderr, "--models is deprecated: use --consistency") {
 			t.Errorf("dml bench ps %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultTimeout bounds how long a receive or barrier waits for a peer.
-const DefaultTimeout = 2 * time.Minute
+const DefaultTimeout = collectives.DefaultTimeout
 
 type message struct {
 	src, tag int

@@ -30,7 +30,7 @@ import (
 )
 
 // DefaultTimeout bounds every wait for a peer.
-const DefaultTimeout = 5 * time.Minute
+const DefaultTimeout = collectives.DefaultTimeout
 
 // Comm is MPI_COMM_WORLD as a collectives.Comm. Use it from one goroutine
 // at a time (MPI is initialised with MPI_THREAD_SERIALIZED).
