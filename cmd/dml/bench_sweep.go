@@ -128,6 +128,9 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if note := binaryClassesNote(spec); note != "" {
+		fmt.Fprintln(stderr, note)
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench sweep: finding the dml binary: %w", err)
@@ -310,6 +313,22 @@ func checkTrainArgs(trainArgs []string, runs []sweep.Run) error {
 		err = usageErr("bench sweep: --train-args sets --%s, which the sweep sets itself: %s", f.Name, how)
 	})
 	return err
+}
+
+// binaryClassesNote says, for a sweep with logreg on synthetic data of
+// other than 2 classes, that its logreg runs use 2 (sweep.Plan gives them
+// 2: logreg is binary), so that rows of other class counts in one table
+// are not read as the same task.
+func binaryClassesNote(spec sweep.Spec) string {
+	if spec.Data != "synthetic" || spec.Classes == 2 {
+		return ""
+	}
+	for _, name := range spec.Models {
+		if m, err := sweep.ParseModel(name); err == nil && m.Binary() {
+			return fmt.Sprintf("dml: bench sweep: note: logreg is binary, so its runs use --classes 2; the other models use --classes %d", spec.Classes)
+		}
+	}
+	return ""
 }
 
 // knownShape is the features and classes of the data d names, where they

@@ -109,6 +109,15 @@ func TestSweepTakesEveryTrainFlag(t *testing.T) {
 	if _, err := planSweep(spec); err != nil || !strings.Contains(strings.Join(runs[0].Args, " "), "--classes 2 ") {
 		t.Errorf("logreg on synthetic data: %v, args %v; want it planned with --classes 2", err, runs[0].Args)
 	}
+	// …and the sweep says so when the other models use another count.
+	spec.Models = []string{"mlp", "logreg"}
+	if note := binaryClassesNote(spec); !strings.Contains(note, "logreg is binary, so its runs use --classes 2; the other models use --classes 10") {
+		t.Errorf("note %q", note)
+	}
+	spec.Models = []string{"mlp"}
+	if note := binaryClassesNote(spec); note != "" {
+		t.Errorf("no logreg, note %q", note)
+	}
 }
 
 // TestBenchSweepRuns runs a small real sweep under mpirun: 1 and 2 ranks ×
