@@ -150,6 +150,16 @@ func (d DataConfig) Open(seed uint64) (train, test data.DenseSource, err error) 
 	return d.openWithin(seed, nil)
 }
 
+// OpenWithin is Open with what it loads held to limit bytes (0: no check;
+// source says where the limit came from), as Trainer.Run holds it: a LIBSVM
+// file is refused before it is parsed or made dense (dml eval).
+func (d DataConfig) OpenWithin(seed uint64, limit int64, source string) (train, test data.DenseSource, err error) {
+	t := &Trainer{MemoryLimit: limit, MemorySource: source}
+	return d.openWithin(seed, func(what string, need float64) error {
+		return t.refuse(what, need, "evaluate on a smaller file")
+	})
+}
+
 // openWithin is Open with the memory of what it loads checked (check).
 func (d DataConfig) openWithin(seed uint64, check memoryCheck) (train, test data.DenseSource, err error) {
 	switch d.Name {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/dml-project/dml/bench"
@@ -261,6 +262,9 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	mem, err := memoryLimit()
 	if err != nil {
 		return err
+	}
+	if mem.limit > 0 {
+		debug.SetMemoryLimit(mem.limit) // as dml train does
 	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {

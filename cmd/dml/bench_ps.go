@@ -23,7 +23,7 @@ Push/pull throughput of the parameter server, as ps-lite's benchmark
 measures it: ranks 0..S-1 serve, the other ranks are workers that each
 push a gradient and pull the weights in a loop (-n timed round trips after
 -w warm-up ones). Dense: all --params keys each way; sparse: --keys K
-random keys of a model of --of N. One row per consistency model (--models)
+random keys of a model of --of N. One row per consistency model (--consistency)
 and filter (--filters): round trips/s per worker (mean and slowest), keys/s
 and GB/s moved by all workers, CPU cores busy per server and per worker
 rank (getrusage), and the share of a worker's time spent waiting in ps

@@ -590,6 +590,10 @@ func TestMemoryLimitCoversData(t *testing.T) {
 	widePath, longPath := filepath.Join(dir, "wide.svm"), filepath.Join(dir, "long.svm")
 	os.WriteFile(widePath, []byte(wide.String()), 0o644)
 	os.WriteFile(longPath, []byte(long.String()), 0o644)
+	w := filepath.Join(dir, "w.npz")
+	if r := dml(t, 0, "train", "--data", "libsvm", "--train", longPath, "--model", "softmax", "--epochs", "1", "--save", w); r.code != 0 {
+		t.Fatalf("weights for eval: exit %d: %s", r.code, r.stderr)
+	}
 	t.Setenv("DML_MEMORY_LIMIT", "2M")
 	for _, tc := range []struct {
 		args []string
@@ -601,6 +605,7 @@ func TestMemoryLimitCoversData(t *testing.T) {
 		{[]string{"bench", "ps", "--params", "10000000"}, "bench ps: --params 10000000 needs about"},
 		{[]string{"bench", "ps", "--keys", "1000", "--of", "100000000"}, "bench ps: --keys 1000 --of 100000000 needs about"},
 		{[]string{"bench", "consistency", "--models", "allreduce"}, "synthetic data of 20000 samples × 50 features and a model of"},
+		{[]string{"eval", "--weights", w, "--data", "libsvm", "--train", longPath}, "reading " + longPath},
 	} {
 		r := dml(t, 0, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "available to it (DML_MEMORY_LIMIT)") {

@@ -477,7 +477,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
-	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (tree below 64 KiB, ring above)")
+	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (per bucket, by its size, the rank count and whether MPI's own AllReduce is there: collectives/auto.go)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
 	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
@@ -728,7 +728,11 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 				return err
 			}
 		} else {
-			_, test, err := dc.Open(*seed)
+			mem, err := memoryLimit()
+			if err != nil {
+				return err
+			}
+			_, test, err := dc.OpenWithin(*seed, mem.limit, mem.source)
 			var fp uint64
 			if err == nil {
 				fp, err = trainer.SourceFingerprint(test)
