@@ -354,8 +354,9 @@ func checkpointName(steps int) string { return fmt.Sprintf("ckpt-s%09d.npz", ste
 // checkpointSteps is the step count a checkpoint's file name holds, and
 // whether name is one (ckpt-sNNN.npz).
 func checkpointSteps(name string) (int, bool) {
-	digits, ok := strings.CutPrefix(name, "ckpt-s")
-	if digits, ok = strings.CutSuffix(digits, ".npz"); !ok {
+	digits, hasPrefix := strings.CutPrefix(name, "ckpt-s")
+	digits, hasSuffix := strings.CutSuffix(digits, ".npz")
+	if !hasPrefix || !hasSuffix {
 		return 0, false
 	}
 	s, err := strconv.Atoi(digits)

@@ -471,3 +471,19 @@ func TestCheckpointAsyncResumes(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointNames: only ckpt-sNNN.npz names a checkpoint (a first
+// version of checkpointSteps also took "123.npz", which listing, pruning
+// and leftover removal would then have counted as one).
+func TestCheckpointNames(t *testing.T) {
+	for name, want := range map[string]int{"ckpt-s000000469.npz": 469, "ckpt-s1.npz": 1} {
+		if got, ok := checkpointSteps(name); !ok || got != want {
+			t.Errorf("%s: %d, %v; want %d", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"123.npz", "ckpt-s12", "ckpt-sx.npz", "w.npz", "ckpt-s.npz", ".ckpt-s1.npz.tmp-3"} {
+		if _, ok := checkpointSteps(name); ok {
+			t.Errorf("%s taken for a checkpoint", name)
+		}
+	}
+}
