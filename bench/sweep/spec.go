@@ -181,28 +181,22 @@ var perRunFlags = map[string]bool{"save": true, "checkpoint-dir": true}
 // that runs do not write over each other's checkpoints and weights (and
 // --resume resumes each run from its own folder).
 func PerRunPaths(args []string, id string) []string {
+	perRun := func(flag, path string) string {
+		if flag == "save" {
+			return filepath.Join(filepath.Dir(path), id+"-"+filepath.Base(path))
+		}
+		return filepath.Join(path, id)
+	}
 	out := slices.Clone(args)
 	for i := 0; i < len(out); i++ {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(out[i], "-"), "=")
-		if !strings.HasPrefix(out[i], "-") || !perRunFlags[name] {
-			continue
-		}
-		at := i
-		if !hasValue {
-			if i+1 >= len(out) {
-				break
-			}
-			at, value = i+1, out[i+1]
+		switch {
+		case !strings.HasPrefix(out[i], "-") || !perRunFlags[name]:
+		case hasValue: // --save=FILE
+			out[i] = strings.TrimSuffix(out[i], value) + perRun(name, value)
+		case i+1 < len(out): // --save FILE
+			out[i+1] = perRun(name, out[i+1])
 			i++
-		}
-		p := filepath.Join(value, id)
-		if name == "save" {
-			p = filepath.Join(filepath.Dir(value), id+"-"+filepath.Base(value))
-		}
-		if at == i && hasValue {
-			out[at] = out[at][:strings.Index(out[at], "=")+1] + p
-		} else {
-			out[at] = p
 		}
 	}
 	return out

@@ -203,10 +203,8 @@ func joinSpaced(fs *flag.FlagSet, args []string) []string {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		name, isFlag := strings.CutPrefix(strings.TrimPrefix(a, "-"), "-")
-		if !isFlag && strings.HasPrefix(a, "-") {
-			name, isFlag = strings.TrimPrefix(a, "-"), true
-		}
+		isFlag := strings.HasPrefix(a, "-")
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-") // -name or --name
 		if f := fs.Lookup(name); isFlag && !strings.Contains(name, "=") && f != nil && i+1 < len(args) {
 			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 				next := args[i+1]
