@@ -104,15 +104,12 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 			job := cfg.Base
 			m.Apply(&job)
 			job.Straggle, job.EvalEvery = st, 1
-			label := "no straggler"
+			straggler, label := "none", "no straggler" // the row's, the error's
 			if st.Rank >= 0 {
-				label = fmt.Sprintf("straggler rank %d ×%g", st.Rank, st.Factor)
+				straggler, label = fmt.Sprintf("%d:%g", st.Rank, st.Factor), fmt.Sprintf("straggler rank %d ×%g", st.Rank, st.Factor)
 			}
 			// Each run writes its own --save and --metrics files.
-			tag := m.Name + "-none"
-			if st.Rank >= 0 {
-				tag = fmt.Sprintf("%s-%dx%g", m.Name, st.Rank, st.Factor)
-			}
+			tag := m.Name + "-" + strings.Replace(straggler, ":", "x", 1)
 			job.Save, job.Metrics = perRun(job.Save, tag), perRun(job.Metrics, tag)
 			be, err := newBackend()
 			if err != nil {
@@ -125,10 +122,7 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 			if err != nil {
 				return rows, fmt.Errorf("%s, %s: %w", m.Name, label, err)
 			}
-			row := ConsistencyRow{Consistency: m.Name, Straggler: "none", FinalAcc: res.TestAcc, WallSec: res.WallSec}
-			if st.Rank >= 0 {
-				row.Straggler = fmt.Sprintf("%d:%g", st.Rank, st.Factor)
-			}
+			row := ConsistencyRow{Consistency: m.Name, Straggler: straggler, FinalAcc: res.TestAcc, WallSec: res.WallSec}
 			if res.PS != nil {
 				row.MaxStaleness, row.WaitSec = res.PS.MaxStaleness, res.PS.WaitSec
 			}

@@ -34,16 +34,6 @@ var TagRanges = []TagRange{
 	{"collectives", TagCollectivesMin, TagCollectivesMax + 1},
 }
 
-// TagOwner names the user a tag belongs to ("" for none), for reports.
-func TagOwner(tag int) string {
-	for _, r := range TagRanges {
-		if tag >= r.Lo && tag < r.Hi {
-			return r.Owner
-		}
-	}
-	return ""
-}
-
 // CheckTagRanges reports the first two ranges that overlap.
 func CheckTagRanges(ranges []TagRange) error {
 	for i, a := range ranges {

@@ -154,9 +154,8 @@ func (d DataConfig) Open(seed uint64) (train, test data.DenseSource, err error) 
 // source says where the limit came from), as Trainer.Run holds it: a LIBSVM
 // file is refused before it is parsed or made dense (dml eval).
 func (d DataConfig) OpenWithin(seed uint64, limit int64, source string) (train, test data.DenseSource, err error) {
-	t := &Trainer{MemoryLimit: limit, MemorySource: source}
 	return d.openWithin(seed, func(what string, need float64) error {
-		return t.refuse(what, need, "evaluate on a smaller file")
+		return CheckMemory(limit, source, what, need, "evaluate on a smaller file")
 	})
 }
 
@@ -237,7 +236,7 @@ func checkFiles(check memoryCheck, paths ...string) error {
 	if total == 0 {
 		return nil
 	}
-	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), HumanBytes(total)), 3*total)
+	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), gb(total)), 3*total)
 }
 
 func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *data.Dense, err error) {

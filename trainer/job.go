@@ -118,9 +118,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if cfg.Model == SparseLogreg {
 		var train, test *data.Sparse
 		if err == nil && cfg.Data.Name == "libsvm" {
-			err = checkFiles(func(what string, need float64) error {
-				return t.refuse(what, need, "train on a smaller file")
-			}, cfg.Data.Train, cfg.Data.Test)
+			err = checkFiles(t.memoryCheck("train on a smaller file"), cfg.Data.Train, cfg.Data.Test)
 		}
 		if err == nil {
 			train, test, err = cfg.Data.LoadSparse(cfg.Seed)
@@ -139,9 +137,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	}
 	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.openWithin(cfg.Seed, func(what string, need float64) error {
-			return t.refuse(what, need, "train on a smaller file, or sparse (--model sparse-logreg)")
-		})
+		train, test, err = cfg.Data.openWithin(cfg.Seed, t.memoryCheck("train on a smaller file, or sparse (--model sparse-logreg)"))
 	}
 	return t.startDense(cfg, train, test, err)
 }
@@ -449,8 +445,8 @@ func classLabels(s data.DenseSource) []int64 {
 	return nil
 }
 
-// inferred says how the classes of data d were found: "labels -1, 1 in
-// FILE", "the largest label of FILE is 9".
+// inferred says how the classes of data d were found: "labels 0 … 9 of
+// FILE", "labels -1 1 of FILE, as classes 0 … 1".
 func inferred(d DataConfig, classes int, labels []int64) string {
 	file := d.Train
 	if d.Name == "idx" {

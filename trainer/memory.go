@@ -64,9 +64,6 @@ type tooBigError struct{ msg string }
 func (e *tooBigError) Error() string { return e.msg }
 func (e *tooBigError) Unwrap() error { return ErrUsage }
 
-// HumanBytes formats a byte count for a person: "1.6 GB", "979 MB".
-func HumanBytes(b float64) string { return gb(b) }
-
 // gb formats bytes for a person.
 func gb(b float64) string {
 	switch {
@@ -79,15 +76,27 @@ func gb(b float64) string {
 }
 
 func (t *Trainer) refuse(what string, need float64, fix string) error {
-	if t.MemoryLimit <= 0 || need <= float64(t.MemoryLimit) {
+	return CheckMemory(t.MemoryLimit, t.memorySource(), what, need, fix)
+}
+
+// memoryCheck is refuse with its fix given, for the data loaders.
+func (t *Trainer) memoryCheck(fix string) memoryCheck {
+	return func(what string, need float64) error { return t.refuse(what, need, fix) }
+}
+
+// CheckMemory refuses what (need bytes on each rank) when it is more than
+// limit (0: no limit), a usage error naming the sizes, where the limit came
+// from (source) and the fix. The trainer, its data loaders and the
+// benches all refuse through it.
+func CheckMemory(limit int64, source, what string, need float64, fix string) error {
+	if limit <= 0 || need <= float64(limit) {
 		return nil
 	}
-	src := t.memorySource()
-	if src != "DML_MEMORY_LIMIT" {
-		src += "; DML_MEMORY_LIMIT overrides"
+	if source != "DML_MEMORY_LIMIT" {
+		source += "; DML_MEMORY_LIMIT overrides"
 	}
 	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s): %s",
-		what, gb(need), gb(float64(t.MemoryLimit)), src, fix)}
+		what, gb(need), gb(float64(limit)), source, fix)}
 }
 
 func (t *Trainer) memorySource() string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/dml-project/dml/bench"
@@ -259,12 +258,9 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	// output files checked before any training (each run writes its own:
 	// bench.ConsistencyConfig).
 	resolveOverlap(overlap, &cfg, &cf)
-	mem, err := memoryLimit()
+	mem, err := limitMemory()
 	if err != nil {
 		return err
-	}
-	if mem.limit > 0 {
-		debug.SetMemoryLimit(mem.limit) // as dml train does
 	}
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics} {
 		if err := checkOutputDir(path); err != nil {

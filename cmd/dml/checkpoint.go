@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/dml-project/dml/internal/regfile"
-
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/dml-project/dml/internal/crash"
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/trainer"
 )
 

@@ -312,16 +312,9 @@ Examples:
 	if err := cf.check(); err != nil {
 		return err
 	}
-	mem, err := memoryLimit()
+	mem, err := limitMemory()
 	if err != nil {
 		return err
-	}
-	if mem.limit > 0 {
-		// The estimates count live data; Go's collector otherwise lets the
-		// heap grow to twice what is live before it runs. With the limit as
-		// its soft target it collects earlier instead, so that what passed
-		// the check also fits.
-		debug.SetMemoryLimit(mem.limit)
 	}
 	ck, err := ckf.check()
 	if err != nil {
@@ -440,15 +433,25 @@ func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) 
 // trainer's check.
 func guardMemory(cmd, what string, need float64, fix string) error {
 	mem, err := memoryLimit()
-	if err != nil || mem.limit <= 0 || need <= float64(mem.limit) {
+	if err != nil {
 		return err
 	}
-	src := mem.source
-	if src != "DML_MEMORY_LIMIT" {
-		src += "; DML_MEMORY_LIMIT overrides"
+	if err := trainer.CheckMemory(mem.limit, mem.source, what, need, fix); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	return usageErr("%s: %s needs about %s on each rank, but %s are available to it (%s): %s",
-		cmd, what, trainer.HumanBytes(need), trainer.HumanBytes(float64(mem.limit)), src, fix)
+	return nil
+}
+
+// limitMemory is memoryLimit for a command that trains, which also gives
+// the limit to Go's collector as its soft target: the estimates count live
+// data, and the collector otherwise lets the heap grow to twice what is
+// live before it runs, so that what passed the check might not fit.
+func limitMemory() (rankMemory, error) {
+	mem, err := memoryLimit()
+	if err == nil && mem.limit > 0 {
+		debug.SetMemoryLimit(mem.limit)
+	}
+	return mem, err
 }
 
 // registerTrainFlags registers the flags of a training job (train and

@@ -50,6 +50,10 @@ func Check(path string) error {
 	return checkMode(path, st.Mode())
 }
 
+// CheckMode is Check for a mode already looked up (os.Stat's, which
+// follows symlinks).
+func CheckMode(path string, m fs.FileMode) error { return checkMode(path, m) }
+
 func checkMode(path string, m fs.FileMode) error {
 	if m.IsRegular() {
 		return nil

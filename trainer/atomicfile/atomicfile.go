@@ -46,7 +46,7 @@ func tempPattern(path string) string { return "." + filepath.Base(path) + ".tmp-
 // itself (conventions, 23).
 func Write(path string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
 	if st, err := os.Stat(path); err == nil {
-		if err := regfile.Check(path); err != nil {
+		if err := regfile.CheckMode(path, st.Mode()); err != nil {
 			return fmt.Errorf("%w: refusing to replace it", err)
 		}
 		perm = st.Mode().Perm()
@@ -120,8 +120,8 @@ func CheckWritable(path string) error {
 	case !st.IsDir():
 		return fmt.Errorf("%s is not a folder", dir)
 	}
-	if _, err := os.Stat(path); err == nil {
-		if err := regfile.Check(path); err != nil {
+	if st, err := os.Stat(path); err == nil {
+		if err := regfile.CheckMode(path, st.Mode()); err != nil {
 			return fmt.Errorf("%w: refusing to replace it", err)
 		}
 	}

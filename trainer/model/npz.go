@@ -101,23 +101,8 @@ func matrix(v []float32, rows, cols int) any {
 // and rebuilds the architecture from their shapes: one output means logistic
 // loss, more mean softmax. See ReadNPZ for what is checked.
 func LoadNPZ(path string) (Arch, []float32, error) {
-	f, err := regfile.Open(path)
-	if err != nil {
-		return Arch{}, nil, fmt.Errorf("--weights: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Arch{}, nil, fmt.Errorf("--weights: %w", err)
-	}
-	if st.IsDir() {
-		return Arch{}, nil, fmt.Errorf("--weights: %s is a folder, not an .npz file", path)
-	}
-	arch, params, err := ReadNPZ(f, st.Size())
-	if err != nil {
-		return Arch{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return arch, params, nil
+	arch, params, _, err := LoadNPZLabels(path)
+	return arch, params, err
 }
 
 // IdentityLabels reports whether labels maps class k to label k for every
@@ -132,7 +117,8 @@ func IdentityLabels(labels []int64) bool {
 }
 
 // LoadNPZLabels is LoadNPZ that also returns the class labels saved with
-// the weights (nil when none were: the identity).
+// the weights (nil when none were: the identity). A path that is not a
+// regular file (a folder, a FIFO) is refused by regfile.Open.
 func LoadNPZLabels(path string) (Arch, []float32, []int64, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
