@@ -83,7 +83,10 @@ func TestPSConverges(t *testing.T) {
 }
 
 func TestPSFiltersSaveBytes(t *testing.T) {
-	cfg := psCfg(ps.ASP, 1)
+	// BSP, whose result does not depend on how the workers' pushes
+	// interleave: under ASP the accuracy fell below the bound in 3 of 15
+	// runs under -race (a test decided by scheduling; issue 17, item 2).
+	cfg := psCfg(ps.BSP, 1)
 	cfg.PS.Filters = "fp16"
 	res := mustRun(t, 3, cfg)
 	p := res[0].PS
