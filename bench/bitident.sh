@@ -36,6 +36,8 @@ cases=(
 	"ps-bsp-2servers-adagrad-synthetic|4|--epochs 2 --sync ps --servers 2 --consistency bsp --optimizer adagrad --lr 0.05 --hidden 32 ${synth[*]}"
 	"sparse-logreg-bsp-1server|3|--epochs 1 --max-steps 50 --sync ps --consistency bsp ${sparse[*]}"
 	"sparse-logreg-bsp-2servers|4|--epochs 1 --sync ps --servers 2 --consistency bsp ${sparse[*]}"
+	"dpsgd-4|4|${short[*]} --sync dpsgd"
+	"dpsgd-3-adagrad-synthetic|3|--epochs 2 --sync dpsgd --optimizer adagrad --lr 0.05 --hidden 32 ${synth[*]}"
 )
 for c in "${cases[@]}"; do
 	IFS='|' read -r name np flags <<<"$c"

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -30,39 +29,32 @@ type ConsistencyConfig struct {
 }
 
 // Strategy is one way of training the job that the consistency bench
-// compares: Name is its row label, Apply sets the job's Sync and what goes
-// with it (e.g. PS.Consistency).
-type Strategy struct {
-	Name  string
-	Apply func(*trainer.Config)
-	// PS: the strategy trains through the parameter server (its ranks
-	// below Servers do not train, so a straggler must be a worker).
-	PS bool
-}
+// compares: a variant of the strategy registry (trainer.Variants). Name is
+// its row label, Apply sets the job's Sync and what goes with it (e.g.
+// PS.Consistency), Servers says its first ranks do not train.
+type Strategy = trainer.Variant
 
 // Strategies lists the names ParseStrategy knows, in the bench's default
-// order.
-var Strategies = []string{"bsp", "ssp", "asp", "dssp", "allreduce", "dpsgd", "adpsgd"}
-
-// ParseStrategy returns the strategy a `--models` name stands for: a
-// parameter-server consistency model (bsp, ssp, asp, dssp), or another
-// --sync: allreduce, dpsgd, adpsgd (on the job's --topology). A new
-// strategy is one more case here, before the consistency models.
-func ParseStrategy(name string) (Strategy, error) {
-	switch name {
-	case "allreduce", "dpsgd", "adpsgd":
-		s, err := trainer.ParseSync(name)
-		if err != nil {
-			return Strategy{}, err
+// order: the parameter server's consistency models, then the other
+// strategies, each in registry order.
+var Strategies = func() []string {
+	var servers, others []string
+	for _, v := range trainer.Variants() {
+		if v.Servers {
+			servers = append(servers, v.Name)
+		} else {
+			others = append(others, v.Name)
 		}
-		return Strategy{Name: name, Apply: func(j *trainer.Config) { j.Sync = s }}, nil
 	}
-	c, err := ps.ParseConsistency(name)
-	if err != nil {
-		return Strategy{}, fmt.Errorf("%w (or allreduce, dpsgd, adpsgd)", err)
-	}
-	return Strategy{Name: c.String(), PS: true, Apply: func(j *trainer.Config) { j.Sync, j.PS.Consistency = trainer.SyncPS, c }}, nil
-}
+	return append(servers, others...)
+}()
+
+// ParseStrategy returns the strategy a `--consistency` name stands for: a
+// parameter-server consistency model (bsp, ssp, asp, dssp), or another
+// --sync: allreduce, dpsgd, adpsgd (on the job's --topology). The names
+// come from the strategy registry (trainer.ParseVariant): a new strategy
+// is known here without a change.
+func ParseStrategy(name string) (Strategy, error) { return trainer.ParseVariant(name) }
 
 // ConsistencyRow is one run of the sweep.
 type ConsistencyRow struct {
@@ -89,7 +81,7 @@ func RunConsistency(c collectives.Comm, newBackend func() (kernels.Backend, erro
 	if cfg.Straggle.Rank >= 0 {
 		lo := 0
 		for _, m := range cfg.Strategies {
-			if m.PS {
+			if m.Servers {
 				lo = cfg.Base.PS.Servers
 			}
 		}

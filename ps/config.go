@@ -31,6 +31,9 @@ const (
 
 var consistencyNames = [...]string{BSP: "bsp", SSP: "ssp", ASP: "asp", DSSP: "dssp"}
 
+// Consistencies lists the consistency models, in the order above.
+var Consistencies = []Consistency{BSP, SSP, ASP, DSSP}
+
 // String returns the lower-case name ("bsp", "ssp", "asp", "dssp").
 func (c Consistency) String() string {
 	if int(c) < len(consistencyNames) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,34 +12,32 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/internal/regfile"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// Checkpoints and clean stops.
+// Checkpoints and clean stops: what every strategy shares. What is a
+// strategy's own (its state, its metadata, its compatibility checks, how
+// its ranks take their part on resuming, its stop vote) is in its unit
+// (strategy.go and sync_*.go).
 //
-// A checkpoint is written at a step boundary by the reporting rank (rank 0
-// under allreduce, which holds the same weights and optimizer state as
-// every rank; the first worker under ps, which asks the servers for theirs
-// with ps.Worker.Snapshot and collects the other workers' filter residues)
-// as one .npz file (checkpoint_file.go), atomically. The sample order is a
-// pure function of (seed, shard, epoch), so the Position is the data-order
-// position; under BSP the consistency controllers' clocks are the steps run.
+// A checkpoint is written at a step boundary by the reporting rank, from
+// the state the strategy's saveState collects (checkpointer), as one .npz
+// file (checkpoint_file.go), atomically; the newest Keep stay. The sample
+// order is a pure function of (seed, shard, epoch), so the Position is the
+// data-order position.
 //
-// Resuming: rank 0 reads the checkpoint (the newest valid one in the folder,
-// or the file named), checks it against this job (configuration hash,
-// model, ranks, servers, optimizer) and broadcasts it; under ps every
-// server starts from its range of it (ps.Config.Restore) and every worker
-// from its clock and residue.
+// Resuming: rank 0 reads the checkpoint (the newest valid one in the
+// folder, or the file named), checks it against this job (configuration
+// hash, model, ranks, optimizer, and the strategy's own checks) and
+// broadcasts the weights and optimizer state; the strategy's unit hands
+// out the rest (resume).
 //
 // Stopping (Trainer.Stop): the ranks that train vote at every step boundary
-// whether any of them wants to stop, so that all stop after the same step
-// (stopVoter): a one-float AllReduce under allreduce (its cost is in the
-// docs/results.md), the workers' flags gathered by the first worker and sent back
-// under ps BSP; under SSP, ASP and DSSP, where workers are not in step
-// anyway, each worker stops at its own next boundary once it is signalled.
+// whether any of them wants to stop, so that all stop after the same step:
+// a one-float AllReduce over every rank (voteAll), unless the strategy
+// votes its own way (stopVoter: ps).
 
 // ErrInterrupted is returned (wrapped) by Run when Trainer.Stop asked for a
 // stop: training ended early at a step boundary, after writing a final
@@ -108,15 +105,6 @@ type checkpointer interface {
 type stopVoter interface {
 	voteStop(local bool) (bool, error)
 }
-
-// Tags of the checkpoint and stop messages between ranks, from the
-// registry's range (collectives.TagTrainerBase).
-const (
-	tagResidue   = collectives.TagTrainerBase + iota
-	tagStop      // ps bsp: a worker's flag to the first worker, and the OR back
-	tagStopNote  // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
-	tagRankState // dpsgd: a rank's own state to and from rank 0
-)
 
 // boundary runs at the step boundary before next: the stop vote, then the
 // checkpoint when one is due or the job stops. It returns whether to stop.
@@ -229,36 +217,12 @@ func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
 		Model: cfg.Model.String(), Arch: arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
 		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos,
 	}
-	if cfg.Sync == SyncPS {
-		m.Servers, m.Consistency = cfg.PS.Servers, cfg.PS.Consistency.String()
-	}
+	cfg.Sync.unit().checkpointMeta(j, &m)
 	if !model.IdentityLabels(j.labels) {
 		m.ClassLabels = j.labels
 	}
 	return m
 }
-
-// residueFilters is how many of the job's ps filters keep a residue
-// (sigmod), which a checkpoint must carry per worker.
-func (j *job) residueFilters() int {
-	if j.cfg.Sync != SyncPS {
-		return 0
-	}
-	specs, err := ps.ParseFilters(j.cfg.PS.Filters)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, f := range specs {
-		if hasResidue(f) {
-			n++
-		}
-	}
-	return n
-}
-
-// hasResidue reports whether filters of spec keep a residue (sigmod).
-func hasResidue(spec ps.FilterSpec) bool { return ps.Residue(spec.NewFilter(1)) != nil }
 
 // compatible says why checkpoint c cannot resume this job ("" if it can).
 func (j *job) compatible(c *checkpoint, arch model.Arch) string {
@@ -274,17 +238,14 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
 	case m.Ranks != j.Comm.Size():
 		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (the data shards and the global batch depend on it)", m.Ranks, j.Comm.Size())
-	case cfg.Sync == SyncPS && m.Servers != cfg.PS.Servers:
-		return fmt.Sprintf("it was written with %d servers, this job has %d", m.Servers, cfg.PS.Servers)
+	}
+	if why := cfg.Sync.unit().compatible(j, c); why != "" {
+		return why
+	}
+	switch {
 	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; epochs and --max-steps may differ)",
 			m.ConfigHash, cfg.checkpointHash())
-	case cfg.Sync == SyncDPSGD && m.RankStates != j.Comm.Size():
-		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", m.RankStates, j.Comm.Size())
-	case cfg.Sync != SyncDPSGD && (c.OptState != nil) != cfg.Opt.Kind.HasState():
-		return fmt.Sprintf("its optimizer state does not fit %v", cfg.Opt.Kind)
-	case m.Residues != 0 && m.Residues != j.sched.ranks*j.residueFilters() || m.Residues == 0 && j.residueFilters() > 0:
-		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, j.sched.ranks*j.residueFilters())
 	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.sched.stepsPerEpoch():
 		return fmt.Sprintf("bad position %+v", m.Position)
 	}
@@ -387,31 +348,32 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	var ck *checkpoint
 	var path string
 	var pickErr error
-	head := make([]float32, 7) // ok, epoch, step, steps, has opt state, residues, rank states
+	// What rank 0 found: refused / none / a checkpoint (headRefused,
+	// headFresh, headFound), its position and its optimizer state's length.
+	head := make([]uint64, 5)
 	if c.Rank() == 0 {
 		ck, path, pickErr = j.pickCheckpoint(arch)
 		switch {
 		case pickErr != nil:
-			head[0] = intBits(-1)
+			head[0] = headRefused
 		case ck != nil:
-			head = []float32{intBits(1), intBits(ck.Meta.Epoch), intBits(ck.Meta.Step), intBits(ck.Meta.Steps),
-				intBits(len(ck.OptState)), intBits(len(ck.Residues)), intBits(len(ck.RankStates))}
+			head = []uint64{headFound, uint64(ck.Meta.Epoch), uint64(ck.Meta.Step), uint64(ck.Meta.Steps), uint64(len(ck.OptState))}
 		}
 	}
-	if err := collectives.Broadcast(c, head, 0); err != nil {
+	if err := collectives.BroadcastUint64(c, head, 0); err != nil {
 		return nil, fmt.Errorf("resuming: %w", err)
 	}
-	switch bitsInt(head[0]) {
-	case -1:
+	switch head[0] {
+	case headRefused:
 		if pickErr == nil {
 			pickErr = errors.New("rank 0 refused the checkpoint (it says why)")
 		}
 		return nil, refusedError{pickErr}
-	case 0:
+	case headFresh:
 		return nil, nil
 	}
 	p := arch.NumParams()
-	r := &resumed{Position: Position{Epoch: bitsInt(head[1]), Step: bitsInt(head[2]), Steps: bitsInt(head[3])}}
+	r := &resumed{Position: Position{Epoch: int(head[1]), Step: int(head[2]), Steps: int(head[3])}}
 	r.params = make([]float32, p)
 	if ck != nil {
 		copy(r.params, ck.Params)
@@ -419,7 +381,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	if err := collectives.Broadcast(c, r.params, 0); err != nil {
 		return nil, fmt.Errorf("resuming: weights: %w", err)
 	}
-	if n := bitsInt(head[4]); n > 0 {
+	if n := int(head[4]); n > 0 {
 		r.opt = make([]float32, n)
 		if ck != nil {
 			copy(r.opt, ck.OptState)
@@ -428,41 +390,8 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			return nil, fmt.Errorf("resuming: optimizer state: %w", err)
 		}
 	}
-	// Residues: entry w*F+f is worker w's residue of its f-th residue filter.
-	nres := bitsInt(head[5])
-	perWorker := j.residueFilters()
-	if nres > 0 {
-		specs, _ := ps.ParseFilters(j.cfg.PS.Filters)
-		buf := make([]float32, p)
-		for e := 0; e < nres; e++ {
-			if ck != nil {
-				copy(buf, ck.Residues[e])
-			}
-			if err := collectives.Broadcast(c, buf, 0); err != nil {
-				return nil, fmt.Errorf("resuming: residues: %w", err)
-			}
-			w, f := e/perWorker, e%perWorker
-			if w != j.shardIdx {
-				continue
-			}
-			if r.residues == nil {
-				r.residues = make([][]float32, len(specs))
-			}
-			// The f-th residue filter's index among all filters.
-			for i, k := 0, 0; i < len(specs); i++ {
-				if hasResidue(specs[i]) {
-					if k == f {
-						r.residues[i] = slices.Clone(buf)
-					}
-					k++
-				}
-			}
-		}
-	}
-	if bitsInt(head[6]) > 0 {
-		if err := r.takeRankState(c, ck); err != nil {
-			return nil, err
-		}
+	if err := j.cfg.Sync.unit().resume(j, ck, r); err != nil {
+		return nil, err
 	}
 	if c.Rank() == 0 && j.Out != nil {
 		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d (%d steps run), read and sent to every rank in %.0f ms\n",
@@ -478,9 +407,12 @@ type refusedError struct{ err error }
 func (e refusedError) Error() string   { return e.err.Error() }
 func (e refusedError) Unwrap() []error { return []error{e.err, ErrCheckpoint, ErrUsage} }
 
-func intBits(v int) float32 { return math.Float32frombits(uint32(int32(v))) }
-
-func bitsInt(f float32) int { return int(int32(math.Float32bits(f))) }
+// The first word of loadResume's head.
+const (
+	headFresh   = iota // no checkpoint: start from the beginning
+	headFound          // a checkpoint follows
+	headRefused        // rank 0 refused what it was to resume from
+)
 
 // finishRun ends a run: finish (save, summary), then ErrInterrupted when
 // Stop ended it early.
@@ -502,144 +434,10 @@ func (j *job) finishRun(res *Result) (*Result, error) {
 // StopsAtBoundaries reports whether Trainer.Stop is honoured under c: not
 // under adpsgd, whose ranks share no step loop to agree in (a signal
 // should end such a job the ordinary way).
-func (c Config) StopsAtBoundaries() bool { return c.Sync != SyncADPSGD }
-
-// saveState: the weights and optimizer state, on rank 0.
-func (s *allreduceStrategy) saveState() (*checkpoint, error) {
-	if s.j.Comm.Rank() != 0 {
-		return nil, nil
-	}
-	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: make([]float32, s.m.NumParams())}
-	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
-		return nil, err
-	}
-	var err error
-	if s.opt.StateLen() > 0 {
-		if c.OptState, err = s.opt.SaveState(); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+func (c Config) StopsAtBoundaries() bool {
+	u := c.Sync.unit()
+	return u != nil && u.stopsAtBoundaries()
 }
-
-// saveState: the reporting worker asks the servers for their state and
-// collects the other workers' filter residues; they send theirs.
-func (p *psWorker) saveState() (*checkpoint, error) {
-	j := p.j
-	var mine [][]float32
-	for _, f := range p.w.Filters() {
-		if r := ps.Residue(f); r != nil {
-			mine = append(mine, r)
-		}
-	}
-	if !j.reports() {
-		for _, r := range mine {
-			if err := collectives.Send(j.Comm, r, j.reporter, tagResidue); err != nil {
-				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.reporter, err)
-			}
-		}
-		return nil, nil
-	}
-	n := p.w.Size()
-	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, Params: make([]float32, n)}
-	if j.cfg.Opt.Kind.HasState() {
-		c.OptState = make([]float32, n)
-	}
-	if err := p.w.Snapshot(c.Params, c.OptState); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	for w := 0; w < j.sched.ranks; w++ {
-		for f := range mine {
-			if w == j.shardIdx {
-				c.Residues = append(c.Residues, slices.Clone(mine[f]))
-				continue
-			}
-			r := make([]float32, n)
-			if err := collectives.Recv(j.Comm, r, w+j.cfg.PS.Servers, tagResidue); err != nil {
-				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.cfg.PS.Servers, err)
-			}
-			c.Residues = append(c.Residues, r)
-		}
-	}
-	return c, nil
-}
-
-// voteStop: a signalled server sends every worker a note (stopNotifier),
-// which counts as the worker's own signal. Under BSP the workers are in
-// step, and the first worker gathers their flags and sends back the OR;
-// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
-// signalled worker sends the other workers a note so that they stop too.
-func (p *psWorker) voteStop(local bool) (bool, error) {
-	j := p.j
-	note, err := p.pollStopNotes()
-	if err != nil {
-		return false, err
-	}
-	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
-		if local && !p.notified && j.sched.ranks > 1 {
-			p.notified = true
-			for w := range j.sched.ranks {
-				if w != j.shardIdx {
-					if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
-						return false, err
-					}
-				}
-			}
-		}
-		return local || note, nil
-	}
-	local = local || note
-	flag := []byte{0}
-	if local {
-		flag[0] = 1
-	}
-	to := j.cfg.Timeout
-	if to <= 0 {
-		to = collectives.DefaultTimeout
-	}
-	to = StopVoteWait(to)
-	if !j.reports() {
-		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
-			return false, err
-		}
-		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
-		if err != nil {
-			return false, fmt.Errorf("from the first worker (rank %d): %w", j.reporter, err)
-		}
-		return len(b) == 1 && b[0] == 1, nil
-	}
-	any := local
-	for w := 0; w < j.sched.ranks; w++ {
-		if w == j.shardIdx {
-			continue
-		}
-		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
-		if err != nil {
-			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
-		}
-		any = any || len(b) == 1 && b[0] == 1
-	}
-	if any {
-		flag[0] = 1
-	}
-	for w := 0; w < j.sched.ranks; w++ {
-		if w != j.shardIdx {
-			if err := j.Comm.SendBytes(flag, w+j.cfg.PS.Servers, tagStop); err != nil {
-				return false, err
-			}
-		}
-	}
-	return any, nil
-}
-
-// StopVoteWait is how long the ps stop vote waits for a worker, under a
-// transport timeout of timeout: a whole timeout longer than a worker's own
-// wait for a silent server (ps.ServerWait). A worker the vote waits for
-// may itself be held by a server that stopped; its own wait then ends
-// first, with room for its polling, and names the server, the cause,
-// rather than the vote naming the worker. (With the two equal, either
-// could end first: TestStallPSStoppedServer failed so.)
-func StopVoteWait(timeout time.Duration) time.Duration { return ps.ServerWait(timeout) + timeout }
 
 // checkCheckpointing validates the checkpoint settings and that every rank
 // has the same (the stop vote and the residue collection are collective).
@@ -654,13 +452,9 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		case ck.ResumeLatest && ck.Dir == "":
 			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
 		}
-		if cfg.Sync == SyncADPSGD && (ck.enabled() || ck.resuming()) {
-			return bad("Sync", "%v: checkpoints are not written for asynchronous decentralized training (its ranks share no step boundary to write one at)", cfg.Sync)
-		}
-		if cfg.Sync == SyncPS && cfg.PS.Consistency != ps.BSP && (ck.enabled() || ck.resuming()) {
-			if specs, err := ps.ParseFilters(cfg.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {
-				return bad("PS.Filters", "%q: checkpoints keep the sigmod filter's residues only under bsp (under %v the workers are not at the same step)",
-					cfg.PS.Filters, cfg.PS.Consistency)
+		if ck.enabled() || ck.resuming() {
+			if err := cfg.Sync.unit().checkCheckpointing(cfg, ck); err != nil {
+				return err
 			}
 		}
 	}
@@ -682,110 +476,4 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		return fmt.Errorf("%s started with other checkpoint or signal settings than rank 0: start every rank with the same command line: %w", rankList(differ), ErrConfigMismatch)
 	}
 	return nil
-}
-
-// pollStopNotes takes every stop note that has arrived, without waiting.
-func (p *psWorker) pollStopNotes() (bool, error) {
-	got := false
-	for {
-		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
-		if errors.Is(err, collectives.ErrTimeout) {
-			return got, nil
-		}
-		if err != nil {
-			return got, fmt.Errorf("stop notes: %w", err)
-		}
-		got = true
-	}
-}
-
-// stopNotifier is a server rank's transport: before each receive of the
-// server loop it asks Stop, and the first time a signal has come it sends
-// every worker a stop note (the server itself goes on serving until every
-// worker is done). The loop receives at least every Timeout/4.
-type stopNotifier struct {
-	collectives.Comm
-	stop    func() bool
-	workers []int
-	sent    bool
-}
-
-func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
-	if !s.sent && s.stop() {
-		s.sent = true
-		for _, w := range s.workers {
-			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
-				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
-			}
-		}
-	}
-	return s.Comm.RecvBytesWithin(from, tag, d)
-}
-
-// takeRankState hands each rank its own state from the checkpoint rank 0
-// read (dpsgd): rank 0 sends rank r its entry, length first.
-func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
-	if c.Rank() == 0 {
-		for q := 1; q < c.Size(); q++ {
-			st := ck.RankStates[q]
-			if err := collectives.Send(c, []float32{intBits(len(st))}, q, tagRankState); err != nil {
-				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
-			}
-			if err := collectives.Send(c, st, q, tagRankState); err != nil {
-				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
-			}
-		}
-		r.own = ck.RankStates[0]
-		return nil
-	}
-	n := []float32{0}
-	if err := collectives.Recv(c, n, 0, tagRankState); err != nil {
-		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
-	}
-	r.own = make([]float32, bitsInt(n[0]))
-	if err := collectives.Recv(c, r.own, 0, tagRankState); err != nil {
-		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
-	}
-	return nil
-}
-
-// saveState (dpsgd): rank 0 collects every rank's own model and optimizer
-// state; the checkpoint's weights are their average, the consensus model.
-func (s *dpsgdStrategy) saveState() (*checkpoint, error) {
-	c := s.j.Comm
-	mine := slices.Clone(s.x)
-	if s.opt.StateLen() > 0 {
-		st, err := s.opt.SaveState()
-		if err != nil {
-			return nil, err
-		}
-		mine = append(mine, st...)
-	}
-	avg := make([]float32, len(s.x))
-	if err := s.averageInto(avg); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if c.Rank() != 0 {
-		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {
-			return nil, fmt.Errorf("checkpoint: sending this rank's model to rank 0: %w", err)
-		}
-		return nil, nil
-	}
-	ck := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: [][]float32{mine}}
-	for q := 1; q < c.Size(); q++ {
-		st := make([]float32, len(mine))
-		if err := collectives.Recv(c, st, q, tagRankState); err != nil {
-			return nil, fmt.Errorf("checkpoint: receiving rank %d's model: %w", q, err)
-		}
-		ck.RankStates = append(ck.RankStates, st)
-	}
-	return ck, nil
-}
-
-// ownState is this rank's own state to resume from (dpsgd), or nil.
-func (r *resumed) ownState() []float32 {
-	if r == nil {
-		return nil
-	}
-	return r.own
 }

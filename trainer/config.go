@@ -165,8 +165,8 @@ func (c Config) Validate() error {
 		return bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
 		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
-	case int(c.Sync) >= len(syncNames):
-		return bad("Sync", "%v: want %s", c.Sync, strings.Join(syncNames[:], ", "))
+	case c.Sync.unit() == nil:
+		return bad("Sync", "%v: want %s", c.Sync, strings.Join(Syncs, ", "))
 	case int(c.Topology) >= len(gossip.Topologies):
 		return bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
 	case c.BucketBytes < 0:
@@ -179,10 +179,8 @@ func (c Config) Validate() error {
 	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
 		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
 	}
-	if c.Sync == SyncPS {
-		if err := c.PS.validate(); err != nil {
-			return err
-		}
+	if err := c.Sync.unit().validate(c); err != nil {
+		return err
 	}
 	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
 		return bad("Allreduce", "%v", err)
@@ -262,20 +260,12 @@ func finiteFloats(v reflect.Value, path string) error {
 }
 
 // ValidateWorld reports settings that cannot work in a job of size ranks
-// (the one place that knows servers must be fewer than ranks). Its errors
-// are *ConfigErrors.
+// (the strategy's, syncUnit.validateWorld, and the straggler's rank). Its
+// errors are *ConfigErrors. c must be valid (Validate).
 func (c Config) ValidateWorld(size int) error {
-	if c.Sync == SyncPS && c.PS.Servers >= size {
-		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
-	}
-	switch c.Sync {
-	case SyncDPSGD:
-		if _, err := gossip.New(c.Topology, size); err != nil {
-			return bad("Topology", "%v", err)
-		}
-	case SyncADPSGD:
-		if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
-			return bad("Sync", "adpsgd: %v", err)
+	if u := c.Sync.unit(); u != nil {
+		if err := u.validateWorld(c, size); err != nil {
+			return err
 		}
 	}
 	if c.Straggle.Rank >= size {

@@ -1,8 +1,10 @@
 package trainer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
@@ -42,6 +44,26 @@ var gossipTest struct {
 	end    func(rank int, x []float32)
 }
 
+// ownModelUnit is the unit of a strategy on which every rank keeps a model
+// of its own (a localModel): decentralized, and its checkpoints hold every
+// rank's own model and optimizer state (localModel.saveState), handed back
+// to each rank on resuming.
+type ownModelUnit struct{ baseUnit }
+
+func (ownModelUnit) decentralized() bool { return true }
+
+// compatible: one state per rank (the optimizer state is in them).
+func (ownModelUnit) compatible(j *job, c *checkpoint) string {
+	if c.Meta.RankStates != j.Comm.Size() {
+		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
+	}
+	return ""
+}
+
+func (ownModelUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+	return r.takeRankState(j.Comm, ck)
+}
+
 // localModel is one rank's own model in decentralized training: the
 // weights x on the host (where they are averaged with other ranks'), the
 // Model that computes gradients on a copy of them, and the optimizer with
@@ -79,6 +101,12 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 		l.x = append([]float32(nil), params...)
 		if err := j.Backend.Upload(m.Params, l.x); err != nil {
 			opt.Free()
+			return nil, err
+		}
+	}
+	if own := j.resume.ownState(); own != nil {
+		if err := l.restore(own); err != nil {
+			l.free()
 			return nil, err
 		}
 	}
@@ -233,55 +261,40 @@ func (l *localModel) evaluate() (float64, error) {
 	return acc, err
 }
 
-// gossipStrategy is what runDecentralized needs of dpsgd and adpsgd
-// beside the loop's Strategy.
+// gossipStrategy is a decentralized Strategy (dpsgd, adpsgd) with its
+// rank's own model.
 type gossipStrategy interface {
+	Strategy
 	local() *localModel
+	close()
 }
 
-// runDecentralized trains with --sync dpsgd or adpsgd from params, then
-// averages the ranks' models: the consensus model is the result on every
-// rank (evaluated, and saved by rank 0).
-func (j *job) runDecentralized(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+// runDecentralized trains with the decentralized strategy newStrategy
+// builds (dpsgd, adpsgd), then averages the ranks' models: the consensus
+// model is the result on every rank (evaluated, and saved by rank 0).
+func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
 	start := time.Now()
-	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
-	var l *localModel
-	var samples float64
-	switch j.cfg.Sync {
-	case SyncDPSGD:
-		s, err := newDPSGD(j, m, params, train, test)
-		if err != nil {
-			return nil, err
-		}
-		defer s.close()
-		l = s.local()
-		pos := startPosition
-		if j.resume != nil {
-			pos = j.resume.Position
-		}
-		if _, samples, err = j.loop(s, pos, res); err != nil {
-			return nil, err
-		}
-	case SyncADPSGD:
-		s, err := newADPSGD(j, m, params, train, test)
-		if err != nil {
-			return nil, err
-		}
-		defer s.close()
-		l = s.local()
-		if samples, err = s.run(res); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("%v is not decentralized", j.cfg.Sync)
+	res := &Result{Arch: d.m.Arch, TestAcc: math.NaN()}
+	s, err := newStrategy()
+	if err != nil {
+		return nil, err
 	}
+	defer s.close()
+	pos := startPosition
+	if j.resume != nil {
+		pos = j.resume.Position
+	}
+	_, samples, err := j.loop(s, pos, res)
+	if err != nil {
+		return nil, err
+	}
+	l := s.local()
 	if gossipTest.end != nil {
 		gossipTest.end(j.Comm.Rank(), l.x)
 	}
 	if _, err := l.consensus(); err != nil {
 		return nil, err
 	}
-	var err error
 	if math.IsNaN(res.TestAcc) {
 		if res.TestAcc, err = l.evaluate(); err != nil {
 			return nil, err
@@ -295,4 +308,75 @@ func (j *job) runDecentralized(m *model.Model, params []float32, train, test *da
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = float64(tot[0]) / res.WallSec
 	return j.finishRun(res) // ErrInterrupted after a stop (checkpoint.go)
+}
+
+// takeRankState hands each rank its own state from the checkpoint rank 0
+// read: rank 0 sends rank r its entry, length first.
+func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
+	if c.Rank() == 0 {
+		for q := 1; q < c.Size(); q++ {
+			st := ck.RankStates[q]
+			if err := c.SendBytes(binary.LittleEndian.AppendUint64(nil, uint64(len(st))), q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+			if err := collectives.Send(c, st, q, tagRankState); err != nil {
+				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
+			}
+		}
+		r.own = ck.RankStates[0]
+		return nil
+	}
+	n, _, _, err := c.RecvBytes(0, tagRankState)
+	if err == nil && len(n) != 8 {
+		err = fmt.Errorf("a length of %d bytes, want 8", len(n))
+	}
+	if err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	r.own = make([]float32, binary.LittleEndian.Uint64(n))
+	if err := collectives.Recv(c, r.own, 0, tagRankState); err != nil {
+		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
+	}
+	return nil
+}
+
+// saveState: rank 0 collects every rank's own model and optimizer state;
+// the checkpoint's weights are their average, the consensus model.
+func (s *localModel) saveState() (*checkpoint, error) {
+	c := s.j.Comm
+	mine := slices.Clone(s.x)
+	if s.opt.StateLen() > 0 {
+		st, err := s.opt.SaveState()
+		if err != nil {
+			return nil, err
+		}
+		mine = append(mine, st...)
+	}
+	avg := make([]float32, len(s.x))
+	if err := s.averageInto(avg); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if c.Rank() != 0 {
+		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: sending this rank's model to rank 0: %w", err)
+		}
+		return nil, nil
+	}
+	ck := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: [][]float32{mine}}
+	for q := 1; q < c.Size(); q++ {
+		st := make([]float32, len(mine))
+		if err := collectives.Recv(c, st, q, tagRankState); err != nil {
+			return nil, fmt.Errorf("checkpoint: receiving rank %d's model: %w", q, err)
+		}
+		ck.RankStates = append(ck.RankStates, st)
+	}
+	return ck, nil
+}
+
+// ownState is this rank's own state to resume from, or nil.
+func (r *resumed) ownState() []float32 {
+	if r == nil {
+		return nil
+	}
+	return r.own
 }

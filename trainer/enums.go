@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Sync is how the ranks combine their gradients (--sync). Each has its
-// Strategy (loop.go).
+// Sync is how the ranks combine their gradients (--sync). Each is a unit
+// of the strategy registry (strategy.go) with its Strategy (loop.go).
 type Sync uint8
 
 const (
@@ -27,21 +27,19 @@ const (
 	SyncADPSGD
 )
 
-var syncNames = [...]string{SyncAllreduce: "allreduce", SyncPS: "ps", SyncDPSGD: "dpsgd", SyncADPSGD: "adpsgd"}
-
 // Syncs lists the names --sync accepts.
-var Syncs = syncNames[:]
+var Syncs = syncNames()
 
 // String returns the command line's name ("allreduce", "ps", "dpsgd", "adpsgd").
-func (s Sync) String() string { return enumString(syncNames[:], int(s), "Sync") }
+func (s Sync) String() string { return enumString(Syncs, int(s), "Sync") }
 
 // Decentralized says whether s averages models between neighbours (dpsgd,
 // adpsgd) instead of combining gradients.
-func (s Sync) Decentralized() bool { return s == SyncDPSGD || s == SyncADPSGD }
+func (s Sync) Decentralized() bool { u := s.unit(); return u != nil && u.decentralized() }
 
 // ParseSync reads "allreduce", "ps", "dpsgd" or "adpsgd".
 func ParseSync(s string) (Sync, error) {
-	i, err := parseEnum(syncNames[:], s, "sync")
+	i, err := parseEnum(Syncs, s, "sync")
 	return Sync(i), err
 }
 

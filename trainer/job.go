@@ -183,8 +183,8 @@ func (t *Trainer) check(cfg Config) error {
 	if err := cfg.ValidateWorld(t.Comm.Size()); err != nil {
 		return err
 	}
-	if t.Start != nil && cfg.Sync != SyncAllreduce {
-		return bad("Sync", "%v cannot resume from a TrainState (the servers hold the weights): use allreduce", cfg.Sync)
+	if t.Start != nil && !cfg.Sync.unit().takesTrainState() {
+		return bad("Sync", "%v cannot resume from a TrainState (its ranks do not all hold the same weights and optimizer state): use allreduce", cfg.Sync)
 	}
 	if err := t.checkCheckpointing(cfg); err != nil {
 		return err
@@ -193,7 +193,7 @@ func (t *Trainer) check(cfg Config) error {
 }
 
 // runDense sets up a dense model (mlp, softmax, logreg) on every rank and
-// dispatches to the strategy --sync names. A rank reads only the rows it
+// hands it to the strategy --sync names (its unit's run). A rank reads only the rows it
 // keeps from train and test (see DataConfig.Open).
 func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, error) {
 	trainRows, cols, classes := train.Shape()
@@ -239,25 +239,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if j.resume != nil {
 		copy(params, j.resume.params)
 	}
-	if cfg.Sync == SyncPS {
-		evalAll := func(p []float32) (float64, error) {
-			if err := t.Backend.Upload(m.Params, p); err != nil {
-				return 0, err
-			}
-			return evaluateShard(t.Comm, m, testShard)
-		}
-		return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-			testAll, err := test.Subset(data.StridedShard(testRows, 0, 1))
-			if err != nil {
-				return nil, err
-			}
-			return newDenseWorker(j, w, m, shard, testAll)
-		}, evalAll)
-	}
-	if cfg.Sync.Decentralized() {
-		return j.runDecentralized(m, params, shard, testShard)
-	}
-	return j.runAllreduce(m, params, shard, testShard)
+	return cfg.Sync.unit().run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
 }
 
 // runSparse sets sparse-logreg up (sync_sparse.go) and trains it through
@@ -349,15 +331,15 @@ type job struct {
 	lastCheckpointSteps int
 }
 
-// newJob sets up the shard bookkeeping: under ps, the workers (ranks
-// Servers..N-1) share the training set and the servers hold none of it.
+// newJob sets up the shard bookkeeping: the ranks that train (under ps,
+// the workers: ranks Servers..N-1) share the training set, and the ranks
+// that serve hold none of it.
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
 	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1}
-	members := n
-	if cfg.Sync == SyncPS {
-		members, j.shardIdx, j.reporter = n-cfg.PS.Servers, rank-cfg.PS.Servers, cfg.PS.Servers
-	}
+	servers := cfg.Sync.unit().servers(cfg)
+	members := n - servers
+	j.shardIdx, j.reporter = rank-servers, servers
 	if err := data.CheckShards(nTrain, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}

@@ -103,10 +103,63 @@ func (j *job) evalDue(epoch int, last bool) bool {
 	return c.EvalEvery > 0 && (epoch%c.EvalEvery == 0 || epoch == c.Epochs || last)
 }
 
+// pacer is a Strategy whose epochs end where it says rather than after
+// the schedule's steps: its ranks run at their own pace (adpsgd, where
+// rank 0 calls a synchronisation point once the ranks together have
+// trained an epoch's samples). The loop then walks this rank's shard in
+// epochs of its own (ownPace) and asks before every step whether a point
+// ends the epoch; --max-steps and the epoch count are the strategy's to
+// apply (across the ranks), and there is no stop vote or checkpoint.
+type pacer interface {
+	// syncPoint is asked before every step: non-nil ends the epoch here.
+	syncPoint() (*syncPoint, error)
+	// stepped counts a step this rank finished, of samples samples.
+	stepped(samples float64)
+	// resumeAfter lets the ranks go on once the point's epoch is recorded.
+	resumeAfter(pt *syncPoint)
+	// totalSteps is every rank's steps together (a collective at the
+	// end), mine this rank's.
+	totalSteps(mine int) (int, error)
+}
+
+// syncPoint is the end of a paced epoch.
+type syncPoint struct {
+	epoch int
+	final bool // training ends with it
+}
+
+// ownPace is a paced rank's walk through its own shard: epochs of its
+// own, each in its own order, one after another.
+type ownPace struct {
+	j           *job
+	epoch, step int // the local epoch and the step within it
+	steps       int // a local epoch's steps
+	order       []int
+}
+
+func newOwnPace(j *job) *ownPace {
+	w := &ownPace{j: j, epoch: 1, steps: (j.sched.shard + j.cfg.Batch - 1) / j.cfg.Batch}
+	w.order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), w.epoch, j.cfg.Shuffle)
+	return w
+}
+
+// next returns the next step's samples, starting a new local epoch when
+// the last one is used up.
+func (w *ownPace) next() []int {
+	if w.step == w.steps || w.steps == 0 {
+		w.epoch, w.step = w.epoch+1, 0
+		w.order = data.EpochOrder(w.j.sched.shard, w.j.shuffleSeed(), w.epoch, w.j.cfg.Shuffle)
+	}
+	b := w.j.cfg.Batch
+	lo, hi := min(w.step*b, len(w.order)), min((w.step+1)*b, len(w.order))
+	w.step++
+	return w.order[lo:hi]
+}
+
 // loop trains from position start to the end (the last epoch, or
 // --max-steps counted from the job's first step), recording the epochs in
 // res. It returns the position it stopped at and the samples trained on,
-// in the strategy's Scope.
+// in the strategy's Scope. A pacer's epochs end where it says instead.
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
 	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), start.Steps > 0)
@@ -114,38 +167,70 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		return start, 0, err
 	}
 	defer metrics.close()
+	p, paced := s.(pacer)
 	var bar *progress
-	if j.Progress && j.reports() && j.Out != nil {
+	if j.Progress && j.reports() && j.Out != nil && !paced {
 		bar = &progress{w: j.Out}
 	}
 	j.printf("%s\n", s.Describe())
 	scope := s.Scope()
 	steps := j.sched.stepsPerEpoch()
+	var own *ownPace
+	if paced {
+		own = newOwnPace(j)
+	}
 	pos := start
 	res.Steps = start.Steps
-	limit := func() bool { return cfg.MaxSteps >= 0 && res.Steps >= cfg.MaxSteps }
+	limit := func() bool { return !paced && cfg.MaxSteps >= 0 && res.Steps >= cfg.MaxSteps }
 	done := limit()
 	total := 0.0
 	for pos.Epoch <= cfg.Epochs && !done {
 		epoch := pos.Epoch
 		t0 := time.Now()
-		order := data.EpochOrder(j.sched.shard, j.shuffleSeed(), epoch, cfg.Shuffle)
+		var order []int
+		if !paced {
+			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), epoch, cfg.Shuffle)
+		}
 		var lossSum, correct, seen, commSec, stepSec float64
 		ran := 0
-		for ; pos.Step < steps; pos.Step++ {
-			if limit() {
-				done = true
-				break
+		for ; paced || pos.Step < steps; pos.Step++ {
+			var idx []int
+			spEpoch, spStep := epoch, pos.Step
+			if paced {
+				pt, err := p.syncPoint()
+				if err != nil {
+					return pos, 0, err
+				}
+				if pt != nil {
+					epoch, done = pt.epoch, pt.final
+					pos = Position{Epoch: pt.epoch, Step: steps, Steps: res.Steps}
+					break
+				}
+				idx = own.next()
+				spEpoch, spStep = own.epoch, own.step-1
+			} else {
+				if limit() {
+					done = true
+					break
+				}
+				lo, hi := min(pos.Step*cfg.Batch, len(order)), min((pos.Step+1)*cfg.Batch, len(order))
+				idx = order[lo:hi]
 			}
 			step := pos.Step
+			if paced {
+				step = res.Steps // the strategy's own count
+			}
 			ts := time.Now()
-			lo, hi := min(step*cfg.Batch, len(order)), min((step+1)*cfg.Batch, len(order))
 			j.markStep(res.Steps + 1)
-			sp := j.tr.Begin("step").Arg("epoch", epoch).Arg("step", step)
-			st, err := j.step(s, order[lo:hi], step)
+			sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
+			st, err := j.step(s, idx, step)
 			sp.Err(err).End()
 			if err != nil {
-				return pos, 0, fmt.Errorf("%sepoch %d step %d (global step %d): %w", j.who(), epoch, step, res.Steps+1, err)
+				who, counter := j.who(), "global step"
+				if paced {
+					who, counter = fmt.Sprintf("rank %d, ", j.Comm.Rank()), "this rank's step"
+				}
+				return pos, 0, fmt.Errorf("%sepoch %d step %d (%s %d): %w", who, spEpoch, spStep, counter, res.Steps+1, err)
 			}
 			lossSum += st.LossSum
 			correct += st.Correct
@@ -155,6 +240,10 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			res.Steps++
 			pos.Steps = res.Steps
 			ran++
+			if paced {
+				p.stepped(st.Samples)
+				continue
+			}
 			bar.update(epoch, step+1, steps, lossSum/math.Max(seen, 1))
 			// The step boundary: stop vote and checkpoint (checkpoint.go).
 			next := Position{Epoch: epoch, Step: step + 1, Steps: res.Steps}
@@ -178,7 +267,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			pos.Epoch, pos.Step = epoch+1, 0
 		}
 		bar.clear()
-		if ran == 0 {
+		if ran == 0 && !paced {
 			break
 		}
 		total += seen
@@ -200,6 +289,9 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		}
 		st.WallSec = time.Since(t0).Seconds()
 		res.Epochs = append(res.Epochs, st)
+		if paced {
+			p.resumeAfter(&syncPoint{epoch: epoch, final: done})
+		}
 		if !j.reports() {
 			continue
 		}
@@ -207,6 +299,11 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		if err := metrics.write(st); err != nil {
 			j.warnf("%v; training goes on", err)
 		}
+	}
+	if paced {
+		n, err := p.totalSteps(res.Steps)
+		res.Steps = n
+		return pos, total, err
 	}
 	// Stopped mid-way: the last evaluation was of earlier weights, so the
 	// summary's accuracy is measured again, on the weights it stopped with
@@ -241,9 +338,10 @@ func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {
 	return s.Exchange(step)
 }
 
-// who prefixes a step's error under ps, where one worker fails alone.
+// who prefixes a step's error where ranks serve (ps), and a worker fails
+// alone.
 func (j *job) who() string {
-	if j.cfg.Sync == SyncPS {
+	if j.reporter > 0 {
 		return fmt.Sprintf("worker rank %d, ", j.Comm.Rank())
 	}
 	return ""

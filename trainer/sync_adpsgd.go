@@ -102,6 +102,7 @@ type adpsgdStrategy struct {
 
 	averagings atomic.Int64 // this epoch's averagings (started or answered)
 	waitSec    float64      // this epoch's time waiting for partners
+	seen       float64      // this epoch's samples on this rank
 }
 
 // Control message kinds (tagGossipCtl), as 4 little-endian uint64s:
@@ -135,6 +136,32 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 		return 0, 0, 0, fmt.Errorf("adpsgd: control message of unknown kind %d", kind)
 	}
 	return kind, a, b, nil
+}
+
+// adpsgdUnit is --sync adpsgd: no barrier, pairwise averaging on a
+// bipartite graph (adpsgdStrategy). Its ranks share no step boundary: it
+// paces its own epochs (pacer), takes no stop signal at boundaries and
+// writes no checkpoints.
+type adpsgdUnit struct{ ownModelUnit }
+
+func (adpsgdUnit) name() string            { return "adpsgd" }
+func (adpsgdUnit) help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
+func (adpsgdUnit) stopsAtBoundaries() bool { return false }
+func (adpsgdUnit) variants() []Variant     { return oneVariant(SyncADPSGD) }
+
+func (adpsgdUnit) validateWorld(c Config, size int) error {
+	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
+		return bad("Sync", "adpsgd: %v", err)
+	}
+	return nil
+}
+
+func (adpsgdUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
+	return bad("Sync", "%v: checkpoints are not written for asynchronous decentralized training (its ranks share no step boundary to write one at)", c.Sync)
+}
+
+func (adpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
+	return j.runDecentralized(d, func() (gossipStrategy, error) { return newADPSGD(j, d.m, d.params, d.shard, d.testShard) })
 }
 
 func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
@@ -271,95 +298,38 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 	return st, s.update()
 }
 
-// EndEpoch is not called: run has its own loop.
-func (s *adpsgdStrategy) EndEpoch(*EpochStats, float64, float64, float64) error { return nil }
-
 // Evaluate measures the consensus model of the last synchronisation point.
 func (s *adpsgdStrategy) Evaluate() (float64, error) { return s.evaluate() }
 
-// syncPoint is a synchronisation point rank 0 called.
-type syncPoint struct {
-	epoch int
-	final bool
+// stepped counts a finished step for the next progress report, and its
+// samples for the epoch's figures.
+func (s *adpsgdStrategy) stepped(samples float64) {
+	s.seen += samples
+	s.steps.Add(1)
+	s.samples.Add(int64(samples))
 }
 
-// run is AD-PSGD's loop (in place of job.loop, whose epochs are steps
-// every rank shares): steps on this rank's shard until a final
-// synchronisation point, recording the points as epochs in res. It returns
-// the samples this rank trained on.
-func (s *adpsgdStrategy) run(res *Result) (float64, error) {
-	j, cfg := s.j, s.j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), false)
-	if err != nil {
+// resumeAfter lets a passive rank's server go on answering (or, after the
+// final point, end).
+func (s *adpsgdStrategy) resumeAfter(pt *syncPoint) {
+	if s.srv != nil {
+		s.srv.resume(pt.final)
+	}
+}
+
+// totalSteps: the ranks run different numbers of steps; Result.Steps is
+// their sum.
+func (s *adpsgdStrategy) totalSteps(int) (int, error) {
+	tot := []float32{float32(s.step)}
+	if err := collectives.Allreduce(s.j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
 		return 0, err
 	}
-	defer metrics.close()
-	j.printf("%s\n", s.Describe())
-	perEpoch := (j.sched.shard + cfg.Batch - 1) / cfg.Batch
-	var lossSum, correct, seen, commSec, stepSec, total float64
-	t0 := time.Now()
-	local, lstep := 1, 0
-	order := data.EpochOrder(j.sched.shard, j.shuffleSeed(), local, cfg.Shuffle)
-	for {
-		pt, err := s.boundary()
-		if err != nil {
-			return total, err
-		}
-		if pt != nil {
-			st, err := s.synchronise(pt, t0, lossSum, correct, seen, commSec, stepSec)
-			if err != nil {
-				return total, err
-			}
-			res.Epochs = append(res.Epochs, st)
-			if st.TestAcc != nil {
-				res.TestAcc = *st.TestAcc
-			}
-			if j.reports() {
-				j.printf("%s\n", st)
-				if err := metrics.write(st); err != nil {
-					j.warnf("%v; training goes on", err)
-				}
-			}
-			if pt.final {
-				break
-			}
-			lossSum, correct, seen, commSec, stepSec = 0, 0, 0, 0, 0
-			t0 = time.Now()
-		}
-		if lstep == perEpoch || perEpoch == 0 {
-			local, lstep = local+1, 0
-			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), local, cfg.Shuffle)
-		}
-		lo, hi := min(lstep*cfg.Batch, len(order)), min((lstep+1)*cfg.Batch, len(order))
-		ts := time.Now()
-		sp := j.tr.Begin("step").Arg("epoch", local).Arg("step", lstep)
-		j.markStep(s.step + 1)
-		st, err := j.step(s, order[lo:hi], s.step)
-		sp.Err(err).End()
-		if err != nil {
-			return total, fmt.Errorf("rank %d, step %d: %w", j.Comm.Rank(), s.step, err)
-		}
-		lstep++
-		lossSum += st.LossSum
-		correct += st.Correct
-		seen += st.Samples
-		total += st.Samples
-		commSec += st.CommSec
-		stepSec += time.Since(ts).Seconds()
-		s.steps.Add(1)
-		s.samples.Add(int64(st.Samples))
-	}
-	tot := []float32{float32(s.step)}
-	if err := collectives.Allreduce(j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
-		return total, err
-	}
-	res.Steps = int(tot[0])
-	return total, nil
+	return int(tot[0]), nil
 }
 
-// boundary is what a rank does between two steps: report its progress and
-// learn whether rank 0 called a synchronisation point (nil: go on).
-func (s *adpsgdStrategy) boundary() (*syncPoint, error) {
+// syncPoint is what a rank does between two steps: report its progress
+// and learn whether rank 0 called a synchronisation point (nil: go on).
+func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
 	j, c := s.j, s.j.Comm
 	if !s.active {
 		return s.passiveBoundary()
@@ -476,41 +446,30 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 	return nil, nil
 }
 
-// synchronise is a synchronisation point on every rank (the passive
-// servers are parked): the consensus model, its evaluation when due, and
-// the epoch's line from every rank's figures since the last point.
-func (s *adpsgdStrategy) synchronise(pt *syncPoint, t0 time.Time, lossSum, correct, seen, commSec, stepSec float64) (EpochStats, error) {
+// EndEpoch is a synchronisation point on every rank (the passive servers
+// are parked until resumeAfter): the consensus model, and the epoch's
+// figures from every rank's since the last point.
+func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
 	j := s.j
 	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
-	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", pt.epoch)
+	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", st.Epoch)
 	defer sp.End()
-	if s.srv != nil {
-		defer s.srv.resume(pt.final)
-	}
 	dist, err := s.consensus()
 	if err != nil {
-		return EpochStats{}, err
+		return err
 	}
-	wall := time.Since(t0).Seconds()
-	fr := []float32{float32(seen), float32(commSec), float32(stepSec)}
+	fr := []float32{float32(s.seen), float32(commSec), float32(stepSec)}
+	s.seen = 0
 	if err := collectives.Allreduce(j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
-		return EpochStats{}, err
+		return err
 	}
 	n := float64(j.Comm.Size())
-	st := EpochStats{Epoch: pt.epoch, Steps: int(s.step), LossScope: ScopeWorker, Loss: lossSum / math.Max(seen, 1),
-		TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: float64(fr[0]) / wall, TrainSec: wall,
-		CommFraction: float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12),
-		GossipStats:  &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}}
+	st.Steps = s.step // this rank's, since the start
+	st.SamplesPerSec = float64(fr[0]) / wall
+	st.CommFraction = float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12)
+	st.GossipStats = &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}
 	s.waitSec = 0
-	if j.evalDue(pt.epoch, pt.final) {
-		acc, err := s.evaluate()
-		if err != nil {
-			return EpochStats{}, err
-		}
-		st.TestAcc = &acc
-	}
-	st.WallSec = time.Since(t0).Seconds()
-	return st, nil
+	return nil
 }
 
 // passiveServer answers a passive rank's averaging requests on a

@@ -55,6 +55,18 @@ type allreduceStrategy struct {
 	queued  int // Grads[queued:] is queued for download in this step
 }
 
+// allreduceUnit is --sync allreduce: every rank trains (allreduceStrategy).
+type allreduceUnit struct{ baseUnit }
+
+func (allreduceUnit) name() string          { return "allreduce" }
+func (allreduceUnit) help() string          { return "gradients summed by AllReduce every step" }
+func (allreduceUnit) takesTrainState() bool { return true }
+func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
+
+func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
+	return j.runAllreduce(d.m, d.params, d.shard, d.testShard)
+}
+
 // oneRankOnDevice lets a one-rank world on a device backend keep its
 // gradient on the device (tests turn it off to compare with the round
 // trip).
@@ -387,4 +399,22 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 // Evaluate measures the test accuracy over every rank's test shard.
 func (s *allreduceStrategy) Evaluate() (float64, error) {
 	return evaluateShard(s.j.Comm, s.m, s.test)
+}
+
+// saveState: the weights and optimizer state, on rank 0.
+func (s *allreduceStrategy) saveState() (*checkpoint, error) {
+	if s.j.Comm.Rank() != 0 {
+		return nil, nil
+	}
+	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: make([]float32, s.m.NumParams())}
+	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.opt.StateLen() > 0 {
+		if c.OptState, err = s.opt.SaveState(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }

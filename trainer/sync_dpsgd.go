@@ -52,6 +52,28 @@ type dpsgdStrategy struct {
 	xtr trace.Tracer // the exchange's spans: on the communication lane with overlap
 }
 
+// dpsgdUnit is --sync dpsgd: every rank keeps its own model, averaged
+// with its neighbours' at every step (dpsgdStrategy). Its checkpoints hold
+// every rank's own model and optimizer state.
+type dpsgdUnit struct{ ownModelUnit }
+
+func (dpsgdUnit) name() string { return "dpsgd" }
+func (dpsgdUnit) help() string {
+	return "each rank averages its model with its graph neighbours every step"
+}
+func (dpsgdUnit) variants() []Variant { return oneVariant(SyncDPSGD) }
+
+func (dpsgdUnit) validateWorld(c Config, size int) error {
+	if _, err := gossip.New(c.Topology, size); err != nil {
+		return bad("Topology", "%v", err)
+	}
+	return nil
+}
+
+func (dpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
+	return j.runDecentralized(d, func() (gossipStrategy, error) { return newDPSGD(j, d.m, d.params, d.shard, d.testShard) })
+}
+
 func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
 	g, err := gossip.New(j.cfg.Topology, j.Comm.Size())
 	if err != nil {
@@ -60,12 +82,6 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 	l, err := newLocalModel(j, m, train, test, params, true)
 	if err != nil {
 		return nil, err
-	}
-	if own := j.resume.ownState(); own != nil {
-		if err := l.restore(own); err != nil {
-			l.free()
-			return nil, err
-		}
 	}
 	r := j.Comm.Rank()
 	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1), xtr: j.tr}

@@ -1,8 +1,10 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
@@ -27,6 +29,117 @@ type PSStats struct {
 	// PushBytesUnfiltered what they would have taken without them.
 	PushBytes           int64 `json:"push_bytes"`
 	PushBytesUnfiltered int64 `json:"push_bytes_unfiltered"`
+}
+
+// psUnit is --sync ps: ranks 0..Servers-1 serve their key ranges, the
+// others are workers that pull weights and push gradients (psWorker; the
+// dense model's denseWorker here, sparse-logreg's sparseWorker in
+// sync_sparse.go).
+type psUnit struct{ baseUnit }
+
+func (psUnit) name() string            { return "ps" }
+func (psUnit) help() string            { return "parameter server: workers pull weights and push gradients" }
+func (psUnit) validate(c Config) error { return c.PS.validate() }
+func (psUnit) servers(c Config) int    { return c.PS.Servers }
+
+func (psUnit) validateWorld(c Config, size int) error {
+	if c.PS.Servers >= size {
+		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
+	}
+	return nil
+}
+
+// variants: one per consistency model, named by it.
+func (psUnit) variants() []Variant {
+	var out []Variant
+	for _, c := range ps.Consistencies {
+		out = append(out, Variant{Name: c.String(), Sync: SyncPS, Consistency: c, Servers: true})
+	}
+	return out
+}
+
+// checkCheckpointing: a checkpoint holds one residue per worker, taken at
+// one step; under ssp, asp and dssp the workers are not at the same step.
+func (psUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
+	if c.PS.Consistency == ps.BSP {
+		return nil
+	}
+	if specs, err := ps.ParseFilters(c.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {
+		return bad("PS.Filters", "%q: checkpoints keep the sigmod filter's residues only under bsp (under %v the workers are not at the same step)",
+			c.PS.Filters, c.PS.Consistency)
+	}
+	return nil
+}
+
+func (psUnit) checkpointMeta(j *job, m *checkpointMeta) {
+	m.Servers, m.Consistency = j.cfg.PS.Servers, j.cfg.PS.Consistency.String()
+}
+
+func (u psUnit) compatible(j *job, c *checkpoint) string {
+	m, cfg := &c.Meta, j.cfg
+	need := j.sched.ranks * j.residueFilters()
+	switch {
+	case m.Servers != cfg.PS.Servers:
+		return fmt.Sprintf("it was written with %d servers, this job has %d", m.Servers, cfg.PS.Servers)
+	case m.Residues != need:
+		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, need)
+	}
+	return u.baseUnit.compatible(j, c)
+}
+
+// resume hands every worker its filter residues: entry w*F+f of the
+// checkpoint is worker w's residue of its f-th residue filter (compatible
+// checked that there are workers × F of them).
+func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+	perWorker := j.residueFilters()
+	if perWorker == 0 {
+		return nil
+	}
+	specs, _ := ps.ParseFilters(j.cfg.PS.Filters)
+	buf := make([]float32, len(r.params))
+	for e := range j.sched.ranks * perWorker {
+		if ck != nil {
+			copy(buf, ck.Residues[e])
+		}
+		if err := collectives.Broadcast(j.Comm, buf, 0); err != nil {
+			return fmt.Errorf("resuming: residues: %w", err)
+		}
+		w, f := e/perWorker, e%perWorker
+		if w != j.shardIdx {
+			continue
+		}
+		if r.residues == nil {
+			r.residues = make([][]float32, len(specs))
+		}
+		// The f-th residue filter's index among all filters.
+		for i, k := 0, 0; i < len(specs); i++ {
+			if hasResidue(specs[i]) {
+				if k == f {
+					r.residues[i] = slices.Clone(buf)
+				}
+				k++
+			}
+		}
+	}
+	return nil
+}
+
+// run: the servers serve, the workers train the dense model (denseWorker)
+// and the reporting worker evaluates the whole test set.
+func (psUnit) run(j *job, d denseSetup) (*Result, error) {
+	evalAll := func(p []float32) (float64, error) {
+		if err := j.Backend.Upload(d.m.Params, p); err != nil {
+			return 0, err
+		}
+		return evaluateShard(j.Comm, d.m, d.testShard)
+	}
+	return j.runPS(d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
+		testAll, err := d.test.Subset(data.StridedShard(d.testRows, 0, 1))
+		if err != nil {
+			return nil, err
+		}
+		return newDenseWorker(j, w, d.m, d.shard, testAll)
+	}, evalAll)
 }
 
 // runPS is training through the parameter server: ranks below Servers
@@ -325,3 +438,182 @@ func consistencyLabel(p PSConfig) string {
 	}
 	return p.Consistency.String()
 }
+
+// saveState: the reporting worker asks the servers for their state and
+// collects the other workers' filter residues; they send theirs.
+func (p *psWorker) saveState() (*checkpoint, error) {
+	j := p.j
+	var mine [][]float32
+	for _, f := range p.w.Filters() {
+		if r := ps.Residue(f); r != nil {
+			mine = append(mine, r)
+		}
+	}
+	if !j.reports() {
+		for _, r := range mine {
+			if err := collectives.Send(j.Comm, r, j.reporter, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.reporter, err)
+			}
+		}
+		return nil, nil
+	}
+	n := p.w.Size()
+	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, Params: make([]float32, n)}
+	if j.cfg.Opt.Kind.HasState() {
+		c.OptState = make([]float32, n)
+	}
+	if err := p.w.Snapshot(c.Params, c.OptState); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	for w := 0; w < j.sched.ranks; w++ {
+		for f := range mine {
+			if w == j.shardIdx {
+				c.Residues = append(c.Residues, slices.Clone(mine[f]))
+				continue
+			}
+			r := make([]float32, n)
+			if err := collectives.Recv(j.Comm, r, w+j.cfg.PS.Servers, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.cfg.PS.Servers, err)
+			}
+			c.Residues = append(c.Residues, r)
+		}
+	}
+	return c, nil
+}
+
+// voteStop: a signalled server sends every worker a note (stopNotifier),
+// which counts as the worker's own signal. Under BSP the workers are in
+// step, and the first worker gathers their flags and sends back the OR;
+// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
+// signalled worker sends the other workers a note so that they stop too.
+func (p *psWorker) voteStop(local bool) (bool, error) {
+	j := p.j
+	note, err := p.pollStopNotes()
+	if err != nil {
+		return false, err
+	}
+	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
+		if local && !p.notified && j.sched.ranks > 1 {
+			p.notified = true
+			for w := range j.sched.ranks {
+				if w != j.shardIdx {
+					if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+						return false, err
+					}
+				}
+			}
+		}
+		return local || note, nil
+	}
+	local = local || note
+	flag := []byte{0}
+	if local {
+		flag[0] = 1
+	}
+	to := j.cfg.Timeout
+	if to <= 0 {
+		to = collectives.DefaultTimeout
+	}
+	to = StopVoteWait(to)
+	if !j.reports() {
+		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
+			return false, err
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from the first worker (rank %d): %w", j.reporter, err)
+		}
+		return len(b) == 1 && b[0] == 1, nil
+	}
+	any := local
+	for w := 0; w < j.sched.ranks; w++ {
+		if w == j.shardIdx {
+			continue
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
+		}
+		any = any || len(b) == 1 && b[0] == 1
+	}
+	if any {
+		flag[0] = 1
+	}
+	for w := 0; w < j.sched.ranks; w++ {
+		if w != j.shardIdx {
+			if err := j.Comm.SendBytes(flag, w+j.cfg.PS.Servers, tagStop); err != nil {
+				return false, err
+			}
+		}
+	}
+	return any, nil
+}
+
+// StopVoteWait is how long the ps stop vote waits for a worker, under a
+// transport timeout of timeout: a whole timeout longer than a worker's own
+// wait for a silent server (ps.ServerWait). A worker the vote waits for
+// may itself be held by a server that stopped; its own wait then ends
+// first, with room for its polling, and names the server, the cause,
+// rather than the vote naming the worker. (With the two equal, either
+// could end first: TestStallPSStoppedServer failed so.)
+func StopVoteWait(timeout time.Duration) time.Duration { return ps.ServerWait(timeout) + timeout }
+
+// pollStopNotes takes every stop note that has arrived, without waiting.
+func (p *psWorker) pollStopNotes() (bool, error) {
+	got := false
+	for {
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return got, nil
+		}
+		if err != nil {
+			return got, fmt.Errorf("stop notes: %w", err)
+		}
+		got = true
+	}
+}
+
+// stopNotifier is a server rank's transport: before each receive of the
+// server loop it asks Stop, and the first time a signal has come it sends
+// every worker a stop note (the server itself goes on serving until every
+// worker is done). The loop receives at least every Timeout/4.
+type stopNotifier struct {
+	collectives.Comm
+	stop    func() bool
+	workers []int
+	sent    bool
+}
+
+func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	if !s.sent && s.stop() {
+		s.sent = true
+		for _, w := range s.workers {
+			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
+				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
+			}
+		}
+	}
+	return s.Comm.RecvBytesWithin(from, tag, d)
+}
+
+// residueFilters is how many of the job's ps filters keep a residue
+// (sigmod), which a checkpoint must carry per worker.
+func (j *job) residueFilters() int {
+	if j.cfg.Sync != SyncPS {
+		return 0
+	}
+	specs, err := ps.ParseFilters(j.cfg.PS.Filters)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, f := range specs {
+		if hasResidue(f) {
+			n++
+		}
+	}
+	return n
+}
+
+// hasResidue reports whether filters of spec keep a residue (sigmod).
+func hasResidue(spec ps.FilterSpec) bool { return ps.Residue(spec.NewFilter(1)) != nil }

@@ -110,7 +110,7 @@ func StrategyNames() []string {
 		st, err := bench.ParseStrategy(s)
 		switch {
 		case err != nil || s == allreduce:
-		case st.PS:
+		case st.Servers:
 			out = append(out, "ps-"+s)
 		default:
 			out = append(out, s)
@@ -140,20 +140,20 @@ func ParseStrategy(name string, servers int) (Strategy, error) {
 	}
 	if rest, ok := strings.CutPrefix(name, "ps-"); ok {
 		st, err := bench.ParseStrategy(rest)
-		if err != nil || !st.PS {
+		if err != nil || !st.Servers {
 			return Strategy{}, unknown(err)
 		}
 		if servers < 1 {
 			return Strategy{}, specErr("--servers %d: a parameter server strategy needs at least 1", servers)
 		}
 		return Strategy{Name: name, Family: name, PS: true,
-			Args: []string{"--sync", trainer.SyncPS.String(), "--consistency", st.Name, "--servers", strconv.Itoa(servers)}}, nil
+			Args: []string{"--sync", st.Sync.String(), "--consistency", st.Name, "--servers", strconv.Itoa(servers)}}, nil
 	}
 	st, err := bench.ParseStrategy(name)
 	if err != nil {
 		return Strategy{}, unknown(nil)
 	}
-	if st.PS {
+	if st.Servers {
 		return Strategy{}, specErr("unknown strategy %q: did you mean ps-%s?", name, name)
 	}
 	if name == allreduce {

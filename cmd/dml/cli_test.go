@@ -291,7 +291,7 @@ func TestPSUsageErrors(t *testing.T) {
 		{[]string{"train", "--straggle", "1:0.5"}, "factor 0.5 must be at least 1"},
 		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
 		{[]string{"train", "--model", "sparse-logreg", "--sync", "ps"}, "reads sparse data"},
-		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: ps: unknown consistency "lazy"`},
+		{[]string{"bench", "consistency", "--models", "bsp,lazy"}, `--models: unknown strategy "lazy" (want allreduce, bsp, ssp, asp, dssp, dpsgd, adpsgd)`},
 		{[]string{"bench", "consistency", "--models", "bsp,allreduce"}, "bsp: --servers 1 needs at least 2 ranks"},
 		{[]string{"bench", "consistency", "--target", "2"}, "--target 2 must be in (0, 1]"},
 		{[]string{"train", "--sync", "ps", "--servers", "1", "--data", "synthetic"}, "needs at least 2 ranks"},

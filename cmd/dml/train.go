@@ -472,7 +472,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
-	fs.Var(&cfg.Sync, "sync", "how ranks combine their work: allreduce (gradients), ps (parameter server), dpsgd (each rank averages its model with its graph neighbours every step), or adpsgd (asynchronous pairwise averaging, no barrier; 2+ ranks)")
+	fs.Var(&cfg.Sync, "sync", trainer.SyncHelp())
 	fs.Var(&cfg.Topology, "topology", "dpsgd, adpsgd: the graph models are averaged over: ring, torus (a grid; not a prime rank count; adpsgd: both sides even) or exp (neighbours at distance 2^k)")
 	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
 	fs.Var(consistencyFlag{&cfg.PS.Consistency}, "consistency", "ps: bsp, ssp, asp or dssp")

@@ -1,0 +1,193 @@
+package trainer
+
+import (
+	"fmt"
+	"github.com/dml-project/dml/collectives"
+	"strings"
+
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// The strategy registry. Each --sync strategy is one unit: a type in its
+// own file (sync_allreduce.go, sync_ps.go, sync_dpsgd.go, sync_adpsgd.go)
+// that implements syncUnit, beside the Strategy its steps run through.
+// Whatever depends on which strategy a job uses asks the unit: the
+// settings it refuses, the ranks it needs, which ranks train, how it is
+// built and run, its part of a checkpoint (metadata, state, compatibility,
+// resuming), whether it stops at step boundaries, and the names the
+// benches know it by. The loop (loop.go) and the checkpoint machinery
+// (checkpoint.go) keep only what every strategy shares.
+//
+// A new strategy is a Sync constant (enums.go), its line in syncUnits and
+// a file with its unit and its Strategy: docs/CONTRIBUTING.md walks
+// through one.
+var syncUnits = [...]syncUnit{
+	SyncAllreduce: allreduceUnit{},
+	SyncPS:        psUnit{},
+	SyncDPSGD:     dpsgdUnit{},
+	SyncADPSGD:    adpsgdUnit{},
+}
+
+// syncUnit is everything a --sync strategy owns besides its steps.
+// baseUnit gives the defaults of a strategy on which every rank trains
+// and shares step boundaries, with one model and optimizer state on every
+// rank.
+type syncUnit interface {
+	// name is the strategy's --sync name; help says in a few words what
+	// it does (the --sync flag's help lists every strategy's).
+	name() string
+	help() string
+	// validate reports the settings the strategy cannot train with
+	// (Config.Validate; *ConfigErrors naming Config fields).
+	validate(c Config) error
+	// validateWorld reports the settings that cannot work on size ranks
+	// (Config.ValidateWorld).
+	validateWorld(c Config, size int) error
+	// servers is how many of the first ranks serve instead of training.
+	servers(c Config) int
+	// decentralized: the ranks average models between neighbours.
+	decentralized() bool
+	// stopsAtBoundaries: the ranks that train share step boundaries, where
+	// Trainer.Stop is honoured and checkpoints are written.
+	stopsAtBoundaries() bool
+	// takesTrainState: Trainer.Start can resume it (the weights and the
+	// optimizer state are the same on every rank).
+	takesTrainState() bool
+	// run trains the dense model runDense set up.
+	run(j *job, d denseSetup) (*Result, error)
+	// checkCheckpointing refuses checkpoint settings the strategy cannot
+	// honour under c.
+	checkCheckpointing(c Config, ck *Checkpointing) error
+	// checkpointMeta fills in the strategy's part of a checkpoint's
+	// metadata.
+	checkpointMeta(j *job, m *checkpointMeta)
+	// compatible says why checkpoint c cannot resume job j as far as the
+	// strategy's own state goes ("" if it can).
+	compatible(j *job, c *checkpoint) string
+	// resume hands every rank its strategy-specific part of the checkpoint
+	// rank 0 read (ck: nil on the other ranks) into r. Collective.
+	resume(j *job, ck *checkpoint, r *resumed) error
+	// variants are the ways the benches name the strategy.
+	variants() []Variant
+}
+
+// Tags of the strategies' checkpoint and stop messages between ranks,
+// from the registry's range (collectives.TagTrainerBase).
+const (
+	tagResidue   = collectives.TagTrainerBase + iota
+	tagStop      // ps bsp: a worker's flag to the first worker, and the OR back
+	tagStopNote  // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
+	tagRankState // dpsgd: a rank's own state to and from rank 0
+)
+
+// denseSetup is what runDense prepared for a strategy on this rank.
+type denseSetup struct {
+	m      *model.Model
+	params []float32   // the initial weights (every rank's the same)
+	shard  *data.Dense // this rank's training shard (nil on a parameter server)
+	// testShard is this rank's strided shard of the test set, test the
+	// whole of it (testRows rows).
+	testShard *data.Dense
+	test      data.DenseSource
+	testRows  int
+}
+
+// unit is the registry entry of s.
+func (s Sync) unit() syncUnit {
+	if int(s) < len(syncUnits) {
+		return syncUnits[s]
+	}
+	return nil
+}
+
+// syncNames are the registry's names, in Sync order.
+func syncNames() []string {
+	names := make([]string, len(syncUnits))
+	for i, u := range syncUnits {
+		names[i] = u.name()
+	}
+	return names
+}
+
+// baseUnit holds the defaults of syncUnit's methods.
+type baseUnit struct{}
+
+func (baseUnit) validate(Config) error                { return nil }
+func (baseUnit) validateWorld(Config, int) error      { return nil }
+func (baseUnit) servers(Config) int                   { return 0 }
+func (baseUnit) decentralized() bool                  { return false }
+func (baseUnit) stopsAtBoundaries() bool              { return true }
+func (baseUnit) takesTrainState() bool                { return false }
+func (baseUnit) checkpointMeta(*job, *checkpointMeta) {}
+func (baseUnit) checkCheckpointing(Config, *Checkpointing) error {
+	return nil
+}
+func (baseUnit) resume(*job, *checkpoint, *resumed) error { return nil }
+
+// compatible: the checkpoint holds optimizer state exactly when the
+// job's optimizer keeps one.
+func (baseUnit) compatible(j *job, c *checkpoint) string {
+	if (c.OptState != nil) != j.cfg.Opt.Kind.HasState() {
+		return fmt.Sprintf("its optimizer state does not fit %v", j.cfg.Opt.Kind)
+	}
+	return ""
+}
+
+// Variant is one way of training that the benches name (`dml bench
+// consistency`'s --consistency, the sweep's sync list): a strategy with
+// the settings that go with it.
+type Variant struct {
+	// Name is the bench's name for it: the strategy's, or under ps the
+	// consistency model's (bsp, ssp, asp, dssp).
+	Name string
+	Sync Sync
+	// Consistency is the parameter server's consistency model (Sync == SyncPS).
+	Consistency ps.Consistency
+	// Servers: the first ranks serve (parameter servers) and do not train,
+	// so a straggler must be a later rank.
+	Servers bool
+}
+
+// Apply sets c's strategy to v.
+func (v Variant) Apply(c *Config) {
+	c.Sync = v.Sync
+	if v.Servers {
+		c.PS.Consistency = v.Consistency
+	}
+}
+
+// Variants lists every strategy's variants, in registry order.
+func Variants() []Variant {
+	var out []Variant
+	for _, u := range syncUnits {
+		out = append(out, u.variants()...)
+	}
+	return out
+}
+
+// ParseVariant finds the variant a bench names (see Variants).
+func ParseVariant(name string) (Variant, error) {
+	var names []string
+	for _, v := range Variants() {
+		if v.Name == name {
+			return v, nil
+		}
+		names = append(names, v.Name)
+	}
+	return Variant{}, fmt.Errorf("unknown strategy %q (want %s)", name, strings.Join(names, ", "))
+}
+
+// SyncHelp is the --sync flag's help: every strategy's name and help.
+func SyncHelp() string {
+	parts := make([]string, len(syncUnits))
+	for i, u := range syncUnits {
+		parts[i] = u.name() + " (" + u.help() + ")"
+	}
+	return "how ranks combine their work: " + strings.Join(parts, ", ")
+}
+
+// oneVariant is the variants of a strategy the benches name by its --sync
+// name alone.
+func oneVariant(s Sync) []Variant { return []Variant{{Name: s.String(), Sync: s}} }
