@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -197,6 +198,25 @@ func writeRatios(w io.Writer, rows []bench.Row) {
 	}
 }
 
+// consistencyFlags are bench consistency's own flags beside dml train's.
+type consistencyFlags struct {
+	overlap        *overlapFlag
+	models, format *string
+	target         *float64
+}
+
+// registerConsistencyFlags registers bench consistency's flags: dml
+// train's training and common flags (registerTrainFlags, commonFlags), and
+// its own.
+func registerConsistencyFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, stderr io.Writer) consistencyFlags {
+	bf := consistencyFlags{overlap: registerTrainFlags(fs, cfg)}
+	bf.models = fs.String("models", strings.Join(bench.Strategies, ","), "strategies to compare: "+strings.Join(bench.Strategies, ", ")+" (a name may repeat)")
+	bf.target = fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
+	bf.format = fs.String("format", "table", "output format: table, csv or json")
+	cf.register(fs, stderr)
+	return bf
+}
+
 func cmdBenchConsistency(args []string, stdout io.Writer) error {
 	cfg := trainer.DefaultConfig()
 	cfg.Sync = trainer.SyncPS
@@ -217,16 +237,14 @@ final accuracy, the largest staleness seen and the time a worker waited
 rank's wait for its partners). Default job: an MLP on synthetic 10-class
 data. Every training flag of 'dml train' applies (--data, --model,
 --servers, --staleness, --topology, …); --sync is set by each strategy.`, stdout)
-	overlap := registerTrainFlags(fs, &cfg)
-	models := fs.String("models", strings.Join(bench.Strategies, ","), "strategies to compare: "+strings.Join(bench.Strategies, ", ")+" (a name may repeat)")
-	target := fs.Float64("target", 0.845, "test accuracy whose first epoch sets the time to target")
-	format := fs.String("format", "table", "output format: table, csv or json")
-	cf.register(fs, os.Stderr)
+	bf := registerConsistencyFlags(fs, &cfg, &cf, os.Stderr)
+	models, target, format := bf.models, bf.target, bf.format
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg.Timeout = cf.stallTimeout()
-	cfg.StallWarn = cf.stallWarn
+	if err := settleConfig("bench consistency", fs, &cfg, &cf, bf.overlap); err != nil {
+		return err
+	}
 	var list []bench.Strategy
 	for _, m := range strings.Split(*models, ",") {
 		st, err := bench.ParseStrategy(strings.TrimSpace(m))
@@ -234,9 +252,6 @@ data. Every training flag of 'dml train' applies (--data, --model,
 			return usageErr("bench consistency: --models: %v", err)
 		}
 		list = append(list, st)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageErr("bench consistency: %s", flagError(err))
 	}
 	for _, m := range list {
 		job := cfg
@@ -254,10 +269,8 @@ data. Every training flag of 'dml train' applies (--data, --model,
 	if err := cf.check(); err != nil {
 		return err
 	}
-	// As dml train does: --overlap auto by this node's cores, and the
-	// output files checked before any training (each run writes its own:
-	// bench.ConsistencyConfig).
-	resolveOverlap(overlap, &cfg, &cf)
+	// As dml train does: the output files checked before any training
+	// (each run writes its own: bench.ConsistencyConfig).
 	mem, err := limitMemory()
 	if err != nil {
 		return err

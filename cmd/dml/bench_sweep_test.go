@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,5 +199,59 @@ func TestBenchConsistencyOutputsChecked(t *testing.T) {
 	if r.code != 2 || r.stdout != "" || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 ||
 		!strings.Contains(r.stderr, "bench consistency: --save: "+dir+" is a folder, not a regular file") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and one line before any training", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestBenchConsistencySettlesAsTrain: bench consistency takes every flag
+// of dml train that shapes the job (not train's own outputs, progress bar
+// or checkpoints) and settles them as dml train does: the same command
+// line gives the same Config (--classes with idx data, the stall timeout,
+// --overlap auto resolved by the same rule; bench consistency ignored
+// --classes and never resolved --overlap auto before).
+func TestBenchConsistencySettlesAsTrain(t *testing.T) {
+	trainOnly := map[string]bool{"progress": true, "run-report": true, "checkpoint-dir": true, "checkpoint-every": true, "keep": true, "resume": true}
+	newTrain := func() (*flag.FlagSet, *trainer.Config, *commonFlags, *overlapFlag) {
+		cfg, cf := trainer.DefaultConfig(), &commonFlags{}
+		fs := flag.NewFlagSet("train", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return fs, &cfg, cf, registerAllTrainFlags(fs, &cfg, cf, io.Discard).overlap
+	}
+	newBench := func() (*flag.FlagSet, *trainer.Config, *commonFlags, *overlapFlag) {
+		cfg, cf := trainer.DefaultConfig(), &commonFlags{}
+		fs := flag.NewFlagSet("bench consistency", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return fs, &cfg, cf, registerConsistencyFlags(fs, &cfg, cf, io.Discard).overlap
+	}
+	tfs, _, _, _ := newTrain()
+	bfs, _, _, _ := newBench()
+	tfs.VisitAll(func(f *flag.Flag) {
+		if bfs.Lookup(f.Name) == nil && !trainOnly[f.Name] {
+			t.Errorf("bench consistency lacks dml train's --%s", f.Name)
+		}
+	})
+	for _, args := range [][]string{
+		{"--data", "idx", "--train", "a,b", "--classes", "7", "--overlap", "auto", "--timeout", "42s", "--hidden", "16"},
+		{"--data", "synthetic", "--samples", "100", "--overlap", "auto", "--blas-threads", "2", "--stall-warn", "3s"},
+		{"--model", "softmax", "--overlap", "false", "--optimizer", "adagrad", "--lr", "0.2", "--straggle", "1:3"},
+	} {
+		var got [2]trainer.Config
+		for i, mk := range []func() (*flag.FlagSet, *trainer.Config, *commonFlags, *overlapFlag){newTrain, newBench} {
+			fs, cfg, cf, ov := mk()
+			if err := fs.Parse(args); err != nil {
+				t.Fatalf("%s %v: %v", fs.Name(), args, err)
+			}
+			if err := settleConfig(fs.Name(), fs, cfg, cf, ov); err != nil {
+				t.Fatalf("%s %v: %v", fs.Name(), args, err)
+			}
+			got[i] = *cfg
+		}
+		// Both start from trainer.DefaultConfig (bench consistency's own
+		// job is a matter of defaults, set before its flags are parsed).
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Errorf("%v: train settles to %+v, bench consistency to %+v", args, got[0], got[1])
+		}
+		if slices.Contains(args, "--classes") && got[1].Data.ExpectClasses != 7 {
+			t.Errorf("%v: bench consistency expects %d classes, want 7", args, got[1].Data.ExpectClasses)
+		}
 	}
 }

@@ -293,17 +293,13 @@ Examples:
 	if err := parse(fs, resumeArgs(args)); err != nil {
 		return err
 	}
-	expectClasses(fs, &cfg.Data)
 	bar, err := showProgress(*progress, stdout)
 	if err != nil {
 		return err
 	}
-	cfg.Timeout = cf.stallTimeout()
-	cfg.StallWarn = cf.stallWarn
-	if err := cfg.Validate(); err != nil {
-		return usageErr("train: %s", flagError(err))
+	if err := settleConfig("train", fs, &cfg, &cf, overlap); err != nil {
+		return err
 	}
-	resolveOverlap(overlap, &cfg, &cf)
 	for flagName, path := range map[string]string{"--save": cfg.Save, "--metrics": cfg.Metrics, "--run-report": *runReportPrefix} {
 		if err := checkOutputDir(path); err != nil {
 			return usageErr("train: %s: %v", flagName, err)
@@ -411,6 +407,22 @@ func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlag
 	cf.register(fs, stderr)
 	tf.ckf.register(fs)
 	return tf
+}
+
+// settleConfig finishes a Config parsed from dml train's flags, the same
+// way for every command that trains (train, bench consistency): --classes
+// as the class count idx and libsvm data must have, the stall settings,
+// validation, and --overlap auto by this node's cores
+// (TestBenchConsistencySettlesAsTrain).
+func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, overlap *overlapFlag) error {
+	expectClasses(fs, &cfg.Data)
+	cfg.Timeout = cf.stallTimeout()
+	cfg.StallWarn = cf.stallWarn
+	if err := cfg.Validate(); err != nil {
+		return usageErr("%s: %s", cmd, flagError(err))
+	}
+	resolveOverlap(overlap, cfg, cf)
+	return nil
 }
 
 // resolveOverlap turns --overlap auto into true or false by this node's
