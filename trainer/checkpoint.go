@@ -169,7 +169,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 	}
 	path := filepath.Join(j.Checkpoint.Dir, checkpointName(next.Steps))
 	if err := writeFileAtomic(path, b); err != nil {
-		return fmt.Errorf("--checkpoint-dir: writing %s: %w", path, err)
+		return fmt.Errorf("Checkpointing.Dir: writing %s: %w", path, err)
 	}
 	j.prune()
 	j.printf("checkpoint: step %d (epoch %d step %d) written to %s (%.1f MB, %.0f ms)\n",
@@ -229,7 +229,7 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	m, cfg := &c.Meta, j.cfg
 	switch {
 	case m.Sync != cfg.Sync.String():
-		return fmt.Sprintf("it is of a --sync %s job, this one is --sync %v", m.Sync, cfg.Sync)
+		return fmt.Sprintf("it was written by a job with Config.Sync %s, this one has %v", m.Sync, cfg.Sync)
 	case !slices.Equal(m.Arch.Sizes, arch.Sizes) || m.Arch.Loss != arch.Loss:
 		return fmt.Sprintf("it is of another model (layers %v), this job builds %v", m.Arch.Sizes, arch.Sizes)
 	case !sameLabels(m.ClassLabels, j.labels):
@@ -244,7 +244,7 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	}
 	switch {
 	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
-		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; epochs and --max-steps may differ)",
+		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; Config.Epochs and Config.MaxSteps may differ)",
 			m.ConfigHash, cfg.checkpointHash())
 	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.sched.stepsPerEpoch():
 		return fmt.Sprintf("bad position %+v", m.Position)
@@ -295,13 +295,13 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	if ck.ResumeFile != "" {
 		c, err := j.readCheckpoint(ck.ResumeFile, arch)
 		if err != nil {
-			return nil, "", fmt.Errorf("--resume %s: refused: %v", ck.ResumeFile, err)
+			return nil, "", fmt.Errorf("Checkpointing.ResumeFile %s: refused: %v", ck.ResumeFile, err)
 		}
 		return c, ck.ResumeFile, nil
 	}
 	files, err := listCheckpoints(ck.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, "", fmt.Errorf("--resume: %w", err)
+		return nil, "", fmt.Errorf("Checkpointing.ResumeLatest: %w", err)
 	}
 	if err == nil {
 		j.removeLeftovers()
@@ -323,7 +323,7 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 		}
 		return c, f, nil
 	}
-	return nil, "", fmt.Errorf("--resume: no valid checkpoint in %s (%s)", ck.Dir, strings.Join(refused, "; "))
+	return nil, "", fmt.Errorf("Checkpointing.ResumeLatest: no valid checkpoint in %s (%s)", ck.Dir, strings.Join(refused, "; "))
 }
 
 // resumed is the state a job starts from, on this rank.
@@ -426,7 +426,7 @@ func (j *job) finishRun(res *Result) (*Result, error) {
 	pos := j.stoppedAt
 	where := "no checkpoint folder was set"
 	if j.lastCheckpoint != "" {
-		where = "resume from " + j.lastCheckpoint + " with --resume"
+		where = "resume from " + j.lastCheckpoint + " with Checkpointing.ResumeFile"
 	}
 	return res, fmt.Errorf("stopped after step %d (epoch %d step %d): %s: %w", pos.Steps, pos.Epoch, pos.Step, where, ErrInterrupted)
 }

@@ -117,12 +117,12 @@ func (d DataConfig) LoadSparse(seed uint64) (train, test *data.Sparse, err error
 		}
 		return splitSparse(all, d.Samples)
 	}
-	return nil, nil, fmt.Errorf("--data %s is not a sparse source (want libsvm or synthetic-sparse)", d.Name)
+	return nil, nil, fmt.Errorf("Config.Data.Name %s is not a sparse source (want libsvm or synthetic-sparse)", d.Name)
 }
 
 func splitSparse(all *data.Sparse, nTrain int) (*data.Sparse, *data.Sparse, error) {
 	if nTrain < 1 || nTrain >= all.Rows {
-		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", all.Rows)
+		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass Config.Data.Test)", all.Rows)
 	}
 	train, err := all.Subset(seq(0, nTrain))
 	if err != nil {
@@ -177,7 +177,7 @@ func (d DataConfig) openWithin(seed uint64, check memoryCheck) (train, test data
 		if d.Test == "" {
 			n, _, _ := tr.Shape()
 			if n < 2 {
-				return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", n)
+				return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass Config.Data.Test)", n)
 			}
 			a, b := tr.Split(n - max(1, n/10))
 			return a, b, nil
@@ -314,7 +314,7 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 // holdOut keeps the last tenth of a training set (at least one row) as the test set.
 func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
 	if all.Rows < 2 {
-		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass --test)", all.Rows)
+		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass Config.Data.Test)", all.Rows)
 	}
 	return split(all, all.Rows-max(1, all.Rows/10))
 }

@@ -137,7 +137,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	}
 	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.openWithin(cfg.Seed, t.memoryCheck("train on a smaller file, or sparse (--model sparse-logreg)"))
+		train, test, err = cfg.Data.openWithin(cfg.Seed, t.memoryCheck("train on a smaller file, or sparse (Config.Model sparse-logreg)"))
 	}
 	return t.startDense(cfg, train, test, err)
 }

@@ -182,6 +182,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 	pos := start
 	res.Steps = start.Steps
 	limit := func() bool { return !paced && cfg.MaxSteps >= 0 && res.Steps >= cfg.MaxSteps }
+	justSynced := false // a pacer's point ended the last epoch
 	done := limit()
 	total := 0.0
 	for pos.Epoch <= cfg.Epochs && !done {
@@ -197,15 +198,22 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			var idx []int
 			spEpoch, spStep := epoch, pos.Step
 			if paced {
-				pt, err := p.syncPoint()
-				if err != nil {
-					return pos, 0, err
+				// After a point, a step comes before the next question (as
+				// in the loop AD-PSGD had: asked at once, rank 0 could call
+				// point after point on the others' progress and never step
+				// itself, TestDecentralizedLearns).
+				if !justSynced {
+					pt, err := p.syncPoint()
+					if err != nil {
+						return pos, 0, err
+					}
+					if pt != nil {
+						epoch, done, justSynced = pt.epoch, pt.final, true
+						pos = Position{Epoch: pt.epoch, Step: steps, Steps: res.Steps}
+						break
+					}
 				}
-				if pt != nil {
-					epoch, done = pt.epoch, pt.final
-					pos = Position{Epoch: pt.epoch, Step: steps, Steps: res.Steps}
-					break
-				}
+				justSynced = false
 				idx = own.next()
 				spEpoch, spStep = own.epoch, own.step-1
 			} else {

@@ -123,10 +123,10 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 			need += m
 			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
 		}
-		return t.refuse(what, need, "lower --samples, --features, --classes or --hidden")
+		return t.refuse(what, need, "lower Config.Data.Samples, Config.Data.Features, Config.Data.Classes or Config.Hidden")
 	case "synthetic-sparse":
 		need := 2 * rows * (8*float64(d.NNZ) + 12)
-		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower --samples or --nnz")
+		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower Config.Data.Samples or Config.Data.NNZ")
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	testRows, _, _ := test.Shape()
 	arch, err := BuildArch(cfg, cols, classes)
 	if errors.Is(err, model.ErrTooLarge) {
-		return &tooBigError{fmt.Sprintf("%v: shrink --hidden", err)}
+		return &tooBigError{fmt.Sprintf("%v: shrink Config.Hidden", err)}
 	}
 	if err != nil {
 		return err
@@ -187,5 +187,5 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	// (data.IDXSource).
 	need += 4 * float64(trainRows+testRows) * float64(cols+1)
 	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d) with its data", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
-	return t.refuse(what, need, "shrink --hidden or --batch, or run fewer ranks per node")
+	return t.refuse(what, need, "shrink Config.Hidden or Config.Batch, or run fewer ranks per node")
 }

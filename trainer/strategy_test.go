@@ -63,8 +63,8 @@ func TestUnitsAnswerAsBefore(t *testing.T) {
 	c := DefaultConfig()
 	c.PS.Servers = 2
 	for _, tc := range []struct {
-		s                             Sync
-		servers                       int
+		s                            Sync
+		servers                      int
 		decentral, stops, trainState bool
 	}{
 		{SyncAllreduce, 0, false, true, true},

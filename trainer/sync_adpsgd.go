@@ -440,7 +440,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 			return pt, nil
 		case <-s.averaged:
 		case <-until:
-			return nil, fmt.Errorf("adpsgd: passive rank %d: no active neighbour (ranks %v) averaged with it for %v (--timeout)", s.j.Comm.Rank(), s.nbrs, timeout)
+			return nil, fmt.Errorf("adpsgd: passive rank %d: no active neighbour (ranks %v) averaged with it for %v (Config.Timeout)", s.j.Comm.Rank(), s.nbrs, timeout)
 		}
 	}
 	return nil, nil
@@ -557,7 +557,7 @@ func (p *passiveServer) run() error {
 			now := time.Now()
 			for a, t := range p.heard {
 				if !paused[a] && now.Sub(t) > timeout {
-					return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (--timeout): it stopped or hangs", c.Rank(), a, now.Sub(t).Round(time.Second))
+					return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (Config.Timeout): it stopped or hangs", c.Rank(), a, now.Sub(t).Round(time.Second))
 				}
 			}
 			continue

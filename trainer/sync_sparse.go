@@ -89,7 +89,7 @@ func (s *sparseWorker) Compute() error {
 		s.grads[bias] += g
 	}
 	if math.IsNaN(s.lossSum) || math.IsInf(s.lossSum, 0) {
-		return fmt.Errorf("loss is %v: lower --lr or check the data: %w", s.lossSum, ErrNonFinite)
+		return fmt.Errorf("loss is %v: lower Config.Opt.LR or check the data: %w", s.lossSum, ErrNonFinite)
 	}
 	return nil
 }

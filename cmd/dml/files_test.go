@@ -80,7 +80,7 @@ func TestHostileInputFiles(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"train", "--model", "logreg", "--data", "libsvm", "--train", svm}, "raise the limit (dml: --max-features 1073741824)"},
+		{[]string{"train", "--model", "logreg", "--data", "libsvm", "--train", svm}, "raise the limit (--max-features 1073741824)"},
 		{[]string{"eval", "--weights", npz, "--data", "synthetic"}, "not an .npz archive"},
 		{[]string{"eval", "--weights", dir, "--data", "synthetic"}, "is a folder"},
 	} {

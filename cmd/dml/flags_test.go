@@ -1,9 +1,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -160,5 +165,50 @@ func TestDocLinks(t *testing.T) {
 				t.Errorf("%s links to %s: %v", doc, m[1], err)
 			}
 		}
+	}
+}
+
+// TestTrainerSettingsHaveFlags: every setting package trainer names in a
+// message (its string literals: "lower Config.Opt.LR", "Checkpointing.Dir:
+// writing …") is worded as the flag that sets it, and the wording keeps
+// the error's chain.
+func TestTrainerSettingsHaveFlags(t *testing.T) {
+	found := 0
+	err := filepath.WalkDir("../../trainer", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				for _, s := range settingRE.FindAllString(lit.Value, -1) {
+					found++
+					if _, ok := settingFlag(s); !ok {
+						t.Errorf("%s: %s names %s, which no flag sets (add it to flagNames or checkpointFlagNames)", path, lit.Value, s)
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 10 {
+		t.Errorf("found %d settings named in package trainer's messages; the scan is broken", found)
+	}
+	base := fmt.Errorf("loss is NaN: lower Config.Opt.LR or check the data: %w", trainer.ErrNonFinite)
+	got := wordFlags(fmt.Errorf("epoch 1: %w", base))
+	if got.Error() != "epoch 1: loss is NaN: lower --lr or check the data: "+trainer.ErrNonFinite.Error() || !errors.Is(got, trainer.ErrNonFinite) {
+		t.Errorf("worded: %q (is ErrNonFinite: %v)", got, errors.Is(got, trainer.ErrNonFinite))
+	}
+	var b strings.Builder
+	fmt.Fprintf(flagWords{&b}, "resume: refusing x: it was written by a job with Config.Sync ps, this one has allreduce\n")
+	if want := "resume: refusing x: it was written by a job with --sync ps, this one has allreduce\n"; b.String() != want {
+		t.Errorf("flagWords wrote %q, want %q", b.String(), want)
 	}
 }

@@ -79,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func report(err error, stderr io.Writer) int {
+	err = wordFlags(err)
 	switch {
 	case err == nil:
 		return 0

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -331,7 +332,7 @@ Examples:
 		}
 		defer be.Close()
 		c, rep := startRunReport(*runReportPrefix, c)
-		tr := &trainer.Trainer{Comm: c, Backend: be, Out: stdout, Warnings: stderr, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
+		tr := &trainer.Trainer{Comm: c, Backend: be, Out: flagWords{stdout}, Warnings: flagWords{stderr}, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
 		got := func() os.Signal { return nil }
 		if cfg.StopsAtBoundaries() {
@@ -622,6 +623,78 @@ var flagNames = map[string]string{
 	"Data.ExpectClasses": "--classes",
 }
 
+// checkpointFlagNames maps the trainer.Checkpointing fields its messages
+// name to the flags that set them.
+var checkpointFlagNames = map[string]string{
+	"Dir": "--checkpoint-dir", "Every": "--checkpoint-every", "EveryEpochs": "--checkpoint-every", "Keep": "--keep",
+	"ResumeFile": "--resume", "ResumeLatest": "--resume",
+}
+
+// settingRE finds the settings package trainer's messages name
+// ("lower Config.Opt.LR", "Checkpointing.Dir: writing …"): it speaks in
+// its Go API's names, and the command line words them as flags.
+var settingRE = regexp.MustCompile(`\b(?:Config|Checkpointing)(?:\.[A-Z][A-Za-z]*)+`)
+
+// settingFlag is the flag that sets a setting trainer names.
+func settingFlag(setting string) (string, bool) {
+	if f, ok := strings.CutPrefix(setting, "Checkpointing."); ok {
+		name, ok := checkpointFlagNames[f]
+		return name, ok
+	}
+	f := strings.TrimPrefix(setting, "Config.")
+	if f == "Timeout" { // per process: not compared, so not in flagNames
+		return "--timeout", true
+	}
+	name, ok := flagNames[f]
+	return name, ok
+}
+
+// worded is an error whose message names flags where trainer's named
+// settings; errors.Is and As see the original.
+type worded struct {
+	error
+	msg string
+}
+
+func (w worded) Error() string { return w.msg }
+func (w worded) Unwrap() error { return w.error }
+
+// wordFlags rewrites the settings err's message names as the flags that
+// set them ("lower --lr or check the data").
+func wordFlags(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := settingRE.ReplaceAllStringFunc(err.Error(), func(s string) string {
+		if f, ok := settingFlag(s); ok {
+			return f
+		}
+		return s
+	})
+	if msg == err.Error() {
+		return err
+	}
+	return worded{err, msg}
+}
+
+// flagWords is a writer of trainer's lines (Trainer.Out, Warnings) that
+// words the settings they name as flags, as wordFlags does for errors.
+// Trainer writes whole lines (or a progress bar) per call.
+type flagWords struct{ w io.Writer }
+
+func (f flagWords) Write(p []byte) (int, error) {
+	q := settingRE.ReplaceAllFunc(p, func(s []byte) []byte {
+		if name, ok := settingFlag(string(s)); ok {
+			return []byte(name)
+		}
+		return s
+	})
+	if _, err := f.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // flagError words a configuration error with the flag a person typed:
 // "--batch 0 must be greater than 0".
 func flagError(err error) string {
@@ -637,7 +710,7 @@ func flagError(err error) string {
 			return me.Describe(name)
 		}
 	}
-	return err.Error()
+	return wordFlags(err).Error()
 }
 
 // flagErrorWrap turns a configuration error found inside the world into a
@@ -704,7 +777,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	}
 	arch, params, labels, err := model.LoadNPZLabels(*weights)
 	if err != nil {
-		return err
+		return fmt.Errorf("--weights: %w", err)
 	}
 	// The model's classes stand for the labels it was trained on (saved
 	// with the weights when they are not 0 … K-1): a LIBSVM file is read

@@ -48,6 +48,7 @@ func withWorld(start time.Duration, fn func(c collectives.Comm) error) error {
 	defer watchGone(c)()
 	testPanicHook(c.Rank())
 	if err := fn(c); err != nil {
+		err = wordFlags(err) // trainer names settings, the user typed flags
 		var se *trainer.StartError
 		switch {
 		case c.Size() > 1 && errors.As(err, &se):

@@ -141,7 +141,7 @@ func TestLIBSVMHugeIndex(t *testing.T) {
 		}
 	}
 	_, err := ParseLIBSVM(strings.NewReader("1 1073741824:1\n"), LIBSVMOptions{})
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--max-features 1073741824") {
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "Config.Data.MaxFeatures 1073741824") {
 		t.Errorf("error %v: want ErrTooLarge saying how to raise the limit", err)
 	}
 	big := strings.Repeat("1 1:1\n", 20000) + "1 1200000:1\n" // 132 KB: 64 × bytes > 2^20

@@ -27,7 +27,7 @@ var FashionMNISTClassNames = [FashionMNISTClasses]string{
 }
 
 // fashionInstallHint ends the error for a missing Fashion-MNIST file.
-const fashionInstallHint = "install it with `make deps` (Debian package dataset-fashion-mnist) or pass --data-dir DIR"
+const fashionInstallHint = "install it with `make deps` (Debian package dataset-fashion-mnist) or point Config.Data.Dir at its folder"
 
 // LoadFashionMNIST reads Fashion-MNIST from dir (DefaultFashionMNISTDir when
 // dir is ""): the training set from train-images-idx3-ubyte and

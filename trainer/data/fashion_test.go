@@ -60,7 +60,7 @@ func TestLoadFashionMNISTMissing(t *testing.T) {
 		t.Fatal("no error for an empty directory")
 	}
 	msg := err.Error()
-	for _, want := range []string{dir + "/train-images-idx3-ubyte.gz not found", "install it with `make deps` (Debian package dataset-fashion-mnist) or pass --data-dir DIR"} {
+	for _, want := range []string{dir + "/train-images-idx3-ubyte.gz not found", "install it with `make deps` (Debian package dataset-fashion-mnist) or point Config.Data.Dir at its folder"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not contain %q", msg, want)
 		}

@@ -184,7 +184,7 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 		if opts.MaxFeatures > 0 {
 			why = "the limit given"
 		}
-		return nil, errorf(ErrTooLarge, "line %d: field %q: feature index %d exceeds %d, %s: if the data really has %d features, raise the limit (dml: --max-features %d)",
+		return nil, errorf(ErrTooLarge, "line %d: field %q: feature index %d exceeds %d, %s: if the data really has %d features, raise the limit (Config.Data.MaxFeatures %d)",
 			maxLine, maxTok, maxIndex, limit, why, maxIndex, maxIndex)
 	}
 	s.Rows = len(s.Indptr) - 1

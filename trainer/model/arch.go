@@ -152,10 +152,10 @@ func (a Arch) CheckFinite(grad []float32, lossSum float64) error {
 	}
 	switch {
 	case len(bad) > 0:
-		return fmt.Errorf("non-finite gradient in %s (loss %v): lower --lr or check the data: %w",
+		return fmt.Errorf("non-finite gradient in %s (loss %v): lower Config.Opt.LR or check the data: %w",
 			strings.Join(bad, ", "), lossSum, ErrNonFinite)
 	case math.IsNaN(lossSum) || math.IsInf(lossSum, 0):
-		return fmt.Errorf("loss is %v: lower --lr or check the data: %w", lossSum, ErrNonFinite)
+		return fmt.Errorf("loss is %v: lower Config.Opt.LR or check the data: %w", lossSum, ErrNonFinite)
 	}
 	return nil
 }

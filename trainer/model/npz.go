@@ -122,12 +122,12 @@ func IdentityLabels(labels []int64) bool {
 func LoadNPZLabels(path string) (Arch, []float32, []int64, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
-		return Arch{}, nil, nil, fmt.Errorf("--weights: %w", err)
+		return Arch{}, nil, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return Arch{}, nil, nil, fmt.Errorf("--weights: %w", err)
+		return Arch{}, nil, nil, err
 	}
 	arch, params, labels, err := ReadNPZLabels(f, st.Size())
 	if err != nil {
