@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/dml-project/dml/internal/npy"
 	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -88,41 +88,33 @@ type checkpoint struct {
 // encode writes c as the .npz bytes described above.
 func (c *checkpoint) encode() ([]byte, error) {
 	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
+	zw := npy.NewWriter(&buf, zip.Store)
 	sum := sha256.New()
 	add := func(name string, data []byte) error {
-		f, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
-		if err != nil {
-			return err
-		}
 		if name != checksumEntry {
 			sumEntry(sum, name, data)
 		}
-		_, err = f.Write(data)
-		return err
+		return zw.Add(name, data)
 	}
-	for k, l := range c.Meta.Arch.Layers() {
-		if err := add(fmt.Sprintf("layer%d.weight.npy", k), npyFloat32(c.Params[l.WOff:l.BOff], l.Out, l.In)); err != nil {
-			return nil, err
-		}
-		if err := add(fmt.Sprintf("layer%d.bias.npy", k), npyFloat32(c.Params[l.BOff:l.BOff+l.Out], l.Out)); err != nil {
+	for _, t := range c.Meta.Arch.Tensors() {
+		if err := add(t.Name+".npy", npy.Float32(c.Params[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
 			return nil, err
 		}
 	}
 	if c.OptState != nil {
-		if err := add(optEntry, npyFloat32(c.OptState, len(c.OptState))); err != nil {
+		if err := add(optEntry, npy.Float32(c.OptState, len(c.OptState))); err != nil {
 			return nil, err
 		}
 	}
 	c.Meta.Residues = len(c.Residues)
 	for w, r := range c.Residues {
-		if err := add(fmt.Sprintf("residue.worker%d.npy", w), npyFloat32(r, len(r))); err != nil {
+		if err := add(fmt.Sprintf("residue.worker%d.npy", w), npy.Float32(r, len(r))); err != nil {
 			return nil, err
 		}
 	}
 	c.Meta.RankStates = len(c.RankStates)
 	for r, st := range c.RankStates {
-		if err := add(fmt.Sprintf("rank%d.state.npy", r), npyFloat32(st, len(st))); err != nil {
+		if err := add(fmt.Sprintf("rank%d.state.npy", r), npy.Float32(st, len(st))); err != nil {
 			return nil, err
 		}
 	}
@@ -147,88 +139,6 @@ func sumEntry(h io.Writer, name string, data []byte) {
 	h.Write([]byte{0})
 	h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(data))))
 	h.Write(data)
-}
-
-// npyFloat32 is an .npy file (format 1.0) of v, little-endian float32, C
-// order, with the given shape.
-func npyFloat32(v []float32, shape ...int) []byte {
-	dims := make([]string, len(shape))
-	for i, d := range shape {
-		dims[i] = strconv.Itoa(d)
-	}
-	sh := strings.Join(dims, ", ")
-	if len(shape) == 1 {
-		sh += ","
-	}
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", sh)
-	// magic (6) + version (2) + length (2) + header + '\n', to a multiple of 64.
-	total := (10 + len(header) + 1 + 63) / 64 * 64
-	header += strings.Repeat(" ", total-10-len(header)-1) + "\n"
-	out := make([]byte, 0, total+4*len(v))
-	out = append(out, "\x93NUMPY\x01\x00"...)
-	out = binary.LittleEndian.AppendUint16(out, uint16(len(header)))
-	out = append(out, header...)
-	for _, x := range v {
-		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(x))
-	}
-	return out
-}
-
-// parseNpyFloat32 reads an .npy of little-endian float32 in C order and
-// returns its values and shape. The count is checked against the bytes
-// present before anything is allocated.
-func parseNpyFloat32(b []byte) ([]float32, []int, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return nil, nil, errors.New("not an .npy array")
-	}
-	var hlen, off int
-	switch b[6] {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return nil, nil, errors.New("short .npy header")
-		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
-	default:
-		return nil, nil, fmt.Errorf(".npy version %d", b[6])
-	}
-	if hlen > len(b)-off {
-		return nil, nil, errors.New(".npy header longer than the entry")
-	}
-	h := string(b[off : off+hlen])
-	if !strings.Contains(h, "'descr': '<f4'") || !strings.Contains(h, "'fortran_order': False") {
-		return nil, nil, fmt.Errorf("want little-endian float32 in C order, header %q", strings.TrimSpace(h))
-	}
-	i := strings.Index(h, "'shape': (")
-	j := strings.Index(h[max(i, 0):], ")")
-	if i < 0 || j < 0 {
-		return nil, nil, fmt.Errorf("no shape in header %q", strings.TrimSpace(h))
-	}
-	var shape []int
-	n := 1
-	for _, f := range strings.Split(h[i+len("'shape': ("):i+j], ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		d, err := strconv.Atoi(f)
-		if err != nil || d < 0 || d > len(b) {
-			return nil, nil, fmt.Errorf("bad dimension %q", f)
-		}
-		shape = append(shape, d)
-		if n *= d; n > len(b) {
-			return nil, nil, fmt.Errorf("shape %v needs more bytes than the entry's %d", shape, len(b))
-		}
-	}
-	data := b[off+hlen:]
-	if len(data) != 4*n {
-		return nil, nil, fmt.Errorf("shape %v needs %d bytes of data, the entry has %d", shape, 4*n, len(data))
-	}
-	v := make([]float32, n)
-	for k := range v {
-		v[k] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*k:]))
-	}
-	return v, shape, nil
 }
 
 // decodeCheckpoint parses checkpoint bytes, checking every entry's CRC,
@@ -288,7 +198,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		if !ok {
 			return nil, fmt.Errorf("no %s", name)
 		}
-		v, sh, err := parseNpyFloat32(data)
+		v, sh, err := npy.Decode(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -297,16 +207,12 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		}
 		return v, nil
 	}
-	for k, l := range arch.Layers() {
-		w, err := array(fmt.Sprintf("layer%d.weight.npy", k), l.Out, l.In)
+	for _, t := range arch.Tensors() {
+		v, err := array(t.Name+".npy", t.Shape...)
 		if err != nil {
 			return nil, err
 		}
-		bias, err := array(fmt.Sprintf("layer%d.bias.npy", k), l.Out)
-		if err != nil {
-			return nil, err
-		}
-		c.Params = append(append(c.Params, w...), bias...)
+		c.Params = append(c.Params, v...)
 	}
 	p := arch.NumParams()
 	if _, ok := entries[optEntry]; ok {
@@ -327,7 +233,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		if !ok {
 			return nil, fmt.Errorf("no %s", name)
 		}
-		st, sh, err := parseNpyFloat32(data)
+		st, sh, err := npy.Decode(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

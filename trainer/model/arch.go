@@ -92,6 +92,37 @@ func (a Arch) Layers() []Layer {
 	return ls
 }
 
+// Tensor is one named array of a model's parameters: its .npz name (as
+// PyTorch's state_dict names it, but for the layer names), its shape, and
+// where it lies in the flat vector.
+type Tensor struct {
+	Name  string
+	Shape []int
+	Off   int
+}
+
+// Len is the number of values.
+func (t Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Tensors lists the model's parameter arrays in the order of the flat
+// vector: for layer k, "layerK.weight" [out, in], then "layerK.bias"
+// [out]. The .npz files (--save) and checkpoints name and shape their
+// arrays by it.
+func (a Arch) Tensors() []Tensor {
+	var ts []Tensor
+	for k, l := range a.Layers() {
+		ts = append(ts, Tensor{fmt.Sprintf("layer%d.weight", k), []int{l.Out, l.In}, l.WOff},
+			Tensor{fmt.Sprintf("layer%d.bias", k), []int{l.Out}, l.BOff})
+	}
+	return ts
+}
+
 // NumParams is the length of the flat parameter vector.
 func (a Arch) NumParams() int {
 	ls := a.Layers()

@@ -1,16 +1,13 @@
 package model
 
 import (
+	"archive/zip"
 	"fmt"
 	"io"
-	"reflect"
-	"unsafe"
 
-	"github.com/sbinet/npyio/npz"
-
-	"github.com/dml-project/dml/trainer/atomicfile"
-
+	"github.com/dml-project/dml/internal/npy"
 	"github.com/dml-project/dml/internal/regfile"
+	"github.com/dml-project/dml/trainer/atomicfile"
 )
 
 // SaveNPZ writes the weights as a numpy .npz archive in PyTorch's layout:
@@ -52,12 +49,13 @@ func WriteNPZ(f io.Writer, arch Arch, params []float32) error {
 }
 
 // WriteNPZLabels is WriteNPZ with the model's class labels (see
-// ClassLabelsKey).
+// ClassLabelsKey). The entries are deflated, named without numpy.savez's
+// ".npy" suffix, in format 2.0 (npy.Float32).
 func WriteNPZLabels(f io.Writer, arch Arch, params []float32, labels []int64) error {
 	if len(params) != arch.NumParams() {
 		return fmt.Errorf("%d parameters, the model has %d", len(params), arch.NumParams())
 	}
-	w := npz.NewWriter(f)
+	w := npy.NewWriter(f, zip.Deflate)
 	if !IdentityLabels(labels) {
 		v := make([]float64, len(labels))
 		for i, l := range labels {
@@ -67,33 +65,18 @@ func WriteNPZLabels(f io.Writer, arch Arch, params []float32, labels []int64) er
 			}
 			v[i] = float64(l)
 		}
-		if err := w.Write(ClassLabelsKey, v); err != nil {
+		if err := w.Add(ClassLabelsKey, npy.Float64(v, len(v))); err != nil {
 			w.Close()
 			return err
 		}
 	}
-	for k, l := range arch.Layers() {
-		if err := w.Write(fmt.Sprintf("layer%d.weight", k), matrix(params[l.WOff:l.BOff], l.Out, l.In)); err != nil {
-			w.Close()
-			return err
-		}
-		if err := w.Write(fmt.Sprintf("layer%d.bias", k), params[l.BOff:l.BOff+l.Out]); err != nil {
+	for _, t := range arch.Tensors() {
+		if err := w.Add(t.Name, npy.Float32(params[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
 			w.Close()
 			return err
 		}
 	}
 	return w.Close()
-}
-
-// matrix views rows×cols float32s as a Go array [rows][cols]float32, the
-// one form of a 2-D float32 array that npyio writes with its shape (it knows
-// gonum's float64 matrices, and slices of slices only as ragged data).
-func matrix(v []float32, rows, cols int) any {
-	if rows == 0 || cols == 0 {
-		return reflect.New(reflect.ArrayOf(rows, reflect.ArrayOf(cols, reflect.TypeFor[float32]()))).Interface()
-	}
-	t := reflect.ArrayOf(rows, reflect.ArrayOf(cols, reflect.TypeFor[float32]()))
-	return reflect.NewAt(t, unsafe.Pointer(&v[0])).Interface()
 }
 
 // LoadNPZ reads weights written by SaveNPZ, by numpy.savez or by

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"archive/zip"
 	"bytes"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sbinet/npyio/npz"
 
+	"github.com/dml-project/dml/internal/npy"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
@@ -76,11 +78,14 @@ func TestNumpyReadsCheckpoint(t *testing.T) {
 	for i := range x {
 		x[i] = float32(i%7) / 7
 	}
-	xw, _ := npz.Create(xpath)
-	if err := xw.Write("x", matrix(x, rows, 6)); err != nil {
+	var xb bytes.Buffer
+	xw := npy.NewWriter(&xb, zip.Deflate)
+	if err := xw.Add("x", npy.Float32(x, rows, 6)); err != nil || xw.Close() != nil {
 		t.Fatal(err)
 	}
-	xw.Close()
+	if err := os.WriteFile(xpath, xb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := cpu.New()
 	m, err := New(arch, b, rows)
 	if err != nil {

@@ -2,7 +2,6 @@ package model
 
 import (
 	"archive/zip"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dml-project/dml/internal/npy"
 	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
@@ -17,8 +17,8 @@ import (
 type npzEntry struct {
 	f     *zip.File
 	name  string // as in the archive
-	h     npyHeader
-	dtype npyDtype
+	h     npy.Header
+	dtype npy.Dtype
 }
 
 // ReadNPZ reads an .npz archive of size bytes from r into an architecture
@@ -57,8 +57,8 @@ func ReadNPZLabels(r io.ReaderAt, size int64) (Arch, []float32, []int64, error) 
 // readLabels reads and checks the class labels entry of a model arch.
 func readLabels(e *npzEntry, arch Arch) ([]int64, error) {
 	classes := max(2, arch.Sizes[len(arch.Sizes)-1])
-	if len(e.h.shape) != 1 || e.h.shape[0] != classes {
-		return nil, fmt.Errorf("shape %v, want [%d] (one label per class of the model)", e.h.shape, classes)
+	if len(e.h.Shape) != 1 || e.h.Shape[0] != classes {
+		return nil, fmt.Errorf("shape %v, want [%d] (one label per class of the model)", e.h.Shape, classes)
 	}
 	raw, err := readNPZFloat64(e, classes)
 	if err != nil {
@@ -86,23 +86,12 @@ func readNPZFloat64(e *npzEntry, n int) ([]float64, error) {
 		return nil, zipErr(err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, e.h.dataOff+int64(n*e.dtype.size)+1))
+	b, err := io.ReadAll(io.LimitReader(rc, e.h.DataOff+int64(n*e.dtype.Size)+1))
 	if err != nil {
 		return nil, zipErr(err)
 	}
-	b = b[e.h.dataOff:]
-	var order binary.ByteOrder = binary.LittleEndian
-	if e.dtype.bigEndian {
-		order = binary.BigEndian
-	}
 	out := make([]float64, n)
-	for i := range out {
-		if e.dtype.size == 4 {
-			out[i] = float64(math.Float32frombits(order.Uint32(b[4*i:])))
-		} else {
-			out[i] = math.Float64frombits(order.Uint64(b[8*i:]))
-		}
-	}
+	npy.Float64s(e.dtype, b[e.h.DataOff:], out)
 	return out, nil
 }
 
@@ -172,7 +161,7 @@ func readNPZ(r io.ReaderAt, size int64) (Arch, []float32, *npzEntry, error) {
 		if b == nil {
 			return Arch{}, nil, nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
 		}
-		ws, bs := w.h.shape, b.h.shape
+		ws, bs := w.h.Shape, b.h.Shape
 		if len(ws) != 2 || len(bs) != 1 || bs[0] != ws[0] {
 			return Arch{}, nil, nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
 		}
@@ -269,7 +258,7 @@ func readNPZHeader(zf *zip.File, archive int64) (*npzEntry, error) {
 			return nil, zipErr(err)
 		}
 	}
-	hlen, start, err := readNPYPreamble(pre)
+	hlen, start, err := npy.ReadPreamble(pre)
 	if err != nil {
 		return nil, err
 	}
@@ -280,22 +269,17 @@ func readNPZHeader(zf *zip.File, archive int64) (*npzEntry, error) {
 	if _, err := io.ReadFull(rc, text); err != nil {
 		return nil, zipErr(err)
 	}
-	h, err := parseNPYHeader(string(text))
+	h, err := npy.ParseHeader(string(text))
 	if err != nil {
 		return nil, err
 	}
-	h.dataOff = int64(start + hlen)
-	dt, err := dtypeOf(h.descr)
+	h.DataOff = int64(start + hlen)
+	dt, err := npy.DtypeOf(h.Descr)
 	if err != nil {
 		return nil, err
 	}
-	have := usize - h.dataOff
-	n := h.elems(have / int64(dt.size))
-	switch {
-	case n < 0 || n*int64(dt.size) > have:
-		return nil, fmt.Errorf("shape %v of %s needs more than the %d data bytes the entry holds: truncated or a false header", h.shape, h.descr, have)
-	case n*int64(dt.size) < have:
-		return nil, fmt.Errorf("shape %v of %s needs %d data bytes, the entry holds %d: trailing data", h.shape, h.descr, n*int64(dt.size), have)
+	if err := npy.CheckSize(h, dt, usize-h.DataOff); err != nil {
+		return nil, err
 	}
 	return &npzEntry{f: zf, name: zf.Name, h: h, dtype: dt}, nil
 }
@@ -310,36 +294,20 @@ func readNPZData(e *npzEntry, dst []float32) error {
 		return zipErr(err)
 	}
 	defer rc.Close()
-	if _, err := io.CopyN(io.Discard, rc, e.h.dataOff); err != nil {
+	if _, err := io.CopyN(io.Discard, rc, e.h.DataOff); err != nil {
 		return zipErr(err)
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if e.dtype.bigEndian {
-		order = binary.BigEndian
-	}
-	rows, cols := 1, len(dst)
-	if e.h.fortran && len(e.h.shape) == 2 {
-		rows, cols = e.h.shape[0], e.h.shape[1]
-	}
 	buf := make([]byte, 64<<10-64<<10%8)
+	chunk := make([]float32, len(buf)/4)
 	for i := 0; i < len(dst); {
-		n := min(len(buf)/e.dtype.size, len(dst)-i)
-		b := buf[:n*e.dtype.size]
+		n := min(len(buf)/e.dtype.Size, len(dst)-i)
+		b := buf[:n*e.dtype.Size]
 		if _, err := io.ReadFull(rc, b); err != nil {
 			return zipErr(err)
 		}
-		for j := range n {
-			var v float32
-			if e.dtype.size == 4 {
-				v = math.Float32frombits(order.Uint32(b[4*j:]))
-			} else {
-				v = float32(math.Float64frombits(order.Uint64(b[8*j:])))
-			}
-			at := i + j
-			if rows > 1 && cols > 1 { // Fortran order: element at (r, c) is stored at c·rows + r
-				at = (at%rows)*cols + at/rows
-			}
-			dst[at] = v
+		npy.Float32s(e.dtype, b, chunk[:n])
+		for j, v := range chunk[:n] {
+			dst[e.h.RowMajor(i+j)] = v
 		}
 		i += n
 	}
