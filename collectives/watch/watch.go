@@ -132,11 +132,12 @@ type Ring struct {
 
 	closed  chan struct{}
 	once    sync.Once
-	gone    atomic.Pointer[Death]
 	stopped atomic.Bool
-	muted   atomic.Bool // the job is being aborted: report no death (ending)
 	wg      sync.WaitGroup
 	pred    atomic.Pointer[Heard] // the predecessor's latest status
+
+	rmu   sync.Mutex // guards rules
+	rules *rules     // what to make of what happens (rules.go)
 }
 
 // Heard is what a rank last heard from its predecessor in the ring: its
@@ -169,6 +170,7 @@ func Listen(cfg Config) (*Ring, error) {
 	if r.cfg.Heartbeat <= 0 {
 		r.cfg.Heartbeat = Heartbeat
 	}
+	r.rules = newRules(cfg.Rank, cfg.Size, min(r.cfg.Heartbeat, Heartbeat))
 	port := ln.Addr().(*net.TCPAddr).Port
 	r.self = []byte(fmt.Sprintf("%d|%d|%s", r.nonce, port, strings.Join(localIPs(), ",")))
 	return r, nil
@@ -418,10 +420,10 @@ func (r *Ring) Bye(reason string) {
 	case <-r.closed:
 	case <-time.After(byeWait):
 	}
-	if reason == ByeAbort || reason == ByeExit {
-		r.muted.Store(true) // this rank ends the job: deaths now follow from it
-	}
-	r.send(kindBye, []byte(reason))
+	r.rmu.Lock()
+	rec := r.rules.bye(reason) // after an abort or an exit, deaths follow from it
+	r.rmu.Unlock()
+	r.send(rec.kind, rec.payload)
 }
 
 // byeWait bounds how long Bye waits for the connection to the successor
@@ -452,7 +454,9 @@ func (r *Ring) Gone() *Death {
 	if r == nil {
 		return nil
 	}
-	return r.gone.Load()
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	return r.rules.gone
 }
 
 // accept takes the predecessor's connection (the first with the right
@@ -495,77 +499,55 @@ func (r *Ring) accept(pred int) {
 
 // watch reads the predecessor's records until it says bye, its connection
 // closes (a death) or it is silent too long (a death), or this ring is
-// closed.
+// closed; the rules decide what each event means.
 func (r *Ring) watch(c net.Conn, h hello) {
 	defer c.Close()
 	go func() { <-r.closed; c.Close() }()
 	rd := bufio.NewReader(c)
-	d := Death{Rank: h.rank, PID: h.pid, Host: h.host, Op: stall.Op{Step: -1}, By: r.cfg.Rank}
-	last := time.Now()
-	loop := last
-	tick := min(r.cfg.Heartbeat, Heartbeat)
+	r.rmu.Lock()
+	r.rules.watching(h, time.Now())
+	tick := r.rules.tick
+	r.rmu.Unlock()
 	for {
 		c.SetReadDeadline(time.Now().Add(tick))
 		k, p, err := readRecord(rd)
 		now := time.Now()
-		if gap := now.Sub(loop); gap > 3*tick+time.Second {
-			// This process did not run (SIGSTOP, a suspended VM): that
-			// time is not the predecessor's silence.
-			last = last.Add(gap - tick)
-		}
-		loop = now
 		if r.stopped.Load() {
 			return
 		}
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				if q := r.quiet(); q > 0 && now.Sub(last) > q {
-					d.Silent, d.Ago = true, now.Sub(last)
-					r.found(d)
-					return
-				}
-				continue
-			}
-			d.Ago = now.Sub(last)
-			r.found(d)
-			return
+		var ne net.Error
+		r.rmu.Lock()
+		var e effects
+		switch {
+		case err == nil:
+			e = r.rules.received(now, k, p)
+		case errors.As(err, &ne) && ne.Timeout():
+			e = r.rules.quietFor(now, r.quiet())
+		default:
+			e = r.rules.closed(now)
 		}
-		last = now
-		switch k {
-		case kindStatus:
-			if len(p) >= 16 {
-				d.Op = stall.Op{Seq: binary.BigEndian.Uint64(p), Step: int(int64(binary.BigEndian.Uint64(p[8:]))), Name: string(p[16:])}
-				r.pred.Store(&Heard{Rank: h.rank, Op: d.Op, At: now})
-			}
-		case kindBye:
-			if reason := string(p); reason == ByeAbort || reason == ByeExit {
-				r.ending(h.rank)
-			}
+		r.rmu.Unlock()
+		if r.apply(e) {
 			return
-		case kindEnding:
-			if origin, err := strconv.Atoi(string(p)); err == nil {
-				r.ending(origin)
-			}
-		case kindDead:
-			if g, err := decodeDeath(p); err == nil {
-				r.told(g)
-			}
 		}
 	}
 }
 
-// ending handles a rank's abort of the job (its bye said so, or a notice
-// from upstream): the launcher is about to kill every rank, so a rank that
-// ends now has not died on its own: nothing more is reported. The notice
-// goes on around the ring, up to the aborting rank.
-func (r *Ring) ending(origin int) {
-	if r.muted.Swap(true) {
-		return
+// apply carries out the rules' effects and says whether watching is done.
+func (r *Ring) apply(e effects) bool {
+	for _, rec := range e.send {
+		r.send(rec.kind, rec.payload)
 	}
-	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != origin {
-		r.send(kindEnding, []byte(strconv.Itoa(origin)))
+	if e.heard != nil {
+		r.pred.Store(e.heard)
 	}
+	if e.death != nil && r.cfg.OnDeath != nil {
+		r.cfg.OnDeath(*e.death)
+	}
+	if e.notice != nil && r.cfg.OnNotice != nil {
+		r.cfg.OnNotice(*e.notice)
+	}
+	return e.done
 }
 
 func (r *Ring) quiet() time.Duration {
@@ -573,35 +555,6 @@ func (r *Ring) quiet() time.Duration {
 		return 0
 	}
 	return r.cfg.Quiet()
-}
-
-// found handles the predecessor's death: unless a death is already known
-// (then this one followed from it), record it, pass the notice on and
-// report it.
-func (r *Ring) found(d Death) {
-	if r.muted.Load() || !r.gone.CompareAndSwap(nil, &d) {
-		return
-	}
-	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != d.Rank {
-		r.send(kindDead, encodeDeath(d))
-	}
-	if r.cfg.OnDeath != nil {
-		r.cfg.OnDeath(d)
-	}
-}
-
-// told handles a notice from upstream: record it, pass it on (until it
-// would reach the dead rank), and report it.
-func (r *Ring) told(d Death) {
-	if !r.gone.CompareAndSwap(nil, &d) {
-		return
-	}
-	if next := (r.cfg.Rank + 1) % r.cfg.Size; next != d.Rank && next != d.By {
-		r.send(kindDead, encodeDeath(d))
-	}
-	if r.cfg.OnNotice != nil {
-		r.cfg.OnNotice(d)
-	}
 }
 
 func encodeDeath(d Death) []byte {

@@ -78,14 +78,57 @@ func (ev *events) wait(t *testing.T, k int, d time.Duration) {
 	}
 }
 
+// until waits for cond, polling; the deadline is a hang guard only.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// connected waits until every ring has heard its predecessor.
+func connected(t *testing.T, rs []*Ring) {
+	t.Helper()
+	until(t, "every rank hears its predecessor", func() bool {
+		for _, r := range rs {
+			if r.Predecessor() == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// ended closes every ring and waits for its goroutines: no report can
+// come after it.
+func ended(rs []*Ring) {
+	for _, r := range rs {
+		r.Close()
+	}
+	for _, r := range rs {
+		r.Wait()
+	}
+}
+
+func (ev *events) none(t *testing.T, after string) {
+	t.Helper()
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if len(ev.deaths)+len(ev.notices) > 0 {
+		t.Fatalf("deaths %v, notices %v %s", ev.deaths, ev.notices, after)
+	}
+}
+
 // TestRingDeath: a rank whose connection closes without a bye (a process
 // killed outright) is reported by its successor, with the operation and
 // step of its last status, and every other live rank is told.
 func TestRingDeath(t *testing.T) {
 	ev := newEvents()
 	rs := ring(t, 4, ev, nil)
-	time.Sleep(200 * time.Millisecond) // statuses flow
-	rs[1].Close()                      // no bye: a death
+	connected(t, rs)
+	rs[1].Close() // no bye: a death
 	ev.wait(t, 3, 5*time.Second)
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
@@ -109,26 +152,21 @@ func TestRingDeath(t *testing.T) {
 	}
 }
 
-// TestRingByeIsNoDeath: ranks that end normally (bye, then close), in any
-// order, and a stop signal's bye, report nothing.
+// TestRingByeIsNoDeath: ranks that end normally (bye, then close) over
+// real connections report nothing (the orders and interleavings are
+// TestRulesByeIsNoDeath's): once every ring is closed and its goroutines
+// have ended, no report came and none can come.
 func TestRingByeIsNoDeath(t *testing.T) {
 	ev := newEvents()
 	rs := ring(t, 3, ev, nil)
-	time.Sleep(100 * time.Millisecond)
+	connected(t, rs)
 	rs[2].Bye(ByeSignal)
-	time.Sleep(50 * time.Millisecond)
 	rs[2].Close()
 	rs[0].Bye(ByeEnd)
 	rs[0].Close()
-	time.Sleep(50 * time.Millisecond)
 	rs[1].Bye(ByeEnd)
-	rs[1].Close()
-	time.Sleep(300 * time.Millisecond)
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if len(ev.deaths)+len(ev.notices) > 0 {
-		t.Fatalf("deaths %v, notices %v after normal ends", ev.deaths, ev.notices)
-	}
+	ended(rs)
+	ev.none(t, "after normal ends")
 }
 
 // TestRingSilence: a predecessor that sends nothing for the quiet limit
@@ -157,6 +195,7 @@ func TestRingStrayConnection(t *testing.T) {
 	ev := newEvents()
 	var first *Ring
 	rs := ring(t, 2, ev, func(r int, c *Config) {})
+	connected(t, rs)
 	first = rs[0]
 	c, err := net.Dial("tcp", first.ln.Addr().String())
 	if err == nil {
@@ -167,7 +206,6 @@ func TestRingStrayConnection(t *testing.T) {
 		}
 		c.Close()
 	}
-	time.Sleep(100 * time.Millisecond)
 	rs[1].Close()
 	ev.wait(t, 1, 5*time.Second)
 	if ev.deaths[0][0].Rank != 1 {
@@ -185,16 +223,8 @@ func TestRingByeAtOnce(t *testing.T) {
 		for _, r := range rs {
 			r.Bye(ByeEnd)
 		}
-		time.Sleep(20 * time.Millisecond) // ranks end at slightly different times
-		for _, r := range rs {
-			r.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
-		ev.mu.Lock()
-		if len(ev.deaths)+len(ev.notices) > 0 {
-			t.Fatalf("deaths %v, notices %v after an end at once", ev.deaths, ev.notices)
-		}
-		ev.mu.Unlock()
+		ended(rs)
+		ev.none(t, "after an end at once")
 	}
 }
 
@@ -203,15 +233,21 @@ func TestRingByeAtOnce(t *testing.T) {
 func TestRingAbortMutes(t *testing.T) {
 	ev := newEvents()
 	rs := ring(t, 4, ev, nil)
-	time.Sleep(100 * time.Millisecond)
+	connected(t, rs)
 	rs[1].Bye(ByeAbort)
-	time.Sleep(100 * time.Millisecond) // the notice goes round
+	until(t, "the abort's notice goes round", func() bool {
+		for _, r := range rs {
+			r.rmu.Lock()
+			m := r.rules.muted
+			r.rmu.Unlock()
+			if !m {
+				return false
+			}
+		}
+		return true
+	})
 	rs[1].Close()
 	rs[3].Close() // killed by the launcher, without a bye
-	time.Sleep(300 * time.Millisecond)
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if len(ev.deaths)+len(ev.notices) > 0 {
-		t.Fatalf("deaths %v, notices %v after an abort", ev.deaths, ev.notices)
-	}
+	ended(rs)
+	ev.none(t, "after an abort")
 }
