@@ -90,10 +90,7 @@ type adpsgdStrategy struct {
 	// progress since the last report (rank 0 adds its own directly)
 	steps, samples atomic.Int64
 	// rank 0: what every rank reported, and the next point
-	global struct {
-		steps, samples int64
-	}
-	epoch int // the epoch the next synchronisation point ends
+	clock *epochClock
 
 	// lag counts a passive rank's steps since its last averaging (see
 	// maxLag); averaged wakes a passive rank that waits for one.
@@ -175,7 +172,8 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 		return nil, err
 	}
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
-		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), epoch: 1, averaged: make(chan struct{}, 1)}
+		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
+		clock: newEpochClock(j.sched.n, j.cfg.Epochs, j.cfg.MaxSteps)}
 	s.theirs = make([]float32, len(params))
 	s.overlap, s.avgDone, s.avgTr = j.cfg.Overlap, make(chan error, 1), j.tr
 	if s.overlap {
@@ -330,7 +328,7 @@ func (s *adpsgdStrategy) totalSteps(int) (int, error) {
 // syncPoint is what a rank does between two steps: report its progress
 // and learn whether rank 0 called a synchronisation point (nil: go on).
 func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
-	j, c := s.j, s.j.Comm
+	c := s.j.Comm
 	if !s.active {
 		return s.passiveBoundary()
 	}
@@ -349,15 +347,10 @@ func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
 			if err != nil || kind != msgProgress {
 				return nil, fmt.Errorf("adpsgd: rank 0 got kind %d from rank %d, want a progress report: %v", kind, src, err)
 			}
-			s.global.steps += a
-			s.global.samples += b
+			s.clock.report(a, b)
 		}
-		s.global.steps += s.steps.Swap(0)
-		s.global.samples += s.samples.Swap(0)
-		cfg := j.cfg
-		capped := cfg.MaxSteps >= 0 && s.global.steps >= int64(cfg.MaxSteps)
-		if capped || s.global.samples >= int64(s.epoch)*int64(j.sched.n) {
-			pt = &syncPoint{epoch: s.epoch, final: capped || s.epoch >= cfg.Epochs}
+		s.clock.report(s.steps.Swap(0), s.samples.Swap(0))
+		if pt = s.clock.due(); pt != nil {
 			var hdr [ctlLen]byte
 			fin := int64(0)
 			if pt.final {
@@ -368,7 +361,6 @@ func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
 					return nil, fmt.Errorf("adpsgd: calling synchronisation point %d at rank %d: %w", pt.epoch, r, err)
 				}
 			}
-			s.epoch++
 		}
 	} else {
 		var hdr [ctlLen]byte
@@ -483,9 +475,8 @@ type passiveServer struct {
 	ready    chan *syncPoint
 	resumeCh chan bool
 	quit     chan struct{}
-	mine     []float32 // x as it was, sent back to the partner
-	in       []float32 // the partner's model
-	heard    map[int]time.Time
+	mine     []float32    // x as it was, sent back to the partner
+	in       []float32    // the partner's model
 	tr       trace.Tracer // on the server lane
 }
 
@@ -498,12 +489,7 @@ const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
 	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
-		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), heard: map[int]time.Time{},
-		tr: trace.OnLane(s.j.tr, trace.LaneServer)}
-	now := time.Now()
-	for _, a := range s.nbrs {
-		p.heard[a] = now
-	}
+		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), tr: trace.OnLane(s.j.tr, trace.LaneServer)}
 	return p
 }
 
@@ -526,8 +512,7 @@ func (p *passiveServer) run() error {
 	if timeout <= 0 {
 		timeout = DefaultConfig().Timeout
 	}
-	var pending *syncPoint
-	paused := map[int]bool{}
+	ctl := newPassiveControl(c.Rank(), s.nbrs, len(p.in), timeout, time.Now())
 	var hdr [ctlLen]byte
 	for {
 		select {
@@ -540,25 +525,18 @@ func (p *passiveServer) run() error {
 				return fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
 			}
 		}
-		if pending != nil && len(paused) == len(s.nbrs) {
-			p.ready <- pending
+		if pt := ctl.ready(); pt != nil {
+			p.ready <- pt
 			if final := <-p.resumeCh; final {
 				return nil
 			}
-			pending, paused = nil, map[int]bool{}
-			now := time.Now()
-			for a := range p.heard {
-				p.heard[a] = now
-			}
+			ctl.resumed(time.Now())
 			continue
 		}
 		msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, pollEvery)
 		if errors.Is(err, collectives.ErrTimeout) {
-			now := time.Now()
-			for a, t := range p.heard {
-				if !paused[a] && now.Sub(t) > timeout {
-					return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (Config.Timeout): it stopped or hangs", c.Rank(), a, now.Sub(t).Round(time.Second))
-				}
+			if err := ctl.idle(time.Now()); err != nil {
+				return err
 			}
 			continue
 		}
@@ -569,21 +547,14 @@ func (p *passiveServer) run() error {
 		if err != nil {
 			return fmt.Errorf("from rank %d: %w", src, err)
 		}
-		p.heard[src] = time.Now()
-		switch kind {
-		case msgRequest:
-			if int(a) != len(p.in) {
-				return fmt.Errorf("adpsgd: rank %d offers a model of %d floats, this rank's has %d", src, a, len(p.in))
-			}
+		answer, err := ctl.message(time.Now(), src, kind, a, b)
+		if err != nil {
+			return err
+		}
+		if answer {
 			if err := p.answer(src); err != nil {
 				return err
 			}
-		case msgSync:
-			pending = &syncPoint{epoch: int(a), final: b != 0}
-		case msgPause:
-			paused[src] = true
-		default:
-			return fmt.Errorf("adpsgd: passive rank %d got a message of kind %d from rank %d", c.Rank(), kind, src)
 		}
 	}
 }
