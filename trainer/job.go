@@ -276,7 +276,7 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		return ev.Accuracy, err
 	}
 	return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-		return &sparseWorker{psWorker: psWorker{j: j, w: w, arch: arch, prev: w.Stats()}, f: train.Cols, train: shard, test: test}, nil
+		return &sparseWorker{psWorker: newPSWorker(j, w, arch), f: train.Cols, train: shard, test: test}, nil
 	}, evalAll)
 }
 

@@ -229,7 +229,12 @@ type psWorker struct {
 	prev ps.WorkerStats
 	wait float64 // seconds waited in the current step's Pull
 
-	notified bool // this worker sent the others its stop note (checkpoint.go)
+	vote stopVote // the stop vote's state (voteStop)
+}
+
+func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
+	return psWorker{j: j, w: w, arch: arch, prev: w.Stats(),
+		vote: stopVote{bsp: j.cfg.PS.Consistency == ps.BSP, workers: j.sched.ranks, me: j.shardIdx}}
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows
@@ -314,7 +319,7 @@ type denseWorker struct {
 
 func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
-	return &denseWorker{psWorker: psWorker{j: j, w: w, arch: m.Arch, prev: w.Stats()}, m: m, train: train, testAll: testAll,
+	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, testAll: testAll,
 		params: make([]float32, np), host: make([]float32, np+model.GradStats)}, nil
 }
 
@@ -406,10 +411,12 @@ func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
 // global training throughput.
 func (j *job) runStats(ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
 	c := j.Comm
-	mine := []float32{float32(ws.MaxStaleness), float32(ws.WaitSeconds), float32(ws.Pushes), float32(ws.Pulls),
-		float32(ws.BytesSent), float32(ws.PushBytes), float32(ws.PushBytesUnfiltered), float32(samples)}
-	all := make([]float32, len(mine)*c.Size())
-	if err := collectives.Allgather(c, mine, all); err != nil {
+	// Counts as integers and seconds as float64 bits: exact, as float32s
+	// were not (bytes past 2^24).
+	mine := []uint64{uint64(ws.MaxStaleness), math.Float64bits(ws.WaitSeconds), uint64(ws.Pushes), uint64(ws.Pulls),
+		uint64(ws.BytesSent), uint64(ws.PushBytes), uint64(ws.PushBytesUnfiltered), math.Float64bits(samples)}
+	all, err := collectives.AllgatherUint64(c, mine)
+	if err != nil {
 		return nil, 0, fmt.Errorf("collecting worker statistics: %w", err)
 	}
 	sec := wall.Seconds()
@@ -418,13 +425,13 @@ func (j *job) runStats(ws ps.WorkerStats, samples float64, wall time.Duration) (
 	for q := j.cfg.PS.Servers; q < c.Size(); q++ {
 		v := all[q*len(mine) : (q+1)*len(mine)]
 		out.MaxStaleness = max(out.MaxStaleness, int(v[0]))
-		out.WaitSec += float64(v[1]) / float64(j.sched.ranks)
+		out.WaitSec += math.Float64frombits(v[1]) / float64(j.sched.ranks)
 		out.PushesPerSec += float64(v[2]) / sec
 		out.PullsPerSec += float64(v[3]) / sec
 		out.BytesSent += int64(v[4])
 		out.PushBytes += int64(v[5])
 		out.PushBytesUnfiltered += int64(v[6])
-		total += float64(v[7])
+		total += math.Float64frombits(v[7])
 	}
 	return out, total / sec, nil
 }
@@ -492,31 +499,29 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if j.cfg.PS.Consistency != ps.BSP || j.sched.ranks == 1 {
-		if local && !p.notified && j.sched.ranks > 1 {
-			p.notified = true
-			for w := range j.sched.ranks {
-				if w != j.shardIdx {
-					if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
-						return false, err
-					}
-				}
-			}
+	v := &p.vote
+	out := v.begin(local, note)
+	for _, w := range out.notes {
+		if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+			return false, err
 		}
-		return local || note, nil
 	}
-	local = local || note
-	flag := []byte{0}
-	if local {
-		flag[0] = 1
+	if out.decided {
+		return out.stop, nil
 	}
 	to := j.cfg.Timeout
 	if to <= 0 {
 		to = collectives.DefaultTimeout
 	}
 	to = StopVoteWait(to)
-	if !j.reports() {
-		if err := j.Comm.SendBytes(flag, j.reporter, tagStop); err != nil {
+	flag := func(b bool) []byte {
+		if b {
+			return []byte{1}
+		}
+		return []byte{0}
+	}
+	if !v.gathers() {
+		if err := j.Comm.SendBytes(flag(out.flag), j.reporter, tagStop); err != nil {
 			return false, err
 		}
 		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
@@ -525,28 +530,79 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		}
 		return len(b) == 1 && b[0] == 1, nil
 	}
-	any := local
-	for w := 0; w < j.sched.ranks; w++ {
-		if w == j.shardIdx {
-			continue
-		}
+	flags := make([]bool, 0, v.workers)
+	for _, w := range v.others() {
 		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
 		if err != nil {
 			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
 		}
-		any = any || len(b) == 1 && b[0] == 1
+		flags = append(flags, len(b) == 1 && b[0] == 1)
 	}
-	if any {
-		flag[0] = 1
-	}
-	for w := 0; w < j.sched.ranks; w++ {
-		if w != j.shardIdx {
-			if err := j.Comm.SendBytes(flag, w+j.cfg.PS.Servers, tagStop); err != nil {
-				return false, err
-			}
+	stop := v.combine(out.flag, flags)
+	for _, w := range v.others() {
+		if err := j.Comm.SendBytes(flag(stop), w+j.cfg.PS.Servers, tagStop); err != nil {
+			return false, err
 		}
 	}
-	return any, nil
+	return stop, nil
+}
+
+// stopVote is the ps stop vote's rules on one worker, free of I/O (the
+// network is voteStop's): at each step boundary it takes the worker's own
+// wish and whether a stop note arrived (from a signalled server, or a
+// signalled worker under ssp, asp, dssp) and says whom to notify and,
+// unless the workers must agree first (bsp), whether to stop.
+type stopVote struct {
+	bsp      bool // the workers are in step: the first worker gathers the flags
+	workers  int
+	me       int  // this worker's index (0: the first worker)
+	notified bool // this worker has sent the others its note
+}
+
+// voteStep is what a worker does at one boundary.
+type voteStep struct {
+	notes   []int // workers to send a stop note to
+	flag    bool  // this worker's wish, note included (bsp: to the first worker)
+	decided bool  // stop is the answer already (not bsp, or one worker)
+	stop    bool
+}
+
+// begin is the start of the vote at a boundary.
+func (v *stopVote) begin(local, note bool) voteStep {
+	st := voteStep{flag: local || note}
+	if v.bsp && v.workers > 1 {
+		return st
+	}
+	// Not in step: each worker stops at its own next boundary once it is
+	// signalled or told, and a signalled worker tells the others once.
+	if local && !v.notified && v.workers > 1 {
+		v.notified = true
+		st.notes = v.others()
+	}
+	st.decided, st.stop = true, st.flag
+	return st
+}
+
+// gathers: this worker collects the flags and sends back the answer (bsp).
+func (v *stopVote) gathers() bool { return v.me == 0 }
+
+// others are the workers other than this one.
+func (v *stopVote) others() []int {
+	var out []int
+	for w := range v.workers {
+		if w != v.me {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// combine is the gathering worker's answer: stop when any worker wants to.
+func (v *stopVote) combine(mine bool, others []bool) bool {
+	for _, f := range others {
+		mine = mine || f
+	}
+	return mine
 }
 
 // StopVoteWait is how long the ps stop vote waits for a worker, under a
