@@ -17,7 +17,7 @@ func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, no
 		votes[w] = stopVote{bsp: bsp, workers: workers, me: w}
 	}
 	signalled, at := rng.IntN(workers+1), 2+rng.IntN(3) // workers: a server
-	arrive := make([][]int, workers)                   // boundaries at which a note arrives
+	arrive := make([][]int, workers)                    // boundaries at which a note arrives
 	if signalled == workers {
 		for w := range workers {
 			arrive[w] = append(arrive[w], at+rng.IntN(3))
