@@ -138,7 +138,7 @@ func (l *localModel) restore(own []float32) error {
 func (l *localModel) describe() string {
 	cfg, a := l.j.cfg, l.m.Arch
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s",
-		cfg.Model, a.Sizes, l.j.sched.n, l.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
+		cfg.Model, a.Describe(), l.j.sched.n, l.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
 }
 
 // Scope: each rank reports its own batches.

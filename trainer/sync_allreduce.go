@@ -157,7 +157,7 @@ func (s *allreduceStrategy) Describe() string {
 		how = "overlapped with the backward pass"
 	}
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
-		cfg.Model, a.Sizes, s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
+		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
 		len(s.plan), how, s.j.Backend.Name())
 }
 

@@ -255,7 +255,7 @@ func (p *psWorker) scale(rows, step int) float32 {
 func (p *psWorker) Describe() string {
 	cfg := p.j.cfg
 	return fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
-		cfg.Model, p.arch.Sizes, p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
+		cfg.Model, p.arch.Describe(), p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
 }
 
 func (p *psWorker) Scope() Scope { return ScopeWorker }

@@ -46,6 +46,11 @@ var mutants = map[string]struct {
 	"bad-labels-clamped":      {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
 	"free-pool-not-zeroed":    {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
 	"alloc-negative-panics":   {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
+	"im2col-skips-padding":    {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
+	"col2im-overwrites":       {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
+	"maxpool-last-on-ties":    {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
+	"avgpool-grad-unscaled":   {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
+	"maxpool-writes-first":    {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -382,4 +387,82 @@ func (m allocNegativePanics) Alloc(n int) (kernels.Buffer, error) {
 		panic("negative length")
 	}
 	return m.Backend.Alloc(n)
+}
+
+// The conv mutants embed the cpu backend itself, so that they keep its
+// ConvOps (kernels.ConvOf finds them) and change one.
+
+// im2colNoPad reads padded positions from the clamped edge instead of 0.
+type im2colNoPad struct{ *cpu.Backend }
+
+func (m im2colNoPad) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	if err := m.Backend.Im2col(cols, x, n, c, h, w, k, stride, pad); err != nil || pad == 0 {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
+	hostOp(m, func(v [][]float32) {
+		cd, xd := v[0], v[1]
+		for i := range cd {
+			if cd[i] == 0 && len(xd) > 0 {
+				cd[i] = xd[(i/(oh*ow))%len(xd)]
+			}
+		}
+	}, cols, x)
+	return nil
+}
+
+// col2imOverwrites keeps the last contribution to a pixel instead of the sum.
+type col2imOverwrites struct{ *cpu.Backend }
+
+func (m col2imOverwrites) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	if err := m.Backend.Col2im(dx, cols, n, c, h, w, k, stride, pad); err != nil {
+		return err
+	}
+	hostOp(m, func(v [][]float32) {
+		for i := range v[0] {
+			v[0][i] *= 0.5
+		}
+	}, dx)
+	return nil
+}
+
+// maxPoolLastTie routes the gradient to the last maximum on ties.
+type maxPoolLastTie struct{ *cpu.Backend }
+
+func (m maxPoolLastTie) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride int) error {
+	if err := m.Backend.MaxPoolGrad(dx, dy, x, planes, h, w, k, stride); err != nil {
+		return err
+	}
+	hostOp(m, func(v [][]float32) {
+		d, xs := v[0], v[1]
+		for i := 1; i < len(d); i++ {
+			if xs[i] == xs[i-1] && d[i-1] != 0 && d[i] == 0 {
+				d[i], d[i-1] = d[i-1], 0
+			}
+		}
+	}, dx, x)
+	return nil
+}
+
+// avgPoolGradUnscaled forgets the 1/(k·k) of the gradient.
+type avgPoolGradUnscaled struct{ *cpu.Backend }
+
+func (m avgPoolGradUnscaled) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, stride int) error {
+	if err := m.Backend.AvgPoolGrad(dx, dy, planes, h, w, k, stride); err != nil {
+		return err
+	}
+	hostOp(m, func(v [][]float32) {
+		for i := range v[0] {
+			v[0][i] *= float32(k * k)
+		}
+	}, dx)
+	return nil
+}
+
+// maxPoolWritesFirst writes its output before checking the shapes.
+type maxPoolWritesFirst struct{ *cpu.Backend }
+
+func (m maxPoolWritesFirst) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
+	_ = m.Fill(y, 0)
+	return m.Backend.MaxPool(y, x, planes, h, w, k, stride)
 }

@@ -86,6 +86,11 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"ErrShape", plain(testErrShape)},
 		{"ForeignBuffer", plain(testForeignBuffer)},
 		{"Gradients", testGradients},
+		{"Im2col", plain(testIm2col)},
+		{"Col2im", plain(testCol2im)},
+		{"MaxPool", plain(testMaxPool)},
+		{"AvgPool", plain(testAvgPool)},
+		{"ConvErrShape", plain(testConvErrShape)},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -25,19 +25,31 @@ const (
 	SigmoidCE
 )
 
-// Layer is one linear layer's place in the flat parameter vector: the
-// weight, Out×In row-major (PyTorch's nn.Linear layout), then the bias.
+// Layer is one layer with parameters, placed in the flat parameter
+// vector: its weight, row-major in PyTorch's layout (nn.Linear's [out, in],
+// nn.Conv2d's [out, in, k, k]), then its bias of Out values, if it has one.
 type Layer struct {
-	In, Out int
-	WOff    int // offset of the weight in the flat vector
-	BOff    int // offset of the bias
+	Name    string // the parameters' prefix: layerK for an MLP, the network's name ("conv1")
+	In, Out int    // In: the inputs each output sums over (fan-in: in features, or in channels × k × k)
+	WShape  []int  // the weight's shape
+	WOff    int    // offset of the weight in the flat vector
+	BOff    int    // offset of the bias (= End without one)
+	End     int    // one past the layer's last parameter
 }
 
-// Arch is a model's shape: a stack of linear layers with ReLU between them
-// and Loss on top. It is the whole of what a checkpoint needs to rebuild it.
+// HasBias reports whether the layer has a bias.
+func (l Layer) HasBias() bool { return l.End > l.BOff }
+
+// Arch is a model's shape: the whole of what a checkpoint needs to
+// rebuild it. An MLP is Sizes alone (a stack of linear layers with ReLU
+// between them; Sizes[0] inputs, Sizes[k] outputs of layer k-1); a
+// network (NewNet) has its input shape and its layers, and Sizes is
+// [inputs, classes]. Loss is on top of either.
 type Arch struct {
-	Sizes []int // Sizes[0] inputs, Sizes[k] outputs of layer k-1
+	Sizes []int
 	Loss  Loss
+	Input *Shape      `json:",omitempty"`
+	Net   []LayerSpec `json:",omitempty"`
 }
 
 // NewArch builds an architecture: input features, hidden sizes (none for
@@ -83,10 +95,21 @@ var ErrTooLarge = errors.New("model too large")
 func (a Arch) Layers() []Layer {
 	var ls []Layer
 	off := 0
-	for k := 0; k+1 < len(a.Sizes); k++ {
-		l := Layer{In: a.Sizes[k], Out: a.Sizes[k+1], WOff: off}
+	for _, n := range a.mustNodes() {
+		if n.param < 0 {
+			continue
+		}
+		l := Layer{Name: n.Name, In: n.fanIn(), Out: n.Out, WOff: off}
+		l.WShape = []int{n.Out, n.in.Size()}
+		if n.Kind == KindConv {
+			l.WShape = []int{n.Out, n.in.C, n.Kernel, n.Kernel}
+		}
 		l.BOff = off + l.In*l.Out
-		off = l.BOff + l.Out
+		l.End = l.BOff
+		if !n.NoBias {
+			l.End += l.Out
+		}
+		off = l.End
 		ls = append(ls, l)
 	}
 	return ls
@@ -116,9 +139,11 @@ func (t Tensor) Len() int {
 // arrays by it.
 func (a Arch) Tensors() []Tensor {
 	var ts []Tensor
-	for k, l := range a.Layers() {
-		ts = append(ts, Tensor{fmt.Sprintf("layer%d.weight", k), []int{l.Out, l.In}, l.WOff},
-			Tensor{fmt.Sprintf("layer%d.bias", k), []int{l.Out}, l.BOff})
+	for _, l := range a.Layers() {
+		ts = append(ts, Tensor{l.Name + ".weight", l.WShape, l.WOff})
+		if l.HasBias() {
+			ts = append(ts, Tensor{l.Name + ".bias", []int{l.Out}, l.BOff})
+		}
 	}
 	return ts
 }
@@ -126,32 +151,29 @@ func (a Arch) Tensors() []Tensor {
 // NumParams is the length of the flat parameter vector.
 func (a Arch) NumParams() int {
 	ls := a.Layers()
-	last := ls[len(ls)-1]
-	return last.BOff + last.Out
+	return ls[len(ls)-1].End
 }
 
 // LayerOf names the layer and tensor that flat index i belongs to
 // ("layer1.weight"), for error messages.
 func (a Arch) LayerOf(i int) string {
-	for k, l := range a.Layers() {
-		switch {
-		case i >= l.WOff && i < l.BOff:
-			return fmt.Sprintf("layer%d.weight", k)
-		case i >= l.BOff && i < l.BOff+l.Out:
-			return fmt.Sprintf("layer%d.bias", k)
+	for _, t := range a.Tensors() {
+		if i >= t.Off && i < t.Off+t.Len() {
+			return t.Name
 		}
 	}
 	return fmt.Sprintf("index %d", i)
 }
 
-// InitParams fills a flat vector as PyTorch's nn.Linear does by default:
-// weights and biases uniform in ±1/√in, from the given seed.
+// InitParams fills a flat vector as PyTorch's nn.Linear and nn.Conv2d do
+// by default (kaiming_uniform with a = √5): weights and biases uniform in
+// ±1/√fan_in, layer by layer, from the given seed.
 func (a Arch) InitParams(seed uint64) []float32 {
 	p := make([]float32, a.NumParams())
 	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
 	for _, l := range a.Layers() {
 		bound := 1 / math.Sqrt(float64(l.In))
-		for i := l.WOff; i < l.BOff+l.Out; i++ {
+		for i := l.WOff; i < l.End; i++ {
 			p[i] = float32((2*rng.Float64() - 1) * bound)
 		}
 	}
@@ -170,15 +192,12 @@ func (a Arch) CheckFinite(grad []float32, lossSum float64) error {
 	// One pass over the whole gradient (in parallel when large); the
 	// per-tensor scans that name the bad ones only run after it failed.
 	clean := AllFinite(grad[:a.NumParams()])
-	for k, l := range a.Layers() {
+	for _, t := range a.Tensors() {
 		if clean {
 			break
 		}
-		if !AllFinite(grad[l.WOff:l.BOff]) {
-			bad = append(bad, fmt.Sprintf("layer%d.weight", k))
-		}
-		if !AllFinite(grad[l.BOff : l.BOff+l.Out]) {
-			bad = append(bad, fmt.Sprintf("layer%d.bias", k))
+		if !AllFinite(grad[t.Off : t.Off+t.Len()]) {
+			bad = append(bad, t.Name)
 		}
 	}
 	switch {

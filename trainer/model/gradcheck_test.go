@@ -70,3 +70,117 @@ func TestModelGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestNetGradient checks convolutional networks' backward passes (conv
+// with and without bias, padding and stride, max and average pooling,
+// global pooling, flatten) against central finite differences, as
+// TestModelGradient does for MLPs.
+func TestNetGradient(t *testing.T) {
+	for _, tc := range []struct {
+		in     Shape
+		layers []LayerSpec
+		out    int
+	}{
+		{Shape{2, 6, 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1}, {Kind: KindReLU}, {Kind: KindMaxPool, Kernel: 2},
+			{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, 4},
+		{Shape{1, 7, 7}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Stride: 2, NoBias: true}, {Kind: KindReLU},
+			{Kind: KindConv, Name: "c2", Out: 3, Kernel: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+		{Shape{3, 4, 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
+	} {
+		arch, err := NewNet(tc.in, tc.layers, tc.out, SoftmaxCE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := cpu.New()
+		const rows = 3
+		m, err := New(arch, b, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := arch.InitParams(5)
+		n := tc.in.Size()
+		batch := make([]float32, rows*(n+1))
+		for i := range rows * n {
+			batch[i] = float32(math.Sin(float64(i)*0.77+1.1)) * 2
+		}
+		for r := range rows {
+			batch[rows*n+r] = float32(r % tc.out)
+		}
+		stats := make([]float32, GradStats)
+		loss := func(p []float32) float64 {
+			b.Upload(m.Params, p)
+			if err := m.Upload(batch, rows); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Step(1, nil); err != nil {
+				t.Fatal(err)
+			}
+			b.Download(stats, m.Stats())
+			return float64(stats[0])
+		}
+		loss(params)
+		grad := make([]float32, arch.NumParams()+GradStats)
+		b.Download(grad, m.Grads)
+		const eps = 2e-3
+		// A max pool is not differentiable where a window's two largest
+		// values tie: a perturbation that swaps them makes the difference
+		// quotient meaningless there. A weight moved by ±eps moves a conv
+		// output by at most eps·max|x| = 2·eps (inputs are within ±2), so
+		// windows whose top two are more than twice that apart cannot swap;
+		// the input is chosen so, and that is checked.
+		for i, nd := range m.nodes {
+			if nd.Kind != KindMaxPool {
+				continue
+			}
+			x := make([]float32, rows*nd.in.Size())
+			b.Download(x, m.input(i))
+			if gap := minMaxGap(x, rows*nd.in.C, nd.in.H, nd.in.W, nd.Kernel, nd.Stride); gap <= 4*eps {
+				t.Fatalf("%s: a pooling window's two largest inputs are %.3g apart: pick an input farther from a tie", arch.Describe(), gap)
+			}
+		}
+		worst, at := 0.0, 0
+		for i := range params {
+			p := append([]float32(nil), params...)
+			p[i] += eps
+			up := loss(p)
+			p[i] -= 2 * eps
+			down := loss(p)
+			num := (up - down) / (2 * eps)
+			if e := math.Abs(num-float64(grad[i])) / math.Max(1, math.Abs(num)); e > worst {
+				worst, at = e, i
+			}
+		}
+		if worst > 2e-2 {
+			t.Errorf("%s: worst relative gradient error %.3g > 2e-2, at %s", arch.Describe(), worst, arch.LayerOf(at))
+		}
+	}
+}
+
+// minMaxGap is the smallest difference between the two largest values of
+// any k×k window (at stride) of planes h×w planes, leaving out windows a
+// ReLU zeroed (two exact zeros on top).
+func minMaxGap(x []float32, planes, h, w, k, stride int) float64 {
+	gap := math.Inf(1)
+	for p := range planes {
+		for oy := 0; oy*stride+k <= h; oy++ {
+			for ox := 0; ox*stride+k <= w; ox++ {
+				best, second := math.Inf(-1), math.Inf(-1)
+				for i := oy * stride; i < oy*stride+k; i++ {
+					for j := ox * stride; j < ox*stride+k; j++ {
+						v := float64(x[(p*h+i)*w+j])
+						if v > best {
+							best, second = v, best
+						} else if v > second {
+							second = v
+						}
+					}
+				}
+				if best == 0 && second == 0 {
+					continue // all ≤ 0 after a ReLU: no gradient flows through either
+				}
+				gap = math.Min(gap, best-second)
+			}
+		}
+	}
+	return gap
+}

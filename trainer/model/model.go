@@ -40,13 +40,21 @@ type Model struct {
 	// Tracer receives "forward" and "backward" spans (trace.Nop from New).
 	Tracer trace.Tracer
 
-	layers []Layer
+	nodes  []node
+	layers []Layer // the layers with parameters, in Arch.Layers' order
 	np     int
 	batch  kernels.Buffer   // MaxRows×(inputs+1): features, then labels
-	acts   []kernels.Buffer // acts[0] is batch; acts[k+1] output of layer k (after ReLU, logits for the last)
-	dacts  []kernels.Buffer // gradient w.r.t. acts[k], k ≥ 1
+	acts   []kernels.Buffer // acts[i] is node i's output (a ReLU's or a flatten's is its input's buffer)
+	dacts  []kernels.Buffer // the gradient w.r.t. acts[i] (nil for node 0's input)
 	owned  []kernels.Buffer // everything Alloc returned, for Free
 	rows   int              // rows of the batch loaded
+
+	// Convolutional networks: the backend's ConvOps, one sample's columns
+	// (the largest c·k·k × oh·ow of any conv layer) and ones (oh·ow of the
+	// largest output plane) for the bias as a rank-1 GEMM.
+	conv kernels.ConvOps
+	cols kernels.Buffer
+	ones kernels.Buffer
 
 	// host staging for LoadBatch (pinned memory from the backend's
 	// HostAlloc when it has one: the batch is gathered straight into what
@@ -65,7 +73,22 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	if maxRows < 1 {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
-	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, layers: arch.Layers(), np: arch.NumParams()}
+	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams()}
+	var colsLen, onesLen int
+	for _, n := range m.nodes {
+		if n.Kind == KindConv || n.Kind == KindMaxPool || n.Kind == KindAvgPool {
+			if m.conv == nil {
+				var ok bool
+				if m.conv, ok = kernels.ConvOf(b); !ok {
+					return nil, fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", arch.Describe(), n.Kind, b.Name(), kernels.ErrNoConv)
+				}
+			}
+		}
+		if n.Kind == KindConv {
+			colsLen = max(colsLen, n.fanIn()*n.out.H*n.out.W)
+			onesLen = max(onesLen, n.out.H*n.out.W)
+		}
+	}
 	var failed error
 	alloc := func(what string, n int) kernels.Buffer {
 		if failed != nil {
@@ -73,7 +96,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 		}
 		buf, err := b.Alloc(n)
 		if err != nil {
-			failed = fmt.Errorf("model %v: allocating the %s (%d floats): %w", arch.Sizes, what, n, err)
+			failed = fmt.Errorf("model %s: allocating the %s (%d floats): %w", arch.Describe(), what, n, err)
 			return nil
 		}
 		m.owned = append(m.owned, buf)
@@ -82,11 +105,28 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	m.Params = alloc("parameters", m.np)
 	m.Grads = alloc("gradient", m.np+GradStats)
 	m.batch = alloc("batch", maxRows*(arch.Sizes[0]+1))
-	m.acts = append(m.acts, m.batch)
-	m.dacts = append(m.dacts, nil)
-	for k, s := range arch.Sizes[1:] {
-		m.acts = append(m.acts, alloc(fmt.Sprintf("layer%d output", k), maxRows*s))
-		m.dacts = append(m.dacts, alloc(fmt.Sprintf("layer%d output gradient", k), maxRows*s))
+	for i, n := range m.nodes {
+		name := n.Name
+		if name == "" {
+			name = fmt.Sprintf("layer %d (%s)", i, n.Kind)
+		}
+		// A ReLU works in place (its backward needs only its output) and a
+		// flatten moves nothing: both share their input's buffers, except
+		// that the batch itself is never written.
+		if i > 0 && (n.Kind == KindReLU || n.Kind == KindFlatten) {
+			m.acts = append(m.acts, m.acts[i-1])
+			m.dacts = append(m.dacts, m.dacts[i-1])
+			continue
+		}
+		m.acts = append(m.acts, alloc(name+" output", maxRows*n.out.Size()))
+		m.dacts = append(m.dacts, alloc(name+" output gradient", maxRows*n.out.Size()))
+	}
+	if colsLen > 0 {
+		m.cols = alloc("convolution columns", colsLen)
+		m.ones = alloc("ones", onesLen)
+		if failed == nil {
+			failed = b.Fill(m.ones, 1)
+		}
 	}
 	m.evalGrad = alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
 	m.evalStats = alloc("evaluation statistics", GradStats)
@@ -177,36 +217,126 @@ func (m *Model) labels(rows int) kernels.Buffer {
 }
 
 func (m *Model) weight(buf kernels.Buffer, l Layer) kernels.Buffer {
-	return m.B.View(buf, l.WOff, l.In*l.Out)
+	return m.B.View(buf, l.WOff, l.BOff-l.WOff)
 }
 
 func (m *Model) bias(buf kernels.Buffer, l Layer) kernels.Buffer {
 	return m.B.View(buf, l.BOff, l.Out)
 }
 
+// input is node i's input for the batch: the features, or node i-1's
+// output.
+func (m *Model) input(i int) kernels.Buffer {
+	if i == 0 {
+		return m.view(m.batch, m.rows, m.Arch.Sizes[0])
+	}
+	return m.view(m.acts[i-1], m.rows, m.nodes[i-1].out.Size())
+}
+
+// sample is sample s's part of a batch buffer holding per values each.
+func (m *Model) sample(buf kernels.Buffer, s, per int) kernels.Buffer {
+	return m.B.View(buf, s*per, per)
+}
+
 // Forward runs the batch last uploaded through the layers and returns the
 // logits (rows × outputs).
 func (m *Model) Forward() (kernels.Buffer, error) {
 	b, rows := m.B, m.rows
-	for k, l := range m.layers {
-		in := m.view(m.acts[k], rows, l.In)
-		out := m.view(m.acts[k+1], rows, l.Out)
-		if err := b.Gemm(false, true, rows, l.Out, l.In, 1, in, m.weight(m.Params, l), 0, out); err != nil {
-			return nil, fmt.Errorf("layer%d forward: %w", k, err)
+	for i, n := range m.nodes {
+		x, y := m.input(i), m.view(m.acts[i], rows, n.out.Size())
+		var err error
+		switch n.Kind {
+		case KindLinear:
+			l := m.layers[n.param]
+			err = b.Gemm(false, true, rows, l.Out, l.In, 1, x, m.weight(m.Params, l), 0, y)
+			if err == nil && l.HasBias() {
+				err = b.AddBias(y, m.bias(m.Params, l), rows, l.Out)
+			}
+		case KindConv:
+			err = m.convForward(n, x, y)
+		case KindReLU:
+			err = b.Relu(y, x)
+		case KindMaxPool:
+			err = m.conv.MaxPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+		case KindAvgPool:
+			err = m.conv.AvgPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+		case KindFlatten:
 		}
-		if err := b.AddBias(out, m.bias(m.Params, l), rows, l.Out); err != nil {
-			return nil, fmt.Errorf("layer%d bias: %w", k, err)
+		if err != nil {
+			return nil, fmt.Errorf("%s forward: %w", n.label(i), err)
 		}
-		if k+1 < len(m.layers) {
-			if err := b.Relu(out, out); err != nil {
-				return nil, fmt.Errorf("layer%d relu: %w", k, err)
+	}
+	return m.view(m.acts[len(m.nodes)-1], rows, m.outputs()), nil
+}
+
+// convForward is a convolution, sample by sample: the sample's columns
+// (Im2col), then Y = W·cols, (out × c·k·k)·(c·k·k × oh·ow), and the bias
+// as the rank-1 product bias·onesᵀ added on.
+func (m *Model) convForward(n node, x, y kernels.Buffer) error {
+	b, l := m.B, m.layers[n.param]
+	p := n.out.H * n.out.W
+	cols := m.B.View(m.cols, 0, l.In*p)
+	for s := range m.rows {
+		ys := m.sample(y, s, n.out.Size())
+		if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+			return err
+		}
+		if err := b.Gemm(false, false, l.Out, p, l.In, 1, m.weight(m.Params, l), cols, 0, ys); err != nil {
+			return err
+		}
+		if l.HasBias() {
+			if err := b.Gemm(false, false, l.Out, p, 1, 1, m.bias(m.Params, l), m.B.View(m.ones, 0, p), 1, ys); err != nil {
+				return err
 			}
 		}
 	}
-	return m.view(m.acts[len(m.layers)], rows, m.outputs()), nil
+	return nil
 }
 
-func (m *Model) outputs() int { return m.layers[len(m.layers)-1].Out }
+// convBackward is a convolution's gradients, sample by sample: dW +=
+// dY·colsᵀ and db += dY·ones over the samples, and, when dx is wanted,
+// cols' gradient Wᵀ·dY scattered back into the sample's dx (Col2im).
+func (m *Model) convBackward(n node, x, dy, dx kernels.Buffer) error {
+	b, l := m.B, m.layers[n.param]
+	p := n.out.H * n.out.W
+	cols := m.B.View(m.cols, 0, l.In*p)
+	dw := m.weight(m.Grads, l)
+	if m.rows == 0 {
+		if err := b.Fill(m.B.View(m.Grads, l.WOff, l.End-l.WOff), 0); err != nil {
+			return err
+		}
+	}
+	for s := range m.rows {
+		beta := float32(1)
+		if s == 0 {
+			beta = 0
+		}
+		dys := m.sample(dy, s, n.out.Size())
+		if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+			return err
+		}
+		if err := b.Gemm(false, true, l.Out, l.In, p, 1, dys, cols, beta, dw); err != nil {
+			return err
+		}
+		if l.HasBias() {
+			if err := b.Gemm(false, false, l.Out, 1, p, 1, dys, m.B.View(m.ones, 0, p), beta, m.bias(m.Grads, l)); err != nil {
+				return err
+			}
+		}
+		if dx == nil {
+			continue
+		}
+		if err := b.Gemm(true, false, l.In, p, l.Out, 1, m.weight(m.Params, l), dys, 0, cols); err != nil {
+			return err
+		}
+		if err := m.conv.Col2im(m.sample(dx, s, n.in.Size()), cols, 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Model) outputs() int { return m.Arch.Sizes[len(m.Arch.Sizes)-1] }
 
 // loss runs the loss op on logits against the batch's labels, writing
 // scale × its gradient into grad and the summed loss and correct count
@@ -235,7 +365,7 @@ func (m *Model) Step(scale float32, hook GradHook) error {
 	sp := m.Tracer.Begin("forward").Cat(trace.Compute).Arg("rows", m.rows)
 	logits, err := m.Forward()
 	if err == nil {
-		last := len(m.layers)
+		last := len(m.nodes) - 1
 		dlogits := m.view(m.dacts[last], m.rows, m.outputs())
 		err = m.loss(dlogits, logits, scale, m.Stats())
 	}
@@ -249,33 +379,65 @@ func (m *Model) Step(scale float32, hook GradHook) error {
 	return err
 }
 
+// backward runs the layers' backward passes, last first. Node 0's input
+// gradient is never needed (the batch is data).
 func (m *Model) backward(hook GradHook) error {
 	b, rows := m.B, m.rows
-	for k := len(m.layers) - 1; k >= 0; k-- {
-		l := m.layers[k]
-		dz := m.view(m.dacts[k+1], rows, l.Out)
-		in := m.view(m.acts[k], rows, l.In)
-		if err := b.Gemm(true, false, l.Out, l.In, rows, 1, dz, in, 0, m.weight(m.Grads, l)); err != nil {
-			return fmt.Errorf("layer%d weight gradient: %w", k, err)
+	for i := len(m.nodes) - 1; i >= 0; i-- {
+		n := m.nodes[i]
+		x, dy := m.input(i), m.view(m.dacts[i], rows, n.out.Size())
+		var dx kernels.Buffer
+		if i > 0 {
+			dx = m.view(m.dacts[i-1], rows, n.in.Size())
 		}
-		if err := b.SumRows(m.bias(m.Grads, l), dz, rows, l.Out, 0); err != nil {
-			return fmt.Errorf("layer%d bias gradient: %w", k, err)
-		}
-		if hook != nil {
-			if err := hook(k, l.WOff, l.BOff+l.Out); err != nil {
-				return fmt.Errorf("layer%d gradient hook: %w", k, err)
+		var err error
+		switch n.Kind {
+		case KindLinear:
+			l := m.layers[n.param]
+			err = b.Gemm(true, false, l.Out, l.In, rows, 1, dy, x, 0, m.weight(m.Grads, l))
+			if err == nil && l.HasBias() {
+				err = b.SumRows(m.bias(m.Grads, l), dy, rows, l.Out, 0)
 			}
+			if err == nil {
+				err = m.hooked(hook, n, i)
+			}
+			if err == nil && dx != nil {
+				err = b.Gemm(false, false, rows, l.In, l.Out, 1, dy, m.weight(m.Params, l), 0, dx)
+			}
+		case KindConv:
+			err = m.convBackward(n, x, dy, dx)
+			if err == nil {
+				err = m.hooked(hook, n, i)
+			}
+		case KindReLU:
+			if dx != nil {
+				err = b.ReluGrad(dx, dy, m.view(m.acts[i], rows, n.out.Size()))
+			}
+		case KindMaxPool:
+			if dx != nil {
+				err = m.conv.MaxPoolGrad(dx, dy, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+			}
+		case KindAvgPool:
+			if dx != nil {
+				err = m.conv.AvgPoolGrad(dx, dy, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+			}
+		case KindFlatten:
 		}
-		if k == 0 {
-			break
+		if err != nil {
+			return fmt.Errorf("%s backward: %w", n.label(i), err)
 		}
-		din := m.view(m.dacts[k], rows, l.In)
-		if err := b.Gemm(false, false, rows, l.In, l.Out, 1, dz, m.weight(m.Params, l), 0, din); err != nil {
-			return fmt.Errorf("layer%d input gradient: %w", k, err)
-		}
-		if err := b.ReluGrad(din, din, in); err != nil {
-			return fmt.Errorf("layer%d relu gradient: %w", k-1, err)
-		}
+	}
+	return nil
+}
+
+// hooked tells hook that node i's parameters' gradient is complete.
+func (m *Model) hooked(hook GradHook, n node, i int) error {
+	if hook == nil {
+		return nil
+	}
+	l := m.layers[n.param]
+	if err := hook(n.param, l.WOff, l.End); err != nil {
+		return fmt.Errorf("%s gradient hook: %w", n.label(i), err)
 	}
 	return nil
 }

@@ -1,0 +1,121 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ConvOps is the optional op set of convolutional networks, detected on a
+// Backend with ConvOf (as HostAllocator is): the image-to-column
+// transforms a convolution runs its GEMMs on, and pooling. Images are
+// batches of n samples of c channels of h×w, row-major (NCHW, PyTorch's
+// layout), contiguous. Shapes are checked as for the other ops (ErrShape,
+// outputs untouched); every output is overwritten, never accumulated.
+type ConvOps interface {
+	// Im2col writes, for each sample s of x (n×c×h×w), the columns a k×k
+	// convolution with this stride and zero padding reads: cols[s] is a
+	// (c·k·k)×(oh·ow) matrix whose row (ci·k + ki)·k + kj holds, at
+	// column oy·ow + ox, x[s][ci][oy·stride+ki−pad][ox·stride+kj−pad] (0
+	// outside the image); oh, ow = ConvOut(h, w, k, stride, pad).
+	Im2col(cols, x Buffer, n, c, h, w, k, stride, pad int) error
+	// Col2im is Im2col's adjoint: dx (n×c×h×w) = the sum, over every
+	// column entry, of cols scattered back to the pixel it was read from.
+	Col2im(dx, cols Buffer, n, c, h, w, k, stride, pad int) error
+	// MaxPool sets y (planes×oh×ow) to the maximum of each k×k window of
+	// x (planes×h×w) at this stride, without padding (NaN is never the
+	// maximum unless the whole window is NaN).
+	MaxPool(y, x Buffer, planes, h, w, k, stride int) error
+	// MaxPoolGrad sets dx to dy routed to each window's maximum (the
+	// first, in row-major order, on ties) and 0 elsewhere; windows that
+	// overlap add up.
+	MaxPoolGrad(dx, dy, x Buffer, planes, h, w, k, stride int) error
+	// AvgPool sets y to the mean of each k×k window of x.
+	AvgPool(y, x Buffer, planes, h, w, k, stride int) error
+	// AvgPoolGrad sets dx to dy/(k·k) spread over each window.
+	AvgPoolGrad(dx, dy Buffer, planes, h, w, k, stride int) error
+}
+
+// ConvOf returns b's ConvOps, and false when the backend (or the one a
+// decorator such as trace.Backend wraps) has none.
+func ConvOf(b Backend) (ConvOps, bool) {
+	inner := b
+	for {
+		u, ok := inner.(interface{ Unwrap() Backend })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	if _, ok := inner.(ConvOps); !ok {
+		return nil, false
+	}
+	c, ok := b.(ConvOps)
+	return c, ok
+}
+
+// ErrNoConv is returned for a convolutional network on a backend without
+// ConvOps.
+var ErrNoConv = errors.New("the backend has no convolution ops")
+
+// ConvOut is the output size of a k×k window sliding over h×w at stride
+// with padding pad on every side (0 when the window does not fit).
+func ConvOut(h, w, k, stride, pad int) (oh, ow int) {
+	if k <= 0 || stride <= 0 || pad < 0 || h+2*pad < k || w+2*pad < k {
+		return 0, 0
+	}
+	return (h+2*pad-k)/stride + 1, (w+2*pad-k)/stride + 1
+}
+
+// CheckConv validates the shape arguments of Im2col and Col2im against
+// the lengths of the image (xLen) and the columns (colsLen), without
+// overflowing; op names the caller for the error.
+func CheckConv(op string, xLen, colsLen, n, c, h, w, k, stride, pad int) error {
+	oh, ow := ConvOut(h, w, k, stride, pad)
+	switch {
+	case n < 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0 || pad < 0 || pad >= k:
+		return fmt.Errorf("%s: n %d, c %d, %d×%d, kernel %d, stride %d, pad %d: bad dimensions: %w", op, n, c, h, w, k, stride, pad, ErrShape)
+	case oh == 0:
+		return fmt.Errorf("%s: a %d×%d kernel does not fit a %d×%d image padded by %d: %w", op, k, k, h, w, pad, ErrShape)
+	}
+	img, ok1 := mulAll(n, c, h, w)
+	col, ok2 := mulAll(n, c, k, k, oh, ow)
+	switch {
+	case !ok1 || !ok2:
+		return fmt.Errorf("%s: n %d × c %d × %d×%d (kernel %d): too large: %w", op, n, c, h, w, k, ErrShape)
+	case xLen != img:
+		return fmt.Errorf("%s: the image has %d elements, want %d×%d×%d×%d = %d: %w", op, xLen, n, c, h, w, img, ErrShape)
+	case colsLen != col:
+		return fmt.Errorf("%s: cols has %d elements, want %d×(%d·%d·%d)×(%d·%d) = %d: %w", op, colsLen, n, c, k, k, oh, ow, col, ErrShape)
+	}
+	return nil
+}
+
+// CheckPool validates the shape arguments of the pooling ops: the input's
+// length (xLen) and the output's (yLen).
+func CheckPool(op string, xLen, yLen, planes, h, w, k, stride int) error {
+	oh, ow := ConvOut(h, w, k, stride, 0)
+	switch {
+	case planes < 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0:
+		return fmt.Errorf("%s: %d planes of %d×%d, window %d, stride %d: bad dimensions: %w", op, planes, h, w, k, stride, ErrShape)
+	case oh == 0:
+		return fmt.Errorf("%s: a %d×%d window does not fit %d×%d: %w", op, k, k, h, w, ErrShape)
+	}
+	in, ok := mulAll(planes, h, w)
+	if !ok || xLen != in || yLen != planes*oh*ow {
+		return fmt.Errorf("%s: %d and %d elements for %d planes of %d×%d pooled %d×%d to %d×%d: %w", op, xLen, yLen, planes, h, w, k, k, oh, ow, ErrShape)
+	}
+	return nil
+}
+
+// mulAll is the product of non-negative factors, and false on overflow.
+func mulAll(f ...int) (int, bool) {
+	p := 1
+	for _, x := range f {
+		if x < 0 || x != 0 && p > math.MaxInt/x {
+			return 0, false
+		}
+		p *= x
+	}
+	return p, true
+}

@@ -1,0 +1,65 @@
+package trace
+
+import (
+	"fmt"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// The traced backend passes kernels.ConvOps through, with a span per op
+// (its shape arguments: n, c, h, w, k, stride, pad, or planes, h, w, k,
+// stride). kernels.ConvOf looks through the decorator (Unwrap) to decide
+// whether the ops exist; called on a backend without them, they fail.
+
+var _ kernels.ConvOps = (*tracedBackend)(nil)
+
+func (tb *tracedBackend) conv(op string) (kernels.ConvOps, error) {
+	c, ok := tb.b.(kernels.ConvOps)
+	if !ok {
+		return nil, fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
+	}
+	return c, nil
+}
+
+func (tb *tracedBackend) convSpan(op string, f func(kernels.ConvOps) error, args ...any) error {
+	sp := tb.t.Begin(op).Cat(Compute)
+	c, err := tb.conv(op)
+	if err == nil {
+		err = f(c)
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		sp = sp.Arg(args[i].(string), args[i+1].(int))
+	}
+	sp.Err(err).End()
+	return err
+}
+
+func (tb *tracedBackend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	return tb.convSpan("Im2col", func(cv kernels.ConvOps) error { return cv.Im2col(cols, x, n, c, h, w, k, stride, pad) },
+		"n", n, "c", c, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
+func (tb *tracedBackend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	return tb.convSpan("Col2im", func(cv kernels.ConvOps) error { return cv.Col2im(dx, cols, n, c, h, w, k, stride, pad) },
+		"n", n, "c", c, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
+func (tb *tracedBackend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
+	return tb.convSpan("MaxPool", func(cv kernels.ConvOps) error { return cv.MaxPool(y, x, planes, h, w, k, stride) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride)
+}
+
+func (tb *tracedBackend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride int) error {
+	return tb.convSpan("MaxPoolGrad", func(cv kernels.ConvOps) error { return cv.MaxPoolGrad(dx, dy, x, planes, h, w, k, stride) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride)
+}
+
+func (tb *tracedBackend) AvgPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
+	return tb.convSpan("AvgPool", func(cv kernels.ConvOps) error { return cv.AvgPool(y, x, planes, h, w, k, stride) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride)
+}
+
+func (tb *tracedBackend) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, stride int) error {
+	return tb.convSpan("AvgPoolGrad", func(cv kernels.ConvOps) error { return cv.AvgPoolGrad(dx, dy, planes, h, w, k, stride) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride)
+}
