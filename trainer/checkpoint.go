@@ -230,8 +230,8 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	switch {
 	case m.Sync != cfg.Sync.String():
 		return fmt.Sprintf("it was written by a job with Config.Sync %s, this one has %v", m.Sync, cfg.Sync)
-	case !slices.Equal(m.Arch.Sizes, arch.Sizes) || m.Arch.Loss != arch.Loss:
-		return fmt.Sprintf("it is of another model (layers %v), this job builds %v", m.Arch.Sizes, arch.Sizes)
+	case !m.Arch.Equal(arch):
+		return fmt.Sprintf("it is of another model (%s), this job builds %s", m.Arch.Describe(), arch.Describe())
 	case !sameLabels(m.ClassLabels, j.labels):
 		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():

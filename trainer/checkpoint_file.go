@@ -192,6 +192,12 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if len(arch.Sizes) < 2 || slices.ContainsFunc(arch.Sizes, func(s int) bool { return s <= 0 || s > len(b) }) {
 		return nil, fmt.Errorf("bad architecture %v", arch.Sizes)
 	}
+	if err := arch.Check(); err != nil {
+		return nil, fmt.Errorf("bad architecture: %w", err)
+	}
+	if arch.NumParams() > len(b)/4 {
+		return nil, fmt.Errorf("architecture %s has %d parameters, more than a file of %d bytes holds", arch.Describe(), arch.NumParams(), len(b))
+	}
 	c.Params = make([]float32, 0, min(arch.NumParams(), len(b)/4))
 	array := func(name string, shape ...int) ([]float32, error) {
 		data, ok := entries[name]

@@ -147,7 +147,7 @@ func (c Config) Validate() error {
 				return bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
-	case Softmax, Logreg:
+	case Softmax, Logreg, LeNet5:
 	case SparseLogreg:
 		if c.Sync != SyncPS {
 			return bad("Model", "sparse-logreg trains with sync ps: workers pull and push only the keys their batch touches")

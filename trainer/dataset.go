@@ -25,6 +25,9 @@ type DataConfig struct {
 	Features int     `json:"features"`
 	Classes  int     `json:"classes"`
 	Noise    float64 `json:"noise"`
+	// Shape is synthetic-images' image shape, "CxHxW" (data.ParseShape;
+	// "": DefaultImageShape).
+	Shape string `json:"shape,omitempty"`
 	// NNZ is synthetic-sparse's nonzeros per row (features drawn with
 	// power-law frequencies; binary labels from a hidden logistic model).
 	NNZ int `json:"nnz"`
@@ -43,7 +46,7 @@ type DataConfig struct {
 }
 
 // DataNames lists the data sources.
-var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthetic-sparse"}
+var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
@@ -77,6 +80,18 @@ func (d DataConfig) Validate() error {
 		case !(d.Noise >= 0):
 			return bad("Data.Noise", "%v must not be negative", d.Noise)
 		}
+	case "synthetic-images":
+		if _, err := d.imageShape(); err != nil {
+			return bad("Data.Shape", "%v", err)
+		}
+		switch {
+		case d.Samples <= 0:
+			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
+		case d.Classes < 2:
+			return bad("Data.Classes", "%d must be at least 2", d.Classes)
+		case !(d.Noise >= 0):
+			return bad("Data.Noise", "%v must not be negative", d.Noise)
+		}
 	case "synthetic-sparse":
 		switch {
 		case d.Samples <= 0:
@@ -90,6 +105,18 @@ func (d DataConfig) Validate() error {
 		return bad("Data.Name", "%q: unknown source (want %s)", d.Name, strings.Join(DataNames, ", "))
 	}
 	return nil
+}
+
+// DefaultImageShape is synthetic-images' shape when none is given:
+// CIFAR-10's.
+const DefaultImageShape = "3x32x32"
+
+// imageShape is synthetic-images' shape.
+func (d DataConfig) imageShape() (data.Shape, error) {
+	if d.Shape == "" {
+		return data.ParseShape(DefaultImageShape)
+	}
+	return data.ParseShape(d.Shape)
 }
 
 // Sparse reports whether the source is read as sparse rows (the
@@ -302,6 +329,18 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 	case "synthetic":
 		nTest := max(1, d.Samples/4)
 		all, err := data.Synthetic(data.SyntheticConfig{Rows: d.Samples + nTest, Cols: d.Features,
+			Classes: d.Classes, Noise: d.Noise, Seed: seed})
+		if err != nil {
+			return nil, nil, err
+		}
+		return split(all, d.Samples)
+	case "synthetic-images":
+		shape, err := d.imageShape()
+		if err != nil {
+			return nil, nil, err
+		}
+		nTest := max(1, d.Samples/4)
+		all, err := data.SyntheticImages(data.SyntheticImagesConfig{Rows: d.Samples + nTest, Shape: shape,
 			Classes: d.Classes, Noise: d.Noise, Seed: seed})
 		if err != nil {
 			return nil, nil, err

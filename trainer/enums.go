@@ -65,9 +65,12 @@ const (
 	// SparseLogreg is binary logistic regression on sparse data through the
 	// parameter server, pulling and pushing only the keys a batch touches.
 	SparseLogreg
+	// LeNet5 is the convolutional network model.LeNet5 on images (e.g.
+	// Fashion-MNIST's 1×28×28).
+	LeNet5
 )
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg"}
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5"}
 
 // Models lists the model names.
 var Models = modelNames[:]

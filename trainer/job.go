@@ -196,7 +196,7 @@ func (t *Trainer) check(cfg Config) error {
 // hands it to the strategy --sync names (its unit's run). A rank reads only the rows it
 // keeps from train and test (see DataConfig.Open).
 func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, error) {
-	trainRows, cols, classes := train.Shape()
+	trainRows, _, classes := train.Shape()
 	testRows, _, _ := test.Shape()
 	j, err := t.newJob(cfg, trainRows)
 	if err != nil {
@@ -204,7 +204,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	j.labels = classLabels(train)
 	j.sayClasses(classes)
-	arch, err := BuildArch(cfg, cols, classes)
+	arch, err := BuildArch(cfg, data.SampleShape(train), classes)
 	if err != nil {
 		return nil, err
 	}
@@ -294,8 +294,10 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 	return nil
 }
 
-// BuildArch derives a dense model's shape from the config and the data.
-func BuildArch(cfg Config, features, classes int) (model.Arch, error) {
+// BuildArch derives a dense model's architecture from the config and the
+// data: its samples' shape (data.SampleShape) and its classes.
+func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
+	features := shape.Size()
 	switch cfg.Model {
 	case MLP:
 		return model.NewArch(features, cfg.Hidden, classes, model.SoftmaxCE)
@@ -306,6 +308,12 @@ func BuildArch(cfg Config, features, classes int) (model.Arch, error) {
 			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
+	case LeNet5:
+		a, err := model.NewNet(shape, model.LeNet5(classes), classes, model.SoftmaxCE)
+		if err != nil {
+			return a, bad("Model", "lenet5 on samples of %v: %v (it takes images such as Fashion-MNIST's 1×28×28)", shape, err)
+		}
+		return a, nil
 	}
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
 }

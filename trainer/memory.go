@@ -118,12 +118,26 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 		// float64 class means.
 		need := 2*rows*(4*float64(d.Features)+4) + 8*float64(d.Classes)*float64(d.Features)
 		what := fmt.Sprintf("synthetic data of %d samples × %d features", d.Samples, d.Features)
-		if arch, err := BuildArch(cfg, d.Features, d.Classes); err == nil {
+		if arch, err := BuildArch(cfg, data.Shape{C: d.Features, H: 1, W: 1}, d.Classes); err == nil {
 			m, _ := t.modelNeed(cfg, arch, d.Samples, max(1, d.Samples/4))
 			need += m
 			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
 		}
 		return t.refuse(what, need, "lower Config.Data.Samples, Config.Data.Features, Config.Data.Classes or Config.Hidden")
+	case "synthetic-images":
+		shape, err := d.imageShape()
+		if err != nil {
+			return nil // Validate says so
+		}
+		// The whole set and its copies, and float64 class patterns.
+		need := 2*rows*(4*float64(shape.Size())+4) + 8*float64(d.Classes)*float64(shape.Size())
+		what := fmt.Sprintf("synthetic-images data of %d samples of %v", d.Samples, shape)
+		if arch, err := BuildArch(cfg, shape, d.Classes); err == nil {
+			m, _ := t.modelNeed(cfg, arch, d.Samples, max(1, d.Samples/4))
+			need += m
+			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
+		}
+		return t.refuse(what, need, "lower Config.Data.Samples or the image shape (Config.Data.Shape)")
 	case "synthetic-sparse":
 		need := 2 * rows * (8*float64(d.NNZ) + 12)
 		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower Config.Data.Samples or Config.Data.NNZ")
@@ -147,13 +161,9 @@ func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 
 		if opt != optim.SGD {
 			copies++
 		}
-		acts *= 2
-		for _, s := range arch.Sizes[1:] {
-			acts += 2 * float64(s)
-		}
-		acts += float64(arch.Sizes[len(arch.Sizes)-1])
+		acts = 2*acts + float64(arch.ActivationFloats()) + float64(arch.Sizes[len(arch.Sizes)-1])
 	}
-	return 4 * (copies*p + float64(rows)*acts)
+	return 4 * (copies*p + float64(rows)*acts + float64(arch.ScratchFloats()+arch.KeptColumns(rows)))
 }
 
 // modelNeed is modelBytes for cfg's model on nTrain and nTest samples:
@@ -175,7 +185,7 @@ func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (flo
 func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) error {
 	trainRows, cols, classes := train.Shape()
 	testRows, _, _ := test.Shape()
-	arch, err := BuildArch(cfg, cols, classes)
+	arch, err := BuildArch(cfg, data.SampleShape(train), classes)
 	if errors.Is(err, model.ErrTooLarge) {
 		return &tooBigError{fmt.Sprintf("%v: shrink Config.Hidden", err)}
 	}
@@ -186,6 +196,6 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	// The whole sets: an upper bound where a rank reads only its shard
 	// (data.IDXSource).
 	need += 4 * float64(trainRows+testRows) * float64(cols+1)
-	what := fmt.Sprintf("model %v (%d parameters, %v, batch %d) with its data", arch.Sizes, arch.NumParams(), cfg.Opt.Kind, rows)
+	what := fmt.Sprintf("model %s (%d parameters, %v, batch %d) with its data", arch.Describe(), arch.NumParams(), cfg.Opt.Kind, rows)
 	return t.refuse(what, need, "shrink Config.Hidden or Config.Batch, or run fewer ranks per node")
 }

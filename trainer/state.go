@@ -42,8 +42,8 @@ func (s TrainState) Clone() TrainState {
 // optLen floats of state.
 func (s *TrainState) check(arch model.Arch, optLen int) error {
 	switch {
-	case !slices.Equal(s.Arch.Sizes, arch.Sizes) || s.Arch.Loss != arch.Loss:
-		return fmt.Errorf("resuming: the state is of a model %v, this job builds %v", s.Arch.Sizes, arch.Sizes)
+	case !s.Arch.Equal(arch):
+		return fmt.Errorf("resuming: the state is of a model %s, this job builds %s", s.Arch.Describe(), arch.Describe())
 	case len(s.Params) != arch.NumParams():
 		return fmt.Errorf("resuming: the state has %d weights, the model %d", len(s.Params), arch.NumParams())
 	case len(s.OptState) != optLen:

@@ -18,6 +18,9 @@
 #
 # DML_BINARY: the dml to run; without it `make build` (re)builds bin/dml.
 # Environment (defaults in brackets):
+#   MODEL [mlp]       mlp, or lenet5 (issue 19's CNN: --model lenet5 on both
+#                     sides; HIDDEN is then unused, and FLOPs count the
+#                     convolutions as im2col GEMMs)
 #   R [3]             repetitions of each side
 #   EPOCHS [3]  NP [2]  BATCH [64] (per rank)  HIDDEN [512,256]
 #   LR [0.05]  MOMENTUM [0.9]  SEED [1]   (weight decay: 0 on both sides,
@@ -61,6 +64,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
+MODEL=${MODEL:-mlp}
 R=${R:-3}
 EPOCHS=${EPOCHS:-3}
 NP=${NP:-2}
@@ -112,14 +116,19 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 mpi+=(-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
 [[ -n ${OPENBLAS_CORETYPE:-} ]] && mpi+=(-x OPENBLAS_CORETYPE)
 
-dml_cmd=("${mpi[@]}" "$dml" train --model mlp --hidden "$HIDDEN" --data fashion-mnist
+case $MODEL in
+mlp) model_flags=(--model mlp --hidden "$HIDDEN") ;;
+lenet5) model_flags=(--model lenet5) ;;
+*) die "MODEL=$MODEL: want mlp or lenet5" ;;
+esac
+dml_cmd=("${mpi[@]}" "$dml" train "${model_flags[@]}" --data fashion-mnist
 	--epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED"
 	--sync allreduce --progress never)
 [[ -n $DML_BACKEND ]] && dml_cmd+=(--backend "$DML_BACKEND")
 # shellcheck disable=SC2206 # DML_FLAGS is a list of flags, split on spaces
 [[ -n $DML_FLAGS ]] && dml_cmd+=($DML_FLAGS)
 ddp_cmd=("$PYTHON" "$here/ddp_mlp.py" --ranks "$NP" --epochs "$EPOCHS" --batch "$BATCH"
-	--hidden "$HIDDEN" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED" "${ddp_bind[@]}")
+	"${model_flags[@]}" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED" "${ddp_bind[@]}")
 
 echo "dml: ${dml_cmd[*]} --metrics FILE" >&2
 echo "ddp: ${ddp_cmd[*]}" >&2
@@ -134,7 +143,7 @@ for ((r = 1; r <= R; r++)); do
 	grep '^epoch' "$out/ddp-$r.log" >&2 || true
 done
 
-if [[ ${GEMM:-1} != 0 ]]; then
+if [[ ${GEMM:-1} != 0 && $MODEL == mlp ]]; then
 	echo "== reference: OpenBLAS SGEMM at the step's shapes" >&2
 	"$PYTHON" "$here/gemm_shapes.py" --batch "$BATCH" --hidden "$HIDDEN" "${ddp_bind[@]}" >"$out/gemm.log" 2>&1 ||
 		{ cat "$out/gemm.log" >&2; die "gemm_shapes.py failed"; }
@@ -143,12 +152,21 @@ fi
 model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 dml_version=$("$dml" version 2>/dev/null || echo "dml ?")
 
-"$PYTHON" - "$out" "$R" "$NP" "$HIDDEN" <<EOF
+"$PYTHON" - "$out" "$R" "$NP" "$HIDDEN" "$MODEL" <<EOF
 import json, sys
-out, R, NP, hidden = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+out, R, NP, hidden, model = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 sizes = [784] + [int(h) for h in hidden.split(",") if h] + [10]
 pairs = list(zip(sizes, sizes[1:]))
 flops = sum(2*a*b for a, b in pairs) * 2 + sum(2*a*b for a, b in pairs[1:])
+title = f"MLP {'-'.join(map(str, sizes))}"
+if model == "lenet5":
+    # Each layer's product as a GEMM (convolutions as im2col: out ch ×
+    # (in ch·k·k) × output pixels): forward, weight gradient, and the input
+    # gradient of every layer but the first.
+    layers = [(6, 1*5*5, 28*28), (16, 6*5*5, 10*10), (120, 400, 1), (84, 120, 1), (10, 84, 1)]
+    prod = [2*o*k*p for o, k, p in layers]
+    flops = 2*sum(prod) + sum(prod[1:])
+    title = "LeNet-5"
 
 mean = lambda xs: sum(xs) / len(xs)
 
@@ -175,7 +193,7 @@ for r in range(1, R + 1):
                     f" | {mean(sps):,.0f} | {acc:.4f} | {loss:.4f} | {flops*mean(sps)/NP/1e9:.2f} | {comm} | " +
                     (f"{ratios[-1]:.2f}×" if name == "dml" else "") + " |")
 ne = len(d)
-print(f"MLP {'-'.join(map(str, sizes))}, Fashion-MNIST, {NP} ranks, batch $BATCH per rank, "
+print(f"{title}, Fashion-MNIST, {NP} ranks, batch $BATCH per rank, "
       f"SGD momentum $MOMENTUM lr $LR, {ne} epoch{'s'[:ne>1]}, {R} run{'s'[:R>1]} each, alternating (dml first)\n")
 print(f"| run | side | samples/s per epoch | mean samples/s | test acc | train loss (last epoch) | GFLOP/s per rank | AllReduce share | dml/DDP |")
 print("|---|---|---|---|---|---|---|---|---|")

@@ -1,9 +1,15 @@
 #!/usr/bin/python3
-"""PyTorch DDP baseline for issue 9: the MLP `dml train` runs, on the same data.
+"""PyTorch DDP baseline for issues 9 and 19: the MLP (or, with --model
+lenet5, the CNN) `dml train` runs, on the same data.
 
     /usr/bin/python3 bench/ddp/ddp_mlp.py [--ranks 2] [--epochs 3] [--batch 64]
-        [--hidden 512,256] [--lr 0.05] [--momentum 0.9] [--weight-decay 0]
-        [--seed 1] [--data-dir /usr/share/datasets/fashion-mnist] [--no-bind]
+        [--model mlp|lenet5] [--hidden 512,256] [--lr 0.05] [--momentum 0.9]
+        [--weight-decay 0] [--seed 1] [--data-dir /usr/share/datasets/fashion-mnist]
+        [--no-bind]
+
+--model lenet5 trains bench/torch/models.py's LeNet5 (dml's preset, the same
+parameter names and layouts) on the images as 1×28×28; everything else below
+holds for it too (its convolutions go through oneDNN in torch 1.13).
 
 Run it with Debian's /usr/bin/python3 (python3-torch 1.13), not a pyenv
 python3 that has no torch. It starts --ranks processes itself
@@ -162,8 +168,15 @@ def worker(rank, args, port):
     xte_mine, yte_mine = xte[rank::world].contiguous(), yte[rank::world].contiguous()
 
     torch.manual_seed(args.seed)
-    sizes = [xtr.shape[1]] + args.hidden + [10]
-    net = mlp(sizes)
+    if args.model == "lenet5":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+        from models import SHAPES, build
+        net = build("lenet5", classes=10, in_channels=1)
+        shape = (-1,) + SHAPES["lenet5"]
+        xtr, xte_mine = xtr.reshape(shape).contiguous(), xte_mine.reshape(shape).contiguous()
+    else:
+        sizes = [xtr.shape[1]] + args.hidden + [10]
+        net = mlp(sizes)
     model = DDP(net)  # broadcasts rank 0's initial weights
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay, dampening=0, nesterov=False)
@@ -225,7 +238,7 @@ def worker(rank, args, port):
     if rank == 0:
         res = {
             "framework": "pytorch-ddp", "torch": torch.__version__, "backend": "gloo",
-            "ranks": world, "batch": args.batch, "hidden": args.hidden, "lr": args.lr,
+            "ranks": world, "batch": args.batch, "model": args.model, "hidden": args.hidden, "lr": args.lr,
             "momentum": args.momentum, "weight_decay": args.weight_decay,
             "threads_per_rank": torch.get_num_threads(), "bound": not args.no_bind,
             "blas": libs, "epochs": epochs,
@@ -247,6 +260,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64, help="per rank")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5"])
     ap.add_argument("--hidden", default="512,256")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)

@@ -17,6 +17,7 @@ import (
 	"github.com/dml-project/dml/bench/sweep"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/data"
 
 	"github.com/dml-project/dml/internal/regfile"
 )
@@ -254,8 +255,8 @@ func planSweep(spec sweep.Spec) ([]sweep.Planned, error) {
 		}
 		// A model that cannot take the data is refused before anything
 		// runs (each run failed on it), where the data's shape is known.
-		if features, classes, ok := knownShape(cfg.Data); ok && cfg.Model != trainer.SparseLogreg {
-			if _, err := trainer.BuildArch(cfg, features, classes); err != nil {
+		if shape, classes, ok := knownShape(cfg.Data); ok && cfg.Model != trainer.SparseLogreg {
+			if _, err := trainer.BuildArch(cfg, shape, classes); err != nil {
 				return nil, usageErr("bench sweep: %s: %s", run.ID, flagError(err))
 			}
 		}
@@ -333,14 +334,21 @@ func binaryClassesNote(spec sweep.Spec) string {
 
 // knownShape is the features and classes of the data d names, where they
 // are known before it is read (synthetic data, Fashion-MNIST).
-func knownShape(d trainer.DataConfig) (features, classes int, ok bool) {
+func knownShape(d trainer.DataConfig) (shape data.Shape, classes int, ok bool) {
 	switch d.Name {
 	case "synthetic":
-		return d.Features, d.Classes, true
+		return data.Shape{C: d.Features, H: 1, W: 1}, d.Classes, true
 	case "fashion-mnist":
-		return 28 * 28, 10, true
+		return data.Shape{C: 1, H: 28, W: 28}, 10, true
+	case "synthetic-images":
+		shape := trainer.DefaultImageShape
+		if d.Shape != "" {
+			shape = d.Shape
+		}
+		sh, err := data.ParseShape(shape)
+		return sh, d.Classes, err == nil
 	}
-	return 0, 0, false
+	return data.Shape{}, 0, false
 }
 
 // trainConfig parses args as `dml train` does and validates the result.

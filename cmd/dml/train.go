@@ -252,12 +252,13 @@ func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
 }
 
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
-	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm, synthetic, or synthetic-sparse (for sparse-logreg)")
+	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, idx, libsvm, synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
 	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST folder (the four IDX .gz files)")
 	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm")
 	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")
 	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
+	fs.StringVar(&d.Shape, "shape", "", "synthetic-images: each image's CxHxW (default "+trainer.DefaultImageShape+")")
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes; idx, libsvm: the number of classes the data must have (checked; default: as its labels say)")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
@@ -472,7 +473,7 @@ func limitMemory() (rankMemory, error) {
 // the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
-	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), or sparse-logreg (with --sync ps)")
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), or lenet5 (a convolutional network on images: Fashion-MNIST, IDX)")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
@@ -608,6 +609,32 @@ func (f algoFlag) Set(s string) (err error) {
 	return err
 }
 
+// netWeights builds network kind's architecture for samples of shape with
+// the classes its weights' last layer has, and lays the weights out.
+func netWeights(kind trainer.ModelKind, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
+	cfg := trainer.DefaultConfig()
+	cfg.Model = kind
+	probe, err := trainer.BuildArch(cfg, shape, 1)
+	if err != nil {
+		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
+	}
+	ls := probe.Layers()
+	last := ls[len(ls)-1].Name + ".weight"
+	w, ok := arrays[last]
+	if !ok || len(w.Shape) == 0 {
+		return model.Arch{}, nil, fmt.Errorf("--weights: no array %s: these are not %v weights", last, kind)
+	}
+	arch, err := trainer.BuildArch(cfg, shape, w.Shape[0])
+	if err != nil {
+		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
+	}
+	params, _, err := arch.ParamsFrom(arrays)
+	if err != nil {
+		return model.Arch{}, nil, fmt.Errorf("--weights: %w", err)
+	}
+	return arch, params, nil
+}
+
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
@@ -617,7 +644,7 @@ var flagNames = map[string]string{
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
-	"Data.Noise": "--noise", "Data.NNZ": "--nnz",
+	"Data.Noise": "--noise", "Data.NNZ": "--nnz", "Data.Shape": "--shape",
 	"Data.MaxFeatures": "--max-features",
 	"Seed":             "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
 	"Data.ExpectClasses": "--classes",
@@ -754,8 +781,20 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 
 Evaluates weights saved by 'dml train --save' (or any .npz with layerK.weight
 [out, in] and layerK.bias [out]) on a dataset's test set, and prints the
-accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
+accuracy and mean loss. Under mpirun the ranks split the test set. Weights
+of a network (--model lenet5) are read by its parameters' names (conv1.weight,
+…, as PyTorch's state_dict names them), for the data's sample shape.`, stdout)
 	weights := fs.String("weights", "", "the .npz weights file (required)")
+	var net trainer.ModelKind
+	netSet := false
+	fs.Func("model", "the network the weights are of: lenet5 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
+		k, err := trainer.ParseModel(v)
+		if err == nil && k != trainer.LeNet5 && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
+			err = fmt.Errorf("%s weights are read without --model", v)
+		}
+		net, netSet = k, err == nil && k == trainer.LeNet5
+		return err
+	})
 	batch := fs.Int("batch", 1000, "evaluation batch size")
 	seed := fs.Uint64("seed", trainer.DefaultConfig().Seed, "seed of the synthetic data (as given to train)")
 	registerData(fs, &dc)
@@ -775,8 +814,30 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 	if err := cf.check(); err != nil {
 		return err
 	}
-	arch, params, labels, err := model.LoadNPZLabels(*weights)
-	if err != nil {
+	var arch model.Arch
+	var params []float32
+	var labels []int64
+	var arrays map[string]model.Array
+	var err error
+	if netSet {
+		// A network's architecture needs the data's sample shape: it is
+		// built once the test set is open.
+		if arrays, err = model.LoadNPZArrays(*weights); err != nil {
+			return fmt.Errorf("--weights: %w", err)
+		}
+		if dc.Sparse() {
+			return usageErr("eval: --model %v takes dense image data, not --data %s", net, dc.Name)
+		}
+		if l, ok := arrays[model.ClassLabelsKey]; ok {
+			for _, f := range l.Exact {
+				labels = append(labels, int64(f))
+			}
+		}
+		arch.Sizes = []int{0, 2} // checked below, with the data's shape
+	} else if arch, params, labels, err = model.LoadNPZLabels(*weights); err != nil {
+		if strings.Contains(err.Error(), "unexpected array") {
+			return fmt.Errorf("--weights: %w: weights of a network are read with its --model (lenet5)", err)
+		}
 		return fmt.Errorf("--weights: %w", err)
 	}
 	// The model's classes stand for the labels it was trained on (saved
@@ -824,6 +885,9 @@ accuracy and mean loss. Under mpirun the ranks split the test set.`, stdout)
 			var fp uint64
 			if err == nil {
 				fp, err = trainer.SourceFingerprint(test)
+			}
+			if err == nil && netSet {
+				arch, params, err = netWeights(net, arrays, data.SampleShape(test))
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err

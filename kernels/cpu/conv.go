@@ -25,20 +25,23 @@ func (be *Backend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int
 				for kj := range k {
 					row := cd[o : o+plane]
 					o += plane
+					lo, hi := validCols(ow, w, kj, stride, pad)
 					for oy := range oh {
 						iy := oy*stride + ki - pad
 						dst := row[oy*ow : (oy+1)*ow]
-						if iy < 0 || iy >= h {
+						if iy < 0 || iy >= h || lo >= hi {
 							clear(dst)
 							continue
 						}
 						src := xc[iy*w : (iy+1)*w]
-						for ox := range ow {
-							if ix := ox*stride + kj - pad; ix >= 0 && ix < w {
-								dst[ox] = src[ix]
-							} else {
-								dst[ox] = 0
-							}
+						clear(dst[:lo])
+						clear(dst[hi:])
+						if stride == 1 {
+							copy(dst[lo:hi], src[lo+kj-pad:hi+kj-pad])
+							continue
+						}
+						for ox := lo; ox < hi; ox++ {
+							dst[ox] = src[ox*stride+kj-pad]
 						}
 					}
 				}
@@ -66,17 +69,23 @@ func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad in
 				for kj := range k {
 					row := cd[o : o+plane]
 					o += plane
+					lo, hi := validCols(ow, w, kj, stride, pad)
 					for oy := range oh {
 						iy := oy*stride + ki - pad
-						if iy < 0 || iy >= h {
+						if iy < 0 || iy >= h || lo >= hi {
 							continue
 						}
 						dst := xc[iy*w : (iy+1)*w]
 						src := row[oy*ow : (oy+1)*ow]
-						for ox := range ow {
-							if ix := ox*stride + kj - pad; ix >= 0 && ix < w {
-								dst[ix] += src[ox]
+						if stride == 1 {
+							d := dst[lo+kj-pad : hi+kj-pad]
+							for j, v := range src[lo:hi] {
+								d[j] += v
 							}
+							continue
+						}
+						for ox := lo; ox < hi; ox++ {
+							dst[ox*stride+kj-pad] += src[ox]
 						}
 					}
 				}
@@ -86,6 +95,21 @@ func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad in
 	return nil
 }
 
+// validCols is the range [lo, hi) of output columns ox whose input column
+// ox·stride + kj − pad lies inside a row of w.
+func validCols(ow, w, kj, stride, pad int) (lo, hi int) {
+	// ox·stride ≥ pad − kj  and  ox·stride ≤ w − 1 + pad − kj.
+	if d := pad - kj; d > 0 {
+		lo = (d + stride - 1) / stride
+	}
+	top := w - 1 + pad - kj
+	if top < 0 {
+		return 0, 0
+	}
+	hi = min(ow, top/stride+1)
+	return min(lo, hi), hi
+}
+
 // MaxPool: see kernels.ConvOps.
 func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
 	yd, xd := be.data(y), be.data(x)
@@ -93,6 +117,10 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 		return err
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, 0)
+	if k == 2 && stride == 2 {
+		maxPool22(yd, xd, planes, h, w, oh, ow, nil, nil)
+		return nil
+	}
 	for p := range planes {
 		xp := xd[p*h*w : (p+1)*h*w]
 		for oy := range oh {
@@ -104,9 +132,51 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 	return nil
 }
 
+// maxPool22 is the 2×2, stride-2 pool (LeNet's, and most nets'), with the
+// windows' argmax rule of argmaxWindow unrolled: it writes the maxima into
+// y, or, with dy, routes dy to them in dx (already zeroed).
+func maxPool22(y, x []float32, planes, h, w, oh, ow int, dx, dy []float32) {
+	for p := range planes {
+		xp := x[p*h*w : (p+1)*h*w]
+		for oy := range oh {
+			r0 := xp[2*oy*w : 2*oy*w+w]
+			r1 := xp[(2*oy+1)*w : (2*oy+1)*w+w]
+			o := (p*oh + oy) * ow
+			for ox := range ow {
+				j := 2 * ox
+				best, bv := 2*oy*w+j, r0[j]
+				if v := r0[j+1]; v > bv || bv != bv && v == v {
+					best, bv = 2*oy*w+j+1, v
+				}
+				if v := r1[j]; v > bv || bv != bv && v == v {
+					best, bv = (2*oy+1)*w+j, v
+				}
+				if v := r1[j+1]; v > bv || bv != bv && v == v {
+					best, bv = (2*oy+1)*w+j+1, v
+				}
+				if dy == nil {
+					y[o+ox] = bv
+				} else {
+					dx[p*h*w+best] += dy[o+ox]
+				}
+			}
+		}
+	}
+}
+
 // argmaxWindow is the index in plane x (width w) of the first maximum of
 // the k×k window at (y0, x0); NaNs lose to any number.
 func argmaxWindow(x []float32, w, y0, x0, k int) int {
+	if k == 2 { // LeNet's and most nets' pools, unrolled
+		i := y0*w + x0
+		best, bv := i, x[i]
+		for _, j := range [3]int{i + 1, i + w, i + w + 1} {
+			if v := x[j]; v > bv || bv != bv && v == v {
+				best, bv = j, v
+			}
+		}
+		return best
+	}
 	best, bv := -1, float32(math.Inf(-1))
 	for i := y0; i < y0+k; i++ {
 		for j := x0; j < x0+k; j++ {
@@ -132,6 +202,10 @@ func (be *Backend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, 0)
 	clear(dxd)
+	if k == 2 && stride == 2 {
+		maxPool22(nil, xd, planes, h, w, oh, ow, dxd, dyd)
+		return nil
+	}
 	for p := range planes {
 		xp, dp := xd[p*h*w:(p+1)*h*w], dxd[p*h*w:(p+1)*h*w]
 		for oy := range oh {

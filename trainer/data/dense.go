@@ -17,6 +17,17 @@ type Dense struct {
 	// LabelValues, when not nil, is the label each class had in the source
 	// (as Sparse's: a LIBSVM file's); nil means class k was labelled k.
 	LabelValues []int64
+	// Image, when set, is the shape of each row as an image (its Size is
+	// Cols); zero: a flat vector.
+	Image Shape
+}
+
+// SampleShape is d.Image, or a flat vector of Cols (Imager).
+func (d *Dense) SampleShape() Shape {
+	if d.Image.Size() == d.Cols && d.Cols > 0 {
+		return d.Image
+	}
+	return Shape{d.Cols, 1, 1}
 }
 
 // ClassLabels is d's LabelValues (nil: the identity).
@@ -90,6 +101,7 @@ func (d *Dense) Subset(rows []int) (*Dense, error) {
 		Cols:        d.Cols,
 		Classes:     d.Classes,
 		LabelValues: d.LabelValues,
+		Image:       d.Image,
 	}
 	if err := d.Gather(out.X, out.Y, rows); err != nil {
 		return nil, fmt.Errorf("dense subset: %w", err)

@@ -15,13 +15,16 @@ import (
 
 // Streams of one seed.
 const (
-	streamEpoch        = 0x0e70c4 << 32 // + epoch
-	streamDenseMeans   = 1
-	streamDenseLabels  = 2
-	streamDenseNoise   = 3
-	streamSparseRows   = 4
-	streamSparseTruth  = 5
-	streamSparseLabels = 6
+	streamEpoch         = 0x0e70c4 << 32 // + epoch
+	streamDenseMeans    = 1
+	streamDenseLabels   = 2
+	streamDenseNoise    = 3
+	streamSparseRows    = 4
+	streamSparseTruth   = 5
+	streamSparseLabels  = 6
+	streamImagePatterns = 7
+	streamImageLabels   = 8
+	streamImageNoise    = 9
 )
 
 // newPCG returns the generator for (seed, stream).

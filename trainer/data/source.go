@@ -146,7 +146,7 @@ func (s *IDXSource) Subset(idx []int) (*Dense, error) {
 	if err := checkIndices(idx, n); err != nil {
 		return nil, fmt.Errorf("idx subset: %w", err)
 	}
-	out := &Dense{X: make([]float32, len(idx)*s.cols), Y: make([]int32, len(idx)), Rows: len(idx), Cols: s.cols, Classes: s.classes}
+	out := &Dense{X: make([]float32, len(idx)*s.cols), Y: make([]int32, len(idx)), Rows: len(idx), Cols: s.cols, Classes: s.classes, Image: s.SampleShape()}
 	// Positions in out, ordered by the file row they come from.
 	order := make([]int, len(idx))
 	for i := range order {

@@ -81,11 +81,11 @@ func TestNetGradient(t *testing.T) {
 		layers []LayerSpec
 		out    int
 	}{
-		{Shape{2, 6, 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1}, {Kind: KindReLU}, {Kind: KindMaxPool, Kernel: 2},
+		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1}, {Kind: KindReLU}, {Kind: KindMaxPool, Kernel: 2},
 			{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, 4},
-		{Shape{1, 7, 7}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Stride: 2, NoBias: true}, {Kind: KindReLU},
+		{Shape{C: 1, H: 7, W: 7}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Stride: 2, NoBias: true}, {Kind: KindReLU},
 			{Kind: KindConv, Name: "c2", Out: 3, Kernel: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
-		{Shape{3, 4, 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
+		{Shape{C: 3, H: 4, W: 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
 	} {
 		arch, err := NewNet(tc.in, tc.layers, tc.out, SoftmaxCE)
 		if err != nil {

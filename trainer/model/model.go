@@ -55,6 +55,10 @@ type Model struct {
 	conv kernels.ConvOps
 	cols kernels.Buffer
 	ones kernels.Buffer
+	// kept[i], for conv node i when every conv layer's columns for a whole
+	// batch fit keepColsFloats: the forward pass's columns of each sample,
+	// which the backward pass reuses instead of running Im2col again.
+	kept []kernels.Buffer
 
 	// host staging for LoadBatch (pinned memory from the backend's
 	// HostAlloc when it has one: the batch is gathered straight into what
@@ -120,6 +124,20 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 		}
 		m.acts = append(m.acts, alloc(name+" output", maxRows*n.out.Size()))
 		m.dacts = append(m.dacts, alloc(name+" output gradient", maxRows*n.out.Size()))
+	}
+	keep := 0
+	for _, n := range m.nodes {
+		if n.Kind == KindConv {
+			keep += n.fanIn() * n.out.H * n.out.W * maxRows
+		}
+	}
+	m.kept = make([]kernels.Buffer, len(m.nodes))
+	if keep > 0 && keep <= keepColsFloats {
+		for i, n := range m.nodes {
+			if n.Kind == KindConv {
+				m.kept[i] = alloc(n.Name+" columns", n.fanIn()*n.out.H*n.out.W*maxRows)
+			}
+		}
 	}
 	if colsLen > 0 {
 		m.cols = alloc("convolution columns", colsLen)
@@ -238,6 +256,21 @@ func (m *Model) sample(buf kernels.Buffer, s, per int) kernels.Buffer {
 	return m.B.View(buf, s*per, per)
 }
 
+// keepColsFloats bounds the columns a Model keeps from the forward pass
+// for the backward pass (64 MiB; LeNet-5 at batch 64 keeps 2.2 million
+// floats, ResNet-20 at batch 128 would need 130 million and recomputes).
+const keepColsFloats = 16 << 20
+
+// colsOf is the buffer sample s of conv node i writes its columns to: its
+// part of the kept columns, or the shared scratch.
+func (m *Model) colsOf(i, s int, n node) kernels.Buffer {
+	per := n.fanIn() * n.out.H * n.out.W
+	if m.kept[i] != nil {
+		return m.B.View(m.kept[i], s*per, per)
+	}
+	return m.B.View(m.cols, 0, per)
+}
+
 // Forward runs the batch last uploaded through the layers and returns the
 // logits (rows × outputs).
 func (m *Model) Forward() (kernels.Buffer, error) {
@@ -253,7 +286,7 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 				err = b.AddBias(y, m.bias(m.Params, l), rows, l.Out)
 			}
 		case KindConv:
-			err = m.convForward(n, x, y)
+			err = m.convForward(i, n, x, y)
 		case KindReLU:
 			err = b.Relu(y, x)
 		case KindMaxPool:
@@ -272,11 +305,11 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 // convForward is a convolution, sample by sample: the sample's columns
 // (Im2col), then Y = W·cols, (out × c·k·k)·(c·k·k × oh·ow), and the bias
 // as the rank-1 product bias·onesᵀ added on.
-func (m *Model) convForward(n node, x, y kernels.Buffer) error {
+func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
 	p := n.out.H * n.out.W
-	cols := m.B.View(m.cols, 0, l.In*p)
 	for s := range m.rows {
+		cols := m.colsOf(i, s, n)
 		ys := m.sample(y, s, n.out.Size())
 		if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 			return err
@@ -296,10 +329,9 @@ func (m *Model) convForward(n node, x, y kernels.Buffer) error {
 // convBackward is a convolution's gradients, sample by sample: dW +=
 // dY·colsᵀ and db += dY·ones over the samples, and, when dx is wanted,
 // cols' gradient Wᵀ·dY scattered back into the sample's dx (Col2im).
-func (m *Model) convBackward(n node, x, dy, dx kernels.Buffer) error {
+func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
 	p := n.out.H * n.out.W
-	cols := m.B.View(m.cols, 0, l.In*p)
 	dw := m.weight(m.Grads, l)
 	if m.rows == 0 {
 		if err := b.Fill(m.B.View(m.Grads, l.WOff, l.End-l.WOff), 0); err != nil {
@@ -312,8 +344,11 @@ func (m *Model) convBackward(n node, x, dy, dx kernels.Buffer) error {
 			beta = 0
 		}
 		dys := m.sample(dy, s, n.out.Size())
-		if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
-			return err
+		cols := m.colsOf(i, s, n) // the forward pass's, when kept
+		if m.kept[i] == nil {
+			if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+				return err
+			}
 		}
 		if err := b.Gemm(false, true, l.Out, l.In, p, 1, dys, cols, beta, dw); err != nil {
 			return err
@@ -405,7 +440,7 @@ func (m *Model) backward(hook GradHook) error {
 				err = b.Gemm(false, false, rows, l.In, l.Out, 1, dy, m.weight(m.Params, l), 0, dx)
 			}
 		case KindConv:
-			err = m.convBackward(n, x, dy, dx)
+			err = m.convBackward(i, n, x, dy, dx)
 			if err == nil {
 				err = m.hooked(hook, n, i)
 			}

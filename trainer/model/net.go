@@ -2,30 +2,14 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/dml-project/dml/trainer/data"
 )
 
-// Shape is one sample's shape at a point of a network: C channels of H×W,
-// row-major (PyTorch's NCHW without the batch). A flat vector of n
-// features is n×1×1.
-type Shape struct {
-	C int `json:"c"`
-	H int `json:"h"`
-	W int `json:"w"`
-}
-
-// Size is the number of values.
-func (s Shape) Size() int { return s.C * s.H * s.W }
-
-// Flat reports whether s is a vector (H = W = 1).
-func (s Shape) Flat() bool { return s.H == 1 && s.W == 1 }
-
-func (s Shape) String() string {
-	if s.Flat() {
-		return fmt.Sprint(s.C)
-	}
-	return fmt.Sprintf("%d×%d×%d", s.C, s.H, s.W)
-}
+// Shape is one sample's shape (data.Shape): C channels of H×W.
+type Shape = data.Shape
 
 // Layer kinds (LayerSpec.Kind).
 const (
@@ -105,7 +89,7 @@ func (a Arch) nodes() ([]node, error) {
 		var ns []node
 		for k := 0; k+1 < len(a.Sizes); k++ {
 			ns = append(ns, node{LayerSpec: LayerSpec{Kind: KindLinear, Name: fmt.Sprintf("layer%d", k), Out: a.Sizes[k+1]},
-				in: Shape{a.Sizes[k], 1, 1}, out: Shape{a.Sizes[k+1], 1, 1}, param: k})
+				in: Shape{C: a.Sizes[k], H: 1, W: 1}, out: Shape{C: a.Sizes[k+1], H: 1, W: 1}, param: k})
 			if k+2 < len(a.Sizes) {
 				ns = append(ns, node{LayerSpec: LayerSpec{Kind: KindReLU}, in: ns[len(ns)-1].out, out: ns[len(ns)-1].out, param: -1})
 			}
@@ -135,7 +119,7 @@ func (a Arch) nodes() ([]node, error) {
 			if l.Kernel != 0 || l.Stride != 0 || l.Pad != 0 {
 				return nil, bad("kernel, stride and pad are for conv and pooling layers")
 			}
-			n.out = Shape{l.Out, 1, 1}
+			n.out = Shape{C: l.Out, H: 1, W: 1}
 		case KindConv:
 			if l.Out <= 0 || l.Kernel <= 0 {
 				return nil, bad("out %d and kernel %d must be positive", l.Out, l.Kernel)
@@ -148,7 +132,7 @@ func (a Arch) nodes() ([]node, error) {
 			if oh == 0 {
 				return nil, bad("a %d×%d kernel is larger than its %d×%d input padded by %d", l.Kernel, l.Kernel, shape.H, shape.W, l.Pad)
 			}
-			n.out = Shape{l.Out, oh, ow}
+			n.out = Shape{C: l.Out, H: oh, W: ow}
 		case KindMaxPool, KindAvgPool:
 			k := l.Kernel
 			if k == 0 && l.Kind == KindAvgPool {
@@ -169,11 +153,11 @@ func (a Arch) nodes() ([]node, error) {
 			if oh == 0 {
 				return nil, bad("a %d×%d window is larger than its %d×%d input", k, k, shape.H, shape.W)
 			}
-			n.out = Shape{shape.C, oh, ow}
+			n.out = Shape{C: shape.C, H: oh, W: ow}
 		case KindReLU:
 			n.out = shape
 		case KindFlatten:
-			n.out = Shape{shape.Size(), 1, 1}
+			n.out = Shape{C: shape.Size(), H: 1, W: 1}
 		default:
 			return nil, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds, ", "))
 		}
@@ -252,6 +236,59 @@ func (a Arch) Check() error {
 		err = fmt.Errorf("the input shape %v holds %d values, the sizes say %d", *a.Input, a.Input.Size(), a.Sizes[0])
 	}
 	return err
+}
+
+// ActivationFloats is what a Model holds per sample of its batch for the
+// layers' outputs and their gradients (a ReLU's and a flatten's share
+// their input's).
+func (a Arch) ActivationFloats() int {
+	n := 0
+	for i, nd := range a.mustNodes() {
+		if i == 0 || (nd.Kind != KindReLU && nd.Kind != KindFlatten) {
+			n += 2 * nd.out.Size()
+		}
+	}
+	return n
+}
+
+// ScratchFloats is what a Model holds besides: one sample's convolution
+// columns and the ones its bias products use.
+func (a Arch) ScratchFloats() int {
+	cols, ones := 0, 0
+	for _, nd := range a.mustNodes() {
+		if nd.Kind == KindConv {
+			cols = max(cols, nd.fanIn()*nd.out.H*nd.out.W)
+			ones = max(ones, nd.out.H*nd.out.W)
+		}
+	}
+	return cols + ones
+}
+
+// KeptColumns is the convolution columns a Model of rows rows keeps from
+// its forward pass for the backward pass (0 when they would exceed
+// keepColsFloats and are recomputed instead).
+func (a Arch) KeptColumns(rows int) int {
+	keep := 0
+	for _, nd := range a.mustNodes() {
+		if nd.Kind == KindConv {
+			keep += nd.fanIn() * nd.out.H * nd.out.W * rows
+		}
+	}
+	if keep > keepColsFloats {
+		return 0
+	}
+	return keep
+}
+
+// Equal reports whether a and b are the same architecture.
+func (a Arch) Equal(b Arch) bool {
+	if !slices.Equal(a.Sizes, b.Sizes) || a.Loss != b.Loss || len(a.Net) != len(b.Net) || (a.Input == nil) != (b.Input == nil) {
+		return false
+	}
+	if a.Input != nil && *a.Input != *b.Input {
+		return false
+	}
+	return slices.Equal(a.Net, b.Net)
 }
 
 // Describe is the architecture in one line: the MLP's sizes

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dml-project/dml/internal/npy"
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/trainer/internal/inflate"
 )
 
@@ -332,4 +334,140 @@ func zipErr(err error) error {
 		return fmt.Errorf("corrupt entry: %v", err)
 	}
 	return err
+}
+
+// Array is one array of an .npz archive, as float32, row-major.
+type Array struct {
+	Shape []int
+	Data  []float32
+	// Exact holds the class labels array (ClassLabelsKey) as float64, as
+	// it was saved: labels past 2^24 do not survive float32.
+	Exact []float64
+}
+
+// ReadNPZArrays reads every array of an .npz archive of size bytes with
+// ReadNPZ's checks (each entry's header, shape and size strict, stored or
+// deflated, the entries together bounded by what the file can hold or
+// decompress to, CRCs), by name without numpy's ".npy" suffix. A dml
+// checkpoint's entries other than arrays (meta.json, the checksum) are
+// skipped.
+func ReadNPZArrays(r io.ReaderAt, size int64) (map[string]Array, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
+	}
+	entries := map[string]*npzEntry{}
+	var claimed int64
+	for _, zf := range zr.File {
+		if zf.Name == "meta.json" || zf.Name == "checksum.sha256" {
+			continue
+		}
+		name := strings.TrimSuffix(zf.Name, ".npy")
+		if entries[name] != nil {
+			return nil, fmt.Errorf("two arrays named %q", name)
+		}
+		if zf.UncompressedSize64 > uint64(inflate.Limit(size)) || claimed+int64(zf.UncompressedSize64) > inflate.Limit(size) {
+			return nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s", inflate.Limit(size), size, inflate.Reason(size))
+		}
+		claimed += int64(zf.UncompressedSize64)
+		e, err := readNPZHeader(zf, size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", zf.Name, err)
+		}
+		entries[name] = e
+	}
+	out := map[string]Array{}
+	for name, e := range entries {
+		n := int(e.h.Elems(claimed))
+		a := Array{Shape: e.h.Shape}
+		if name == ClassLabelsKey {
+			if len(e.h.Shape) != 1 || n > 1<<20 {
+				return nil, fmt.Errorf("%s: shape %v, want one label per class", e.name, e.h.Shape)
+			}
+			a.Exact, err = readNPZFloat64(e, n)
+		} else {
+			a.Data = make([]float32, n)
+			err = readNPZData(e, a.Data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.name, err)
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+// ParamsFrom lays arrays out as a's flat parameters: the archive must hold
+// exactly a's tensors (Tensors: names and shapes) and, optionally, the
+// class labels (ClassLabelsKey), which it returns (nil: none). Weights
+// that are NaN or ±Inf are refused.
+func (a Arch) ParamsFrom(arrays map[string]Array) ([]float32, []int64, error) {
+	params := make([]float32, a.NumParams())
+	want := map[string]bool{}
+	for _, t := range a.Tensors() {
+		want[t.Name] = true
+		got, ok := arrays[t.Name]
+		switch {
+		case !ok:
+			return nil, nil, fmt.Errorf("no array %s (shape %v) for model %s", t.Name, t.Shape, a.Describe())
+		case !slices.Equal(got.Shape, t.Shape):
+			return nil, nil, fmt.Errorf("%s has shape %v, the model needs %v", t.Name, got.Shape, t.Shape)
+		case !AllFinite(got.Data):
+			return nil, nil, fmt.Errorf("%s holds NaN or ±Inf", t.Name)
+		}
+		copy(params[t.Off:t.Off+t.Len()], got.Data)
+	}
+	var labels []int64
+	for name, arr := range arrays {
+		switch {
+		case want[name]:
+		case name == ClassLabelsKey:
+			var err error
+			if labels, err = labelsFrom(arr, a); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", name, err)
+			}
+		default:
+			return nil, nil, fmt.Errorf("unexpected array %q: model %s has none", name, a.Describe())
+		}
+	}
+	return params, labels, nil
+}
+
+// labelsFrom checks a class-labels array (one distinct integer per class).
+func labelsFrom(arr Array, a Arch) ([]int64, error) {
+	classes := max(2, a.Sizes[len(a.Sizes)-1])
+	if len(arr.Shape) != 1 || arr.Shape[0] != classes {
+		return nil, fmt.Errorf("shape %v, want [%d] (one label per class of the model)", arr.Shape, classes)
+	}
+	labels := make([]int64, classes)
+	seen := map[int64]bool{}
+	for k, f := range arr.Exact {
+		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return nil, fmt.Errorf("label %v of class %d is not an integer", f, k)
+		}
+		labels[k] = int64(f)
+		if seen[labels[k]] {
+			return nil, fmt.Errorf("label %d stands for two classes", labels[k])
+		}
+		seen[labels[k]] = true
+	}
+	return labels, nil
+}
+
+// LoadNPZArrays is ReadNPZArrays on a file (a regular file only).
+func LoadNPZArrays(path string) (map[string]Array, error) {
+	f, err := regfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	arrays, err := ReadNPZArrays(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return arrays, nil
 }
