@@ -14,6 +14,7 @@ import (
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // Config is one training job, in typed values: the command line parses its
@@ -24,6 +25,9 @@ import (
 type Config struct {
 	Model  ModelKind `json:"model"`
 	Hidden []int     `json:"hidden"` // hidden layer sizes of the mlp
+	// Net is a network's layers (Model NetFile: read from a model file;
+	// their content, not the file's path, is what ranks compare).
+	Net []model.LayerSpec `json:"net,omitempty"`
 
 	Data     DataConfig   `json:"data"`
 	Epochs   int          `json:"epochs"`
@@ -137,6 +141,9 @@ func (c Config) Validate() error {
 	if err := finiteFloats(reflect.ValueOf(c), ""); err != nil {
 		return err
 	}
+	if c.Model != NetFile && len(c.Net) > 0 {
+		return bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)
+	}
 	switch c.Model {
 	case MLP:
 		if len(c.Hidden) == 0 {
@@ -148,6 +155,10 @@ func (c Config) Validate() error {
 			}
 		}
 	case Softmax, Logreg, LeNet5:
+	case NetFile:
+		if len(c.Net) == 0 {
+			return bad("Net", "is empty: a network from a model file needs its layers")
+		}
 	case SparseLogreg:
 		if c.Sync != SyncPS {
 			return bad("Model", "sparse-logreg trains with sync ps: workers pull and push only the keys their batch touches")

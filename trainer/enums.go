@@ -68,9 +68,11 @@ const (
 	// LeNet5 is the convolutional network model.LeNet5 on images (e.g.
 	// Fashion-MNIST's 1×28×28).
 	LeNet5
+	// NetFile is a network read from a model file (Config.Net).
+	NetFile
 )
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5"}
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file"}
 
 // Models lists the model names.
 var Models = modelNames[:]

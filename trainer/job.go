@@ -314,6 +314,12 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return a, bad("Model", "lenet5 on samples of %v: %v (it takes images such as Fashion-MNIST's 1×28×28)", shape, err)
 		}
 		return a, nil
+	case NetFile:
+		a, err := model.NewNet(shape, cfg.Net, classes, model.SoftmaxCE)
+		if err != nil {
+			return a, bad("Net", "on samples of %v: %v", shape, err)
+		}
+		return a, nil
 	}
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
 }

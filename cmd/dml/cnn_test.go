@@ -45,3 +45,48 @@ func TestLeNet5FashionMNIST(t *testing.T) {
 		t.Fatalf("check_npz.py: %v: %s; want accuracy %s", err, out, acc[1])
 	}
 }
+
+// TestModelFile: a network from --model-file trains on synthetic images,
+// saves its layers' names, and dml eval --model-file reads them back with
+// the accuracy training reported; a file or a flag combination that
+// cannot be built is refused in one line naming the layer, exit 2, before
+// any data is read.
+func TestModelFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	net := write("net.yaml", "layers:\n  - {kind: conv, name: c1, out: 4, kernel: 3, pad: 1}\n  - {kind: relu}\n  - {kind: avgpool}\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 3}\n")
+	w := filepath.Join(dir, "w.npz")
+	data := []string{"--data", "synthetic-images", "--shape", "2x8x8", "--classes", "3", "--samples", "300", "--backend", "cpu"}
+	r := dml(t, 0, append([]string{"train", "--model-file", net, "--epochs", "2", "--lr", "0.02", "--save", w}, data...)...)
+	acc := regexp.MustCompile(`test accuracy (\d\.\d{4})`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || acc == nil || !strings.Contains(r.stdout, "training file 2×8×8: c1 4k3p1, relu, avgpool 8, flatten, fc 3") {
+		t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	e := dml(t, 0, append([]string{"eval", "--model-file", net, "--weights", w}, data...)...)
+	if e.code != 0 || !strings.Contains(e.stdout, "accuracy "+acc[1]) {
+		t.Fatalf("eval: exit %d, stdout %q, want accuracy %s\nstderr %s", e.code, e.stdout, acc[1], e.stderr)
+	}
+	for _, tc := range []struct {
+		body string
+		args []string
+		want string
+	}{
+		{"layers:\n  - {kind: conv, name: c1, out: 4, kernal: 3}\n", nil, `line 2: unknown key "kernal"`},
+		{"layers:\n  - {kind: conv, name: c1, out: 4, kernel: 3}\n  - {kind: linear, name: fc, out: 3}\n", nil, "layer 1 (linear fc): needs a flat input, but it gets 4×6×6 values per sample: put a flatten before it"},
+		{"layers:\n  - {kind: conv, name: c1, out: 4, kernel: 9}\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 3}\n", nil, "layer 0 (conv c1): a 9×9 kernel is larger than its 8×8 input"},
+		{"layers:\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 5}\n", nil, "the network ends in 5 values per sample, the data has 3 classes"},
+		{"layers:\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 3}\n", []string{"--model", "mlp"}, "is set, but the model is mlp"},
+	} {
+		f := write("bad.yaml", tc.body)
+		r := dml(t, 0, append(append([]string{"train", "--model-file", f}, tc.args...), data...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%q %v: exit %d, stderr %q; want exit 2 and one line with %q", tc.body, tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/collectives/stall"
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/kernels"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
@@ -423,6 +425,13 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 	if err := cfg.Validate(); err != nil {
 		return usageErr("%s: %s", cmd, flagError(err))
 	}
+	// A network that cannot take the data is refused before any data is
+	// read, where the data's shape is known without reading it.
+	if shape, classes, ok := knownShape(cfg.Data); ok && (cfg.Model == trainer.LeNet5 || cfg.Model == trainer.NetFile) {
+		if _, err := trainer.BuildArch(*cfg, shape, classes); err != nil {
+			return usageErr("%s: %s", cmd, flagError(err))
+		}
+	}
 	resolveOverlap(overlap, cfg, cf)
 	return nil
 }
@@ -473,7 +482,15 @@ func limitMemory() (rankMemory, error) {
 // the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
-	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), or lenet5 (a convolutional network on images: Fashion-MNIST, IDX)")
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), or file (the network --model-file describes)")
+	fs.Func("model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file", func(path string) error {
+		layers, err := readNetFile(path)
+		if err != nil {
+			return err
+		}
+		cfg.Model, cfg.Net = trainer.NetFile, layers
+		return nil
+	})
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
@@ -609,17 +626,35 @@ func (f algoFlag) Set(s string) (err error) {
 	return err
 }
 
+// readNetFile reads a model file's layers (a regular file of at most
+// model.MaxNetFileBytes).
+func readNetFile(path string) ([]model.LayerSpec, error) {
+	b, err := regfile.ReadFile(path, model.MaxNetFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := model.ParseNetFile(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return layers, nil
+}
+
 // netWeights builds network kind's architecture for samples of shape with
 // the classes its weights' last layer has, and lays the weights out.
-func netWeights(kind trainer.ModelKind, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
+func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
 	cfg := trainer.DefaultConfig()
-	cfg.Model = kind
-	probe, err := trainer.BuildArch(cfg, shape, 1)
-	if err != nil {
-		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
+	cfg.Model, cfg.Net = kind, layers
+	specs := layers
+	if kind == trainer.LeNet5 {
+		specs = model.LeNet5(1)
 	}
-	ls := probe.Layers()
-	last := ls[len(ls)-1].Name + ".weight"
+	last := ""
+	for _, l := range specs {
+		if l.Kind == model.KindLinear || l.Kind == model.KindConv {
+			last = l.Name + ".weight"
+		}
+	}
 	w, ok := arrays[last]
 	if !ok || len(w.Shape) == 0 {
 		return model.Arch{}, nil, fmt.Errorf("--weights: no array %s: these are not %v weights", last, kind)
@@ -637,7 +672,7 @@ func netWeights(kind trainer.ModelKind, arrays map[string]model.Array, shape dat
 
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
-	"Model": "--model", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
+	"Model": "--model", "Net": "--model-file", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
@@ -795,6 +830,12 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 		net, netSet = k, err == nil && k == trainer.LeNet5
 		return err
 	})
+	var netLayers []model.LayerSpec
+	fs.Func("model-file", "the network (a model file, as dml train's --model-file) the weights are of", func(path string) (err error) {
+		netLayers, err = readNetFile(path)
+		net, netSet = trainer.NetFile, err == nil
+		return err
+	})
 	batch := fs.Int("batch", 1000, "evaluation batch size")
 	seed := fs.Uint64("seed", trainer.DefaultConfig().Seed, "seed of the synthetic data (as given to train)")
 	registerData(fs, &dc)
@@ -887,7 +928,7 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 				fp, err = trainer.SourceFingerprint(test)
 			}
 			if err == nil && netSet {
-				arch, params, err = netWeights(net, arrays, data.SampleShape(test))
+				arch, params, err = netWeights(net, netLayers, arrays, data.SampleShape(test))
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err

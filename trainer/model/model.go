@@ -37,7 +37,10 @@ type Model struct {
 	MaxRows int
 	Params  kernels.Buffer
 	Grads   kernels.Buffer
-	// Tracer receives "forward" and "backward" spans (trace.Nop from New).
+	// Tracer receives "forward" and "backward" spans (trace.Nop from New),
+	// and for a network (Arch.Net) one span per layer inside them, named
+	// by the layer ("conv1", "relu", "maxpool"; "conv1 backward" in the
+	// backward pass).
 	Tracer trace.Tracer
 
 	nodes  []node
@@ -277,6 +280,7 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 	b, rows := m.B, m.rows
 	for i, n := range m.nodes {
 		x, y := m.input(i), m.view(m.acts[i], rows, n.out.Size())
+		sp := m.layerSpan(n, "")
 		var err error
 		switch n.Kind {
 		case KindLinear:
@@ -295,6 +299,7 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 			err = m.conv.AvgPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 		case KindFlatten:
 		}
+		sp.Err(err).End()
 		if err != nil {
 			return nil, fmt.Errorf("%s forward: %w", n.label(i), err)
 		}
@@ -425,6 +430,7 @@ func (m *Model) backward(hook GradHook) error {
 		if i > 0 {
 			dx = m.view(m.dacts[i-1], rows, n.in.Size())
 		}
+		sp := m.layerSpan(n, " backward")
 		var err error
 		switch n.Kind {
 		case KindLinear:
@@ -458,11 +464,25 @@ func (m *Model) backward(hook GradHook) error {
 			}
 		case KindFlatten:
 		}
+		sp.Err(err).End()
 		if err != nil {
 			return fmt.Errorf("%s backward: %w", n.label(i), err)
 		}
 	}
 	return nil
+}
+
+// layerSpan begins a layer's span in a network's timeline (an MLP's has
+// only the forward and backward spans, as before networks).
+func (m *Model) layerSpan(n node, suffix string) trace.Span {
+	if len(m.Arch.Net) == 0 {
+		return trace.Nop.Begin("")
+	}
+	name := n.Name
+	if name == "" {
+		name = n.Kind
+	}
+	return m.Tracer.Begin(name+suffix).Cat(trace.Compute).Arg("rows", m.rows)
 }
 
 // hooked tells hook that node i's parameters' gradient is complete.

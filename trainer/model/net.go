@@ -27,15 +27,15 @@ var LayerKinds = []string{KindLinear, KindConv, KindReLU, KindMaxPool, KindAvgPo
 // LayerSpec is one layer of a network, as a preset or a model file
 // describes it.
 type LayerSpec struct {
-	Kind string `json:"kind"`
+	Kind string `json:"kind" yaml:"kind"`
 	// Name prefixes the layer's parameters in .npz files and checkpoints
 	// ("conv1" → conv1.weight, conv1.bias): PyTorch's state_dict names.
-	Name   string `json:"name,omitempty"`
-	Out    int    `json:"out,omitempty"`    // linear: outputs; conv: output channels
-	Kernel int    `json:"kernel,omitempty"` // conv, pooling: the window's side
-	Stride int    `json:"stride,omitempty"` // conv: default 1; pooling: default the kernel
-	Pad    int    `json:"pad,omitempty"`    // conv: zero padding on every side
-	NoBias bool   `json:"no_bias,omitempty"`
+	Name   string `json:"name,omitempty" yaml:"name"`
+	Out    int    `json:"out,omitempty" yaml:"out"`       // linear: outputs; conv: output channels
+	Kernel int    `json:"kernel,omitempty" yaml:"kernel"` // conv, pooling: the window's side
+	Stride int    `json:"stride,omitempty" yaml:"stride"` // conv: default 1; pooling: default the kernel
+	Pad    int    `json:"pad,omitempty" yaml:"pad"`       // conv: zero padding on every side
+	NoBias bool   `json:"no_bias,omitempty" yaml:"no_bias"`
 }
 
 // hasParams reports whether the layer has weights.

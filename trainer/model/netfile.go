@@ -1,0 +1,82 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// A model file describes a network in YAML, one layer per list item, with
+// LayerSpec's fields:
+//
+//	layers:
+//	  - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2}
+//	  - {kind: relu}
+//	  - {kind: maxpool, kernel: 2}
+//	  - {kind: flatten}
+//	  - {kind: linear, name: fc1, out: 10}
+//
+// Unknown keys are errors (a typo names its line); the shapes are checked
+// when the network meets the data (NewNet).
+
+// oneLine words a YAML error in one line: each of a TypeError's errors
+// (joined by "; "), an unknown key as such.
+func oneLine(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		if pre, key, ok := strings.Cut(m, ": field "); ok {
+			if k, _, ok := strings.Cut(key, " not found in type model.LayerSpec"); ok {
+				m = fmt.Sprintf("%s: unknown key %q (want kind, name, out, kernel, stride, pad, no_bias)", pre, k)
+			} else if k, _, ok := strings.Cut(key, " not found in type model.netFile"); ok {
+				m = fmt.Sprintf("%s: unknown key %q (want layers)", pre, k)
+			}
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// netFile is a model file's document.
+type netFile struct {
+	Layers []LayerSpec `yaml:"layers"`
+}
+
+// MaxNetFileBytes bounds a model file.
+const MaxNetFileBytes = 1 << 20
+
+// ParseNetFile reads a model file's layers.
+func ParseNetFile(r io.Reader) ([]LayerSpec, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxNetFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxNetFileBytes {
+		return nil, fmt.Errorf("more than %d bytes: not a model file", MaxNetFileBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var f netFile
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty: want a list of layers under layers:")
+		}
+		return nil, oneLine(err)
+	}
+	if len(f.Layers) == 0 {
+		return nil, fmt.Errorf("no layers (want a list under layers:)")
+	}
+	for i, l := range f.Layers {
+		if l.Kind == "" {
+			return nil, fmt.Errorf("layer %d: no kind (want one of linear, conv, relu, maxpool, avgpool, flatten)", i)
+		}
+	}
+	return f.Layers, nil
+}

@@ -1,0 +1,53 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseNetFile: a model file's layers are read as written; typos,
+// layers without a kind, empty files and oversized ones are refused in one
+// line that says where.
+func TestParseNetFile(t *testing.T) {
+	good := `# a comment
+layers:
+  - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2}
+  - {kind: relu}
+  - kind: maxpool
+    kernel: 2
+  - {kind: flatten}
+  - {kind: linear, name: fc, out: 10, no_bias: true}
+`
+	layers, err := ParseNetFile(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LayerSpec{{Kind: KindConv, Name: "conv1", Out: 6, Kernel: 5, Pad: 2}, {Kind: KindReLU}, {Kind: KindMaxPool, Kernel: 2},
+		{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 10, NoBias: true}}
+	if len(layers) != len(want) {
+		t.Fatalf("layers %+v, want %+v", layers, want)
+	}
+	for i := range want {
+		if layers[i] != want[i] {
+			t.Errorf("layer %d: %+v, want %+v", i, layers[i], want[i])
+		}
+	}
+	a, err := NewNet(Shape{C: 1, H: 28, W: 28}, layers, 10, SoftmaxCE)
+	if err != nil || a.NumParams() != 6*25+6+6*14*14*10 {
+		t.Errorf("the network: %v, %d parameters", err, a.NumParams())
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"layers:\n  - {kind: conv, name: c, out: 6, kernal: 5}\n", `line 2: unknown key "kernal"`},
+		{"layers:\n  - {name: c, out: 6}\n", "layer 0: no kind"},
+		{"", "empty"},
+		{"layers: []\n", "no layers"},
+		{"layerz:\n  - {kind: relu}\n", `unknown key "layerz"`},
+		{"layers:\n  - {kind: relu\n", "line"},
+		{"layers:\n" + strings.Repeat("  - {kind: relu}\n", MaxNetFileBytes/16), "more than"},
+	} {
+		_, err := ParseNetFile(strings.NewReader(tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%.40q: %v, want one line containing %q", tc.file, err, tc.want)
+		}
+	}
+}
