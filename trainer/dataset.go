@@ -46,7 +46,7 @@ type DataConfig struct {
 }
 
 // DataNames lists the data sources.
-var DataNames = []string{"fashion-mnist", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
+var DataNames = []string{"fashion-mnist", "cifar10", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
@@ -54,7 +54,7 @@ func (d DataConfig) Validate() error {
 		return err
 	}
 	switch d.Name {
-	case "fashion-mnist":
+	case "fashion-mnist", "cifar10":
 	case "idx":
 		if len(strings.Split(d.Train, ",")) != 2 {
 			return bad("Data.Train", "IMAGES,LABELS is needed with data idx (and optionally a test set, IMAGES,LABELS)")
@@ -159,6 +159,17 @@ func splitSparse(all *data.Sparse, nTrain int) (*data.Sparse, *data.Sparse, erro
 	return train, test, err
 }
 
+// usageData is a data folder that is not what the flags say it is (a
+// CIFAR-10 file missing, truncated, oversized, or with a bad label): a
+// usage error (exit 2) that names the file.
+type usageData struct{ err error }
+
+func (e usageData) Error() string   { return e.err.Error() }
+func (e usageData) Unwrap() []error { return []error{e.err, ErrUsage} }
+
+// firstRows is a source's row count.
+func firstRows(s data.DenseSource) int { n, _, _ := s.Shape(); return n }
+
 // seq is lo, lo+1, …, hi-1.
 func seq(lo, hi int) []int {
 	idx := make([]int, 0, max(0, hi-lo))
@@ -193,6 +204,12 @@ func (d DataConfig) openWithin(seed uint64, check memoryCheck) (train, test data
 		tr, te, err := data.OpenFashionMNIST(d.Dir)
 		if err != nil {
 			return nil, nil, err
+		}
+		return tr, te, nil
+	case "cifar10":
+		tr, te, err := data.OpenCIFAR10(d.Dir)
+		if err != nil {
+			return nil, nil, usageData{err}
 		}
 		return tr, te, nil
 	case "idx":
@@ -270,6 +287,16 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 	switch d.Name {
 	case "fashion-mnist":
 		return data.LoadFashionMNIST(d.Dir)
+	case "cifar10":
+		tr, te, err := data.OpenCIFAR10(d.Dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if train, err = tr.Subset(seq(0, firstRows(tr))); err != nil {
+			return nil, nil, err
+		}
+		test, err = te.Subset(seq(0, firstRows(te)))
+		return train, test, err
 	case "idx":
 		p := strings.Split(d.Train, ",")
 		if train, err = data.LoadIDXPair(p[0], p[1], 0); err != nil {

@@ -158,7 +158,10 @@ func SourceFingerprint(sets ...data.DenseSource) (uint64, error) {
 			f.word(0)
 		case *data.Dense:
 			f.word(DenseFingerprint(s))
-		case *data.IDXSource:
+		case interface {
+			data.DenseSource
+			Digest() (uint64, error)
+		}: // IDX and CIFAR-10 files
 			rows, cols, classes := s.Shape()
 			d, err := s.Digest()
 			if err != nil {

@@ -340,6 +340,8 @@ func knownShape(d trainer.DataConfig) (shape data.Shape, classes int, ok bool) {
 		return data.Shape{C: d.Features, H: 1, W: 1}, d.Classes, true
 	case "fashion-mnist":
 		return data.Shape{C: 1, H: 28, W: 28}, 10, true
+	case "cifar10":
+		return data.Shape{C: 3, H: 32, W: 32}, data.CIFARClasses, true
 	case "synthetic-images":
 		shape := trainer.DefaultImageShape
 		if d.Shape != "" {

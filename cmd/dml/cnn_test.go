@@ -90,3 +90,36 @@ func TestModelFile(t *testing.T) {
 		}
 	}
 }
+
+// TestCIFAR10Data: --data cifar10 trains a CNN on a folder of CIFAR-10
+// binary files (generated here: no CIFAR can be fetched) under mpirun, as
+// 3×32×32 images; a truncated file is refused in one line naming it, exit 2.
+func TestCIFAR10Data(t *testing.T) {
+	dir := t.TempDir()
+	for i, name := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"} {
+		var b []byte
+		for r := range 40 {
+			y := (r + i) % 10
+			b = append(b, byte(y))
+			for j := range 3072 {
+				b = append(b, byte((y*25+j*(y+1))%256))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net := filepath.Join(dir, "net.yaml")
+	os.WriteFile(net, []byte("layers:\n  - {kind: conv, name: c1, out: 4, kernel: 3, stride: 2}\n  - {kind: relu}\n  - {kind: avgpool}\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 10}\n"), 0o644)
+	r := dml(t, 2, "train", "--model-file", net, "--data", "cifar10", "--data-dir", dir, "--epochs", "1", "--backend", "cpu")
+	if r.code != 0 || !strings.Contains(r.stdout, "training file 3×32×32: c1 4k3s2") || !strings.Contains(r.stdout, "on 200 samples") {
+		t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	p := filepath.Join(dir, "data_batch_4.bin")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, b[:len(b)-7], 0o644)
+	r = dml(t, 0, "train", "--model-file", net, "--data", "cifar10", "--data-dir", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, "data_batch_4.bin has 122913 bytes, not a whole number of 3073-byte records") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("truncated file: exit %d, stderr %q; want exit 2 and one line naming it", r.code, r.stderr)
+	}
+}
