@@ -99,7 +99,7 @@ func ckptCases() []ckptCase {
 		{"ps-bsp-2servers", 4, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 2 }},
 		{"ps-bsp-sigmod", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Filters = SyncPS, 1, "sigmod:0.01" }},
 		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology, c.Epochs = SyncDPSGD, gossip.Ring, 4 }},
-		{"lenet5", 2, func(c *Config) { c.Model, c.Data = LeNet5, cnnCfg().Data }},
+		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
 	}
 }

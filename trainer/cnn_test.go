@@ -19,12 +19,23 @@ func cnnCfg() Config {
 
 // TestCNNSyncEquivalence: a CNN (LeNet-5, no batch norm) trained on N
 // ranks × batch b has the weights of 1 rank × batch N·b, as the MLP does
-// (TestSyncEquivalence).
+// (TestSyncEquivalence), with augmentation too: a sample is transformed
+// by its index in the whole set, whatever rank trains on it.
 func TestCNNSyncEquivalence(t *testing.T) {
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-			checkOneRankEquivalent(t, n, cnnCfg())
-		})
+	for _, aug := range []string{"", "crop,flip"} {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("augment=%s/ranks=%d", aug, n), func(t *testing.T) {
+				cfg := cnnCfg()
+				cfg.Augment = aug
+				checkOneRankEquivalent(t, n, cfg)
+			})
+		}
+	}
+	// And augmentation changes training (the check above is not vacuous).
+	plain, aug := cnnCfg(), cnnCfg()
+	aug.Augment = "crop,flip"
+	if equalFloats(mustRun(t, 1, plain)[0].Params, mustRun(t, 1, aug)[0].Params) {
+		t.Error("--augment crop,flip trained the same weights as no augmentation")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -28,6 +29,9 @@ type Config struct {
 	// Net is a network's layers (Model NetFile: read from a model file;
 	// their content, not the file's path, is what ranks compare).
 	Net []model.LayerSpec `json:"net,omitempty"`
+	// Augment is the training images' augmentation (data.ParseAugment:
+	// "crop", "flip", "crop,flip"; "": none).
+	Augment string `json:"augment,omitempty"`
 
 	Data     DataConfig   `json:"data"`
 	Epochs   int          `json:"epochs"`
@@ -140,6 +144,9 @@ const MaxStraggleFactor = 1e9
 func (c Config) Validate() error {
 	if err := finiteFloats(reflect.ValueOf(c), ""); err != nil {
 		return err
+	}
+	if _, err := data.ParseAugment(c.Augment); err != nil {
+		return bad("Augment", "%v", err)
 	}
 	if c.Model != NetFile && len(c.Net) > 0 {
 		return bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)

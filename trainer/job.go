@@ -227,6 +227,9 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	defer m.Free()
 	m.Tracer = j.tr
+	if err := j.augment(m, data.SampleShape(train)); err != nil {
+		return nil, err
+	}
 
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
@@ -324,6 +327,30 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
 }
 
+// augment sets m up to augment its training batches (Config.Augment):
+// sample i of this rank's shard is sample shardIdx + i·ranks of the
+// training set (data.StridedShard), so every sample is transformed as on
+// any other number of ranks, and the epoch the loop is in (augEpoch).
+func (j *job) augment(m *model.Model, shape data.Shape) error {
+	a, err := data.ParseAugment(j.cfg.Augment)
+	if err != nil || !a.On() {
+		return err
+	}
+	if shape.Flat() || shape.H < 2 || shape.W < 2 {
+		return bad("Augment", "%s: the samples are not images (their shape is %v): augmentation is for image data", a, shape)
+	}
+	var global []int
+	var img []float32
+	m.Augment = func(x []float32, idx []int) {
+		global = global[:0]
+		for _, i := range idx {
+			global = append(global, j.shardIdx+i*j.sched.ranks)
+		}
+		img = a.Apply(x, shape, global, j.cfg.Seed, j.augEpoch, img)
+	}
+	return nil
+}
+
 // job is what every rank knows about a run once it is set up: the
 // configuration, who it is, which shard it trains on and the schedule.
 // Strategies hold the rest (model, worker, buffers).
@@ -340,6 +367,7 @@ type job struct {
 	interrupted    bool     // the loop stopped on Stop
 	stoppedAt      Position // where it stopped
 	lastCheckpoint string   // the file last written (reporting rank)
+	augEpoch       int      // the epoch of the step the loop runs (augmentation)
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int

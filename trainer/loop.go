@@ -225,6 +225,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 				idx = order[lo:hi]
 			}
 			step := pos.Step
+			j.augEpoch = spEpoch
 			if paced {
 				step = res.Steps // the strategy's own count
 			}

@@ -492,6 +492,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 		return nil
 	})
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
+	fs.StringVar(&cfg.Augment, "augment", "", "augment training images: crop (a random crop of the image padded by 4), flip (mirrored half the time), or crop,flip; the same for every run with the same --seed, on any number of ranks")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
 	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "mini-batch size per rank (global batch = ranks × batch); a batch above a rank's shard of the training set takes the whole shard, one step per epoch")
@@ -672,7 +673,7 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
-	"Model": "--model", "Net": "--model-file", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
+	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",

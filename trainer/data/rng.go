@@ -25,6 +25,7 @@ const (
 	streamImagePatterns = 7
 	streamImageLabels   = 8
 	streamImageNoise    = 9
+	streamAugment       = 1 << 40 // + the sample's index
 )
 
 // newPCG returns the generator for (seed, stream).

@@ -37,6 +37,10 @@ type Model struct {
 	MaxRows int
 	Params  kernels.Buffer
 	Grads   kernels.Buffer
+	// Augment, if not nil, transforms a training batch on the host after
+	// LoadBatch gathered it (rows of x, the samples idx of the set), before
+	// it is uploaded; evaluation (Score) never calls it.
+	Augment func(x []float32, idx []int)
 	// Tracer receives "forward" and "backward" spans (trace.Nop from New),
 	// and for a network (Arch.Net) one span per layer inside them, named
 	// by the layer ("conv1", "relu", "maxpool"; "conv1 backward" in the
@@ -214,6 +218,10 @@ func (m *Model) Upload(hv []float32, rows int) error {
 // LoadBatch gathers rows idx of set (features and labels) into the host
 // staging buffer and uploads them in one piece. It returns the rows loaded.
 func (m *Model) LoadBatch(set *data.Dense, idx []int) (int, error) {
+	return m.loadBatch(set, idx, m.Augment)
+}
+
+func (m *Model) loadBatch(set *data.Dense, idx []int, augment func([]float32, []int)) (int, error) {
 	rows, in := len(idx), m.Arch.Sizes[0]
 	if rows > m.MaxRows {
 		return 0, fmt.Errorf("model: batch of %d rows, room for %d: %w", rows, m.MaxRows, kernels.ErrShape)
@@ -225,6 +233,9 @@ func (m *Model) LoadBatch(set *data.Dense, idx []int) (int, error) {
 	}
 	for i, y := range ys {
 		hv[rows*in+i] = float32(y)
+	}
+	if augment != nil {
+		augment(hv[:rows*in], idx)
 	}
 	return rows, m.Upload(hv, rows)
 }
@@ -527,7 +538,7 @@ func (m *Model) Score(set *data.Dense) (Score, error) {
 		for i := lo; i < lo+rows; i++ {
 			idx = append(idx, i)
 		}
-		if _, err := m.LoadBatch(set, idx); err != nil {
+		if _, err := m.loadBatch(set, idx, nil); err != nil {
 			return Score{}, err
 		}
 		logits, err := m.Forward()
