@@ -119,3 +119,57 @@ func mulAll(f ...int) (int, bool) {
 	}
 	return p, true
 }
+
+// NormOps is the optional op set of batch normalisation over a batch of
+// n samples of c channels of hw values each (NCHW), per channel, as
+// PyTorch's BatchNorm2d computes it, detected with NormOf. Every output is
+// overwritten.
+type NormOps interface {
+	// BatchNormTrain normalises with the batch's own statistics: for each
+	// channel, μ = mean, σ² = the biased variance over the n·hw values,
+	// y = γ·(x − μ)/√(σ² + eps) + β; it writes μ and 1/√(σ² + eps) into
+	// mean and invstd (c each) for the backward pass, and updates the
+	// running statistics: runMean ← (1−m)·runMean + m·μ, runVar ←
+	// (1−m)·runVar + m·σ²·N/(N−1) with N = n·hw (the unbiased variance; σ²
+	// when N is 1).
+	BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta Buffer, n, c, hw int, eps, momentum float32) error
+	// BatchNormInfer normalises with the running statistics:
+	// y = γ·(x − runMean)/√(runVar + eps) + β.
+	BatchNormInfer(y, x, runMean, runVar, gamma, beta Buffer, n, c, hw int, eps float32) error
+	// BatchNormGrad is BatchNormTrain's backward pass given the mean and
+	// invstd it wrote: dγ = Σ dy·x̂, dβ = Σ dy, and dx = γ·invstd·(dy −
+	// dβ/N − x̂·dγ/N), x̂ = (x − μ)·invstd, per channel.
+	BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma Buffer, n, c, hw int) error
+}
+
+// NormOf returns b's NormOps (looking through decorators, as ConvOf).
+func NormOf(b Backend) (NormOps, bool) {
+	inner := b
+	for {
+		u, ok := inner.(interface{ Unwrap() Backend })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	if _, ok := inner.(NormOps); !ok {
+		return nil, false
+	}
+	nb, ok := b.(NormOps)
+	return nb, ok
+}
+
+// CheckNorm validates batch-norm shapes: x of n·c·hw, per-channel vectors
+// of c (their lengths in perChannel).
+func CheckNorm(op string, xLen, n, c, hw int, perChannel ...int) error {
+	all, ok := mulAll(n, c, hw)
+	if n < 0 || c <= 0 || hw <= 0 || !ok || xLen != all {
+		return fmt.Errorf("%s: %d elements for n %d × c %d × hw %d: %w", op, xLen, n, c, hw, ErrShape)
+	}
+	for i, l := range perChannel {
+		if l != c {
+			return fmt.Errorf("%s: per-channel argument %d has %d elements, want %d: %w", op, i, l, c, ErrShape)
+		}
+	}
+	return nil
+}

@@ -92,6 +92,14 @@ func (c Config) checkpointHash() uint64 {
 	return c.Hash()
 }
 
+// stateSaver is a Strategy whose model may keep state beside its weights
+// (batch norms' running statistics): every training rank calls
+// modelState at the same step boundary as saveState (it may be a
+// collective); the reporting rank's result goes into the checkpoint.
+type stateSaver interface {
+	modelState() ([]float32, error)
+}
+
 // checkpointer is a Strategy that can write checkpoints. Every training
 // rank calls saveState at the same step boundary; the reporting rank gets
 // the state to write, the others nil.
@@ -159,8 +167,22 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 	t0 := time.Now()
 	j.lastCheckpointSteps = next.Steps
 	c, err := cp.saveState()
-	if err != nil || c == nil {
+	if err != nil {
 		return err
+	}
+	// A network's batch-norm statistics: every rank that trains takes
+	// part (stateSaver), the reporting rank keeps them.
+	if ss, ok := s.(stateSaver); ok {
+		st, err := ss.modelState()
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if c != nil {
+			c.ModelState = st
+		}
+	}
+	if c == nil {
+		return nil
 	}
 	c.Meta = j.checkpointMeta(c.Meta.Arch, next)
 	b, err := c.encode()
@@ -332,6 +354,8 @@ type resumed struct {
 	params, opt []float32
 	// own is this rank's own model and optimizer state (dpsgd).
 	own []float32
+	// state is a network's batch-norm running statistics (nil: none).
+	state []float32
 	// residues are this worker's filter residues, one per filter (nil
 	// entries for filters without one).
 	residues [][]float32
@@ -350,14 +374,14 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	var pickErr error
 	// What rank 0 found: refused / none / a checkpoint (headRefused,
 	// headFresh, headFound), its position and its optimizer state's length.
-	head := make([]uint64, 5)
+	head := make([]uint64, 6)
 	if c.Rank() == 0 {
 		ck, path, pickErr = j.pickCheckpoint(arch)
 		switch {
 		case pickErr != nil:
 			head[0] = headRefused
 		case ck != nil:
-			head = []uint64{headFound, uint64(ck.Meta.Epoch), uint64(ck.Meta.Step), uint64(ck.Meta.Steps), uint64(len(ck.OptState))}
+			head = []uint64{headFound, uint64(ck.Meta.Epoch), uint64(ck.Meta.Step), uint64(ck.Meta.Steps), uint64(len(ck.OptState)), uint64(len(ck.ModelState))}
 		}
 	}
 	if err := collectives.BroadcastUint64(c, head, 0); err != nil {
@@ -388,6 +412,15 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		}
 		if err := collectives.Broadcast(c, r.opt, 0); err != nil {
 			return nil, fmt.Errorf("resuming: optimizer state: %w", err)
+		}
+	}
+	if n := int(head[5]); n > 0 {
+		r.state = make([]float32, n)
+		if ck != nil {
+			copy(r.state, ck.ModelState)
+		}
+		if err := collectives.Broadcast(c, r.state, 0); err != nil {
+			return nil, fmt.Errorf("resuming: batch-norm statistics: %w", err)
 		}
 	}
 	if err := j.cfg.Sync.unit().resume(j, ck, r); err != nil {

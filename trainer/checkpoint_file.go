@@ -43,6 +43,7 @@ const (
 	checksumEntry     = "checksum.sha256"
 	metaEntry         = "meta.json"
 	optEntry          = "optimizer.npy"
+	stateEntry        = "model_state.npy"
 )
 
 // checkpointMeta is meta.json.
@@ -77,8 +78,11 @@ type checkpointMeta struct {
 type checkpoint struct {
 	Meta     checkpointMeta
 	Params   []float32
-	OptState []float32   // nil for sgd
-	Residues [][]float32 // per worker, or nil
+	OptState []float32 // nil for sgd
+	// ModelState is a network's batch-norm running statistics
+	// (model.Arch.StateTensors; nil without).
+	ModelState []float32
+	Residues   [][]float32 // per worker, or nil
 	// RankStates holds, under dpsgd, each rank's model followed by its
 	// optimizer state (Params is then the ranks' average, the consensus
 	// model, for numpy).
@@ -103,6 +107,11 @@ func (c *checkpoint) encode() ([]byte, error) {
 	}
 	if c.OptState != nil {
 		if err := add(optEntry, npy.Float32(c.OptState, len(c.OptState))); err != nil {
+			return nil, err
+		}
+	}
+	if c.ModelState != nil {
+		if err := add(stateEntry, npy.Float32(c.ModelState, len(c.ModelState))); err != nil {
 			return nil, err
 		}
 	}
@@ -221,6 +230,11 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		c.Params = append(c.Params, v...)
 	}
 	p := arch.NumParams()
+	if ns := arch.NumState(); ns > 0 {
+		if c.ModelState, err = array(stateEntry, ns); err != nil {
+			return nil, err
+		}
+	}
 	if _, ok := entries[optEntry]; ok {
 		if c.OptState, err = array(optEntry, p); err != nil {
 			return nil, err

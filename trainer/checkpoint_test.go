@@ -101,6 +101,11 @@ func ckptCases() []ckptCase {
 		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology, c.Epochs = SyncDPSGD, gossip.Ring, 4 }},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
+		{"batchnorm", 2, func(c *Config) { b := bnCfg(); c.Model, c.Net, c.Data = b.Model, b.Net, b.Data }},
+		{"batchnorm-dpsgd", 3, func(c *Config) {
+			b := bnCfg()
+			c.Model, c.Net, c.Data, c.Sync, c.Topology, c.Epochs = b.Model, b.Net, b.Data, SyncDPSGD, gossip.Ring, 4
+		}},
 	}
 }
 
@@ -346,7 +351,7 @@ func TestStopEvaluatesStoppedWeights(t *testing.T) {
 			}
 			var want EvalResult
 			noErrs(t, local.NewWorld(1).Run(func(c *local.Comm) error {
-				want, err = Evaluate(c, cpu.New(), r0.Arch, r0.Params, test, 1000)
+				want, err = Evaluate(c, cpu.New(), r0.Arch, r0.Params, nil, test, 1000)
 				return err
 			}))
 			if r0.TestAcc != want.Accuracy {

@@ -2,10 +2,12 @@ package trainer
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // cnnCfg is LeNet-5 on a small set of synthetic 1×28×28 images.
@@ -71,5 +73,44 @@ func TestCNNEveryStrategy(t *testing.T) {
 				t.Errorf("architecture %s", got)
 			}
 		})
+	}
+}
+
+// bnCfg is a small residual network with batch norm (a model file's) on
+// synthetic 2×8×8 images.
+func bnCfg() Config {
+	cfg := cnnCfg()
+	cfg.Model = NetFile
+	cfg.Net = []model.LayerSpec{{Kind: model.KindConv, Name: "conv1", Out: 4, Kernel: 3, Pad: 1, NoBias: true}, {Kind: model.KindBatchNorm, Name: "bn1"}, {Kind: model.KindReLU},
+		{Kind: model.KindBlock, Name: "layer1.0", Out: 4}, {Kind: model.KindBlock, Name: "layer2.0", Out: 8, Stride: 2},
+		{Kind: model.KindAvgPool}, {Kind: model.KindFlatten}, {Kind: model.KindLinear, Name: "fc", Out: 3}}
+	cfg.Data.Shape = "2x8x8"
+	cfg.Opt.LR = 0.05
+	return cfg
+}
+
+// TestBatchNormRanks: a network with batch norm and residual blocks
+// trains to the same accuracy band on 1 and 2 ranks (each rank normalises
+// with its own batch's statistics, so the weights differ), and every rank
+// ends with the same weights and the same running statistics, their
+// average over the ranks.
+func TestBatchNormRanks(t *testing.T) {
+	cfg := bnCfg()
+	cfg.Epochs = 6
+	one := cfg
+	one.Batch *= 2
+	r1 := mustRun(t, 1, one)[0]
+	r2 := mustRun(t, 2, cfg)
+	if !(r1.TestAcc > 0.8) || !(r2[0].TestAcc > 0.8) || math.Abs(r1.TestAcc-r2[0].TestAcc) > 0.1 {
+		t.Errorf("test accuracy %.3f on 1 rank, %.3f on 2: want both > 0.8 and within 0.1", r1.TestAcc, r2[0].TestAcc)
+	}
+	if len(r2[0].ModelState) != r2[0].Arch.NumState() || r2[0].Arch.NumState() == 0 {
+		t.Fatalf("running statistics: %d values, the model has %d", len(r2[0].ModelState), r2[0].Arch.NumState())
+	}
+	if !equalFloats(r2[0].Params, r2[1].Params) || !equalFloats(r2[0].ModelState, r2[1].ModelState) {
+		t.Error("the ranks end with different weights or statistics")
+	}
+	if equalFloats(r2[0].ModelState, r2[0].Arch.InitState()) {
+		t.Error("the running statistics never moved")
 	}
 }

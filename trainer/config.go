@@ -161,7 +161,7 @@ func (c Config) Validate() error {
 				return bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
-	case Softmax, Logreg, LeNet5:
+	case Softmax, Logreg, LeNet5, ResNet20:
 	case NetFile:
 		if len(c.Net) == 0 {
 			return bad("Net", "is empty: a network from a model file needs its layers")

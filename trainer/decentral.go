@@ -115,6 +115,9 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 
 func (l *localModel) free() { l.opt.Free() }
 
+// modelState: the ranks' averaged batch-norm statistics (collective).
+func (l *localModel) modelState() ([]float32, error) { return l.j.syncState(l.m, true) }
+
 // restore sets this rank's model and optimizer state from a checkpoint's
 // entry for it (the model, then the optimizer state).
 func (l *localModel) restore(own []float32) error {
@@ -246,6 +249,9 @@ func (l *localModel) averageInto(dst []float32) error {
 // every rank's test shard (collective), leaving x as it was.
 func (l *localModel) evaluate() (float64, error) {
 	b, m := l.j.Backend, l.m
+	if _, err := l.j.syncState(m, true); err != nil {
+		return 0, err
+	}
 	if l.shared {
 		l.keep = append(l.keep[:0], l.x...)
 	}
@@ -301,6 +307,9 @@ func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy,
 		}
 	}
 	res.Params = append([]float32(nil), l.avg...)
+	if res.ModelState, err = j.syncState(d.m, true); err != nil {
+		return nil, err
+	}
 	tot := []float32{float32(samples)}
 	if err := collectives.Allreduce(j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
 		return nil, err

@@ -70,9 +70,12 @@ const (
 	LeNet5
 	// NetFile is a network read from a model file (Config.Net).
 	NetFile
+	// ResNet20 is He et al.'s CIFAR ResNet-20 (model.ResNet20), with batch
+	// norm and residual blocks, on images (CIFAR-10's 3×32×32).
+	ResNet20
 )
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file"}
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20"}
 
 // Models lists the model names.
 var Models = modelNames[:]

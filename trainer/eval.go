@@ -20,7 +20,10 @@ type EvalResult struct {
 // Evaluate scores params (of arch) on every rank's strided shard of set,
 // in batches of batch rows, and combines the ranks' counts. A rank reads
 // only its shard's rows (set may be a data.IDXSource).
-func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params []float32, set data.DenseSource, batch int) (EvalResult, error) {
+//
+// state is a network's batch-norm running statistics (nil: the initial
+// ones; an MLP has none).
+func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params, state []float32, set data.DenseSource, batch int) (EvalResult, error) {
 	rows, cols, classes := set.Shape()
 	if cols != arch.Sizes[0] {
 		return EvalResult{}, fmt.Errorf("the data has %d features, the model takes %d", cols, arch.Sizes[0])
@@ -39,6 +42,11 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params []f
 	defer m.Free()
 	if err := b.Upload(m.Params, params); err != nil {
 		return EvalResult{}, err
+	}
+	if state != nil && m.State != nil {
+		if err := b.Upload(m.State, state); err != nil {
+			return EvalResult{}, err
+		}
 	}
 	s, err := m.Score(shard)
 	if err != nil {

@@ -44,12 +44,16 @@ var ErrConfigMismatch = errors.New("ranks disagree on the configuration")
 // Result is what a finished run leaves: the per-epoch figures and the
 // final weights (the same on every rank).
 type Result struct {
-	Arch    model.Arch
-	Params  []float32
-	Epochs  []EpochStats // on the reporting rank (rank 0; the first worker under ps)
-	Steps   int          // steps run, counting those before a resumed State
-	WallSec float64
-	TestAcc float64 // at the end of training (NaN if never evaluated)
+	Arch   model.Arch
+	Params []float32
+	// ModelState is a network's batch-norm running statistics at the end
+	// (Arch.StateTensors; nil for models without), averaged over the ranks
+	// that train (syncState).
+	ModelState []float32
+	Epochs     []EpochStats // on the reporting rank (rank 0; the first worker under ps)
+	Steps      int          // steps run, counting those before a resumed State
+	WallSec    float64
+	TestAcc    float64 // at the end of training (NaN if never evaluated)
 	// SamplesPerSec is the whole job's training throughput.
 	SamplesPerSec float64
 	// PS sums up the workers' parameter-server figures (with --sync ps).
@@ -230,6 +234,11 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err
 	}
+	if j.resume != nil && len(j.resume.state) > 0 {
+		if err := t.Backend.Upload(m.State, j.resume.state); err != nil {
+			return nil, err
+		}
+	}
 
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
@@ -317,6 +326,12 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return a, bad("Model", "lenet5 on samples of %v: %v (it takes images such as Fashion-MNIST's 1×28×28)", shape, err)
 		}
 		return a, nil
+	case ResNet20:
+		a, err := model.NewNet(shape, model.ResNet20(classes), classes, model.SoftmaxCE)
+		if err != nil {
+			return a, bad("Model", "resnet20 on samples of %v: %v (it takes images such as CIFAR-10's 3×32×32)", shape, err)
+		}
+		return a, nil
 	case NetFile:
 		a, err := model.NewNet(shape, cfg.Net, classes, model.SoftmaxCE)
 		if err != nil {
@@ -325,6 +340,40 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 		return a, nil
 	}
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
+}
+
+// syncState sets every rank's batch-norm running statistics to their
+// average over the ranks that train (a collective over every rank of the
+// Comm; trains: this rank is one of them), returning it; nil and no
+// collective for a model without state. Running statistics do not enter
+// training (batch norm trains on each batch's own statistics), so the
+// weights are the same whenever this runs; it runs where the statistics
+// are used or kept: evaluations that every rank takes part in, checkpoints,
+// the end of training. Each rank's statistics come from its own batches,
+// as under PyTorch DDP without SyncBatchNorm.
+func (j *job) syncState(m *model.Model, trains bool) ([]float32, error) {
+	n := m.Arch.NumState()
+	if n == 0 {
+		return nil, nil
+	}
+	st := make([]float32, n+1)
+	if trains {
+		if err := j.Backend.Download(st[:n], m.State); err != nil {
+			return nil, err
+		}
+		st[n] = 1
+	}
+	if err := collectives.Allreduce(j.Comm, st, collectives.Sum, collectives.Tree); err != nil {
+		return nil, fmt.Errorf("averaging the batch-norm statistics: %w", err)
+	}
+	for i := range n {
+		st[i] /= st[n]
+	}
+	st = st[:n]
+	if err := j.Backend.Upload(m.State, st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // augment sets m up to augment its training batches (Config.Augment):
@@ -363,11 +412,12 @@ type job struct {
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
 	reporter int          // the rank that prints epoch lines and writes --metrics
 
-	resume         *resumed // the state to start from (nil: fresh)
-	interrupted    bool     // the loop stopped on Stop
-	stoppedAt      Position // where it stopped
-	lastCheckpoint string   // the file last written (reporting rank)
-	augEpoch       int      // the epoch of the step the loop runs (augmentation)
+	resume         *resumed  // the state to start from (nil: fresh)
+	interrupted    bool      // the loop stopped on Stop
+	stoppedAt      Position  // where it stopped
+	lastCheckpoint string    // the file last written (reporting rank)
+	augEpoch       int       // the epoch of the step the loop runs (augmentation)
+	finalState     []float32 // ps: the batch-norm statistics the final evaluation used
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int
@@ -437,7 +487,7 @@ func (j *job) finish(res *Result) error {
 		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
 	}
 	if j.reports() && cfg.Save != "" {
-		if err := model.SaveNPZLabels(cfg.Save, res.Arch, res.Params, j.labels); err != nil {
+		if err := model.SaveNPZModel(cfg.Save, res.Arch, res.Params, res.ModelState, j.labels); err != nil {
 			return err
 		}
 	}

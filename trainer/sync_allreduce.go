@@ -145,6 +145,9 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		return nil, err
 	}
 	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState, Position: pos}
+	if res.ModelState, err = j.syncState(m, true); err != nil {
+		return nil, err
+	}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
 	return j.finishRun(res)
@@ -398,8 +401,14 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 
 // Evaluate measures the test accuracy over every rank's test shard.
 func (s *allreduceStrategy) Evaluate() (float64, error) {
+	if _, err := s.j.syncState(s.m, true); err != nil {
+		return 0, err
+	}
 	return evaluateShard(s.j.Comm, s.m, s.test)
 }
+
+// modelState: the ranks' averaged batch-norm statistics (collective).
+func (s *allreduceStrategy) modelState() ([]float32, error) { return s.j.syncState(s.m, true) }
 
 // saveState: the weights and optimizer state, on rank 0.
 func (s *allreduceStrategy) saveState() (*checkpoint, error) {

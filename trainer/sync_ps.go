@@ -131,6 +131,11 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 		if err := j.Backend.Upload(d.m.Params, p); err != nil {
 			return 0, err
 		}
+		// The workers' batch-norm statistics, averaged (servers have none).
+		var err error
+		if j.finalState, err = j.syncState(d.m, j.shardIdx >= 0); err != nil {
+			return 0, err
+		}
 		return evaluateShard(j.Comm, d.m, d.testShard)
 	}
 	return j.runPS(d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
@@ -215,6 +220,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		return nil, err
 	}
 	res.Params = params
+	res.ModelState = j.finalState
 	res.WallSec = time.Since(start).Seconds()
 	return j.finishRun(res)
 }
@@ -370,8 +376,19 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	return st, err
 }
 
+// modelState: this worker's own batch-norm statistics (a checkpoint under
+// ps keeps the reporting worker's: its workers are not in step).
+func (d *denseWorker) modelState() ([]float32, error) {
+	if d.m.State == nil {
+		return nil, nil
+	}
+	st := make([]float32, d.m.State.Len())
+	return st, d.j.Backend.Download(st, d.m.State)
+}
+
 // Evaluate measures the whole test set with the weights last pulled, on
-// the reporting worker only (the others return NaN).
+// the reporting worker only (the others return NaN), with its own
+// batch-norm statistics.
 func (d *denseWorker) Evaluate() (float64, error) {
 	if !d.j.reports() {
 		return math.NaN(), nil

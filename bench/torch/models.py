@@ -30,11 +30,55 @@ class LeNet5(nn.Module):
         return self.fc3(x)
 
 
+class BasicBlock(nn.Module):
+    """He et al.'s basic block, as dml's block layer (option B shortcut)."""
+
+    def __init__(self, inp, out, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inp, out, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out)
+        self.conv2 = nn.Conv2d(out, out, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or inp != out:
+            self.shortcut = nn.Sequential(nn.Conv2d(inp, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + self.shortcut(x))
+
+
+class ResNet20(nn.Module):
+    """dml's --model resnet20 (trainer/model/presets.go), for 3×32×32."""
+
+    def __init__(self, classes=10, in_channels=3):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        chans, inp = [16, 32, 64], 16
+        for stage, ch in enumerate(chans):
+            blocks = []
+            for b in range(3):
+                blocks.append(BasicBlock(inp, ch, 2 if b == 0 and stage > 0 else 1))
+                inp = ch
+            setattr(self, f"layer{stage + 1}", nn.Sequential(*blocks))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
 def build(name, classes=10, in_channels=1):
     if name == "lenet5":
         return LeNet5(classes, in_channels)
-    raise SystemExit(f"unknown model {name!r} (want lenet5)")
+    if name == "resnet20":
+        return ResNet20(classes, in_channels)
+    raise SystemExit(f"unknown model {name!r} (want lenet5 or resnet20)")
 
 
 # Input shape (C, H, W) each preset is evaluated on in these scripts.
-SHAPES = {"lenet5": (1, 28, 28)}
+SHAPES = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32)}

@@ -98,6 +98,11 @@ func TestSweepTakesEveryTrainFlag(t *testing.T) {
 			value = "0:2"
 		case "filters":
 			value = "fp16"
+		case "augment":
+			value = "crop"
+		case "model-file":
+			value = filepath.Join(t.TempDir(), "net.yaml")
+			os.WriteFile(value, []byte("layers:\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 2}\n"), 0o644)
 		}
 		s := spec
 		s.TrainArgs = []string{"--" + f.Name + "=" + value}

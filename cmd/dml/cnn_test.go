@@ -123,3 +123,44 @@ func TestCIFAR10Data(t *testing.T) {
 		t.Errorf("truncated file: exit %d, stderr %q; want exit 2 and one line naming it", r.code, r.stderr)
 	}
 }
+
+// TestResNet20 trains --model resnet20 on generated CIFAR-10 files under
+// mpirun with 2 ranks; dml eval reads the weights and the batch-norm
+// running statistics back (PyTorch's state_dict names, buffers included)
+// with the accuracy training reported, and when python3-torch is there,
+// the PyTorch module of bench/torch loads them with strict=True and gives
+// the same accuracy.
+func TestResNet20(t *testing.T) {
+	dir := t.TempDir()
+	for i, name := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"} {
+		var b []byte
+		for r := range 12 {
+			y := (r*7 + i) % 4
+			b = append(b, byte(y))
+			for j := range 3072 {
+				b = append(b, byte((y*60+(j%1024/32)*(y+1)*3+(r*j)%17)%256))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := filepath.Join(dir, "rn.npz")
+	r := dml(t, 2, "train", "--model", "resnet20", "--data", "cifar10", "--data-dir", dir, "--epochs", "1", "--batch", "8", "--save", w)
+	acc := regexp.MustCompile(`test accuracy (\d\.\d{4})`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || acc == nil || !strings.Contains(r.stdout, "272474 params") {
+		t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	e := dml(t, 0, "eval", "--model", "resnet20", "--weights", w, "--data", "cifar10", "--data-dir", dir)
+	if e.code != 0 || !strings.Contains(e.stdout, "accuracy "+acc[1]) {
+		t.Fatalf("eval: exit %d, stdout %q, want accuracy %s\nstderr %s", e.code, e.stdout, acc[1], e.stderr)
+	}
+	py := "/usr/bin/python3"
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		t.Skipf("no python3-torch: the PyTorch check of the saved ResNet-20 did not run")
+	}
+	out, err := exec.Command(py, "../../bench/torch/check_npz.py", "--model", "resnet20", "--cifar-dir", dir, w).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "accuracy "+acc[1]) {
+		t.Fatalf("check_npz.py: %v: %s; want accuracy %s", err, out, acc[1])
+	}
+}

@@ -427,7 +427,7 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 	}
 	// A network that cannot take the data is refused before any data is
 	// read, where the data's shape is known without reading it.
-	if shape, classes, ok := knownShape(cfg.Data); ok && (cfg.Model == trainer.LeNet5 || cfg.Model == trainer.NetFile) {
+	if shape, classes, ok := knownShape(cfg.Data); ok && (cfg.Model == trainer.LeNet5 || cfg.Model == trainer.ResNet20 || cfg.Model == trainer.NetFile) {
 		if _, err := trainer.BuildArch(*cfg, shape, classes); err != nil {
 			return usageErr("%s: %s", cmd, flagError(err))
 		}
@@ -482,7 +482,7 @@ func limitMemory() (rankMemory, error) {
 // the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
-	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), or file (the network --model-file describes)")
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), or file (the network --model-file describes)")
 	fs.Func("model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file", func(path string) error {
 		layers, err := readNetFile(path)
 		if err != nil {
@@ -647,8 +647,11 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 	cfg := trainer.DefaultConfig()
 	cfg.Model, cfg.Net = kind, layers
 	specs := layers
-	if kind == trainer.LeNet5 {
+	switch kind {
+	case trainer.LeNet5:
 		specs = model.LeNet5(1)
+	case trainer.ResNet20:
+		specs = model.ResNet20(1)
 	}
 	last := ""
 	for _, l := range specs {
@@ -823,12 +826,12 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 	weights := fs.String("weights", "", "the .npz weights file (required)")
 	var net trainer.ModelKind
 	netSet := false
-	fs.Func("model", "the network the weights are of: lenet5 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
+	fs.Func("model", "the network the weights are of: lenet5 or resnet20 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
 		k, err := trainer.ParseModel(v)
-		if err == nil && k != trainer.LeNet5 && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
+		if err == nil && k != trainer.LeNet5 && k != trainer.ResNet20 && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
 			err = fmt.Errorf("%s weights are read without --model", v)
 		}
-		net, netSet = k, err == nil && k == trainer.LeNet5
+		net, netSet = k, err == nil && (k == trainer.LeNet5 || k == trainer.ResNet20)
 		return err
 	})
 	var netLayers []model.LayerSpec
@@ -857,7 +860,7 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 		return err
 	}
 	var arch model.Arch
-	var params []float32
+	var params, state []float32
 	var labels []int64
 	var arrays map[string]model.Array
 	var err error
@@ -930,6 +933,11 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 			}
 			if err == nil && netSet {
 				arch, params, err = netWeights(net, netLayers, arrays, data.SampleShape(test))
+				if err == nil {
+					if state, err = arch.StateFrom(arrays); err != nil {
+						err = fmt.Errorf("--weights: %w", err)
+					}
+				}
 			}
 			if err := trainer.AgreeToStart(c, "load its data", err, fp); err != nil {
 				return err
@@ -943,7 +951,7 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 			}
 			defer be.Close()
 			// --timeline: a span per kernel op (the evaluation has no steps).
-			if ev, err = trainer.Evaluate(c, trace.Backend(be, cf.tracer()), arch, params, test, *batch); err != nil {
+			if ev, err = trainer.Evaluate(c, trace.Backend(be, cf.tracer()), arch, params, state, test, *batch); err != nil {
 				return err
 			}
 		}

@@ -25,32 +25,33 @@ var mutants = map[string]struct {
 	caughtBy string
 	wrap     func(inner kernels.Backend) kernels.Backend
 }{
-	"view-copies":             {"View", func(b kernels.Backend) kernels.Backend { return viewCopies{b} }},
-	"gemm-drops-beta":         {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmDropsBeta{b} }},
-	"gemm-ignores-transB":     {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransB{b} }},
-	"addbias-skips-last-row":  {"AddBias", func(b kernels.Backend) kernels.Backend { return addBiasSkipsLastRow{b} }},
-	"sumrows-drops-beta":      {"SumRows", func(b kernels.Backend) kernels.Backend { return sumRowsDropsBeta{b} }},
-	"relugrad-passes-zero":    {"ReluGrad", func(b kernels.Backend) kernels.Backend { return reluGradPassesZero{b} }},
-	"softmax-ignores-scale":   {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return softmaxIgnoresScale{b} }},
-	"sigmoid-naive-log":       {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return sigmoidNaive{b} }},
-	"predict-ge-zero":         {"Predict", func(b kernels.Backend) kernels.Backend { return predictGEZero{b} }},
-	"sum-drops-last-src":      {"Sum", func(b kernels.Backend) kernels.Backend { return sumDropsLast{b} }},
-	"nonfinite-misses-inf":    {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
-	"momentum-drops-wd":       {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
-	"adagrad-eps-inside-sqrt": {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
-	"axpy-writes-then-checks": {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
-	"gemm-ignores-transA":     {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
-	"softmax-ignores-stats":   {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
-	"sigmoid-ignores-stats":   {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
-	"gemm-writes-past-c":      {"Gemm", func(b kernels.Backend) kernels.Backend { return &gemmWritesPast{Backend: b} }},
-	"bad-labels-clamped":      {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
-	"free-pool-not-zeroed":    {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
-	"alloc-negative-panics":   {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
-	"im2col-skips-padding":    {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
-	"col2im-overwrites":       {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
-	"maxpool-last-on-ties":    {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
-	"avgpool-grad-unscaled":   {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
-	"maxpool-writes-first":    {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
+	"view-copies":              {"View", func(b kernels.Backend) kernels.Backend { return viewCopies{b} }},
+	"gemm-drops-beta":          {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmDropsBeta{b} }},
+	"gemm-ignores-transB":      {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransB{b} }},
+	"addbias-skips-last-row":   {"AddBias", func(b kernels.Backend) kernels.Backend { return addBiasSkipsLastRow{b} }},
+	"sumrows-drops-beta":       {"SumRows", func(b kernels.Backend) kernels.Backend { return sumRowsDropsBeta{b} }},
+	"relugrad-passes-zero":     {"ReluGrad", func(b kernels.Backend) kernels.Backend { return reluGradPassesZero{b} }},
+	"softmax-ignores-scale":    {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return softmaxIgnoresScale{b} }},
+	"sigmoid-naive-log":        {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return sigmoidNaive{b} }},
+	"predict-ge-zero":          {"Predict", func(b kernels.Backend) kernels.Backend { return predictGEZero{b} }},
+	"sum-drops-last-src":       {"Sum", func(b kernels.Backend) kernels.Backend { return sumDropsLast{b} }},
+	"nonfinite-misses-inf":     {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
+	"momentum-drops-wd":        {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
+	"adagrad-eps-inside-sqrt":  {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
+	"axpy-writes-then-checks":  {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
+	"gemm-ignores-transA":      {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
+	"softmax-ignores-stats":    {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"sigmoid-ignores-stats":    {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"gemm-writes-past-c":       {"Gemm", func(b kernels.Backend) kernels.Backend { return &gemmWritesPast{Backend: b} }},
+	"bad-labels-clamped":       {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
+	"free-pool-not-zeroed":     {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
+	"alloc-negative-panics":    {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
+	"im2col-skips-padding":     {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
+	"col2im-overwrites":        {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
+	"maxpool-last-on-ties":     {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
+	"avgpool-grad-unscaled":    {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
+	"maxpool-writes-first":     {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
+	"batchnorm-biased-running": {"BatchNorm", func(b kernels.Backend) kernels.Backend { return bnBiasedRunning{b.(*cpu.Backend)} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -465,4 +466,28 @@ type maxPoolWritesFirst struct{ *cpu.Backend }
 func (m maxPoolWritesFirst) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
 	_ = m.Fill(y, 0)
 	return m.Backend.MaxPool(y, x, planes, h, w, k, stride)
+}
+
+// bnBiasedRunning keeps the biased variance in the running statistics (as
+// PyTorch does not).
+type bnBiasedRunning struct{ *cpu.Backend }
+
+func (m bnBiasedRunning) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	before := make([]float32, runVar.Len())
+	_ = m.Download(before, runVar)
+	if err := m.Backend.BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta, n, c, hw, eps, momentum); err != nil {
+		return err
+	}
+	cnt := float32(n * hw)
+	if cnt <= 1 {
+		return nil
+	}
+	hostOp(m, func(v [][]float32) {
+		for i := range v[0] {
+			// Undo the unbiased variance's factor in the update's new part.
+			newPart := v[0][i] - (1-momentum)*before[i]
+			v[0][i] = (1-momentum)*before[i] + newPart*(cnt-1)/cnt
+		}
+	}, runVar)
+	return nil
 }

@@ -91,6 +91,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"MaxPool", plain(testMaxPool)},
 		{"AvgPool", plain(testAvgPool)},
 		{"ConvErrShape", plain(testConvErrShape)},
+		{"BatchNorm", plain(testBatchNorm)},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ const (
 // vector: its weight, row-major in PyTorch's layout (nn.Linear's [out, in],
 // nn.Conv2d's [out, in, k, k]), then its bias of Out values, if it has one.
 type Layer struct {
+	Kind    string // KindLinear, KindConv, KindBatchNorm
 	Name    string // the parameters' prefix: layerK for an MLP, the network's name ("conv1")
 	In, Out int    // In: the inputs each output sums over (fan-in: in features, or in channels × k × k)
 	WShape  []int  // the weight's shape
@@ -99,10 +100,14 @@ func (a Arch) Layers() []Layer {
 		if n.param < 0 {
 			continue
 		}
-		l := Layer{Name: n.Name, In: n.fanIn(), Out: n.Out, WOff: off}
-		l.WShape = []int{n.Out, n.in.Size()}
-		if n.Kind == KindConv {
+		l := Layer{Kind: n.Kind, Name: n.Name, In: n.fanIn(), Out: n.Out, WOff: off}
+		switch n.Kind {
+		case KindConv:
 			l.WShape = []int{n.Out, n.in.C, n.Kernel, n.Kernel}
+		case KindBatchNorm:
+			l.WShape = []int{n.Out}
+		default:
+			l.WShape = []int{n.Out, n.in.Size()}
 		}
 		l.BOff = off + l.In*l.Out
 		l.End = l.BOff
@@ -172,6 +177,12 @@ func (a Arch) InitParams(seed uint64) []float32 {
 	p := make([]float32, a.NumParams())
 	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
 	for _, l := range a.Layers() {
+		if l.Kind == KindBatchNorm { // γ = 1, β = 0, as nn.BatchNorm2d
+			for i := l.WOff; i < l.BOff; i++ {
+				p[i] = 1
+			}
+			continue
+		}
 		bound := 1 / math.Sqrt(float64(l.In))
 		for i := l.WOff; i < l.End; i++ {
 			p[i] = float32((2*rng.Float64() - 1) * bound)

@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/dml-project/dml/kernels/cpu"
@@ -86,6 +87,10 @@ func TestNetGradient(t *testing.T) {
 		{Shape{C: 1, H: 7, W: 7}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Stride: 2, NoBias: true}, {Kind: KindReLU},
 			{Kind: KindConv, Name: "c2", Out: 3, Kernel: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		{Shape{C: 3, H: 4, W: 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
+		// Batch norm and residual blocks, with an identity and a projection
+		// shortcut (ResNet's), then global pooling.
+		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
+			{Kind: KindBlock, Name: "b1", Out: 3}, {Kind: KindBlock, Name: "b2", Out: 4, Stride: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 	} {
 		arch, err := NewNet(tc.in, tc.layers, tc.out, SoftmaxCE)
 		if err != nil {
@@ -121,7 +126,7 @@ func TestNetGradient(t *testing.T) {
 		loss(params)
 		grad := make([]float32, arch.NumParams()+GradStats)
 		b.Download(grad, m.Grads)
-		const eps = 2e-3
+		const eps = 5e-4
 		// A max pool is not differentiable where a window's two largest
 		// values tie: a perturbation that swaps them makes the difference
 		// quotient meaningless there. A weight moved by ±eps moves a conv
@@ -138,13 +143,36 @@ func TestNetGradient(t *testing.T) {
 				t.Fatalf("%s: a pooling window's two largest inputs are %.3g apart: pick an input farther from a tie", arch.Describe(), gap)
 			}
 		}
-		worst, at := 0.0, 0
+		// A ReLU is not differentiable at 0: where moving a weight by ±eps
+		// flips some ReLU's mask (after a batch norm, inputs near 0 are
+		// common), the difference quotient straddles a kink and is not the
+		// derivative; those weights are left out (counted, and few).
+		mask := func() []bool {
+			var bits []bool
+			for i, nd := range m.nodes {
+				if nd.Kind == KindReLU {
+					y := make([]float32, rows*nd.out.Size())
+					b.Download(y, m.output(i))
+					for _, v := range y {
+						bits = append(bits, v > 0)
+					}
+				}
+			}
+			return bits
+		}
+		base := mask()
+		worst, at, skipped := 0.0, 0, 0
 		for i := range params {
 			p := append([]float32(nil), params...)
 			p[i] += eps
 			up := loss(p)
+			same := slices.Equal(mask(), base)
 			p[i] -= 2 * eps
 			down := loss(p)
+			if !same || !slices.Equal(mask(), base) {
+				skipped++
+				continue
+			}
 			num := (up - down) / (2 * eps)
 			if e := math.Abs(num-float64(grad[i])) / math.Max(1, math.Abs(num)); e > worst {
 				worst, at = e, i
@@ -152,6 +180,9 @@ func TestNetGradient(t *testing.T) {
 		}
 		if worst > 2e-2 {
 			t.Errorf("%s: worst relative gradient error %.3g > 2e-2, at %s", arch.Describe(), worst, arch.LayerOf(at))
+		}
+		if skipped > len(params)/3 { // about a quarter after batch norms, none elsewhere
+			t.Errorf("%s: %d of %d weights straddle a ReLU kink: too few checked", arch.Describe(), skipped, len(params))
 		}
 	}
 }

@@ -62,6 +62,21 @@ type Model struct {
 	conv kernels.ConvOps
 	cols kernels.Buffer
 	ones kernels.Buffer
+	// Batch norm: State holds every batch norm's running statistics
+	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
+	// i's batch mean and inverse deviation of the last training forward
+	// pass, one a single 1 (the batch count's increment).
+	State kernels.Buffer
+	stats []kernels.Buffer
+	one   kernels.Buffer
+	norm  kernels.NormOps
+	// training: Forward normalises with the batch's statistics (Step);
+	// otherwise with the running ones (Predict, Score).
+	training bool
+	// scratch holds a gradient to be added to one that a node's output
+	// already received (a block's input is read twice).
+	scratch kernels.Buffer
+	have    []bool // backward: node i's output gradient has a first part
 	// kept[i], for conv node i when every conv layer's columns for a whole
 	// batch fit keepColsFloats: the forward pass's columns of each sample,
 	// which the backward pass reuses instead of running Im2col again.
@@ -99,6 +114,12 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 			colsLen = max(colsLen, n.fanIn()*n.out.H*n.out.W)
 			onesLen = max(onesLen, n.out.H*n.out.W)
 		}
+		if n.Kind == KindBatchNorm && m.norm == nil {
+			var ok bool
+			if m.norm, ok = kernels.NormOf(b); !ok {
+				return nil, fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", arch.Describe(), b.Name(), kernels.ErrNoConv)
+			}
+		}
 	}
 	var failed error
 	alloc := func(what string, n int) kernels.Buffer {
@@ -116,21 +137,40 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	m.Params = alloc("parameters", m.np)
 	m.Grads = alloc("gradient", m.np+GradStats)
 	m.batch = alloc("batch", maxRows*(arch.Sizes[0]+1))
-	for i, n := range m.nodes {
+	m.stats = make([]kernels.Buffer, len(m.nodes))
+	for i, in := range inPlace(m.nodes) {
+		n := m.nodes[i]
 		name := n.Name
 		if name == "" {
 			name = fmt.Sprintf("layer %d (%s)", i, n.Kind)
 		}
+		if n.Kind == KindBatchNorm {
+			m.stats[i] = alloc(name+" batch statistics", 2*n.Out)
+		}
 		// A ReLU works in place (its backward needs only its output) and a
-		// flatten moves nothing: both share their input's buffers, except
-		// that the batch itself is never written.
-		if i > 0 && (n.Kind == KindReLU || n.Kind == KindFlatten) {
-			m.acts = append(m.acts, m.acts[i-1])
-			m.dacts = append(m.dacts, m.dacts[i-1])
+		// flatten moves nothing: both share their input's buffers where
+		// nothing else reads it (never the batch's).
+		if in {
+			m.acts = append(m.acts, m.acts[n.from])
+			m.dacts = append(m.dacts, m.dacts[n.from])
 			continue
 		}
 		m.acts = append(m.acts, alloc(name+" output", maxRows*n.out.Size()))
 		m.dacts = append(m.dacts, alloc(name+" output gradient", maxRows*n.out.Size()))
+	}
+	m.have = make([]bool, len(m.nodes))
+	if arch.hasForks() {
+		m.scratch = alloc("gradient scratch", maxRows*arch.largestOutput())
+	}
+	if ns := arch.NumState(); ns > 0 {
+		m.State = alloc("batch-norm running statistics", ns)
+		m.one = alloc("one", 1)
+		if failed == nil {
+			failed = b.Fill(m.one, 1)
+		}
+		if failed == nil {
+			failed = b.Upload(m.State, arch.InitState())
+		}
 	}
 	keep := 0
 	for _, n := range m.nodes {
@@ -256,13 +296,51 @@ func (m *Model) bias(buf kernels.Buffer, l Layer) kernels.Buffer {
 	return m.B.View(buf, l.BOff, l.Out)
 }
 
-// input is node i's input for the batch: the features, or node i-1's
-// output.
-func (m *Model) input(i int) kernels.Buffer {
-	if i == 0 {
+// input is node i's input for the batch: the features, or its from
+// node's output.
+func (m *Model) input(i int) kernels.Buffer { return m.output(m.nodes[i].from) }
+
+// output is node j's output for the batch (j = -1: the features).
+func (m *Model) output(j int) kernels.Buffer {
+	if j < 0 {
 		return m.view(m.batch, m.rows, m.Arch.Sizes[0])
 	}
-	return m.view(m.acts[i-1], m.rows, m.nodes[i-1].out.Size())
+	return m.view(m.acts[j], m.rows, m.nodes[j].out.Size())
+}
+
+// give hands node j its output gradient's part that write computes
+// (overwriting its destination): into the gradient itself when it is the
+// first part, else into scratch, added on (a block's input is read by its
+// path and by its shortcut). Node -1, the batch, takes none.
+func (m *Model) give(j int, write func(dst kernels.Buffer) error) error {
+	if j < 0 {
+		return nil
+	}
+	dst := m.view(m.dacts[j], m.rows, m.nodes[j].out.Size())
+	if !m.have[j] {
+		m.have[j] = true
+		return write(dst)
+	}
+	tmp := m.view(m.scratch, m.rows, m.nodes[j].out.Size())
+	if err := write(tmp); err != nil {
+		return err
+	}
+	return m.B.Axpy(1, tmp, dst)
+}
+
+// batchNorm runs node i's batch norm forward.
+func (m *Model) batchNorm(i int, n node, x, y kernels.Buffer) error {
+	l, c := m.layers[n.param], n.Out
+	g, be := m.weight(m.Params, l), m.bias(m.Params, l)
+	rm, rv := m.B.View(m.State, n.state, c), m.B.View(m.State, n.state+c, c)
+	if !m.training {
+		return m.norm.BatchNormInfer(y, x, rm, rv, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps)
+	}
+	mean, inv := m.B.View(m.stats[i], 0, c), m.B.View(m.stats[i], c, c)
+	if err := m.norm.BatchNormTrain(y, mean, inv, rm, rv, x, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps, BatchNormMomentum); err != nil {
+		return err
+	}
+	return m.B.Axpy(1, m.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
 }
 
 // sample is sample s's part of a batch buffer holding per values each.
@@ -308,7 +386,14 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 			err = m.conv.MaxPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 		case KindAvgPool:
 			err = m.conv.AvgPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+		case KindBatchNorm:
+			err = m.batchNorm(i, n, x, y)
+		case kindAdd:
+			err = b.Sum(y, x, m.output(n.plus))
 		case KindFlatten:
+			if !m.sameBuffer(i) {
+				err = b.Copy(y, x)
+			}
 		}
 		sp.Err(err).End()
 		if err != nil {
@@ -414,7 +499,9 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 // completes, last layer first. Nothing is read back to the host.
 func (m *Model) Step(scale float32, hook GradHook) error {
 	sp := m.Tracer.Begin("forward").Cat(trace.Compute).Arg("rows", m.rows)
+	m.training = true
 	logits, err := m.Forward()
+	m.training = false
 	if err == nil {
 		last := len(m.nodes) - 1
 		dlogits := m.view(m.dacts[last], m.rows, m.outputs())
@@ -434,13 +521,11 @@ func (m *Model) Step(scale float32, hook GradHook) error {
 // gradient is never needed (the batch is data).
 func (m *Model) backward(hook GradHook) error {
 	b, rows := m.B, m.rows
+	clear(m.have)
+	m.have[len(m.nodes)-1] = true // the loss wrote the logits' gradient
 	for i := len(m.nodes) - 1; i >= 0; i-- {
 		n := m.nodes[i]
 		x, dy := m.input(i), m.view(m.dacts[i], rows, n.out.Size())
-		var dx kernels.Buffer
-		if i > 0 {
-			dx = m.view(m.dacts[i-1], rows, n.in.Size())
-		}
 		sp := m.layerSpan(n, " backward")
 		var err error
 		switch n.Kind {
@@ -453,27 +538,60 @@ func (m *Model) backward(hook GradHook) error {
 			if err == nil {
 				err = m.hooked(hook, n, i)
 			}
-			if err == nil && dx != nil {
-				err = b.Gemm(false, false, rows, l.In, l.Out, 1, dy, m.weight(m.Params, l), 0, dx)
+			if err == nil && n.from >= 0 {
+				beta := float32(0)
+				if m.have[n.from] {
+					beta = 1 // add to the part already there
+				}
+				m.have[n.from] = true
+				err = b.Gemm(false, false, rows, l.In, l.Out, 1, dy, m.weight(m.Params, l), beta, m.view(m.dacts[n.from], rows, l.In))
 			}
 		case KindConv:
-			err = m.convBackward(i, n, x, dy, dx)
+			if n.from < 0 {
+				err = m.convBackward(i, n, x, dy, nil)
+			} else {
+				err = m.give(n.from, func(dst kernels.Buffer) error { return m.convBackward(i, n, x, dy, dst) })
+			}
+			if err == nil {
+				err = m.hooked(hook, n, i)
+			}
+		case KindBatchNorm:
+			l, c := m.layers[n.param], n.Out
+			mean, inv := b.View(m.stats[i], 0, c), b.View(m.stats[i], c, c)
+			dg, db := m.weight(m.Grads, l), m.bias(m.Grads, l)
+			if n.from < 0 {
+				err = fmt.Errorf("a batch norm on the input needs its input gradient's buffer")
+			} else {
+				err = m.give(n.from, func(dst kernels.Buffer) error {
+					return m.norm.BatchNormGrad(dst, dg, db, dy, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
+				})
+			}
 			if err == nil {
 				err = m.hooked(hook, n, i)
 			}
 		case KindReLU:
-			if dx != nil {
-				err = b.ReluGrad(dx, dy, m.view(m.acts[i], rows, n.out.Size()))
-			}
+			y := m.view(m.acts[i], rows, n.out.Size())
+			err = m.give(n.from, func(dst kernels.Buffer) error { return b.ReluGrad(dst, dy, y) })
 		case KindMaxPool:
-			if dx != nil {
-				err = m.conv.MaxPoolGrad(dx, dy, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
-			}
+			err = m.give(n.from, func(dst kernels.Buffer) error {
+				return m.conv.MaxPoolGrad(dst, dy, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+			})
 		case KindAvgPool:
-			if dx != nil {
-				err = m.conv.AvgPoolGrad(dx, dy, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+			err = m.give(n.from, func(dst kernels.Buffer) error {
+				return m.conv.AvgPoolGrad(dst, dy, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+			})
+		case kindAdd:
+			for _, j := range []int{n.from, n.plus} {
+				if err == nil {
+					err = m.give(j, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
+				}
 			}
 		case KindFlatten:
+			if m.sameBuffer(i) {
+				m.have[n.from] = true
+			} else {
+				err = m.give(n.from, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
+			}
 		}
 		sp.Err(err).End()
 		if err != nil {
@@ -481,6 +599,12 @@ func (m *Model) backward(hook GradHook) error {
 		}
 	}
 	return nil
+}
+
+// sameBuffer reports whether node i works in its input's buffers.
+func (m *Model) sameBuffer(i int) bool {
+	n := m.nodes[i]
+	return n.from >= 0 && m.acts[i] == m.acts[n.from]
 }
 
 // layerSpan begins a layer's span in a network's timeline (an MLP's has

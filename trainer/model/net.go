@@ -19,10 +19,27 @@ const (
 	KindMaxPool = "maxpool" // k×k windows at stride (default k), no padding
 	KindAvgPool = "avgpool" // likewise, the mean; kernel 0: global (the whole plane)
 	KindFlatten = "flatten" // C×H×W → C·H·W (no data moves)
+	// KindBatchNorm is BatchNorm2d (per channel; eps 1e-5, momentum 0.1):
+	// the batch's statistics in training, the running ones in evaluation.
+	KindBatchNorm = "batchnorm"
+	// KindBlock is He et al.'s basic residual block (Out channels, Stride):
+	// NAME.conv1 3×3 (stride), NAME.bn1, ReLU, NAME.conv2 3×3, NAME.bn2,
+	// plus the shortcut — the input itself, or, where the shape changes,
+	// NAME.shortcut.0 (1×1 conv, stride) and NAME.shortcut.1 (batch norm)
+	// — then ReLU. Its convolutions have no bias.
+	KindBlock = "block"
+	// kindAdd is a block's sum of its two paths (a node, not a LayerSpec).
+	kindAdd = "add"
 )
 
 // LayerKinds lists the kinds a network may use.
-var LayerKinds = []string{KindLinear, KindConv, KindReLU, KindMaxPool, KindAvgPool, KindFlatten}
+var LayerKinds = []string{KindLinear, KindConv, KindReLU, KindMaxPool, KindAvgPool, KindFlatten, KindBatchNorm, KindBlock}
+
+// BatchNorm's constants (PyTorch's defaults).
+const (
+	BatchNormEps      = 1e-5
+	BatchNormMomentum = 0.1
+)
 
 // LayerSpec is one layer of a network, as a preset or a model file
 // describes it.
@@ -39,14 +56,21 @@ type LayerSpec struct {
 }
 
 // hasParams reports whether the layer has weights.
-func (l LayerSpec) hasParams() bool { return l.Kind == KindLinear || l.Kind == KindConv }
+func (l LayerSpec) hasParams() bool {
+	return l.Kind == KindLinear || l.Kind == KindConv || l.Kind == KindBatchNorm
+}
 
 // node is a layer placed in a network: its input and output shapes, and
-// for a layer with parameters, its index in Arch.Layers.
+// for a layer with parameters, its index in Arch.Layers. A node reads the
+// output of node from (-1: the batch) and, for a block's sum, adds node
+// plus's.
 type node struct {
 	LayerSpec
 	in, out Shape
 	param   int // -1: none
+	from    int
+	plus    int // kindAdd only
+	state   int // batchnorm: its offset in the state vector
 }
 
 // label names a layer for an error: "layer 3 (conv2)".
@@ -82,16 +106,16 @@ func NewNet(input Shape, layers []LayerSpec, classes int, loss Loss) (Arch, erro
 }
 
 // nodes places the layers: for an MLP (no Net), linear layers named
-// layerK with ReLU between them; for a network, its layers in order, each
-// checked against the shape it receives.
+// layerK with ReLU between them; for a network, its layers in order (a
+// block as its layers), each checked against the shape it receives.
 func (a Arch) nodes() ([]node, error) {
 	if len(a.Net) == 0 {
 		var ns []node
 		for k := 0; k+1 < len(a.Sizes); k++ {
 			ns = append(ns, node{LayerSpec: LayerSpec{Kind: KindLinear, Name: fmt.Sprintf("layer%d", k), Out: a.Sizes[k+1]},
-				in: Shape{C: a.Sizes[k], H: 1, W: 1}, out: Shape{C: a.Sizes[k+1], H: 1, W: 1}, param: k})
+				in: Shape{C: a.Sizes[k], H: 1, W: 1}, out: Shape{C: a.Sizes[k+1], H: 1, W: 1}, param: k, from: len(ns) - 1})
 			if k+2 < len(a.Sizes) {
-				ns = append(ns, node{LayerSpec: LayerSpec{Kind: KindReLU}, in: ns[len(ns)-1].out, out: ns[len(ns)-1].out, param: -1})
+				ns = append(ns, node{LayerSpec: LayerSpec{Kind: KindReLU}, in: ns[len(ns)-1].out, out: ns[len(ns)-1].out, param: -1, from: len(ns) - 1})
 			}
 		}
 		return ns, nil
@@ -99,102 +123,172 @@ func (a Arch) nodes() ([]node, error) {
 	if a.Input == nil {
 		return nil, fmt.Errorf("a network needs its input shape")
 	}
-	shape := *a.Input
-	var ns []node
-	params, names := 0, map[string]int{}
-	total := 0
+	p := &placer{names: map[string]int{}}
+	from, shape := -1, *a.Input
 	for i, l := range a.Net {
-		n := node{LayerSpec: l, in: shape, param: -1}
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%s: %s", l.label(i), fmt.Sprintf(format, args...))
+		var err error
+		if l.Kind == KindBlock {
+			from, shape, err = p.block(i, l, from, shape)
+		} else {
+			from, shape, err = p.place(i, l, from, shape)
 		}
-		switch l.Kind {
-		case KindLinear:
-			if !shape.Flat() {
-				return nil, bad("needs a flat input, but it gets %v values per sample: put a flatten before it", shape)
-			}
-			if l.Out <= 0 {
-				return nil, bad("out %d must be positive", l.Out)
-			}
-			if l.Kernel != 0 || l.Stride != 0 || l.Pad != 0 {
-				return nil, bad("kernel, stride and pad are for conv and pooling layers")
-			}
-			n.out = Shape{C: l.Out, H: 1, W: 1}
-		case KindConv:
-			if l.Out <= 0 || l.Kernel <= 0 {
-				return nil, bad("out %d and kernel %d must be positive", l.Out, l.Kernel)
-			}
-			n.Stride = max(l.Stride, 1)
-			if l.Stride < 0 || l.Pad < 0 || l.Pad >= l.Kernel {
-				return nil, bad("stride %d and pad %d: want stride ≥ 1 and 0 ≤ pad < kernel %d", l.Stride, l.Pad, l.Kernel)
-			}
-			oh, ow := convOut(shape.H, shape.W, l.Kernel, n.Stride, l.Pad)
-			if oh == 0 {
-				return nil, bad("a %d×%d kernel is larger than its %d×%d input padded by %d", l.Kernel, l.Kernel, shape.H, shape.W, l.Pad)
-			}
-			n.out = Shape{C: l.Out, H: oh, W: ow}
-		case KindMaxPool, KindAvgPool:
-			k := l.Kernel
-			if k == 0 && l.Kind == KindAvgPool {
-				if shape.H != shape.W {
-					return nil, bad("a global pool needs a square input, it gets %v", shape)
-				}
-				k = shape.H
-			}
-			n.Kernel = k
-			n.Stride = l.Stride
-			if n.Stride == 0 {
-				n.Stride = k
-			}
-			if k <= 0 || n.Stride <= 0 || l.Pad != 0 {
-				return nil, bad("kernel %d, stride %d, pad %d: want a positive kernel and stride, no padding", l.Kernel, l.Stride, l.Pad)
-			}
-			oh, ow := convOut(shape.H, shape.W, k, n.Stride, 0)
-			if oh == 0 {
-				return nil, bad("a %d×%d window is larger than its %d×%d input", k, k, shape.H, shape.W)
-			}
-			n.out = Shape{C: shape.C, H: oh, W: ow}
-		case KindReLU:
-			n.out = shape
-		case KindFlatten:
-			n.out = Shape{C: shape.Size(), H: 1, W: 1}
-		default:
-			return nil, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds, ", "))
+		if err != nil {
+			return nil, err
 		}
-		if l.hasParams() {
-			if l.Name == "" {
-				return nil, bad("needs a name: its parameters are saved as NAME.weight and NAME.bias")
-			}
-			if j, dup := names[l.Name]; dup {
-				return nil, bad("name %q is also layer %d's", l.Name, j)
-			}
-			names[l.Name] = i
-			fan, out := n.fanIn(), n.Out
-			size := fan*out + out
-			if fan > MaxParams/out || total > MaxParams-size {
-				return nil, fmt.Errorf("%s: the network has more than %d parameters: %w", l.label(i), MaxParams, ErrTooLarge)
-			}
-			total += size
-			n.param = params
-			params++
-		}
-		if n.out.Size() <= 0 || n.out.Size() > MaxParams {
-			return nil, bad("output of %v values per sample", n.out)
-		}
-		ns = append(ns, n)
-		shape = n.out
 	}
-	if params == 0 {
+	if p.params == 0 {
 		return nil, fmt.Errorf("the network has no layer with parameters (linear or conv)")
 	}
-	return ns, nil
+	return p.ns, nil
+}
+
+// placer lays nodes out one after another.
+type placer struct {
+	ns     []node
+	names  map[string]int // parameter prefix → the Net layer that has it
+	params int
+	total  int // parameters so far
+	state  int // state values so far
+}
+
+// place adds layer l (layer i of the Net) reading node from's output of
+// the given shape, and returns the new node and its output's shape.
+func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, error) {
+	n := node{LayerSpec: l, in: shape, param: -1, from: from}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s", l.label(i), fmt.Sprintf(format, args...))
+	}
+	switch l.Kind {
+	case KindLinear:
+		if !shape.Flat() {
+			return 0, shape, bad("needs a flat input, but it gets %v values per sample: put a flatten before it", shape)
+		}
+		if l.Out <= 0 {
+			return 0, shape, bad("out %d must be positive", l.Out)
+		}
+		if l.Kernel != 0 || l.Stride != 0 || l.Pad != 0 {
+			return 0, shape, bad("kernel, stride and pad are for conv and pooling layers")
+		}
+		n.out = Shape{C: l.Out, H: 1, W: 1}
+	case KindConv:
+		if l.Out <= 0 || l.Kernel <= 0 {
+			return 0, shape, bad("out %d and kernel %d must be positive", l.Out, l.Kernel)
+		}
+		n.Stride = max(l.Stride, 1)
+		if l.Stride < 0 || l.Pad < 0 || l.Pad >= l.Kernel {
+			return 0, shape, bad("stride %d and pad %d: want stride ≥ 1 and 0 ≤ pad < kernel %d", l.Stride, l.Pad, l.Kernel)
+		}
+		oh, ow := convOut(shape.H, shape.W, l.Kernel, n.Stride, l.Pad)
+		if oh == 0 {
+			return 0, shape, bad("a %d×%d kernel is larger than its %d×%d input padded by %d", l.Kernel, l.Kernel, shape.H, shape.W, l.Pad)
+		}
+		n.out = Shape{C: l.Out, H: oh, W: ow}
+	case KindMaxPool, KindAvgPool:
+		k := l.Kernel
+		if k == 0 && l.Kind == KindAvgPool {
+			if shape.H != shape.W {
+				return 0, shape, bad("a global pool needs a square input, it gets %v", shape)
+			}
+			k = shape.H
+		}
+		n.Kernel = k
+		n.Stride = l.Stride
+		if n.Stride == 0 {
+			n.Stride = k
+		}
+		if k <= 0 || n.Stride <= 0 || l.Pad != 0 {
+			return 0, shape, bad("kernel %d, stride %d, pad %d: want a positive kernel and stride, no padding", l.Kernel, l.Stride, l.Pad)
+		}
+		oh, ow := convOut(shape.H, shape.W, k, n.Stride, 0)
+		if oh == 0 {
+			return 0, shape, bad("a %d×%d window is larger than its %d×%d input", k, k, shape.H, shape.W)
+		}
+		n.out = Shape{C: shape.C, H: oh, W: ow}
+	case KindBatchNorm:
+		if l.Out != 0 && l.Out != shape.C || l.Kernel != 0 || l.Stride != 0 || l.Pad != 0 || l.NoBias {
+			return 0, shape, bad("takes no settings but its name (out %d: its input has %d channels)", l.Out, shape.C)
+		}
+		n.Out = shape.C
+		n.out = shape
+		n.state = p.state
+		p.state += 2*shape.C + 1
+	case KindReLU:
+		n.out = shape
+	case KindFlatten:
+		n.out = Shape{C: shape.Size(), H: 1, W: 1}
+	default:
+		return 0, shape, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds, ", "))
+	}
+	if l.hasParams() {
+		if l.Name == "" {
+			return 0, shape, bad("needs a name: its parameters are saved as NAME.weight and NAME.bias")
+		}
+		if j, dup := p.names[l.Name]; dup {
+			return 0, shape, bad("name %q is also layer %d's", l.Name, j)
+		}
+		p.names[l.Name] = i
+		fan, out := n.fanIn(), n.Out
+		size := fan*out + out
+		if fan > MaxParams/out || p.total > MaxParams-size {
+			return 0, shape, fmt.Errorf("%s: the network has more than %d parameters: %w", l.label(i), MaxParams, ErrTooLarge)
+		}
+		p.total += size
+		n.param = p.params
+		p.params++
+	}
+	if n.out.Size() <= 0 || n.out.Size() > MaxParams {
+		return 0, shape, bad("output of %v values per sample", n.out)
+	}
+	p.ns = append(p.ns, n)
+	return len(p.ns) - 1, n.out, nil
+}
+
+// block places a basic residual block (KindBlock) as its layers.
+func (p *placer) block(i int, l LayerSpec, from int, shape Shape) (int, Shape, error) {
+	if l.Name == "" || l.Out <= 0 || l.Stride < 0 || l.Kernel != 0 || l.Pad != 0 {
+		return 0, shape, fmt.Errorf("%s: a block needs a name and out channels (and optionally a stride), nothing else", l.label(i))
+	}
+	stride := max(l.Stride, 1)
+	sub := func(kind, name string, out, k, s, pad int) LayerSpec {
+		return LayerSpec{Kind: kind, Name: l.Name + "." + name, Out: out, Kernel: k, Stride: s, Pad: pad, NoBias: kind == KindConv}
+	}
+	x := from
+	at, sh, err := p.place(i, sub(KindConv, "conv1", l.Out, 3, stride, 1), x, shape)
+	for _, s := range []LayerSpec{sub(KindBatchNorm, "bn1", 0, 0, 0, 0), {Kind: KindReLU}, sub(KindConv, "conv2", l.Out, 3, 1, 1), sub(KindBatchNorm, "bn2", 0, 0, 0, 0)} {
+		if err != nil {
+			return 0, shape, err
+		}
+		at, sh, err = p.place(i, s, at, sh)
+	}
+	if err != nil {
+		return 0, shape, err
+	}
+	short := x
+	if stride != 1 || shape.C != l.Out {
+		s, ssh, err := p.place(i, sub(KindConv, "shortcut.0", l.Out, 1, stride, 0), x, shape)
+		if err == nil {
+			s, ssh, err = p.place(i, sub(KindBatchNorm, "shortcut.1", 0, 0, 0, 0), s, ssh)
+		}
+		if err != nil {
+			return 0, shape, err
+		}
+		if ssh != sh {
+			return 0, shape, fmt.Errorf("%s: the shortcut gives %v, the block's path %v", l.label(i), ssh, sh)
+		}
+		short = s
+	}
+	p.ns = append(p.ns, node{LayerSpec: LayerSpec{Kind: kindAdd}, in: sh, out: sh, param: -1, from: at, plus: short})
+	return p.place(i, LayerSpec{Kind: KindReLU}, len(p.ns)-1, sh)
 }
 
 // fanIn is the inputs each output of a layer with parameters sums over:
 // PyTorch's fan_in (in features, or in channels × k × k).
 func (n node) fanIn() int {
-	if n.Kind == KindConv {
+	switch n.Kind {
+	case KindConv:
 		return n.in.C * n.Kernel * n.Kernel
+	case KindBatchNorm:
+		return 1 // a weight and a bias per channel
 	}
 	return n.in.Size()
 }
@@ -238,17 +332,101 @@ func (a Arch) Check() error {
 	return err
 }
 
+// inPlace reports, for each node, whether it works in its input's buffers
+// (a ReLU or a flatten whose input has no other reader; never the batch).
+func inPlace(ns []node) []bool {
+	readers := make([]int, len(ns))
+	for _, n := range ns {
+		if n.from >= 0 {
+			readers[n.from]++
+		}
+		if n.Kind == kindAdd && n.plus >= 0 {
+			readers[n.plus]++
+		}
+	}
+	in := make([]bool, len(ns))
+	for i, n := range ns {
+		in[i] = (n.Kind == KindReLU || n.Kind == KindFlatten) && n.from >= 0 && readers[n.from] == 1
+	}
+	return in
+}
+
 // ActivationFloats is what a Model holds per sample of its batch for the
 // layers' outputs and their gradients (a ReLU's and a flatten's share
-// their input's).
+// their input's, inPlace), batch norm's statistics aside (ScratchFloats).
 func (a Arch) ActivationFloats() int {
+	ns := a.mustNodes()
 	n := 0
-	for i, nd := range a.mustNodes() {
-		if i == 0 || (nd.Kind != KindReLU && nd.Kind != KindFlatten) {
-			n += 2 * nd.out.Size()
+	for i, in := range inPlace(ns) {
+		if !in {
+			n += 2 * ns[i].out.Size()
+		}
+	}
+	if a.hasForks() {
+		n += a.largestOutput() // the scratch a second gradient is summed from
+	}
+	return n
+}
+
+// hasForks reports whether some node's output is read twice (a block).
+func (a Arch) hasForks() bool {
+	for _, n := range a.mustNodes() {
+		if n.Kind == kindAdd {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Arch) largestOutput() int {
+	m := 0
+	for _, n := range a.mustNodes() {
+		m = max(m, n.out.Size())
+	}
+	return m
+}
+
+// NumState is the length of a network's state vector: for each batch
+// norm, its running mean and variance (C each) and its count of batches
+// (num_batches_tracked).
+func (a Arch) NumState() int {
+	n := 0
+	for _, nd := range a.mustNodes() {
+		if nd.Kind == KindBatchNorm {
+			n += 2*nd.Out + 1
 		}
 	}
 	return n
+}
+
+// StateTensors names and places the state vector's arrays (PyTorch's
+// buffers: NAME.running_mean, NAME.running_var, NAME.num_batches_tracked,
+// the last a 0-d array).
+func (a Arch) StateTensors() []Tensor {
+	var ts []Tensor
+	for _, nd := range a.mustNodes() {
+		if nd.Kind == KindBatchNorm {
+			c := nd.Out
+			ts = append(ts, Tensor{nd.Name + ".running_mean", []int{c}, nd.state},
+				Tensor{nd.Name + ".running_var", []int{c}, nd.state + c},
+				Tensor{nd.Name + ".num_batches_tracked", []int{}, nd.state + 2*c})
+		}
+	}
+	return ts
+}
+
+// InitState is the state a network starts with: running means 0,
+// variances 1, no batches (nn.BatchNorm2d's).
+func (a Arch) InitState() []float32 {
+	s := make([]float32, a.NumState())
+	for _, nd := range a.mustNodes() {
+		if nd.Kind == KindBatchNorm {
+			for i := range nd.Out {
+				s[nd.state+nd.Out+i] = 1
+			}
+		}
+	}
+	return s
 }
 
 // ScratchFloats is what a Model holds besides: one sample's convolution
@@ -314,8 +492,15 @@ func (a Arch) Describe() string {
 			}
 		case KindMaxPool, KindAvgPool:
 			s = fmt.Sprintf("%s %d", n.Kind, n.Kernel)
+		case KindBatchNorm:
+			s = n.Name
+		case kindAdd:
+			s = "+"
 		}
 		parts = append(parts, s)
+	}
+	if len(parts) > 16 { // ResNets: the ends, and how many
+		parts = append(append(parts[:5:5], fmt.Sprintf("… (%d layers) …", len(parts)-8)), parts[len(parts)-3:]...)
 	}
 	return fmt.Sprintf("%v: %s", *a.Input, strings.Join(parts, ", "))
 }

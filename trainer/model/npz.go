@@ -35,7 +35,7 @@ func SaveNPZLabels(path string, arch Arch, params []float32, labels []int64) err
 		return fmt.Errorf("save %s: %d parameters, the model has %d", path, len(params), arch.NumParams())
 	}
 	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
-		return WriteNPZLabels(f, arch, params, labels)
+		return WriteNPZModel(f, arch, params, nil, labels)
 	})
 	if err != nil {
 		return fmt.Errorf("save %w", err)
@@ -45,15 +45,42 @@ func SaveNPZLabels(path string, arch Arch, params []float32, labels []int64) err
 
 // WriteNPZ writes the archive SaveNPZ saves to w (a checkpoint embeds it).
 func WriteNPZ(f io.Writer, arch Arch, params []float32) error {
-	return WriteNPZLabels(f, arch, params, nil)
+	return WriteNPZModel(f, arch, params, nil, nil)
 }
 
 // WriteNPZLabels is WriteNPZ with the model's class labels (see
 // ClassLabelsKey). The entries are deflated, named without numpy.savez's
 // ".npy" suffix, in format 2.0 (npy.Float32).
 func WriteNPZLabels(f io.Writer, arch Arch, params []float32, labels []int64) error {
+	return WriteNPZModel(f, arch, params, nil, labels)
+}
+
+// SaveNPZModel is SaveNPZLabels with a network's state (batch norms'
+// running statistics, Arch.StateTensors; nil: the initial state).
+func SaveNPZModel(path string, arch Arch, params, state []float32, labels []int64) error {
+	if len(params) != arch.NumParams() {
+		return fmt.Errorf("save %s: %d parameters, the model has %d", path, len(params), arch.NumParams())
+	}
+	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
+		return WriteNPZModel(f, arch, params, state, labels)
+	})
+	if err != nil {
+		return fmt.Errorf("save %w", err)
+	}
+	return nil
+}
+
+// WriteNPZModel is WriteNPZLabels with the network's state (nil: the
+// initial state), after the parameters, as PyTorch's buffers.
+func WriteNPZModel(f io.Writer, arch Arch, params, state []float32, labels []int64) error {
 	if len(params) != arch.NumParams() {
 		return fmt.Errorf("%d parameters, the model has %d", len(params), arch.NumParams())
+	}
+	if state == nil {
+		state = arch.InitState()
+	}
+	if len(state) != arch.NumState() {
+		return fmt.Errorf("%d state values, the model has %d", len(state), arch.NumState())
 	}
 	w := npy.NewWriter(f, zip.Deflate)
 	if !IdentityLabels(labels) {
@@ -72,6 +99,12 @@ func WriteNPZLabels(f io.Writer, arch Arch, params []float32, labels []int64) er
 	}
 	for _, t := range arch.Tensors() {
 		if err := w.Add(t.Name, npy.Float32(params[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	for _, t := range arch.StateTensors() {
+		if err := w.Add(t.Name, npy.Float32(state[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
 			w.Close()
 			return err
 		}

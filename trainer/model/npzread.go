@@ -417,6 +417,9 @@ func (a Arch) ParamsFrom(arrays map[string]Array) ([]float32, []int64, error) {
 		}
 		copy(params[t.Off:t.Off+t.Len()], got.Data)
 	}
+	for _, t := range a.StateTensors() {
+		want[t.Name] = true
+	}
 	var labels []int64
 	for name, arr := range arrays {
 		switch {
@@ -431,6 +434,25 @@ func (a Arch) ParamsFrom(arrays map[string]Array) ([]float32, []int64, error) {
 		}
 	}
 	return params, labels, nil
+}
+
+// StateFrom lays arrays' state tensors (Arch.StateTensors) out as a's
+// state vector; a network with batch norms needs every one of them.
+func (a Arch) StateFrom(arrays map[string]Array) ([]float32, error) {
+	state := a.InitState()
+	for _, t := range a.StateTensors() {
+		got, ok := arrays[t.Name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("no array %s (shape %v) for model %s", t.Name, t.Shape, a.Describe())
+		case !slices.Equal(got.Shape, t.Shape):
+			return nil, fmt.Errorf("%s has shape %v, the model needs %v", t.Name, got.Shape, t.Shape)
+		case !AllFinite(got.Data):
+			return nil, fmt.Errorf("%s holds NaN or ±Inf", t.Name)
+		}
+		copy(state[t.Off:t.Off+t.Len()], got.Data)
+	}
+	return state, nil
 }
 
 // labelsFrom checks a class-labels array (one distinct integer per class).

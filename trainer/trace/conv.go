@@ -63,3 +63,36 @@ func (tb *tracedBackend) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, str
 	return tb.convSpan("AvgPoolGrad", func(cv kernels.ConvOps) error { return cv.AvgPoolGrad(dx, dy, planes, h, w, k, stride) },
 		"planes", planes, "h", h, "w", w, "k", k, "stride", stride)
 }
+
+var _ kernels.NormOps = (*tracedBackend)(nil)
+
+func (tb *tracedBackend) normSpan(op string, f func(kernels.NormOps) error, n, c, hw int) error {
+	sp := tb.t.Begin(op).Cat(Compute)
+	nb, ok := tb.b.(kernels.NormOps)
+	var err error
+	if !ok {
+		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
+	} else {
+		err = f(nb)
+	}
+	sp.Arg("n", n).Arg("c", c).Arg("hw", hw).Err(err).End()
+	return err
+}
+
+func (tb *tracedBackend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	return tb.normSpan("BatchNormTrain", func(nb kernels.NormOps) error {
+		return nb.BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta, n, c, hw, eps, momentum)
+	}, n, c, hw)
+}
+
+func (tb *tracedBackend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buffer, n, c, hw int, eps float32) error {
+	return tb.normSpan("BatchNormInfer", func(nb kernels.NormOps) error {
+		return nb.BatchNormInfer(y, x, runMean, runVar, gamma, beta, n, c, hw, eps)
+	}, n, c, hw)
+}
+
+func (tb *tracedBackend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
+	return tb.normSpan("BatchNormGrad", func(nb kernels.NormOps) error {
+		return nb.BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, n, c, hw)
+	}, n, c, hw)
+}

@@ -1,0 +1,123 @@
+package kernelstest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// normShapes are batch-norm cases: one sample, one value per channel,
+// ResNet-20's first layer at a small batch, odd sizes.
+var normShapes = []struct{ n, c, hw int }{{1, 1, 1}, {2, 3, 5}, {4, 16, 64}, {3, 7, 1}, {1, 2, 9}}
+
+// testBatchNorm checks BatchNormTrain (outputs, statistics, the running
+// update), BatchNormInfer and BatchNormGrad against float64 formulas.
+func testBatchNorm(t *testing.T, be kernels.Backend) {
+	nb, has := kernels.NormOf(be)
+	if !has {
+		t.Skipf("backend %s has no NormOps: batch norm does not run on it", be.Name())
+	}
+	const eps, mom = 1e-5, 0.1
+	for k, s := range normShapes {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(800 + k))
+		x := normals(r, s.n*s.c*s.hw, 2)
+		for i := range x {
+			x[i] += float32(i%s.c) - 1 // a mean per channel
+		}
+		g, b := normals(r, s.c, 1), normals(r, s.c, 1)
+		rm, rv := normals(r, s.c, 1), filled(s.c, 1.5)
+		dy := normals(r, len(x), 1)
+		cnt := float64(s.n * s.hw)
+		mu, v := make([]float64, s.c), make([]float64, s.c)
+		at := func(i, ch, j int) int { return (i*s.c+ch)*s.hw + j }
+		for ch := range s.c {
+			for i := range s.n {
+				for j := range s.hw {
+					mu[ch] += float64(x[at(i, ch, j)]) / cnt
+				}
+			}
+			for i := range s.n {
+				for j := range s.hw {
+					d := float64(x[at(i, ch, j)]) - mu[ch]
+					v[ch] += d * d / cnt
+				}
+			}
+		}
+		wantY, wantInfer, wantDx := make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
+		wantDg, wantDb := make([]float64, s.c), make([]float64, s.c)
+		wantRm, wantRv := make([]float64, s.c), make([]float64, s.c)
+		boundY, boundDx := make([]float64, len(x)), make([]float64, len(x))
+		for ch := range s.c {
+			inv := 1 / math.Sqrt(v[ch]+eps)
+			unb := v[ch]
+			if cnt > 1 {
+				unb = v[ch] * cnt / (cnt - 1)
+			}
+			wantRm[ch] = (1-mom)*float64(rm[ch]) + mom*mu[ch]
+			wantRv[ch] = (1-mom)*float64(rv[ch]) + mom*unb
+			var sdy, sdyx float64
+			for i := range s.n {
+				for j := range s.hw {
+					p := at(i, ch, j)
+					xh := (float64(x[p]) - mu[ch]) * inv
+					wantY[p] = float64(g[ch])*xh + float64(b[ch])
+					wantInfer[p] = float64(g[ch])*(float64(x[p])-float64(rm[ch]))/math.Sqrt(float64(rv[ch])+eps) + float64(b[ch])
+					boundY[p] = 1e-5 * (1 + math.Abs(wantY[p]) + math.Abs(wantInfer[p]))
+					sdy += float64(dy[p])
+					sdyx += float64(dy[p]) * xh
+				}
+			}
+			wantDg[ch], wantDb[ch] = sdyx, sdy
+			for i := range s.n {
+				for j := range s.hw {
+					p := at(i, ch, j)
+					xh := (float64(x[p]) - mu[ch]) * inv
+					wantDx[p] = float64(g[ch]) * inv * (float64(dy[p]) - sdy/cnt - xh*sdyx/cnt)
+					boundDx[p] = 1e-4 * (1 + math.Abs(float64(g[ch])*inv)*(math.Abs(float64(dy[p]))+math.Abs(sdy)/cnt+math.Abs(xh*sdyx)/cnt))
+				}
+			}
+		}
+		perC := func(w []float64, scale float64) []float64 {
+			out := make([]float64, len(w))
+			for i, x := range w {
+				out[i] = scale * (1 + math.Abs(x))
+			}
+			return out
+		}
+		xb, gb, bb := load(t, be, x), load(t, be, g), load(t, be, b)
+		rmb, rvb := loadGuarded(t, be, rm), loadGuarded(t, be, rv)
+		yb, mb, ib := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.c, 7)), loadGuarded(t, be, filled(s.c, 7))
+		ok(t, name, nb.BatchNormTrain(yb.buf, mb.buf, ib.buf, rmb.buf, rvb.buf, xb, gb, bb, s.n, s.c, s.hw, eps, mom))
+		checkWithin(t, name+": y", yb.read(t, name), wantY, boundY)
+		checkWithin(t, name+": running mean", rmb.read(t, name), wantRm, perC(wantRm, 1e-6))
+		checkWithin(t, name+": running var", rvb.read(t, name), wantRv, perC(wantRv, 1e-6))
+		rm0, rv0 := load(t, be, rm), load(t, be, rv)
+		yi := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, nb.BatchNormInfer(yi.buf, xb, rm0, rv0, gb, bb, s.n, s.c, s.hw, eps))
+		checkWithin(t, name+": y (inference)", yi.read(t, name), wantInfer, boundY)
+		dyb := load(t, be, dy)
+		dxb, dgb, dbb := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.c, 7)), loadGuarded(t, be, filled(s.c, 7))
+		ok(t, name, nb.BatchNormGrad(dxb.buf, dgb.buf, dbb.buf, dyb, xb, mb.buf, ib.buf, gb, s.n, s.c, s.hw))
+		checkWithin(t, name+": dx", dxb.read(t, name), wantDx, boundDx)
+		checkWithin(t, name+": dgamma", dgb.read(t, name), wantDg, perC(wantDg, 1e-4*cnt))
+		checkWithin(t, name+": dbeta", dbb.read(t, name), wantDb, perC(wantDb, 1e-5*cnt))
+	}
+	// Shapes that do not fit: ErrShape, outputs untouched.
+	x := load(t, be, filled(12, 1))
+	c3, y := loadGuarded(t, be, filled(3, 5)), loadGuarded(t, be, filled(12, 5))
+	for _, err := range []error{
+		nb.BatchNormTrain(y.buf, c3.buf, c3.buf, c3.buf, c3.buf, x, c3.buf, c3.buf, 2, 3, 3, eps, mom), // 18 ≠ 12
+		nb.BatchNormInfer(y.buf, x, c3.buf, c3.buf, c3.buf, c3.buf, 2, 2, 3, eps),                      // per-channel 3 ≠ 2
+		nb.BatchNormGrad(y.buf, c3.buf, c3.buf, y.buf, x, c3.buf, c3.buf, c3.buf, 1, 3, 5),             // 15 ≠ 12
+	} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "y after bad shapes", y.read(t, "bad"), filled(12, 5))
+	checkExact(t, "per-channel after bad shapes", c3.read(t, "bad"), filled(3, 5))
+}
