@@ -38,7 +38,12 @@ type ConvOps interface {
 
 // ConvOf returns b's ConvOps, and false when the backend (or the one a
 // decorator such as trace.Backend wraps) has none.
-func ConvOf(b Backend) (ConvOps, bool) {
+func ConvOf(b Backend) (ConvOps, bool) { return optional[ConvOps](b) }
+
+// optional returns b as the optional op set T when the backend itself (not
+// only a decorator that passes T through, such as trace.Backend) has it.
+func optional[T any](b Backend) (T, bool) {
+	var zero T
 	inner := b
 	for {
 		u, ok := inner.(interface{ Unwrap() Backend })
@@ -47,11 +52,11 @@ func ConvOf(b Backend) (ConvOps, bool) {
 		}
 		inner = u.Unwrap()
 	}
-	if _, ok := inner.(ConvOps); !ok {
-		return nil, false
+	if _, ok := inner.(T); !ok {
+		return zero, false
 	}
-	c, ok := b.(ConvOps)
-	return c, ok
+	t, ok := b.(T)
+	return t, ok
 }
 
 // ErrNoConv is returned for a convolutional network on a backend without
@@ -143,21 +148,7 @@ type NormOps interface {
 }
 
 // NormOf returns b's NormOps (looking through decorators, as ConvOf).
-func NormOf(b Backend) (NormOps, bool) {
-	inner := b
-	for {
-		u, ok := inner.(interface{ Unwrap() Backend })
-		if !ok {
-			break
-		}
-		inner = u.Unwrap()
-	}
-	if _, ok := inner.(NormOps); !ok {
-		return nil, false
-	}
-	nb, ok := b.(NormOps)
-	return nb, ok
-}
+func NormOf(b Backend) (NormOps, bool) { return optional[NormOps](b) }
 
 // CheckNorm validates batch-norm shapes: x of n·c·hw, per-channel vectors
 // of c (their lengths in perChannel).

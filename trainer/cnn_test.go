@@ -1,10 +1,14 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
@@ -112,5 +116,17 @@ func TestBatchNormRanks(t *testing.T) {
 	}
 	if equalFloats(r2[0].ModelState, r2[0].Arch.InitState()) {
 		t.Error("the running statistics never moved")
+	}
+}
+
+// TestCNNNeedsConvOps: on a backend without convolution ops (the cuda
+// backend today; here a stand-in device), a CNN is refused in one line
+// that says so, on every rank, and nothing trains.
+func TestCNNNeedsConvOps(t *testing.T) {
+	_, errs := runWorldWith(t, 2, cnnCfg(), func(int) kernels.Backend { return &deviceBackend{b: cpu.New()} })
+	for r, err := range errs {
+		if !errors.Is(err, kernels.ErrNoConv) || !strings.Contains(err.Error(), "layers need convolution ops, which backend") {
+			t.Errorf("rank %d: %v, want ErrNoConv saying the backend lacks convolution ops", r, err)
+		}
 	}
 }

@@ -66,7 +66,13 @@ func readLabels(e *npzEntry, arch Arch) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := make([]int64, classes)
+	return checkLabels(raw)
+}
+
+// checkLabels turns class labels saved as float64 into integers, one
+// distinct integer per class.
+func checkLabels(raw []float64) ([]int64, error) {
+	labels := make([]int64, len(raw))
 	seen := map[int64]bool{}
 	for k, f := range raw {
 		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
@@ -461,19 +467,7 @@ func labelsFrom(arr Array, a Arch) ([]int64, error) {
 	if len(arr.Shape) != 1 || arr.Shape[0] != classes {
 		return nil, fmt.Errorf("shape %v, want [%d] (one label per class of the model)", arr.Shape, classes)
 	}
-	labels := make([]int64, classes)
-	seen := map[int64]bool{}
-	for k, f := range arr.Exact {
-		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, fmt.Errorf("label %v of class %d is not an integer", f, k)
-		}
-		labels[k] = int64(f)
-		if seen[labels[k]] {
-			return nil, fmt.Errorf("label %d stands for two classes", labels[k])
-		}
-		seen[labels[k]] = true
-	}
-	return labels, nil
+	return checkLabels(arr.Exact)
 }
 
 // LoadNPZArrays is ReadNPZArrays on a file (a regular file only).
