@@ -9,7 +9,6 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -56,7 +55,6 @@ func TestCNNEveryStrategy(t *testing.T) {
 	}{
 		{"allreduce", 2, func(c *Config) {}},
 		{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
-		{"ps-asp", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency = SyncPS, 1, ps.ASP }},
 		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
 		{"adpsgd", 2, func(c *Config) { c.Sync, c.Topology = SyncADPSGD, gossip.Ring }},
 	} {
