@@ -137,7 +137,7 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 			need += m
 			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
 		}
-		return t.refuse(what, need, "lower Config.Data.Samples or the image shape (Config.Data.Shape)")
+		return t.refuse(what, need, "lower Config.Batch (a network's activations grow with it), Config.Data.Samples or the image shape (Config.Data.Shape)")
 	case "synthetic-sparse":
 		need := 2 * rows * (8*float64(d.NNZ) + 12)
 		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower Config.Data.Samples or Config.Data.NNZ")

@@ -164,3 +164,18 @@ func TestResNet20(t *testing.T) {
 		t.Fatalf("check_npz.py: %v: %s; want accuracy %s", err, out, acc[1])
 	}
 }
+
+// TestCNNMemoryRefused: a CNN whose activations at this batch do not fit
+// the rank's memory is refused before anything is allocated, saying what
+// to lower; a smaller batch of the same model fits.
+func TestCNNMemoryRefused(t *testing.T) {
+	t.Setenv("DML_MEMORY_LIMIT", "200M")
+	args := []string{"train", "--model", "resnet20", "--data", "synthetic-images", "--samples", "2000", "--epochs", "1", "--max-steps", "1", "--backend", "cpu"}
+	r := dml(t, 0, append(args, "--batch", "512")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "parameters needs about 2.1 GB") || !strings.Contains(r.stderr, "lower --batch") {
+		t.Errorf("batch 512: exit %d, stderr %q; want exit 2, the model's need, and --batch to lower", r.code, r.stderr)
+	}
+	if r := dml(t, 0, append(args, "--batch", "4", "--samples", "400")...); r.code != 0 {
+		t.Errorf("batch 4: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -132,9 +132,12 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 	return nil
 }
 
-// maxPool22 is the 2×2, stride-2 pool (LeNet's, and most nets'), with the
-// windows' argmax rule of argmaxWindow unrolled: it writes the maxima into
-// y, or, with dy, routes dy to them in dx (already zeroed).
+// maxPool22 is the 2×2, stride-2 pool (LeNet's, and most nets'): it
+// writes the maxima into y, or, with dy, routes dy to them in dx (already
+// zeroed). The maximum is taken with the builtin max, without branches
+// (after a ReLU, half the values tie at 0 and branches mispredict); a
+// window whose maximum is NaN, where the builtin and argmaxWindow's rule
+// differ, goes through argmaxWindow.
 func maxPool22(y, x []float32, planes, h, w, oh, ow int, dx, dy []float32) {
 	for p := range planes {
 		xp := x[p*h*w : (p+1)*h*w]
@@ -144,21 +147,33 @@ func maxPool22(y, x []float32, planes, h, w, oh, ow int, dx, dy []float32) {
 			o := (p*oh + oy) * ow
 			for ox := range ow {
 				j := 2 * ox
-				best, bv := 2*oy*w+j, r0[j]
-				if v := r0[j+1]; v > bv || bv != bv && v == v {
-					best, bv = 2*oy*w+j+1, v
-				}
-				if v := r1[j]; v > bv || bv != bv && v == v {
-					best, bv = (2*oy+1)*w+j, v
-				}
-				if v := r1[j+1]; v > bv || bv != bv && v == v {
-					best, bv = (2*oy+1)*w+j+1, v
+				a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
+				m := max(max(a, b), max(c, d))
+				if m != m { // a NaN: the exact rule
+					best := argmaxWindow(xp, w, 2*oy, j, 2)
+					if dy == nil {
+						y[o+ox] = xp[best]
+					} else {
+						dx[p*h*w+best] += dy[o+ox]
+					}
+					continue
 				}
 				if dy == nil {
-					y[o+ox] = bv
-				} else {
-					dx[p*h*w+best] += dy[o+ox]
+					y[o+ox] = m
+					continue
 				}
+				// The first of the four equal to the maximum.
+				best := (2*oy+1)*w + j + 1
+				if c == m {
+					best = (2*oy+1)*w + j
+				}
+				if b == m {
+					best = 2*oy*w + j + 1
+				}
+				if a == m {
+					best = 2*oy*w + j
+				}
+				dx[p*h*w+best] += dy[o+ox]
 			}
 		}
 	}
