@@ -458,6 +458,32 @@ func (a Arch) KeptColumns(rows int) int {
 	return keep
 }
 
+// TrainFLOPs is the floating-point operations of one training step's
+// matrix products per sample, as GEMMs (a convolution as im2col: out ×
+// in·k·k × output pixels): the forward product and the weight gradient of
+// every layer with weights, and the input gradient of every one but the
+// first. Bias, activations, pooling, batch norm and the optimizer are not
+// counted (as bench/ddp/compare.sh counts).
+func (a Arch) TrainFLOPs() int64 {
+	var f int64
+	for _, n := range a.mustNodes() {
+		var prod int64
+		switch n.Kind {
+		case KindLinear:
+			prod = 2 * int64(n.Out) * int64(n.in.Size())
+		case KindConv:
+			prod = 2 * int64(n.Out) * int64(n.fanIn()) * int64(n.out.H*n.out.W)
+		default:
+			continue
+		}
+		f += 2 * prod
+		if n.from >= 0 { // the input gradient (not of the batch)
+			f += prod
+		}
+	}
+	return f
+}
+
 // Equal reports whether a and b are the same architecture.
 func (a Arch) Equal(b Arch) bool {
 	if !slices.Equal(a.Sizes, b.Sizes) || a.Loss != b.Loss || len(a.Net) != len(b.Net) || (a.Input == nil) != (b.Input == nil) {

@@ -43,5 +43,7 @@ func BenchmarkResNet20Step(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "samples/s")
+	sps := float64(rows*b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(sps, "samples/s")
+	b.ReportMetric(sps*float64(arch.TrainFLOPs())/1e9, "GFLOP/s")
 }
