@@ -320,26 +320,33 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
-	case LeNet5:
-		a, err := model.NewNet(shape, model.LeNet5(classes), classes, model.SoftmaxCE)
-		if err != nil {
+	case LeNet5, ResNet20, NetFile:
+		a, err := model.NewNet(shape, NetLayers(cfg, classes), classes, model.SoftmaxCE)
+		switch {
+		case err == nil:
+			return a, nil
+		case cfg.Model == NetFile:
+			return a, bad("Net", "on samples of %v: %v", shape, err)
+		case cfg.Model == LeNet5:
 			return a, bad("Model", "lenet5 on samples of %v: %v (it takes images such as Fashion-MNIST's 1×28×28)", shape, err)
 		}
-		return a, nil
-	case ResNet20:
-		a, err := model.NewNet(shape, model.ResNet20(classes), classes, model.SoftmaxCE)
-		if err != nil {
-			return a, bad("Model", "resnet20 on samples of %v: %v (it takes images such as CIFAR-10's 3×32×32)", shape, err)
-		}
-		return a, nil
-	case NetFile:
-		a, err := model.NewNet(shape, cfg.Net, classes, model.SoftmaxCE)
-		if err != nil {
-			return a, bad("Net", "on samples of %v: %v", shape, err)
-		}
-		return a, nil
+		return a, bad("Model", "resnet20 on samples of %v: %v (it takes images such as CIFAR-10's 3×32×32)", shape, err)
 	}
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
+}
+
+// NetLayers is a network model's layers for classes classes: a preset's
+// (lenet5, resnet20) or the model file's; nil for the MLP family.
+func NetLayers(cfg Config, classes int) []model.LayerSpec {
+	switch cfg.Model {
+	case LeNet5:
+		return model.LeNet5(classes)
+	case ResNet20:
+		return model.ResNet20(classes)
+	case NetFile:
+		return cfg.Net
+	}
+	return nil
 }
 
 // syncState sets every rank's batch-norm running statistics to their

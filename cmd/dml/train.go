@@ -646,15 +646,8 @@ func readNetFile(path string) ([]model.LayerSpec, error) {
 func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
 	cfg := trainer.DefaultConfig()
 	cfg.Model, cfg.Net = kind, layers
-	specs := layers
-	switch kind {
-	case trainer.LeNet5:
-		specs = model.LeNet5(1)
-	case trainer.ResNet20:
-		specs = model.ResNet20(1)
-	}
 	last := ""
-	for _, l := range specs {
+	for _, l := range trainer.NetLayers(cfg, 1) {
 		if l.Kind == model.KindLinear || l.Kind == model.KindConv {
 			last = l.Name + ".weight"
 		}

@@ -14,6 +14,17 @@ type SyntheticConfig struct {
 	Seed    uint64
 }
 
+// balancedLabels is n labels, classes balanced to within one sample, in
+// the random order of (seed, stream).
+func balancedLabels(n, classes int, seed, stream uint64) []int32 {
+	y := make([]int32, n)
+	for i := range y {
+		y[i] = int32(i % classes)
+	}
+	permute(newPCG(seed, stream), y)
+	return y
+}
+
 // Synthetic generates Gaussian classes around random means:
 //
 //	μ_k ~ N(0, I_Cols)            one mean per class k
@@ -49,11 +60,7 @@ func Synthetic(cfg SyntheticConfig) (*Dense, error) {
 		means[i] = r.NormFloat64()
 	}
 
-	y := make([]int32, cfg.Rows)
-	for i := range y {
-		y[i] = int32(i % cfg.Classes)
-	}
-	permute(newPCG(cfg.Seed, streamDenseLabels), y)
+	y := balancedLabels(cfg.Rows, cfg.Classes, cfg.Seed, streamDenseLabels)
 
 	x := make([]float32, cfg.Rows*c)
 	r = rand.New(newPCG(cfg.Seed, streamDenseNoise))

@@ -56,11 +56,7 @@ func SyntheticImages(cfg SyntheticImagesConfig) (*Dense, error) {
 			}
 		}
 	}
-	y := make([]int32, cfg.Rows)
-	for i := range y {
-		y[i] = int32(i % cfg.Classes)
-	}
-	permute(newPCG(cfg.Seed, streamImageLabels), y)
+	y := balancedLabels(cfg.Rows, cfg.Classes, cfg.Seed, streamImageLabels)
 	x := make([]float32, cfg.Rows*n)
 	r = rand.New(newPCG(cfg.Seed, streamImageNoise))
 	for i, l := range y {

@@ -100,7 +100,6 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
 	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams()}
-	var colsLen, onesLen int
 	for _, n := range m.nodes {
 		if n.Kind == KindConv || n.Kind == KindMaxPool || n.Kind == KindAvgPool {
 			if m.conv == nil {
@@ -109,10 +108,6 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 					return nil, fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", arch.Describe(), n.Kind, b.Name(), kernels.ErrNoConv)
 				}
 			}
-		}
-		if n.Kind == KindConv {
-			colsLen = max(colsLen, n.fanIn()*n.out.H*n.out.W)
-			onesLen = max(onesLen, n.out.H*n.out.W)
 		}
 		if n.Kind == KindBatchNorm && m.norm == nil {
 			var ok bool
@@ -172,21 +167,15 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 			failed = b.Upload(m.State, arch.InitState())
 		}
 	}
-	keep := 0
-	for _, n := range m.nodes {
-		if n.Kind == KindConv {
-			keep += n.fanIn() * n.out.H * n.out.W * maxRows
-		}
-	}
 	m.kept = make([]kernels.Buffer, len(m.nodes))
-	if keep > 0 && keep <= keepColsFloats {
+	if arch.KeptColumns(maxRows) > 0 {
 		for i, n := range m.nodes {
 			if n.Kind == KindConv {
-				m.kept[i] = alloc(n.Name+" columns", n.fanIn()*n.out.H*n.out.W*maxRows)
+				m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
 			}
 		}
 	}
-	if colsLen > 0 {
+	if colsLen, onesLen := arch.convScratch(); colsLen > 0 {
 		m.cols = alloc("convolution columns", colsLen)
 		m.ones = alloc("ones", onesLen)
 		if failed == nil {
@@ -357,7 +346,7 @@ const keepColsFloats = 64 << 20
 // colsOf is the buffer sample s of conv node i writes its columns to: its
 // part of the kept columns, or the shared scratch.
 func (m *Model) colsOf(i, s int, n node) kernels.Buffer {
-	per := n.fanIn() * n.out.H * n.out.W
+	per := n.columns()
 	if m.kept[i] != nil {
 		return m.B.View(m.kept[i], s*per, per)
 	}

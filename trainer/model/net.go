@@ -432,15 +432,24 @@ func (a Arch) InitState() []float32 {
 // ScratchFloats is what a Model holds besides: one sample's convolution
 // columns and the ones its bias products use.
 func (a Arch) ScratchFloats() int {
-	cols, ones := 0, 0
+	cols, ones := a.convScratch()
+	return cols + ones
+}
+
+// convScratch is the largest one sample's columns of any conv layer, and
+// its largest output plane (the ones a bias is added with).
+func (a Arch) convScratch() (cols, ones int) {
 	for _, nd := range a.mustNodes() {
 		if nd.Kind == KindConv {
-			cols = max(cols, nd.fanIn()*nd.out.H*nd.out.W)
+			cols = max(cols, nd.columns())
 			ones = max(ones, nd.out.H*nd.out.W)
 		}
 	}
-	return cols + ones
+	return cols, ones
 }
+
+// columns is one sample's Im2col columns of a conv node: c·k·k × oh·ow.
+func (n node) columns() int { return n.fanIn() * n.out.H * n.out.W }
 
 // KeptColumns is the convolution columns a Model of rows rows keeps from
 // its forward pass for the backward pass (0 when they would exceed
@@ -449,7 +458,7 @@ func (a Arch) KeptColumns(rows int) int {
 	keep := 0
 	for _, nd := range a.mustNodes() {
 		if nd.Kind == KindConv {
-			keep += nd.fanIn() * nd.out.H * nd.out.W * rows
+			keep += nd.columns() * rows
 		}
 	}
 	if keep > keepColsFloats {
