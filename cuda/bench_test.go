@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // The GPU benchmarks. Run them with -benchtime=1x: each sub-benchmark
@@ -329,4 +331,93 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 	b.ReportMetric(med, "ms/step")
 	b.ReportMetric(benchBatch/(med*1e-3), "samples/s")
 	b.Logf("%s %s: %.3f ms/step, %.0f samples/s (spread %.1f%%, last loss %.4f)", p, mode, med, benchBatch/(med*1e-3), spread(times), stats[0]/benchBatch)
+}
+
+// BenchmarkCNNStep is one training step of the CNN presets through
+// trainer/model on the device (forward, loss, backward, momentum update;
+// the batch already on the device): ResNet-20 at batch 128 on 3×32×32 and
+// LeNet-5 at batch 1024 on 1×28×28, FP32 and TF32, the median of 10
+// blocks of 10 steps. bench/gpu/torch_cnn.py times PyTorch eager with
+// cuDNN on the same shapes.
+func BenchmarkCNNStep(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		in     model.Shape
+		layers []model.LayerSpec
+		rows   int
+	}{
+		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
+		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+	} {
+		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
+			b.Run(fmt.Sprintf("%s/%s", c.name, p), func(b *testing.B) {
+				be := open(b, kernels.Options{Precision: p})
+				defer be.Close()
+				if p == kernels.TF32 && !be.TF32() {
+					b.Skip("no TF32 GEMM on this device")
+				}
+				arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m, err := model.New(arch, be, c.rows)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Free()
+				opt, err := model.NewOptimizer(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}, be, m.NumParams())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer opt.Free()
+				if err := be.Upload(m.Params, arch.InitParams(1)); err != nil {
+					b.Fatal(err)
+				}
+				if m.State != nil {
+					if err := be.Upload(m.State, arch.InitState()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				r := rand.New(rand.NewPCG(1, 2))
+				n := c.in.Size()
+				batch := make([]float32, c.rows*(n+1))
+				for i := range c.rows * n {
+					batch[i] = r.Float32()
+				}
+				for i := range c.rows {
+					batch[c.rows*n+i] = float32(i % 10)
+				}
+				if err := m.Upload(batch, c.rows); err != nil {
+					b.Fatal(err)
+				}
+				step := func() error {
+					if err := m.Step(1/float32(c.rows), nil); err != nil {
+						return err
+					}
+					return opt.Update(m.Params, m.GradView())
+				}
+				const block, reps = 10, 10
+				var times []float64
+				for r := range reps + 1 {
+					t0 := time.Now()
+					for range block {
+						if err := step(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := be.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					if r > 0 { // the first block warms up (module loads, pools)
+						times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
+					}
+				}
+				med := median(times)
+				b.ReportMetric(med, "ms/step")
+				b.ReportMetric(float64(c.rows)/(med*1e-3), "samples/s")
+				b.ReportMetric(float64(c.rows)*float64(arch.TrainFLOPs())/(med*1e-3)/1e9, "GFLOP/s")
+				b.Logf("%s %s batch %d: %.3f ms/step (spread %.1f%%)", c.name, p, c.rows, med, spread(times))
+			})
+		}
+	}
 }

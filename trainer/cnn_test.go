@@ -117,8 +117,8 @@ func TestBatchNormRanks(t *testing.T) {
 	}
 }
 
-// TestCNNNeedsConvOps: on a backend without convolution ops (the cuda
-// backend today; here a stand-in device), a CNN is refused in one line
+// TestCNNNeedsConvOps: on a backend without convolution ops (a stand-in
+// device), a CNN is refused in one line
 // that says so, on every rank, and nothing trains.
 func TestCNNNeedsConvOps(t *testing.T) {
 	_, errs := runWorldWith(t, 2, cnnCfg(), func(int) kernels.Backend { return &deviceBackend{b: cpu.New()} })

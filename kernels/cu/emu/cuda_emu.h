@@ -56,6 +56,8 @@ inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 inline float __int_as_float(int i) {
   float f;
   std::memcpy(&f, &i, 4);

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "../conv.cu"
 #include "../elementwise.cu"
 #include "../gemm.cu"
 #include "../gemm_tf32.cu"
@@ -364,6 +365,160 @@ static void test_gemm() {
   }
 }
 
+// ---- conv.cu, against the CPU backend's loops (kernels/cpu/conv.go, norm.go)
+struct ConvShape {
+  long long n, c, h, w, k, stride, pad;
+};
+
+static void test_conv() {
+  const ConvShape shapes[] = {{1, 1, 28, 28, 5, 1, 2}, {2, 6, 14, 14, 5, 1, 0}, {2, 3, 8, 8, 3, 1, 1}, {1, 4, 9, 7, 3, 2, 1},
+                              {3, 2, 8, 8, 1, 2, 0},   {1, 2, 5, 6, 3, 3, 2},   {1, 1, 1, 1, 1, 1, 0}};
+  for (auto s : shapes) {
+    const long long oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+    const long long p = oh * ow, img = s.c * s.h * s.w, rows = s.c * s.k * s.k;
+    auto x = normals(s.n * img);
+    x[0] = -0.f;
+    // im2col: the CPU's definition
+    std::vector<float> want(s.n * rows * p), cols(want.size(), 7.f);
+    for (long long n = 0; n < s.n; n++)
+      for (long long ci = 0; ci < s.c; ci++)
+        for (long long ki = 0; ki < s.k; ki++)
+          for (long long kj = 0; kj < s.k; kj++)
+            for (long long oy = 0; oy < oh; oy++)
+              for (long long ox = 0; ox < ow; ox++) {
+                long long iy = oy * s.stride + ki - s.pad, ix = ox * s.stride + kj - s.pad;
+                want[((n * s.c + ci) * s.k * s.k + ki * s.k + kj) * p + oy * ow + ox] =
+                    iy >= 0 && iy < s.h && ix >= 0 && ix < s.w ? x[((n * s.c + ci) * s.h + iy) * s.w + ix] : 0.f;
+              }
+    emu_launch(dml_im2col, G1, B1, cols.data(), (const float*)x.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
+    for (size_t i = 0; i < want.size(); i++) CHECK(same_bits(cols[i], want[i]), "im2col %lld,%lld k%lld s%lld p%lld at %zu", s.c, s.h, s.k, s.stride, s.pad, i);
+    // col2im: the CPU's scatter, rows in order
+    auto g = normals(want.size());
+    std::vector<float> wdx(s.n * img, 0.f), dx(s.n * img, 7.f);
+    for (long long n = 0; n < s.n; n++)
+      for (long long ci = 0; ci < s.c; ci++)
+        for (long long ki = 0; ki < s.k; ki++)
+          for (long long kj = 0; kj < s.k; kj++)
+            for (long long oy = 0; oy < oh; oy++)
+              for (long long ox = 0; ox < ow; ox++) {
+                long long iy = oy * s.stride + ki - s.pad, ix = ox * s.stride + kj - s.pad;
+                if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
+                  wdx[((n * s.c + ci) * s.h + iy) * s.w + ix] += g[((n * s.c + ci) * s.k * s.k + ki * s.k + kj) * p + oy * ow + ox];
+              }
+    emu_launch(dml_col2im, G1, B1, dx.data(), (const float*)g.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
+    for (size_t i = 0; i < wdx.size(); i++) CHECK(same_bits(dx[i], wdx[i]), "col2im %lld,%lld k%lld s%lld p%lld at %zu: %g want %g", s.c, s.h, s.k, s.stride, s.pad, i, dx[i], wdx[i]);
+  }
+}
+
+// the CPU's argmaxWindow
+static long long cpu_window_argmax(const float* x, long long w, long long y0, long long x0, long long k) {
+  long long best = -1;
+  float bv = -INFINITY;
+  for (long long i = y0; i < y0 + k; i++)
+    for (long long j = x0; j < x0 + k; j++) {
+      float v = x[i * w + j];
+      if ((best < 0 && !std::isnan(v)) || v > bv) best = i * w + j, bv = v;
+    }
+  return best < 0 ? y0 * w + x0 : best;
+}
+
+static void test_pool() {
+  struct P {
+    long long planes, h, w, k, stride;
+  } shapes[] = {{6, 28, 28, 2, 2}, {3, 7, 7, 3, 2}, {2, 5, 5, 3, 1}, {4, 8, 8, 8, 1}, {1, 5, 4, 2, 3}, {2, 1, 1, 1, 1}};
+  for (auto s : shapes) {
+    const long long oh = (s.h - s.k) / s.stride + 1, ow = (s.w - s.k) / s.stride + 1;
+    const long long in = s.planes * s.h * s.w, out = s.planes * oh * ow;
+    auto x = normals(in);
+    for (long long i = 0; i < in; i += 5) x[i] = std::round(x[i]);  // ties
+    if (in > 8) x[3] = NaN, x[4] = NaN, x[s.w] = NaN, x[s.w + 1] = NaN, x[1] = NaN;
+    auto dy = normals(out);
+    std::vector<float> y(out, 7), wy(out), ay(out, 7), way(out), dx(in, 7), wdx(in, 0), adx(in, 7), wadx(in, 0);
+    const float inv = 1.f / (float)(s.k * s.k);
+    for (long long pl = 0; pl < s.planes; pl++)
+      for (long long oy = 0; oy < oh; oy++)
+        for (long long ox = 0; ox < ow; ox++) {
+          const float* xp = &x[pl * s.h * s.w];
+          long long o = (pl * oh + oy) * ow + ox, b = cpu_window_argmax(xp, s.w, oy * s.stride, ox * s.stride, s.k);
+          wy[o] = xp[b];
+          wdx[pl * s.h * s.w + b] += dy[o];
+          float sum = 0;
+          for (long long i = oy * s.stride; i < oy * s.stride + s.k; i++)
+            for (long long j = ox * s.stride; j < ox * s.stride + s.k; j++) sum += xp[i * s.w + j];
+          way[o] = sum * inv;
+          float gi = dy[o] * inv;
+          for (long long i = oy * s.stride; i < oy * s.stride + s.k; i++)
+            for (long long j = ox * s.stride; j < ox * s.stride + s.k; j++) wadx[pl * s.h * s.w + i * s.w + j] += gi;
+        }
+    emu_launch(dml_maxpool, G1, B1, y.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+    emu_launch(dml_maxpool_grad, G1, B1, dx.data(), (const float*)dy.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+    emu_launch(dml_avgpool, G1, B1, ay.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+    emu_launch(dml_avgpool_grad, G1, B1, adx.data(), (const float*)dy.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+    auto same = [](float a, float b) { return same_bits(a, b) || (std::isnan(a) && std::isnan(b)); };
+    for (long long i = 0; i < out; i++) {
+      CHECK(same(y[i], wy[i]), "maxpool k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, y[i], wy[i]);
+      CHECK(same(ay[i], way[i]), "avgpool k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, ay[i], way[i]);
+    }
+    for (long long i = 0; i < in; i++) {
+      CHECK(same_bits(dx[i], wdx[i]), "maxpool_grad k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, dx[i], wdx[i]);
+      CHECK(same_bits(adx[i], wadx[i]), "avgpool_grad k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, adx[i], wadx[i]);
+    }
+  }
+}
+
+// batch norm against the CPU's float64 formulas (a sequential sum: the
+// kernels' tree order may differ in the last bits of a float64).
+static void test_batchnorm() {
+  struct S {
+    long long n, c, hw;
+  } shapes[] = {{1, 1, 1}, {2, 3, 5}, {4, 16, 64}, {3, 7, 1}, {1, 2, 300}};
+  const float eps = 1e-5f, mom = 0.1f;
+  for (auto s : shapes) {
+    const long long all = s.n * s.c * s.hw, cnt = s.n * s.hw;
+    auto x = normals(all, 2), dy = normals(all), g = normals(s.c), b = normals(s.c), rm = normals(s.c);
+    for (long long i = 0; i < all; i++) x[i] += (float)((i / s.hw) % s.c);
+    std::vector<float> rv(s.c, 1.5f), y(all, 7), mean(s.c), inv(s.c), rm2 = rm, rv2 = rv, yi(all, 7), dx(all, 7), dg(s.c), db(s.c);
+    std::vector<double> ss(2 * s.c), sums(2 * s.c);
+    emu_launch(dml_bn_stats, dim3{2, 1, 1}, dim3{256, 1, 1}, ss.data(), mean.data(), inv.data(), rm2.data(), rv2.data(),
+               (const float*)x.data(), (const float*)g.data(), (const float*)b.data(), s.n, s.c, s.hw, eps, mom);
+    emu_launch(dml_bn_apply, G1, B1, y.data(), (const float*)x.data(), (const double*)ss.data(), s.n, s.c, s.hw);
+    emu_launch(dml_bn_grad_reduce, dim3{2, 1, 1}, dim3{256, 1, 1}, sums.data(), dg.data(), db.data(), (const float*)dy.data(),
+               (const float*)x.data(), (const float*)mean.data(), (const float*)inv.data(), s.n, s.c, s.hw);
+    auto dyy = dy;  // in place: dx aliases dy
+    emu_launch(dml_bn_grad_apply, G1, B1, dyy.data(), (const float*)dyy.data(), (const float*)x.data(), (const float*)mean.data(),
+               (const float*)inv.data(), (const float*)g.data(), (const double*)sums.data(), s.n, s.c, s.hw);
+    std::vector<double> cs(2 * s.c);
+    emu_launch(dml_bn_coef, G1, B1, cs.data(), (const float*)rm.data(), (const float*)rv.data(), (const float*)g.data(), (const float*)b.data(), s.c, eps);
+    emu_launch(dml_bn_apply, G1, B1, yi.data(), (const float*)x.data(), (const double*)cs.data(), s.n, s.c, s.hw);
+    auto at = [&](long long e, long long ch) { return ((e / s.hw) * s.c + ch) * s.hw + e % s.hw; };
+    for (long long ch = 0; ch < s.c; ch++) {
+      double sum = 0, sq = 0;
+      for (long long e = 0; e < cnt; e++) sum += x[at(e, ch)];
+      double mu = sum / cnt;
+      for (long long e = 0; e < cnt; e++) sq += (x[at(e, ch)] - mu) * (x[at(e, ch)] - mu);
+      double v = sq / cnt, iv = 1 / std::sqrt(v + eps), unb = cnt > 1 ? sq / (cnt - 1) : v;
+      CHECK(close(mean[ch], mu, 1e-6) && close(inv[ch], iv, 1e-6), "bn stats ch %lld", ch);
+      CHECK(close(rm2[ch], (1 - mom) * rm[ch] + mom * mu, 1e-6) && close(rv2[ch], (1 - mom) * rv[ch] + mom * unb, 1e-6), "bn running ch %lld", ch);
+      double sdy = 0, sdyx = 0, infInv = 1 / std::sqrt((double)rv[ch] + eps);
+      for (long long e = 0; e < cnt; e++) {
+        double xh = (x[at(e, ch)] - mu) * iv;
+        CHECK(close(y[at(e, ch)], g[ch] * xh + b[ch], 1e-5), "bn apply ch %lld e %lld: %g want %g", ch, e, y[at(e, ch)], g[ch] * xh + b[ch]);
+        double wi = g[ch] * (x[at(e, ch)] - rm[ch]) * infInv + b[ch];
+        CHECK(close(yi[at(e, ch)], wi, 1e-5), "bn infer ch %lld e %lld", ch, e);
+        sdy += dy[at(e, ch)];
+        sdyx += dy[at(e, ch)] * xh;
+      }
+      CHECK(close(db[ch], sdy, 1e-5) && close(dg[ch], sdyx, 1e-5), "bn dgamma/dbeta ch %lld", ch);
+      for (long long e = 0; e < cnt; e++) {
+        double xh = (x[at(e, ch)] - mu) * iv;
+        double want = g[ch] * iv * (dy[at(e, ch)] - sdy / cnt - xh * sdyx / cnt);
+        double bound = std::fabs(g[ch] * iv) * (std::fabs(dy[at(e, ch)]) + std::fabs(sdy) / cnt + std::fabs(xh * sdyx) / cnt);
+        CHECK(std::fabs(dyy[at(e, ch)] - want) <= 1e-5 * (bound + 1e-30), "bn grad ch %lld e %lld: %g want %g", ch, e, dyy[at(e, ch)], want);
+      }
+    }
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -372,7 +527,11 @@ int main() {
   test_reduce();
   std::printf("emu: reduce done (%d failures so far)\n", failures);
   test_gemm();
-  std::printf("emu: gemm done (%d failures)\n", failures);
+  std::printf("emu: gemm done (%d failures so far)\n", failures);
+  test_conv();
+  test_pool();
+  test_batchnorm();
+  std::printf("emu: conv done (%d failures)\n", failures);
   if (failures) {
     std::printf("emu: FAIL (%d)\n", failures);
     return 1;

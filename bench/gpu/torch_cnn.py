@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the GPU CNN target (issue 19): one training step of
+ResNet-20 at batch 128 (3x32x32) and LeNet-5 at batch 1024 (1x28x28), eager,
+cuDNN (benchmark mode on, as users run it), fp32 with TF32 off and on; SGD
+momentum 0.9, lr 0.05; the batch already on the device. The median of
+--reps blocks of --block steps, after a warm-up block, in ms/step: the same
+measurement as `go test -tags cuda -bench CNNStep ./cuda` (BenchmarkCNNStep).
+
+    python3 bench/gpu/torch_cnn.py [--device cuda] [--out cnn.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+from models import build  # noqa: E402
+
+CASES = [("resnet20", 128, (3, 32, 32)), ("lenet5", 1024, (1, 28, 28))]
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_step(dev, name, batch, shape, tf32, block, reps):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(1)
+    net = build(name, classes=10, in_channels=shape[0]).to(dev).train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    x = torch.rand((batch,) + shape, device=dev)
+    y = torch.arange(batch, device=dev) % 10
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    times = []
+    for r in range(reps + 1):
+        sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(block):
+            loss = step()
+        sync(dev)
+        if r > 0:  # the first block warms up (cuDNN's algorithm search)
+            times.append((time.perf_counter() - t0) * 1e3 / block)
+    med = statistics.median(times)
+    return {"model": name, "batch": batch, "tf32": tf32, "ms_per_step": med,
+            "samples_per_s": batch / (med * 1e-3), "spread_pct": 100 * (max(times) - min(times)) / med,
+            "last_loss": float(loss)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--block", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="batch 8, 1 block of 1 step (a smoke test on any machine)")
+    ap.add_argument("--out", help="write the results as JSON here")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    rows = []
+    for name, batch, shape in CASES:
+        for tf32 in ([False, True] if dev.type == "cuda" else [False]):
+            if a.quick:
+                r = time_step(dev, name, 8, shape, tf32, 1, 1)
+            else:
+                r = time_step(dev, name, batch, shape, tf32, a.block, a.reps)
+            rows.append(r)
+            print(f"{r['model']:9s} batch {r['batch']:5d} tf32 {str(r['tf32']):5s} {r['ms_per_step']:9.3f} ms/step "
+                  f"{r['samples_per_s']:10.0f} samples/s (spread {r['spread_pct']:.1f}%)", flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"device": str(dev), "torch": torch.__version__,
+                       "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else None, "results": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

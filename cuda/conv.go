@@ -1,0 +1,200 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"github.com/dml-project/dml/kernels"
+)
+
+// The ops of convolutional networks (kernels/cu/conv.cu; ABI.md, module
+// conv). Shapes are checked with the same functions as the CPU backend's
+// (kernels.CheckConv, CheckPool, CheckNorm), before anything is queued.
+
+var (
+	_ kernels.ConvOps = (*Backend)(nil)
+	_ kernels.NormOps = (*Backend)(nil)
+)
+
+// Im2col: see kernels.ConvOps.
+func (be *Backend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	const op = "Im2col"
+	cd, xd := be.buf(cols), be.buf(x)
+	return be.imageOp(op, be.dev.k.im2col, cd, xd, cd.n, n, c, h, w, k, stride, pad)
+}
+
+// Col2im: see kernels.ConvOps. Each pixel gathers its column entries in
+// the order the CPU backend scatters them: the same bits.
+func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad int) error {
+	const op = "Col2im"
+	dd, cd := be.buf(dx), be.buf(cols)
+	return be.imageOp(op, be.dev.k.col2im, dd, cd, dd.n, n, c, h, w, k, stride, pad)
+}
+
+// imageOp checks and queues Im2col (dst = cols) or Col2im (dst = dx): a
+// grid-stride kernel over the work elements of dst.
+func (be *Backend) imageOp(op string, f function, dst, src *Buffer, work, n, c, h, w, k, stride, pad int) error {
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	img, col := src.n, dst.n
+	if op == "Col2im" {
+		img, col = dst.n, src.n
+	}
+	if err := kernels.CheckConv("cuda."+op, img, col, n, c, h, w, k, stride, pad); err != nil {
+		return err
+	}
+	if work == 0 {
+		return nil
+	}
+	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
+	return be.done(op, be.launch1D(f, work, ptr(dst), ptr(src), i64(n), i64(c), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow)), n, c, h, w, k, stride, pad)
+}
+
+// poolArgs are a pooling kernel's trailing arguments.
+func poolArgs(planes, h, w, k, stride int) []uint64 {
+	oh, ow := kernels.ConvOut(h, w, k, stride, 0)
+	return []uint64{i64(planes), i64(h), i64(w), i64(k), i64(stride), i64(oh), i64(ow)}
+}
+
+// poolOp checks a pooling op (x of planes·h·w, y of planes·oh·ow; extra
+// buffers must have x's length) and queues f over work elements.
+func (be *Backend) poolOp(op string, f function, xLen, yLen, work int, lead []uint64, planes, h, w, k, stride int, same ...*Buffer) error {
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if err := kernels.CheckPool("cuda."+op, xLen, yLen, planes, h, w, k, stride); err != nil {
+		return err
+	}
+	for _, b := range same {
+		if b.n != xLen {
+			return be.shapeErr(op, "a buffer has %d elements, the input %d", b.n, xLen)
+		}
+	}
+	if work == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(f, work, append(lead, poolArgs(planes, h, w, k, stride)...)...), planes, h, w, k, stride)
+}
+
+// MaxPool: see kernels.ConvOps.
+func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
+	yd, xd := be.buf(y), be.buf(x)
+	return be.poolOp("MaxPool", be.dev.k.maxPool, xd.n, yd.n, yd.n, []uint64{ptr(yd), ptr(xd)}, planes, h, w, k, stride)
+}
+
+// MaxPoolGrad: see kernels.ConvOps (one thread per input pixel, which
+// adds the gradients of the windows it is the maximum of, in order).
+func (be *Backend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride int) error {
+	dd, gd, xd := be.buf(dx), be.buf(dy), be.buf(x)
+	return be.poolOp("MaxPoolGrad", be.dev.k.maxPoolGrad, xd.n, gd.n, xd.n, []uint64{ptr(dd), ptr(gd), ptr(xd)}, planes, h, w, k, stride, dd)
+}
+
+// AvgPool: see kernels.ConvOps.
+func (be *Backend) AvgPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {
+	yd, xd := be.buf(y), be.buf(x)
+	return be.poolOp("AvgPool", be.dev.k.avgPool, xd.n, yd.n, yd.n, []uint64{ptr(yd), ptr(xd)}, planes, h, w, k, stride)
+}
+
+// AvgPoolGrad: see kernels.ConvOps.
+func (be *Backend) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, stride int) error {
+	dd, gd := be.buf(dx), be.buf(dy)
+	return be.poolOp("AvgPoolGrad", be.dev.k.avgPoolGrad, dd.n, gd.n, dd.n, []uint64{ptr(dd), ptr(gd)}, planes, h, w, k, stride)
+}
+
+// normBlocks is the grid of the per-channel reductions: the result does
+// not depend on it (each channel is one block's, in a fixed order).
+func (be *Backend) normBlocks(c int) int { return max(1, min(c, 32*be.dev.SMs)) }
+
+// normCheck checks a batch-norm op's shapes: x of n·c·hw, the
+// per-channel buffers of c, and the others of x's length.
+func (be *Backend) normCheck(op string, x *Buffer, n, c, hw int, perChannel []*Buffer, same ...*Buffer) error {
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	lens := make([]int, len(perChannel))
+	for i, b := range perChannel {
+		lens[i] = b.n
+	}
+	if err := kernels.CheckNorm("cuda."+op, x.n, n, c, hw, lens...); err != nil {
+		return err
+	}
+	for _, b := range same {
+		if b.n != x.n {
+			return be.shapeErr(op, "a buffer has %d elements, x %d", b.n, x.n)
+		}
+	}
+	return nil
+}
+
+// BatchNormTrain: see kernels.NormOps. The statistics are float64 sums in
+// a fixed order per channel; y is applied in float64 as on the CPU.
+func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	const op = "BatchNormTrain"
+	yd, md, id, rm, rv, xd, gd, bd := be.buf(y), be.buf(mean), be.buf(invstd), be.buf(runMean), be.buf(runVar), be.buf(x), be.buf(gamma), be.buf(beta)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, rm, rv, gd, bd}, yd); err != nil {
+		return err
+	}
+	ss, err := be.scratch(op, 4*c, n, c, hw) // 2c float64
+	if err != nil {
+		return err
+	}
+	defer be.release(ss)
+	k := &be.dev.k
+	if err := be.launch(k.bnStats, be.normBlocks(c), 1, threads, ptrAt(ss.ptr), ptr(md), ptr(id), ptr(rm), ptr(rv), ptr(xd), ptr(gd), ptr(bd),
+		i64(n), i64(c), i64(hw), f32(eps), f32(momentum)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return be.normApply(op, yd, xd, ss, n, c, hw)
+}
+
+// normApply queues y = scale·x + shift with the per-channel float64
+// coefficients in ss (when there is anything to normalise).
+func (be *Backend) normApply(op string, yd, xd *Buffer, ss *allocation, n, c, hw int) error {
+	if xd.n == 0 {
+		return be.record(op, n, c, hw)
+	}
+	return be.done(op, be.launch1D(be.dev.k.bnApply, xd.n, ptr(yd), ptr(xd), ptrAt(ss.ptr), i64(n), i64(c), i64(hw)), n, c, hw)
+}
+
+// BatchNormInfer: see kernels.NormOps.
+func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buffer, n, c, hw int, eps float32) error {
+	const op = "BatchNormInfer"
+	yd, xd, rm, rv, gd, bd := be.buf(y), be.buf(x), be.buf(runMean), be.buf(runVar), be.buf(gamma), be.buf(beta)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{rm, rv, gd, bd}, yd); err != nil {
+		return err
+	}
+	ss, err := be.scratch(op, 4*c, n, c, hw)
+	if err != nil {
+		return err
+	}
+	defer be.release(ss)
+	if err := be.launch1D(be.dev.k.bnCoef, c, ptrAt(ss.ptr), ptr(rm), ptr(rv), ptr(gd), ptr(bd), i64(c), f32(eps)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return be.normApply(op, yd, xd, ss, n, c, hw)
+}
+
+// BatchNormGrad: see kernels.NormOps. The two per-channel sums are
+// float64 in a fixed order; dx is computed in float64 as on the CPU.
+func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
+	const op = "BatchNormGrad"
+	dd, dg, db, gy, xd, md, id, gd := be.buf(dx), be.buf(dgamma), be.buf(dbeta), be.buf(dy), be.buf(x), be.buf(mean), be.buf(invstd), be.buf(gamma)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{dg, db, md, id, gd}, gy, dd); err != nil {
+		return err
+	}
+	sums, err := be.scratch(op, 4*c, n, c, hw)
+	if err != nil {
+		return err
+	}
+	defer be.release(sums)
+	k := &be.dev.k
+	if err := be.launch(k.bnGradReduce, be.normBlocks(c), 1, threads, ptrAt(sums.ptr), ptr(dg), ptr(db), ptr(gy), ptr(xd), ptr(md), ptr(id),
+		i64(n), i64(c), i64(hw)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	if xd.n == 0 {
+		return be.record(op, n, c, hw)
+	}
+	return be.done(op, be.launch1D(k.bnGradApply, xd.n, ptr(dd), ptr(gy), ptr(xd), ptr(md), ptr(id), ptr(gd), ptrAt(sums.ptr),
+		i64(n), i64(c), i64(hw)), n, c, hw)
+}

@@ -1,0 +1,273 @@
+// conv.cu: the ops of convolutional networks (kernels.ConvOps and
+// kernels.NormOps): image-to-column and its adjoint, max and average
+// pooling and their gradients, and batch normalisation.
+//
+// Images are NCHW, row-major; the runtime checks every shape on the host
+// (kernels.CheckConv, CheckPool, CheckNorm) and passes the output sizes it
+// derived. Each output element is written by exactly one thread, which
+// gathers what it needs in a fixed order: no atomics, and the scatters of
+// the CPU backend (Col2im, the pools' gradients) become gathers that add
+// the same terms in the same order, so those ops and the forward ops match
+// the CPU bit for bit. Batch norm reduces each channel in float64 in one
+// block, in a fixed tree order (the CPU sums sequentially: the statistics
+// can differ from its in the last bits of a float64, which rarely shows
+// after rounding to float32).
+#include "common.cuh"
+
+// dml_im2col: cols is n × (c·k·k) × (oh·ow); row (ci·k + ki)·k + kj of
+// sample s holds at column oy·ow + ox the pixel
+// x[s][ci][oy·stride + ki − pad][ox·stride + kj − pad], 0 outside.
+DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x, long long n, long long c,
+                           long long h, long long w, long long k, long long stride, long long pad,
+                           long long oh, long long ow) {
+  const long long p = oh * ow, total = n * c * k * k * p;
+  DML_GRID_STRIDE(i, total) {
+    const long long q = i % p, r = i / p;  // r = (s·c + ci)·k·k + ki·k + kj
+    const long long kj = r % k, ki = (r / k) % k, plane = r / (k * k);
+    const long long iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
+    cols[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(plane * h + iy) * w + ix] : 0.f;
+  }
+}
+
+// dml_col2im: dx (n × c × h × w) = every column entry added back to the
+// pixel it was read from: each pixel sums its entries over (ki, kj) in
+// row-major order, starting from 0, as the CPU's scatter adds them.
+DML_EXTERN void dml_col2im(float* __restrict__ dx, const float* __restrict__ cols, long long n, long long c,
+                           long long h, long long w, long long k, long long stride, long long pad,
+                           long long oh, long long ow) {
+  const long long p = oh * ow, total = n * c * h * w;
+  DML_GRID_STRIDE(i, total) {
+    const long long ix = i % w, iy = (i / w) % h, plane = i / (h * w);
+    const float* base = cols + plane * k * k * p;
+    float s = 0.f;
+    for (long long ki = 0; ki < k; ki++) {
+      const long long ty = iy + pad - ki;
+      if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
+      for (long long kj = 0; kj < k; kj++) {
+        const long long tx = ix + pad - kj;
+        if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
+        s = __fadd_rn(s, base[(ki * k + kj) * p + (ty / stride) * ow + tx / stride]);
+      }
+    }
+    dx[i] = s;
+  }
+}
+
+// dml_window_argmax is the index, in its plane, of the maximum of the k×k
+// window at (y0, x0): the first non-NaN value, then any strictly larger one
+// (row-major order, ties keep the first); the window's first index when
+// every value is NaN. As kernels/cpu's argmaxWindow.
+__device__ __forceinline__ long long dml_window_argmax(const float* xp, long long w, long long y0, long long x0,
+                                                       long long k) {
+  long long best = -1;
+  float bv = 0.f;
+  for (long long i = y0; i < y0 + k; i++)
+    for (long long j = x0; j < x0 + k; j++) {
+      const float v = xp[i * w + j];
+      if ((best < 0 && v == v) || (best >= 0 && v > bv)) {
+        best = i * w + j;
+        bv = v;
+      }
+    }
+  return best < 0 ? y0 * w + x0 : best;
+}
+
+// dml_maxpool: y (planes × oh × ow) = each window's maximum, x[argmax].
+DML_EXTERN void dml_maxpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
+                            long long w, long long k, long long stride, long long oh, long long ow) {
+  const long long total = planes * oh * ow;
+  DML_GRID_STRIDE(i, total) {
+    const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+    const float* xp = x + pl * h * w;
+    y[i] = xp[dml_window_argmax(xp, w, oy * stride, ox * stride, k)];
+  }
+}
+
+// The windows (oy, ox) that contain pixel (iy, ix) along one axis:
+// [lo, hi] with oy·stride ≤ iy < oy·stride + k and 0 ≤ oy < oh.
+__device__ __forceinline__ void dml_windows_over(long long iy, long long k, long long stride, long long oh,
+                                                 long long* lo, long long* hi) {
+  const long long a = iy - k + 1;
+  *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+  const long long b = iy / stride;
+  *hi = b < oh - 1 ? b : oh - 1;
+}
+
+// dml_maxpool_grad: dx = dy routed to each window's argmax, 0 elsewhere;
+// a pixel that is the argmax of several windows adds their dy in the
+// windows' row-major order (as the CPU's scatter does).
+DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
+                                 long long planes, long long h, long long w, long long k, long long stride,
+                                 long long oh, long long ow) {
+  const long long total = planes * h * w;
+  DML_GRID_STRIDE(i, total) {
+    const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
+    const float* xp = x + pl * h * w;
+    const float* dyp = dy + pl * oh * ow;
+    long long ylo, yhi, xlo, xhi;
+    dml_windows_over(iy, k, stride, oh, &ylo, &yhi);
+    dml_windows_over(ix, k, stride, ow, &xlo, &xhi);
+    float s = 0.f;
+    for (long long oy = ylo; oy <= yhi; oy++)
+      for (long long ox = xlo; ox <= xhi; ox++)
+        if (dml_window_argmax(xp, w, oy * stride, ox * stride, k) == at) s = __fadd_rn(s, dyp[oy * ow + ox]);
+    dx[i] = s;
+  }
+}
+
+// dml_avgpool: y = the window's values summed in row-major order, times
+// 1/(k·k) (both in float32, as the CPU).
+DML_EXTERN void dml_avgpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
+                            long long w, long long k, long long stride, long long oh, long long ow) {
+  const long long total = planes * oh * ow;
+  const float inv = __fdiv_rn(1.f, (float)(k * k));
+  DML_GRID_STRIDE(i, total) {
+    const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+    const float* xp = x + pl * h * w;
+    float s = 0.f;
+    for (long long a = oy * stride; a < oy * stride + k; a++)
+      for (long long b = ox * stride; b < ox * stride + k; b++) s = __fadd_rn(s, xp[a * w + b]);
+    y[i] = __fmul_rn(s, inv);
+  }
+}
+
+// dml_avgpool_grad: dx = Σ over the windows that contain the pixel (in
+// row-major order) of dy·1/(k·k).
+DML_EXTERN void dml_avgpool_grad(float* __restrict__ dx, const float* __restrict__ dy, long long planes,
+                                 long long h, long long w, long long k, long long stride, long long oh,
+                                 long long ow) {
+  const long long total = planes * h * w;
+  const float inv = __fdiv_rn(1.f, (float)(k * k));
+  DML_GRID_STRIDE(i, total) {
+    const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w);
+    const float* dyp = dy + pl * oh * ow;
+    long long ylo, yhi, xlo, xhi;
+    dml_windows_over(iy, k, stride, oh, &ylo, &yhi);
+    dml_windows_over(ix, k, stride, ow, &xlo, &xhi);
+    float s = 0.f;
+    for (long long oy = ylo; oy <= yhi; oy++)
+      for (long long ox = xlo; ox <= xhi; ox++) s = __fadd_rn(s, __fmul_rn(dyp[oy * ow + ox], inv));
+    dx[i] = s;
+  }
+}
+
+// ---- batch normalisation (per channel over n·hw values; NCHW) -------------
+// One block of DML_RED_THREADS threads per channel (a grid-stride loop over
+// the channels, so any grid ≥ 1 works). Element e of a channel's n·hw is
+// x[((e / hw)·c + ch)·hw + e % hw].
+
+__device__ __forceinline__ long long dml_bn_at(long long e, long long ch, long long c, long long hw) {
+  return ((e / hw) * c + ch) * hw + e % hw;
+}
+
+// dml_bn_stats: the batch's mean μ and biased variance σ² of each channel
+// (two passes, float64), written as mean = μ and invstd = 1/√(σ² + eps)
+// (float32); the running statistics updated with momentum m
+// (runVar takes the unbiased σ²·N/(N−1), σ² when N = 1); and ss[2ch],
+// ss[2ch+1] = the float64 scale γ·invstd and shift β − γ·invstd·μ that
+// dml_bn_apply applies.
+DML_EXTERN void dml_bn_stats(double* __restrict__ ss, float* __restrict__ mean, float* __restrict__ invstd,
+                             float* __restrict__ runMean, float* __restrict__ runVar, const float* __restrict__ x,
+                             const float* __restrict__ gamma, const float* __restrict__ beta, long long n,
+                             long long c, long long hw, float eps, float momentum) {
+  dml_require_red_threads();
+  __shared__ double sh[DML_RED_THREADS];
+  const long long cnt = n * hw;
+  const double dcnt = cnt > 1 ? (double)cnt : 1.0;
+  for (long long ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double s = 0;
+    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) s = __dadd_rn(s, (double)x[dml_bn_at(e, ch, c, hw)]);
+    const double mu = __ddiv_rn(dml_block_sum_d(s, sh), dcnt);
+    double q = 0;
+    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) {
+      const double d = __dsub_rn((double)x[dml_bn_at(e, ch, c, hw)], mu);
+      q = __dadd_rn(q, __dmul_rn(d, d));
+    }
+    const double ssq = dml_block_sum_d(q, sh);
+    if (threadIdx.x == 0) {
+      const double v = __ddiv_rn(ssq, dcnt);
+      const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
+      mean[ch] = (float)mu;
+      invstd[ch] = (float)inv;
+      const double unbiased = cnt > 1 ? __ddiv_rn(ssq, (double)(cnt - 1)) : v;
+      const double m = (double)momentum;
+      runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
+      runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
+      const double scale = __dmul_rn((double)gamma[ch], inv);
+      ss[2 * ch] = scale;
+      ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+    }
+  }
+}
+
+// dml_bn_coef: ss as dml_bn_stats writes it, from the running statistics
+// (evaluation): one thread per channel, grid-stride.
+DML_EXTERN void dml_bn_coef(double* __restrict__ ss, const float* __restrict__ runMean,
+                            const float* __restrict__ runVar, const float* __restrict__ gamma,
+                            const float* __restrict__ beta, long long c, float eps) {
+  DML_GRID_STRIDE(ch, c) {
+    const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)runVar[ch], (double)eps)));
+    const double scale = __dmul_rn((double)gamma[ch], inv);
+    ss[2 * ch] = scale;
+    ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, (double)runMean[ch]));
+  }
+}
+
+// dml_bn_apply: y = scale·x + shift per channel, in float64, rounded once
+// (y may be x). Grid-stride over the n·c·hw elements.
+DML_EXTERN void dml_bn_apply(float* y, const float* x, const double* __restrict__ ss, long long n, long long c,
+                             long long hw) {
+  const long long total = n * c * hw;
+  DML_GRID_STRIDE(i, total) {
+    const long long ch = (i / hw) % c;
+    y[i] = (float)__dadd_rn(__dmul_rn(ss[2 * ch], (double)x[i]), ss[2 * ch + 1]);
+  }
+}
+
+// dml_bn_grad_reduce: per channel, sums[2ch] = Σ dy and sums[2ch+1] =
+// Σ dy·(x − μ)·invstd in float64; dbeta and dgamma are those, rounded.
+DML_EXTERN void dml_bn_grad_reduce(double* __restrict__ sums, float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                   const float* __restrict__ dy, const float* __restrict__ x,
+                                   const float* __restrict__ mean, const float* __restrict__ invstd, long long n,
+                                   long long c, long long hw) {
+  dml_require_red_threads();
+  __shared__ double sh[DML_RED_THREADS];
+  const long long cnt = n * hw;
+  for (long long ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    const double mu = (double)mean[ch], inv = (double)invstd[ch];
+    double a = 0, b = 0;
+    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) {
+      const long long at = dml_bn_at(e, ch, c, hw);
+      const double g = (double)dy[at];
+      a = __dadd_rn(a, g);
+      b = __dadd_rn(b, __dmul_rn(__dmul_rn(g, __dsub_rn((double)x[at], mu)), inv));
+    }
+    const double sdy = dml_block_sum_d(a, sh);
+    const double sdyx = dml_block_sum_d(b, sh);
+    if (threadIdx.x == 0) {
+      sums[2 * ch] = sdy;
+      sums[2 * ch + 1] = sdyx;
+      dbeta[ch] = (float)sdy;
+      dgamma[ch] = (float)sdyx;
+    }
+  }
+}
+
+// dml_bn_grad_apply: dx = γ·invstd·(dy − Σdy/N − x̂·Σdy·x̂/N), x̂ = (x − μ)·invstd,
+// in float64 (dx may be dy). Grid-stride over the n·c·hw elements.
+DML_EXTERN void dml_bn_grad_apply(float* dx, const float* dy, const float* __restrict__ x,
+                                  const float* __restrict__ mean, const float* __restrict__ invstd,
+                                  const float* __restrict__ gamma, const double* __restrict__ sums, long long n,
+                                  long long c, long long hw) {
+  const long long total = n * c * hw;
+  const double cnt = n * hw > 1 ? (double)(n * hw) : 1.0;
+  DML_GRID_STRIDE(i, total) {
+    const long long ch = (i / hw) % c;
+    const double inv = (double)invstd[ch];
+    const double k1 = __dmul_rn((double)gamma[ch], inv);
+    const double xh = __dmul_rn(__dsub_rn((double)x[i], (double)mean[ch]), inv);
+    const double t = __dsub_rn(__dsub_rn((double)dy[i], __ddiv_rn(sums[2 * ch], cnt)),
+                               __ddiv_rn(__dmul_rn(xh, sums[2 * ch + 1]), cnt));
+    dx[i] = (float)__dmul_rn(k1, t);
+  }
+}
