@@ -50,6 +50,22 @@ func (be *Backend) imageOp(op string, f function, dst, src *Buffer, work, n, c, 
 	return be.done(op, be.launch1D(f, work, ptr(dst), ptr(src), i64(n), i64(c), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow)), n, c, h, w, k, stride, pad)
 }
 
+// Transpose01: see kernels.ConvOps.
+func (be *Backend) Transpose01(dst, src kernels.Buffer, a, b, inner int) error {
+	const op = "Transpose01"
+	dd, sd := be.buf(dst), be.buf(src)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if err := kernels.CheckTranspose("cuda."+op, dd.n, sd.n, a, b, inner); err != nil {
+		return err
+	}
+	if dd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.transpose01, dd.n, ptr(dd), ptr(sd), i64(a), i64(b), i64(inner)), a, b, inner)
+}
+
 // poolArgs are a pooling kernel's trailing arguments.
 func poolArgs(planes, h, w, k, stride int) []uint64 {
 	oh, ow := kernels.ConvOut(h, w, k, stride, 0)

@@ -13,15 +13,22 @@ import (
 // layout), contiguous. Shapes are checked as for the other ops (ErrShape,
 // outputs untouched); every output is overwritten, never accumulated.
 type ConvOps interface {
-	// Im2col writes, for each sample s of x (n×c×h×w), the columns a k×k
-	// convolution with this stride and zero padding reads: cols[s] is a
-	// (c·k·k)×(oh·ow) matrix whose row (ci·k + ki)·k + kj holds, at
-	// column oy·ow + ox, x[s][ci][oy·stride+ki−pad][ox·stride+kj−pad] (0
-	// outside the image); oh, ow = ConvOut(h, w, k, stride, pad).
+	// Im2col writes the columns a k×k convolution with this stride and
+	// zero padding reads from the n samples of x (n×c×h×w), side by side:
+	// cols is a (c·k·k) × (n·oh·ow) matrix whose row (ci·k + ki)·k + kj
+	// holds, at column s·oh·ow + oy·ow + ox,
+	// x[s][ci][oy·stride+ki−pad][ox·stride+kj−pad] (0 outside the image);
+	// oh, ow = ConvOut(h, w, k, stride, pad). The whole batch's
+	// convolution is then one GEMM, W (out × c·k·k) · cols, whose output
+	// out × n·oh·ow Transpose01 turns into NCHW.
 	Im2col(cols, x Buffer, n, c, h, w, k, stride, pad int) error
 	// Col2im is Im2col's adjoint: dx (n×c×h×w) = the sum, over every
 	// column entry, of cols scattered back to the pixel it was read from.
 	Col2im(dx, cols Buffer, n, c, h, w, k, stride, pad int) error
+	// Transpose01 sets dst (b × a × inner) to src (a × b × inner) with its
+	// first two axes swapped: dst[j][i][:] = src[i][j][:]. dst and src must
+	// not overlap.
+	Transpose01(dst, src Buffer, a, b, inner int) error
 	// MaxPool sets y (planes×oh×ow) to the maximum of each k×k window of
 	// x (planes×h×w) at this stride, without padding (NaN is never the
 	// maximum unless the whole window is NaN).
@@ -92,6 +99,16 @@ func CheckConv(op string, xLen, colsLen, n, c, h, w, k, stride, pad int) error {
 		return fmt.Errorf("%s: the image has %d elements, want %d×%d×%d×%d = %d: %w", op, xLen, n, c, h, w, img, ErrShape)
 	case colsLen != col:
 		return fmt.Errorf("%s: cols has %d elements, want %d×(%d·%d·%d)×(%d·%d) = %d: %w", op, colsLen, n, c, k, k, oh, ow, col, ErrShape)
+	}
+	return nil
+}
+
+// CheckTranspose validates Transpose01's shapes: both buffers a·b·inner
+// long (dstLen and srcLen), without overflowing.
+func CheckTranspose(op string, dstLen, srcLen, a, b, inner int) error {
+	all, ok := mulAll(a, b, inner)
+	if a < 0 || b < 0 || inner < 0 || !ok || dstLen != all || srcLen != all {
+		return fmt.Errorf("%s: dst has %d elements and src %d, want %d×%d×%d: %w", op, dstLen, srcLen, a, b, inner, ErrShape)
 	}
 	return nil
 }

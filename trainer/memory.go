@@ -163,7 +163,7 @@ func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 
 		}
 		acts = 2*acts + float64(arch.ActivationFloats()) + float64(arch.Sizes[len(arch.Sizes)-1])
 	}
-	return 4 * (copies*p + float64(rows)*acts + float64(arch.ScratchFloats()+arch.KeptColumns(rows)))
+	return 4 * (copies*p + float64(rows)*acts + float64(arch.ScratchFloats(rows)+arch.KeptColumns(rows)))
 }
 
 // modelNeed is modelBytes for cfg's model on nTrain and nTest samples:

@@ -15,37 +15,14 @@ func (be *Backend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int
 		return err
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
-	img, plane := c*h*w, oh*ow
-	o := 0
-	for s := range n {
-		xs := xd[s*img : (s+1)*img]
-		for ci := range c {
-			xc := xs[ci*h*w : (ci+1)*h*w]
-			for ki := range k {
-				for kj := range k {
-					row := cd[o : o+plane]
-					o += plane
-					lo, hi := validCols(ow, w, kj, stride, pad)
-					for oy := range oh {
-						iy := oy*stride + ki - pad
-						dst := row[oy*ow : (oy+1)*ow]
-						if iy < 0 || iy >= h || lo >= hi {
-							clear(dst)
-							continue
-						}
-						src := xc[iy*w : (iy+1)*w]
-						clear(dst[:lo])
-						clear(dst[hi:])
-						if stride == 1 {
-							copy(dst[lo:hi], src[lo+kj-pad:hi+kj-pad])
-							continue
-						}
-						for ox := lo; ox < hi; ox++ {
-							dst[ox] = src[ox*stride+kj-pad]
-						}
-					}
-				}
-			}
+	// Row r of channel ci's k·k rows is cols[(ci·k·k + r)·rs:], rs = n·oh·ow;
+	// sample s's part of it starts s·oh·ow further.
+	hw, plane := h*w, oh*ow
+	rs := n * plane
+	for ci := range c {
+		for s := range n {
+			p := s*c + ci
+			im2colPlane(cd[ci*k*k*rs+s*plane:], xd[p*hw:(p+1)*hw], rs, h, w, k, stride, pad, oh, ow)
 		}
 	}
 	return nil
@@ -58,38 +35,12 @@ func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad in
 		return err
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
-	img, plane := c*h*w, oh*ow
-	clear(dd)
-	o := 0
-	for s := range n {
-		xs := dd[s*img : (s+1)*img]
-		for ci := range c {
-			xc := xs[ci*h*w : (ci+1)*h*w]
-			for ki := range k {
-				for kj := range k {
-					row := cd[o : o+plane]
-					o += plane
-					lo, hi := validCols(ow, w, kj, stride, pad)
-					for oy := range oh {
-						iy := oy*stride + ki - pad
-						if iy < 0 || iy >= h || lo >= hi {
-							continue
-						}
-						dst := xc[iy*w : (iy+1)*w]
-						src := row[oy*ow : (oy+1)*ow]
-						if stride == 1 {
-							d := dst[lo+kj-pad : hi+kj-pad]
-							for j, v := range src[lo:hi] {
-								d[j] += v
-							}
-							continue
-						}
-						for ox := lo; ox < hi; ox++ {
-							dst[ox*stride+kj-pad] += src[ox]
-						}
-					}
-				}
-			}
+	hw, plane := h*w, oh*ow
+	rs := n * plane
+	for ci := range c {
+		for s := range n {
+			p := s*c + ci
+			col2imPlane(dd[p*hw:(p+1)*hw], cd[ci*k*k*rs+s*plane:], rs, h, w, k, stride, pad, oh, ow)
 		}
 	}
 	return nil
@@ -99,6 +50,13 @@ func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad in
 // ox·stride + kj − pad lies inside a row of w.
 func validCols(ow, w, kj, stride, pad int) (lo, hi int) {
 	// ox·stride ≥ pad − kj  and  ox·stride ≤ w − 1 + pad − kj.
+	if stride == 1 { // without the divisions
+		lo, hi = max(pad-kj, 0), min(ow, w+pad-kj)
+		if hi < 0 {
+			return 0, 0
+		}
+		return min(lo, hi), hi
+	}
 	if d := pad - kj; d > 0 {
 		lo = (d + stride - 1) / stride
 	}
@@ -181,6 +139,56 @@ func maxPool22(y, x []float32, planes, h, w, oh, ow int, dx, dy []float32) {
 
 // argmaxWindow is the index in plane x (width w) of the first maximum of
 // the k×k window at (y0, x0); NaNs lose to any number.
+// maxPoolGrad22 is MaxPoolGrad of the 2×2, stride-2 pool. Its windows do
+// not overlap, so each writes its four pixels of dx — the gradient (plus
+// +0, as the scatter into a cleared dx added it) at the first maximum, +0
+// at the others — without a scatter or a clear first; the pixels no
+// window covers (an odd last row or column) are cleared.
+func maxPoolGrad22(dx, dy, x []float32, planes, h, w, oh, ow int) {
+	for p := range planes {
+		xp, dp := x[p*h*w:(p+1)*h*w], dx[p*h*w:(p+1)*h*w]
+		clear(dp[2*oh*w:])
+		for oy := range oh {
+			r0, r1 := xp[2*oy*w:2*oy*w+w], xp[(2*oy+1)*w:(2*oy+1)*w+w]
+			d0, d1 := dp[2*oy*w:2*oy*w+w], dp[(2*oy+1)*w:(2*oy+1)*w+w]
+			if w > 2*ow {
+				d0[w-1], d1[w-1] = 0, 0
+			}
+			for ox, gv := range dy[(p*oh+oy)*ow : (p*oh+oy+1)*ow] {
+				j := 2 * ox
+				a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
+				m := max(max(a, b), max(c, d))
+				g := gv + 0
+				if m != m { // a NaN: the exact rule
+					d0[j], d0[j+1], d1[j], d1[j+1] = 0, 0, 0, 0
+					dp[argmaxWindow(xp, w, 2*oy, j, 2)] = g
+					continue
+				}
+				// The first maximum in row-major order takes g, by masks
+				// rather than branches (ties at 0 after a ReLU make
+				// branches mispredict): the compiler sets each flag with a
+				// conditional move.
+				var fa, fb, fc uint32
+				if a == m {
+					fa = 1
+				}
+				if b == m {
+					fb = 1
+				}
+				if c == m {
+					fc = 1
+				}
+				gbits := math.Float32bits(g)
+				ga := math.Float32frombits(gbits & -fa)
+				gb := math.Float32frombits(gbits & -(fb &^ fa))
+				gc := math.Float32frombits(gbits & -(fc &^ (fa | fb)))
+				gd := math.Float32frombits(gbits & -(1 &^ (fa | fb | fc)))
+				d0[j], d0[j+1], d1[j], d1[j+1] = ga, gb, gc, gd
+			}
+		}
+	}
+}
+
 func argmaxWindow(x []float32, w, y0, x0, k int) int {
 	if k == 2 { // LeNet's and most nets' pools, unrolled
 		i := y0*w + x0
@@ -216,11 +224,11 @@ func (be *Backend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride
 		return err
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, 0)
-	clear(dxd)
 	if k == 2 && stride == 2 {
-		maxPool22(nil, xd, planes, h, w, oh, ow, dxd, dyd)
+		maxPoolGrad22(dxd, dyd, xd, planes, h, w, oh, ow)
 		return nil
 	}
+	clear(dxd)
 	for p := range planes {
 		xp, dp := xd[p*h*w:(p+1)*h*w], dxd[p*h*w:(p+1)*h*w]
 		for oy := range oh {

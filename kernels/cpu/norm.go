@@ -8,7 +8,9 @@ import (
 
 var _ kernels.NormOps = (*Backend)(nil)
 
-// BatchNormTrain: see kernels.NormOps. Sums in float64.
+// BatchNormTrain: see kernels.NormOps. Sums in float64, over four
+// accumulators per channel (added up in a fixed order, so the result is
+// the same on every run): one chain of float64 adds is latency bound.
 func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
 	yd, md, id, rm, rv, xd, g, b := be.data(y), be.data(mean), be.data(invstd), be.data(runMean), be.data(runVar), be.data(x), be.data(gamma), be.data(beta)
 	if err := firstError(
@@ -19,19 +21,16 @@ func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, be
 	}
 	cnt := float64(n * hw)
 	for ch := range c {
-		var s, ss float64
+		var s [4]float64
 		for i := range n {
-			for _, v := range xd[(i*c+ch)*hw : (i*c+ch+1)*hw] {
-				s += float64(v)
-			}
+			sum4(&s, xd[(i*c+ch)*hw:(i*c+ch+1)*hw])
 		}
-		mu := s / math.Max(cnt, 1)
+		mu := ((s[0] + s[1]) + (s[2] + s[3])) / math.Max(cnt, 1)
+		s = [4]float64{}
 		for i := range n {
-			for _, v := range xd[(i*c+ch)*hw : (i*c+ch+1)*hw] {
-				d := float64(v) - mu
-				ss += d * d
-			}
+			sqDev4(&s, xd[(i*c+ch)*hw:(i*c+ch+1)*hw], mu)
 		}
+		ss := (s[0] + s[1]) + (s[2] + s[3])
 		v := ss / math.Max(cnt, 1)
 		inv := 1 / math.Sqrt(v+float64(eps))
 		md[ch], id[ch] = float32(mu), float32(inv)
@@ -44,13 +43,54 @@ func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, be
 		rv[ch] = float32((1-m)*float64(rv[ch]) + m*unbiased)
 		scale, shift := float64(g[ch])*inv, float64(b[ch])-float64(g[ch])*inv*mu
 		for i := range n {
-			xs, ys := xd[(i*c+ch)*hw:(i*c+ch+1)*hw], yd[(i*c+ch)*hw:(i*c+ch+1)*hw]
-			for k, v := range xs {
-				ys[k] = float32(scale*float64(v) + shift)
-			}
+			affine(yd[(i*c+ch)*hw:(i*c+ch+1)*hw], xd[(i*c+ch)*hw:(i*c+ch+1)*hw], scale, shift)
 		}
 	}
 	return nil
+}
+
+// sum4 adds x into the four accumulators s: x[4j+r] into s[r].
+func sum4(s *[4]float64, x []float32) {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		q := x[i : i+4 : i+4]
+		s0 += float64(q[0])
+		s1 += float64(q[1])
+		s2 += float64(q[2])
+		s3 += float64(q[3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
+}
+
+// sqDev4 adds the squares of x − mu into the four accumulators s.
+func sqDev4(s *[4]float64, x []float32, mu float64) {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		q := x[i : i+4 : i+4]
+		d0, d1, d2, d3 := float64(q[0])-mu, float64(q[1])-mu, float64(q[2])-mu, float64(q[3])-mu
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mu
+		s0 += d * d
+	}
+	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
+}
+
+// affine sets y = scale·x + shift, in float64, rounded once.
+func affine(y, x []float32, scale, shift float64) {
+	y = y[:len(x)]
+	for k, v := range x {
+		y[k] = float32(scale*float64(v) + shift)
+	}
 }
 
 // BatchNormInfer: see kernels.NormOps.
@@ -66,16 +106,15 @@ func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buf
 		inv := 1 / math.Sqrt(float64(rv[ch])+float64(eps))
 		scale, shift := float64(g[ch])*inv, float64(b[ch])-float64(g[ch])*inv*float64(rm[ch])
 		for i := range n {
-			xs, ys := xd[(i*c+ch)*hw:(i*c+ch+1)*hw], yd[(i*c+ch)*hw:(i*c+ch+1)*hw]
-			for k, v := range xs {
-				ys[k] = float32(scale*float64(v) + shift)
-			}
+			affine(yd[(i*c+ch)*hw:(i*c+ch+1)*hw], xd[(i*c+ch)*hw:(i*c+ch+1)*hw], scale, shift)
 		}
 	}
 	return nil
 }
 
-// BatchNormGrad: see kernels.NormOps. Sums in float64.
+// BatchNormGrad: see kernels.NormOps. Sums in float64, over four
+// accumulators each (as BatchNormTrain); Σ dy·x̂ is summed as Σ dy·(x − μ)
+// and scaled by invstd once.
 func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
 	dxd, dg, db, dyd, xd, md, id, g := be.data(dx), be.data(dgamma), be.data(dbeta), be.data(dy), be.data(x), be.data(mean), be.data(invstd), be.data(gamma)
 	if err := firstError(
@@ -88,23 +127,52 @@ func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 	cnt := math.Max(float64(n*hw), 1)
 	for ch := range c {
 		mu, inv := float64(md[ch]), float64(id[ch])
-		var sdy, sdyx float64
+		var sdy, sdyx [4]float64
 		for i := range n {
-			xs, ds := xd[(i*c+ch)*hw:(i*c+ch+1)*hw], dyd[(i*c+ch)*hw:(i*c+ch+1)*hw]
-			for k, v := range xs {
-				sdy += float64(ds[k])
-				sdyx += float64(ds[k]) * (float64(v) - mu) * inv
-			}
+			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+			gradSums4(&sdy, &sdyx, dyd[lo:hi], xd[lo:hi], mu)
 		}
-		dg[ch], db[ch] = float32(sdyx), float32(sdy)
-		k1 := float64(g[ch]) * inv
+		sumDy := (sdy[0] + sdy[1]) + (sdy[2] + sdy[3])
+		sumDyx := ((sdyx[0] + sdyx[1]) + (sdyx[2] + sdyx[3])) * inv
+		dg[ch], db[ch] = float32(sumDyx), float32(sumDy)
+		// dx = k1·(dy − Σdy/N − (x − μ)·invstd·Σdy·x̂/N).
+		k1, a, bx := float64(g[ch])*inv, sumDy/cnt, inv*sumDyx/cnt
 		for i := range n {
-			xs, ds, out := xd[(i*c+ch)*hw:(i*c+ch+1)*hw], dyd[(i*c+ch)*hw:(i*c+ch+1)*hw], dxd[(i*c+ch)*hw:(i*c+ch+1)*hw]
-			for k, v := range xs {
-				xh := (float64(v) - mu) * inv
-				out[k] = float32(k1 * (float64(ds[k]) - sdy/cnt - xh*sdyx/cnt))
+			lo, hi := (i*c+ch)*hw, (i*c+ch+1)*hw
+			out, ds, xs := dxd[lo:hi], dyd[lo:hi], xd[lo:hi]
+			ds, xs = ds[:len(out)], xs[:len(out)]
+			for k := range out {
+				out[k] = float32(k1 * (float64(ds[k]) - a - (float64(xs[k])-mu)*bx))
 			}
 		}
 	}
 	return nil
+}
+
+// gradSums4 adds dy into sdy and dy·(x − mu) into sdyx, four accumulators
+// each.
+func gradSums4(sdy, sdyx *[4]float64, dy, x []float32, mu float64) {
+	a0, a1, a2, a3 := sdy[0], sdy[1], sdy[2], sdy[3]
+	b0, b1, b2, b3 := sdyx[0], sdyx[1], sdyx[2], sdyx[3]
+	x = x[:len(dy)]
+	i := 0
+	for ; i+4 <= len(dy); i += 4 {
+		d, v := dy[i:i+4:i+4], x[i:i+4:i+4]
+		d0, d1, d2, d3 := float64(d[0]), float64(d[1]), float64(d[2]), float64(d[3])
+		a0 += d0
+		a1 += d1
+		a2 += d2
+		a3 += d3
+		b0 += d0 * (float64(v[0]) - mu)
+		b1 += d1 * (float64(v[1]) - mu)
+		b2 += d2 * (float64(v[2]) - mu)
+		b3 += d3 * (float64(v[3]) - mu)
+	}
+	for ; i < len(dy); i++ {
+		d := float64(dy[i])
+		a0 += d
+		b0 += d * (float64(x[i]) - mu)
+	}
+	sdy[0], sdy[1], sdy[2], sdy[3] = a0, a1, a2, a3
+	sdyx[0], sdyx[1], sdyx[2], sdyx[3] = b0, b1, b2, b3
 }

@@ -14,18 +14,19 @@
 // after rounding to float32).
 #include "common.cuh"
 
-// dml_im2col: cols is n × (c·k·k) × (oh·ow); row (ci·k + ki)·k + kj of
-// sample s holds at column oy·ow + ox the pixel
+// dml_im2col: cols is (c·k·k) × (n·oh·ow); row (ci·k + ki)·k + kj holds at
+// column s·oh·ow + oy·ow + ox the pixel
 // x[s][ci][oy·stride + ki − pad][ox·stride + kj − pad], 0 outside.
 DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x, long long n, long long c,
                            long long h, long long w, long long k, long long stride, long long pad,
                            long long oh, long long ow) {
-  const long long p = oh * ow, total = n * c * k * k * p;
+  const long long p = oh * ow, np = n * p, total = c * k * k * np;
   DML_GRID_STRIDE(i, total) {
-    const long long q = i % p, r = i / p;  // r = (s·c + ci)·k·k + ki·k + kj
-    const long long kj = r % k, ki = (r / k) % k, plane = r / (k * k);
+    const long long col = i % np, r = i / np;  // r = ci·k·k + ki·k + kj
+    const long long s = col / p, q = col % p;
+    const long long kj = r % k, ki = (r / k) % k, ci = r / (k * k);
     const long long iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
-    cols[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(plane * h + iy) * w + ix] : 0.f;
+    cols[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((s * c + ci) * h + iy) * w + ix] : 0.f;
   }
 }
 
@@ -35,21 +36,33 @@ DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x
 DML_EXTERN void dml_col2im(float* __restrict__ dx, const float* __restrict__ cols, long long n, long long c,
                            long long h, long long w, long long k, long long stride, long long pad,
                            long long oh, long long ow) {
-  const long long p = oh * ow, total = n * c * h * w;
+  const long long p = oh * ow, np = n * p, total = n * c * h * w;
   DML_GRID_STRIDE(i, total) {
-    const long long ix = i % w, iy = (i / w) % h, plane = i / (h * w);
-    const float* base = cols + plane * k * k * p;
-    float s = 0.f;
+    const long long ix = i % w, iy = (i / w) % h, ci = (i / (h * w)) % c, s = i / (c * h * w);
+    const float* base = cols + ci * k * k * np + s * p;
+    float sum = 0.f;
     for (long long ki = 0; ki < k; ki++) {
       const long long ty = iy + pad - ki;
       if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
       for (long long kj = 0; kj < k; kj++) {
         const long long tx = ix + pad - kj;
         if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
-        s = __fadd_rn(s, base[(ki * k + kj) * p + (ty / stride) * ow + tx / stride]);
+        sum = __fadd_rn(sum, base[(ki * k + kj) * np + (ty / stride) * ow + tx / stride]);
       }
     }
-    dx[i] = s;
+    dx[i] = sum;
+  }
+}
+
+// dml_transpose01: dst (b × a × inner) = src (a × b × inner) with the first
+// two axes swapped (a convolution's out × n·oh·ow GEMM output to NCHW and
+// back). One thread per element of dst, reading src.
+DML_EXTERN void dml_transpose01(float* __restrict__ dst, const float* __restrict__ src, long long a, long long b,
+                                long long inner) {
+  const long long total = a * b * inner;
+  DML_GRID_STRIDE(i, total) {
+    const long long q = i % inner, r = i / inner, ii = r % a, j = r / a;
+    dst[i] = src[(ii * b + j) * inner + q];
   }
 }
 

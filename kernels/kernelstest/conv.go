@@ -50,14 +50,15 @@ func convOps(t *testing.T, be kernels.Backend) kernels.ConvOps {
 	return c
 }
 
-// im2colRef is Im2col's definition, element by element.
+// im2colRef is Im2col's definition, element by element: row (ci·k+ki)·k+kj,
+// column s·oh·ow + oy·ow + ox.
 func im2colRef(x []float32, n, c, h, w, k, stride, pad int) []float32 {
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
 	out := make([]float32, 0, n*c*k*k*oh*ow)
-	for s := range n {
-		for ci := range c {
-			for ki := range k {
-				for kj := range k {
+	for ci := range c {
+		for ki := range k {
+			for kj := range k {
+				for s := range n {
 					for oy := range oh {
 						for ox := range ow {
 							iy, ix := oy*stride+ki-pad, ox*stride+kj-pad
@@ -101,10 +102,10 @@ func testCol2im(t *testing.T, be kernels.Backend) {
 		mag := make([]float64, len(want))
 		count := make([]int, len(want))
 		idx := 0
-		for sm := range s.n {
-			for ci := range s.c {
-				for ki := range s.k {
-					for kj := range s.k {
+		for ci := range s.c {
+			for ki := range s.k {
+				for kj := range s.k {
+					for sm := range s.n {
 						for oy := range oh {
 							for ox := range ow {
 								iy, ix := oy*s.stride+ki-s.pad, ox*s.stride+kj-s.pad
@@ -128,6 +129,26 @@ func testCol2im(t *testing.T, be kernels.Backend) {
 		cb, db := loadGuarded(t, be, cols), loadGuarded(t, be, filled(len(want), float32(math.NaN())))
 		ok(t, name, cv.Col2im(db.buf, cb.buf, s.n, s.c, s.h, s.w, s.k, s.stride, s.pad))
 		checkWithin(t, name+": dx", db.read(t, name), want, bound)
+	}
+}
+
+// testTranspose01 checks Transpose01 exactly (it only moves values), with
+// guards, on a convolution's shapes (out × n × oh·ow) and degenerate ones.
+func testTranspose01(t *testing.T, be kernels.Backend) {
+	cv := convOps(t, be)
+	for i, s := range []struct{ a, b, inner int }{{1, 1, 1}, {16, 3, 64}, {6, 2, 784}, {5, 7, 1}, {1, 9, 4}, {0, 3, 2}} {
+		name := fmt.Sprintf("%+v", s)
+		src := normals(newRand(uint64(250+i)), s.a*s.b*s.inner, 1)
+		want := make([]float32, len(src))
+		for x := range s.a {
+			for y := range s.b {
+				copy(want[(y*s.a+x)*s.inner:(y*s.a+x+1)*s.inner], src[(x*s.b+y)*s.inner:(x*s.b+y+1)*s.inner])
+			}
+		}
+		sb, db := loadGuarded(t, be, src), loadGuarded(t, be, filled(len(src), 7))
+		ok(t, name, cv.Transpose01(db.buf, sb.buf, s.a, s.b, s.inner))
+		checkExact(t, name+": dst", db.read(t, name), want)
+		checkExact(t, name+": src after", sb.read(t, name), src)
 	}
 }
 
@@ -265,6 +286,9 @@ func testConvErrShape(t *testing.T, be kernels.Backend) {
 		{"Im2col stride 0", func() error { return cv.Im2col(cols.buf, x.buf, 2, 3, 5, 5, 3, 0, 1) }},
 		{"Im2col overflow", func() error { return cv.Im2col(cols.buf, x.buf, math.MaxInt/2, 3, 5, 5, 3, 1, 1) }},
 		{"Col2im short dx", func() error { return cv.Col2im(be.View(x.buf, 0, x.n-1), cols.buf, 2, 3, 5, 5, 3, 1, 1) }},
+		{"Transpose01 short dst", func() error { return cv.Transpose01(be.View(cols.buf, 0, 2*3*5*5-1), x.buf, 2, 3, 25) }},
+		{"Transpose01 wrong src", func() error { return cv.Transpose01(be.View(cols.buf, 0, 2*3*5*5), x.buf, 3, 3, 25) }},
+		{"Transpose01 negative", func() error { return cv.Transpose01(be.View(cols.buf, 0, 2*3*5*5), x.buf, -2, -3, 25) }},
 		{"MaxPool wrong y", func() error { return cv.MaxPool(cols.buf, x.buf, 6, 5, 5, 2, 2) }},
 		{"MaxPoolGrad wrong dx", func() error {
 			return cv.MaxPoolGrad(be.View(cols.buf, 0, 6*5*5-1), be.View(cols.buf, 0, 6*4), x.buf, 6, 5, 5, 2, 2)

@@ -47,6 +47,7 @@ var mutants = map[string]struct {
 	"free-pool-not-zeroed":     {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
 	"alloc-negative-panics":    {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
 	"im2col-skips-padding":     {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
+	"transpose01-copies":       {"Transpose01", func(b kernels.Backend) kernels.Backend { return transposeCopies{b.(*cpu.Backend)} }},
 	"col2im-overwrites":        {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
 	"maxpool-last-on-ties":     {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
 	"avgpool-grad-unscaled":    {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
@@ -425,6 +426,16 @@ func (m col2imOverwrites) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride,
 		}
 	}, dx)
 	return nil
+}
+
+// transposeCopies copies src as it is, without swapping the axes.
+type transposeCopies struct{ *cpu.Backend }
+
+func (m transposeCopies) Transpose01(dst, src kernels.Buffer, a, b, inner int) error {
+	if err := kernels.CheckTranspose("mutant", dst.Len(), src.Len(), a, b, inner); err != nil {
+		return err
+	}
+	return m.Backend.Copy(dst, src)
 }
 
 // maxPoolLastTie routes the gradient to the last maximum on ties.

@@ -88,6 +88,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"Gradients", testGradients},
 		{"Im2col", plain(testIm2col)},
 		{"Col2im", plain(testCol2im)},
+		{"Transpose01", plain(testTranspose01)},
 		{"MaxPool", plain(testMaxPool)},
 		{"AvgPool", plain(testAvgPool)},
 		{"ConvErrShape", plain(testConvErrShape)},

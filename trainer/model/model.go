@@ -56,12 +56,16 @@ type Model struct {
 	owned  []kernels.Buffer // everything Alloc returned, for Free
 	rows   int              // rows of the batch loaded
 
-	// Convolutional networks: the backend's ConvOps, one sample's columns
-	// (the largest c·k·k × oh·ow of any conv layer) and ones (oh·ow of the
-	// largest output plane) for the bias as a rank-1 GEMM.
-	conv kernels.ConvOps
-	cols kernels.Buffer
-	ones kernels.Buffer
+	// Convolutional networks: the backend's ConvOps, one chunk's columns
+	// (the largest c·k·k × chunk·oh·ow of any conv layer; none when they
+	// are kept), one chunk's output (or output gradient) in the GEMM's
+	// layout, out × chunk·oh·ow, and ones (chunk·oh·ow) for the bias as a
+	// rank-1 GEMM (Arch.convScratch).
+	conv        kernels.ConvOps
+	chunkFloats int // chunkFloats(B)
+	cols        kernels.Buffer
+	convOut     kernels.Buffer
+	ones        kernels.Buffer
 	// Batch norm: State holds every batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
 	// i's batch mean and inverse deviation of the last training forward
@@ -78,8 +82,9 @@ type Model struct {
 	scratch kernels.Buffer
 	have    []bool // backward: node i's output gradient has a first part
 	// kept[i], for conv node i when every conv layer's columns for a whole
-	// batch fit keepColsFloats: the forward pass's columns of each sample,
-	// which the backward pass reuses instead of running Im2col again.
+	// batch fit keepColsFloats: the forward pass's columns of each chunk
+	// of samples, back to back, which the backward pass reuses instead of
+	// running Im2col again.
 	kept []kernels.Buffer
 
 	// host staging for LoadBatch (pinned memory from the backend's
@@ -99,7 +104,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	if maxRows < 1 {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
-	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams()}
+	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams(), chunkFloats: chunkFloats(b)}
 	for _, n := range m.nodes {
 		if n.Kind == KindConv || n.Kind == KindMaxPool || n.Kind == KindAvgPool {
 			if m.conv == nil {
@@ -175,8 +180,11 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 			}
 		}
 	}
-	if colsLen, onesLen := arch.convScratch(); colsLen > 0 {
-		m.cols = alloc("convolution columns", colsLen)
+	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); colsLen > 0 {
+		if m.kept[firstConv(m.nodes)] == nil {
+			m.cols = alloc("convolution columns", colsLen)
+		}
+		m.convOut = alloc("convolution output (GEMM layout)", outLen)
 		m.ones = alloc("ones", onesLen)
 		if failed == nil {
 			failed = b.Fill(m.ones, 1)
@@ -343,14 +351,25 @@ func (m *Model) sample(buf kernels.Buffer, s, per int) kernels.Buffer {
 // Im2col again — and at batch 128 recomputes them).
 const keepColsFloats = 64 << 20
 
-// colsOf is the buffer sample s of conv node i writes its columns to: its
-// part of the kept columns, or the shared scratch.
-func (m *Model) colsOf(i, s int, n node) kernels.Buffer {
+// colsOf is the buffer the chunk of k samples from s0 of conv node i
+// writes its columns to: its part of the kept columns (the chunks lie
+// back to back), or the shared scratch.
+func (m *Model) colsOf(i, s0, k int, n node) kernels.Buffer {
 	per := n.columns()
 	if m.kept[i] != nil {
-		return m.B.View(m.kept[i], s*per, per)
+		return m.B.View(m.kept[i], s0*per, k*per)
 	}
-	return m.B.View(m.cols, 0, per)
+	return m.B.View(m.cols, 0, k*per)
+}
+
+// firstConv is the index of the first conv node (-1 without one).
+func firstConv(nodes []node) int {
+	for i, n := range nodes {
+		if n.Kind == KindConv {
+			return i
+		}
+	}
+	return -1
 }
 
 // Forward runs the batch last uploaded through the layers and returns the
@@ -393,69 +412,80 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 	return m.view(m.acts[len(m.nodes)-1], rows, m.outputs()), nil
 }
 
-// convForward is a convolution, sample by sample: the sample's columns
-// (Im2col), then Y = W·cols, (out × c·k·k)·(c·k·k × oh·ow), and the bias
-// as the rank-1 product bias·onesᵀ added on.
+// convForward is a convolution, in chunks of samples (node.chunk): the
+// chunk's columns (Im2col, c·k·k × k·oh·ow), then Yᵀ = W·cols, out ×
+// k·oh·ow, with the bias added as the rank-1 product bias·onesᵀ, and
+// Transpose01 into the chunk's NCHW output.
 func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
-	p := n.out.H * n.out.W
-	for s := range m.rows {
-		cols := m.colsOf(i, s, n)
-		ys := m.sample(y, s, n.out.Size())
-		if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
+	cs := n.chunk(m.rows, m.chunkFloats)
+	for s0 := 0; s0 < m.rows; s0 += cs {
+		k := min(cs, m.rows-s0)
+		cols, yt := m.colsOf(i, s0, k, n), b.View(m.convOut, 0, k*out)
+		if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 			return err
 		}
-		if err := b.Gemm(false, false, l.Out, p, l.In, 1, m.weight(m.Params, l), cols, 0, ys); err != nil {
+		if err := b.Gemm(false, false, l.Out, k*p, l.In, 1, m.weight(m.Params, l), cols, 0, yt); err != nil {
 			return err
 		}
 		if l.HasBias() {
-			if err := b.Gemm(false, false, l.Out, p, 1, 1, m.bias(m.Params, l), m.B.View(m.ones, 0, p), 1, ys); err != nil {
+			if err := b.Gemm(false, false, l.Out, k*p, 1, 1, m.bias(m.Params, l), b.View(m.ones, 0, k*p), 1, yt); err != nil {
 				return err
 			}
+		}
+		if err := m.conv.Transpose01(b.View(y, s0*out, k*out), yt, l.Out, k, p); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// convBackward is a convolution's gradients, sample by sample: dW +=
-// dY·colsᵀ and db += dY·ones over the samples, and, when dx is wanted,
-// cols' gradient Wᵀ·dY scattered back into the sample's dx (Col2im).
+// convBackward is a convolution's gradients, in the forward pass's
+// chunks: the chunk's dY in the GEMM's layout (Transpose01, out ×
+// k·oh·ow), dW += dYᵀ·colsᵀ and db += dYᵀ·ones over the chunks, and, when
+// dx is wanted, the columns' gradient Wᵀ·dYᵀ scattered back into the
+// chunk's dx (Col2im).
 func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
-	p := n.out.H * n.out.W
+	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
 	dw := m.weight(m.Grads, l)
 	if m.rows == 0 {
 		if err := b.Fill(m.B.View(m.Grads, l.WOff, l.End-l.WOff), 0); err != nil {
 			return err
 		}
 	}
-	for s := range m.rows {
+	cs := n.chunk(m.rows, m.chunkFloats)
+	for s0 := 0; s0 < m.rows; s0 += cs {
+		k := min(cs, m.rows-s0)
 		beta := float32(1)
-		if s == 0 {
+		if s0 == 0 {
 			beta = 0
 		}
-		dys := m.sample(dy, s, n.out.Size())
-		cols := m.colsOf(i, s, n) // the forward pass's, when kept
+		cols, dyt := m.colsOf(i, s0, k, n), b.View(m.convOut, 0, k*out)
+		if err := m.conv.Transpose01(dyt, b.View(dy, s0*out, k*out), k, l.Out, p); err != nil {
+			return err
+		}
 		if m.kept[i] == nil {
-			if err := m.conv.Im2col(cols, m.sample(x, s, n.in.Size()), 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+			if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 				return err
 			}
 		}
-		if err := b.Gemm(false, true, l.Out, l.In, p, 1, dys, cols, beta, dw); err != nil {
+		if err := b.Gemm(false, true, l.Out, l.In, k*p, 1, dyt, cols, beta, dw); err != nil {
 			return err
 		}
 		if l.HasBias() {
-			if err := b.Gemm(false, false, l.Out, 1, p, 1, dys, m.B.View(m.ones, 0, p), beta, m.bias(m.Grads, l)); err != nil {
+			if err := b.Gemm(false, false, l.Out, 1, k*p, 1, dyt, b.View(m.ones, 0, k*p), beta, m.bias(m.Grads, l)); err != nil {
 				return err
 			}
 		}
 		if dx == nil {
 			continue
 		}
-		if err := b.Gemm(true, false, l.In, p, l.Out, 1, m.weight(m.Params, l), dys, 0, cols); err != nil {
+		if err := b.Gemm(true, false, l.In, k*p, l.Out, 1, m.weight(m.Params, l), dyt, 0, cols); err != nil {
 			return err
 		}
-		if err := m.conv.Col2im(m.sample(dx, s, n.in.Size()), cols, 1, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
+		if err := m.conv.Col2im(b.View(dx, s0*in, k*in), cols, k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 			return err
 		}
 	}

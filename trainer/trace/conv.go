@@ -8,7 +8,7 @@ import (
 
 // The traced backend passes kernels.ConvOps through, with a span per op
 // (its shape arguments: n, c, h, w, k, stride, pad, or planes, h, w, k,
-// stride). kernels.ConvOf looks through the decorator (Unwrap) to decide
+// stride, or a, b, inner). kernels.ConvOf looks through the decorator (Unwrap) to decide
 // whether the ops exist; called on a backend without them, they fail.
 
 var _ kernels.ConvOps = (*tracedBackend)(nil)
@@ -42,6 +42,11 @@ func (tb *tracedBackend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, p
 func (tb *tracedBackend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad int) error {
 	return tb.convSpan("Col2im", func(cv kernels.ConvOps) error { return cv.Col2im(dx, cols, n, c, h, w, k, stride, pad) },
 		"n", n, "c", c, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
+func (tb *tracedBackend) Transpose01(dst, src kernels.Buffer, a, b, inner int) error {
+	return tb.convSpan("Transpose01", func(cv kernels.ConvOps) error { return cv.Transpose01(dst, src, a, b, inner) },
+		"a", a, "b", b, "inner", inner)
 }
 
 func (tb *tracedBackend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) error {

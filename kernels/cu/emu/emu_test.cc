@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "../conv.cu"
 #include "../elementwise.cu"
@@ -387,7 +388,7 @@ static void test_conv() {
             for (long long oy = 0; oy < oh; oy++)
               for (long long ox = 0; ox < ow; ox++) {
                 long long iy = oy * s.stride + ki - s.pad, ix = ox * s.stride + kj - s.pad;
-                want[((n * s.c + ci) * s.k * s.k + ki * s.k + kj) * p + oy * ow + ox] =
+                want[((ci * s.k + ki) * s.k + kj) * s.n * p + n * p + oy * ow + ox] =
                     iy >= 0 && iy < s.h && ix >= 0 && ix < s.w ? x[((n * s.c + ci) * s.h + iy) * s.w + ix] : 0.f;
               }
     emu_launch(dml_im2col, G1, B1, cols.data(), (const float*)x.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
@@ -403,10 +404,19 @@ static void test_conv() {
               for (long long ox = 0; ox < ow; ox++) {
                 long long iy = oy * s.stride + ki - s.pad, ix = ox * s.stride + kj - s.pad;
                 if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
-                  wdx[((n * s.c + ci) * s.h + iy) * s.w + ix] += g[((n * s.c + ci) * s.k * s.k + ki * s.k + kj) * p + oy * ow + ox];
+                  wdx[((n * s.c + ci) * s.h + iy) * s.w + ix] += g[((ci * s.k + ki) * s.k + kj) * s.n * p + n * p + oy * ow + ox];
               }
     emu_launch(dml_col2im, G1, B1, dx.data(), (const float*)g.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
     for (size_t i = 0; i < wdx.size(); i++) CHECK(same_bits(dx[i], wdx[i]), "col2im %lld,%lld k%lld s%lld p%lld at %zu: %g want %g", s.c, s.h, s.k, s.stride, s.pad, i, dx[i], wdx[i]);
+  }
+  for (auto [a, b, inner] : std::vector<std::tuple<long long, long long, long long>>{{1, 1, 1}, {16, 3, 64}, {5, 7, 1}, {2, 9, 33}}) {
+    auto src = normals(a * b * inner);
+    std::vector<float> dst(src.size(), 7.f);
+    emu_launch(dml_transpose01, G1, B1, dst.data(), (const float*)src.data(), a, b, inner);
+    for (long long i = 0; i < a; i++)
+      for (long long j = 0; j < b; j++)
+        for (long long q = 0; q < inner; q++)
+          CHECK(same_bits(dst[(j * a + i) * inner + q], src[(i * b + j) * inner + q]), "transpose01 %lld×%lld×%lld", a, b, inner);
   }
 }
 

@@ -1,0 +1,99 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+)
+
+// hostAllocCPU is the cpu backend posing as a device (it hands out "pinned"
+// host memory), for the chunk bound.
+type hostAllocCPU struct{ *cpu.Backend }
+
+func (hostAllocCPU) HostAlloc(n int) ([]float32, error) { return make([]float32, n), nil }
+func (hostAllocCPU) HostFree([]float32) error           { return nil }
+
+func TestChunkFloatsByBackend(t *testing.T) {
+	if got := chunkFloats(cpu.New()); got != convChunkFloats {
+		t.Errorf("cpu: %d, want %d", got, convChunkFloats)
+	}
+	if got := chunkFloats(hostAllocCPU{cpu.New()}); got != deviceChunkFloats {
+		t.Errorf("a device: %d, want %d", got, deviceChunkFloats)
+	}
+}
+
+// TestConvChunks: a network's gradient and logits do not depend on how its
+// convolutions split the batch: one sample per GEMM, chunks of 3 (the last
+// one short), the whole batch at once; with the forward pass's columns
+// kept and recomputed. They agree to rounding (the weight gradient's sums
+// run in another order).
+func TestConvChunks(t *testing.T) {
+	arch, err := NewNet(Shape{C: 2, H: 9, W: 9}, []LayerSpec{
+		{Kind: KindConv, Name: "c1", Out: 4, Kernel: 3, Pad: 1},
+		{Kind: KindReLU},
+		{Kind: KindConv, Name: "c2", Out: 3, Kernel: 3, Stride: 2, NoBias: true},
+		{Kind: KindFlatten},
+		{Kind: KindLinear, Name: "fc", Out: 5},
+	}, 5, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 7
+	in := arch.Input.Size()
+	batch := make([]float32, rows*(in+1))
+	for i := range rows * in {
+		batch[i] = float32(math.Sin(float64(i) * 0.37))
+	}
+	for i := range rows {
+		batch[rows*in+i] = float32(i % 5)
+	}
+	run := func(chunkSamples int, keep bool) []float32 {
+		b := cpu.New()
+		m, err := New(arch, b, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Free()
+		m.chunkFloats = chunkSamples * m.nodes[firstConv(m.nodes)].columns()
+		if !keep {
+			clear(m.kept)
+		}
+		// scratch for the smaller chunks: every conv's columns at this bound
+		cols, _, _ := arch.convScratch(rows, m.chunkFloats)
+		if m.cols, err = b.Alloc(cols); err != nil {
+			t.Fatal(err)
+		}
+		b.Upload(m.Params, arch.InitParams(2))
+		if err := m.Upload(batch, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Step(1, nil); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, m.NumParams()+GradStats)
+		b.Download(out, m.Grads)
+		logits, err := m.Forward()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := make([]float32, logits.Len())
+		b.Download(l, logits)
+		return append(out, l...)
+	}
+	want := run(rows, true)
+	for _, c := range []struct {
+		samples int
+		keep    bool
+	}{{1, true}, {3, true}, {3, false}, {rows, false}} {
+		got := run(c.samples, c.keep)
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-5*(1+math.Abs(float64(want[i])))) {
+				t.Errorf("chunks of %d samples (columns kept: %v): value %d is %g, whole batch %g", c.samples, c.keep, i, got[i], want[i])
+				break
+			}
+		}
+	}
+	var _ kernels.HostAllocator = hostAllocCPU{}
+}
