@@ -20,7 +20,9 @@
 # Environment (defaults in brackets):
 #   MODEL [mlp]       mlp, or lenet5 (issue 19's CNN: --model lenet5 on both
 #                     sides; HIDDEN is then unused, and FLOPs count the
-#                     convolutions as im2col GEMMs)
+#                     convolutions as im2col GEMMs), or resnet20 (on
+#                     SAMPLES [4096] random 3×32×32 images on each side:
+#                     throughput only)
 #   R [3]             repetitions of each side
 #   EPOCHS [3]  NP [2]  BATCH [64] (per rank)  HIDDEN [512,256]
 #   LR [0.05]  MOMENTUM [0.9]  SEED [1]   (weight decay: 0 on both sides,
@@ -67,6 +69,7 @@ root=$(cd "$here/../.." && pwd)
 MODEL=${MODEL:-mlp}
 R=${R:-3}
 EPOCHS=${EPOCHS:-3}
+SAMPLES=${SAMPLES:-4096}
 NP=${NP:-2}
 BATCH=${BATCH:-64}
 HIDDEN=${HIDDEN:-512,256}
@@ -119,16 +122,23 @@ mpi+=(-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
 case $MODEL in
 mlp) model_flags=(--model mlp --hidden "$HIDDEN") ;;
 lenet5) model_flags=(--model lenet5) ;;
-*) die "MODEL=$MODEL: want mlp or lenet5" ;;
+resnet20) model_flags=(--model resnet20) ;;
+*) die "MODEL=$MODEL: want mlp, lenet5 or resnet20" ;;
 esac
-dml_cmd=("${mpi[@]}" "$dml" train "${model_flags[@]}" --data fashion-mnist
+data_flags=(--data fashion-mnist)
+ddp_data=()
+if [[ $MODEL == resnet20 ]]; then
+	data_flags=(--data synthetic-images --shape 3x32x32 --classes 10 --samples "$SAMPLES")
+	ddp_data=(--synthetic "$SAMPLES")
+fi
+dml_cmd=("${mpi[@]}" "$dml" train "${model_flags[@]}" "${data_flags[@]}"
 	--epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED"
 	--sync allreduce --progress never)
 [[ -n $DML_BACKEND ]] && dml_cmd+=(--backend "$DML_BACKEND")
 # shellcheck disable=SC2206 # DML_FLAGS is a list of flags, split on spaces
 [[ -n $DML_FLAGS ]] && dml_cmd+=($DML_FLAGS)
 ddp_cmd=("$PYTHON" "$here/ddp_mlp.py" --ranks "$NP" --epochs "$EPOCHS" --batch "$BATCH"
-	"${model_flags[@]}" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED" "${ddp_bind[@]}")
+	"${model_flags[@]}" "${ddp_data[@]}" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED" "${ddp_bind[@]}")
 
 echo "dml: ${dml_cmd[*]} --metrics FILE" >&2
 echo "ddp: ${ddp_cmd[*]}" >&2
@@ -167,6 +177,10 @@ if model == "lenet5":
     prod = [2*o*k*p for o, k, p in layers]
     flops = 2*sum(prod) + sum(prod[1:])
     title = "LeNet-5"
+if model == "resnet20":
+    # dml's Arch.TrainFLOPs for ResNet-20 on 3×32×32 (TestPresetSizes pins it).
+    flops = 243_994_368
+    title = "ResNet-20 (synthetic 3×32×32 images: throughput only, the accuracies mean nothing)"
 
 mean = lambda xs: sum(xs) / len(xs)
 
@@ -193,7 +207,7 @@ for r in range(1, R + 1):
                     f" | {mean(sps):,.0f} | {acc:.4f} | {loss:.4f} | {flops*mean(sps)/NP/1e9:.2f} | {comm} | " +
                     (f"{ratios[-1]:.2f}×" if name == "dml" else "") + " |")
 ne = len(d)
-print(f"{title}, Fashion-MNIST, {NP} ranks, batch $BATCH per rank, "
+print(f"{title}, {'synthetic images' if model == 'resnet20' else 'Fashion-MNIST'}, {NP} ranks, batch $BATCH per rank, "
       f"SGD momentum $MOMENTUM lr $LR, {ne} epoch{'s'[:ne>1]}, {R} run{'s'[:R>1]} each, alternating (dml first)\n")
 print(f"| run | side | samples/s per epoch | mean samples/s | test acc | train loss (last epoch) | GFLOP/s per rank | AllReduce share | dml/DDP |")
 print("|---|---|---|---|---|---|---|---|---|")

@@ -163,16 +163,24 @@ def worker(rank, args, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
 
-    xtr, ytr = load_split(args.data_dir, "train")
-    xte, yte = load_split(args.data_dir, "t10k")
+    if args.model == "resnet20":
+        # Throughput only (as dml's --data synthetic-images): random images,
+        # a quarter as many more for the test set.
+        g = torch.Generator().manual_seed(args.seed)
+        n = args.synthetic
+        xtr, ytr = torch.rand(n, 3 * 32 * 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+        xte, yte = torch.rand(n // 4, 3 * 32 * 32, generator=g), torch.randint(0, 10, (n // 4,), generator=g)
+    else:
+        xtr, ytr = load_split(args.data_dir, "train")
+        xte, yte = load_split(args.data_dir, "t10k")
     xte_mine, yte_mine = xte[rank::world].contiguous(), yte[rank::world].contiguous()
 
     torch.manual_seed(args.seed)
-    if args.model == "lenet5":
+    if args.model in ("lenet5", "resnet20"):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
         from models import SHAPES, build
-        net = build("lenet5", classes=10, in_channels=1)
-        shape = (-1,) + SHAPES["lenet5"]
+        net = build(args.model, classes=10, in_channels=SHAPES[args.model][0])
+        shape = (-1,) + SHAPES[args.model]
         xtr, xte_mine = xtr.reshape(shape).contiguous(), xte_mine.reshape(shape).contiguous()
     else:
         sizes = [xtr.shape[1]] + args.hidden + [10]
@@ -260,7 +268,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64, help="per rank")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5", "resnet20"])
+    ap.add_argument("--synthetic", type=int, default=4096,
+                    help="resnet20: training samples of random 3x32x32 images (throughput only)")
     ap.add_argument("--hidden", default="512,256")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)

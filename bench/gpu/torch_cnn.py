@@ -66,17 +66,21 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--block", type=int, default=10)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--batch", type=int, help="every model at this batch (default: 128 for resnet20, 1024 for lenet5)")
+    ap.add_argument("--threads", type=int, help="torch.set_num_threads (CPU runs)")
     ap.add_argument("--quick", action="store_true", help="batch 8, 1 block of 1 step (a smoke test on any machine)")
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
     dev = torch.device(a.device)
+    if a.threads:
+        torch.set_num_threads(a.threads)
     rows = []
     for name, batch, shape in CASES:
         for tf32 in ([False, True] if dev.type == "cuda" else [False]):
             if a.quick:
                 r = time_step(dev, name, 8, shape, tf32, 1, 1)
             else:
-                r = time_step(dev, name, batch, shape, tf32, a.block, a.reps)
+                r = time_step(dev, name, a.batch or batch, shape, tf32, a.block, a.reps)
             rows.append(r)
             print(f"{r['model']:9s} batch {r['batch']:5d} tf32 {str(r['tf32']):5s} {r['ms_per_step']:9.3f} ms/step "
                   f"{r['samples_per_s']:10.0f} samples/s (spread {r['spread_pct']:.1f}%)", flush=True)

@@ -16,7 +16,7 @@ func TestPresetSizes(t *testing.T) {
 		last   string
 	}{
 		{"lenet5", Shape{C: 1, H: 28, W: 28}, LeNet5(10), 61706, 2263920, "conv1.weight", "fc3.bias"},
-		{"resnet20", Shape{C: 3, H: 32, W: 32}, ResNet20(10), 272474, 0, "conv1.weight", "fc.bias"},
+		{"resnet20", Shape{C: 3, H: 32, W: 32}, ResNet20(10), 272474, 243994368, "conv1.weight", "fc.bias"},
 	} {
 		a, err := NewNet(tc.in, tc.layers, 10, SoftmaxCE)
 		if err != nil {
