@@ -86,6 +86,11 @@ func TestNetGradient(t *testing.T) {
 			{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, 4},
 		{Shape{C: 1, H: 7, W: 7}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Stride: 2, NoBias: true}, {Kind: KindReLU},
 			{Kind: KindConv, Name: "c2", Out: 3, Kernel: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+		// A "same" 5×5 convolution with as many outputs as inputs, on a
+		// non-square image: its input gradient runs as a convolution of dY
+		// with the flipped kernels (node.flipped).
+		{Shape{C: 1, H: 6, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c0", Out: 2, Kernel: 3, Pad: 1}, {Kind: KindReLU},
+			{Kind: KindConv, Name: "c1", Out: 2, Kernel: 5, Pad: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		{Shape{C: 3, H: 4, W: 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
 		// Batch norm and residual blocks, with an identity and a projection
 		// shortcut (ResNet's), then global pooling.

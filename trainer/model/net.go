@@ -458,6 +458,14 @@ func (a Arch) convScratch(rows, limit int) (cols, out, ones int) {
 	return cols, out, ones
 }
 
+// flipped reports whether conv node n's input gradient runs as a
+// convolution of dY (Model.convBackward): stride 1, as many outputs as
+// inputs and an output as large as the input, so dY's columns and the
+// input gradient fit the buffers of x's columns and of dY.
+func (n node) flipped() bool {
+	return n.Kind == KindConv && n.Stride == 1 && n.Out == n.in.C && n.out.H == n.in.H && n.out.W == n.in.W
+}
+
 // columns is one sample's Im2col columns of a conv node: c·k·k × oh·ow.
 func (n node) columns() int { return n.fanIn() * n.out.H * n.out.W }
 
