@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -340,12 +339,7 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 // blocks of 10 steps. bench/gpu/torch_cnn.py times PyTorch eager with
 // cuDNN on the same shapes.
 func BenchmarkCNNStep(b *testing.B) {
-	for _, c := range []struct {
-		name   string
-		in     model.Shape
-		layers []model.LayerSpec
-		rows   int
-	}{
+	for _, c := range []cnnCase{
 		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
 		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
 	} {
@@ -360,42 +354,13 @@ func BenchmarkCNNStep(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m, err := model.New(arch, be, c.rows)
-				if err != nil {
+				cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+				defer free()
+				batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
+				if err := cr.m.Upload(batch, c.rows); err != nil {
 					b.Fatal(err)
 				}
-				defer m.Free()
-				opt, err := model.NewOptimizer(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}, be, m.NumParams())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer opt.Free()
-				if err := be.Upload(m.Params, arch.InitParams(1)); err != nil {
-					b.Fatal(err)
-				}
-				if m.State != nil {
-					if err := be.Upload(m.State, arch.InitState()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				r := rand.New(rand.NewPCG(1, 2))
-				n := c.in.Size()
-				batch := make([]float32, c.rows*(n+1))
-				for i := range c.rows * n {
-					batch[i] = r.Float32()
-				}
-				for i := range c.rows {
-					batch[c.rows*n+i] = float32(i % 10)
-				}
-				if err := m.Upload(batch, c.rows); err != nil {
-					b.Fatal(err)
-				}
-				step := func() error {
-					if err := m.Step(1/float32(c.rows), nil); err != nil {
-						return err
-					}
-					return opt.Update(m.Params, m.GradView())
-				}
+				step := func() error { return cr.step(c.rows) }
 				const block, reps = 10, 10
 				var times []float64
 				for r := range reps + 1 {

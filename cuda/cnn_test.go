@@ -13,6 +13,65 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 )
 
+// cnnCase is a CNN preset at a batch size, for the tests and benchmarks.
+type cnnCase struct {
+	name   string
+	in     model.Shape
+	layers []model.LayerSpec
+	rows   int
+}
+
+// cnnRun is a case's model on a backend, with momentum SGD (lr 0.05, mu
+// 0.9), its weights from init and its running statistics at their start.
+type cnnRun struct {
+	m   *model.Model
+	opt *model.Optimizer
+}
+
+// newCNNRun builds c's model on be with weights init; free releases it.
+func newCNNRun(tb testing.TB, be kernels.Backend, arch model.Arch, c cnnCase, init []float32) (r cnnRun, free func()) {
+	tb.Helper()
+	m, err := model.New(arch, be, c.rows)
+	if err != nil {
+		tb.Fatalf("%s: %v", be.Name(), err)
+	}
+	opt, err := model.NewOptimizer(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}, be, m.NumParams())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := be.Upload(m.Params, init); err != nil {
+		tb.Fatal(err)
+	}
+	if m.State != nil {
+		if err := be.Upload(m.State, arch.InitState()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return cnnRun{m, opt}, func() { opt.Free(); m.Free() }
+}
+
+// step is one training step on the batch last uploaded and the update.
+func (r cnnRun) step(rows int) error {
+	if err := r.m.Step(1/float32(rows), nil); err != nil {
+		return err
+	}
+	return r.opt.Update(r.m.Params, r.m.GradView())
+}
+
+// randomBatch is a batch of rows images of in, uniform pixels, labels by
+// label(i).
+func randomBatch(r *rand.Rand, in model.Shape, rows int, label func(i int) int) []float32 {
+	n := in.Size()
+	b := make([]float32, rows*(n+1))
+	for i := range rows * n {
+		b[i] = r.Float32()
+	}
+	for i := range rows {
+		b[rows*n+i] = float32(label(i))
+	}
+	return b
+}
+
 // TestCNNMatchesCPU is the GPU-vs-CPU training check of the CNN presets:
 // LeNet-5 (batch 32, 1×28×28) and ResNet-20 (batch 16, 3×32×32, batch
 // norm and residual blocks), trained by trainer/model for cnnSteps steps
@@ -28,12 +87,7 @@ func TestCNNMatchesCPU(t *testing.T) {
 	gpu := open(t, kernels.Options{})
 	defer gpu.Close()
 	const cnnSteps = 5
-	for _, c := range []struct {
-		name   string
-		in     model.Shape
-		layers []model.LayerSpec
-		rows   int
-	}{
+	for _, c := range []cnnCase{
 		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 32},
 		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 16},
 	} {
@@ -44,47 +98,21 @@ func TestCNNMatchesCPU(t *testing.T) {
 			}
 			init := arch.InitParams(3)
 			r := rand.New(rand.NewPCG(5, 6))
-			n := c.in.Size()
 			batches := make([][]float32, cnnSteps)
 			for s := range batches {
-				b := make([]float32, c.rows*(n+1))
-				for i := range c.rows * n {
-					b[i] = r.Float32()
-				}
-				for i := range c.rows {
-					b[c.rows*n+i] = float32(r.IntN(10))
-				}
-				batches[s] = b
+				batches[s] = randomBatch(r, c.in, c.rows, func(int) int { return r.IntN(10) })
 			}
 			run := func(be kernels.Backend) (losses []float64, params, state []float32) {
-				m, err := model.New(arch, be, c.rows)
-				if err != nil {
-					t.Fatalf("%s: %v", be.Name(), err)
-				}
-				defer m.Free()
-				opt, err := model.NewOptimizer(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}, be, m.NumParams())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer opt.Free()
-				if err := be.Upload(m.Params, init); err != nil {
-					t.Fatal(err)
-				}
-				if m.State != nil {
-					if err := be.Upload(m.State, arch.InitState()); err != nil {
-						t.Fatal(err)
-					}
-				}
+				cr, free := newCNNRun(t, be, arch, c, init)
+				defer free()
+				m := cr.m
 				stats := make([]float32, model.GradStats)
 				for s, b := range batches {
 					if err := m.Upload(b, c.rows); err != nil {
 						t.Fatal(err)
 					}
-					if err := m.Step(1/float32(c.rows), nil); err != nil {
+					if err := cr.step(c.rows); err != nil {
 						t.Fatalf("%s step %d: %v", be.Name(), s, err)
-					}
-					if err := opt.Update(m.Params, m.GradView()); err != nil {
-						t.Fatal(err)
 					}
 					if err := be.Download(stats, m.Stats()); err != nil {
 						t.Fatal(err)
