@@ -181,3 +181,39 @@ func CheckNorm(op string, xLen, n, c, hw int, perChannel ...int) error {
 	}
 	return nil
 }
+
+// DirectConvOps is an optional op set (DirectConvOf): a 3×3 convolution
+// at stride 1 with padding 1 computed directly, without Im2col's columns,
+// for the shapes Conv3x3Supports accepts. The model uses it where it is
+// there and falls back to Im2col and GEMM elsewhere.
+type DirectConvOps interface {
+	// Conv3x3Supports reports whether Conv3x3 runs c input channels of
+	// h×w into o output channels.
+	Conv3x3Supports(c, h, w, o int) bool
+	// Conv3x3 sets y (n×o×h×w) to the convolution of x (n×c×h×w) with
+	// the kernels in wt, laid out [c][ki·3+kj][o] (PyTorch's o×c×3×3
+	// weight through Transpose01(wt, weight, o, c·9, 1)), zero padding 1:
+	// y[s][oc][i][j] = Σ_ci Σ_ki,kj wt[ci][ki·3+kj][oc]·x[s][ci][i+ki−1][j+kj−1].
+	// An unsupported shape is an error wrapping ErrShape.
+	Conv3x3(y, x, wt Buffer, n, c, h, w, o int) error
+}
+
+// DirectConvOf returns b's DirectConvOps (looking through decorators).
+func DirectConvOf(b Backend) (DirectConvOps, bool) { return optional[DirectConvOps](b) }
+
+// CheckConv3x3 validates Conv3x3's lengths: y of n·o·h·w, x of n·c·h·w, wt
+// of c·9·o.
+func CheckConv3x3(op string, yLen, xLen, wLen, n, c, h, w, o int) error {
+	ys, ok1 := mulAll(n, o, h, w)
+	xs, ok2 := mulAll(n, c, h, w)
+	ws, ok3 := mulAll(c, 9, o)
+	if n < 0 || c <= 0 || h <= 0 || w <= 0 || o <= 0 || !ok1 || !ok2 || !ok3 || yLen != ys || xLen != xs || wLen != ws {
+		return fmt.Errorf("%s: y %d, x %d, weights %d elements for n %d, %d→%d channels of %d×%d: %w", op, yLen, xLen, wLen, n, c, o, h, w, ErrShape)
+	}
+	return nil
+}
+
+// Unsupported3x3 is the error of Conv3x3 on a shape it does not run.
+func Unsupported3x3(op string, c, h, w, o int) error {
+	return fmt.Errorf("%s: %d→%d channels of %d×%d is not a shape it runs (Conv3x3Supports): %w", op, c, o, h, w, ErrShape)
+}

@@ -97,3 +97,89 @@ func TestConvChunks(t *testing.T) {
 	}
 	var _ kernels.HostAllocator = hostAllocCPU{}
 }
+
+// withoutDirect is a cpu backend without its direct convolution (it
+// keeps ConvOps and NormOps).
+type withoutDirect struct {
+	kernels.Backend
+	kernels.ConvOps
+	kernels.NormOps
+}
+
+// TestDirectConv: a network whose 3×3 layers run on the backend's direct
+// convolution (forward, and the input gradient of those with as many
+// outputs as inputs) computes the gradient and logits that Im2col and
+// GEMM compute, to rounding; with batch norm and a residual block, and a
+// 16-wide and an 8-wide stage (the two micro-kernels).
+func TestDirectConv(t *testing.T) {
+	arch, err := NewNet(Shape{C: 2, H: 16, W: 16}, []LayerSpec{
+		{Kind: KindConv, Name: "c1", Out: 8, Kernel: 3, Pad: 1, NoBias: true},
+		{Kind: KindBatchNorm, Name: "bn1"},
+		{Kind: KindReLU},
+		{Kind: KindBlock, Name: "b1", Out: 8},
+		{Kind: KindBlock, Name: "b2", Out: 16, Stride: 2},
+		{Kind: KindAvgPool},
+		{Kind: KindFlatten},
+		{Kind: KindLinear, Name: "fc", Out: 5},
+	}, 5, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 5
+	in := arch.Input.Size()
+	batch := make([]float32, rows*(in+1))
+	for i := range rows * in {
+		batch[i] = float32(math.Sin(float64(i) * 0.37))
+	}
+	for i := range rows {
+		batch[rows*in+i] = float32(i % 5)
+	}
+	run := func(b kernels.Backend) ([]float32, int) {
+		m, err := New(arch, b, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Free()
+		direct := 0
+		for i := range m.nodes {
+			if m.directFwd[i] {
+				direct++
+			}
+			if m.directDX[i] {
+				direct++
+			}
+		}
+		b.Upload(m.Params, arch.InitParams(2))
+		if err := m.Upload(batch, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Step(1, nil); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, m.NumParams()+GradStats)
+		b.Download(out, m.Grads)
+		logits, err := m.Forward()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := make([]float32, logits.Len())
+		b.Download(l, logits)
+		return append(out, l...), direct
+	}
+	c := cpu.New()
+	if !c.Conv3x3Supports(8, 16, 16, 8) {
+		t.Skip("no direct convolution on this CPU (AVX2 and FMA3)")
+	}
+	want, none := run(withoutDirect{c, c, c})
+	got, direct := run(cpu.New())
+	// c1, b1's two convs (forward and input gradient), b2's second conv
+	// (8×8, forward and input gradient); b2's first is stride 2.
+	if none != 0 || direct != 7 {
+		t.Fatalf("%d and %d direct passes, want 0 and 7", none, direct)
+	}
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
+			t.Errorf("value %d is %g with the direct convolution, %g with Im2col and GEMM", i, got[i], want[i])
+		}
+	}
+}

@@ -67,11 +67,18 @@ type Model struct {
 	// of dY (node.flipped), the weights flipped and transposed (two
 	// buffers of the largest out·in·k·k), and anti[k], the k²×k²
 	// anti-identity that flips a k×k kernel as a GEMM.
-	flip    kernels.Buffer
-	anti    map[int]kernels.Buffer
-	cols    kernels.Buffer
-	convOut kernels.Buffer
-	ones    kernels.Buffer
+	flip kernels.Buffer
+	anti map[int]kernels.Buffer
+	// direct: the backend's direct 3×3 convolution, when it has one;
+	// directFwd[i], directDX[i]: conv node i's forward pass, and its input
+	// gradient, run on it (directConvs); wdirect holds the weights in its
+	// layout.
+	direct              kernels.DirectConvOps
+	directFwd, directDX []bool
+	wdirect             kernels.Buffer
+	cols                kernels.Buffer
+	convOut             kernels.Buffer
+	ones                kernels.Buffer
 	// Batch norm: State holds every batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
 	// i's batch mean and inverse deviation of the last training forward
@@ -178,16 +185,23 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 			failed = b.Upload(m.State, arch.InitState())
 		}
 	}
+	m.direct, m.directFwd, m.directDX = m.directConvs(b)
 	m.kept = make([]kernels.Buffer, len(m.nodes))
-	if arch.KeptColumns(maxRows) > 0 {
-		for i, n := range m.nodes {
-			if n.Kind == KindConv {
-				m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
-			}
+	unkept := false
+	for i, n := range m.nodes {
+		if n.Kind != KindConv {
+			continue
+		}
+		// A direct convolution writes no columns: its backward pass makes
+		// them for the weight gradient, a chunk at a time.
+		if arch.KeptColumns(maxRows) > 0 && !m.directFwd[i] {
+			m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
+		} else {
+			unkept = true
 		}
 	}
 	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); colsLen > 0 {
-		if m.kept[firstConv(m.nodes)] == nil {
+		if unkept {
 			m.cols = alloc("convolution columns", colsLen)
 		}
 		m.convOut = alloc("convolution output (GEMM layout)", outLen)
@@ -214,6 +228,15 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	}
 	if flipLen > 0 {
 		m.flip = alloc("flipped convolution weights", flipLen)
+	}
+	wdLen := 0
+	for i, n := range m.nodes {
+		if m.directFwd[i] {
+			wdLen = max(wdLen, n.Out*n.in.C*9)
+		}
+	}
+	if wdLen > 0 {
+		m.wdirect = alloc("direct convolution weights", wdLen)
 	}
 	m.evalGrad = alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
 	m.evalStats = alloc("evaluation statistics", GradStats)
@@ -387,6 +410,27 @@ func (m *Model) colsOf(i, s0, k int, n node) kernels.Buffer {
 	return m.B.View(m.cols, 0, k*per)
 }
 
+// directConvs decides which conv nodes run on b's direct 3×3 convolution
+// (kernels.DirectConvOps): the forward pass of a 3×3, stride-1, pad-1
+// convolution without bias of a shape the backend runs, and the input
+// gradient of a flipped one (node.flipped: the convolution of dY with the
+// flipped kernels) where it runs the reverse shape.
+func (m *Model) directConvs(b kernels.Backend) (kernels.DirectConvOps, []bool, []bool) {
+	fwd, dx := make([]bool, len(m.nodes)), make([]bool, len(m.nodes))
+	d, ok := kernels.DirectConvOf(b)
+	if !ok {
+		return nil, fwd, dx
+	}
+	for i, n := range m.nodes {
+		if n.Kind != KindConv || n.Kernel != 3 || n.Stride != 1 || n.Pad != 1 {
+			continue
+		}
+		fwd[i] = !m.layers[n.param].HasBias() && d.Conv3x3Supports(n.in.C, n.in.H, n.in.W, n.Out)
+		dx[i] = n.flipped() && d.Conv3x3Supports(n.Out, n.in.H, n.in.W, n.in.C)
+	}
+	return d, fwd, dx
+}
+
 // antiIdentity is the n×n matrix with ones on its anti-diagonal: W·J
 // reverses each row of W.
 func antiIdentity(n int) []float32 {
@@ -453,6 +497,13 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 // Transpose01 into the chunk's NCHW output.
 func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
+	if m.directFwd[i] { // the whole batch at once, no columns
+		wd := b.View(m.wdirect, 0, l.Out*n.in.C*9)
+		if err := m.conv.Transpose01(wd, m.weight(m.Params, l), l.Out, n.in.C*9, 1); err != nil {
+			return err
+		}
+		return m.direct.Conv3x3(y, x, wd, m.rows, n.in.C, n.in.H, n.in.W, l.Out)
+	}
 	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
 	cs := n.chunk(m.rows, m.chunkFloats)
 	for s0 := 0; s0 < m.rows; s0 += cs {
@@ -507,6 +558,16 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 		if err := m.conv.Transpose01(wT, wf, l.Out, n.in.C, kk); err != nil {
 			return err
 		}
+		if m.directDX[i] { // dx for the whole batch at once, on the direct convolution
+			if err := m.conv.Transpose01(wf, wT, n.in.C, l.Out*kk, 1); err != nil {
+				return err
+			}
+			if err := m.direct.Conv3x3(dx, dy, wf, m.rows, l.Out, n.in.H, n.in.W, n.in.C); err != nil {
+				return err
+			}
+			flip = false
+			dx = nil
+		}
 	}
 	cs := n.chunk(m.rows, m.chunkFloats)
 	for s0 := 0; s0 < m.rows; s0 += cs {
@@ -520,7 +581,7 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 		if err := m.conv.Transpose01(dyt, dys, k, l.Out, p); err != nil {
 			return err
 		}
-		if m.kept[i] == nil {
+		if m.kept[i] == nil { // not kept (or a direct forward pass, which makes none)
 			if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 				return err
 			}

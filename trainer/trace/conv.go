@@ -101,3 +101,24 @@ func (tb *tracedBackend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, g
 		return nb.BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, n, c, hw)
 	}, n, c, hw)
 }
+
+var _ kernels.DirectConvOps = (*tracedBackend)(nil)
+
+// Conv3x3Supports passes the backend's answer through (false without the
+// op set).
+func (tb *tracedBackend) Conv3x3Supports(c, h, w, o int) bool {
+	d, ok := tb.b.(kernels.DirectConvOps)
+	return ok && d.Conv3x3Supports(c, h, w, o)
+}
+
+func (tb *tracedBackend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
+	sp := tb.t.Begin("Conv3x3").Cat(Compute)
+	var err error
+	if d, ok := tb.b.(kernels.DirectConvOps); ok {
+		err = d.Conv3x3(y, x, wt, n, c, h, w, o)
+	} else {
+		err = fmt.Errorf("Conv3x3 on backend %s: %w", tb.b.Name(), kernels.ErrNoConv)
+	}
+	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
+	return err
+}

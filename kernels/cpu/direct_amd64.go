@@ -1,0 +1,15 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// useDirect selects the direct 3×3 convolution (direct_amd64.s): AVX2 and
+// FMA3.
+var useDirect = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)
+
+//go:noescape
+func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)

@@ -1,0 +1,174 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Direct 3×3 convolution micro-kernels (AVX2 + FMA3), see direct.go. Each
+// call computes a tile of the output: outputs o0.. (4 or 8 channels) over
+// one row segment (16 or 8 pixels), summing over the c input channels and
+// the 9 taps in that order, from 0. The input is a zero-padded copy:
+// x points at the padded pixel (row, x0) of channel 0, the window's top
+// left; xrow and xplane are the padded row and plane lengths in floats.
+// w points at tap 0 of channel 0 for output o0, in the [c][9][o] layout:
+// wtap floats (o) between taps, 9·wtap between channels. y points at the
+// tile's first output; ystride floats (h·w) between output channels.
+
+// TAP16 is one tap for the 4×16 tile: two input vectors, four broadcast
+// weights, eight FMAs; BX moves to the next tap.
+#define TAP16(off, off2, idx) \
+	VMOVUPS      off(DI)(idx*1), Y8; \
+	VMOVUPS      off2(DI)(idx*1), Y9; \
+	VBROADCASTSS (BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y0; \
+	VFMADD231PS  Y9, Y10, Y1; \
+	VBROADCASTSS 4(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y2; \
+	VFMADD231PS  Y9, Y11, Y3; \
+	VBROADCASTSS 8(BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y4; \
+	VFMADD231PS  Y9, Y10, Y5; \
+	VBROADCASTSS 12(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y6; \
+	VFMADD231PS  Y9, Y11, Y7; \
+	ADDQ         R11, BX
+
+// func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)
+TEXT ·conv3x3o4w16(SB), NOSPLIT, $0-64
+	MOVQ y+0(FP), DX
+	MOVQ ystride+8(FP), R12
+	SHLQ $2, R12
+	MOVQ x+16(FP), DI
+	MOVQ xrow+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*1), R9
+	MOVQ xplane+32(FP), R10
+	SHLQ $2, R10
+	MOVQ w+40(FP), SI
+	MOVQ wtap+48(FP), R11
+	SHLQ $2, R11
+	MOVQ c+56(FP), CX
+	XORQ R13, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ CX, CX
+	JZ    o4store
+
+o4chan:
+	MOVQ SI, BX
+	TAP16(0, 32, R13)
+	TAP16(4, 36, R13)
+	TAP16(8, 40, R13)
+	TAP16(0, 32, R8)
+	TAP16(4, 36, R8)
+	TAP16(8, 40, R8)
+	TAP16(0, 32, R9)
+	TAP16(4, 36, R9)
+	TAP16(8, 40, R9)
+	MOVQ BX, SI
+	ADDQ R10, DI
+	DECQ CX
+	JNZ  o4chan
+
+o4store:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// TAP8 is one tap for the 8×8 tile: one input vector, eight broadcast
+// weights, eight FMAs.
+#define TAP8(off, idx) \
+	VMOVUPS      off(DI)(idx*1), Y8; \
+	VBROADCASTSS (BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y0; \
+	VBROADCASTSS 4(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y1; \
+	VBROADCASTSS 8(BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y2; \
+	VBROADCASTSS 12(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y3; \
+	VBROADCASTSS 16(BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y4; \
+	VBROADCASTSS 20(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y5; \
+	VBROADCASTSS 24(BX), Y10; \
+	VFMADD231PS  Y8, Y10, Y6; \
+	VBROADCASTSS 28(BX), Y11; \
+	VFMADD231PS  Y8, Y11, Y7; \
+	ADDQ         R11, BX
+
+// func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)
+TEXT ·conv3x3o8w8(SB), NOSPLIT, $0-64
+	MOVQ y+0(FP), DX
+	MOVQ ystride+8(FP), R12
+	SHLQ $2, R12
+	MOVQ x+16(FP), DI
+	MOVQ xrow+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*1), R9
+	MOVQ xplane+32(FP), R10
+	SHLQ $2, R10
+	MOVQ w+40(FP), SI
+	MOVQ wtap+48(FP), R11
+	SHLQ $2, R11
+	MOVQ c+56(FP), CX
+	XORQ R13, R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ CX, CX
+	JZ    o8store
+
+o8chan:
+	MOVQ SI, BX
+	TAP8(0, R13)
+	TAP8(4, R13)
+	TAP8(8, R13)
+	TAP8(0, R8)
+	TAP8(4, R8)
+	TAP8(8, R8)
+	TAP8(0, R9)
+	TAP8(4, R9)
+	TAP8(8, R9)
+	MOVQ BX, SI
+	ADDQ R10, DI
+	DECQ CX
+	JNZ  o8chan
+
+o8store:
+	VMOVUPS Y0, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y1, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y2, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y3, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y4, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y5, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y6, (DX)
+	ADDQ    R12, DX
+	VMOVUPS Y7, (DX)
+	VZEROUPPER
+	RET

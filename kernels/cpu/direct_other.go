@@ -1,0 +1,16 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// Without the assembly micro-kernels there is no direct convolution
+// (Conv3x3Supports is false: the model runs Im2col and GEMM).
+
+var useDirect = false
+
+func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int) {
+	panic("cpu: no direct convolution on this platform")
+}
+
+func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int) {
+	panic("cpu: no direct convolution on this platform")
+}
