@@ -196,6 +196,12 @@ type DirectConvOps interface {
 	// y[s][oc][i][j] = Σ_ci Σ_ki,kj wt[ci][ki·3+kj][oc]·x[s][ci][i+ki−1][j+kj−1].
 	// An unsupported shape is an error wrapping ErrShape.
 	Conv3x3(y, x, wt Buffer, n, c, h, w, o int) error
+	// Conv3x3Filter sets dw (o×c×3×3, PyTorch's layout) to that
+	// convolution's weight gradient over the batch, given its output's
+	// gradient dy (n×o×h×w): dw[oc][ci][ki][kj] =
+	// Σ_s Σ_i,j dy[s][oc][i][j]·x[s][ci][i+ki−1][j+kj−1], for the shapes
+	// Conv3x3Supports accepts.
+	Conv3x3Filter(dw, x, dy Buffer, n, c, h, w, o int) error
 }
 
 // DirectConvOf returns b's DirectConvOps (looking through decorators).

@@ -172,3 +172,105 @@ o8store:
 	VMOVUPS Y7, (DX)
 	VZEROUPPER
 	RET
+
+// DW3 is one 8-pixel step of the weight-gradient kernel: the 4 output
+// gradients at (row, x0) and the 3 input vectors at (row+dy, x0+dx), dx =
+// 0, 1, 2, into 12 accumulators (output j, tap dx: Y(j*3+dx)).
+#define DW3 \
+	VMOVUPS     (DI), Y12; \
+	VMOVUPS     4(DI), Y13; \
+	VMOVUPS     8(DI), Y14; \
+	VMOVUPS     (SI), Y15; \
+	VFMADD231PS Y12, Y15, Y0; \
+	VFMADD231PS Y13, Y15, Y1; \
+	VFMADD231PS Y14, Y15, Y2; \
+	VMOVUPS     (SI)(R12*1), Y15; \
+	VFMADD231PS Y12, Y15, Y3; \
+	VFMADD231PS Y13, Y15, Y4; \
+	VFMADD231PS Y14, Y15, Y5; \
+	VMOVUPS     (SI)(R13*1), Y15; \
+	VFMADD231PS Y12, Y15, Y6; \
+	VFMADD231PS Y13, Y15, Y7; \
+	VFMADD231PS Y14, Y15, Y8; \
+	VMOVUPS     (SI)(R9*1), Y15; \
+	VFMADD231PS Y12, Y15, Y9; \
+	VFMADD231PS Y13, Y15, Y10; \
+	VFMADD231PS Y14, Y15, Y11
+
+// func conv3x3dw(acc *float32, dy *float32, dystride int, x *float32, xrow, h, w, n, dysample, xsample int)
+// acc[(j*3+dx)*8 + lane] = the lane's share of Σ over n samples and the
+// h×w plane of dy[s][j][r][q] · x[s][r][q+dx] (x: the padded input at row
+// dy of the window, one channel; dy: output channel o0's plane; w a
+// multiple of 8; dysample, xsample: floats between samples), j < 4.
+TEXT ·conv3x3dw(SB), NOSPLIT, $0-80
+	MOVQ acc+0(FP), DX
+	MOVQ dystride+16(FP), R12
+	SHLQ $2, R12
+	LEAQ (R12)(R12*1), R13
+	LEAQ (R13)(R12*1), R9
+	MOVQ xrow+32(FP), R8
+	SHLQ $2, R8
+	MOVQ w+48(FP), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ R11, R11 // sample
+
+dwsample:
+	CMPQ R11, n+56(FP)
+	JAE  dwstore
+	MOVQ dysample+64(FP), AX
+	IMULQ R11, AX
+	SHLQ $2, AX
+	MOVQ dy+8(FP), SI
+	ADDQ AX, SI
+	MOVQ xsample+72(FP), AX
+	IMULQ R11, AX
+	SHLQ $2, AX
+	MOVQ x+24(FP), DI
+	ADDQ AX, DI
+	MOVQ h+40(FP), CX
+	TESTQ CX, CX
+	JZ   dwnext
+
+dwrow:
+	MOVQ DI, AX // the row's start in x
+	MOVQ R10, BX
+dwcol:
+	DW3
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, BX
+	JNZ  dwcol
+	LEAQ (AX)(R8*1), DI // next padded row
+	DECQ CX
+	JNZ  dwrow
+
+dwnext:
+	INCQ R11
+	JMP  dwsample
+
+dwstore:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 256(DX)
+	VMOVUPS Y9, 288(DX)
+	VMOVUPS Y10, 320(DX)
+	VMOVUPS Y11, 352(DX)
+	VZEROUPPER
+	RET

@@ -14,3 +14,7 @@ func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *floa
 func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int) {
 	panic("cpu: no direct convolution on this platform")
 }
+
+func conv3x3dw(acc *float32, dy *float32, dystride int, x *float32, xrow, h, w, n, dysample, xsample int) {
+	panic("cpu: no direct convolution on this platform")
+}

@@ -569,6 +569,17 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 			dx = nil
 		}
 	}
+	// A direct forward pass has a direct weight gradient (no bias), for the
+	// whole batch; the chunks then only make dx, if it is still wanted.
+	wDone := m.directFwd[i]
+	if wDone {
+		if err := m.direct.Conv3x3Filter(dw, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out); err != nil {
+			return err
+		}
+		if dx == nil {
+			return nil
+		}
+	}
 	cs := n.chunk(m.rows, m.chunkFloats)
 	for s0 := 0; s0 < m.rows; s0 += cs {
 		k := min(cs, m.rows-s0)
@@ -581,17 +592,19 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 		if err := m.conv.Transpose01(dyt, dys, k, l.Out, p); err != nil {
 			return err
 		}
-		if m.kept[i] == nil { // not kept (or a direct forward pass, which makes none)
+		if m.kept[i] == nil && !wDone {
 			if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
 				return err
 			}
 		}
-		if err := b.Gemm(false, true, l.Out, l.In, k*p, 1, dyt, cols, beta, dw); err != nil {
-			return err
-		}
-		if l.HasBias() {
-			if err := b.Gemm(false, false, l.Out, 1, k*p, 1, dyt, b.View(m.ones, 0, k*p), beta, m.bias(m.Grads, l)); err != nil {
+		if !wDone {
+			if err := b.Gemm(false, true, l.Out, l.In, k*p, 1, dyt, cols, beta, dw); err != nil {
 				return err
+			}
+			if l.HasBias() {
+				if err := b.Gemm(false, false, l.Out, 1, k*p, 1, dyt, b.View(m.ones, 0, k*p), beta, m.bias(m.Grads, l)); err != nil {
+					return err
+				}
 			}
 		}
 		switch {

@@ -122,3 +122,15 @@ func (tb *tracedBackend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) err
 	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
 	return err
 }
+
+func (tb *tracedBackend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) error {
+	sp := tb.t.Begin("Conv3x3Filter").Cat(Compute)
+	var err error
+	if d, ok := tb.b.(kernels.DirectConvOps); ok {
+		err = d.Conv3x3Filter(dw, x, dy, n, c, h, w, o)
+	} else {
+		err = fmt.Errorf("Conv3x3Filter on backend %s: %w", tb.b.Name(), kernels.ErrNoConv)
+	}
+	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
+	return err
+}
