@@ -16,6 +16,18 @@ func (be *Backend) Conv3x3Supports(c, h, w, o int) bool {
 	return useDirect && c > 0 && h > 0 && w > 0 && o > 0 && w%8 == 0 && o%4 == 0 && (w%16 == 0 || o%8 == 0)
 }
 
+// check3x3 checks the direct ops' lengths (y or dy, x, the weights) and
+// that the shape is one they run.
+func (be *Backend) check3x3(op string, yLen, xLen, wLen, n, c, h, w, o int) error {
+	if err := kernels.CheckConv3x3(op, yLen, xLen, wLen, n, c, h, w, o); err != nil {
+		return err
+	}
+	if !be.Conv3x3Supports(c, h, w, o) {
+		return kernels.Unsupported3x3(op, c, h, w, o)
+	}
+	return nil
+}
+
 // padded holds one sample's zero-padded image between calls.
 var padded = sync.Pool{New: func() any { return new([]float32) }}
 
@@ -25,11 +37,8 @@ var padded = sync.Pool{New: func() any { return new([]float32) }}
 // the 9 taps, in that order, with fused multiply-adds.
 func (be *Backend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
 	yd, xd, wd := be.data(y), be.data(x), be.data(wt)
-	if err := kernels.CheckConv3x3("cpu.Conv3x3", len(yd), len(xd), len(wd), n, c, h, w, o); err != nil {
+	if err := be.check3x3("cpu.Conv3x3", len(yd), len(xd), len(wd), n, c, h, w, o); err != nil {
 		return err
-	}
-	if !be.Conv3x3Supports(c, h, w, o) {
-		return kernels.Unsupported3x3("cpu.Conv3x3", c, h, w, o)
 	}
 	pw, ph := w+2, h+2
 	xp, done := paddedImage(c * ph * pw)
@@ -82,11 +91,8 @@ func padInto(xp, xs []float32, c, h, w int) {
 // the 4×3 taps; the lanes are added in a fixed tree, the chunks in order.
 func (be *Backend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) error {
 	dwd, xd, dyd := be.data(dw), be.data(x), be.data(dy)
-	if err := kernels.CheckConv3x3("cpu.Conv3x3Filter", len(dyd), len(xd), len(dwd), n, c, h, w, o); err != nil {
+	if err := be.check3x3("cpu.Conv3x3Filter", len(dyd), len(xd), len(dwd), n, c, h, w, o); err != nil {
 		return err
-	}
-	if !be.Conv3x3Supports(c, h, w, o) {
-		return kernels.Unsupported3x3("cpu.Conv3x3Filter", c, h, w, o)
 	}
 	clear(dwd)
 	if n == 0 {

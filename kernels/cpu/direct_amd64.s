@@ -12,6 +12,34 @@
 // wtap floats (o) between taps, 9·wtap between channels. y points at the
 // tile's first output; ystride floats (h·w) between output channels.
 
+// CONV3X3_PROLOGUE loads the arguments of both forward kernels (byte
+// strides: R12 between output channels, R8 and R9 one and two padded
+// rows, R10 a padded plane, R11 a tap's weights; R13 = 0) and zeroes the
+// accumulators Y0–Y7.
+#define CONV3X3_PROLOGUE \
+	MOVQ   y+0(FP), DX; \
+	MOVQ   ystride+8(FP), R12; \
+	SHLQ   $2, R12; \
+	MOVQ   x+16(FP), DI; \
+	MOVQ   xrow+24(FP), R8; \
+	SHLQ   $2, R8; \
+	LEAQ   (R8)(R8*1), R9; \
+	MOVQ   xplane+32(FP), R10; \
+	SHLQ   $2, R10; \
+	MOVQ   w+40(FP), SI; \
+	MOVQ   wtap+48(FP), R11; \
+	SHLQ   $2, R11; \
+	MOVQ   c+56(FP), CX; \
+	XORQ   R13, R13; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
 // TAP16 is one tap for the 4×16 tile: two input vectors, four broadcast
 // weights, eight FMAs; BX moves to the next tap.
 #define TAP16(off, off2, idx) \
@@ -33,28 +61,7 @@
 
 // func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)
 TEXT ·conv3x3o4w16(SB), NOSPLIT, $0-64
-	MOVQ y+0(FP), DX
-	MOVQ ystride+8(FP), R12
-	SHLQ $2, R12
-	MOVQ x+16(FP), DI
-	MOVQ xrow+24(FP), R8
-	SHLQ $2, R8
-	LEAQ (R8)(R8*1), R9
-	MOVQ xplane+32(FP), R10
-	SHLQ $2, R10
-	MOVQ w+40(FP), SI
-	MOVQ wtap+48(FP), R11
-	SHLQ $2, R11
-	MOVQ c+56(FP), CX
-	XORQ R13, R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	CONV3X3_PROLOGUE
 	TESTQ CX, CX
 	JZ    o4store
 
@@ -113,28 +120,7 @@ o4store:
 
 // func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)
 TEXT ·conv3x3o8w8(SB), NOSPLIT, $0-64
-	MOVQ y+0(FP), DX
-	MOVQ ystride+8(FP), R12
-	SHLQ $2, R12
-	MOVQ x+16(FP), DI
-	MOVQ xrow+24(FP), R8
-	SHLQ $2, R8
-	LEAQ (R8)(R8*1), R9
-	MOVQ xplane+32(FP), R10
-	SHLQ $2, R10
-	MOVQ w+40(FP), SI
-	MOVQ wtap+48(FP), R11
-	SHLQ $2, R11
-	MOVQ c+56(FP), CX
-	XORQ R13, R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	CONV3X3_PROLOGUE
 	TESTQ CX, CX
 	JZ    o8store
 

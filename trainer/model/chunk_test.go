@@ -41,14 +41,7 @@ func TestConvChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rows = 7
-	in := arch.Input.Size()
-	batch := make([]float32, rows*(in+1))
-	for i := range rows * in {
-		batch[i] = float32(math.Sin(float64(i) * 0.37))
-	}
-	for i := range rows {
-		batch[rows*in+i] = float32(i % 5)
-	}
+	batch := sineBatch(arch.Input.Size(), rows)
 	run := func(chunkSamples int, keep bool) []float32 {
 		b := cpu.New()
 		m, err := New(arch, b, rows)
@@ -65,22 +58,7 @@ func TestConvChunks(t *testing.T) {
 		if m.cols, err = b.Alloc(cols); err != nil {
 			t.Fatal(err)
 		}
-		b.Upload(m.Params, arch.InitParams(2))
-		if err := m.Upload(batch, rows); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Step(1, nil); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float32, m.NumParams()+GradStats)
-		b.Download(out, m.Grads)
-		logits, err := m.Forward()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, logits.Len())
-		b.Download(l, logits)
-		return append(out, l...)
+		return gradAndLogits(t, m, arch, batch, rows)
 	}
 	want := run(rows, true)
 	for _, c := range []struct {
@@ -129,14 +107,7 @@ func TestDirectConv(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rows = 5
-	in := arch.Input.Size()
-	batch := make([]float32, rows*(in+1))
-	for i := range rows * in {
-		batch[i] = float32(math.Sin(float64(i) * 0.37))
-	}
-	for i := range rows {
-		batch[rows*in+i] = float32(i % 5)
-	}
+	batch := sineBatch(arch.Input.Size(), rows)
 	run := func(b kernels.Backend) ([]float32, int) {
 		m, err := New(arch, b, rows)
 		if err != nil {
@@ -152,22 +123,7 @@ func TestDirectConv(t *testing.T) {
 				direct++
 			}
 		}
-		b.Upload(m.Params, arch.InitParams(2))
-		if err := m.Upload(batch, rows); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Step(1, nil); err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float32, m.NumParams()+GradStats)
-		b.Download(out, m.Grads)
-		logits, err := m.Forward()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, logits.Len())
-		b.Download(l, logits)
-		return append(out, l...), direct
+		return gradAndLogits(t, m, arch, batch, rows), direct
 	}
 	c := cpu.New()
 	if !c.Conv3x3Supports(8, 16, 16, 8) {
@@ -186,4 +142,40 @@ func TestDirectConv(t *testing.T) {
 			t.Errorf("value %d is %g with the direct convolution, %g with Im2col and GEMM", i, got[i], want[i])
 		}
 	}
+}
+
+// gradAndLogits runs a training step of m (weights InitParams(2)) on batch
+// and returns its gradient and statistics, then the logits of a forward
+// pass.
+func gradAndLogits(t *testing.T, m *Model, arch Arch, batch []float32, rows int) []float32 {
+	t.Helper()
+	b := m.B
+	b.Upload(m.Params, arch.InitParams(2))
+	if err := m.Upload(batch, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Step(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, m.NumParams()+GradStats)
+	b.Download(out, m.Grads)
+	logits, err := m.Forward()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := make([]float32, logits.Len())
+	b.Download(l, logits)
+	return append(out, l...)
+}
+
+// sineBatch is rows samples of in values, sin(0.37·i), labelled i mod 5.
+func sineBatch(in, rows int) []float32 {
+	batch := make([]float32, rows*(in+1))
+	for i := range rows * in {
+		batch[i] = float32(math.Sin(float64(i) * 0.37))
+	}
+	for i := range rows {
+		batch[rows*in+i] = float32(i % 5)
+	}
+	return batch
 }
