@@ -19,7 +19,7 @@ var (
 func (be *Backend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int) error {
 	const op = "Im2col"
 	cd, xd := be.buf(cols), be.buf(x)
-	return be.imageOp(op, be.dev.k.im2col, cd, xd, cd.n, n, c, h, w, k, stride, pad)
+	return be.imageOp(op, be.dev.k.im2col, cd, xd, xd.n, cd.n, n, c, h, w, k, stride, pad)
 }
 
 // Col2im: see kernels.ConvOps. Each pixel gathers its column entries in
@@ -27,27 +27,24 @@ func (be *Backend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int
 func (be *Backend) Col2im(dx, cols kernels.Buffer, n, c, h, w, k, stride, pad int) error {
 	const op = "Col2im"
 	dd, cd := be.buf(dx), be.buf(cols)
-	return be.imageOp(op, be.dev.k.col2im, dd, cd, dd.n, n, c, h, w, k, stride, pad)
+	return be.imageOp(op, be.dev.k.col2im, dd, cd, dd.n, cd.n, n, c, h, w, k, stride, pad)
 }
 
-// imageOp checks and queues Im2col (dst = cols) or Col2im (dst = dx): a
-// grid-stride kernel over the work elements of dst.
-func (be *Backend) imageOp(op string, f function, dst, src *Buffer, work, n, c, h, w, k, stride, pad int) error {
+// imageOp checks and queues Im2col (dst = cols) or Col2im (dst = dx),
+// given the image's and the columns' lengths: a grid-stride kernel over
+// the elements of dst.
+func (be *Backend) imageOp(op string, f function, dst, src *Buffer, imgLen, colsLen, n, c, h, w, k, stride, pad int) error {
 	if err := be.usable(op); err != nil {
 		return err
 	}
-	img, col := src.n, dst.n
-	if op == "Col2im" {
-		img, col = dst.n, src.n
-	}
-	if err := kernels.CheckConv("cuda."+op, img, col, n, c, h, w, k, stride, pad); err != nil {
+	if err := kernels.CheckConv("cuda."+op, imgLen, colsLen, n, c, h, w, k, stride, pad); err != nil {
 		return err
 	}
-	if work == 0 {
+	if dst.n == 0 {
 		return nil
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
-	return be.done(op, be.launch1D(f, work, ptr(dst), ptr(src), i64(n), i64(c), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow)), n, c, h, w, k, stride, pad)
+	return be.done(op, be.launch1D(f, dst.n, ptr(dst), ptr(src), i64(n), i64(c), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow)), n, c, h, w, k, stride, pad)
 }
 
 // Transpose01: see kernels.ConvOps.

@@ -51,19 +51,23 @@ func ConvOf(b Backend) (ConvOps, bool) { return optional[ConvOps](b) }
 // only a decorator that passes T through, such as trace.Backend) has it.
 func optional[T any](b Backend) (T, bool) {
 	var zero T
-	inner := b
-	for {
-		u, ok := inner.(interface{ Unwrap() Backend })
-		if !ok {
-			break
-		}
-		inner = u.Unwrap()
-	}
-	if _, ok := inner.(T); !ok {
+	if _, ok := Innermost(b).(T); !ok {
 		return zero, false
 	}
 	t, ok := b.(T)
 	return t, ok
+}
+
+// Innermost is the backend that b's decorators (those with an Unwrap
+// method, such as trace.Backend) wrap, or b itself.
+func Innermost(b Backend) Backend {
+	for {
+		u, ok := b.(interface{ Unwrap() Backend })
+		if !ok {
+			return b
+		}
+		b = u.Unwrap()
+	}
 }
 
 // ErrNoConv is returned for a convolutional network on a backend without

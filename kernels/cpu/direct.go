@@ -28,7 +28,8 @@ func (be *Backend) check3x3(op string, yLen, xLen, wLen, n, c, h, w, o int) erro
 	return nil
 }
 
-// padded holds one sample's zero-padded image between calls.
+// padded holds zero-padded images (a sample's, or a chunk of samples')
+// between calls.
 var padded = sync.Pool{New: func() any { return new([]float32) }}
 
 // Conv3x3: see kernels.DirectConvOps. Each sample is copied into a
@@ -44,7 +45,7 @@ func (be *Backend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
 	xp, done := paddedImage(c * ph * pw)
 	defer done()
 	tileO, tileW, kern := 4, 16, conv3x3o4w16
-	if w%16 != 0 || o%4 != 0 {
+	if w%16 != 0 { // then o is a multiple of 8 (Conv3x3Supports)
 		tileO, tileW, kern = 8, 8, conv3x3o8w8
 	}
 	for s := range n {

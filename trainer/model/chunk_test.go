@@ -168,6 +168,16 @@ func gradAndLogits(t *testing.T, m *Model, arch Arch, batch []float32, rows int)
 	return append(out, l...)
 }
 
+// firstConv is the index of the first conv node (-1 without one).
+func firstConv(nodes []node) int {
+	for i, n := range nodes {
+		if n.Kind == KindConv {
+			return i
+		}
+	}
+	return -1
+}
+
 // sineBatch is rows samples of in values, sin(0.37·i), labelled i mod 5.
 func sineBatch(in, rows int) []float32 {
 	batch := make([]float32, rows*(in+1))

@@ -187,14 +187,14 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	}
 	m.direct, m.directFwd, m.directDX = m.directConvs(b)
 	m.kept = make([]kernels.Buffer, len(m.nodes))
-	unkept := false
+	unkept, keep := false, arch.KeptColumns(maxRows) > 0
 	for i, n := range m.nodes {
 		if n.Kind != KindConv {
 			continue
 		}
-		// A direct convolution writes no columns: its backward pass makes
-		// them for the weight gradient, a chunk at a time.
-		if arch.KeptColumns(maxRows) > 0 && !m.directFwd[i] {
+		// A direct convolution makes no columns to keep (its weight
+		// gradient needs none; an input gradient by Col2im uses the scratch).
+		if keep && !m.directFwd[i] {
 			m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
 		} else {
 			unkept = true
@@ -388,11 +388,6 @@ func (m *Model) batchNorm(i int, n node, x, y kernels.Buffer) error {
 	return m.B.Axpy(1, m.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
 }
 
-// sample is sample s's part of a batch buffer holding per values each.
-func (m *Model) sample(buf kernels.Buffer, s, per int) kernels.Buffer {
-	return m.B.View(buf, s*per, per)
-}
-
 // keepColsFloats bounds the columns a Model keeps from the forward pass
 // for the backward pass (256 MiB: LeNet-5 at batch 64 keeps 2.2 million
 // floats, ResNet-20 at batch 64 58 million — 17% faster steps than running
@@ -439,16 +434,6 @@ func antiIdentity(n int) []float32 {
 		j[i*n+n-1-i] = 1
 	}
 	return j
-}
-
-// firstConv is the index of the first conv node (-1 without one).
-func firstConv(nodes []node) int {
-	for i, n := range nodes {
-		if n.Kind == KindConv {
-			return i
-		}
-	}
-	return -1
 }
 
 // Forward runs the batch last uploaded through the layers and returns the

@@ -488,14 +488,7 @@ const (
 // chunkFloats is the chunk bound for backend b (or the one a decorator
 // such as trace.Backend wraps).
 func chunkFloats(b kernels.Backend) int {
-	for {
-		u, ok := b.(interface{ Unwrap() kernels.Backend })
-		if !ok {
-			break
-		}
-		b = u.Unwrap()
-	}
-	if _, device := b.(kernels.HostAllocator); device {
+	if _, device := kernels.Innermost(b).(kernels.HostAllocator); device {
 		return deviceChunkFloats
 	}
 	return convChunkFloats

@@ -111,26 +111,24 @@ func (tb *tracedBackend) Conv3x3Supports(c, h, w, o int) bool {
 	return ok && d.Conv3x3Supports(c, h, w, o)
 }
 
-func (tb *tracedBackend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
-	sp := tb.t.Begin("Conv3x3").Cat(Compute)
+// directSpan runs f on the backend's DirectConvOps in a span with the
+// shape arguments (failing without the op set), as convSpan does.
+func (tb *tracedBackend) directSpan(op string, f func(kernels.DirectConvOps) error, n, c, h, w, o int) error {
+	sp := tb.t.Begin(op).Cat(Compute)
 	var err error
 	if d, ok := tb.b.(kernels.DirectConvOps); ok {
-		err = d.Conv3x3(y, x, wt, n, c, h, w, o)
+		err = f(d)
 	} else {
-		err = fmt.Errorf("Conv3x3 on backend %s: %w", tb.b.Name(), kernels.ErrNoConv)
+		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
 	}
 	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
 	return err
 }
 
+func (tb *tracedBackend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
+	return tb.directSpan("Conv3x3", func(d kernels.DirectConvOps) error { return d.Conv3x3(y, x, wt, n, c, h, w, o) }, n, c, h, w, o)
+}
+
 func (tb *tracedBackend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) error {
-	sp := tb.t.Begin("Conv3x3Filter").Cat(Compute)
-	var err error
-	if d, ok := tb.b.(kernels.DirectConvOps); ok {
-		err = d.Conv3x3Filter(dw, x, dy, n, c, h, w, o)
-	} else {
-		err = fmt.Errorf("Conv3x3Filter on backend %s: %w", tb.b.Name(), kernels.ErrNoConv)
-	}
-	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
-	return err
+	return tb.directSpan("Conv3x3Filter", func(d kernels.DirectConvOps) error { return d.Conv3x3Filter(dw, x, dy, n, c, h, w, o) }, n, c, h, w, o)
 }
