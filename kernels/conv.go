@@ -186,44 +186,54 @@ func CheckNorm(op string, xLen, n, c, hw int, perChannel ...int) error {
 	return nil
 }
 
-// DirectConvOps is an optional op set (DirectConvOf): a 3×3 convolution
-// at stride 1 with padding 1 computed directly, without Im2col's columns,
-// for the shapes Conv3x3Supports accepts. The model uses it where it is
-// there and falls back to Im2col and GEMM elsewhere.
+// DirectConvOps is an optional op set (DirectConvOf): a stride-1 k×k
+// convolution with zero padding computed directly, without Im2col's
+// columns, for the shapes ConvSupports accepts. The model uses it where it
+// is there and falls back to Im2col and GEMM elsewhere.
 type DirectConvOps interface {
-	// Conv3x3Supports reports whether Conv3x3 runs c input channels of
-	// h×w into o output channels.
-	Conv3x3Supports(c, h, w, o int) bool
-	// Conv3x3 sets y (n×o×h×w) to the convolution of x (n×c×h×w) with
-	// the kernels in wt, laid out [c][ki·3+kj][o] (PyTorch's o×c×3×3
-	// weight through Transpose01(wt, weight, o, c·9, 1)), zero padding 1:
-	// y[s][oc][i][j] = Σ_ci Σ_ki,kj wt[ci][ki·3+kj][oc]·x[s][ci][i+ki−1][j+kj−1].
-	// An unsupported shape is an error wrapping ErrShape.
-	Conv3x3(y, x, wt Buffer, n, c, h, w, o int) error
-	// Conv3x3Filter sets dw (o×c×3×3, PyTorch's layout) to that
-	// convolution's weight gradient over the batch, given its output's
-	// gradient dy (n×o×h×w): dw[oc][ci][ki][kj] =
-	// Σ_s Σ_i,j dy[s][oc][i][j]·x[s][ci][i+ki−1][j+kj−1], for the shapes
-	// Conv3x3Supports accepts.
-	Conv3x3Filter(dw, x, dy Buffer, n, c, h, w, o int) error
+	// ConvSupports reports whether Conv and ConvFilter run a stride-1 k×k
+	// convolution with zero padding pad of c input channels of h×w into o.
+	ConvSupports(c, h, w, o, k, pad int) bool
+	// Conv sets y (n×o×oh×ow, oh = h+2·pad−k+1, ow = w+2·pad−k+1) to the
+	// convolution of x (n×c×h×w) with the kernels in wt, laid out
+	// [c][ki·k+kj][o] (PyTorch's o×c×k×k weight through
+	// Transpose01(wt, weight, o, c·k·k, 1)), plus bias[oc] when bias is not
+	// nil: y[s][oc][i][j] = Σ_ci Σ_ki,kj wt[ci][ki·k+kj][oc]·
+	// x[s][ci][i+ki−pad][j+kj−pad] (+ bias[oc]). An unsupported shape is
+	// an error wrapping ErrShape.
+	Conv(y, x, wt, bias Buffer, n, c, h, w, o, k, pad int) error
+	// ConvFilter sets dw (o×c×k×k, PyTorch's layout) and db (o, when not
+	// nil) to that convolution's weight and bias gradients over the batch,
+	// given its output's gradient dy (n×o×oh×ow): dw[oc][ci][ki][kj] =
+	// Σ_s Σ_i,j dy[s][oc][i][j]·x[s][ci][i+ki−pad][j+kj−pad], db[oc] =
+	// Σ_s Σ_i,j dy[s][oc][i][j].
+	ConvFilter(dw, db, x, dy Buffer, n, c, h, w, o, k, pad int) error
 }
 
 // DirectConvOf returns b's DirectConvOps (looking through decorators).
 func DirectConvOf(b Backend) (DirectConvOps, bool) { return optional[DirectConvOps](b) }
 
-// CheckConv3x3 validates Conv3x3's lengths: y of n·o·h·w, x of n·c·h·w, wt
-// of c·9·o.
-func CheckConv3x3(op string, yLen, xLen, wLen, n, c, h, w, o int) error {
-	ys, ok1 := mulAll(n, o, h, w)
+// DirectOut is the output side of a stride-1 k×k convolution with
+// padding pad of an h×w image: h+2·pad−k+1 × w+2·pad−k+1.
+func DirectOut(h, w, k, pad int) (oh, ow int) { return h + 2*pad - k + 1, w + 2*pad - k + 1 }
+
+// CheckDirectConv validates the direct ops' lengths: y (or dy) of
+// n·o·oh·ow, x of n·c·h·w, the weights of c·k·k·o, the bias (or its
+// gradient) of o, or bLen < 0 for none.
+func CheckDirectConv(op string, yLen, xLen, wLen, bLen, n, c, h, w, o, k, pad int) error {
+	oh, ow := DirectOut(h, w, k, pad)
+	ys, ok1 := mulAll(n, o, oh, ow)
 	xs, ok2 := mulAll(n, c, h, w)
-	ws, ok3 := mulAll(c, 9, o)
-	if n < 0 || c <= 0 || h <= 0 || w <= 0 || o <= 0 || !ok1 || !ok2 || !ok3 || yLen != ys || xLen != xs || wLen != ws {
-		return fmt.Errorf("%s: y %d, x %d, weights %d elements for n %d, %d→%d channels of %d×%d: %w", op, yLen, xLen, wLen, n, c, o, h, w, ErrShape)
+	ws, ok3 := mulAll(c, k, k, o)
+	if n < 0 || c <= 0 || h <= 0 || w <= 0 || o <= 0 || k <= 0 || pad < 0 || oh <= 0 || ow <= 0 || !ok1 || !ok2 || !ok3 ||
+		yLen != ys || xLen != xs || wLen != ws || bLen >= 0 && bLen != o {
+		return fmt.Errorf("%s: y %d, x %d, weights %d, bias %d elements for n %d, %d→%d channels of %d×%d, kernel %d, padding %d: %w",
+			op, yLen, xLen, wLen, bLen, n, c, o, h, w, k, pad, ErrShape)
 	}
 	return nil
 }
 
-// Unsupported3x3 is the error of Conv3x3 on a shape it does not run.
-func Unsupported3x3(op string, c, h, w, o int) error {
-	return fmt.Errorf("%s: %d→%d channels of %d×%d is not a shape it runs (Conv3x3Supports): %w", op, c, o, h, w, ErrShape)
+// UnsupportedConv is the error of a direct op on a shape it does not run.
+func UnsupportedConv(op string, c, h, w, o, k, pad int) error {
+	return fmt.Errorf("%s: %d→%d channels of %d×%d, kernel %d, padding %d is not a shape it runs (ConvSupports): %w", op, c, o, h, w, k, pad, ErrShape)
 }

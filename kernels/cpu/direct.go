@@ -8,48 +8,136 @@ import (
 
 var _ kernels.DirectConvOps = (*Backend)(nil)
 
-// Conv3x3Supports: see kernels.DirectConvOps. The micro-kernels compute 4
-// output channels × 16 pixels of a row, or 8 × 8, and the weight gradient
-// 4 output channels × 3 taps over rows of 8: rows a multiple of 8 wide,
-// output channels a multiple of 4 (rows of 16, 32, …) or 8.
-func (be *Backend) Conv3x3Supports(c, h, w, o int) bool {
-	return useDirect && c > 0 && h > 0 && w > 0 && o > 0 && w%8 == 0 && o%4 == 0 && (w%16 == 0 || o%8 == 0)
+// ConvSupports: see kernels.DirectConvOps. Any stride-1 convolution
+// whose padding is less than its kernel (so that its input gradient, the
+// convolution of dY at padding k−1−pad, is one too), on a CPU with AVX2
+// and FMA3.
+func (be *Backend) ConvSupports(c, h, w, o, k, pad int) bool {
+	oh, ow := kernels.DirectOut(h, w, k, pad)
+	return useDirect && c > 0 && o > 0 && k > 0 && pad >= 0 && pad < k && oh > 0 && ow > 0
 }
 
-// check3x3 checks the direct ops' lengths (y or dy, x, the weights) and
-// that the shape is one they run.
-func (be *Backend) check3x3(op string, yLen, xLen, wLen, n, c, h, w, o int) error {
-	if err := kernels.CheckConv3x3(op, yLen, xLen, wLen, n, c, h, w, o); err != nil {
+// tiled3x3 reports whether the 3×3 micro-kernels run the shape: 3×3
+// kernels at padding 1, 4 output channels × 16 pixels of a row or 8 × 8,
+// and the weight gradient 4 output channels × 3 taps over rows of 8; rows
+// a multiple of 8 wide, output channels a multiple of 4 (rows of 16, 32,
+// …) or 8. Other shapes run on the k×k kernels (directk.go).
+func tiled3x3(h, w, o, k, pad int) bool {
+	return k == 3 && pad == 1 && w%8 == 0 && o%4 == 0 && (w%16 == 0 || o%8 == 0)
+}
+
+// direct is the slices of a direct op's buffers after its checks; db is
+// nil when the bias is.
+func (be *Backend) direct(op string, y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, pad int) (yd, xd, wd, bd []float32, err error) {
+	yd, xd, wd = be.data(y), be.data(x), be.data(wt)
+	bLen := -1
+	if bias != nil {
+		bd = be.data(bias)
+		bLen = len(bd)
+	}
+	if err := kernels.CheckDirectConv(op, len(yd), len(xd), len(wd), bLen, n, c, h, w, o, k, pad); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if !be.ConvSupports(c, h, w, o, k, pad) {
+		return nil, nil, nil, nil, kernels.UnsupportedConv(op, c, h, w, o, k, pad)
+	}
+	return yd, xd, wd, bd, nil
+}
+
+// Conv: see kernels.DirectConvOps. 3×3 kernels at padding 1 of the shapes
+// tiled3x3 accepts run on the 3×3 micro-kernels (the bias added after);
+// every other shape on the k×k ones.
+func (be *Backend) Conv(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, pad int) error {
+	yd, xd, wd, bd, err := be.direct("cpu.Conv", y, x, wt, bias, n, c, h, w, o, k, pad)
+	if err != nil {
 		return err
 	}
-	if !be.Conv3x3Supports(c, h, w, o) {
-		return kernels.Unsupported3x3(op, c, h, w, o)
+	if !tiled3x3(h, w, o, k, pad) {
+		convTaps(yd, xd, wd, bd, n, c, h, w, o, k, pad)
+		return nil
+	}
+	conv3x3(yd, xd, wd, n, c, h, w, o)
+	if bd != nil {
+		for s := range n {
+			for oc, b := range bd {
+				plane := yd[(s*o+oc)*h*w : (s*o+oc+1)*h*w]
+				for i := range plane {
+					plane[i] += b
+				}
+			}
+		}
 	}
 	return nil
+}
+
+// ConvFilter: see kernels.DirectConvOps. The bias gradient is each
+// channel's sum over a sample's plane (sum8), then over the samples in
+// order.
+func (be *Backend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pad int) error {
+	dyd, xd, dwd, dbd, err := be.direct("cpu.ConvFilter", dy, x, dw, db, n, c, h, w, o, k, pad)
+	if err != nil {
+		return err
+	}
+	if tiled3x3(h, w, o, k, pad) {
+		conv3x3Filter(dwd, xd, dyd, n, c, h, w, o)
+	} else {
+		convTapsFilter(dwd, xd, dyd, n, c, h, w, o, k, pad)
+	}
+	if dbd != nil {
+		clear(dbd)
+		p := len(dyd) / max(1, n*o)
+		for s := range n {
+			for oc := range o {
+				dbd[oc] += sum8(dyd[(s*o+oc)*p : (s*o+oc+1)*p])
+			}
+		}
+	}
+	return nil
+}
+
+// sum8 is the sum of v in 8 interleaved partial sums (v[i] into sum i
+// mod 8, in order; the tail's v[i] into sum i−start), added in laneSum's
+// tree. The partial sums are separate variables, so that they stay in
+// registers.
+func sum8(v []float32) float32 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		c := v[i : i+8 : i+8]
+		s0 += c[0]
+		s1 += c[1]
+		s2 += c[2]
+		s3 += c[3]
+		s4 += c[4]
+		s5 += c[5]
+		s6 += c[6]
+		s7 += c[7]
+	}
+	s := [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
+	for j, x := range v[i:] {
+		s[j] += x
+	}
+	return laneSum(s[:])
 }
 
 // padded holds zero-padded images (a sample's, or a chunk of samples')
 // between calls.
 var padded = sync.Pool{New: func() any { return new([]float32) }}
 
-// Conv3x3: see kernels.DirectConvOps. Each sample is copied into a
+// conv3x3 is Conv on the 3×3 micro-kernels. Each sample is copied into a
 // zero-padded image ((h+2)×(w+2) per channel), then every tile of the
 // output is one micro-kernel call, which sums over the input channels and
 // the 9 taps, in that order, with fused multiply-adds.
-func (be *Backend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
-	yd, xd, wd := be.data(y), be.data(x), be.data(wt)
-	if err := be.check3x3("cpu.Conv3x3", len(yd), len(xd), len(wd), n, c, h, w, o); err != nil {
-		return err
-	}
+func conv3x3(yd, xd, wd []float32, n, c, h, w, o int) {
 	pw, ph := w+2, h+2
 	xp, done := paddedImage(c * ph * pw)
 	defer done()
 	tileO, tileW, kern := 4, 16, conv3x3o4w16
-	if w%16 != 0 { // then o is a multiple of 8 (Conv3x3Supports)
+	if w%16 != 0 { // then o is a multiple of 8 (tiled3x3)
 		tileO, tileW, kern = 8, 8, conv3x3o8w8
 	}
 	for s := range n {
-		padInto(xp, xd[s*c*h*w:(s+1)*c*h*w], c, h, w)
+		padInto(xp, xd[s*c*h*w:(s+1)*c*h*w], c, h, w, 1)
 		ys := yd[s*o*h*w : (s+1)*o*h*w]
 		for o0 := 0; o0 < o; o0 += tileO {
 			for r := range h {
@@ -59,7 +147,6 @@ func (be *Backend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
 			}
 		}
 	}
-	return nil
 }
 
 // paddedImage is a zeroed slice of n floats for padded images, from a
@@ -75,29 +162,26 @@ func paddedImage(n int) (xp []float32, done func()) {
 }
 
 // padInto copies the c×h×w image xs into the interior of xp, c planes of
-// (h+2)×(w+2) whose borders stay 0.
-func padInto(xp, xs []float32, c, h, w int) {
-	pw, ph := w+2, h+2
+// (h+2·pad)×(w+2·pad) whose borders stay 0.
+func padInto(xp, xs []float32, c, h, w, pad int) {
+	pw, ph := w+2*pad, h+2*pad
 	for ci := range c {
 		for r := range h {
-			copy(xp[(ci*ph+r+1)*pw+1:(ci*ph+r+1)*pw+1+w], xs[(ci*h+r)*w:(ci*h+r+1)*w])
+			copy(xp[(ci*ph+r+pad)*pw+pad:(ci*ph+r+pad)*pw+pad+w], xs[(ci*h+r)*w:(ci*h+r+1)*w])
 		}
 	}
 }
 
-// Conv3x3Filter: see kernels.DirectConvOps. The batch is copied, a chunk
-// of samples at a time, into zero-padded images; then for each block of
-// 4 output channels, input channel and kernel row one micro-kernel call
-// sums dy·x over the chunk's samples and planes into 8 lanes for each of
-// the 4×3 taps; the lanes are added in a fixed tree, the chunks in order.
-func (be *Backend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) error {
-	dwd, xd, dyd := be.data(dw), be.data(x), be.data(dy)
-	if err := be.check3x3("cpu.Conv3x3Filter", len(dyd), len(xd), len(dwd), n, c, h, w, o); err != nil {
-		return err
-	}
+// conv3x3Filter is ConvFilter's weight gradient on the 3×3
+// micro-kernel. The batch is copied, a chunk of samples at a time, into
+// zero-padded images; then for each block of 4 output channels, input
+// channel and kernel row one micro-kernel call sums dy·x over the chunk's
+// samples and planes into 8 lanes for each of the 4×3 taps; the lanes are
+// added in a fixed tree (laneSum), the chunks in order.
+func conv3x3Filter(dwd, xd, dyd []float32, n, c, h, w, o int) {
 	clear(dwd)
 	if n == 0 {
-		return nil
+		return
 	}
 	pw, ph := w+2, h+2
 	img := c * ph * pw
@@ -111,7 +195,7 @@ func (be *Backend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) er
 	for s0 := 0; s0 < n; s0 += ns {
 		k := min(ns, n-s0)
 		for s := range k {
-			padInto(xp[s*img:(s+1)*img], xd[(s0+s)*c*h*w:(s0+s+1)*c*h*w], c, h, w)
+			padInto(xp[s*img:(s+1)*img], xd[(s0+s)*c*h*w:(s0+s+1)*c*h*w], c, h, w, 1)
 		}
 		for o0 := 0; o0 < o; o0 += 4 {
 			for ci := range c {
@@ -119,13 +203,16 @@ func (be *Backend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) er
 					conv3x3dw(&acc[0], &dyd[(s0*o+o0)*h*w], h*w, &xp[(ci*ph+ky)*pw], pw, h, w, k, o*h*w, img)
 					for j := range 4 {
 						for kx := range 3 {
-							a := acc[(j*3+kx)*8 : (j*3+kx+1)*8]
-							dwd[((o0+j)*c+ci)*9+ky*3+kx] += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+							dwd[((o0+j)*c+ci)*9+ky*3+kx] += laneSum(acc[(j*3+kx)*8:])
 						}
 					}
 				}
 			}
 		}
 	}
-	return nil
+}
+
+// laneSum adds a micro-kernel's 8 lanes a[:8] in a fixed tree.
+func laneSum(a []float32) float32 {
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
 }

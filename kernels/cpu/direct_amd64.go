@@ -4,7 +4,7 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
-// useDirect selects the direct 3×3 convolution (direct_amd64.s): AVX2 and
+// useDirect selects the direct convolutions (direct_amd64.s): AVX2 and
 // FMA3.
 var useDirect = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
@@ -16,3 +16,9 @@ func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float
 
 //go:noescape
 func conv3x3dw(acc *float32, dy *float32, dystride int, x *float32, xrow, h, w, n, dysample, xsample int)
+
+//go:noescape
+func convTapsDW(acc *float32, dy *float32, dystride int, x *float32, taps *int, npix, n, dysample, xsample int)
+
+//go:noescape
+func convTapsO4W24(y *float32, ystride int, x *float32, taps *int, ntaps int, w *float32, wtap int, bias *float32)

@@ -260,3 +260,190 @@ dwstore:
 	VMOVUPS Y11, 352(DX)
 	VZEROUPPER
 	RET
+
+// The stride-1 k×k kernels (directk.go) compute a "wide" output: over a
+// zero-padded image of rows wp wide, output pixel (r, q) reads the taps
+// at flat offsets r·wp+q + off(ci, ki, kj), off = ci·plane + ki·wp + kj,
+// so a run of flat positions p = r·wp+q (q < wp, the q ≥ ow among them
+// discarded) is one stride through memory for every tap. The taps'
+// byte offsets come from a table.
+
+// TAP24 is one tap for the 4×24 tile: three input vectors at the tap's
+// offset AX, four broadcast weights, twelve FMAs.
+#define TAP24 \
+	VMOVUPS      (DI)(AX*1), Y12; \
+	VMOVUPS      32(DI)(AX*1), Y13; \
+	VMOVUPS      64(DI)(AX*1), Y14; \
+	VBROADCASTSS (BX), Y15; \
+	VFMADD231PS  Y12, Y15, Y0; \
+	VFMADD231PS  Y13, Y15, Y1; \
+	VFMADD231PS  Y14, Y15, Y2; \
+	VBROADCASTSS 4(BX), Y15; \
+	VFMADD231PS  Y12, Y15, Y3; \
+	VFMADD231PS  Y13, Y15, Y4; \
+	VFMADD231PS  Y14, Y15, Y5; \
+	VBROADCASTSS 8(BX), Y15; \
+	VFMADD231PS  Y12, Y15, Y6; \
+	VFMADD231PS  Y13, Y15, Y7; \
+	VFMADD231PS  Y14, Y15, Y8; \
+	VBROADCASTSS 12(BX), Y15; \
+	VFMADD231PS  Y12, Y15, Y9; \
+	VFMADD231PS  Y13, Y15, Y10; \
+	VFMADD231PS  Y14, Y15, Y11; \
+	ADDQ         R11, BX
+
+// func convTapsO4W24(y *float32, ystride int, x *float32, taps *int, ntaps int, w *float32, wtap int, bias *float32)
+// y[j·ystride + i] = bias[j] + Σ_t w[t·wtap + j]·x[taps[t]/4 + i], i < 24,
+// j < 4, summed over the ntaps taps in order, from the bias: 12 FMAs for
+// 8 loads (a 4×16 tile, as the 3×3 kernels', measured 1.5–1.7× slower on
+// LeNet-5's layers, does 8 for 7).
+TEXT ·convTapsO4W24(SB), NOSPLIT, $0-64
+	MOVQ         y+0(FP), DX
+	MOVQ         ystride+8(FP), R12
+	SHLQ         $2, R12
+	MOVQ         x+16(FP), DI
+	MOVQ         taps+24(FP), SI
+	MOVQ         ntaps+32(FP), CX
+	MOVQ         w+40(FP), BX
+	MOVQ         wtap+48(FP), R11
+	SHLQ         $2, R11
+	MOVQ         bias+56(FP), AX
+	VBROADCASTSS (AX), Y0
+	VMOVAPS      Y0, Y1
+	VMOVAPS      Y0, Y2
+	VBROADCASTSS 4(AX), Y3
+	VMOVAPS      Y3, Y4
+	VMOVAPS      Y3, Y5
+	VBROADCASTSS 8(AX), Y6
+	VMOVAPS      Y6, Y7
+	VMOVAPS      Y6, Y8
+	VBROADCASTSS 12(AX), Y9
+	VMOVAPS      Y9, Y10
+	VMOVAPS      Y9, Y11
+	TESTQ        CX, CX
+	JZ           t24store
+
+t24loop:
+	MOVQ (SI), AX
+	TAP24
+	ADDQ $8, SI
+	DECQ CX
+	JNZ  t24loop
+
+t24store:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y3, (DX)
+	VMOVUPS Y4, 32(DX)
+	VMOVUPS Y5, 64(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VMOVUPS Y8, 64(DX)
+	ADDQ    R12, DX
+	VMOVUPS Y9, (DX)
+	VMOVUPS Y10, 32(DX)
+	VMOVUPS Y11, 64(DX)
+	VZEROUPPER
+	RET
+
+// DWT is one 8-pixel step of the k×k weight-gradient kernel: the 4
+// output gradients at p (SI, SI+R12, SI+R13, SI+DX) and the input at
+// p + the 3 taps' offsets (R8, R9, R10) into 12 accumulators (output j,
+// tap t: Y(j*3+t)).
+#define DWT \
+	VMOVUPS     (DI)(R8*1), Y12; \
+	VMOVUPS     (DI)(R9*1), Y13; \
+	VMOVUPS     (DI)(R10*1), Y14; \
+	VMOVUPS     (SI), Y15; \
+	VFMADD231PS Y12, Y15, Y0; \
+	VFMADD231PS Y13, Y15, Y1; \
+	VFMADD231PS Y14, Y15, Y2; \
+	VMOVUPS     (SI)(R12*1), Y15; \
+	VFMADD231PS Y12, Y15, Y3; \
+	VFMADD231PS Y13, Y15, Y4; \
+	VFMADD231PS Y14, Y15, Y5; \
+	VMOVUPS     (SI)(R13*1), Y15; \
+	VFMADD231PS Y12, Y15, Y6; \
+	VFMADD231PS Y13, Y15, Y7; \
+	VFMADD231PS Y14, Y15, Y8; \
+	VMOVUPS     (SI)(DX*1), Y15; \
+	VFMADD231PS Y12, Y15, Y9; \
+	VFMADD231PS Y13, Y15, Y10; \
+	VFMADD231PS Y14, Y15, Y11
+
+// func convTapsDW(acc *float32, dy *float32, dystride int, x *float32, taps *int, npix, n, dysample, xsample int)
+// acc[(j*3+t)*8 + lane] = the lane's share of Σ over n samples and the
+// npix flat positions p (a multiple of 8) of dy[s][j][p] ·
+// x[s][p + taps[t]/4], j < 4, t < 3 (dy: output channel o0's wide plane,
+// dystride floats between channels; dysample, xsample: floats between
+// samples).
+TEXT ·convTapsDW(SB), NOSPLIT, $0-72
+	MOVQ   dystride+16(FP), R12
+	SHLQ   $2, R12
+	LEAQ   (R12)(R12*1), R13
+	LEAQ   (R13)(R12*1), DX
+	MOVQ   taps+32(FP), AX
+	MOVQ   (AX), R8
+	MOVQ   8(AX), R9
+	MOVQ   16(AX), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ   R11, R11 // sample
+
+dwtsample:
+	CMPQ  R11, n+48(FP)
+	JAE   dwtstore
+	MOVQ  dysample+56(FP), AX
+	IMULQ R11, AX
+	SHLQ  $2, AX
+	MOVQ  dy+8(FP), SI
+	ADDQ  AX, SI
+	MOVQ  xsample+64(FP), AX
+	IMULQ R11, AX
+	SHLQ  $2, AX
+	MOVQ  x+24(FP), DI
+	ADDQ  AX, DI
+	MOVQ  npix+40(FP), BX
+	TESTQ BX, BX
+	JZ    dwtnext
+
+dwtpix:
+	DWT
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, BX
+	JNZ  dwtpix
+
+dwtnext:
+	INCQ R11
+	JMP  dwtsample
+
+dwtstore:
+	MOVQ    acc+0(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 128(AX)
+	VMOVUPS Y5, 160(AX)
+	VMOVUPS Y6, 192(AX)
+	VMOVUPS Y7, 224(AX)
+	VMOVUPS Y8, 256(AX)
+	VMOVUPS Y9, 288(AX)
+	VMOVUPS Y10, 320(AX)
+	VMOVUPS Y11, 352(AX)
+	VZEROUPPER
+	RET

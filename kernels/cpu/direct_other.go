@@ -3,7 +3,7 @@
 package cpu
 
 // Without the assembly micro-kernels there is no direct convolution
-// (Conv3x3Supports is false: the model runs Im2col and GEMM).
+// (ConvSupports is false: the model runs Im2col and GEMM).
 
 var useDirect = false
 
@@ -16,5 +16,13 @@ func conv3x3o8w8(y *float32, ystride int, x *float32, xrow, xplane int, w *float
 }
 
 func conv3x3dw(acc *float32, dy *float32, dystride int, x *float32, xrow, h, w, n, dysample, xsample int) {
+	panic("cpu: no direct convolution on this platform")
+}
+
+func convTapsDW(acc *float32, dy *float32, dystride int, x *float32, taps *int, npix, n, dysample, xsample int) {
+	panic("cpu: no direct convolution on this platform")
+}
+
+func convTapsO4W24(y *float32, ystride int, x *float32, taps *int, ntaps int, w *float32, wtap int, bias *float32) {
 	panic("cpu: no direct convolution on this platform")
 }

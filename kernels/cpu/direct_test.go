@@ -9,64 +9,85 @@ import (
 	"github.com/dml-project/dml/kernels"
 )
 
-// TestConv3x3 checks the direct convolution against the float64 sum of
-// its definition, within the rounding of a c·9-term float32 sum, on both
-// micro-kernels' tiles (4×16 and 8×8) and several tiles per row and
-// channel block; and that a shape it does not run is refused untouched.
-func TestConv3x3(t *testing.T) {
+// directShape is a direct convolution's shape: n samples of c×h×w into o
+// channels, k×k kernels at padding pad, with or without a bias.
+type directShape struct {
+	n, c, h, w, o, k, pad int
+	bias                  bool
+}
+
+// directShapes cover both 3×3 micro-kernels' tiles (4×16 and 8×8, several
+// tiles per row and channel block), and on the k×k ones: LeNet-5's 5×5
+// layers (6 output channels, padded to 8), their input gradients (padding
+// 4), 1×1 and 7×7 kernels, a 3×3 on rows the 3×3 tiles do not run, odd
+// channel counts, rows narrower than a tile, and biases.
+var directShapes = []directShape{
+	{2, 3, 8, 8, 8, 3, 1, false}, {1, 16, 32, 32, 16, 3, 1, false}, {2, 5, 16, 16, 4, 3, 1, true},
+	{1, 64, 8, 8, 64, 3, 1, false}, {1, 4, 16, 48, 12, 3, 1, false}, {3, 1, 5, 16, 8, 3, 1, false},
+	{1, 2, 3, 24, 16, 3, 1, false}, {17, 1, 32, 32, 4, 3, 1, false},
+	{3, 1, 28, 28, 6, 5, 2, true}, {2, 6, 14, 14, 16, 5, 0, true}, {2, 16, 10, 10, 6, 5, 4, false},
+	{2, 3, 9, 7, 5, 1, 0, true}, {1, 2, 11, 13, 3, 7, 3, false}, {2, 3, 6, 6, 4, 3, 1, false},
+	{2, 2, 5, 9, 7, 3, 0, true}, {20, 1, 28, 28, 6, 5, 2, false}, {1, 1, 1, 1, 1, 1, 0, true},
+}
+
+// randn is n normal float32s from r.
+func randn(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// TestDirectConv checks Conv against the float64 sum of its definition,
+// within the rounding of a c·k·k-term float32 sum and the bias.
+func TestDirectConv(t *testing.T) {
 	be := New()
-	if !be.Conv3x3Supports(16, 32, 32, 16) {
+	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
 		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
 	}
-	wrap := func(v []float32) kernels.Buffer {
-		b, err := be.Alloc(len(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		be.Upload(b, v)
-		return b
-	}
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []struct{ n, c, h, w, o int }{
-		{2, 3, 8, 8, 8}, {1, 16, 32, 32, 16}, {2, 5, 16, 16, 4}, {1, 64, 8, 8, 64}, {1, 4, 16, 48, 12}, {3, 1, 5, 16, 8}, {1, 2, 3, 24, 16},
-	} {
-		x := make([]float32, s.n*s.c*s.h*s.w)
-		wt := make([]float32, s.c*9*s.o)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
+	for _, s := range directShapes {
+		oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
+		x, wt := randn(r, s.n*s.c*s.h*s.w), randn(r, s.c*s.k*s.k*s.o)
+		var bias []float32
+		var bb kernels.Buffer
+		if s.bias {
+			bias = randn(r, s.o)
+			bb = be.mustLoad(t, bias)
 		}
-		for i := range wt {
-			wt[i] = float32(r.NormFloat64())
-		}
-		y := make([]float32, s.n*s.o*s.h*s.w)
+		y := make([]float32, s.n*s.o*oh*ow)
 		for i := range y {
 			y[i] = float32(math.NaN())
 		}
-		yb := wrap(y)
-		if err := be.Conv3x3(yb, wrap(x), wrap(wt), s.n, s.c, s.h, s.w, s.o); err != nil {
+		yb := be.mustLoad(t, y)
+		if err := be.Conv(yb, be.mustLoad(t, x), be.mustLoad(t, wt), bb, s.n, s.c, s.h, s.w, s.o, s.k, s.pad); err != nil {
 			t.Fatalf("%+v: %v", s, err)
 		}
 		be.Download(y, yb)
 		for n := range s.n {
 			for oc := range s.o {
-				for i := range s.h {
-					for j := range s.w {
+				for i := range oh {
+					for j := range ow {
 						var want, mag float64
+						if s.bias {
+							want, mag = float64(bias[oc]), math.Abs(float64(bias[oc]))
+						}
 						for ci := range s.c {
-							for ki := range 3 {
-								for kj := range 3 {
-									yy, xx := i+ki-1, j+kj-1
+							for ki := range s.k {
+								for kj := range s.k {
+									yy, xx := i+ki-s.pad, j+kj-s.pad
 									if yy < 0 || yy >= s.h || xx < 0 || xx >= s.w {
 										continue
 									}
-									p := float64(wt[(ci*9+ki*3+kj)*s.o+oc]) * float64(x[((n*s.c+ci)*s.h+yy)*s.w+xx])
+									p := float64(wt[(ci*s.k*s.k+ki*s.k+kj)*s.o+oc]) * float64(x[((n*s.c+ci)*s.h+yy)*s.w+xx])
 									want += p
 									mag += math.Abs(p)
 								}
 							}
 						}
-						got := float64(y[((n*s.o+oc)*s.h+i)*s.w+j])
-						if !(math.Abs(got-want) <= float64(s.c*9+1)*0x1p-24*mag+1e-30) {
+						got := float64(y[((n*s.o+oc)*oh+i)*ow+j])
+						if !(math.Abs(got-want) <= float64(s.c*s.k*s.k+2)*0x1p-24*mag+1e-30) {
 							t.Fatalf("%+v: y[%d][%d][%d][%d] = %g, want %g", s, n, oc, i, j, got, want)
 						}
 					}
@@ -74,69 +95,99 @@ func TestConv3x3(t *testing.T) {
 			}
 		}
 	}
-	y := make([]float32, 4*6*6)
-	err := be.Conv3x3Filter(wrap(make([]float32, 4*2*9)), wrap(make([]float32, 2*6*6)), wrap(y), 1, 2, 6, 6, 4)
-	if !errors.Is(err, kernels.ErrShape) {
-		t.Errorf("filter of 6×6 rows: %v, want a refusal (ErrShape)", err)
-	}
-	err = be.Conv3x3(wrap(y), wrap(make([]float32, 2*6*6)), wrap(make([]float32, 2*9*4)), 1, 2, 6, 6, 4)
-	if !errors.Is(err, kernels.ErrShape) || be.Conv3x3Supports(2, 6, 6, 4) {
-		t.Errorf("6×6 rows: %v, want a refusal (ErrShape)", err)
-	}
-	if err := be.Conv3x3(wrap(y), wrap(make([]float32, 3)), wrap(make([]float32, 2*9*4)), 1, 2, 6, 6, 4); !errors.Is(err, kernels.ErrShape) {
-		t.Errorf("short x: %v, want ErrShape", err)
-	}
 }
 
-// TestConv3x3Filter checks the weight gradient against the float64 sum of
-// its definition, within the rounding of its float32 sums (8 lanes over
-// the plane, then a tree, then the samples).
-func TestConv3x3Filter(t *testing.T) {
+// TestDirectConvFilter checks the weight and bias gradients against the
+// float64 sums of their definitions, within the rounding of their float32
+// sums (8 lanes over the wide pixels, then a tree, then the chunks; the
+// bias's over a plane, then the samples).
+func TestDirectConvFilter(t *testing.T) {
 	be := New()
-	if !be.Conv3x3Supports(16, 32, 32, 16) {
+	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
 		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, s := range []struct{ n, c, h, w, o int }{
-		{2, 3, 8, 8, 8}, {1, 16, 32, 32, 16}, {3, 5, 16, 16, 4}, {2, 4, 8, 8, 64}, {1, 2, 3, 24, 16}, {17, 1, 32, 32, 4},
-	} {
-		x := make([]float32, s.n*s.c*s.h*s.w)
-		dy := make([]float32, s.n*s.o*s.h*s.w)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
+	for _, s := range directShapes {
+		oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
+		x, dy := randn(r, s.n*s.c*s.h*s.w), randn(r, s.n*s.o*oh*ow)
+		xb, yb, wb := be.mustLoad(t, x), be.mustLoad(t, dy), be.mustLoad(t, randn(r, s.o*s.c*s.k*s.k))
+		var db kernels.Buffer
+		if s.bias {
+			db = be.mustLoad(t, randn(r, s.o))
 		}
-		for i := range dy {
-			dy[i] = float32(r.NormFloat64())
-		}
-		xb, yb, wb := be.mustLoad(t, x), be.mustLoad(t, dy), be.mustLoad(t, make([]float32, s.o*s.c*9))
-		if err := be.Conv3x3Filter(wb, xb, yb, s.n, s.c, s.h, s.w, s.o); err != nil {
+		if err := be.ConvFilter(wb, db, xb, yb, s.n, s.c, s.h, s.w, s.o, s.k, s.pad); err != nil {
 			t.Fatalf("%+v: %v", s, err)
 		}
 		got := wb.(*Buffer).Data()
+		terms := float64(s.n*oh*(ow+2*s.pad)/8 + 16 + s.n)
 		for oc := range s.o {
 			for ci := range s.c {
-				for k := range 9 {
+				for kt := range s.k * s.k {
 					var want, mag float64
 					for n := range s.n {
-						for i := range s.h {
-							for j := range s.w {
-								yy, xx := i+k/3-1, j+k%3-1
+						for i := range oh {
+							for j := range ow {
+								yy, xx := i+kt/s.k-s.pad, j+kt%s.k-s.pad
 								if yy < 0 || yy >= s.h || xx < 0 || xx >= s.w {
 									continue
 								}
-								p := float64(dy[((n*s.o+oc)*s.h+i)*s.w+j]) * float64(x[((n*s.c+ci)*s.h+yy)*s.w+xx])
+								p := float64(dy[((n*s.o+oc)*oh+i)*ow+j]) * float64(x[((n*s.c+ci)*s.h+yy)*s.w+xx])
 								want += p
 								mag += math.Abs(p)
 							}
 						}
 					}
-					g := float64(got[(oc*s.c+ci)*9+k])
-					if !(math.Abs(g-want) <= float64(s.n*s.h*s.w/8+8+s.n)*0x1p-24*mag+1e-30) {
-						t.Fatalf("%+v: dw[%d][%d][%d] = %g, want %g", s, oc, ci, k, g, want)
+					g := float64(got[(oc*s.c+ci)*s.k*s.k+kt])
+					if !(math.Abs(g-want) <= terms*0x1p-24*mag+1e-30) {
+						t.Fatalf("%+v: dw[%d][%d][%d] = %g, want %g", s, oc, ci, kt, g, want)
 					}
 				}
 			}
+			if !s.bias {
+				continue
+			}
+			var want, mag float64
+			for n := range s.n {
+				for _, v := range dy[(n*s.o+oc)*oh*ow : (n*s.o+oc+1)*oh*ow] {
+					want += float64(v)
+					mag += math.Abs(float64(v))
+				}
+			}
+			if g := float64(db.(*Buffer).Data()[oc]); !(math.Abs(g-want) <= float64(oh*ow+s.n)*0x1p-24*mag+1e-30) {
+				t.Fatalf("%+v: db[%d] = %g, want %g", s, oc, g, want)
+			}
 		}
+	}
+}
+
+// TestDirectConvRefuses checks that the direct ops refuse, untouched,
+// a padding not below the kernel and buffers of the wrong lengths.
+func TestDirectConvRefuses(t *testing.T) {
+	be := New()
+	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
+		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
+	}
+	buf := func(n int) kernels.Buffer { return be.mustLoad(t, make([]float32, n)) }
+	y := be.mustLoad(t, []float32{7, 7, 7, 7})
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"padding 3 of a 3×3 kernel", be.Conv(buf(4*8*8), buf(2*6*6), buf(2*9*4), nil, 1, 2, 6, 6, 4, 3, 3)},
+		{"short x", be.Conv(buf(4*6*6), buf(3), buf(2*9*4), nil, 1, 2, 6, 6, 4, 3, 1)},
+		{"bias of 3 for 4 channels", be.Conv(buf(4*6*6), buf(2*6*6), buf(2*9*4), buf(3), 1, 2, 6, 6, 4, 3, 1)},
+		{"filter of 5×5 kernels as 3×3", be.ConvFilter(buf(4*2*9), nil, buf(2*6*6), buf(4*6*6), 1, 2, 6, 6, 4, 5, 2)},
+		{"kernel larger than the image", be.ConvFilter(y, nil, buf(4), buf(1), 1, 1, 2, 2, 1, 3, 0)},
+	} {
+		if !errors.Is(c.err, kernels.ErrShape) {
+			t.Errorf("%s: %v, want a refusal (ErrShape)", c.name, c.err)
+		}
+	}
+	if be.ConvSupports(2, 6, 6, 4, 3, 3) || be.ConvSupports(1, 2, 2, 1, 3, 0) {
+		t.Error("ConvSupports accepts a shape Conv refuses")
+	}
+	if got := y.(*Buffer).Data(); got[0] != 7 || got[3] != 7 {
+		t.Errorf("a refused filter wrote its gradient: %v", got)
 	}
 }
 
@@ -150,39 +201,45 @@ func (be *Backend) mustLoad(t *testing.T, v []float32) kernels.Buffer {
 	return b
 }
 
-// BenchmarkConv3x3 is the direct convolution (and its weight gradient) at ResNet-20's 3×3 stride-1
-// shapes, batch 64, in GFLOP/s (2·o·c·9·h·w per sample); BenchmarkConvLayer
-// in trainer/model has the Im2col + GEMM figures for the same layers.
-func BenchmarkConv3x3(b *testing.B) {
+// BenchmarkDirectConv is the direct convolution (and its weight gradient)
+// at ResNet-20's 3×3 stride-1 shapes and LeNet-5's 5×5 ones (the second's
+// input gradient as the convolution of dY at padding 4), batch 64, in
+// GFLOP/s (2·o·c·k·k·oh·ow per sample); BenchmarkConvLayer in
+// trainer/model has the Im2col + GEMM figures for the same layers.
+func BenchmarkDirectConv(b *testing.B) {
 	be := New()
 	for _, s := range []struct {
-		name       string
-		c, h, w, o int
-	}{{"16x32x32", 16, 32, 32, 16}, {"32x16x16", 32, 16, 16, 32}, {"64x8x8", 64, 8, 8, 64}} {
+		name               string
+		c, h, w, o, k, pad int
+	}{
+		{"16x32x32", 16, 32, 32, 16, 3, 1}, {"32x16x16", 32, 16, 16, 32, 3, 1}, {"64x8x8", 64, 8, 8, 64, 3, 1},
+		{"lenet5.conv1", 1, 28, 28, 6, 5, 2}, {"lenet5.conv2", 6, 14, 14, 16, 5, 0}, {"lenet5.conv2.dx", 16, 10, 10, 6, 5, 4},
+	} {
 		for _, op := range []string{"forward", "filter"} {
 			b.Run(s.name+"/"+op, func(b *testing.B) {
-				if !be.Conv3x3Supports(s.c, s.h, s.w, s.o) {
+				if !be.ConvSupports(s.c, s.h, s.w, s.o, s.k, s.pad) {
 					b.Skip("no direct convolution on this CPU")
 				}
 				const n = 64
+				oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
 				x, _ := be.Alloc(n * s.c * s.h * s.w)
-				y, _ := be.Alloc(n * s.o * s.h * s.w)
-				wt, _ := be.Alloc(s.c * 9 * s.o)
+				y, _ := be.Alloc(n * s.o * oh * ow)
+				wt, _ := be.Alloc(s.c * s.k * s.k * s.o)
 				be.Fill(x, 0.5)
 				be.Fill(wt, 0.25)
 				b.ResetTimer()
 				for range b.N {
 					var err error
 					if op == "forward" {
-						err = be.Conv3x3(y, x, wt, n, s.c, s.h, s.w, s.o)
+						err = be.Conv(y, x, wt, nil, n, s.c, s.h, s.w, s.o, s.k, s.pad)
 					} else {
-						err = be.Conv3x3Filter(wt, x, y, n, s.c, s.h, s.w, s.o)
+						err = be.ConvFilter(wt, nil, x, y, n, s.c, s.h, s.w, s.o, s.k, s.pad)
 					}
 					if err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(2*float64(s.o*s.c*9*s.h*s.w)*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				b.ReportMetric(2*float64(s.o*s.c*s.k*s.k*oh*ow)*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
 	}

@@ -84,62 +84,74 @@ type withoutDirect struct {
 	kernels.NormOps
 }
 
-// TestDirectConv: a network whose 3×3 layers run on the backend's direct
-// convolution (forward, and the input gradient of those with as many
-// outputs as inputs) computes the gradient and logits that Im2col and
-// GEMM compute, to rounding; with batch norm and residual blocks, a
-// 16-wide and an 8-wide stage (the two micro-kernels), and a layer whose
-// input gradient is not direct.
+// TestDirectConv: networks whose stride-1 convolutions run on the
+// backend's direct convolution (forward, weight and input gradients)
+// compute the gradient and logits that Im2col and GEMM compute, to
+// rounding. The first has batch norm and residual blocks, a 16-wide and an
+// 8-wide stage (the two 3×3 micro-kernels) and a stride-2 block; the
+// second is LeNet-5 (5×5 kernels with biases at padding 2 and 0, 6 output
+// channels, on the k×k micro-kernels) on a 20×20 image.
 func TestDirectConv(t *testing.T) {
-	arch, err := NewNet(Shape{C: 2, H: 16, W: 16}, []LayerSpec{
-		{Kind: KindConv, Name: "c1", Out: 8, Kernel: 3, Pad: 1, NoBias: true},
-		{Kind: KindBatchNorm, Name: "bn1"},
-		{Kind: KindReLU},
-		{Kind: KindBlock, Name: "b1", Out: 8},
-		{Kind: KindConv, Name: "c2", Out: 16, Kernel: 3, Pad: 1, NoBias: true},
-		{Kind: KindReLU},
-		{Kind: KindBlock, Name: "b2", Out: 16, Stride: 2},
-		{Kind: KindAvgPool},
-		{Kind: KindFlatten},
-		{Kind: KindLinear, Name: "fc", Out: 5},
-	}, 5, SoftmaxCE)
-	if err != nil {
-		t.Fatal(err)
+	c := cpu.New()
+	if !c.ConvSupports(8, 16, 16, 8, 3, 1) {
+		t.Skip("no direct convolution on this CPU (AVX2 and FMA3)")
 	}
-	const rows = 5
-	batch := sineBatch(arch.Input.Size(), rows)
-	run := func(b kernels.Backend) ([]float32, int) {
-		m, err := New(arch, b, rows)
+	for _, tc := range []struct {
+		name   string
+		in     Shape
+		layers []LayerSpec
+		// direct passes: forward and input gradient decisions
+		direct int
+	}{
+		{"resnet", Shape{C: 2, H: 16, W: 16}, []LayerSpec{
+			{Kind: KindConv, Name: "c1", Out: 8, Kernel: 3, Pad: 1, NoBias: true},
+			{Kind: KindBatchNorm, Name: "bn1"},
+			{Kind: KindReLU},
+			{Kind: KindBlock, Name: "b1", Out: 8},
+			{Kind: KindConv, Name: "c2", Out: 16, Kernel: 3, Pad: 1, NoBias: true},
+			{Kind: KindReLU},
+			{Kind: KindBlock, Name: "b2", Out: 16, Stride: 2},
+			{Kind: KindAvgPool},
+			{Kind: KindFlatten},
+			{Kind: KindLinear, Name: "fc", Out: 5},
+			// c1 forward (the input takes no gradient); b1's two convs,
+			// c2 (8→16, its input gradient 16→8) and b2's second (8×8)
+			// forward and input gradient; b2's first is stride 2.
+		}, 9},
+		{"lenet5", Shape{C: 1, H: 20, W: 20}, LeNet5(5), 3},
+	} {
+		arch, err := NewNet(tc.in, tc.layers, 5, SoftmaxCE)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Free()
-		direct := 0
-		for i := range m.nodes {
-			if m.directFwd[i] {
-				direct++
+		const rows = 5
+		batch := sineBatch(arch.Input.Size(), rows)
+		run := func(b kernels.Backend) ([]float32, int) {
+			m, err := New(arch, b, rows)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if m.directDX[i] {
-				direct++
+			defer m.Free()
+			direct := 0
+			for i := range m.nodes {
+				if m.directFwd[i] {
+					direct++
+				}
+				if m.directDX[i] {
+					direct++
+				}
 			}
+			return gradAndLogits(t, m, arch, batch, rows), direct
 		}
-		return gradAndLogits(t, m, arch, batch, rows), direct
-	}
-	c := cpu.New()
-	if !c.Conv3x3Supports(8, 16, 16, 8) {
-		t.Skip("no direct convolution on this CPU (AVX2 and FMA3)")
-	}
-	want, none := run(withoutDirect{c, c, c})
-	got, direct := run(cpu.New())
-	// c1, b1's two convs (forward and input gradient), c2 (forward: its
-	// input gradient is GEMM and Col2im), b2's second conv (8×8, forward
-	// and input gradient); b2's first is stride 2.
-	if none != 0 || direct != 8 {
-		t.Fatalf("%d and %d direct passes, want 0 and 8", none, direct)
-	}
-	for i := range want {
-		if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
-			t.Errorf("value %d is %g with the direct convolution, %g with Im2col and GEMM", i, got[i], want[i])
+		want, none := run(withoutDirect{c, c, c})
+		got, direct := run(cpu.New())
+		if none != 0 || direct != tc.direct {
+			t.Fatalf("%s: %d and %d direct passes, want 0 and %d", tc.name, none, direct, tc.direct)
+		}
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
+				t.Errorf("%s: value %d is %g with the direct convolution, %g with Im2col and GEMM", tc.name, i, got[i], want[i])
+			}
 		}
 	}
 }

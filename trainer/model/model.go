@@ -64,15 +64,15 @@ type Model struct {
 	conv        kernels.ConvOps
 	chunkFloats int // chunkFloats(B)
 	// flip: for the conv layers whose input gradient runs as a convolution
-	// of dY (node.flipped), the weights flipped and transposed (two
-	// buffers of the largest out·in·k·k), and anti[k], the k²×k²
+	// of dY (node.flipped, or directDX), the weights flipped and transposed
+	// (two buffers of the largest out·in·k·k), and anti[k], the k²×k²
 	// anti-identity that flips a k×k kernel as a GEMM.
 	flip kernels.Buffer
 	anti map[int]kernels.Buffer
-	// direct: the backend's direct 3×3 convolution, when it has one;
-	// directFwd[i], directDX[i]: conv node i's forward pass, and its input
-	// gradient, run on it (directConvs); wdirect holds the weights in its
-	// layout.
+	// direct: the backend's direct stride-1 convolution, when it has one;
+	// directFwd[i], directDX[i]: conv node i's forward pass and weight
+	// gradient, and its input gradient, run on it (directConvs); wdirect
+	// holds the weights in its layout.
 	direct              kernels.DirectConvOps
 	directFwd, directDX []bool
 	wdirect             kernels.Buffer
@@ -212,8 +212,8 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	}
 	m.anti = map[int]kernels.Buffer{}
 	flipLen := 0
-	for _, n := range m.nodes {
-		if !n.flipped() {
+	for i, n := range m.nodes {
+		if !n.flipped() && !m.directDX[i] {
 			continue
 		}
 		kk := n.Kernel * n.Kernel
@@ -232,7 +232,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	wdLen := 0
 	for i, n := range m.nodes {
 		if m.directFwd[i] {
-			wdLen = max(wdLen, n.Out*n.in.C*9)
+			wdLen = max(wdLen, n.Out*n.in.C*n.Kernel*n.Kernel)
 		}
 	}
 	if wdLen > 0 {
@@ -405,11 +405,12 @@ func (m *Model) colsOf(i, s0, k int, n node) kernels.Buffer {
 	return m.B.View(m.cols, 0, k*per)
 }
 
-// directConvs decides which conv nodes run on b's direct 3×3 convolution
-// (kernels.DirectConvOps): the forward pass of a 3×3, stride-1, pad-1
-// convolution without bias of a shape the backend runs, and the input
-// gradient of a flipped one (node.flipped: the convolution of dY with the
-// flipped kernels) where it runs the reverse shape.
+// directConvs decides which conv nodes run on b's direct convolution
+// (kernels.DirectConvOps): stride-1 convolutions with kernels larger than
+// 1×1 (a 1×1 one's Im2col is a copy, and its GEMM beats the direct
+// kernels), their forward pass and weight gradient where the backend runs
+// the shape, and their input gradient, the convolution of dY with the
+// flipped kernels at padding k−1−pad, where it runs that one.
 func (m *Model) directConvs(b kernels.Backend) (kernels.DirectConvOps, []bool, []bool) {
 	fwd, dx := make([]bool, len(m.nodes)), make([]bool, len(m.nodes))
 	d, ok := kernels.DirectConvOf(b)
@@ -417,11 +418,12 @@ func (m *Model) directConvs(b kernels.Backend) (kernels.DirectConvOps, []bool, [
 		return nil, fwd, dx
 	}
 	for i, n := range m.nodes {
-		if n.Kind != KindConv || n.Kernel != 3 || n.Stride != 1 || n.Pad != 1 {
+		if n.Kind != KindConv || n.Stride != 1 || n.Kernel < 2 {
 			continue
 		}
-		fwd[i] = !m.layers[n.param].HasBias() && d.Conv3x3Supports(n.in.C, n.in.H, n.in.W, n.Out)
-		dx[i] = n.flipped() && d.Conv3x3Supports(n.Out, n.in.H, n.in.W, n.in.C)
+		fwd[i] = d.ConvSupports(n.in.C, n.in.H, n.in.W, n.Out, n.Kernel, n.Pad)
+		// The network's input (n.from < 0) takes no gradient.
+		dx[i] = n.from >= 0 && d.ConvSupports(n.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad)
 	}
 	return d, fwd, dx
 }
@@ -483,11 +485,16 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
 	if m.directFwd[i] { // the whole batch at once, no columns
-		wd := b.View(m.wdirect, 0, l.Out*n.in.C*9)
-		if err := m.conv.Transpose01(wd, m.weight(m.Params, l), l.Out, n.in.C*9, 1); err != nil {
+		kk := n.Kernel * n.Kernel
+		wd := b.View(m.wdirect, 0, l.Out*n.in.C*kk)
+		if err := m.conv.Transpose01(wd, m.weight(m.Params, l), l.Out, n.in.C*kk, 1); err != nil {
 			return err
 		}
-		return m.direct.Conv3x3(y, x, wd, m.rows, n.in.C, n.in.H, n.in.W, l.Out)
+		var bias kernels.Buffer
+		if l.HasBias() {
+			bias = m.bias(m.Params, l)
+		}
+		return m.direct.Conv(y, x, wd, bias, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Pad)
 	}
 	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
 	cs := n.chunk(m.rows, m.chunkFloats)
@@ -531,7 +538,7 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 			return err
 		}
 	}
-	flip := dx != nil && n.flipped()
+	flip := dx != nil && (n.flipped() || m.directDX[i])
 	var wT kernels.Buffer
 	if flip {
 		kk, wn := n.Kernel*n.Kernel, l.Out*n.in.C*n.Kernel*n.Kernel
@@ -547,18 +554,22 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 			if err := m.conv.Transpose01(wf, wT, n.in.C, l.Out*kk, 1); err != nil {
 				return err
 			}
-			if err := m.direct.Conv3x3(dx, dy, wf, m.rows, l.Out, n.in.H, n.in.W, n.in.C); err != nil {
+			if err := m.direct.Conv(dx, dy, wf, nil, m.rows, l.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad); err != nil {
 				return err
 			}
 			flip = false
 			dx = nil
 		}
 	}
-	// A direct forward pass has a direct weight gradient (no bias), for the
-	// whole batch; the chunks then only make dx, if it is still wanted.
+	// A direct forward pass has a direct weight gradient, for the whole
+	// batch; the chunks then only make dx, if it is still wanted.
 	wDone := m.directFwd[i]
 	if wDone {
-		if err := m.direct.Conv3x3Filter(dw, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out); err != nil {
+		var db kernels.Buffer
+		if l.HasBias() {
+			db = m.bias(m.Grads, l)
+		}
+		if err := m.direct.ConvFilter(dw, db, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Pad); err != nil {
 			return err
 		}
 		if dx == nil {

@@ -78,75 +78,94 @@ func benchStep(b *testing.B, in Shape, layers []LayerSpec, be kernels.Backend) {
 }
 
 // BenchmarkConvLayer is each distinct convolution of the presets at batch
-// 64 on the blas backend with one thread, forward (Im2col, GEMM,
-// Transpose01) and backward (weight and input gradients), in GFLOP/s of
-// its products (2·out·in·k·k·oh·ow per sample each; backward counts two).
+// 64 on both CPU backends (cpu: pure-Go GEMM; blas: OpenBLAS, one
+// thread), forward and backward (the weight gradient, and the input
+// gradient but for a network's first layer, which takes none), as the
+// model runs them (directly, or Im2col, GEMM and Transpose01), in GFLOP/s
+// of their products (2·out·in·k·k·oh·ow per sample each).
 // bench/torch/conv_ops.py prints oneDNN's and one OpenBLAS call's figures
-// for the same convolutions. Skips without OpenBLAS.
+// for the same convolutions. The blas runs skip without OpenBLAS.
 func BenchmarkConvLayer(b *testing.B) {
 	for _, c := range []struct {
 		name                       string
 		in, out, k, stride, pad, h int
-		bias                       bool
+		bias, first                bool
 	}{
-		{"lenet5.conv1", 1, 6, 5, 1, 2, 28, true},
-		{"lenet5.conv2", 6, 16, 5, 1, 0, 14, true},
-		{"resnet20.conv1", 3, 16, 3, 1, 1, 32, false},
-		{"resnet20.16x32x32", 16, 16, 3, 1, 1, 32, false},
-		{"resnet20.16-32s2", 16, 32, 3, 2, 1, 32, false},
-		{"resnet20.shortcut2", 16, 32, 1, 2, 0, 32, false},
-		{"resnet20.32x16x16", 32, 32, 3, 1, 1, 16, false},
-		{"resnet20.32-64s2", 32, 64, 3, 2, 1, 16, false},
-		{"resnet20.shortcut3", 32, 64, 1, 2, 0, 16, false},
-		{"resnet20.64x8x8", 64, 64, 3, 1, 1, 8, false},
+		{"lenet5.conv1", 1, 6, 5, 1, 2, 28, true, true},
+		{"lenet5.conv2", 6, 16, 5, 1, 0, 14, true, false},
+		{"resnet20.conv1", 3, 16, 3, 1, 1, 32, false, true},
+		{"resnet20.16x32x32", 16, 16, 3, 1, 1, 32, false, false},
+		{"resnet20.16-32s2", 16, 32, 3, 2, 1, 32, false, false},
+		{"resnet20.shortcut2", 16, 32, 1, 2, 0, 32, false, false},
+		{"resnet20.32x16x16", 32, 32, 3, 1, 1, 16, false, false},
+		{"resnet20.32-64s2", 32, 64, 3, 2, 1, 16, false, false},
+		{"resnet20.shortcut3", 32, 64, 1, 2, 0, 16, false, false},
+		{"resnet20.64x8x8", 64, 64, 3, 1, 1, 8, false, false},
 	} {
-		for _, dir := range []string{"forward", "backward"} {
-			b.Run(c.name+"/"+dir, func(b *testing.B) {
-				be := openBLAS(b)
-				const rows = 64
-				layers := []LayerSpec{{Kind: KindConv, Name: "c", Out: c.out, Kernel: c.k, Stride: c.stride, Pad: c.pad, NoBias: !c.bias}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 10}}
-				arch, err := NewNet(Shape{C: c.in, H: c.h, W: c.h}, layers, 10, SoftmaxCE)
-				if err != nil {
-					b.Fatal(err)
-				}
-				m, err := New(arch, be, rows)
-				if err != nil {
-					b.Fatal(err)
-				}
-				be.Upload(m.Params, arch.InitParams(1))
-				n := m.nodes[0]
-				batch := make([]float32, rows*(n.in.Size()+1))
-				for i := range batch {
-					batch[i] = float32(i%7) * 0.1
-				}
-				if err := m.Upload(batch, rows); err != nil {
-					b.Fatal(err)
-				}
-				x, y, dy := m.input(0), m.view(m.acts[0], rows, n.out.Size()), m.view(m.dacts[0], rows, n.out.Size())
-				dx, err := be.Alloc(rows * n.in.Size())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := m.convForward(0, n, x, y); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for range b.N {
-					if dir == "forward" {
-						err = m.convForward(0, n, x, y)
-					} else {
-						err = m.convBackward(0, n, x, dy, dx)
+		for _, backend := range []string{"cpu", "blas"} {
+			for _, dir := range []string{"forward", "backward"} {
+				b.Run(c.name+"/"+backend+"/"+dir, func(b *testing.B) {
+					var be kernels.Backend = cpu.New()
+					if backend == "blas" {
+						be = openBLAS(b)
 					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-				flop := 2 * float64(c.out) * float64(n.fanIn()) * float64(n.out.H*n.out.W) * rows
-				if dir == "backward" {
-					flop *= 2
-				}
-				b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					benchConv(b, be, c.in, c.out, c.k, c.stride, c.pad, c.h, c.bias, c.first, dir == "backward")
+				})
+			}
 		}
 	}
+}
+
+// benchConv times one conv layer of BenchmarkConvLayer: the network's
+// first layer, or after a ReLU (so that its input gradient is wanted).
+func benchConv(b *testing.B, be kernels.Backend, in, out, k, stride, pad, h int, bias, first, backward bool) {
+	const rows = 64
+	layers := []LayerSpec{{Kind: KindConv, Name: "c", Out: out, Kernel: k, Stride: stride, Pad: pad, NoBias: !bias}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 10}}
+	if !first {
+		layers = append([]LayerSpec{{Kind: KindReLU}}, layers...)
+	}
+	arch, err := NewNet(Shape{C: in, H: h, W: h}, layers, 10, SoftmaxCE)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := New(arch, be, rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	be.Upload(m.Params, arch.InitParams(1))
+	i := firstConv(m.nodes)
+	n := m.nodes[i]
+	batch := make([]float32, rows*(arch.Input.Size()+1))
+	for j := range batch {
+		batch[j] = float32(j%7) * 0.1
+	}
+	if err := m.Upload(batch, rows); err != nil {
+		b.Fatal(err)
+	}
+	x, y, dy := m.input(i), m.view(m.acts[i], rows, n.out.Size()), m.view(m.dacts[i], rows, n.out.Size())
+	var dx kernels.Buffer
+	if !first {
+		if dx, err = be.Alloc(rows * n.in.Size()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := m.convForward(i, n, x, y); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if backward {
+			err = m.convBackward(i, n, x, dy, dx)
+		} else {
+			err = m.convForward(i, n, x, y)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	flop := 2 * float64(out) * float64(n.fanIn()) * float64(n.out.H*n.out.W) * rows
+	if backward && !first {
+		flop *= 2
+	}
+	b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -104,16 +104,16 @@ func (tb *tracedBackend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, g
 
 var _ kernels.DirectConvOps = (*tracedBackend)(nil)
 
-// Conv3x3Supports passes the backend's answer through (false without the
+// ConvSupports passes the backend's answer through (false without the
 // op set).
-func (tb *tracedBackend) Conv3x3Supports(c, h, w, o int) bool {
+func (tb *tracedBackend) ConvSupports(c, h, w, o, k, pad int) bool {
 	d, ok := tb.b.(kernels.DirectConvOps)
-	return ok && d.Conv3x3Supports(c, h, w, o)
+	return ok && d.ConvSupports(c, h, w, o, k, pad)
 }
 
 // directSpan runs f on the backend's DirectConvOps in a span with the
 // shape arguments (failing without the op set), as convSpan does.
-func (tb *tracedBackend) directSpan(op string, f func(kernels.DirectConvOps) error, n, c, h, w, o int) error {
+func (tb *tracedBackend) directSpan(op string, f func(kernels.DirectConvOps) error, n, c, h, w, o, k, pad int) error {
 	sp := tb.t.Begin(op).Cat(Compute)
 	var err error
 	if d, ok := tb.b.(kernels.DirectConvOps); ok {
@@ -121,14 +121,14 @@ func (tb *tracedBackend) directSpan(op string, f func(kernels.DirectConvOps) err
 	} else {
 		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
 	}
-	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Err(err).End()
+	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Arg("k", k).Arg("pad", pad).Err(err).End()
 	return err
 }
 
-func (tb *tracedBackend) Conv3x3(y, x, wt kernels.Buffer, n, c, h, w, o int) error {
-	return tb.directSpan("Conv3x3", func(d kernels.DirectConvOps) error { return d.Conv3x3(y, x, wt, n, c, h, w, o) }, n, c, h, w, o)
+func (tb *tracedBackend) Conv(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, pad int) error {
+	return tb.directSpan("Conv", func(d kernels.DirectConvOps) error { return d.Conv(y, x, wt, bias, n, c, h, w, o, k, pad) }, n, c, h, w, o, k, pad)
 }
 
-func (tb *tracedBackend) Conv3x3Filter(dw, x, dy kernels.Buffer, n, c, h, w, o int) error {
-	return tb.directSpan("Conv3x3Filter", func(d kernels.DirectConvOps) error { return d.Conv3x3Filter(dw, x, dy, n, c, h, w, o) }, n, c, h, w, o)
+func (tb *tracedBackend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pad int) error {
+	return tb.directSpan("ConvFilter", func(d kernels.DirectConvOps) error { return d.ConvFilter(dw, db, x, dy, n, c, h, w, o, k, pad) }, n, c, h, w, o, k, pad)
 }
