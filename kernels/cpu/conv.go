@@ -76,7 +76,7 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, 0)
 	if k == 2 && stride == 2 {
-		maxPool22(yd, xd, planes, h, w, oh, ow, nil, nil)
+		maxPool22(yd, xd, planes, h, w, oh, ow)
 		return nil
 	}
 	for p := range planes {
@@ -90,60 +90,77 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 	return nil
 }
 
-// maxPool22 is the 2×2, stride-2 pool (LeNet's, and most nets'): it
-// writes the maxima into y, or, with dy, routes dy to them in dx (already
-// zeroed). The maximum is taken with the builtin max, without branches
-// (after a ReLU, half the values tie at 0 and branches mispredict); a
-// window whose maximum is NaN, where the builtin and argmaxWindow's rule
-// differ, goes through argmaxWindow.
-func maxPool22(y, x []float32, planes, h, w, oh, ow int, dx, dy []float32) {
+// maxPool22 is the 2×2, stride-2 pool (LeNet's, and most nets'): each
+// window's first maximum (row-major), as argmaxWindow picks it. Rows of 8
+// outputs or more go 8 at a time through maxPool22x8 (AVX2; a row's last
+// block overlaps the one before it rather than running short), rows of 4
+// to 7 4 at a time through maxPool22x4; narrower rows, and a block with
+// a NaN, through maxPool22Span.
+func maxPool22(y, x []float32, planes, h, w, oh, ow int) {
 	for p := range planes {
 		xp := x[p*h*w : (p+1)*h*w]
 		for oy := range oh {
-			r0 := xp[2*oy*w : 2*oy*w+w]
-			r1 := xp[(2*oy+1)*w : (2*oy+1)*w+w]
-			o := (p*oh + oy) * ow
-			for ox := range ow {
-				j := 2 * ox
-				a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
-				m := max(max(a, b), max(c, d))
-				if m != m { // a NaN: the exact rule
-					best := argmaxWindow(xp, w, 2*oy, j, 2)
-					if dy == nil {
-						y[o+ox] = xp[best]
-					} else {
-						dx[p*h*w+best] += dy[o+ox]
+			r0, r1 := xp[2*oy*w:2*oy*w+w], xp[(2*oy+1)*w:(2*oy+1)*w+w]
+			yr := y[(p*oh+oy)*ow : (p*oh+oy+1)*ow]
+			switch {
+			case !useAVX2 || ow < 4:
+				maxPool22Span(yr, r0, r1, xp, w, oy, 0, ow)
+			case ow < 8:
+				for x0 := 0; x0 < ow; x0 += 4 {
+					x0 = min(x0, ow-4)
+					if !maxPool22x4(&yr[x0], &r0[2*x0], &r1[2*x0]) {
+						maxPool22Span(yr, r0, r1, xp, w, oy, x0, x0+4)
 					}
-					continue
 				}
-				if dy == nil {
-					y[o+ox] = m
-					continue
+			default:
+				for x0 := 0; x0 < ow; x0 += 8 {
+					x0 = min(x0, ow-8)
+					if !maxPool22x8(&yr[x0], &r0[2*x0], &r1[2*x0]) {
+						maxPool22Span(yr, r0, r1, xp, w, oy, x0, x0+8)
+					}
 				}
-				// The first of the four equal to the maximum.
-				best := (2*oy+1)*w + j + 1
-				if c == m {
-					best = (2*oy+1)*w + j
-				}
-				if b == m {
-					best = 2*oy*w + j + 1
-				}
-				if a == m {
-					best = 2*oy*w + j
-				}
-				dx[p*h*w+best] += dy[o+ox]
 			}
 		}
 	}
 }
 
-// argmaxWindow is the index in plane x (width w) of the first maximum of
-// the k×k window at (y0, x0); NaNs lose to any number.
+// maxPool22Span is maxPool22 of outputs lo … hi−1 of output row oy (rows
+// r0 and r1 of plane xp, w wide) into yr. The maximum is taken with the
+// builtin max, without branches (after a ReLU, half the values tie at 0
+// and branches mispredict); a window whose maximum is 0 (where the
+// builtin's rule, +0 above −0, and the first maximum's may differ) takes
+// the first of its zeros, and one whose maximum is NaN goes through
+// argmaxWindow.
+func maxPool22Span(yr, r0, r1, xp []float32, w, oy, lo, hi int) {
+	for ox := lo; ox < hi; ox++ {
+		j := 2 * ox
+		a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
+		m := max(max(a, b), max(c, d))
+		switch {
+		case m == 0: // every value ≤ 0: the first that is 0
+			m = d
+			if c == 0 {
+				m = c
+			}
+			if b == 0 {
+				m = b
+			}
+			if a == 0 {
+				m = a
+			}
+		case m != m:
+			m = xp[argmaxWindow(xp, w, 2*oy, j, 2)]
+		}
+		yr[ox] = m
+	}
+}
+
 // maxPoolGrad22 is MaxPoolGrad of the 2×2, stride-2 pool. Its windows do
 // not overlap, so each writes its four pixels of dx — the gradient (plus
 // +0, as the scatter into a cleared dx added it) at the first maximum, +0
 // at the others — without a scatter or a clear first; the pixels no
-// window covers (an odd last row or column) are cleared.
+// window covers (an odd last row or column) are cleared. Rows go 8 or 4
+// outputs at a time through maxPoolGrad22x8 and x4, as in maxPool22.
 func maxPoolGrad22(dx, dy, x []float32, planes, h, w, oh, ow int) {
 	for p := range planes {
 		xp, dp := x[p*h*w:(p+1)*h*w], dx[p*h*w:(p+1)*h*w]
@@ -154,41 +171,78 @@ func maxPoolGrad22(dx, dy, x []float32, planes, h, w, oh, ow int) {
 			if w > 2*ow {
 				d0[w-1], d1[w-1] = 0, 0
 			}
-			for ox, gv := range dy[(p*oh+oy)*ow : (p*oh+oy+1)*ow] {
-				j := 2 * ox
-				a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
-				m := max(max(a, b), max(c, d))
-				g := gv + 0
-				if m != m { // a NaN: the exact rule
-					d0[j], d0[j+1], d1[j], d1[j+1] = 0, 0, 0, 0
-					dp[argmaxWindow(xp, w, 2*oy, j, 2)] = g
-					continue
+			dyr := dy[(p*oh+oy)*ow : (p*oh+oy+1)*ow]
+			switch {
+			case !useAVX2 || ow < 4:
+				maxPoolGrad22Span(d0, d1, r0, r1, dyr, 0, ow)
+			case ow < 8:
+				for x0 := 0; x0 < ow; x0 += 4 {
+					x0 = min(x0, ow-4)
+					if !maxPoolGrad22x4(&d0[2*x0], &d1[2*x0], &r0[2*x0], &r1[2*x0], &dyr[x0]) {
+						maxPoolGrad22Span(d0, d1, r0, r1, dyr, x0, x0+4)
+					}
 				}
-				// The first maximum in row-major order takes g, by masks
-				// rather than branches (ties at 0 after a ReLU make
-				// branches mispredict): the compiler sets each flag with a
-				// conditional move.
-				var fa, fb, fc uint32
-				if a == m {
-					fa = 1
+			default:
+				for x0 := 0; x0 < ow; x0 += 8 {
+					x0 = min(x0, ow-8)
+					if !maxPoolGrad22x8(&d0[2*x0], &d1[2*x0], &r0[2*x0], &r1[2*x0], &dyr[x0]) {
+						maxPoolGrad22Span(d0, d1, r0, r1, dyr, x0, x0+8)
+					}
 				}
-				if b == m {
-					fb = 1
-				}
-				if c == m {
-					fc = 1
-				}
-				gbits := math.Float32bits(g)
-				ga := math.Float32frombits(gbits & -fa)
-				gb := math.Float32frombits(gbits & -(fb &^ fa))
-				gc := math.Float32frombits(gbits & -(fc &^ (fa | fb)))
-				gd := math.Float32frombits(gbits & -(1 &^ (fa | fb | fc)))
-				d0[j], d0[j+1], d1[j], d1[j+1] = ga, gb, gc, gd
 			}
 		}
 	}
 }
 
+// maxPoolGrad22Span is maxPoolGrad22 of outputs lo … hi−1 of a row: dyr
+// into the window rows d0 and d1 of dx, by the pixels of r0 and r1.
+func maxPoolGrad22Span(d0, d1, r0, r1, dyr []float32, lo, hi int) {
+	for ox := lo; ox < hi; ox++ {
+		j := 2 * ox
+		a, b, c, d := r0[j], r0[j+1], r1[j], r1[j+1]
+		m := max(max(a, b), max(c, d))
+		g := dyr[ox] + 0
+		if m != m { // a NaN: the exact rule
+			d0[j], d0[j+1], d1[j], d1[j+1] = 0, 0, 0, 0
+			if best := argmaxPair(r0[j:j+2], r1[j:j+2]); best < 2 {
+				d0[j+best] = g
+			} else {
+				d1[j+best-2] = g
+			}
+			continue
+		}
+		// The first maximum in row-major order takes g, by masks rather
+		// than branches (ties at 0 after a ReLU make branches
+		// mispredict): the compiler sets each flag with a conditional
+		// move.
+		var fa, fb, fc uint32
+		if a == m {
+			fa = 1
+		}
+		if b == m {
+			fb = 1
+		}
+		if c == m {
+			fc = 1
+		}
+		gbits := math.Float32bits(g)
+		ga := math.Float32frombits(gbits & -fa)
+		gb := math.Float32frombits(gbits & -(fb &^ fa))
+		gc := math.Float32frombits(gbits & -(fc &^ (fa | fb)))
+		gd := math.Float32frombits(gbits & -(1 &^ (fa | fb | fc)))
+		d0[j], d0[j+1], d1[j], d1[j+1] = ga, gb, gc, gd
+	}
+}
+
+// argmaxPair is argmaxWindow of the 2×2 window whose rows are r0[:2] and
+// r1[:2], as 0 … 3 in row-major order.
+func argmaxPair(r0, r1 []float32) int {
+	v := [4]float32{r0[0], r0[1], r1[0], r1[1]}
+	return argmaxWindow(v[:], 2, 0, 0, 2)
+}
+
+// argmaxWindow is the index in plane x (width w) of the first maximum of
+// the k×k window at (y0, x0); NaNs lose to any number.
 func argmaxWindow(x []float32, w, y0, x0, k int) int {
 	if k == 2 { // LeNet's and most nets' pools, unrolled
 		i := y0*w + x0

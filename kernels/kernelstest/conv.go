@@ -39,6 +39,10 @@ var poolShapes = []struct{ planes, h, w, k, stride int }{
 	{4, 8, 8, 8, 8},
 	{5, 5, 4, 2, 2},
 	{0, 4, 4, 2, 2},
+	{3, 20, 33, 2, 2},  // rows of 16 outputs: two 8-wide blocks (cpu's AVX2)
+	{2, 17, 18, 2, 2},  // rows of 9: blocks that overlap
+	{16, 10, 10, 2, 2}, // LeNet-5's second pool: rows of 5, 4-wide blocks overlapping
+	{2, 9, 8, 2, 2},    // rows of 4
 }
 
 func convOps(t *testing.T, be kernels.Backend) kernels.ConvOps {
@@ -169,14 +173,20 @@ func poolInput(seed uint64, n int) []float32 {
 	for i := 3; i < n; i += 7 {
 		x[i] = x[i-1] // a tie for the first maximum rule
 	}
+	for _, st := range [][2]int{{4, 10}, {5, 13}} { // ties of −0 and +0: the first is y
+		for i := st[0]; i+1 < n; i += st[1] {
+			x[i], x[i+1] = float32(math.Copysign(0, -1)), 0
+		}
+	}
 	if n > 1 {
 		x[1] = float32(math.NaN())
 	}
 	return x
 }
 
-// testMaxPool checks MaxPool exactly and MaxPoolGrad against routing dy to
-// each window's first maximum (NaNs lose to numbers).
+// testMaxPool checks MaxPool bit for bit (the first maximum: −0 before
+// +0 is −0) and MaxPoolGrad against routing dy to each window's first
+// maximum (NaNs lose to numbers).
 func testMaxPool(t *testing.T, be kernels.Backend) {
 	cv := convOps(t, be)
 	for i, s := range poolShapes {
@@ -214,7 +224,7 @@ func testMaxPool(t *testing.T, be kernels.Backend) {
 		}
 		xb, yb := loadGuarded(t, be, x), loadGuarded(t, be, filled(len(want), 7))
 		ok(t, name, cv.MaxPool(yb.buf, xb.buf, s.planes, s.h, s.w, s.k, s.stride))
-		checkExact(t, name+": y", yb.read(t, name), want)
+		checkBits(t, name+": y", yb.read(t, name), want)
 		dyb, dxb := loadGuarded(t, be, dy), loadGuarded(t, be, filled(len(x), float32(math.NaN())))
 		ok(t, name, cv.MaxPoolGrad(dxb.buf, dyb.buf, xb.buf, s.planes, s.h, s.w, s.k, s.stride))
 		bound := make([]float64, len(x))
