@@ -206,7 +206,10 @@ type DirectConvOps interface {
 	// nil) to that convolution's weight and bias gradients over the batch,
 	// given its output's gradient dy (n×o×oh×ow): dw[oc][ci][ki][kj] =
 	// Σ_s Σ_i,j dy[s][oc][i][j]·x[s][ci][i+ki−pad][j+kj−pad], db[oc] =
-	// Σ_s Σ_i,j dy[s][oc][i][j].
+	// Σ_s Σ_i,j dy[s][oc][i][j]. Where x holds an Inf or a NaN, more of dw
+	// may come out NaN than the sum says (the cpu backend's k×k kernel
+	// multiplies 0 by pixels outside the sum); a step with such an input
+	// is lost either way.
 	ConvFilter(dw, db, x, dy Buffer, n, c, h, w, o, k, pad int) error
 }
 

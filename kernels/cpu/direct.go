@@ -14,7 +14,7 @@ var _ kernels.DirectConvOps = (*Backend)(nil)
 // and FMA3.
 func (be *Backend) ConvSupports(c, h, w, o, k, pad int) bool {
 	oh, ow := kernels.DirectOut(h, w, k, pad)
-	return useDirect && c > 0 && o > 0 && k > 0 && pad >= 0 && pad < k && oh > 0 && ow > 0
+	return useDirect && c > 0 && h > 0 && w > 0 && o > 0 && k > 0 && pad >= 0 && pad < k && oh > 0 && ow > 0
 }
 
 // tiled3x3 reports whether the 3×3 micro-kernels run the shape: 3×3

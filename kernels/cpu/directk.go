@@ -86,7 +86,8 @@ func convTaps(yd, xd, wd, bd []float32, n, c, h, w, o, k, pad int) {
 // convTapsFilter is ConvFilter's weight gradient on the k×k micro-kernel.
 // A chunk of samples at a time, the images are copied into padded ones
 // and dy into wide planes (zero at the discarded pixels, so they add
-// nothing); then for each block of 4 output channels and 3 taps one
+// nothing, unless the pixel of x they meet is an Inf or a NaN: 0·Inf is
+// NaN, see kernels.DirectConvOps); then for each block of 4 output channels and 3 taps one
 // micro-kernel call sums dy·x over the chunk's samples and wide pixels
 // into 8 lanes each; the lanes are added in a fixed tree (laneSum), the
 // chunks in order.

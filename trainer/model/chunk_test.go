@@ -90,7 +90,11 @@ type withoutDirect struct {
 // rounding. The first has batch norm and residual blocks, a 16-wide and an
 // 8-wide stage (the two 3×3 micro-kernels) and a stride-2 block; the
 // second is LeNet-5 (5×5 kernels with biases at padding 2 and 0, 6 output
-// channels, on the k×k micro-kernels) on a 20×20 image.
+// channels, on the k×k micro-kernels) on a 20×20 image; the third mixes
+// 7×7, 3×3 at paddings 0 and 2, 2×2 at stride 2 (Im2col) and padding 1,
+// 1×1 (Im2col), a residual block and a kernel as large as its padded
+// input, on a non-square image. Each at a full batch, a short one and an
+// empty one.
 func TestDirectConv(t *testing.T) {
 	c := cpu.New()
 	if !c.ConvSupports(8, 16, 16, 8, 3, 1) {
@@ -119,38 +123,56 @@ func TestDirectConv(t *testing.T) {
 			// forward and input gradient; b2's first is stride 2.
 		}, 9},
 		{"lenet5", Shape{C: 1, H: 20, W: 20}, LeNet5(5), 3},
+		{"mixed", Shape{C: 2, H: 12, W: 11}, []LayerSpec{
+			{Kind: KindConv, Name: "c1", Out: 5, Kernel: 7, Pad: 3},
+			{Kind: KindReLU},
+			{Kind: KindConv, Name: "c2", Out: 6, Kernel: 2, Stride: 2},
+			{Kind: KindConv, Name: "c3", Out: 4, Kernel: 3},
+			{Kind: KindConv, Name: "c4", Out: 7, Kernel: 3, Pad: 2, NoBias: true},
+			{Kind: KindConv, Name: "c5", Out: 3, Kernel: 1},
+			{Kind: KindConv, Name: "c6", Out: 4, Kernel: 2, Pad: 1},
+			{Kind: KindBlock, Name: "b1", Out: 4},
+			{Kind: KindConv, Name: "c7", Out: 3, Kernel: 6},
+			{Kind: KindFlatten},
+			{Kind: KindLinear, Name: "fc", Out: 5},
+			// c1 (7×7 pad 3) forward; c3, c4 (pad 2), c6 (2×2 pad 1),
+			// b1's two and c7 (6×6 on 7×6) forward and input gradient;
+			// c2 is stride 2, c5 1×1.
+		}, 13},
 	} {
 		arch, err := NewNet(tc.in, tc.layers, 5, SoftmaxCE)
 		if err != nil {
 			t.Fatal(err)
 		}
-		const rows = 5
-		batch := sineBatch(arch.Input.Size(), rows)
-		run := func(b kernels.Backend) ([]float32, int) {
-			m, err := New(arch, b, rows)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Free()
-			direct := 0
-			for i := range m.nodes {
-				if m.directFwd[i] {
-					direct++
+		const maxRows = 5
+		for _, rows := range []int{maxRows, 3, 0} { // a full batch, a short one, an empty one
+			batch := sineBatch(arch.Input.Size(), rows)
+			run := func(b kernels.Backend) ([]float32, int) {
+				m, err := New(arch, b, maxRows)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if m.directDX[i] {
-					direct++
+				defer m.Free()
+				direct := 0
+				for i := range m.nodes {
+					if m.directFwd[i] {
+						direct++
+					}
+					if m.directDX[i] {
+						direct++
+					}
 				}
+				return gradAndLogits(t, m, arch, batch, rows), direct
 			}
-			return gradAndLogits(t, m, arch, batch, rows), direct
-		}
-		want, none := run(withoutDirect{c, c, c})
-		got, direct := run(cpu.New())
-		if none != 0 || direct != tc.direct {
-			t.Fatalf("%s: %d and %d direct passes, want 0 and %d", tc.name, none, direct, tc.direct)
-		}
-		for i := range want {
-			if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
-				t.Errorf("%s: value %d is %g with the direct convolution, %g with Im2col and GEMM", tc.name, i, got[i], want[i])
+			want, none := run(withoutDirect{c, c, c})
+			got, direct := run(cpu.New())
+			if none != 0 || direct != tc.direct {
+				t.Fatalf("%s: %d and %d direct passes, want 0 and %d", tc.name, none, direct, tc.direct)
+			}
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*(1+math.Abs(float64(want[i])))) {
+					t.Errorf("%s, %d rows: value %d is %g with the direct convolution, %g with Im2col and GEMM", tc.name, rows, i, got[i], want[i])
+				}
 			}
 		}
 	}
