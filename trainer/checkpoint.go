@@ -258,8 +258,10 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
-	case m.Ranks != j.Comm.Size():
-		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (the data shards and the global batch depend on it)", m.Ranks, j.Comm.Size())
+	case m.Ranks != j.Comm.Size() && !cfg.Sync.unit().reshards():
+		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce resumes on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
+	case m.Workers < 1:
+		return fmt.Sprintf("it names %d training ranks", m.Workers)
 	}
 	if why := cfg.Sync.unit().compatible(j, c); why != "" {
 		return why
@@ -268,10 +270,20 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; Config.Epochs and Config.MaxSteps may differ)",
 			m.ConfigHash, cfg.checkpointHash())
-	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.sched.stepsPerEpoch():
+	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || checkSegments(m.Reshard) != nil || m.Step >= j.stepsOf(m):
 		return fmt.Sprintf("bad position %+v", m.Position)
 	}
 	return ""
+}
+
+// stepsOf is the steps of the epoch checkpoint m is in, as the job that
+// wrote it ran them (its ranks, and how the epoch was begun). The
+// configuration hashes match, so it had this job's batch.
+func (j *job) stepsOf(m *checkpointMeta) int {
+	if len(m.Reshard) == 0 {
+		return newSchedule(j.sched.n, m.Workers, j.cfg.Batch).stepsPerEpoch()
+	}
+	return partSteps(epochParts(j.sched.n, j.cfg.Seed, m.Epoch, j.cfg.Shuffle, m.Reshard, m.Workers), j.cfg.Batch)
 }
 
 // sameLabels reports whether two class-label mappings are the same (nil
@@ -373,15 +385,26 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	var path string
 	var pickErr error
 	// What rank 0 found: refused / none / a checkpoint (headRefused,
-	// headFresh, headFound), its position and its optimizer state's length.
-	head := make([]uint64, 6)
+	// headFresh, headFound), the position to start from (at another
+	// number of ranks, the rest of its epoch: reshard.go), its optimizer
+	// state's length, its batch-norm statistics' and its stretches'.
+	head := make([]uint64, 7)
+	var start Position
 	if c.Rank() == 0 {
 		ck, path, pickErr = j.pickCheckpoint(arch)
 		switch {
 		case pickErr != nil:
 			head[0] = headRefused
 		case ck != nil:
-			head = []uint64{headFound, uint64(ck.Meta.Epoch), uint64(ck.Meta.Step), uint64(ck.Meta.Steps), uint64(len(ck.OptState)), uint64(len(ck.ModelState))}
+			start = ck.Meta.Position
+			if ck.Meta.Workers != j.sched.ranks {
+				start = resharded(start, ck.Meta.Workers, j.cfg.Batch)
+				if j.Out != nil && len(start.Reshard) > 0 {
+					fmt.Fprintf(j.Out, "resume: %s was written by %d training ranks at step %d of epoch %d: the rest of the epoch goes to these %d\n",
+						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.sched.ranks)
+				}
+			}
+			head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.OptState)), uint64(len(ck.ModelState)), uint64(len(start.Reshard))}
 		}
 	}
 	if err := collectives.BroadcastUint64(c, head, 0); err != nil {
@@ -398,6 +421,19 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 	}
 	p := arch.NumParams()
 	r := &resumed{Position: Position{Epoch: int(head[1]), Step: int(head[2]), Steps: int(head[3])}}
+	if n := int(head[6]); n > 0 {
+		segs := make([]uint64, 3*n)
+		for i, sg := range start.Reshard {
+			segs[3*i], segs[3*i+1], segs[3*i+2] = uint64(sg.Ranks), uint64(sg.Steps), uint64(sg.Batch)
+		}
+		if err := collectives.BroadcastUint64(c, segs, 0); err != nil {
+			return nil, fmt.Errorf("resuming: how the epoch was begun: %w", err)
+		}
+		r.Reshard = make([]Segment, n)
+		for i := range r.Reshard {
+			r.Reshard[i] = Segment{Ranks: int(segs[3*i]), Steps: int(segs[3*i+1]), Batch: int(segs[3*i+2])}
+		}
+	}
 	r.params = make([]float32, p)
 	if ck != nil {
 		copy(r.params, ck.Params)
@@ -427,8 +463,12 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		return nil, err
 	}
 	if c.Rank() == 0 && j.Out != nil {
-		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d (%d steps run), read and sent to every rank in %.0f ms\n",
-			path, r.Epoch, r.Step, r.Steps, 1e3*time.Since(t0).Seconds())
+		of := ""
+		if len(r.Reshard) > 0 {
+			of = " of the rest dealt to these ranks"
+		}
+		fmt.Fprintf(j.Out, "resume: from %s: epoch %d step %d%s (%d steps run), read and sent to every rank in %.0f ms\n",
+			path, r.Epoch, r.Step, of, r.Steps, 1e3*time.Since(t0).Seconds())
 	}
 	return r, nil
 }

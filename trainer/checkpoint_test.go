@@ -244,10 +244,17 @@ func TestCheckpointRefused(t *testing.T) {
 			t.Errorf("error %q does not name the configuration", err)
 		}
 	})
-	t.Run("other-ranks", func(t *testing.T) {
-		_, errs := runCkpt(t, 1, cfg, Checkpointing{ResumeFile: files[0]}, 0)
-		if errs[0] == nil || !strings.Contains(errs[0].Error(), "2 ranks") {
-			t.Errorf("resuming a 2-rank checkpoint on 1 rank: %v", errs[0])
+	t.Run("other-ranks-dpsgd", func(t *testing.T) {
+		// Only allreduce re-deals an epoch (reshard.go).
+		c := cfg
+		c.Sync, c.Topology = SyncDPSGD, gossip.Ring
+		d := t.TempDir()
+		_, errs := runCkpt(t, 3, c, Checkpointing{Dir: d, Every: 3}, 0)
+		noErrs(t, errs)
+		fs, _ := listCheckpoints(d)
+		_, errs = runCkpt(t, 4, c, Checkpointing{ResumeFile: fs[0]}, 0)
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "3 ranks") || !strings.Contains(errs[0].Error(), "allreduce resumes") {
+			t.Errorf("resuming a 3-rank dpsgd checkpoint on 4 ranks: %v", errs[0])
 		}
 	})
 	t.Run("fallback", func(t *testing.T) {

@@ -207,6 +207,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 		return nil, err
 	}
 	j.labels = classLabels(train)
+	j.trainSrc = train
 	j.sayClasses(classes)
 	arch, err := BuildArch(cfg, data.SampleShape(train), classes)
 	if err != nil {
@@ -398,13 +399,24 @@ func (j *job) augment(m *model.Model, shape data.Shape) error {
 	var global []int
 	var img []float32
 	m.Augment = func(x []float32, idx []int) {
-		global = global[:0]
-		for _, i := range idx {
-			global = append(global, j.shardIdx+i*j.sched.ranks)
-		}
+		global = j.globalRows(idx, global[:0])
 		img = a.Apply(x, shape, global, j.cfg.Seed, j.augEpoch, img)
 	}
 	return nil
+}
+
+// globalRows appends to dst the training set's rows of the batch idx
+// (indices into this rank's shard, or in a re-dealt epoch into its part,
+// reshard.go).
+func (j *job) globalRows(idx, dst []int) []int {
+	for _, i := range idx {
+		if j.partRows != nil {
+			dst = append(dst, j.partRows[i])
+			continue
+		}
+		dst = append(dst, j.shardIdx+i*j.sched.ranks)
+	}
+	return dst
 }
 
 // job is what every rank knows about a run once it is set up: the
@@ -428,6 +440,11 @@ type job struct {
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int
+	// trainSrc is the training set (dense data), for the rows of a
+	// re-dealt epoch (reshard.go); partRows are this rank's rows in it,
+	// partLens every rank's count (nil outside such an epoch).
+	trainSrc           data.DenseSource
+	partRows, partLens []int
 }
 
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,

@@ -11,11 +11,14 @@ import (
 // (0-based) of epoch Epoch (1-based), and Steps steps have run before it,
 // in all epochs (what --max-steps counts). The sample order of an epoch is
 // a pure function of (seed, shard, epoch), so a Position is all the loop
-// needs to continue exactly where it stopped.
+// needs to continue exactly where it stopped. Reshard, when the epoch was
+// begun by another number of ranks, records how (reshard.go): Step then
+// counts the steps of the rest this job's ranks were dealt.
 type Position struct {
-	Epoch int `json:"epoch"`
-	Step  int `json:"step"`
-	Steps int `json:"steps"`
+	Epoch   int       `json:"epoch"`
+	Step    int       `json:"step"`
+	Steps   int       `json:"steps"`
+	Reshard []Segment `json:"reshard,omitempty"`
 }
 
 // TrainState is everything a run needs to continue: the weights, the

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestResume(t *testing.T) {
 				if st == nil || st.Steps != n || (opt != optim.SGD) != (len(st.OptState) > 0) {
 					t.Fatalf("state after %d steps: %+v", n, st)
 				}
-				if wantPos := (Position{Epoch: 1 + n/13, Step: n % 13, Steps: n}); st.Position != wantPos {
+				if wantPos := (Position{Epoch: 1 + n/13, Step: n % 13, Steps: n}); !reflect.DeepEqual(st.Position, wantPos) {
 					t.Errorf("position %+v, want %+v", st.Position, wantPos)
 				}
 				res, errs := runWorldFrom(t, 2, straight, st, nil)
@@ -44,7 +45,7 @@ func TestResume(t *testing.T) {
 					t.Errorf("resumed after %d steps: %d steps, weights differ by %.3g from %d steps straight",
 						n, got.Steps, numtest.MaxRelDiff(got.Params, want.Params), n+m)
 				}
-				if got.State.Position != want.State.Position {
+				if !reflect.DeepEqual(got.State.Position, want.State.Position) {
 					t.Errorf("resumed run ends at %+v, straight at %+v", got.State.Position, want.State.Position)
 				}
 				if slices.Equal(a.Params, want.Params) {

@@ -31,7 +31,8 @@ type allreduceStrategy struct {
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
-	train, test *data.Dense // this rank's shards
+	train, test *data.Dense // this rank's shards (train: a re-dealt epoch's part, setTrain)
+	shard       *data.Dense // this rank's training shard
 	gb          int         // the current step's global batch
 
 	plan        []bucket
@@ -61,6 +62,7 @@ type allreduceUnit struct{ baseUnit }
 func (allreduceUnit) name() string          { return "allreduce" }
 func (allreduceUnit) help() string          { return "gradients summed by AllReduce every step" }
 func (allreduceUnit) takesTrainState() bool { return true }
+func (allreduceUnit) reshards() bool        { return true }
 func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
 func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
@@ -80,7 +82,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		return nil, err
 	}
 	defer opt.Free()
-	s := &allreduceStrategy{j: j, m: m, opt: opt, ar: collectives.NewAllreducer(j.Comm, cfg.Allreduce), train: train, test: test}
+	s := &allreduceStrategy{j: j, m: m, opt: opt, ar: collectives.NewAllreducer(j.Comm, cfg.Allreduce), train: train, shard: train, test: test}
 	// Every rank built the same model (CheckSameConfig), so the gradient
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
@@ -197,11 +199,19 @@ func (s *allreduceStrategy) downloadLayer(_, lo, _ int) error {
 
 // Prepare uploads the batch (features and labels in one piece).
 func (s *allreduceStrategy) Prepare(idx []int, step int) error {
-	s.gb = s.j.sched.globalBatch(step)
+	s.gb = s.j.globalBatch(step)
 	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := s.m.LoadBatch(s.train, idx)
 	sp.Err(err).End()
 	return err
+}
+
+// setTrain: see trainSwapper.
+func (s *allreduceStrategy) setTrain(d *data.Dense) {
+	if d == nil {
+		d = s.shard
+	}
+	s.train = d
 }
 
 // Exchange sums the gradient and statistics over the ranks, checks the

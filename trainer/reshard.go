@@ -1,0 +1,152 @@
+package trainer
+
+import (
+	"fmt"
+
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// Resuming at another number of ranks (issue 20's first part; --sync
+// allreduce, where every rank holds the whole training state).
+//
+// An epoch's sample order is a pure function of (seed, shard, epoch) for
+// a given number of ranks: rank q of R walks its strided shard
+// (data.StridedShard) in the order data.EpochOrder gives it. A checkpoint
+// written at step S of epoch E by R ranks resumed by R' ≠ R ranks goes on
+// with the rest of epoch E: every sample of E that no rank has trained yet,
+// once, and no other. The rest is what each of the R ranks had left of its
+// order after S steps, taken in turn (the first left of rank 0, of rank 1,
+// …, then the second of each), dealt to the R' ranks in turn (rank r' takes
+// the r'-th, the (r'+R')-th, …). The next epochs are the standard ones of
+// R' ranks. The Position records how the epoch was begun (Reshard: one
+// Segment per size it ran at), so a checkpoint inside such an epoch
+// resumes bit for bit at the same size, and again at yet another size.
+
+// Segment is a stretch of an epoch that Ranks ranks ran: Steps steps of at
+// most Batch samples each. The first segment of an epoch walked the
+// standard order of Ranks ranks; each later one the rest its predecessors
+// left, dealt as the package comment says.
+type Segment struct {
+	Ranks int `json:"ranks"`
+	Steps int `json:"steps"`
+	Batch int `json:"batch"`
+}
+
+// shardSeed is shard idx's shuffling seed (job.shuffleSeed).
+func shardSeed(seed uint64, idx int) uint64 {
+	return seed ^ uint64(idx+1)*0x9E3779B97F4A7C15
+}
+
+// epochParts is, for epoch of n samples begun as segs records (at least
+// one segment), what is left of it dealt to ranks ranks: parts[r] is rank
+// r's rows of the training set, in the order it trains them.
+func epochParts(n int, seed uint64, epoch int, shuffle bool, segs []Segment, ranks int) [][]int {
+	r0 := segs[0].Ranks
+	parts := make([][]int, r0)
+	for q := range r0 {
+		order := data.EpochOrder(data.ShardLen(n, q, r0), shardSeed(seed, q), epoch, shuffle)
+		rows := make([]int, len(order))
+		for i, o := range order {
+			rows[i] = q + o*r0
+		}
+		parts[q] = rows
+	}
+	for k, sg := range segs {
+		var rest []int
+		for i := 0; ; i++ {
+			more := false
+			for _, p := range parts {
+				if at := min(sg.Steps*sg.Batch, len(p)) + i; at < len(p) {
+					rest = append(rest, p[at])
+					more = true
+				}
+			}
+			if !more {
+				break
+			}
+		}
+		next := ranks
+		if k+1 < len(segs) {
+			next = segs[k+1].Ranks
+		}
+		parts = make([][]int, next)
+		for i, row := range rest {
+			parts[i%next] = append(parts[i%next], row)
+		}
+	}
+	return parts
+}
+
+// partSteps is the steps an epoch dealt as parts takes at batch samples
+// per rank: enough for the longest part (the first).
+func partSteps(parts [][]int, batch int) int {
+	if len(parts) == 0 {
+		return 0
+	}
+	return (len(parts[0]) + batch - 1) / batch
+}
+
+// resharded is the Position a checkpoint at pos, written by ranks ranks
+// at batch samples per rank, resumes from on another number of ranks:
+// the same one when the checkpoint is at an epoch's start, else step 0 of
+// the rest of its epoch, with the stretch it ran recorded.
+func resharded(pos Position, ranks, batch int) Position {
+	if pos.Step == 0 && len(pos.Reshard) == 0 {
+		return pos
+	}
+	segs := append(append([]Segment(nil), pos.Reshard...), Segment{Ranks: ranks, Steps: pos.Step, Batch: batch})
+	return Position{Epoch: pos.Epoch, Step: 0, Steps: pos.Steps, Reshard: segs}
+}
+
+// checkSegments reports a Reshard that no run could have written.
+func checkSegments(segs []Segment) error {
+	for i, sg := range segs {
+		if sg.Ranks < 1 || sg.Steps < 0 || sg.Batch < 1 {
+			return fmt.Errorf("bad stretch %d of the epoch (%+v)", i+1, sg)
+		}
+	}
+	return nil
+}
+
+// reshardEpoch is this rank's order of epoch and the epoch's steps when
+// it was begun by other ranks (reshard): its part of the rest, as rows of
+// the training set. It tells the strategy (trainSwapper) to train on
+// those rows for the epoch; endReshard gives it its shard back.
+func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []int, steps int, err error) {
+	sw, ok := s.(trainSwapper)
+	if !ok || j.trainSrc == nil {
+		return nil, 0, fmt.Errorf("resuming epoch %d, begun by %d ranks: %s cannot re-deal an epoch", epoch, reshard[len(reshard)-1].Ranks, j.cfg.Sync)
+	}
+	parts := epochParts(j.sched.n, j.cfg.Seed, epoch, j.cfg.Shuffle, reshard, j.sched.ranks)
+	mine := parts[j.shardIdx]
+	part, err := j.trainSrc.Subset(mine)
+	if err != nil {
+		return nil, 0, fmt.Errorf("resuming epoch %d: this rank's part of its rest: %w", epoch, err)
+	}
+	sw.setTrain(part)
+	j.partRows = mine
+	j.partLens = make([]int, len(parts))
+	for r, p := range parts {
+		j.partLens[r] = len(p)
+	}
+	order = make([]int, len(mine))
+	for i := range order {
+		order[i] = i
+	}
+	return order, partSteps(parts, j.cfg.Batch), nil
+}
+
+// endReshard ends a re-dealt epoch: the strategy trains on its shard
+// again.
+func (j *job) endReshard(s Strategy) {
+	if sw, ok := s.(trainSwapper); ok && j.partRows != nil {
+		sw.setTrain(nil)
+	}
+	j.partRows, j.partLens = nil, nil
+}
+
+// trainSwapper is a Strategy whose training rows the loop can replace for
+// a re-dealt epoch (setTrain(nil): its own shard again).
+type trainSwapper interface {
+	setTrain(d *data.Dense)
+}
