@@ -258,18 +258,26 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
-	case m.Ranks != j.Comm.Size() && !cfg.Sync.unit().reshards():
-		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce resumes on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
+	case m.Ranks != j.Comm.Size() && !cfg.Sync.unit().reshards(cfg):
+		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce, and ps under bsp, resume on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
 	case m.Workers < 1:
 		return fmt.Sprintf("it names %d training ranks", m.Workers)
+	case m.Workers != j.sched.ranks && j.trainSrc == nil:
+		return fmt.Sprintf("it was written by %d training ranks, this job has %d: only dense data is dealt to another number of them", m.Workers, j.sched.ranks)
 	}
 	if why := cfg.Sync.unit().compatible(j, c); why != "" {
 		return why
 	}
+	// Under ps the number of servers may differ (the unit said whether):
+	// the hash is compared with the checkpoint's.
+	hc := cfg
+	if cfg.Sync == SyncPS {
+		hc.PS.Servers = m.Servers
+	}
 	switch {
-	case m.ConfigHash != fmt.Sprintf("%016x", cfg.checkpointHash()):
+	case m.ConfigHash != fmt.Sprintf("%016x", hc.checkpointHash()):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; Config.Epochs and Config.MaxSteps may differ)",
-			m.ConfigHash, cfg.checkpointHash())
+			m.ConfigHash, hc.checkpointHash())
 	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || checkSegments(m.Reshard) != nil || m.Step >= j.stepsOf(m):
 		return fmt.Sprintf("bad position %+v", m.Position)
 	}

@@ -253,7 +253,7 @@ func TestCheckpointRefused(t *testing.T) {
 		noErrs(t, errs)
 		fs, _ := listCheckpoints(d)
 		_, errs = runCkpt(t, 4, c, Checkpointing{ResumeFile: fs[0]}, 0)
-		if errs[0] == nil || !strings.Contains(errs[0].Error(), "3 ranks") || !strings.Contains(errs[0].Error(), "allreduce resumes") {
+		if errs[0] == nil || !strings.Contains(errs[0].Error(), "3 ranks") || !strings.Contains(errs[0].Error(), "allreduce, and ps under bsp, resume") {
 			t.Errorf("resuming a 3-rank dpsgd checkpoint on 4 ranks: %v", errs[0])
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 )
 
@@ -176,4 +177,63 @@ func runOut(t *testing.T, n int, cfg Config, ck Checkpointing, out *strings.Buil
 		return err
 	})
 	return res, errs
+}
+
+// TestResumeOtherRanksPS: a ps checkpoint (bsp, 1 server, 2 workers) in
+// the middle of an epoch resumes on 2 servers and the same workers bit
+// for bit as straight through (the key ranges laid anew from the whole
+// vectors), and on 3 workers with the rest of the epoch dealt to them,
+// every sample of it trained once. Under ssp it is refused.
+func TestResumeOtherRanksPS(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Shuffle, cfg.Epochs = true, 2
+	cfg.Sync, cfg.PS.Servers = SyncPS, 1
+	log := logRows(t)
+	dir := t.TempDir()
+	a := cfg
+	a.MaxSteps = 5
+	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir)
+	straight := finalParams(t, mustRun(t, 3, cfg)[1:])
+
+	two := cfg
+	two.PS.Servers = 2
+	res, errs := runCkpt(t, 4, two, Checkpointing{ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	if !slices.Equal(finalParams(t, res[2:]), straight) {
+		t.Error("resumed on 2 servers: other weights than 1 server straight through")
+	}
+
+	clear(log.rows)
+	_, errs = runCkpt(t, 3, a, Checkpointing{Dir: t.TempDir(), Every: 100}, 0)
+	noErrs(t, errs)
+	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	counts := map[int]int{}
+	for _, row := range log.rows[1] {
+		counts[row]++
+	}
+	for row, c := range counts {
+		if c != 1 {
+			t.Errorf("row %d trained %d times in epoch 1", row, c)
+		}
+	}
+	if len(log.rows[1]) != len(log.rows[2]) {
+		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d", len(log.rows[1]), len(log.rows[2]))
+	}
+	if res[1].Steps <= 5 {
+		t.Errorf("the resumed run counts %d steps", res[1].Steps)
+	}
+
+	ssp := cfg
+	ssp.PS.Consistency, ssp.PS.Staleness = ps.SSP, 2
+	d2 := t.TempDir()
+	_, errs = runCkpt(t, 3, func() Config { c := ssp; c.MaxSteps = 5; return c }(), Checkpointing{Dir: d2, Every: 100}, 0)
+	noErrs(t, errs)
+	f2, _ := listCheckpoints(d2)
+	_, errs = runCkpt(t, 4, ssp, Checkpointing{ResumeFile: f2[0]}, 0)
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "ps under bsp") {
+		t.Errorf("ssp at another size: %v", errs[0])
+	}
 }

@@ -55,9 +55,9 @@ type syncUnit interface {
 	// takesTrainState: Trainer.Start can resume it (the weights and the
 	// optimizer state are the same on every rank).
 	takesTrainState() bool
-	// reshards: a checkpoint resumes on another number of ranks, the rest
-	// of its epoch dealt to them (reshard.go).
-	reshards() bool
+	// reshards: under c, a checkpoint resumes on another number of ranks,
+	// the rest of its epoch dealt to them (reshard.go).
+	reshards(c Config) bool
 	// run trains the dense model runDense set up.
 	run(j *job, d denseSetup) (*Result, error)
 	// checkCheckpointing refuses checkpoint settings the strategy cannot
@@ -123,7 +123,7 @@ func (baseUnit) servers(Config) int                   { return 0 }
 func (baseUnit) decentralized() bool                  { return false }
 func (baseUnit) stopsAtBoundaries() bool              { return true }
 func (baseUnit) takesTrainState() bool                { return false }
-func (baseUnit) reshards() bool                       { return false }
+func (baseUnit) reshards(Config) bool                 { return false }
 func (baseUnit) checkpointMeta(*job, *checkpointMeta) {}
 func (baseUnit) checkCheckpointing(Config, *Checkpointing) error {
 	return nil

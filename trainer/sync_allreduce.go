@@ -62,7 +62,7 @@ type allreduceUnit struct{ baseUnit }
 func (allreduceUnit) name() string          { return "allreduce" }
 func (allreduceUnit) help() string          { return "gradients summed by AllReduce every step" }
 func (allreduceUnit) takesTrainState() bool { return true }
-func (allreduceUnit) reshards() bool        { return true }
+func (allreduceUnit) reshards(Config) bool  { return true }
 func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
 func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {

@@ -75,12 +75,19 @@ func (psUnit) checkpointMeta(j *job, m *checkpointMeta) {
 	m.Servers, m.Consistency = j.cfg.PS.Servers, j.cfg.PS.Consistency.String()
 }
 
+// reshards: under bsp, where every worker is at the same step, the
+// servers' key ranges are laid anew from the checkpoint's whole vectors
+// and the workers are dealt the rest of the epoch (reshard.go).
+func (psUnit) reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
+
 func (u psUnit) compatible(j *job, c *checkpoint) string {
 	m, cfg := &c.Meta, j.cfg
 	need := j.sched.ranks * j.residueFilters()
 	switch {
-	case m.Servers != cfg.PS.Servers:
-		return fmt.Sprintf("it was written with %d servers, this job has %d", m.Servers, cfg.PS.Servers)
+	case m.Servers != cfg.PS.Servers && !u.reshards(cfg):
+		return fmt.Sprintf("it was written with %d servers, this job has %d (only bsp resumes on another number)", m.Servers, cfg.PS.Servers)
+	case m.Residues != need && m.Workers != j.sched.ranks:
+		return fmt.Sprintf("it holds the filter residues of %d workers, this job has %d: resume on %d workers", m.Workers, j.sched.ranks, m.Workers)
 	case m.Residues != need:
 		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, need)
 	}
@@ -253,7 +260,7 @@ func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
 func (p *psWorker) scale(rows, step int) float32 {
 	workers := p.j.sched.ranks
 	if p.j.cfg.PS.Consistency == ps.BSP {
-		return float32(workers) / float32(p.j.sched.globalBatch(step))
+		return float32(workers) / float32(p.j.globalBatch(step))
 	}
 	return 1 / float32(max(1, rows)*workers)
 }
@@ -315,7 +322,8 @@ func (p *psWorker) EndEpoch(st *EpochStats, commSec, _, wall float64) error {
 type denseWorker struct {
 	psWorker
 	m       *model.Model
-	train   *data.Dense // this worker's shard
+	train   *data.Dense // this worker's shard, or a re-dealt epoch's part (setTrain)
+	shard   *data.Dense
 	testAll *data.Dense // the whole test set (the reporting worker measures it alone)
 	params  []float32
 	host    []float32 // gradient + stats
@@ -325,8 +333,16 @@ type denseWorker struct {
 
 func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
-	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, testAll: testAll,
+	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
 		params: make([]float32, np), host: make([]float32, np+model.GradStats)}, nil
+}
+
+// setTrain: see trainSwapper.
+func (d *denseWorker) setTrain(t *data.Dense) {
+	if t == nil {
+		t = d.shard
+	}
+	d.train = t
 }
 
 func (d *denseWorker) Prepare(idx []int, step int) error {
