@@ -52,9 +52,11 @@ type ownModelUnit struct{ baseUnit }
 
 func (ownModelUnit) decentralized() bool { return true }
 
-// compatible: one state per rank (the optimizer state is in them).
+// compatible: one state per rank (the optimizer state is in them), or,
+// where the strategy resumes on another number of ranks (dpsgd), one per
+// rank of the job that wrote it.
 func (ownModelUnit) compatible(j *job, c *checkpoint) string {
-	if c.Meta.RankStates != j.Comm.Size() {
+	if c.Meta.RankStates != j.Comm.Size() && c.Meta.RankStates != c.Meta.Ranks {
 		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
 	}
 	return ""
@@ -73,7 +75,8 @@ type localModel struct {
 	j     *job
 	m     *model.Model
 	opt   *model.Optimizer
-	train *data.Dense // this rank's training shard
+	train *data.Dense // this rank's training shard, or a re-dealt epoch's part (setTrain)
+	shard *data.Dense
 	test  *data.Dense // this rank's test shard
 	n     int         // this step's batch
 	x     []float32   // this rank's model
@@ -89,7 +92,7 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 	if err != nil {
 		return nil, err
 	}
-	l := &localModel{j: j, m: m, opt: opt, train: train, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
+	l := &localModel{j: j, m: m, opt: opt, train: train, shard: train, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
 	if gossipTest.init != nil {
 		params = append([]float32(nil), params...)
 		gossipTest.init(j.Comm.Rank(), params)
@@ -114,6 +117,14 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 }
 
 func (l *localModel) free() { l.opt.Free() }
+
+// setTrain: see trainSwapper.
+func (l *localModel) setTrain(t *data.Dense) {
+	if t == nil {
+		t = l.shard
+	}
+	l.train = t
+}
 
 // modelState: the ranks' averaged batch-norm statistics (collective).
 func (l *localModel) modelState() ([]float32, error) { return l.j.syncState(l.m, true) }
@@ -320,11 +331,22 @@ func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy,
 }
 
 // takeRankState hands each rank its own state from the checkpoint rank 0
-// read: rank 0 sends rank r its entry, length first.
+// read: rank 0 sends rank r its entry, length first. A checkpoint of
+// another number of ranks (dpsgd, reshard.go) gives every rank the same
+// state: the consensus model (the checkpoint's weights, the ranks'
+// average) and the ranks' optimizer states averaged (consensusState).
 func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
 	if c.Rank() == 0 {
+		states := ck.RankStates
+		if len(states) != c.Size() {
+			one := consensusState(ck.Params, states)
+			states = make([][]float32, c.Size())
+			for q := range states {
+				states[q] = one
+			}
+		}
 		for q := 1; q < c.Size(); q++ {
-			st := ck.RankStates[q]
+			st := states[q]
 			if err := c.SendBytes(binary.LittleEndian.AppendUint64(nil, uint64(len(st))), q, tagRankState); err != nil {
 				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
 			}
@@ -332,7 +354,7 @@ func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
 				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
 			}
 		}
-		r.own = ck.RankStates[0]
+		r.own = states[0]
 		return nil
 	}
 	n, _, _, err := c.RecvBytes(0, tagRankState)
@@ -380,6 +402,28 @@ func (s *localModel) saveState() (*checkpoint, error) {
 		ck.RankStates = append(ck.RankStates, st)
 	}
 	return ck, nil
+}
+
+// consensusState is the state every rank of another number of ranks
+// resumes a decentralized checkpoint from: the consensus model params,
+// then each optimizer value averaged over the ranks' states (in float64,
+// in rank order) — a departure from the checkpoint's ranks, whose models
+// and optimizer states differed; D-PSGD's analysis is of the average
+// model, which this keeps.
+func consensusState(params []float32, states [][]float32) []float32 {
+	p := len(params)
+	one := append([]float32(nil), params...)
+	if len(states) == 0 || len(states[0]) <= p {
+		return one
+	}
+	for i := p; i < len(states[0]); i++ {
+		var s float64
+		for _, st := range states {
+			s += float64(st[i])
+		}
+		one = append(one, float32(s/float64(len(states))))
+	}
+	return one
 }
 
 // ownState is this rank's own state to resume from, or nil.

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/gossip"
 )
 
 // TestEpochParts: whatever stretches an epoch ran at whatever sizes, what
@@ -235,5 +237,63 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	_, errs = runCkpt(t, 4, ssp, Checkpointing{ResumeFile: f2[0]}, 0)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "ps under bsp") {
 		t.Errorf("ssp at another size: %v", errs[0])
+	}
+}
+
+// TestResumeOtherRanksDPSGD: a 3-rank D-PSGD checkpoint in the middle of
+// an epoch resumes on 4 ranks from the consensus model (the checkpoint's
+// weights: a resume that runs no step ends with them), the rest of the
+// epoch dealt to the 4, every sample of it trained once.
+func TestResumeOtherRanksDPSGD(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Shuffle, cfg.Epochs = true, 2
+	cfg.Sync, cfg.Topology = SyncDPSGD, gossip.Ring
+	log := logRows(t)
+	dir := t.TempDir()
+	a := cfg
+	a.MaxSteps = 5
+	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir)
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := decodeCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := cfg
+	none.MaxSteps = 5
+	res, errs := runCkpt(t, 4, none, Checkpointing{ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	if !slices.Equal(finalParams(t, res), ck.Params) {
+		t.Error("resumed on 4 ranks without a step: other weights than the checkpoint's consensus model")
+	}
+	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	counts := map[int]int{}
+	for _, row := range log.rows[1] {
+		counts[row]++
+	}
+	for row, c := range counts {
+		if c != 1 {
+			t.Errorf("row %d trained %d times in epoch 1", row, c)
+		}
+	}
+	if len(log.rows[1]) != len(log.rows[2]) || res[0].Steps <= 5 {
+		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d; %d steps", len(log.rows[1]), len(log.rows[2]), res[0].Steps)
+	}
+}
+
+// TestConsensusState: the weights given, then each optimizer value
+// averaged over the ranks.
+func TestConsensusState(t *testing.T) {
+	got := consensusState([]float32{1, 2}, [][]float32{{9, 9, 3, 4}, {8, 8, 6, 1}, {7, 7, 0, 1}})
+	if want := []float32{1, 2, 3, 2}; !slices.Equal(got, want) {
+		t.Errorf("consensusState = %v, want %v", got, want)
+	}
+	if got := consensusState([]float32{1, 2}, [][]float32{{5, 6}, {7, 8}}); !slices.Equal(got, []float32{1, 2}) {
+		t.Errorf("without optimizer state: %v", got)
 	}
 }

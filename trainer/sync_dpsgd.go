@@ -63,6 +63,11 @@ func (dpsgdUnit) help() string {
 }
 func (dpsgdUnit) variants() []Variant { return oneVariant(SyncDPSGD) }
 
+// reshards: a checkpoint resumes on another number of ranks from the
+// consensus model, with the ranks' optimizer states averaged
+// (consensusState), the rest of its epoch dealt to them (reshard.go).
+func (dpsgdUnit) reshards(Config) bool { return true }
+
 func (dpsgdUnit) validateWorld(c Config, size int) error {
 	if _, err := gossip.New(c.Topology, size); err != nil {
 		return bad("Topology", "%v", err)
