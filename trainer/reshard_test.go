@@ -92,6 +92,27 @@ func logRows(t *testing.T) *rowsLog {
 	return l
 }
 
+// onceEach checks that every row epoch trained was trained once and that
+// they are the rows 0 … n−1, and returns n.
+func (l *rowsLog) onceEach(t *testing.T, epoch int) int {
+	t.Helper()
+	counts := map[int]int{}
+	n := 0
+	for _, row := range l.rows[epoch] {
+		counts[row]++
+		n = max(n, row+1)
+	}
+	for row, c := range counts {
+		if c != 1 {
+			t.Errorf("row %d trained %d times in epoch %d", row, c, epoch)
+		}
+	}
+	if len(counts) != n {
+		t.Errorf("epoch %d trained %d distinct rows of %d", epoch, len(counts), n)
+	}
+	return n
+}
+
 // TestResumeOtherRanks: a 2-rank allreduce checkpoint in the middle of an
 // epoch resumes on 3 ranks, whose checkpoint in the middle of the rest
 // resumes on 4: over the three runs every training sample of that epoch is
@@ -125,20 +146,7 @@ func TestResumeOtherRanks(t *testing.T) {
 	res, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: filesB[0]}, 0)
 	noErrs(t, errs)
 	n := res[0].Epochs[0].Steps
-	counts := map[int]int{}
-	for _, row := range log.rows[1] {
-		counts[row]++
-	}
-	nTrain := 0
-	for row, c := range counts {
-		if c != 1 {
-			t.Errorf("row %d trained %d times in epoch 1", row, c)
-		}
-		nTrain = max(nTrain, row+1)
-	}
-	if len(counts) != nTrain || len(log.rows[1]) != nTrain {
-		t.Errorf("epoch 1 trained %d rows, %d distinct, of %d", len(log.rows[1]), len(counts), nTrain)
-	}
+	nTrain := log.onceEach(t, 1)
 	if len(log.rows[2]) != nTrain {
 		t.Errorf("epoch 2 trained %d rows, want %d", len(log.rows[2]), nTrain)
 	}
@@ -212,16 +220,7 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	noErrs(t, errs)
 	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
-	counts := map[int]int{}
-	for _, row := range log.rows[1] {
-		counts[row]++
-	}
-	for row, c := range counts {
-		if c != 1 {
-			t.Errorf("row %d trained %d times in epoch 1", row, c)
-		}
-	}
-	if len(log.rows[1]) != len(log.rows[2]) {
+	if log.onceEach(t, 1) != len(log.rows[2]) {
 		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d", len(log.rows[1]), len(log.rows[2]))
 	}
 	if res[1].Steps <= 5 {
@@ -272,16 +271,7 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	}
 	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
-	counts := map[int]int{}
-	for _, row := range log.rows[1] {
-		counts[row]++
-	}
-	for row, c := range counts {
-		if c != 1 {
-			t.Errorf("row %d trained %d times in epoch 1", row, c)
-		}
-	}
-	if len(log.rows[1]) != len(log.rows[2]) || res[0].Steps <= 5 {
+	if log.onceEach(t, 1) != len(log.rows[2]) || res[0].Steps <= 5 {
 		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d; %d steps", len(log.rows[1]), len(log.rows[2]), res[0].Steps)
 	}
 }

@@ -12,6 +12,21 @@
 // wtap floats (o) between taps, 9·wtap between channels. y points at the
 // tile's first output; ystride floats (h·w) between output channels.
 
+// SAMPLE_PTRS points SI at sample R11's dy (dy + R11·DYS floats) and DI
+// at its x (x + R11·XS floats), DYS and XS the kernels' dysample and
+// xsample arguments.
+#define SAMPLE_PTRS(DYS, XS) \
+	MOVQ  DYS, AX; \
+	IMULQ R11, AX; \
+	SHLQ  $2, AX; \
+	MOVQ  dy+8(FP), SI; \
+	ADDQ  AX, SI; \
+	MOVQ  XS, AX; \
+	IMULQ R11, AX; \
+	SHLQ  $2, AX; \
+	MOVQ  x+24(FP), DI; \
+	ADDQ  AX, DI
+
 // CONV3X3_PROLOGUE loads the arguments of both forward kernels (byte
 // strides: R12 between output channels, R8 and R9 one and two padded
 // rows, R10 a padded plane, R11 a tap's weights; R13 = 0) and zeroes the
@@ -159,13 +174,44 @@ o8store:
 	VZEROUPPER
 	RET
 
-// DW3 is one 8-pixel step of the weight-gradient kernel: the 4 output
-// gradients at (row, x0) and the 3 input vectors at (row+dy, x0+dx), dx =
-// 0, 1, 2, into 12 accumulators (output j, tap dx: Y(j*3+dx)).
-#define DW3 \
-	VMOVUPS     (DI), Y12; \
-	VMOVUPS     4(DI), Y13; \
-	VMOVUPS     8(DI), Y14; \
+// ZERO12 zeroes the weight-gradient kernels' accumulators Y0–Y11;
+// STORE12 stores them, 8 lanes each, at (base), 32(base), … 352(base).
+#define ZERO12 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
+#define STORE12(base) \
+	VMOVUPS Y0, (base); \
+	VMOVUPS Y1, 32(base); \
+	VMOVUPS Y2, 64(base); \
+	VMOVUPS Y3, 96(base); \
+	VMOVUPS Y4, 128(base); \
+	VMOVUPS Y5, 160(base); \
+	VMOVUPS Y6, 192(base); \
+	VMOVUPS Y7, 224(base); \
+	VMOVUPS Y8, 256(base); \
+	VMOVUPS Y9, 288(base); \
+	VMOVUPS Y10, 320(base); \
+	VMOVUPS Y11, 352(base)
+
+// DW12 is one 8-pixel step of the weight-gradient kernels: the 4 output
+// gradients at SI, SI+R12, SI+R13 and SI+D3 (output channels o0 … o0+3)
+// and the 3 input vectors X0, X1, X2 (the 3 taps), into 12 accumulators
+// (output j, tap t: Y(j*3+t)).
+#define DW12(X0, X1, X2, D3) \
+	VMOVUPS     X0, Y12; \
+	VMOVUPS     X1, Y13; \
+	VMOVUPS     X2, Y14; \
 	VMOVUPS     (SI), Y15; \
 	VFMADD231PS Y12, Y15, Y0; \
 	VFMADD231PS Y13, Y15, Y1; \
@@ -178,10 +224,14 @@ o8store:
 	VFMADD231PS Y12, Y15, Y6; \
 	VFMADD231PS Y13, Y15, Y7; \
 	VFMADD231PS Y14, Y15, Y8; \
-	VMOVUPS     (SI)(R9*1), Y15; \
+	VMOVUPS     (SI)(D3*1), Y15; \
 	VFMADD231PS Y12, Y15, Y9; \
 	VFMADD231PS Y13, Y15, Y10; \
 	VFMADD231PS Y14, Y15, Y11
+
+// DW3 is DW12 for the 3×3 kernel: the input at (row+dy, x0+dx), dx = 0, 1,
+// 2 (adjacent pixels), the fourth gradient at SI+R9.
+#define DW3 DW12((DI), 4(DI), 8(DI), R9)
 
 // func conv3x3dw(acc *float32, dy *float32, dystride int, x *float32, xrow, h, w, n, dysample, xsample int)
 // acc[(j*3+dx)*8 + lane] = the lane's share of Σ over n samples and the
@@ -197,33 +247,13 @@ TEXT ·conv3x3dw(SB), NOSPLIT, $0-80
 	MOVQ xrow+32(FP), R8
 	SHLQ $2, R8
 	MOVQ w+48(FP), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO12
 	XORQ R11, R11 // sample
 
 dwsample:
 	CMPQ R11, n+56(FP)
 	JAE  dwstore
-	MOVQ dysample+64(FP), AX
-	IMULQ R11, AX
-	SHLQ $2, AX
-	MOVQ dy+8(FP), SI
-	ADDQ AX, SI
-	MOVQ xsample+72(FP), AX
-	IMULQ R11, AX
-	SHLQ $2, AX
-	MOVQ x+24(FP), DI
-	ADDQ AX, DI
+	SAMPLE_PTRS(dysample+64(FP), xsample+72(FP))
 	MOVQ h+40(FP), CX
 	TESTQ CX, CX
 	JZ   dwnext
@@ -246,18 +276,7 @@ dwnext:
 	JMP  dwsample
 
 dwstore:
-	VMOVUPS Y0, (DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 64(DX)
-	VMOVUPS Y3, 96(DX)
-	VMOVUPS Y4, 128(DX)
-	VMOVUPS Y5, 160(DX)
-	VMOVUPS Y6, 192(DX)
-	VMOVUPS Y7, 224(DX)
-	VMOVUPS Y8, 256(DX)
-	VMOVUPS Y9, 288(DX)
-	VMOVUPS Y10, 320(DX)
-	VMOVUPS Y11, 352(DX)
+	STORE12(DX)
 	VZEROUPPER
 	RET
 
@@ -349,30 +368,9 @@ t24store:
 	VZEROUPPER
 	RET
 
-// DWT is one 8-pixel step of the k×k weight-gradient kernel: the 4
-// output gradients at p (SI, SI+R12, SI+R13, SI+DX) and the input at
-// p + the 3 taps' offsets (R8, R9, R10) into 12 accumulators (output j,
-// tap t: Y(j*3+t)).
-#define DWT \
-	VMOVUPS     (DI)(R8*1), Y12; \
-	VMOVUPS     (DI)(R9*1), Y13; \
-	VMOVUPS     (DI)(R10*1), Y14; \
-	VMOVUPS     (SI), Y15; \
-	VFMADD231PS Y12, Y15, Y0; \
-	VFMADD231PS Y13, Y15, Y1; \
-	VFMADD231PS Y14, Y15, Y2; \
-	VMOVUPS     (SI)(R12*1), Y15; \
-	VFMADD231PS Y12, Y15, Y3; \
-	VFMADD231PS Y13, Y15, Y4; \
-	VFMADD231PS Y14, Y15, Y5; \
-	VMOVUPS     (SI)(R13*1), Y15; \
-	VFMADD231PS Y12, Y15, Y6; \
-	VFMADD231PS Y13, Y15, Y7; \
-	VFMADD231PS Y14, Y15, Y8; \
-	VMOVUPS     (SI)(DX*1), Y15; \
-	VFMADD231PS Y12, Y15, Y9; \
-	VFMADD231PS Y13, Y15, Y10; \
-	VFMADD231PS Y14, Y15, Y11
+// DWT is DW12 for the k×k kernel: the input at p + the 3 taps' offsets
+// (R8, R9, R10), the fourth gradient at SI+DX.
+#define DWT DW12((DI)(R8*1), (DI)(R9*1), (DI)(R10*1), DX)
 
 // func convTapsDW(acc *float32, dy *float32, dystride int, x *float32, taps *int, npix, n, dysample, xsample int)
 // acc[(j*3+t)*8 + lane] = the lane's share of Σ over n samples and the
@@ -389,33 +387,13 @@ TEXT ·convTapsDW(SB), NOSPLIT, $0-72
 	MOVQ   (AX), R8
 	MOVQ   8(AX), R9
 	MOVQ   16(AX), R10
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO12
 	XORQ   R11, R11 // sample
 
 dwtsample:
 	CMPQ  R11, n+48(FP)
 	JAE   dwtstore
-	MOVQ  dysample+56(FP), AX
-	IMULQ R11, AX
-	SHLQ  $2, AX
-	MOVQ  dy+8(FP), SI
-	ADDQ  AX, SI
-	MOVQ  xsample+64(FP), AX
-	IMULQ R11, AX
-	SHLQ  $2, AX
-	MOVQ  x+24(FP), DI
-	ADDQ  AX, DI
+	SAMPLE_PTRS(dysample+56(FP), xsample+64(FP))
 	MOVQ  npix+40(FP), BX
 	TESTQ BX, BX
 	JZ    dwtnext
@@ -433,17 +411,6 @@ dwtnext:
 
 dwtstore:
 	MOVQ    acc+0(FP), AX
-	VMOVUPS Y0, (AX)
-	VMOVUPS Y1, 32(AX)
-	VMOVUPS Y2, 64(AX)
-	VMOVUPS Y3, 96(AX)
-	VMOVUPS Y4, 128(AX)
-	VMOVUPS Y5, 160(AX)
-	VMOVUPS Y6, 192(AX)
-	VMOVUPS Y7, 224(AX)
-	VMOVUPS Y8, 256(AX)
-	VMOVUPS Y9, 288(AX)
-	VMOVUPS Y10, 320(AX)
-	VMOVUPS Y11, 352(AX)
+	STORE12(AX)
 	VZEROUPPER
 	RET
