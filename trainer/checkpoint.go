@@ -239,6 +239,9 @@ func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
 		Model: cfg.Model.String(), Arch: arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
 		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos,
 	}
+	if len(pos.Reshard) > 0 {
+		m.Version = reshardVersion
+	}
 	cfg.Sync.unit().checkpointMeta(j, &m)
 	if !model.IdentityLabels(j.labels) {
 		m.ClassLabels = j.labels
@@ -259,18 +262,24 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
 	case m.Ranks != j.Comm.Size() && !cfg.Sync.unit().reshards(cfg):
-		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce, and ps under bsp, resume on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
-	case m.Workers < 1:
-		return fmt.Sprintf("it names %d training ranks", m.Workers)
+		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce and dpsgd, and ps under bsp, resume on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
+	case m.Workers < 1 || m.Workers > j.sched.n:
+		return fmt.Sprintf("it names %d training ranks for %d samples", m.Workers, j.sched.n)
 	case m.Workers != j.sched.ranks && j.trainSrc == nil:
 		return fmt.Sprintf("it was written by %d training ranks, this job has %d: only dense data is dealt to another number of them", m.Workers, j.sched.ranks)
 	}
 	if why := cfg.Sync.unit().compatible(j, c); why != "" {
 		return why
 	}
-	// Under ps the number of servers may differ (the unit said whether):
-	// the hash is compared with the checkpoint's.
+	if err := checkSegments(m.Reshard, j.sched.n); err != nil {
+		return err.Error()
+	}
+	// Under ps the number of servers may differ (the unit said whether),
+	// and on another number of training ranks the batch, where a small
+	// data set capped it at the largest shard (newSchedule): the hash is
+	// compared with the checkpoint's.
 	hc := cfg
+	hc.Batch = j.batchOf(m.Workers)
 	if cfg.Sync == SyncPS {
 		hc.PS.Servers = m.Servers
 	}
@@ -278,20 +287,26 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 	case m.ConfigHash != fmt.Sprintf("%016x", hc.checkpointHash()):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; Config.Epochs and Config.MaxSteps may differ)",
 			m.ConfigHash, hc.checkpointHash())
-	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || checkSegments(m.Reshard) != nil || m.Step >= j.stepsOf(m):
-		return fmt.Sprintf("bad position %+v", m.Position)
+	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.stepsOf(m):
+		return fmt.Sprintf("bad position: epoch %d step %d, %d steps run", m.Epoch, m.Step, m.Steps)
 	}
 	return ""
 }
 
+// batchOf is the batch per rank a job of workers training ranks ran at:
+// --batch, capped at the largest shard (newSchedule).
+func (j *job) batchOf(workers int) int {
+	return newSchedule(j.sched.n, workers, j.askedBatch).batch
+}
+
 // stepsOf is the steps of the epoch checkpoint m is in, as the job that
-// wrote it ran them (its ranks, and how the epoch was begun). The
-// configuration hashes match, so it had this job's batch.
+// wrote it ran them (its ranks, its batch, and how the epoch was begun).
 func (j *job) stepsOf(m *checkpointMeta) int {
+	b := j.batchOf(m.Workers)
 	if len(m.Reshard) == 0 {
-		return newSchedule(j.sched.n, m.Workers, j.cfg.Batch).stepsPerEpoch()
+		return newSchedule(j.sched.n, m.Workers, b).stepsPerEpoch()
 	}
-	return partSteps(epochParts(j.sched.n, j.cfg.Seed, m.Epoch, j.cfg.Shuffle, m.Reshard, m.Workers), j.cfg.Batch)
+	return partSteps(epochParts(j.sched.n, j.cfg.Seed, m.Epoch, j.cfg.Shuffle, m.Reshard, m.Workers), b)
 }
 
 // sameLabels reports whether two class-label mappings are the same (nil
@@ -406,7 +421,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		case ck != nil:
 			start = ck.Meta.Position
 			if ck.Meta.Workers != j.sched.ranks {
-				start = resharded(start, ck.Meta.Workers, j.cfg.Batch)
+				start = resharded(start, ck.Meta.Workers, j.batchOf(ck.Meta.Workers))
 				if j.Out != nil && len(start.Reshard) > 0 {
 					fmt.Fprintf(j.Out, "resume: %s was written by %d training ranks at step %d of epoch %d: the rest of the epoch goes to these %d\n",
 						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.sched.ranks)

@@ -36,10 +36,15 @@ import (
 // entries dropped or reordered. numpy's np.load(f)["layer0.weight"] reads
 // the weights; meta.json comes back as bytes.
 
-// checkpointFormat and checkpointVersion identify the layout above.
+// checkpointFormat and checkpointVersion identify the layout above;
+// reshardVersion is the version of a checkpoint whose position is inside
+// an epoch re-dealt to another number of ranks (Position.Reshard), which a
+// binary from before it would read as a position in the standard order:
+// it refuses version 2.
 const (
 	checkpointFormat  = "dml-checkpoint"
 	checkpointVersion = 1
+	reshardVersion    = 2
 	checksumEntry     = "checksum.sha256"
 	metaEntry         = "meta.json"
 	optEntry          = "optimizer.npy"
@@ -194,8 +199,11 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if err := json.Unmarshal(entries[metaEntry], &c.Meta); err != nil {
 		return nil, fmt.Errorf("%s: %w", metaEntry, err)
 	}
-	if c.Meta.Format != checkpointFormat || c.Meta.Version != checkpointVersion {
-		return nil, fmt.Errorf("format %q version %d, want %q version %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion)
+	if c.Meta.Format != checkpointFormat || c.Meta.Version != checkpointVersion && c.Meta.Version != reshardVersion {
+		return nil, fmt.Errorf("format %q version %d, want %q version %d or %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion, reshardVersion)
+	}
+	if (c.Meta.Version == reshardVersion) != (len(c.Meta.Reshard) > 0) {
+		return nil, fmt.Errorf("version %d with %d re-dealt stretches", c.Meta.Version, len(c.Meta.Reshard))
 	}
 	arch := c.Meta.Arch
 	if len(arch.Sizes) < 2 || slices.ContainsFunc(arch.Sizes, func(s int) bool { return s <= 0 || s > len(b) }) {

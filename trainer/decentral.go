@@ -59,6 +59,11 @@ func (ownModelUnit) compatible(j *job, c *checkpoint) string {
 	if c.Meta.RankStates != j.Comm.Size() && c.Meta.RankStates != c.Meta.Ranks {
 		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
 	}
+	for q, st := range c.RankStates {
+		if len(st) != len(c.RankStates[0]) {
+			return fmt.Sprintf("rank %d's state has %d values, rank 0's %d", q, len(st), len(c.RankStates[0]))
+		}
+	}
 	return ""
 }
 
@@ -161,6 +166,7 @@ func (l *localModel) Scope() Scope { return ScopeWorker }
 // loadBatch uploads the step's batch.
 func (l *localModel) loadBatch(idx []int) error {
 	l.n = len(idx)
+	l.j.loaded(-1, l.train, idx, -1)
 	sp := l.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := l.m.LoadBatch(l.train, idx)
 	sp.Err(err).End()

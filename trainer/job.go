@@ -445,6 +445,9 @@ type job struct {
 	// partLens every rank's count (nil outside such an epoch).
 	trainSrc           data.DenseSource
 	partRows, partLens []int
+	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
+	// largest shard).
+	askedBatch int
 }
 
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,
@@ -452,7 +455,7 @@ type job struct {
 // that serve hold none of it.
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
-	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1}
+	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1, askedBatch: cfg.Batch}
 	servers := cfg.Sync.unit().servers(cfg)
 	members := n - servers
 	j.shardIdx, j.reporter = rank-servers, servers

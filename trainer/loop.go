@@ -208,6 +208,11 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			if order, steps, err = j.reshardEpoch(s, epoch, pos.Reshard); err != nil {
 				return pos, 0, err
 			}
+			if steps == 0 { // nothing of it was left
+				j.endReshard(s)
+				pos = Position{Epoch: epoch + 1, Steps: pos.Steps}
+				continue
+			}
 		default:
 			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), epoch, cfg.Shuffle)
 		}
@@ -245,9 +250,6 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			}
 			step := pos.Step
 			j.augEpoch = spEpoch
-			if stepRowsHook != nil && !paced {
-				stepRowsHook(j.Comm.Rank(), epoch, j.globalRows(idx, nil))
-			}
 			if paced {
 				step = res.Steps // the strategy's own count
 			}
@@ -355,9 +357,17 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 	return pos, total, nil
 }
 
-// stepRowsHook, when set (tests), is told the training set's rows of
-// every step a rank runs, with the epoch.
-var stepRowsHook func(rank, epoch int, rows []int)
+// loadHook, when set (tests), is told what every step's batch loads on a
+// rank: the epoch and step, the set and its rows, and the global batch the
+// gradient is scaled by (−1 where a rank scales by its own batch).
+var loadHook func(rank, epoch, step int, set *data.Dense, idx []int, globalBatch int)
+
+// loaded tells loadHook of a batch.
+func (j *job) loaded(step int, set *data.Dense, idx []int, globalBatch int) {
+	if loadHook != nil {
+		loadHook(j.Comm.Rank(), j.augEpoch, step, set, idx, globalBatch)
+	}
+}
 
 // step runs one step of s: prepare, compute, the straggler's delay, exchange.
 func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {

@@ -98,11 +98,20 @@ func resharded(pos Position, ranks, batch int) Position {
 	return Position{Epoch: pos.Epoch, Step: 0, Steps: pos.Steps, Reshard: segs}
 }
 
-// checkSegments reports a Reshard that no run could have written.
-func checkSegments(segs []Segment) error {
+// maxSegments bounds how many sizes one epoch may have run at (a
+// checkpoint's record of them is read before anything is trusted).
+const maxSegments = 64
+
+// checkSegments reports a Reshard that no run on n samples could have
+// written: too many stretches, or one of no rank, more ranks or a larger
+// batch than samples, or more steps than an epoch has.
+func checkSegments(segs []Segment, n int) error {
+	if len(segs) > maxSegments {
+		return fmt.Errorf("its epoch ran at %d sizes, more than %d", len(segs), maxSegments)
+	}
 	for i, sg := range segs {
-		if sg.Ranks < 1 || sg.Steps < 0 || sg.Batch < 1 {
-			return fmt.Errorf("bad stretch %d of the epoch (%+v)", i+1, sg)
+		if sg.Ranks < 1 || sg.Ranks > n || sg.Batch < 1 || sg.Batch > n || sg.Steps < 0 || sg.Steps > n {
+			return fmt.Errorf("stretch %d of its epoch (%d ranks, %d steps of batch %d) does not fit %d samples", i+1, sg.Ranks, sg.Steps, sg.Batch, n)
 		}
 	}
 	return nil

@@ -1,6 +1,10 @@
 package trainer
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -74,28 +78,107 @@ func TestEpochParts(t *testing.T) {
 	}
 }
 
-// rowsLog records the training rows of every step (stepRowsHook), by
-// epoch.
+// rowsLog records what the strategies load (loadHook): the training
+// set's rows of each epoch (found by their contents), and for each step
+// the rows all ranks loaded and the global batch they scaled by.
 type rowsLog struct {
-	mu   sync.Mutex
-	rows map[int][]int
+	mu     sync.Mutex
+	ids    map[string]int
+	rows   map[int][]int
+	loaded map[[2]int]int
+	gb     map[[2]int]int
+	bad    []string
 }
 
-func logRows(t *testing.T) *rowsLog {
-	l := &rowsLog{rows: map[int][]int{}}
-	stepRowsHook = func(_, epoch int, rows []int) {
-		l.mu.Lock()
-		l.rows[epoch] = append(l.rows[epoch], rows...)
-		l.mu.Unlock()
+// rowKey is row x's bits.
+func rowKey(x []float32) string {
+	b := make([]byte, 0, 4*len(x))
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	t.Cleanup(func() { stepRowsHook = nil })
+	return string(b)
+}
+
+// logRows sets loadHook to record into a rowsLog, for cfg's training set
+// (whose rows must differ).
+func logRows(t *testing.T, cfg Config) *rowsLog {
+	t.Helper()
+	src, _, err := cfg.Data.Open(cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, _ := src.Shape()
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	full, err := src.Subset(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &rowsLog{ids: map[string]int{}, rows: map[int][]int{}, loaded: map[[2]int]int{}, gb: map[[2]int]int{}}
+	c := full.Cols
+	for i := range n {
+		k := rowKey(full.X[i*c : (i+1)*c])
+		if _, dup := l.ids[k]; dup {
+			t.Fatalf("rows %d and %d of the training set are alike", l.ids[k], i)
+		}
+		l.ids[k] = i
+	}
+	loadHook = func(rank, epoch, step int, set *data.Dense, idx []int, gb int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, i := range idx {
+			row, ok := l.ids[rowKey(set.X[i*set.Cols:(i+1)*set.Cols])]
+			if !ok {
+				l.bad = append(l.bad, fmt.Sprintf("rank %d loaded a row not in the training set", rank))
+			}
+			l.rows[epoch] = append(l.rows[epoch], row)
+		}
+		k := [2]int{epoch, step}
+		l.loaded[k] += len(idx)
+		if gb < 0 {
+			return
+		}
+		if old, ok := l.gb[k]; ok && old != gb {
+			l.bad = append(l.bad, fmt.Sprintf("epoch %d step %d: ranks scaled by global batches %d and %d", epoch, step, old, gb))
+		}
+		l.gb[k] = gb
+	}
+	t.Cleanup(func() { loadHook = nil })
 	return l
+}
+
+// ran ends a run: every step's global batch was the rows the ranks
+// loaded; the steps' records are cleared (the next run numbers its steps
+// anew), the rows kept.
+func (l *rowsLog) ran(t *testing.T) {
+	t.Helper()
+	for _, b := range l.bad {
+		t.Error(b)
+	}
+	for k, gb := range l.gb {
+		if l.loaded[k] != gb {
+			t.Errorf("epoch %d step %d: the ranks loaded %d rows and scaled by a global batch of %d", k[0], k[1], l.loaded[k], gb)
+		}
+	}
+	l.bad = nil
+	clear(l.loaded)
+	clear(l.gb)
+}
+
+// reset forgets what was recorded.
+func (l *rowsLog) reset() {
+	clear(l.rows)
+	clear(l.loaded)
+	clear(l.gb)
 }
 
 // onceEach checks that every row epoch trained was trained once and that
 // they are the rows 0 … n−1, and returns n.
 func (l *rowsLog) onceEach(t *testing.T, epoch int) int {
 	t.Helper()
+	l.ran(t)
 	counts := map[int]int{}
 	n := 0
 	for _, row := range l.rows[epoch] {
@@ -122,12 +205,13 @@ func (l *rowsLog) onceEach(t *testing.T, epoch int) int {
 func TestResumeOtherRanks(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle, cfg.Epochs = true, 2
-	log := logRows(t)
+	log := logRows(t, cfg)
 	dirA, dirB := t.TempDir(), t.TempDir()
 	a := cfg
 	a.MaxSteps = 5 // of 13 per epoch on 2 ranks
 	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dirA, Every: 100}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	filesA, _ := listCheckpoints(dirA)
 
 	// 3 ranks, 2 steps into the rest, then 4 ranks to the end.
@@ -136,6 +220,7 @@ func TestResumeOtherRanks(t *testing.T) {
 	var out strings.Builder
 	_, errs = runOut(t, 3, b, Checkpointing{Dir: dirB, Every: 100, ResumeFile: filesA[0]}, &out)
 	noErrs(t, errs)
+	log.ran(t)
 	if s := out.String(); !strings.Contains(s, "written by 2 training ranks at step 5 of epoch 1: the rest of the epoch goes to these 3") {
 		t.Errorf("the 3-rank run does not say it re-deals the epoch:\n%s", s)
 	}
@@ -145,6 +230,7 @@ func TestResumeOtherRanks(t *testing.T) {
 	}
 	res, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: filesB[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	n := res[0].Epochs[0].Steps
 	nTrain := log.onceEach(t, 1)
 	if len(log.rows[2]) != nTrain {
@@ -160,8 +246,10 @@ func TestResumeOtherRanks(t *testing.T) {
 	// the 3 ranks do straight on from the 2-rank checkpoint.
 	straight, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: filesA[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	again, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: filesB[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	if !slices.Equal(finalParams(t, again), finalParams(t, straight)) {
 		t.Error("resumed inside the re-dealt rest at its own size: other weights than straight through")
 	}
@@ -198,28 +286,33 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle, cfg.Epochs = true, 2
 	cfg.Sync, cfg.PS.Servers = SyncPS, 1
-	log := logRows(t)
+	log := logRows(t, cfg)
 	dir := t.TempDir()
 	a := cfg
 	a.MaxSteps = 5
 	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	files, _ := listCheckpoints(dir)
 	straight := finalParams(t, mustRun(t, 3, cfg)[1:])
+	log.ran(t)
 
 	two := cfg
 	two.PS.Servers = 2
 	res, errs := runCkpt(t, 4, two, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	if !slices.Equal(finalParams(t, res[2:]), straight) {
 		t.Error("resumed on 2 servers: other weights than 1 server straight through")
 	}
 
-	clear(log.rows)
+	log.reset()
 	_, errs = runCkpt(t, 3, a, Checkpointing{Dir: t.TempDir(), Every: 100}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	if log.onceEach(t, 1) != len(log.rows[2]) {
 		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d", len(log.rows[1]), len(log.rows[2]))
 	}
@@ -232,6 +325,7 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	d2 := t.TempDir()
 	_, errs = runCkpt(t, 3, func() Config { c := ssp; c.MaxSteps = 5; return c }(), Checkpointing{Dir: d2, Every: 100}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	f2, _ := listCheckpoints(d2)
 	_, errs = runCkpt(t, 4, ssp, Checkpointing{ResumeFile: f2[0]}, 0)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "ps under bsp") {
@@ -247,12 +341,13 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle, cfg.Epochs = true, 2
 	cfg.Sync, cfg.Topology = SyncDPSGD, gossip.Ring
-	log := logRows(t)
+	log := logRows(t, cfg)
 	dir := t.TempDir()
 	a := cfg
 	a.MaxSteps = 5
 	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	files, _ := listCheckpoints(dir)
 	b, err := os.ReadFile(files[0])
 	if err != nil {
@@ -266,13 +361,29 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	none.MaxSteps = 5
 	res, errs := runCkpt(t, 4, none, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	if !slices.Equal(finalParams(t, res), ck.Params) {
 		t.Error("resumed on 4 ranks without a step: other weights than the checkpoint's consensus model")
 	}
 	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
 	noErrs(t, errs)
+	log.ran(t)
 	if log.onceEach(t, 1) != len(log.rows[2]) || res[0].Steps <= 5 {
 		t.Errorf("epoch 1 trained %d rows over the two runs, epoch 2 %d; %d steps", len(log.rows[1]), len(log.rows[2]), res[0].Steps)
+	}
+	// Rank states of different lengths: refused, not a panic.
+	ck.RankStates[0] = append(ck.RankStates[0], 1, 2, 3)
+	raw, err := ck.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "bad.npz")
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs = runCkpt(t, 2, cfg, Checkpointing{ResumeFile: p}, 0)
+	if !errors.Is(errs[0], ErrCheckpoint) || !strings.Contains(errs[0].Error(), "rank 1's state has") {
+		t.Errorf("rank states of different lengths: %v, want a refusal", errs[0])
 	}
 }
 
@@ -285,5 +396,98 @@ func TestConsensusState(t *testing.T) {
 	}
 	if got := consensusState([]float32{1, 2}, [][]float32{{5, 6}, {7, 8}}); !slices.Equal(got, []float32{1, 2}) {
 		t.Errorf("without optimizer state: %v", got)
+	}
+}
+
+// TestResumeOtherRanksRefusesBadRecords: a checkpoint whose record of a
+// re-dealt epoch could not have been written (an overflowing stretch, too
+// many stretches, a stretch of more ranks than samples), or whose dpsgd
+// rank states differ in length, is refused in one line, without a panic;
+// a checkpoint inside a re-dealt epoch is version 2 (which binaries from
+// before refuse), and one elsewhere stays version 1.
+func TestResumeOtherRanksRefusesBadRecords(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Shuffle = true
+	dir := t.TempDir()
+	a := cfg
+	a.MaxSteps = 5
+	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dir, Every: 100}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir)
+	dirB := t.TempDir()
+	b := cfg
+	b.MaxSteps = 7
+	_, errs = runCkpt(t, 3, b, Checkpointing{Dir: dirB, Every: 100, ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	filesB, _ := listCheckpoints(dirB)
+	read := func(path string) *checkpoint {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, err := decodeCheckpoint(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ck
+	}
+	if v := read(files[0]).Meta.Version; v != checkpointVersion {
+		t.Errorf("a checkpoint in the standard order is version %d", v)
+	}
+	ck := read(filesB[0])
+	if ck.Meta.Version != reshardVersion || len(ck.Meta.Reshard) != 1 {
+		t.Fatalf("the checkpoint inside the re-dealt epoch: version %d, %+v", ck.Meta.Version, ck.Meta.Reshard)
+	}
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*checkpoint)
+	}{
+		{"overflow", "does not fit", func(c *checkpoint) { c.Meta.Reshard[0].Steps, c.Meta.Reshard[0].Batch = 1<<62+1, 2 }},
+		{"ranks", "does not fit", func(c *checkpoint) { c.Meta.Reshard[0].Ranks = 1 << 40 }},
+		{"many", "sizes", func(c *checkpoint) {
+			for len(c.Meta.Reshard) <= maxSegments {
+				c.Meta.Reshard = append(c.Meta.Reshard, c.Meta.Reshard[0])
+			}
+		}},
+		{"workers", "training ranks for", func(c *checkpoint) { c.Meta.Workers = 1 << 40 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := read(filesB[0])
+			tc.edit(c)
+			raw, err := c.encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(t.TempDir(), "bad.npz")
+			if err := os.WriteFile(p, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: p}, 0)
+			if !errors.Is(errs[0], ErrCheckpoint) || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Errorf("resumed from it: %v, want a refusal saying %q", errs[0], tc.want)
+			}
+		})
+	}
+}
+
+// TestResumeOtherRanksCappedBatch: on a data set so small that --batch is
+// capped at the largest shard, which depends on the ranks (80 on 2 ranks of
+// 203 samples, 68 on 3), a checkpoint resumes on another number of ranks
+// all the same, the stretch run at the first cap, every sample once.
+func TestResumeOtherRanksCappedBatch(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Shuffle, cfg.Batch, cfg.Epochs = true, 80, 2
+	log := logRows(t, cfg)
+	dir := t.TempDir()
+	a := cfg
+	a.MaxSteps = 1
+	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dir, Every: 100}, 0)
+	noErrs(t, errs)
+	log.ran(t)
+	files, _ := listCheckpoints(dir)
+	_, errs = runCkpt(t, 3, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	noErrs(t, errs)
+	if n := log.onceEach(t, 1); n != len(log.rows[2]) {
+		t.Errorf("epoch 1: %d rows, epoch 2: %d", n, len(log.rows[2]))
 	}
 }

@@ -35,6 +35,7 @@ type TrainState struct {
 
 // Clone returns a deep copy.
 func (s TrainState) Clone() TrainState {
+	s.Reshard = slices.Clone(s.Reshard)
 	s.Arch.Sizes = slices.Clone(s.Arch.Sizes)
 	s.Params = slices.Clone(s.Params)
 	s.OptState = slices.Clone(s.OptState)

@@ -118,6 +118,11 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		if err := st.check(m.Arch, opt.StateLen()); err != nil {
 			return nil, err
 		}
+		if j.resume == nil && len(st.Reshard) > 0 {
+			// Trainer.Start hands a state over on as many ranks as ran
+			// it; an epoch re-dealt to them is a checkpoint's to record.
+			return nil, fmt.Errorf("Trainer.Start: the state is inside an epoch re-dealt to another number of ranks (Position.Reshard): resume it from its checkpoint")
+		}
 		params, pos = st.Params, st.Position
 		if err := opt.LoadState(st.OptState); err != nil {
 			return nil, err
@@ -200,6 +205,7 @@ func (s *allreduceStrategy) downloadLayer(_, lo, _ int) error {
 // Prepare uploads the batch (features and labels in one piece).
 func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 	s.gb = s.j.globalBatch(step)
+	s.j.loaded(step, s.train, idx, s.gb)
 	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := s.m.LoadBatch(s.train, idx)
 	sp.Err(err).End()

@@ -259,10 +259,18 @@ func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
 // as one synchronous step with the same --lr.
 func (p *psWorker) scale(rows, step int) float32 {
 	workers := p.j.sched.ranks
-	if p.j.cfg.PS.Consistency == ps.BSP {
-		return float32(workers) / float32(p.j.globalBatch(step))
+	if gb := p.bspBatch(step); gb >= 0 {
+		return float32(workers) / float32(gb)
 	}
 	return 1 / float32(max(1, rows)*workers)
+}
+
+// bspBatch is the global batch of step under bsp, −1 otherwise.
+func (p *psWorker) bspBatch(step int) int {
+	if p.j.cfg.PS.Consistency != ps.BSP {
+		return -1
+	}
+	return p.j.globalBatch(step)
 }
 
 func (p *psWorker) Describe() string {
@@ -357,6 +365,7 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 		return err
 	}
 	sp = d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.j.loaded(step, d.train, idx, d.bspBatch(step))
 	d.rows, err = d.m.LoadBatch(d.train, idx)
 	sp.Err(err).End()
 	if err != nil {
