@@ -6,8 +6,13 @@ import (
 	"github.com/dml-project/dml/trainer/data"
 )
 
-// Resuming at another number of ranks (issue 20's first part; --sync
-// allreduce, where every rank holds the whole training state).
+// Resuming at another number of ranks (issue 20's first part): under
+// --sync allreduce, where every rank holds the whole training state; under
+// ps bsp, whose checkpoint holds the servers' whole vectors (any number of
+// servers lays them anew) and whose workers are at one step; under dpsgd,
+// from the consensus model (consensusState). The strategy's unit says
+// which (reshards), and its Strategy trains a re-dealt epoch's rows
+// (trainSwapper).
 //
 // An epoch's sample order is a pure function of (seed, shard, epoch) for
 // a given number of ranks: rank q of R walks its strided shard
