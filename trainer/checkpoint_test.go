@@ -33,34 +33,46 @@ func runCkpt(t *testing.T, n int, cfg Config, ck Checkpointing, stopAfter int) (
 // stopAfter-th call of Stop (a server calls it at every receive).
 func runCkptStop(t *testing.T, n int, cfg Config, ck Checkpointing, stopRank, stopAfter int) ([]*Result, []error) {
 	t.Helper()
-	w := local.NewWorld(n)
-	w.SetTimeout(20 * time.Second)
-	res := make([]*Result, n)
-	errs := w.Run(func(c *local.Comm) error {
-		mine := ck
-		tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}
+	return runTrainers(t, n, cfg, ck, func(c *local.Comm, tr *Trainer) {
 		calls := 0
 		tr.Stop = func() bool {
 			calls++
 			return stopAfter > 0 && c.Rank() == stopRank && calls >= stopAfter
 		}
-		var err error
-		res[c.Rank()], err = tr.Run(cfg)
-		return err
 	})
-	return res, errs
 }
 
 // runWorldCkpt trains cfg with checkpoint settings ck and no Stop.
 func runWorldCkpt(t *testing.T, n int, cfg Config, ck Checkpointing) ([]*Result, []error) {
+	t.Helper()
+	return runTrainers(t, n, cfg, ck, nil)
+}
+
+// runOut is runWorldCkpt with rank 0 printing to out.
+func runOut(t *testing.T, n int, cfg Config, ck Checkpointing, out *strings.Builder) ([]*Result, []error) {
+	t.Helper()
+	return runTrainers(t, n, cfg, ck, func(c *local.Comm, tr *Trainer) {
+		if c.Rank() == 0 {
+			tr.Out = out
+		}
+	})
+}
+
+// runTrainers trains cfg on n in-process ranks (cpu backend), each with
+// its own copy of ck, after set (when not nil) has set up each Trainer.
+func runTrainers(t *testing.T, n int, cfg Config, ck Checkpointing, set func(*local.Comm, *Trainer)) ([]*Result, []error) {
 	t.Helper()
 	w := local.NewWorld(n)
 	w.SetTimeout(20 * time.Second)
 	res := make([]*Result, n)
 	errs := w.Run(func(c *local.Comm) error {
 		mine := ck
+		tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}
+		if set != nil {
+			set(c, tr)
+		}
 		var err error
-		res[c.Rank()], err = (&Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}).Run(cfg)
+		res[c.Rank()], err = tr.Run(cfg)
 		return err
 	})
 	return res, errs
@@ -253,19 +265,8 @@ func TestCheckpointRefused(t *testing.T) {
 		}
 		more := cfg
 		more.MaxSteps = 12
-		w := local.NewWorld(2)
-		w.SetTimeout(20 * time.Second)
 		var out strings.Builder
-		res := make([]*Result, 2)
-		errs := w.Run(func(c *local.Comm) error {
-			tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &Checkpointing{Dir: dir, ResumeLatest: true}}
-			if c.Rank() == 0 {
-				tr.Out = &out
-			}
-			var err error
-			res[c.Rank()], err = tr.Run(more)
-			return err
-		})
+		res, errs := runOut(t, 2, more, Checkpointing{Dir: dir, ResumeLatest: true}, &out)
 		noErrs(t, errs)
 		if s := out.String(); !strings.Contains(s, "refusing "+files[0]) || !strings.Contains(s, "falling back") ||
 			!strings.Contains(s, "from "+files[1]) {

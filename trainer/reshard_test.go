@@ -12,10 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/dml-project/dml/collectives/local"
-	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
@@ -206,19 +203,15 @@ func TestResumeOtherRanks(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle, cfg.Epochs = true, 2
 	log := logRows(t, cfg)
-	dirA, dirB := t.TempDir(), t.TempDir()
-	a := cfg
-	a.MaxSteps = 5 // of 13 per epoch on 2 ranks
-	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dirA, Every: 100}, 0)
-	noErrs(t, errs)
+	ckA := checkpointAt(t, 2, cfg, 5, "") // of 13 steps per epoch on 2 ranks
 	log.ran(t)
-	filesA, _ := listCheckpoints(dirA)
+	dirB := t.TempDir()
 
 	// 3 ranks, 2 steps into the rest, then 4 ranks to the end.
 	b := cfg
 	b.MaxSteps = 7
 	var out strings.Builder
-	_, errs = runOut(t, 3, b, Checkpointing{Dir: dirB, Every: 100, ResumeFile: filesA[0]}, &out)
+	_, errs := runOut(t, 3, b, Checkpointing{Dir: dirB, Every: 100, ResumeFile: ckA}, &out)
 	noErrs(t, errs)
 	log.ran(t)
 	if s := out.String(); !strings.Contains(s, "written by 2 training ranks at step 5 of epoch 1: the rest of the epoch goes to these 3") {
@@ -244,7 +237,7 @@ func TestResumeOtherRanks(t *testing.T) {
 
 	// The 3-rank checkpoint inside the rest, resumed on 3 ranks, ends as
 	// the 3 ranks do straight on from the 2-rank checkpoint.
-	straight, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: filesA[0]}, 0)
+	straight, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: ckA}, 0)
 	noErrs(t, errs)
 	log.ran(t)
 	again, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: filesB[0]}, 0)
@@ -258,25 +251,6 @@ func TestResumeOtherRanks(t *testing.T) {
 	}
 }
 
-// runOut is runCkpt without a stop request, rank 0 printing to out.
-func runOut(t *testing.T, n int, cfg Config, ck Checkpointing, out *strings.Builder) ([]*Result, []error) {
-	t.Helper()
-	w := local.NewWorld(n)
-	w.SetTimeout(20 * time.Second)
-	res := make([]*Result, n)
-	errs := w.Run(func(c *local.Comm) error {
-		mine := ck
-		tr := &Trainer{Comm: c, Backend: cpu.New(), Checkpoint: &mine}
-		if c.Rank() == 0 {
-			tr.Out = out
-		}
-		var err error
-		res[c.Rank()], err = tr.Run(cfg)
-		return err
-	})
-	return res, errs
-}
-
 // TestResumeOtherRanksPS: a ps checkpoint (bsp, 1 server, 2 workers) in
 // the middle of an epoch resumes on 2 servers and the same workers bit
 // for bit as straight through (the key ranges laid anew from the whole
@@ -287,19 +261,14 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	cfg.Shuffle, cfg.Epochs = true, 2
 	cfg.Sync, cfg.PS.Servers = SyncPS, 1
 	log := logRows(t, cfg)
-	dir := t.TempDir()
-	a := cfg
-	a.MaxSteps = 5
-	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
-	noErrs(t, errs)
+	ck := checkpointAt(t, 3, cfg, 5, "")
 	log.ran(t)
-	files, _ := listCheckpoints(dir)
 	straight := finalParams(t, mustRun(t, 3, cfg)[1:])
 	log.ran(t)
 
 	two := cfg
 	two.PS.Servers = 2
-	res, errs := runCkpt(t, 4, two, Checkpointing{ResumeFile: files[0]}, 0)
+	res, errs := runCkpt(t, 4, two, Checkpointing{ResumeFile: ck}, 0)
 	noErrs(t, errs)
 	log.ran(t)
 	if !slices.Equal(finalParams(t, res[2:]), straight) {
@@ -307,10 +276,9 @@ func TestResumeOtherRanksPS(t *testing.T) {
 	}
 
 	log.reset()
-	_, errs = runCkpt(t, 3, a, Checkpointing{Dir: t.TempDir(), Every: 100}, 0)
-	noErrs(t, errs)
+	checkpointAt(t, 3, cfg, 5, "") // its rows, logged again
 	log.ran(t)
-	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: ck}, 0)
 	noErrs(t, errs)
 	log.ran(t)
 	if log.onceEach(t, 1) != len(log.rows[2]) {
@@ -322,12 +290,9 @@ func TestResumeOtherRanksPS(t *testing.T) {
 
 	ssp := cfg
 	ssp.PS.Consistency, ssp.PS.Staleness = ps.SSP, 2
-	d2 := t.TempDir()
-	_, errs = runCkpt(t, 3, func() Config { c := ssp; c.MaxSteps = 5; return c }(), Checkpointing{Dir: d2, Every: 100}, 0)
-	noErrs(t, errs)
+	ckSSP := checkpointAt(t, 3, ssp, 5, "")
 	log.ran(t)
-	f2, _ := listCheckpoints(d2)
-	_, errs = runCkpt(t, 4, ssp, Checkpointing{ResumeFile: f2[0]}, 0)
+	_, errs = runCkpt(t, 4, ssp, Checkpointing{ResumeFile: ckSSP}, 0)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "ps under bsp") {
 		t.Errorf("ssp at another size: %v", errs[0])
 	}
@@ -342,30 +307,18 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	cfg.Shuffle, cfg.Epochs = true, 2
 	cfg.Sync, cfg.Topology = SyncDPSGD, gossip.Ring
 	log := logRows(t, cfg)
-	dir := t.TempDir()
-	a := cfg
-	a.MaxSteps = 5
-	_, errs := runCkpt(t, 3, a, Checkpointing{Dir: dir, Every: 100}, 0)
-	noErrs(t, errs)
+	path := checkpointAt(t, 3, cfg, 5, "")
 	log.ran(t)
-	files, _ := listCheckpoints(dir)
-	b, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := decodeCheckpoint(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := readCheckpointFile(t, path)
 	none := cfg
 	none.MaxSteps = 5
-	res, errs := runCkpt(t, 4, none, Checkpointing{ResumeFile: files[0]}, 0)
+	res, errs := runCkpt(t, 4, none, Checkpointing{ResumeFile: path}, 0)
 	noErrs(t, errs)
 	log.ran(t)
 	if !slices.Equal(finalParams(t, res), ck.Params) {
 		t.Error("resumed on 4 ranks without a step: other weights than the checkpoint's consensus model")
 	}
-	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	res, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: path}, 0)
 	noErrs(t, errs)
 	log.ran(t)
 	if log.onceEach(t, 1) != len(log.rows[2]) || res[0].Steps <= 5 {
@@ -373,15 +326,7 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	}
 	// Rank states of different lengths: refused, not a panic.
 	ck.RankStates[0] = append(ck.RankStates[0], 1, 2, 3)
-	raw, err := ck.encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "bad.npz")
-	if err := os.WriteFile(p, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, errs = runCkpt(t, 2, cfg, Checkpointing{ResumeFile: p}, 0)
+	_, errs = runCkpt(t, 2, cfg, Checkpointing{ResumeFile: writeCheckpointFile(t, ck)}, 0)
 	if !errors.Is(errs[0], ErrCheckpoint) || !strings.Contains(errs[0].Error(), "rank 1's state has") {
 		t.Errorf("rank states of different lengths: %v, want a refusal", errs[0])
 	}
@@ -408,33 +353,12 @@ func TestConsensusState(t *testing.T) {
 func TestResumeOtherRanksRefusesBadRecords(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle = true
-	dir := t.TempDir()
-	a := cfg
-	a.MaxSteps = 5
-	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dir, Every: 100}, 0)
-	noErrs(t, errs)
-	files, _ := listCheckpoints(dir)
-	dirB := t.TempDir()
-	b := cfg
-	b.MaxSteps = 7
-	_, errs = runCkpt(t, 3, b, Checkpointing{Dir: dirB, Every: 100, ResumeFile: files[0]}, 0)
-	noErrs(t, errs)
-	filesB, _ := listCheckpoints(dirB)
-	read := func(path string) *checkpoint {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ck, err := decodeCheckpoint(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ck
-	}
-	if v := read(files[0]).Meta.Version; v != checkpointVersion {
+	ckA := checkpointAt(t, 2, cfg, 5, "")
+	ckB := checkpointAt(t, 3, cfg, 7, ckA)
+	if v := readCheckpointFile(t, ckA).Meta.Version; v != checkpointVersion {
 		t.Errorf("a checkpoint in the standard order is version %d", v)
 	}
-	ck := read(filesB[0])
+	ck := readCheckpointFile(t, ckB)
 	if ck.Meta.Version != reshardVersion || len(ck.Meta.Reshard) != 1 {
 		t.Fatalf("the checkpoint inside the re-dealt epoch: version %d, %+v", ck.Meta.Version, ck.Meta.Reshard)
 	}
@@ -452,17 +376,9 @@ func TestResumeOtherRanksRefusesBadRecords(t *testing.T) {
 		{"workers", "training ranks for", func(c *checkpoint) { c.Meta.Workers = 1 << 40 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := read(filesB[0])
+			c := readCheckpointFile(t, ckB)
 			tc.edit(c)
-			raw, err := c.encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := filepath.Join(t.TempDir(), "bad.npz")
-			if err := os.WriteFile(p, raw, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: p}, 0)
+			_, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: writeCheckpointFile(t, c)}, 0)
 			if !errors.Is(errs[0], ErrCheckpoint) || !strings.Contains(errs[0].Error(), tc.want) {
 				t.Errorf("resumed from it: %v, want a refusal saying %q", errs[0], tc.want)
 			}
@@ -478,16 +394,56 @@ func TestResumeOtherRanksCappedBatch(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Shuffle, cfg.Batch, cfg.Epochs = true, 80, 2
 	log := logRows(t, cfg)
-	dir := t.TempDir()
-	a := cfg
-	a.MaxSteps = 1
-	_, errs := runCkpt(t, 2, a, Checkpointing{Dir: dir, Every: 100}, 0)
-	noErrs(t, errs)
+	ck := checkpointAt(t, 2, cfg, 1, "")
 	log.ran(t)
-	files, _ := listCheckpoints(dir)
-	_, errs = runCkpt(t, 3, cfg, Checkpointing{ResumeFile: files[0]}, 0)
+	_, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: ck}, 0)
 	noErrs(t, errs)
 	if n := log.onceEach(t, 1); n != len(log.rows[2]) {
 		t.Errorf("epoch 1: %d rows, epoch 2: %d", n, len(log.rows[2]))
 	}
+}
+
+// checkpointAt trains cfg on n ranks (from the checkpoint resume, when not
+// "") until steps steps have run in all, and returns the path of the one
+// checkpoint it writes there.
+func checkpointAt(t *testing.T, n int, cfg Config, steps int, resume string) string {
+	t.Helper()
+	cfg.MaxSteps = steps
+	dir := t.TempDir()
+	_, errs := runCkpt(t, n, cfg, Checkpointing{Dir: dir, Every: 100, ResumeFile: resume}, 0)
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir)
+	if len(files) != 1 || filepath.Base(files[0]) != checkpointName(steps) {
+		t.Fatalf("checkpoints %v, want one at step %d", files, steps)
+	}
+	return files[0]
+}
+
+// readCheckpointFile decodes the checkpoint at path.
+func readCheckpointFile(t *testing.T, path string) *checkpoint {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := decodeCheckpoint(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+// writeCheckpointFile encodes ck into a file of its own and returns its
+// path.
+func writeCheckpointFile(t *testing.T, ck *checkpoint) string {
+	t.Helper()
+	raw, err := ck.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "ckpt.npz")
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -30,6 +30,17 @@ var directShapes = []directShape{
 	{2, 2, 5, 9, 7, 3, 0, true}, {20, 1, 28, 28, 6, 5, 2, false}, {1, 1, 1, 1, 1, 1, 0, true},
 }
 
+// directBackend is a cpu backend for the direct ops' tests, or skips t
+// where the CPU lacks them.
+func directBackend(t *testing.T) *Backend {
+	t.Helper()
+	be := New()
+	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
+		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
+	}
+	return be
+}
+
 // randn is n normal float32s from r.
 func randn(r *rand.Rand, n int) []float32 {
 	v := make([]float32, n)
@@ -42,10 +53,7 @@ func randn(r *rand.Rand, n int) []float32 {
 // TestDirectConv checks Conv against the float64 sum of its definition,
 // within the rounding of a c·k·k-term float32 sum and the bias.
 func TestDirectConv(t *testing.T) {
-	be := New()
-	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
-		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
-	}
+	be := directBackend(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, s := range directShapes {
 		oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
@@ -102,10 +110,7 @@ func TestDirectConv(t *testing.T) {
 // sums (8 lanes over the wide pixels, then a tree, then the chunks; the
 // bias's over a plane, then the samples).
 func TestDirectConvFilter(t *testing.T) {
-	be := New()
-	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
-		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
-	}
+	be := directBackend(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, s := range directShapes {
 		oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
@@ -163,10 +168,7 @@ func TestDirectConvFilter(t *testing.T) {
 // TestDirectConvRefuses checks that the direct ops refuse, untouched,
 // a padding not below the kernel and buffers of the wrong lengths.
 func TestDirectConvRefuses(t *testing.T) {
-	be := New()
-	if !be.ConvSupports(16, 32, 32, 16, 3, 1) {
-		t.Skip("no direct convolution on this CPU (it needs AVX2 and FMA3)")
-	}
+	be := directBackend(t)
 	buf := func(n int) kernels.Buffer { return be.mustLoad(t, make([]float32, n)) }
 	y := be.mustLoad(t, []float32{7, 7, 7, 7})
 	for _, c := range []struct {
