@@ -187,20 +187,23 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	}
 	m.direct, m.directFwd, m.directDX = m.directConvs(b)
 	m.kept = make([]kernels.Buffer, len(m.nodes))
-	unkept, keep := false, arch.KeptColumns(maxRows) > 0
+	// The chunks of samples (and their scratch) serve every convolution
+	// but a direct one whose input gradient is direct too or not wanted;
+	// a direct convolution keeps no columns (its weight gradient needs
+	// none; an input gradient by Col2im uses the scratch).
+	chunked, unkept, keep := false, false, arch.KeptColumns(maxRows) > 0
 	for i, n := range m.nodes {
-		if n.Kind != KindConv {
+		if n.Kind != KindConv || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
 			continue
 		}
-		// A direct convolution makes no columns to keep (its weight
-		// gradient needs none; an input gradient by Col2im uses the scratch).
+		chunked = true
 		if keep && !m.directFwd[i] {
 			m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
 		} else {
 			unkept = true
 		}
 	}
-	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); colsLen > 0 {
+	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); chunked && colsLen > 0 {
 		if unkept {
 			m.cols = alloc("convolution columns", colsLen)
 		}
