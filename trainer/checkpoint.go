@@ -67,6 +67,10 @@ type Checkpointing struct {
 	// ResumeFile from that file.
 	ResumeLatest bool
 	ResumeFile   string
+	// Emergency keeps, on every rank that holds the whole training state
+	// (--sync allreduce), a copy of the state at its last step boundary,
+	// which Trainer.LastWord writes when a peer is found dead (lastword.go).
+	Emergency bool
 }
 
 func (c *Checkpointing) enabled() bool { return c != nil && c.Dir != "" }
@@ -117,6 +121,11 @@ type stopVoter interface {
 // boundary runs at the step boundary before next: the stop vote, then the
 // checkpoint when one is due or the job stops. It returns whether to stop.
 func (j *job) boundary(s Strategy, next Position) (bool, error) {
+	if j.lw != nil {
+		if err := j.lw.boundary(next); err != nil {
+			return false, err
+		}
+	}
 	stop := false
 	if j.Stop != nil {
 		collectives.EnterOp(j.Comm, "stop vote")

@@ -77,6 +77,9 @@ type checkpointMeta struct {
 	// ClassLabels is the label each class of the model stands for, when
 	// that is not the class's own number (LIBSVM data labelled -1/+1…).
 	ClassLabels []int64 `json:"class_labels,omitempty"`
+	// Emergency marks a checkpoint a survivor wrote when a rank died
+	// (Trainer.LastWord); nil for a regular one.
+	Emergency *Emergency `json:"emergency,omitempty"`
 }
 
 // checkpoint is a checkpoint file's contents.

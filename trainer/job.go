@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -103,6 +104,12 @@ type Trainer struct {
 	// result so far with an error wrapping ErrInterrupted. Every rank must
 	// have one, or none.
 	Stop func() bool
+	// FirstStep, if not nil, is called once, after the first step this
+	// rank runs, with the steps run since the job's beginning (a
+	// supervisor times its recovery by it: dml launch).
+	FirstStep func(steps int)
+
+	lastWord atomic.Pointer[lastWord] // LastWord's copy (lastword.go)
 }
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
@@ -115,6 +122,7 @@ type Trainer struct {
 // transport's timeout (ps: Config.Timeout). The CLI aborts the whole job on
 // such an error instead.
 func (t *Trainer) Run(cfg Config) (*Result, error) {
+	t.lastWord.Store(nil)
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
@@ -448,6 +456,11 @@ type job struct {
 	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
 	// largest shard).
 	askedBatch int
+	// lw keeps the state of the last step boundary for LastWord (nil:
+	// not kept).
+	lw *lastWord
+	// stepped: FirstStep has been called.
+	stepped bool
 }
 
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,

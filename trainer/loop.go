@@ -254,6 +254,14 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 				step = res.Steps // the strategy's own count
 			}
 			ts := time.Now()
+			// The step boundary after this step.
+			next := Position{Epoch: epoch, Step: step + 1, Steps: res.Steps + 1, Reshard: pos.Reshard}
+			if next.Step >= steps {
+				next = Position{Epoch: epoch + 1, Steps: res.Steps + 1}
+			}
+			if j.lw != nil && !paced {
+				j.lw.stepBegins(next)
+			}
 			j.markStep(res.Steps + 1)
 			sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
 			st, err := j.step(s, idx, step)
@@ -272,6 +280,10 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			stepSec += time.Since(ts).Seconds()
 			res.Steps++
 			pos.Steps = res.Steps
+			if f := j.FirstStep; f != nil && !j.stepped {
+				j.stepped = true
+				f(res.Steps)
+			}
 			ran++
 			if paced {
 				p.stepped(st.Samples)
@@ -279,10 +291,6 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			}
 			bar.update(epoch, step+1, steps, lossSum/math.Max(seen, 1))
 			// The step boundary: stop vote and checkpoint (checkpoint.go).
-			next := Position{Epoch: epoch, Step: step + 1, Steps: res.Steps, Reshard: pos.Reshard}
-			if next.Step >= steps {
-				next = Position{Epoch: epoch + 1, Steps: res.Steps}
-			}
 			stop, err := j.boundary(s, next)
 			if err != nil {
 				return pos, 0, err

@@ -131,6 +131,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	if err := j.Backend.Upload(m.Params, params); err != nil {
 		return nil, err
 	}
+	j.keepLastWord(m.Arch, m.Params, opt.StateBuffer(), m.State, pos)
 
 	start := time.Now()
 	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
@@ -254,10 +255,20 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
-	sp = tr.Begin("update").Cat(trace.Update)
-	err = s.opt.Update(m.Params, m.GradView())
+	return st, s.update()
+}
+
+// update applies the optimizer to the whole reduced gradient, inside the
+// last word's fences (lastword.go).
+func (s *allreduceStrategy) update() error {
+	if s.j.lw != nil {
+		s.j.lw.beginUpdate()
+		defer s.j.lw.endUpdate()
+	}
+	sp := s.j.tr.Begin("update").Cat(trace.Update)
+	err := s.opt.Update(s.m.Params, s.m.GradView())
 	sp.Err(err).End()
-	return st, err
+	return err
 }
 
 // exchangeBuckets is Exchange where the gradient is the backend's own host
@@ -311,16 +322,38 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			}
 			return StepStats{}, fmt.Errorf("non-finite value in gradient bucket %d, finite in the whole gradient: %w", i, model.ErrNonFinite)
 		}
-		sp := tr.Begin("update").Cat(trace.Update).Arg("bucket", i)
-		err := s.opt.UpdateRange(m.Params, m.Grads, bk.lo, hi-bk.lo)
-		sp.Err(err).End()
-		if err != nil {
-			return StepStats{}, err
+		if s.j.lw == nil {
+			if err := s.updateBucket(i); err != nil {
+				return StepStats{}, err
+			}
 		}
 	}
 	st.CommSec = busy.Seconds()
 	s.hiddenSec += hidden.Seconds()
+	if s.j.lw != nil {
+		// Keeping the last word, the buckets are updated after the last
+		// one's sum has arrived, inside its fences: a rank stuck in a
+		// bucket's AllReduce has updated none (lastword.go). The same
+		// element-wise updates: the same bits.
+		s.j.lw.beginUpdate()
+		defer s.j.lw.endUpdate()
+		for i := range s.plan {
+			if err := s.updateBucket(i); err != nil {
+				return StepStats{}, err
+			}
+		}
+	}
 	return st, nil
+}
+
+// updateBucket applies the optimizer to bucket i's weights.
+func (s *allreduceStrategy) updateBucket(i int) error {
+	bk, np := s.plan[i], s.m.NumParams()
+	hi := min(bk.hi, np)
+	sp := s.j.tr.Begin("update").Cat(trace.Update).Arg("bucket", i)
+	err := s.opt.UpdateRange(s.m.Params, s.m.Grads, bk.lo, hi-bk.lo)
+	sp.Err(err).End()
+	return err
 }
 
 // finite says whether the loss and the reduced gradient's piece
@@ -393,10 +426,7 @@ func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
 	if math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
 		return StepStats{}, m.Arch.CheckFinite(grads, st.LossSum)
 	}
-	sp = tr.Begin("update").Cat(trace.Update)
-	err = s.opt.Update(m.Params, m.GradView())
-	sp.Err(err).End()
-	return st, err
+	return st, s.update()
 }
 
 // EndEpoch: the share of step time spent in the AllReduce, and the share

@@ -29,6 +29,7 @@ func (f *checkpointFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ck.Dir, "checkpoint-dir", "", "write checkpoints (weights, optimizer state, position; an .npz numpy reads) into this folder, atomically: on the --checkpoint-every schedule, at the end of training, and when a signal stops it")
 	fs.StringVar(&f.every, "checkpoint-every", "", "checkpoint every N steps, or every N epochs with Ne (e.g. 500, 1e); needs --checkpoint-dir")
 	fs.IntVar(&f.ck.Keep, "keep", trainer.DefaultKeep, "keep the newest K checkpoints in --checkpoint-dir")
+	fs.BoolVar(&f.ck.Emergency, "emergency-checkpoint", true, "with --checkpoint-dir under --sync allreduce: keep a copy of the state at every step boundary (made while the next step computes) and, when a rank is found dead, write it at once from every surviving rank, so that a resume loses at most the step in flight")
 	fs.Var(resumeFlag{&f.ck}, "resume", "resume from the newest valid checkpoint in --checkpoint-dir (--resume), or from a file (--resume FILE)")
 }
 

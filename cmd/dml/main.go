@@ -29,6 +29,7 @@ Commands:
   bench consistency time to accuracy of every strategy, with and without a straggler
   bench ps          parameter-server push/pull throughput (ps-lite's benchmark)
   bench sweep       train across rank counts × strategies × models × batches (one MPI job each; CSV, JSON, plots)
+  launch            run train under a supervisor: relaunch on the survivors when a rank dies
   devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version
 
@@ -72,8 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdEval(args[1:], stdout, stderr)
 	case "devices":
 		err = cmdDevices(args[1:], stdout, stderr)
+	case "launch":
+		err = cmdLaunch(args[1:], stdout, stderr)
 	default:
-		err = usageErr("unknown command %q (want train, eval, bench, devices or version; see 'dml --help')", args[0])
+		err = usageErr("unknown command %q (want train, eval, bench, launch, devices or version; see 'dml --help')", args[0])
 	}
 	return report(err, stderr)
 }
@@ -90,6 +93,11 @@ func report(err error, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	case errors.As(err, new(exitCode)):
+		var ec exitCode
+		errors.As(err, &ec)
+		fmt.Fprintf(stderr, "dml: %v\n", err)
+		return ec.code
 	case errors.As(err, new(interrupted)):
 		var in interrupted
 		errors.As(err, &in)

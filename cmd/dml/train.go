@@ -337,6 +337,14 @@ Examples:
 		c, rep := startRunReport(*runReportPrefix, c)
 		tr := &trainer.Trainer{Comm: c, Backend: be, Out: flagWords{stdout}, Warnings: flagWords{stderr}, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
+		if ck.Emergency && ck.Dir != "" {
+			defer keepLastWord(c.Rank(), tr, stderr)()
+		}
+		if launchEvents() && c.Rank() == 0 {
+			tr.FirstStep = func(steps int) {
+				launchEvent(map[string]any{"event": "first-step", "steps": steps, "ranks": c.Size()})
+			}
+		}
 		got := func() os.Signal { return nil }
 		if cfg.StopsAtBoundaries() {
 			var done func()

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,6 +49,7 @@ func withWorld(start time.Duration, fn func(c collectives.Comm) error) error {
 	defer crash.SetHandler(nil)
 	defer watchGone(c)()
 	testPanicHook(c.Rank())
+	testKillHook(c)
 	if err := fn(c); err != nil {
 		err = wordFlags(err) // trainer names settings, the user typed flags
 		var se *trainer.StartError
@@ -136,6 +139,31 @@ func testPanicHook(rank int) {
 	}
 }
 
+// testKillHook kills this rank with SIGKILL once it runs step STEP when
+// DML_TEST_KILL is RANK:STEP:MARKER and the file MARKER does not exist yet
+// (it makes it: a job that dml launch restarts is killed once; the test of
+// dml launch).
+func testKillHook(c *mpi.Comm) {
+	v := os.Getenv("DML_TEST_KILL")
+	if v == "" {
+		return
+	}
+	var rank, step int
+	var marker string
+	if n, _ := fmt.Sscanf(strings.Replace(v, ":", " ", 2), "%d %d %s", &rank, &step, &marker); n != 3 || rank != c.Rank() {
+		return
+	}
+	go func() {
+		for c.CurrentOp().Step < step {
+			time.Sleep(time.Millisecond)
+		}
+		if f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}()
+}
+
 // caughtPanic, deferred at the top of a goroutine of this package, hands
 // its panic to goroutinePanic.
 func caughtPanic(c *mpi.Comm) {
@@ -161,6 +189,28 @@ var stopsHandled atomic.Bool
 // (see watchGone); false outside a multi-rank job.
 var peersGone = func() bool { return false }
 
+// lastWord, set by dml train while it trains, writes this rank's
+// emergency checkpoint when a peer is found dead (trainer.Trainer.LastWord);
+// sayLastWord runs it once, and closes lastWordDone when it has.
+var (
+	lastWord     atomic.Pointer[func(watch.Death)]
+	lastWordOnce sync.Once
+	lastWordDone = make(chan struct{})
+)
+
+// lastWordWait is how long a survivor asked to end (the launcher's
+// SIGTERM) waits for its last word to be written.
+const lastWordWait = 10 * time.Second
+
+func sayLastWord(d watch.Death) {
+	lastWordOnce.Do(func() {
+		defer close(lastWordDone)
+		if f := lastWord.Load(); f != nil {
+			(*f)(d)
+		}
+	})
+}
+
 // exitNow ends the process (os.Exit; tests replace it).
 var exitNow = os.Exit
 
@@ -179,9 +229,15 @@ func watchGone(c *mpi.Comm) (stop func()) {
 	}
 	onDeath := func(d watch.Death) {
 		fmt.Fprintf(os.Stderr, "dml: %v\n", d)
+		launchEvent(map[string]any{"event": "death", "rank": d.Rank, "host": d.Host, "pid": d.PID,
+			"step": d.Op.Step, "op": d.Op.String(), "silent": d.Silent, "found_by": d.By})
+		sayLastWord(d)
 		exitNow(1)
 	}
-	onNotice := func(watch.Death) { exitNow(1) } // the rank that found it said so
+	onNotice := func(d watch.Death) { // the rank that found it said so
+		sayLastWord(d)
+		exitNow(1)
+	}
 	if err := c.StartWatch(onDeath, onNotice); err != nil {
 		fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", c.Rank(), err)
 	}
@@ -197,6 +253,12 @@ func watchGone(c *mpi.Comm) (stop func()) {
 				return
 			case s := <-ch:
 				if c.DeadPeer() != nil {
+					// The launcher ends the survivors: let the last word
+					// (being written, or about to be) finish first.
+					select {
+					case <-lastWordDone:
+					case <-time.After(lastWordWait):
+					}
 					exitNow(exitStatus(s))
 					return
 				}

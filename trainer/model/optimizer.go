@@ -74,6 +74,9 @@ func (o *Optimizer) StateLen() int {
 	return o.n
 }
 
+// StateBuffer is the rule's state on the backend (nil for SGD).
+func (o *Optimizer) StateBuffer() kernels.Buffer { return o.state }
+
 // SaveState returns a host copy of the rule's state (nil for SGD).
 func (o *Optimizer) SaveState() ([]float32, error) {
 	if o.state == nil {

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"archive/zip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dml-project/dml/collectives/mpi"
+)
+
+// launchTrain is a short training command for dml launch: 3,000 synthetic
+// samples, 63 steps per epoch on 3 ranks × batch 16.
+func launchTrain(ck string) []string {
+	return []string{"train", "--data", "synthetic", "--samples", "3000", "--features", "20", "--hidden", "16",
+		"--epochs", "2", "--batch", "16", "--progress", "never", "--checkpoint-dir", ck}
+}
+
+// localLauncher is mpirun as the tests run it on one machine (shared
+// memory only), for --launcher.
+func localLauncher() string {
+	argv := mpi.MpirunArgs(1, "PROGRAM")
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		switch argv[i] {
+		case "-np":
+			i++
+		case "PROGRAM":
+		default:
+			out = append(out, argv[i])
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// launchReport is --report's file.
+type launchReport struct {
+	OK        bool `json:"ok"`
+	Restarts  int  `json:"restarts"`
+	StepsLost int  `json:"steps_lost"`
+	Attempts  []struct {
+		Ranks        int `json:"ranks"`
+		Emergency    int `json:"emergency_steps"`
+		ResumedSteps int `json:"resumed_steps"`
+		Death        *struct {
+			Rank int `json:"rank"`
+		} `json:"death"`
+		RecoverySec float64 `json:"recovery_sec"`
+	} `json:"attempts"`
+}
+
+func readLaunchReport(t *testing.T, path string) launchReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r launchReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("--report: %v\n%s", err, b)
+	}
+	return r
+}
+
+// TestLaunchRecovers is the kill-a-rank scenario on one machine (issue
+// 20): rank 1 of 3 is killed with SIGKILL at step 40 (DML_TEST_KILL); the
+// survivors write the state of the step they completed, dml launch leaves
+// the slot out and relaunches on 2 ranks with --resume, which go on from
+// that very step: one step of work lost (the one in flight), said in one
+// restart line and in the report, and training ends normally.
+func TestLaunchRecovers(t *testing.T) {
+	dir := t.TempDir()
+	ck, rep := filepath.Join(dir, "ck"), filepath.Join(dir, "report.json")
+	t.Setenv("DML_TEST_KILL", "1:40:"+filepath.Join(dir, "killed"))
+	args := append([]string{"launch", "--np", "3", "--min-np", "2", "--max-restarts", "1", "--report", rep, "--launcher", localLauncher(), "--"}, launchTrain(ck)...)
+	r := dml(t, 0, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"dml launch: restart 1: rank 1 on ", " died at step ", "2 rank(s) go on from step ",
+		"(the survivors' emergency checkpoint), 1 step(s) lost, recovered in ", "dml launch: done after 1 restart(s): 1 step(s) of work lost in all"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, launchEventPrefix) {
+		t.Errorf("dml launch passed its event lines through:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "the rest of the epoch goes to these 2") || !strings.Contains(r.stdout, "done: ") {
+		t.Errorf("the 2-rank job did not resume inside the epoch and end:\n%s", r.stdout)
+	}
+	got := readLaunchReport(t, rep)
+	if !got.OK || got.Restarts != 1 || got.StepsLost != 1 || len(got.Attempts) != 2 {
+		t.Fatalf("report %+v", got)
+	}
+	a, b := got.Attempts[0], got.Attempts[1]
+	if a.Ranks != 3 || b.Ranks != 2 || a.Death == nil || a.Death.Rank != 1 || a.Emergency < 39 || b.ResumedSteps != a.Emergency || a.RecoverySec <= 0 {
+		t.Errorf("attempts %+v %+v: want 3 ranks, rank 1 dead, an emergency checkpoint at step ≥ 39 (step 40 was in flight) that 2 ranks resumed from", a, b)
+	}
+	// The emergency checkpoint is marked as such.
+	meta := checkpointMeta(t, filepath.Join(ck, fmt.Sprintf("ckpt-s%09d.npz", a.Emergency)))
+	if !strings.Contains(meta, `"emergency"`) || !strings.Contains(meta, `"dead_rank": 1`) {
+		t.Errorf("the emergency checkpoint's meta.json is not marked:\n%s", meta)
+	}
+}
+
+// TestLaunchGivesUp: with --min-np 3, the death of one of 3 ranks leaves
+// too few: dml launch stops with the job's last error, exit 1, without a
+// restart.
+func TestLaunchGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DML_TEST_KILL", "2:20:"+filepath.Join(dir, "killed"))
+	args := append([]string{"launch", "--np", "3", "--min-np", "3", "--launcher", localLauncher(), "--"}, launchTrain(filepath.Join(dir, "ck"))...)
+	t0 := time.Now()
+	r := dml(t, 0, args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "launch: 2 rank(s) left, below --min-np 3: giving up: the job's last error: rank 2 (pid ") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "restart 1") {
+		t.Errorf("restarted below --min-np:\n%s", r.stderr)
+	}
+	t.Logf("ended in %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// checkpointMeta is a checkpoint's meta.json.
+func checkpointMeta(t *testing.T, path string) string {
+	t.Helper()
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	for _, f := range z.File {
+		if f.Name == "meta.json" {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			return string(b)
+		}
+	}
+	t.Fatalf("%s has no meta.json", path)
+	return ""
+}
+
+// TestLaunchUsage: what cannot run is refused in one line, exit 2, before
+// anything starts.
+func TestLaunchUsage(t *testing.T) {
+	ok := []string{"--", "train", "--checkpoint-dir", t.TempDir()}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "nothing to run"},
+		{[]string{"--np", "2"}, "nothing to run"},
+		{[]string{"--np", "2", "--", "eval"}, `"eval": dml launch supervises dml train`},
+		{ok, "give --np N"},
+		{append([]string{"--np", "2", "--hosts", "a:1"}, ok...), "not both"},
+		{append([]string{"--np", "-1"}, ok...), "--np -1"},
+		{append([]string{"--np", "2", "--min-np", "3"}, ok...), "--min-np 3 is more than the 2 slot(s)"},
+		{append([]string{"--hosts", "a:2,b:1", "--min-np", "4"}, ok...), "--min-np 4 is more than the 3 slot(s)"},
+		{append([]string{"--hosts", "a:2,a:1"}, ok...), "host a is given twice"},
+		{append([]string{"--hosts", "a:0"}, ok...), `slots "0"`},
+		{append([]string{"--hosts", "a,,b"}, ok...), "an empty host"},
+		{append([]string{"--np", "2", "--max-np", "1", "--min-np", "2"}, ok...), "--max-np 1 is below --min-np 2"},
+		{append([]string{"--np", "2", "--max-restarts", "-1"}, ok...), "--max-restarts -1"},
+		{append([]string{"--np", "2", "--min-np", "0"}, ok...), "--min-np 0"},
+		{[]string{"--np", "2", "--", "train", "--epochs", "1"}, "needs --checkpoint-dir"},
+		{append([]string{"--np", "2", "--bogus"}, ok...), "flag provided but not defined: -bogus"},
+	} {
+		var so, se strings.Builder
+		code := run(append([]string{"launch"}, tc.args...), &so, &se)
+		if code != 2 || !strings.Contains(se.String(), tc.want) {
+			t.Errorf("launch %v: exit %d, stderr %q; want 2 and %q", tc.args, code, se.String(), tc.want)
+		}
+	}
+}
+
+// TestSlotPool: a failed slot of this machine is gone for good; a failed
+// host is out for the cool-down, then back; --max-np caps the world; a
+// rank's host is found by the slots in order, or by the name the ring
+// reported where it is one of the pool's.
+func TestSlotPool(t *testing.T) {
+	lf := launchFlags{np: 3, minNP: 1}
+	p, err := lf.pool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	if w, n := p.world(now, 0); n != 3 || len(w) != 1 {
+		t.Fatalf("--np 3: world %v, %d ranks", w, n)
+	}
+	p.fail(p.hostOf(nil, 2, "vm"), now)
+	if _, n := p.world(now.Add(time.Hour), 0); n != 2 {
+		t.Errorf("--np 3, one slot failed: %d ranks, want 2 (for good)", n)
+	}
+
+	lf = launchFlags{hosts: "h1:2,h2:2,h3:1", minNP: 1, cooldown: time.Minute}
+	if p, err = lf.pool(); err != nil {
+		t.Fatal(err)
+	}
+	w, n := p.world(now, 0)
+	if n != 5 {
+		t.Fatalf("world %v, %d ranks", w, n)
+	}
+	for rank, want := range []string{"h1", "h1", "h2", "h2", "h3"} {
+		if got := p.hostOf(w, rank, "elsewhere"); got != want {
+			t.Errorf("rank %d on %s, want %s", rank, got, want)
+		}
+	}
+	if got := p.hostOf(w, 0, "h3"); got != "h3" {
+		t.Errorf("the ring's h3 for rank 0: %s", got)
+	}
+	p.fail("h2", now)
+	if w, n := p.world(now.Add(30*time.Second), 0); n != 3 || slices.ContainsFunc(w, func(h hostSlots) bool { return h.Name == "h2" }) {
+		t.Errorf("h2 in its cool-down: world %v, %d ranks", w, n)
+	}
+	if w, n := p.world(now.Add(2*time.Minute), 4); n != 4 || len(w) != 2 || w[1] != (hostSlots{"h2", 2}) {
+		t.Errorf("after the cool-down, --max-np 4: world %v, %d ranks", w, n)
+	}
+}
+
+// TestFlagValue: the training command's flags as dml launch reads them.
+func TestFlagValue(t *testing.T) {
+	args := []string{"--checkpoint-dir", "ck", "-emergency-checkpoint=false", "--resume", "--", "--epochs", "3"}
+	for _, c := range []struct {
+		name, want string
+		ok         bool
+	}{{"checkpoint-dir", "ck", true}, {"emergency-checkpoint", "false", true}, {"resume", "true", true}, {"epochs", "", false}} {
+		if v, ok := flagValue(args, c.name); v != c.want || ok != c.ok {
+			t.Errorf("%s: %q %v, want %q %v", c.name, v, ok, c.want, c.ok)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package trainer
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/trainer/data"
+)
+
+// lastWordRun trains cfg on n in-process ranks with an emergency-keeping
+// checkpoint folder; when rank `stuck` loads the batch of step `at` (its
+// (at+1)-th step) it stops there until the test has called LastWord on
+// rank `caller` (the others then wait in the AllReduce of that step, as
+// survivors do for a dead rank). It returns what LastWord returned, a
+// second call's error, and the checkpoint folder.
+func lastWordRun(t *testing.T, n int, cfg Config, stuck, caller, at int) (path string, steps int, again error, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	loadHook = func(rank, epoch, step int, _ *data.Dense, _ []int, _ int) {
+		if rank == stuck && epoch == 1 && step == at {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+	}
+	defer func() { loadHook = nil }()
+	trs := make([]*Trainer, n)
+	var ready sync.WaitGroup
+	ready.Add(n)
+	var err error
+	go func() {
+		<-reached
+		ready.Wait()
+		path, steps, err = trs[caller].LastWord(Emergency{DeadRank: stuck, FoundBy: caller})
+		_, _, again = trs[caller].LastWord(Emergency{DeadRank: stuck, FoundBy: caller})
+		close(release)
+	}()
+	_, errs := runTrainers(t, n, cfg, Checkpointing{Dir: dir, Emergency: true, Keep: 100}, func(c *local.Comm, tr *Trainer) {
+		trs[c.Rank()] = tr
+		ready.Done()
+	})
+	noErrs(t, errs)
+	if err != nil {
+		t.Fatalf("LastWord: %v", err)
+	}
+	return path, steps, again, dir
+}
+
+// TestLastWord: a survivor's emergency checkpoint, written while a peer
+// is stuck before step k+1 (the survivor in that step's AllReduce, or the
+// stuck rank itself), holds exactly the state of the boundary after step
+// k (the weights, momentum and position a regular checkpoint there
+// holds), with buckets overlapped with the backward pass; it is marked as
+// an emergency one; a second call writes nothing; and resuming from it on
+// as many ranks ends bit for bit as the run straight through.
+func TestLastWord(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Epochs, cfg.MaxSteps = 1, 9
+	cfg.Overlap, cfg.BucketBytes = true, 64 // a bucket per layer
+	const at = 6
+	ref := checkpointAt(t, 2, cfg, at, "")
+	want := readCheckpointFile(t, ref)
+	straight, errs := runCkpt(t, 2, cfg, Checkpointing{}, 0)
+	noErrs(t, errs)
+	for _, who := range []struct{ stuck, caller int }{{1, 0}, {0, 0}} {
+		path, steps, again, dir := lastWordRun(t, 2, cfg, who.stuck, who.caller, at)
+		if steps != at || filepath.Base(path) != checkpointName(at) || filepath.Dir(path) != dir {
+			t.Fatalf("rank %d stuck, rank %d's last word: %s (%d steps), want %s in %s", who.stuck, who.caller, path, steps, checkpointName(at), dir)
+		}
+		got := readCheckpointFile(t, path)
+		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.OptState, want.OptState) {
+			t.Errorf("rank %d stuck: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", who.stuck, at)
+		}
+		if got.Meta.Position.Steps != want.Meta.Position.Steps || got.Meta.Step != want.Meta.Step || got.Meta.Epoch != want.Meta.Epoch {
+			t.Errorf("rank %d stuck: position %+v, the regular checkpoint's %+v", who.stuck, got.Meta.Position, want.Meta.Position)
+		}
+		if e := got.Meta.Emergency; e == nil || e.DeadRank != who.stuck || e.WrittenBy != who.caller || e.Time == "" {
+			t.Errorf("rank %d stuck: emergency record %+v", who.stuck, e)
+		}
+		if !errors.Is(again, ErrNoLastWord) {
+			t.Errorf("a second LastWord: %v, want ErrNoLastWord", again)
+		}
+		// Resumed on 2 ranks: the run straight through, bit for bit.
+		res, errs := runCkpt(t, 2, cfg, Checkpointing{ResumeFile: path}, 0)
+		noErrs(t, errs)
+		if !slices.Equal(finalParams(t, res), finalParams(t, straight)) {
+			t.Errorf("rank %d stuck: resumed from the emergency checkpoint, other weights than straight through", who.stuck)
+		}
+	}
+}
+
+// TestLastWordNothingToSay: no checkpoint folder, Emergency off, or one
+// rank: LastWord writes nothing and says so.
+func TestLastWordNothingToSay(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Epochs, cfg.MaxSteps = 1, 2
+	for _, c := range []struct {
+		n  int
+		ck Checkpointing
+	}{{2, Checkpointing{}}, {2, Checkpointing{Dir: t.TempDir()}}, {1, Checkpointing{Dir: t.TempDir(), Emergency: true}}} {
+		var trs []*Trainer
+		var mu sync.Mutex
+		_, errs := runTrainers(t, c.n, cfg, c.ck, func(_ *local.Comm, tr *Trainer) {
+			mu.Lock()
+			trs = append(trs, tr)
+			mu.Unlock()
+		})
+		noErrs(t, errs)
+		if _, _, err := trs[0].LastWord(Emergency{}); !errors.Is(err, ErrNoLastWord) {
+			t.Errorf("%d rank(s), %+v: LastWord: %v, want ErrNoLastWord", c.n, c.ck, err)
+		}
+	}
+}
