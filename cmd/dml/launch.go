@@ -40,10 +40,7 @@ the steps lost and how long the recovery took. It gives up when fewer than
 --min-np ranks would remain, after --max-restarts restarts, or when the job
 fails on its input (exit 2), with the job's last error.
 
-The training command needs --checkpoint-dir (the restarts resume from it).
-
-Flags:
-`
+The training command needs --checkpoint-dir (the restarts resume from it).`
 
 // launchFlags are dml launch's settings.
 type launchFlags struct {
@@ -53,8 +50,7 @@ type launchFlags struct {
 }
 
 func cmdLaunch(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("launch", launchUsage, stdout)
 	var lf launchFlags
 	fs.IntVar(&lf.np, "np", 0, "ranks on this machine (its slots); or give --hosts")
 	fs.StringVar(&lf.hosts, "hosts", "", "hosts and their slots, host:slots,… (e.g. h1:2,h2:2); a host without :slots has one")
@@ -64,15 +60,12 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&lf.cooldown, "cooldown", 10*time.Minute, "with --hosts: how long a host that failed stays out (it may come back at a later restart)")
 	fs.StringVar(&lf.launcher, "launcher", "", "the command that starts the job (default: mpirun --oversubscribe, --allow-run-as-root as root); {np} and {hosts} in it are replaced, else mpirun's -np and --host are appended")
 	fs.StringVar(&lf.report, "report", "", "write a JSON report of every attempt (who failed, at which step, steps lost, recovery time) to this file")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), launchUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			helps[fs]()
 			return err
 		}
-		return usageErr("launch: %v", err)
+		return usageErr("launch: %v (see 'dml launch --help')", err)
 	}
 	train := fs.Args()
 	if err := lf.check(train); err != nil {
@@ -348,6 +341,11 @@ type attempt struct {
 	// RecoverySec is from the report of the death to the first step of
 	// the next attempt.
 	RecoverySec float64 `json:"recovery_sec,omitempty"`
+	// EndSec is from the report of the death to the job's end, and
+	// FirstStepSec from this attempt's start to its first step: the two
+	// parts of a recovery that are not the new job's start-up.
+	EndSec       float64 `json:"end_after_death_sec,omitempty"`
+	FirstStepSec float64 `json:"first_step_sec,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	LastError   string  `json:"last_error,omitempty"`
 
@@ -413,6 +411,9 @@ func (sv *supervisor) run() error {
 			return nil
 		}
 		a.LastError = err.Error()
+		if a.Death != nil {
+			a.EndSec = sv.now().Sub(a.death).Seconds()
+		}
 		switch {
 		case interrupted:
 			sv.finish(err)
@@ -532,8 +533,11 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 		select {
 		case s := <-sigs:
 			if !interrupted {
+				// SIGTERM whatever came: mpirun forwards it to the ranks,
+				// which stop at a step boundary with a checkpoint (on
+				// SIGINT it would kill them at once).
 				sv.printf("%v: asking the job to stop at the next step boundary (again to end it now)", s)
-				cmd.Process.Signal(s)
+				cmd.Process.Signal(syscall.SIGTERM)
 			} else {
 				cmd.Process.Kill()
 			}
@@ -591,6 +595,7 @@ func (sv *supervisor) event(a *attempt, line string) {
 			return
 		}
 		a.ResumedSteps, a.firstStep = head.Steps-1, now
+		a.FirstStepSec = now.Sub(a.start).Seconds()
 		if n := len(sv.attempts); n >= 2 {
 			sv.restarted(sv.attempts[n-2], a)
 		}
@@ -615,7 +620,7 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 		if where == "" {
 			where = d.Slot
 		}
-		who = fmt.Sprintf("rank %d on %s died at step %d", d.Rank, where, d.Step)
+		who = fmt.Sprintf("rank %d on %s died in step %d (last heard of in step %d)", d.Rank, where, inflight, d.Step)
 		from := "its last checkpoint"
 		if prev.Emergency >= 0 && prev.Emergency == a.ResumedSteps {
 			from = "the survivors' emergency checkpoint"

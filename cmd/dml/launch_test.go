@@ -83,7 +83,7 @@ func TestLaunchRecovers(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"dml launch: restart 1: rank 1 on ", " died at step ", "2 rank(s) go on from step ",
+	for _, want := range []string{"dml launch: restart 1: rank 1 on ", " died in step ", " (last heard of in step ", "2 rank(s) go on from step ",
 		"(the survivors' emergency checkpoint), 1 step(s) lost, recovered in ", "dml launch: done after 1 restart(s): 1 step(s) of work lost in all"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
