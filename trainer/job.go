@@ -386,7 +386,14 @@ func (j *job) syncState(m *model.Model, trains bool) ([]float32, error) {
 		st[i] /= st[n]
 	}
 	st = st[:n]
-	if err := j.Backend.Upload(m.State, st); err != nil {
+	upload := func() error { return j.Backend.Upload(m.State, st) }
+	var err error
+	if j.lw != nil { // the allreduce strategy's model, whose statistics LastWord reads
+		err = j.lw.changeState(upload)
+	} else {
+		err = upload()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return st, nil

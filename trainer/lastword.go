@@ -86,6 +86,7 @@ type lastWord struct {
 	pos, next Position
 	stats     []float32
 	ran       bool // a step has completed in this run
+	torn      bool // an update failed half-way: nothing to write
 	// cur and spare are the boundary copies of a device backend.
 	cur, spare *snapshot
 }
@@ -163,12 +164,36 @@ func (w *lastWord) beginUpdate() {
 	w.phase = phaseUpdate
 }
 
-// endUpdate: the update of the step under way has ended.
-func (w *lastWord) endUpdate() {
+// endUpdate: the update of the step under way has ended (err: it
+// failed half-way, and the weights are no step's any more).
+func (w *lastWord) endUpdate(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.phase, w.pos, w.ran = phaseSteady, w.next, true
+	w.phase, w.pos = phaseSteady, w.next
+	if w.live {
+		w.ran = true // a device backend's copy is whole at its boundary
+	}
+	if err != nil {
+		w.torn = true
+	}
 	w.moved.Broadcast()
+}
+
+// changeState runs f, which changes the model's own state in place
+// (syncState's averaged batch-norm statistics) between steps, inside a
+// fence: LastWord does not read the statistics half-written.
+func (w *lastWord) changeState(f func() error) error {
+	w.mu.Lock()
+	w.fence()
+	was := w.phase
+	w.phase = phaseUpdate
+	w.mu.Unlock()
+	err := f()
+	w.mu.Lock()
+	w.phase = was
+	w.moved.Broadcast()
+	w.mu.Unlock()
+	return err
 }
 
 // boundary copies a device backend's state at the step boundary before
@@ -248,7 +273,10 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	for w.phase == phaseUpdate { // an update holds no communication: it ends
 		w.moved.Wait()
 	}
-	if !w.ran {
+	switch {
+	case w.torn:
+		return "", 0, fmt.Errorf("%w: an update of the weights failed half-way", ErrNoLastWord)
+	case !w.ran:
 		return "", 0, fmt.Errorf("%w: no step has ended yet", ErrNoLastWord)
 	}
 	var c *checkpoint

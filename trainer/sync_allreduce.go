@@ -263,11 +263,13 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 func (s *allreduceStrategy) update() error {
 	if s.j.lw != nil {
 		s.j.lw.beginUpdate()
-		defer s.j.lw.endUpdate()
 	}
 	sp := s.j.tr.Begin("update").Cat(trace.Update)
 	err := s.opt.Update(s.m.Params, s.m.GradView())
 	sp.Err(err).End()
+	if s.j.lw != nil {
+		s.j.lw.endUpdate(err)
+	}
 	return err
 }
 
@@ -336,11 +338,15 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 		// bucket's AllReduce has updated none (lastword.go). The same
 		// element-wise updates: the same bits.
 		s.j.lw.beginUpdate()
-		defer s.j.lw.endUpdate()
+		var err error
 		for i := range s.plan {
-			if err := s.updateBucket(i); err != nil {
-				return StepStats{}, err
+			if err = s.updateBucket(i); err != nil {
+				break
 			}
+		}
+		s.j.lw.endUpdate(err)
+		if err != nil {
+			return StepStats{}, err
 		}
 	}
 	return st, nil

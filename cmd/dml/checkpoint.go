@@ -138,16 +138,23 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 	return ck, nil
 }
 
-// stopSignals turns SIGINT and SIGTERM into a stop request: the first asks
+// stopSignals turns SIGINT, SIGTERM and SIGUSR1 (dml launch's) into a
+// stop request: the first asks
 // training to stop at the next step boundary (the ranks agree on which;
 // a final checkpoint is written with --checkpoint-dir); a second exits at
 // once. It returns the trainer's Stop, the signal received (nil: none yet)
 // and a function that stops listening.
 func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Signal, done func()) {
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	// SIGUSR1 is dml launch's stop request: mpirun passes it on to the
+	// ranks at once (SIGTERM only a second later, then SIGKILL).
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	stopsHandled.Store(true)
 	var sig atomic.Value
+	if s := earlyStop.Load(); s != nil {
+		sig.Store(s.(os.Signal))
+		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, s)
+	}
 	quit := make(chan struct{})
 	go func() {
 		defer crash.Recover()
@@ -156,6 +163,9 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 			case s := <-ch:
 				if peersGone() {
 					continue // watchGone reports the dead rank and ends this one
+				}
+				if sig.Load() != nil && s == syscall.SIGUSR1 {
+					continue // dml launch asks once; its second word is SIGTERM
 				}
 				if sig.Load() != nil {
 					fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
@@ -173,6 +183,33 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 		return s
 	}
 	return func() bool { return sig.Load() != nil }, got, func() { signal.Stop(ch); close(quit); stopsHandled.Store(false) }
+}
+
+// earlyStop is dml launch's stop request (SIGUSR1) when it came before
+// training began: catchEarlyStop keeps it (SIGUSR1's default action would
+// end the rank), stopSignals honours it.
+var earlyStop atomic.Value
+
+// catchEarlyStop catches SIGUSR1 until training's own handling takes
+// over; the function it returns stops catching it.
+func catchEarlyStop() func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	quit := make(chan struct{})
+	go func() {
+		defer crash.Recover()
+		for {
+			select {
+			case s := <-ch:
+				if !stopsHandled.Load() {
+					earlyStop.Store(s)
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(quit) }
 }
 
 // exitStatus is the shell's status for a process ended by s: 128 + its

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,8 @@ The training command needs --checkpoint-dir (the restarts resume from it).`
 type launchFlags struct {
 	np, minNP, maxNP, maxRestarts int
 	hosts, launcher, report       string
-	cooldown                      time.Duration
+	discovery                     string
+	cooldown, discoverEvery       time.Duration
 }
 
 func cmdLaunch(args []string, stdout, stderr io.Writer) error {
@@ -59,6 +61,8 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&lf.maxRestarts, "max-restarts", 3, "give up after this many restarts")
 	fs.DurationVar(&lf.cooldown, "cooldown", 10*time.Minute, "with --hosts: how long a host that failed stays out (it may come back at a later restart)")
 	fs.StringVar(&lf.launcher, "launcher", "", "the command that starts the job (default: mpirun --oversubscribe, --allow-run-as-root as root); {np} and {hosts} in it are replaced, else mpirun's -np and --host are appended")
+	fs.StringVar(&lf.discovery, "host-discovery", "", "a shell command that prints the hosts to run on, one host[:slots] a line (# comments): run at the start and every --discover-every; a host it reports anew (or one back from its cool-down) is taken in at the next step boundary (the job stops there with a checkpoint and is started again, larger)")
+	fs.DurationVar(&lf.discoverEvery, "discover-every", 5*time.Second, "with --host-discovery, or hosts in their cool-down: how often to look for hosts to take in")
 	fs.StringVar(&lf.report, "report", "", "write a JSON report of every attempt (who failed, at which step, steps lost, recovery time) to this file")
 	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,10 +94,12 @@ func (lf *launchFlags) check(train []string) error {
 		return usageErr("launch: nothing to run: give the training command after --, e.g. dml launch --np 3 -- train --checkpoint-dir ck …")
 	case train[0] != "train":
 		return usageErr("launch: %q: dml launch supervises dml train (give -- train [flags])", train[0])
-	case lf.np == 0 && lf.hosts == "":
-		return usageErr("launch: give --np N (ranks on this machine) or --hosts h1:2,h2:2")
-	case lf.np != 0 && lf.hosts != "":
-		return usageErr("launch: give --np or --hosts, not both")
+	case lf.np == 0 && lf.hosts == "" && lf.discovery == "":
+		return usageErr("launch: give --np N (ranks on this machine), --hosts h1:2,h2:2 or --host-discovery CMD")
+	case (lf.np != 0) && (lf.hosts != "" || lf.discovery != "") || lf.hosts != "" && lf.discovery != "":
+		return usageErr("launch: give one of --np, --hosts and --host-discovery")
+	case lf.discoverEvery <= 0:
+		return usageErr("launch: --discover-every %v: want a positive duration", lf.discoverEvery)
 	case lf.np < 0:
 		return usageErr("launch: --np %d: want at least 1 rank", lf.np)
 	case lf.minNP < 1:
@@ -107,8 +113,11 @@ func (lf *launchFlags) check(train []string) error {
 	case lf.cooldown < 0:
 		return usageErr("launch: --cooldown %v: want 0 or more", lf.cooldown)
 	}
-	if !hasFlag(train[1:], "checkpoint-dir") {
+	if v, ok := flagValue(train[1:], "checkpoint-dir"); !ok || v == "" || v == "true" {
 		return usageErr("launch: the training command needs --checkpoint-dir DIR: a restart resumes from it")
+	}
+	if v, _ := flagValue(train[1:], "sync"); v == "adpsgd" {
+		return usageErr("launch: --sync adpsgd writes no checkpoints yet: a restart could not resume it")
 	}
 	if v, ok := flagValue(train[1:], "emergency-checkpoint"); ok && v == "false" {
 		fmt.Fprintln(os.Stderr, "dml launch: --emergency-checkpoint=false: a restart goes back to the last scheduled checkpoint")
@@ -156,9 +165,15 @@ func flagValue(args []string, name string) (string, bool) {
 // pool builds the slots from --np or --hosts.
 func (lf *launchFlags) pool() (*slotPool, error) {
 	var hosts []hostSlots
-	if lf.np > 0 {
+	switch {
+	case lf.np > 0:
 		hosts = []hostSlots{{Name: "localhost", Slots: lf.np}}
-	} else {
+	case lf.discovery != "":
+		var err error
+		if hosts, err = discoverHosts(lf.discovery); err != nil {
+			return nil, usageErr("launch: --host-discovery: %v", err)
+		}
+	default:
 		var err error
 		if hosts, err = parseHosts(lf.hosts); err != nil {
 			return nil, usageErr("launch: --hosts: %v", err)
@@ -205,6 +220,47 @@ func parseHosts(s string) ([]hostSlots, error) {
 		out = append(out, hostSlots{name, slots})
 	}
 	return out, nil
+}
+
+// discoverHosts runs the discovery command and reads its hosts: one
+// host[:slots] a line; empty lines and # comments are skipped.
+func discoverHosts(command string) ([]hostSlots, error) {
+	cmd := exec.Command("sh", "-c", command)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		if msg != "" {
+			msg = ": " + msg
+		}
+		return nil, fmt.Errorf("%q: %v%s", command, err, msg)
+	}
+	var fields []string
+	for i, line := range strings.Split(string(out), "\n") {
+		if k := strings.IndexByte(line, '#'); k >= 0 {
+			line = line[:k]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.ContainsAny(line, " \t,") {
+			return nil, fmt.Errorf("%q printed line %d %q: want host or host:slots", command, i+1, line)
+		}
+		fields = append(fields, line)
+	}
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("%q printed no host", command)
+	}
+	hosts, err := parseHosts(strings.Join(fields, ","))
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", command, err)
+	}
+	return hosts, nil
 }
 
 // slotPool is the hosts and slots a job may run on, less the ones that
@@ -272,6 +328,10 @@ func (p *slotPool) hostOf(world []hostSlots, rank int, reported string) string {
 	return ""
 }
 
+// rediscover replaces the hosts with what discovery reports now (the
+// failed ones stay out for their cool-down).
+func (p *slotPool) rediscover(hosts []hostSlots) { p.hosts = hosts }
+
 // fail leaves host out: one slot of this machine, or the host until the
 // cool-down ends.
 func (p *slotPool) fail(host string, now time.Time) {
@@ -336,7 +396,7 @@ type attempt struct {
 	// step began (from its first-step report; -1: it ran none).
 	ResumedSteps int `json:"resumed_steps"`
 	// StepsLost is the steps of work the death cost (the step in flight
-	// and any completed after the checkpoint resumed from).
+	// and any completed after the checkpoint resumed from; -1: unknown).
 	StepsLost int `json:"steps_lost,omitempty"`
 	// RecoverySec is from the report of the death to the first step of
 	// the next attempt.
@@ -346,8 +406,13 @@ type attempt struct {
 	// parts of a recovery that are not the new job's start-up.
 	EndSec       float64 `json:"end_after_death_sec,omitempty"`
 	FirstStepSec float64 `json:"first_step_sec,omitempty"`
-	Seconds     float64 `json:"seconds"`
-	LastError   string  `json:"last_error,omitempty"`
+	Seconds      float64 `json:"seconds"`
+	LastError    string  `json:"last_error,omitempty"`
+
+	// Grew: dml launch stopped it to start it again larger (hosts found).
+	Grew string `json:"grew,omitempty"`
+	// Done: the job's rank 0 finished training.
+	Done bool `json:"done,omitempty"`
 
 	start, death, firstStep time.Time
 	deathLine               string
@@ -375,8 +440,12 @@ type supervisor struct {
 	now            func() time.Time
 	attempts       []*attempt
 
-	mu      sync.Mutex
-	current *attempt
+	// discoveryFailed: a failure of --host-discovery was said.
+	discoveryFailed bool
+	// signalled is the first signal dml launch was sent (nil: none).
+	signalled os.Signal
+	// mu guards the attempt under way against its event reader.
+	mu sync.Mutex
 }
 
 func (sv *supervisor) printf(format string, a ...any) {
@@ -406,7 +475,7 @@ func (sv *supervisor) run() error {
 		sv.attempts = append(sv.attempts, a)
 		interrupted, err := sv.runOnce(a, args, sigs)
 		a.Seconds = sv.now().Sub(a.start).Seconds()
-		if err == nil {
+		if err == nil || a.Done && a.Grew != "" { // grown too late: it had finished
 			sv.finish(nil)
 			return nil
 		}
@@ -414,24 +483,70 @@ func (sv *supervisor) run() error {
 		if a.Death != nil {
 			a.EndSec = sv.now().Sub(a.death).Seconds()
 		}
+		var le launcherError
 		switch {
+		case errors.As(err, &le):
+			sv.finish(err)
+			return err
 		case interrupted:
 			sv.finish(err)
-			return exitCode{a.Exit, err}
+			return exitCode{exitStatus(sv.signalled), err}
 		case a.Death == nil && a.Exit == 2:
 			// The job refused its input: a restart would too.
 			sv.finish(err)
 			return reported{usageErr("%v", err)}
+		case a.Death == nil && a.Grew == "" && a.Exit >= 0 && a.Exit < 128:
+			// Not a death (the ring named none, no rank was killed by a
+			// signal): a failure of the training itself (a non-finite
+			// loss, a file gone), which a restart would meet again.
+			err := fmt.Errorf("launch: the job failed without losing a rank: not restarted: %s", a.LastError)
+			sv.finish(err)
+			return err
 		case restarts >= sv.lf.maxRestarts:
 			err := fmt.Errorf("launch: the job failed again after %d restart(s) (--max-restarts %d): giving up: %s", restarts, sv.lf.maxRestarts, a.LastError)
 			sv.finish(err)
 			return err
+		}
+		if a.Grew != "" && a.Death == nil {
+			continue // stopped to take hosts in: not a failure
 		}
 		restarts++
 		if d := a.Death; d != nil && d.Slot != "" {
 			sv.pool.fail(d.Slot, sv.now())
 		}
 	}
+}
+
+// growth says why the job should be started again larger (hosts found by
+// discovery, or back from their cool-down), "" if not; it runs the
+// discovery command.
+func (sv *supervisor) growth(a *attempt) string {
+	if sv.lf.discovery != "" {
+		hosts, err := discoverHosts(sv.lf.discovery)
+		if err != nil {
+			if !sv.discoveryFailed {
+				sv.printf("--host-discovery: %v: keeping the hosts known (said once)", err)
+			}
+			sv.discoveryFailed = true
+			return ""
+		}
+		sv.pool.rediscover(hosts)
+	}
+	world, np := sv.pool.world(sv.now(), sv.lf.maxNP)
+	if np <= a.Ranks {
+		return ""
+	}
+	var names []string
+	for _, h := range world {
+		if !slices.ContainsFunc(a.Hosts, func(o hostSlots) bool { return o.Name == h.Name }) {
+			names = append(names, h.Name)
+		}
+	}
+	why := fmt.Sprintf("%d slot(s) more", np-a.Ranks)
+	if len(names) > 0 {
+		why += " (" + strings.Join(names, ", ") + ")"
+	}
+	return why
 }
 
 // lastError is ": " and the last attempt's error, if any.
@@ -467,7 +582,7 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 		}
 		out = append(out, a)
 	}
-	if filepath.Base(launcher[0]) == "mpirun" {
+	if b := filepath.Base(launcher[0]); b == "mpirun" || b == "mpiexec" || b == "orterun" {
 		out = append(out, "-x", "DML_LAUNCH_EVENTS")
 	}
 	if !hasNP {
@@ -477,12 +592,44 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 		out = append(out, "--host", hostList)
 	}
 	out = append(out, sv.dml)
-	out = append(out, sv.train...)
-	if resume && !hasFlag(sv.train[1:], "resume") {
-		out = append(out, "--resume")
+	if !resume {
+		return append(out, sv.train...)
+	}
+	// A restart resumes from the newest checkpoint in --checkpoint-dir,
+	// whatever --resume the first run had (a file, or false).
+	return append(append(out, withoutFlag(sv.train, "resume")...), "--resume")
+}
+
+// withoutFlag is args without flag name (and a value after it that is
+// not a flag: --resume FILE).
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		k := strings.TrimLeft(a, "-")
+		if k != a && (k == name || strings.HasPrefix(k, name+"=")) {
+			if k == name && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+			}
+			continue
+		}
+		out = append(out, a)
 	}
 	return out
 }
+
+// stopSignal asks the job to stop at the next step boundary: mpirun
+// passes SIGUSR1 on to every rank at once (SIGTERM only after a second,
+// with SIGKILL a second later), and dml train stops on it as on SIGTERM.
+const stopSignal = syscall.SIGUSR1
+
+// launcherError: the launcher could not be started (not a job failure).
+type launcherError struct{ error }
+
+func (e launcherError) Unwrap() error { return e.error }
 
 // exitCode is an error that ends dml launch with a status of its own.
 type exitCode struct {
@@ -499,14 +646,15 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "DML_LAUNCH_EVENTS=1")
 	cmd.Stdout = sv.stdout
+	// A process group of its own: a terminal's Ctrl-C reaches dml launch
+	// alone, which asks the job to stop cleanly (mpirun would kill the
+	// ranks at once on SIGINT).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
-		return false, fmt.Errorf("launch: starting %s: %w", args[0], err)
+		return false, launcherError{fmt.Errorf("launch: starting %s: %w", args[0], err)}
 	}
-	sv.mu.Lock()
-	sv.current = a
-	sv.mu.Unlock()
 	var lastLine string
 	read := make(chan struct{})
 	go func() {
@@ -519,8 +667,11 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 				sv.event(a, ev)
 				continue
 			}
+			if strings.HasPrefix(line, "mpirun: Forwarding signal") {
+				continue // dml launch's own stop request
+			}
 			fmt.Fprintln(sv.stderr, line)
-			if strings.HasPrefix(line, "dml: ") {
+			if strings.HasPrefix(line, "dml: ") && !strings.Contains(line, ": stopping at the next step boundary") {
 				lastLine = strings.TrimPrefix(line, "dml: ")
 			}
 		}
@@ -529,17 +680,43 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	var werr error
+	nsig := 0
+	var poll <-chan time.Time
+	if !sv.pool.local {
+		t := time.NewTicker(sv.lf.discoverEvery)
+		defer t.Stop()
+		poll = t.C
+	}
 	for done := false; !done; {
 		select {
+		case <-poll:
+			sv.mu.Lock()
+			wait := a.Death != nil || a.ResumedSteps < 0 // grown once it trains
+			sv.mu.Unlock()
+			if interrupted || a.Grew != "" || wait {
+				continue
+			}
+			if why := sv.growth(a); why != "" {
+				a.Grew = why
+				sv.printf("%s to take in: stopping the job at the next step boundary to start it again larger", why)
+				cmd.Process.Signal(stopSignal)
+			}
 		case s := <-sigs:
-			if !interrupted {
-				// SIGTERM whatever came: mpirun forwards it to the ranks,
-				// which stop at a step boundary with a checkpoint (on
-				// SIGINT it would kill them at once).
+			// The first signal: SIGUSR1, which mpirun passes on to the
+			// ranks at once, and they stop at the next step boundary with
+			// a checkpoint; the second: SIGTERM (mpirun ends the ranks);
+			// the third: SIGKILL to the job's process group.
+			nsig++
+			switch nsig {
+			case 1:
+				sv.signalled = s
 				sv.printf("%v: asking the job to stop at the next step boundary (again to end it now)", s)
+				cmd.Process.Signal(stopSignal)
+			case 2:
+				sv.printf("%v again: ending the job", s)
 				cmd.Process.Signal(syscall.SIGTERM)
-			} else {
-				cmd.Process.Kill()
+			default:
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 			interrupted = true
 		case werr = <-waited:
@@ -567,6 +744,8 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 
 // event takes one event line of attempt a.
 func (sv *supervisor) event(a *attempt, line string) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
 	var head struct {
 		Event string `json:"event"`
 		Steps int    `json:"steps"`
@@ -590,20 +769,32 @@ func (sv *supervisor) event(a *attempt, line string) {
 		a.deathLine = fmt.Sprintf("rank %d (pid %d, host %s) died in %s", d.Rank, d.PID, d.Host, d.Op)
 	case "emergency":
 		a.Emergency = max(a.Emergency, head.Steps)
+	case "done":
+		a.Done = true
 	case "first-step":
 		if a.ResumedSteps >= 0 {
 			return
 		}
 		a.ResumedSteps, a.firstStep = head.Steps-1, now
 		a.FirstStepSec = now.Sub(a.start).Seconds()
-		if n := len(sv.attempts); n >= 2 {
-			sv.restarted(sv.attempts[n-2], a)
+		// The attempt whose end this one recovers from: the last before
+		// it that ran a step (the ones between failed before their first).
+		for i := len(sv.attempts) - 2; i >= 0; i-- {
+			if p := sv.attempts[i]; p.ResumedSteps >= 0 || i == 0 {
+				sv.restarted(p, a)
+				break
+			}
 		}
 	}
 }
 
 // restarted prints the line of a restart: prev failed, a has stepped.
 func (sv *supervisor) restarted(prev, a *attempt) {
+	if prev.Grew != "" && prev.Death == nil {
+		prev.RecoverySec = a.firstStep.Sub(prev.start.Add(time.Duration(prev.Seconds * float64(time.Second)))).Seconds()
+		sv.printf("grew: %d rank(s) go on from step %d (the checkpoint of the stop), %.1f s from the old job's end to the first step", a.Ranks, a.ResumedSteps, prev.RecoverySec)
+		return
+	}
 	who := fmt.Sprintf("the job failed (%s)", prev.LastError)
 	if d := prev.Death; d != nil {
 		// The step in flight: the dead rank's last report may be a step
@@ -614,6 +805,12 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 			inflight = max(inflight, prev.Emergency+1)
 		}
 		lost := max(0, inflight-a.ResumedSteps)
+		lostWords := fmt.Sprintf("%d step(s) lost", lost)
+		if inflight <= 0 {
+			// Killed before its first status report and without an
+			// emergency checkpoint: how far it had come is not known.
+			lost, lostWords = -1, "steps lost unknown"
+		}
 		prev.StepsLost = lost
 		prev.RecoverySec = a.firstStep.Sub(prev.death).Seconds()
 		where := d.Host
@@ -621,12 +818,15 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 			where = d.Slot
 		}
 		who = fmt.Sprintf("rank %d on %s died in step %d (last heard of in step %d)", d.Rank, where, inflight, d.Step)
+		if inflight <= 0 {
+			who = fmt.Sprintf("rank %d on %s died (last heard of in %s)", d.Rank, where, d.Op)
+		}
 		from := "its last checkpoint"
 		if prev.Emergency >= 0 && prev.Emergency == a.ResumedSteps {
 			from = "the survivors' emergency checkpoint"
 		}
-		sv.printf("restart %d: %s; %d rank(s) go on from step %d (%s), %d step(s) lost, recovered in %.1f s",
-			len(sv.attempts)-1, who, a.Ranks, a.ResumedSteps, from, lost, prev.RecoverySec)
+		sv.printf("restart %d: %s; %d rank(s) go on from step %d (%s), %s, recovered in %.1f s",
+			len(sv.attempts)-1, who, a.Ranks, a.ResumedSteps, from, lostWords, prev.RecoverySec)
 		return
 	}
 	prev.RecoverySec = a.firstStep.Sub(prev.start.Add(time.Duration(prev.Seconds * float64(time.Second)))).Seconds()
@@ -635,15 +835,26 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 
 // finish prints the summary and writes --report.
 func (sv *supervisor) finish(err error) {
-	restarts := len(sv.attempts) - 1
-	lost, rec := 0, []string{}
+	restarts, grown := 0, 0
 	for _, a := range sv.attempts[:max(0, len(sv.attempts)-1)] {
-		lost += a.StepsLost
+		if a.Grew != "" && a.Death == nil {
+			grown++
+		} else {
+			restarts++
+		}
+	}
+	lost, rec := 0, []string{}
+	unknown := false
+	for _, a := range sv.attempts[:max(0, len(sv.attempts)-1)] {
+		if a.StepsLost < 0 {
+			unknown = true
+		}
+		lost += max(0, a.StepsLost)
 		if a.RecoverySec > 0 {
 			rec = append(rec, fmt.Sprintf("%.1f s", a.RecoverySec))
 		}
 	}
-	if restarts > 0 || err != nil {
+	if restarts+grown > 0 || err != nil {
 		how := "done"
 		if err != nil {
 			how = "stopped"
@@ -652,7 +863,15 @@ func (sv *supervisor) finish(err error) {
 		if len(rec) > 0 {
 			recovery = ", recovery " + strings.Join(rec, ", ")
 		}
-		sv.printf("%s after %d restart(s): %d step(s) of work lost in all%s", how, restarts, lost, recovery)
+		grew := ""
+		if grown > 0 {
+			grew = fmt.Sprintf(" and %d time(s) grown", grown)
+		}
+		lostWords := fmt.Sprintf("%d step(s) of work lost in all", lost)
+		if unknown {
+			lostWords = fmt.Sprintf("at least %d step(s) of work lost in all (one restart's unknown)", lost)
+		}
+		sv.printf("%s after %d restart(s)%s: %s%s", how, restarts, grew, lostWords, recovery)
 	}
 	if sv.lf.report == "" {
 		return
@@ -661,9 +880,10 @@ func (sv *supervisor) finish(err error) {
 		OK        bool       `json:"ok"`
 		Error     string     `json:"error,omitempty"`
 		Restarts  int        `json:"restarts"`
+		Grown     int        `json:"grown"`
 		StepsLost int        `json:"steps_lost"`
 		Attempts  []*attempt `json:"attempts"`
-	}{err == nil, "", restarts, lost, sv.attempts}
+	}{err == nil, "", restarts, grown, lost, sv.attempts}
 	if err != nil {
 		rep.Error = err.Error()
 	}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/internal/syncbuf"
 )
 
 // launchTrain is a short training command for dml launch: 3,000 synthetic
@@ -162,8 +165,13 @@ func TestLaunchUsage(t *testing.T) {
 		{nil, "nothing to run"},
 		{[]string{"--np", "2"}, "nothing to run"},
 		{[]string{"--np", "2", "--", "eval"}, `"eval": dml launch supervises dml train`},
-		{ok, "give --np N"},
-		{append([]string{"--np", "2", "--hosts", "a:1"}, ok...), "not both"},
+		{ok, "give --np N (ranks on this machine), --hosts h1:2,h2:2 or --host-discovery CMD"},
+		{append([]string{"--np", "2", "--hosts", "a:1"}, ok...), "give one of --np, --hosts and --host-discovery"},
+		{append([]string{"--hosts", "a:1", "--host-discovery", "true"}, ok...), "give one of --np, --hosts and --host-discovery"},
+		{append([]string{"--hosts", "a:1", "--discover-every", "0s"}, ok...), "--discover-every 0s"},
+		{[]string{"--np", "2", "--", "train", "--sync", "adpsgd", "--checkpoint-dir", "x"}, "--sync adpsgd writes no checkpoints"},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir="}, "needs --checkpoint-dir"},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir"}, "needs --checkpoint-dir"},
 		{append([]string{"--np", "-1"}, ok...), "--np -1"},
 		{append([]string{"--np", "2", "--min-np", "3"}, ok...), "--min-np 3 is more than the 2 slot(s)"},
 		{append([]string{"--hosts", "a:2,b:1", "--min-np", "4"}, ok...), "--min-np 4 is more than the 3 slot(s)"},
@@ -238,5 +246,119 @@ func TestFlagValue(t *testing.T) {
 		if v, ok := flagValue(args, c.name); v != c.want || ok != c.ok {
 			t.Errorf("%s: %q %v, want %q %v", c.name, v, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestLaunchGrows: a host count that --host-discovery raises while the job
+// runs (here the command's second answer) is taken in at a step boundary:
+// the job stops there with a checkpoint (SIGUSR1, passed on by mpirun) and
+// goes on larger from that checkpoint; a growth is no restart.
+func TestLaunchGrows(t *testing.T) {
+	dir := t.TempDir()
+	rep, marker := filepath.Join(dir, "report.json"), filepath.Join(dir, "asked")
+	discover := fmt.Sprintf("if [ -e %[1]s ]; then echo localhost:3; else echo localhost:2; touch %[1]s; fi", marker)
+	train := launchTrain(filepath.Join(dir, "ck"))
+	train[slices.Index(train, "--epochs")+1] = "200"
+	train = append(train, "--max-steps", "1500")
+	args := append([]string{"launch", "--host-discovery", discover, "--discover-every", "20ms", "--report", rep, "--launcher", localLauncher(), "--"}, train...)
+	r := dml(t, 0, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"dml launch: 1 slot(s) more to take in: stopping the job at the next step boundary",
+		"dml launch: grew: 3 rank(s) go on from step ", "done after 0 restart(s) and 1 time(s) grown: 0 step(s) of work lost"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	got := readLaunchReport(t, rep)
+	if !got.OK || got.Restarts != 0 || len(got.Attempts) != 2 || got.Attempts[0].Ranks != 2 || got.Attempts[1].Ranks != 3 || got.Attempts[1].ResumedSteps <= 0 || got.Attempts[1].ResumedSteps >= 1500 {
+		t.Errorf("report %+v", got)
+	}
+}
+
+// TestLaunchInterrupted: SIGINT to dml launch (not to its job: a process
+// group of its own) stops the job at a step boundary with a checkpoint,
+// and dml launch ends with 130, without a restart.
+func TestLaunchInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	train := launchTrain(ck)
+	train[slices.Index(train, "--epochs")+1] = "100000"
+	argv := append([]string{dmlBin, "launch", "--np", "2", "--launcher", localLauncher(), "--"}, train...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var so, se syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(time.Minute)
+	for !strings.Contains(so.String(), "epoch") {
+		select {
+		case err := <-done:
+			t.Fatalf("ended (%v) before an epoch\n%s\n%s", err, so.String(), se.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("no epoch in a minute")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("still running a minute after SIGINT\n%s", se.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	files, _ := filepath.Glob(filepath.Join(ck, "ckpt-s*.npz"))
+	if code != 130 || !strings.Contains(so.String(), "interrupted after step") || len(files) == 0 || strings.Contains(se.String(), "restart 1") {
+		t.Fatalf("exit %d (want 130), checkpoints %v\nstdout:\n%s\nstderr:\n%s", code, files, so.String(), se.String())
+	}
+}
+
+// TestWithoutFlag: a restart's command drops the first run's --resume,
+// alone, with =, or with its file.
+func TestWithoutFlag(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"train --resume --epochs 3", "train --epochs 3"},
+		{"train --resume ck/a.npz --epochs 3", "train --epochs 3"},
+		{"train --resume=false -resume=x.npz --seed 2", "train --seed 2"},
+		{"train --epochs 3 --resume", "train --epochs 3"},
+		{"train --resumed 1 -- --resume", "train --resumed 1 -- --resume"},
+	} {
+		if got := strings.Join(withoutFlag(strings.Fields(c.in), "resume"), " "); got != c.want {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestDiscoverHosts: what a discovery command prints, and what it may not.
+func TestDiscoverHosts(t *testing.T) {
+	got, err := discoverHosts("printf 'a:2\\n# comment\\n\\n  b  # one slot\\n'")
+	if err != nil || !slices.Equal(got, []hostSlots{{"a", 2}, {"b", 1}}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, c := range []struct{ cmd, want string }{
+		{"exit 3", "exit status 3"},
+		{"echo broken >&2; exit 1", "exit status 1: broken"},
+		{"true", "printed no host"},
+		{"echo 'a b'", `line 1 "a b": want host or host:slots`},
+		{"printf 'a\\na:2\\n'", "host a is given twice"},
+		{"echo a:x", `slots "x"`},
+	} {
+		if _, err := discoverHosts(c.cmd); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.cmd, err, c.want)
+		}
+	}
+	var so, se strings.Builder
+	if code := run([]string{"launch", "--host-discovery", "exit 3", "--", "train", "--checkpoint-dir", t.TempDir()}, &so, &se); code != 2 || !strings.Contains(se.String(), "--host-discovery") {
+		t.Errorf("a failing discovery at the start: exit %d, %q", code, se.String())
 	}
 }

@@ -268,6 +268,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 }
 
 func cmdTrain(args []string, stdout, stderr io.Writer) error {
+	defer catchEarlyStop()()
 	cfg := trainer.DefaultConfig()
 	var cf commonFlags
 	fs := newFlags("train", `Usage: mpirun -np N dml train [flags]
@@ -352,6 +353,9 @@ Examples:
 			defer done()
 		}
 		res, err := tr.Run(cfg)
+		if err == nil && c.Rank() == 0 {
+			launchEvent(map[string]any{"event": "done", "steps": res.Steps})
+		}
 		if rerr := rep.finish(res, err); err == nil {
 			err = rerr
 		}
