@@ -214,7 +214,7 @@ func TestBenchConsistencyOutputsChecked(t *testing.T) {
 // --overlap auto resolved by the same rule; bench consistency ignored
 // --classes and never resolved --overlap auto before).
 func TestBenchConsistencySettlesAsTrain(t *testing.T) {
-	trainOnly := map[string]bool{"progress": true, "run-report": true, "checkpoint-dir": true, "checkpoint-every": true, "keep": true, "resume": true}
+	trainOnly := map[string]bool{"progress": true, "run-report": true, "checkpoint-dir": true, "checkpoint-every": true, "keep": true, "resume": true, "emergency-checkpoint": true}
 	newTrain := func() (*flag.FlagSet, *trainer.Config, *commonFlags, *overlapFlag) {
 		cfg, cf := trainer.DefaultConfig(), &commonFlags{}
 		fs := flag.NewFlagSet("train", flag.ContinueOnError)
