@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"net"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -346,19 +347,51 @@ func (p *slotPool) fail(host string, now time.Time) {
 // launch prints on stderr (DML_LAUNCH_EVENTS=1): one JSON object each.
 const launchEventPrefix = "dml-launch: "
 
-// launchEvents says whether this rank runs under dml launch.
-func launchEvents() bool { return os.Getenv("DML_LAUNCH_EVENTS") == "1" }
+// launchEvents says whether this rank runs under dml launch:
+// DML_LAUNCH_EVENTS is "1" (events on stderr) or tcp:HOST:PORT (events to
+// dml launch's socket: mpirun forwards a remote rank's stderr through its
+// daemons, which hold it back while they end a failed job, by a second
+// and more).
+func launchEvents() bool { return os.Getenv("DML_LAUNCH_EVENTS") != "" }
 
-// launchEvent prints one event for dml launch (when it asked for them).
+// eventConn is this rank's connection to dml launch's socket (nil: none
+// yet, or stderr).
+var (
+	eventMu   sync.Mutex
+	eventConn net.Conn
+	eventDead bool // the socket failed: stderr from now on
+)
+
+// launchEvent sends one event to dml launch (when it asked for them),
+// tagged with the attempt it started (DML_LAUNCH_ATTEMPT).
 func launchEvent(ev map[string]any) {
-	if !launchEvents() {
+	v := os.Getenv("DML_LAUNCH_EVENTS")
+	if v == "" {
 		return
+	}
+	if n, err := strconv.Atoi(os.Getenv("DML_LAUNCH_ATTEMPT")); err == nil {
+		ev["attempt"] = n
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}
-	os.Stderr.Write(append([]byte(launchEventPrefix), append(b, '\n')...))
+	line := append([]byte(launchEventPrefix), append(b, '\n')...)
+	eventMu.Lock()
+	defer eventMu.Unlock()
+	if addr, ok := strings.CutPrefix(v, "tcp:"); ok && !eventDead {
+		if eventConn == nil {
+			eventConn, err = net.DialTimeout("tcp", addr, 2*time.Second)
+		}
+		if err == nil {
+			eventConn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			if _, err = eventConn.Write(line); err == nil {
+				return
+			}
+		}
+		eventDead = true // say it on stderr, as without a socket
+	}
+	os.Stderr.Write(line)
 }
 
 // keepLastWord sets the liveness ring's last word to tr's emergency
@@ -416,6 +449,11 @@ type attempt struct {
 
 	start, death, firstStep time.Time
 	deathLine               string
+	// survivors is how many emergency checkpoints to wait for after a
+	// death, said how many came; allSaid is closed when all have.
+	survivors, said int
+	allSaid         chan struct{}
+	closed          bool // ended: events no longer taken
 }
 
 type deathEvent struct {
@@ -444,6 +482,10 @@ type supervisor struct {
 	discoveryFailed bool
 	// signalled is the first signal dml launch was sent (nil: none).
 	signalled os.Signal
+	// events is the address of the socket the ranks send their events
+	// to ("": stderr); closeEvents closes it.
+	events      string
+	closeEvents func()
 	// mu guards the attempt under way against its event reader.
 	mu sync.Mutex
 }
@@ -453,6 +495,9 @@ func (sv *supervisor) printf(format string, a ...any) {
 }
 
 func (sv *supervisor) run() error {
+	if sv.listenEvents(); sv.closeEvents != nil {
+		defer sv.closeEvents()
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -472,7 +517,9 @@ func (sv *supervisor) run() error {
 		if len(sv.attempts) == 0 {
 			sv.printf("starting %d rank(s): %s", np, strings.Join(args, " "))
 		}
+		sv.mu.Lock()
 		sv.attempts = append(sv.attempts, a)
+		sv.mu.Unlock()
 		interrupted, err := sv.runOnce(a, args, sigs)
 		a.Seconds = sv.now().Sub(a.start).Seconds()
 		if err == nil || a.Done && a.Grew != "" { // grown too late: it had finished
@@ -491,6 +538,8 @@ func (sv *supervisor) run() error {
 		case interrupted:
 			sv.finish(err)
 			return exitCode{exitStatus(sv.signalled), err}
+		case a.Grew != "" && a.Death == nil:
+			continue // stopped to take hosts in: not a failure
 		case a.Death == nil && a.Exit == 2:
 			// The job refused its input: a restart would too.
 			sv.finish(err)
@@ -506,9 +555,6 @@ func (sv *supervisor) run() error {
 			err := fmt.Errorf("launch: the job failed again after %d restart(s) (--max-restarts %d): giving up: %s", restarts, sv.lf.maxRestarts, a.LastError)
 			sv.finish(err)
 			return err
-		}
-		if a.Grew != "" && a.Death == nil {
-			continue // stopped to take hosts in: not a failure
 		}
 		restarts++
 		if d := a.Death; d != nil && d.Slot != "" {
@@ -583,7 +629,7 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 		out = append(out, a)
 	}
 	if b := filepath.Base(launcher[0]); b == "mpirun" || b == "mpiexec" || b == "orterun" {
-		out = append(out, "-x", "DML_LAUNCH_EVENTS")
+		out = append(out, "-x", "DML_LAUNCH_EVENTS", "-x", "DML_LAUNCH_ATTEMPT")
 	}
 	if !hasNP {
 		out = append(out, "-np", strconv.Itoa(np))
@@ -626,6 +672,10 @@ func withoutFlag(args []string, name string) []string {
 // with SIGKILL a second later), and dml train stops on it as on SIGTERM.
 const stopSignal = syscall.SIGUSR1
 
+// endGrace is how long dml launch lets mpirun end a job by itself once
+// every survivor of a death has written its emergency checkpoint.
+const endGrace = 200 * time.Millisecond
+
 // launcherError: the launcher could not be started (not a job failure).
 type launcherError struct{ error }
 
@@ -644,15 +694,29 @@ func (e exitCode) Unwrap() error { return e.err }
 // its events; interrupted says dml launch itself was asked to stop.
 func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (interrupted bool, err error) {
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), "DML_LAUNCH_EVENTS=1")
+	events := "1"
+	if sv.events != "" {
+		events = "tcp:" + sv.events
+	}
+	cmd.Env = append(os.Environ(), "DML_LAUNCH_EVENTS="+events, fmt.Sprintf("DML_LAUNCH_ATTEMPT=%d", len(sv.attempts)-1))
 	cmd.Stdout = sv.stdout
 	// A process group of its own: a terminal's Ctrl-C reaches dml launch
 	// alone, which asks the job to stop cleanly (mpirun would kill the
 	// ranks at once on SIGINT).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr, pw := io.Pipe()
+	// The ranks' stderr through a pipe of our own (not exec's copying
+	// goroutine, which Wait waits for): the daemons mpirun starts on other
+	// hosts hold its write end until they end, seconds after mpirun
+	// itself once a job failed, and the restart need not wait for them.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return false, launcherError{fmt.Errorf("launch: %w", err)}
+	}
 	cmd.Stderr = pw
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
 		return false, launcherError{fmt.Errorf("launch: starting %s: %w", args[0], err)}
 	}
 	var lastLine string
@@ -664,7 +728,7 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 		for sc.Scan() {
 			line := sc.Text()
 			if ev, ok := strings.CutPrefix(line, launchEventPrefix); ok {
-				sv.event(a, ev)
+				sv.routeEvent(ev, a)
 				continue
 			}
 			if strings.HasPrefix(line, "mpirun: Forwarding signal") {
@@ -672,13 +736,21 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 			}
 			fmt.Fprintln(sv.stderr, line)
 			if strings.HasPrefix(line, "dml: ") && !strings.Contains(line, ": stopping at the next step boundary") {
+				sv.mu.Lock()
 				lastLine = strings.TrimPrefix(line, "dml: ")
+				sv.mu.Unlock()
 			}
 		}
 		io.Copy(io.Discard, pr)
+		pr.Close()
 	}()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
+	sv.mu.Lock()
+	allSaid := make(chan struct{})
+	a.allSaid = allSaid
+	sv.mu.Unlock()
+	var ending <-chan time.Time
 	var werr error
 	nsig := 0
 	var poll <-chan time.Time
@@ -719,12 +791,32 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 			interrupted = true
+		case <-allSaid:
+			// Every survivor has written its last word and is ending;
+			// mpirun may take seconds more to end the job on other hosts
+			// (its kill sequence waits odls_base_sigkill_timeout, twice):
+			// a moment for it, then the job's process group is killed.
+			allSaid = nil
+			ending = time.After(endGrace)
+		case <-ending:
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		case werr = <-waited:
 			done = true
 		}
 	}
-	pw.Close()
-	<-read
+	sv.mu.Lock()
+	dead := a.Death != nil
+	sv.mu.Unlock()
+	if !dead { // what the job printed last, for its error (a daemon may hold the pipe)
+		select {
+		case <-read:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	sv.mu.Lock()
+	last := lastLine
+	a.closed = true // a daemon's late lines are not this attempt's any more
+	sv.mu.Unlock()
 	if werr == nil {
 		return interrupted, nil
 	}
@@ -735,17 +827,75 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	}
 	switch {
 	case a.deathLine != "":
-		lastLine = a.deathLine
-	case lastLine == "":
-		lastLine = fmt.Sprintf("%s: %v", args[0], werr)
+		last = a.deathLine
+	case last == "":
+		last = fmt.Sprintf("%s: %v", args[0], werr)
 	}
-	return interrupted, errors.New(lastLine)
+	return interrupted, errors.New(last)
+}
+
+// listenEvents opens dml launch's socket for the ranks' events, on the
+// address this machine reaches the first host from (loopback with --np);
+// "" where it cannot (the ranks then print them on stderr).
+func (sv *supervisor) listenEvents() {
+	ip := "127.0.0.1"
+	if !sv.pool.local && len(sv.pool.hosts) > 0 {
+		c, err := net.Dial("udp", net.JoinHostPort(sv.pool.hosts[0].Name, "9"))
+		if err != nil {
+			return
+		}
+		ip = c.LocalAddr().(*net.UDPAddr).IP.String()
+		c.Close()
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return
+	}
+	sv.events = ln.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if ev, ok := strings.CutPrefix(sc.Text(), launchEventPrefix); ok {
+						sv.routeEvent(ev, nil)
+					}
+				}
+			}()
+		}
+	}()
+	sv.closeEvents = func() { ln.Close() }
+}
+
+// routeEvent hands an event line to the attempt it names (else to a).
+func (sv *supervisor) routeEvent(line string, a *attempt) {
+	var head struct {
+		Attempt *int `json:"attempt"`
+	}
+	if json.Unmarshal([]byte(line), &head) == nil && head.Attempt != nil {
+		sv.mu.Lock()
+		if n := *head.Attempt; n >= 0 && n < len(sv.attempts) {
+			a = sv.attempts[n]
+		}
+		sv.mu.Unlock()
+	}
+	if a != nil {
+		sv.event(a, line)
+	}
 }
 
 // event takes one event line of attempt a.
 func (sv *supervisor) event(a *attempt, line string) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
+	if a.closed {
+		return
+	}
 	var head struct {
 		Event string `json:"event"`
 		Steps int    `json:"steps"`
@@ -767,8 +917,22 @@ func (sv *supervisor) event(a *attempt, line string) {
 		d.Slot = sv.pool.hostOf(world, d.Rank, d.Host)
 		a.Death, a.death = &d, now
 		a.deathLine = fmt.Sprintf("rank %d (pid %d, host %s) died in %s", d.Rank, d.PID, d.Host, d.Op)
+		// The ranks that can say their last word: all but the dead host's
+		// (one slot of this machine).
+		a.survivors = a.Ranks - 1
+		for _, h := range a.Hosts {
+			if h.Name == d.Slot {
+				a.survivors = a.Ranks - h.Slots
+			}
+		}
+		a.said = 0
 	case "emergency":
 		a.Emergency = max(a.Emergency, head.Steps)
+		a.said++
+		if a.Death != nil && a.said == a.survivors && a.allSaid != nil {
+			close(a.allSaid)
+			a.allSaid = nil
+		}
 	case "done":
 		a.Done = true
 	case "first-step":
