@@ -101,6 +101,30 @@ func TestCluster(t *testing.T) {
 		t.Logf("4 B AllReduce over 5 ms links: %.1f ms (at least 10 ms by the delay)", us/1e3)
 	})
 
+	// Issue 20's kill-a-host scenario, short: dml launch runs one rank on
+	// each of 3 hosts; once epoch 2 has ended, every dml process of host 3
+	// is killed with SIGKILL. The survivors write their emergency
+	// checkpoint, the job goes on on 2 hosts having lost one step, and
+	// host 3 is taken in again after its cool-down
+	// (bench/elastic/cluster-kill.sh QUICK=1: what the job did, not how
+	// fast).
+	t.Run("launch-kill-a-host", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "../elastic/cluster-kill.sh", dml)
+		cmd.Env = append(os.Environ(), "QUICK=1", "HOSTS=3")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v (%v)\n%s", err, ctx.Err(), out)
+		}
+		for _, want := range []string{"dml launch: restart 1: rank 2 on ", "2 rank(s) go on from step ",
+			"(the survivors' emergency checkpoint), 1 step(s) lost", "dml launch: grew: 3 rank(s) go on from step "} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
 	train := []string{dml, "train", "--model", "mlp", "--hidden", "32", "--data", "synthetic",
 		"--classes", "4", "--samples", "4000", "--epochs", "2", "--batch", "32", "--progress", "never"}
 	for _, c := range []struct {
