@@ -11,8 +11,11 @@
 #
 #   bench/elastic/cluster-kill.sh [DML_BINARY]      (default bin/dml; root)
 #
-# Environment: HOSTS [4], KILL [3] (the host; one rank per host, so rank
-# KILL-1), LINK [10gbit], EPOCHS [6], COOLDOWN [6s] (0: the host does not
+# Environment: MODE [kill] (or cut: host KILL's link is set down instead,
+# its processes left running; the liveness ring finds it silent after dml
+# launch's --liveness, 3 s, and the link comes up again once the job has
+# gone on without it), HOSTS [4], KILL [3] (the host; one rank per host,
+# so rank KILL-1), LINK [10gbit], EPOCHS [6], COOLDOWN [6s] (0: the host does not
 # come back), SEEDS ["1"], MODEL/HIDDEN/DATA as kill.sh. Exit 1 when a run
 # lost more than one step, took more than 3 s to recover, or ended more
 # than 0.01 below the run without a kill. QUICK=1 (TestCluster's short
@@ -43,8 +46,8 @@ launcher="mpirun --oversubscribe --mca plm_rsh_agent $here/agent.sh --mca btl se
 [ "$(id -u)" != 0 ] || launcher="$launcher --allow-run-as-root"
 acc() { sed -n 's/^done: .*test accuracy \([0-9.]*\).*/\1/p' "$1" 2>/dev/null | tail -1; }
 fail=0
-echo "cluster $name: $hosts hosts over ${LINK:-10gbit}, one rank each; host $victim killed after epoch 2" >&2
-echo "| seed | recovery (s) | steps lost | back after cool-down | test acc. | without kill | Δ |"
+echo "cluster $name: $hosts hosts over ${LINK:-10gbit}, one rank each; host $victim ${MODE:-kill} after epoch 2" >&2
+echo "| seed | recovery (s, from the ${MODE:-kill}) | steps lost | back after cool-down | test acc. | without kill | Δ |"
 echo "|---|---|---|---|---|---|---|"
 for seed in ${SEEDS:-1}; do
 	common=(train --model "${MODEL:-mlp}" --hidden "${HIDDEN:-256,128}" "${data[@]}"
@@ -60,13 +63,25 @@ for seed in ${SEEDS:-1}; do
 		kill -0 $job 2>/dev/null || break
 		sleep 0.05
 	done
-	for p in $(ip netns pids "$name-h$victim"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = dml ] && kill -9 "$p" || true
-	done
+	t0=$(date +%s.%N)
+	if [ "${MODE:-kill}" = cut ]; then
+		ip -n "$name-h$victim" link set eth0 down
+		until grep -q "^dml launch: restart 1" "$dir/kill.err" 2>/dev/null; do
+			kill -0 $job 2>/dev/null || break
+			sleep 0.05
+		done
+		ip -n "$name-h$victim" link set eth0 up
+	else
+		for p in $(ip netns pids "$name-h$victim"); do
+			[ "$(cat /proc/$p/comm 2>/dev/null)" = dml ] && kill -9 "$p" || true
+		done
+	fi
 	rc=0
 	wait $job || rc=$?
 	a0=$(acc "$dir/plain.out") a1=$(acc "$dir/kill.out")
-	read -r rec lost grew <<<"$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); a=r["attempts"][0]; print(round(a.get("recovery_sec",-1),2), r["steps_lost"], r.get("grown",0))' "$dir/rep.json" 2>/dev/null || echo "- - -")"
+	# The recovery from the kill (or cut) itself to the first step on the
+	# hosts left: the death's detection included.
+	read -r rec lost grew <<<"$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); a=r["attempts"]; print(round(a[1]["first_step_at"]-float(sys.argv[2]),2), r["steps_lost"], r.get("grown",0))' "$dir/rep.json" "$t0" 2>/dev/null || echo "- - -")"
 	d=$(python3 -c "print(f'{float(\"${a1:-0}\")-float(\"${a0:-0}\"):+.4f}')")
 	echo "| $seed | $rec | $lost | $([ "$grew" = 1 ] && echo yes || echo no) | ${a1:--} | ${a0:--} | $d |"
 	[ -z "${REPORT:-}" ] || cp "$dir/rep.json" "$REPORT"

@@ -50,6 +50,7 @@ type launchFlags struct {
 	hosts, launcher, report       string
 	discovery                     string
 	cooldown, discoverEvery       time.Duration
+	liveness                      time.Duration
 }
 
 func cmdLaunch(args []string, stdout, stderr io.Writer) error {
@@ -64,6 +65,7 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&lf.launcher, "launcher", "", "the command that starts the job (default: mpirun --oversubscribe, --allow-run-as-root as root); {np} and {hosts} in it are replaced, else mpirun's -np and --host are appended")
 	fs.StringVar(&lf.discovery, "host-discovery", "", "a shell command that prints the hosts to run on, one host[:slots] a line (# comments): run at the start and every --discover-every; a host it reports anew (or one back from its cool-down) is taken in at the next step boundary (the job stops there with a checkpoint and is started again, larger)")
 	fs.DurationVar(&lf.discoverEvery, "discover-every", 5*time.Second, "with --host-discovery, or hosts in their cool-down: how often to look for hosts to take in")
+	fs.DurationVar(&lf.liveness, "liveness", 3*time.Second, "dml train's --liveness, unless the training command gives it: a rank silent this long is dead (a host or its link gone), so that the job goes on without it (0: dml train's own rule, --timeout + 10 s)")
 	fs.StringVar(&lf.report, "report", "", "write a JSON report of every attempt (who failed, at which step, steps lost, recovery time) to this file")
 	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -99,6 +101,8 @@ func (lf *launchFlags) check(train []string) error {
 		return usageErr("launch: give --np N (ranks on this machine), --hosts h1:2,h2:2 or --host-discovery CMD")
 	case (lf.np != 0) && (lf.hosts != "" || lf.discovery != "") || lf.hosts != "" && lf.discovery != "":
 		return usageErr("launch: give one of --np, --hosts and --host-discovery")
+	case lf.liveness < 0 || lf.liveness > 0 && lf.liveness < minLiveness:
+		return usageErr("launch: --liveness %v: want 0 or at least %v", lf.liveness, minLiveness)
 	case lf.discoverEvery <= 0:
 		return usageErr("launch: --discover-every %v: want a positive duration", lf.discoverEvery)
 	case lf.np < 0:
@@ -439,6 +443,10 @@ type attempt struct {
 	// parts of a recovery that are not the new job's start-up.
 	EndSec       float64 `json:"end_after_death_sec,omitempty"`
 	FirstStepSec float64 `json:"first_step_sec,omitempty"`
+	// DeathAt and FirstStepAt are when dml launch heard of the death and
+	// of the first step (Unix seconds).
+	DeathAt     float64 `json:"death_at,omitempty"`
+	FirstStepAt float64 `json:"first_step_at,omitempty"`
 	Seconds      float64 `json:"seconds"`
 	LastError    string  `json:"last_error,omitempty"`
 
@@ -638,12 +646,16 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 		out = append(out, "--host", hostList)
 	}
 	out = append(out, sv.dml)
+	train := sv.train
+	if sv.lf.liveness > 0 && !hasFlag(train[1:], "liveness") {
+		train = append(slices.Clone(train), "--liveness", sv.lf.liveness.String())
+	}
 	if !resume {
-		return append(out, sv.train...)
+		return append(out, train...)
 	}
 	// A restart resumes from the newest checkpoint in --checkpoint-dir,
 	// whatever --resume the first run had (a file, or false).
-	return append(append(out, withoutFlag(sv.train, "resume")...), "--resume")
+	return append(append(out, withoutFlag(train, "resume")...), "--resume")
 }
 
 // withoutFlag is args without flag name (and a value after it that is
@@ -916,6 +928,7 @@ func (sv *supervisor) event(a *attempt, line string) {
 		}
 		d.Slot = sv.pool.hostOf(world, d.Rank, d.Host)
 		a.Death, a.death = &d, now
+		a.DeathAt = float64(now.UnixNano()) / 1e9
 		a.deathLine = fmt.Sprintf("rank %d (pid %d, host %s) died in %s", d.Rank, d.PID, d.Host, d.Op)
 		// The ranks that can say their last word: all but the dead host's
 		// (one slot of this machine).
@@ -941,6 +954,7 @@ func (sv *supervisor) event(a *attempt, line string) {
 		}
 		a.ResumedSteps, a.firstStep = head.Steps-1, now
 		a.FirstStepSec = now.Sub(a.start).Seconds()
+		a.FirstStepAt = float64(now.UnixNano()) / 1e9
 		// The attempt whose end this one recovers from: the last before
 		// it that ran a step (the ones between failed before their first).
 		for i := len(sv.attempts) - 2; i >= 0; i-- {

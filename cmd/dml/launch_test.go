@@ -22,7 +22,8 @@ import (
 // samples, 63 steps per epoch on 3 ranks × batch 16.
 func launchTrain(ck string) []string {
 	return []string{"train", "--data", "synthetic", "--samples", "3000", "--features", "20", "--hidden", "16",
-		"--epochs", "2", "--batch", "16", "--progress", "never", "--checkpoint-dir", ck}
+		"--epochs", "2", "--batch", "16", "--progress", "never", "--checkpoint-dir", ck,
+		"--liveness", "60s"} // a death by SIGKILL is found at once; no false one on a loaded machine
 }
 
 // localLauncher is mpirun as the tests run it on one machine (shared
@@ -181,6 +182,7 @@ func TestLaunchUsage(t *testing.T) {
 		{append([]string{"--np", "2", "--max-np", "1", "--min-np", "2"}, ok...), "--max-np 1 is below --min-np 2"},
 		{append([]string{"--np", "2", "--max-restarts", "-1"}, ok...), "--max-restarts -1"},
 		{append([]string{"--np", "2", "--min-np", "0"}, ok...), "--min-np 0"},
+		{append([]string{"--np", "2", "--liveness", "10ms"}, ok...), "--liveness 10ms"},
 		{[]string{"--np", "2", "--", "train", "--epochs", "1"}, "needs --checkpoint-dir"},
 		{append([]string{"--np", "2", "--bogus"}, ok...), "flag provided but not defined: -bogus"},
 	} {

@@ -136,6 +136,7 @@ type commonFlags struct {
 	timeout     time.Duration
 	stallWarn   time.Duration
 	stallAbort  time.Duration // --stall-timeout; 0: --timeout
+	liveness    time.Duration // --liveness; 0: the stall rule's
 	rank        int           // this rank, once begin ran
 	stderr      io.Writer
 }
@@ -152,10 +153,15 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.DurationVar(&c.timeout, "timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long")
 	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
 	fs.DurationVar(&c.stallAbort, "stall-timeout", 0, "stall inspector: abort the job with that report after this long (0, or more than --timeout: --timeout)")
+	fs.DurationVar(&c.liveness, "liveness", 0, "liveness ring: a rank whose status (sent four times a second) has not come for this long is dead: a stopped process, a host or link gone (0: --timeout + 10 s, so that a stalled wait is named by the stall inspector first; dml launch sets 3s)")
 }
 
 // minTimeout is the shortest --timeout and --stall-timeout taken.
 const minTimeout = time.Second
+
+// minLiveness is the shortest --liveness: four of the ring's status
+// records.
+const minLiveness = time.Second
 
 // stallTimeout is how long a stalled operation lasts before the job
 // aborts: --stall-timeout, or --timeout when it is 0 or longer.
@@ -195,6 +201,9 @@ func (c *commonFlags) check() error {
 	if c.stallWarn < 0 {
 		return usageErr("--stall-warn %v: want a duration ≥ 0 (0: off)", c.stallWarn)
 	}
+	if c.liveness < 0 || c.liveness > 0 && c.liveness < minLiveness {
+		return usageErr("--liveness %v: want 0 (--timeout + 10 s) or at least %v (the ring's status comes every 250 ms)", c.liveness, minLiveness)
+	}
 	if c.stallAbort < 0 || (c.stallAbort > 0 && c.stallAbort < minTimeout) {
 		return usageErr("--stall-timeout %v: want 0 (--timeout) or at least %v", c.stallAbort, minTimeout)
 	}
@@ -233,6 +242,9 @@ func (c *commonFlags) begin(w collectives.Comm) (func(*error), error) {
 		// A wait may last --timeout (longer in the ps stop vote): a rank
 		// silent that long is the stall inspector's to name first.
 		m.SetQuietLimit(trainer.StopVoteWait(c.timeout))
+		if c.liveness > 0 {
+			m.SetLiveness(c.liveness)
+		}
 	}
 	return c.profFlags.begin(w)
 }

@@ -98,6 +98,16 @@ func (c *Comm) SetQuietLimit(limit time.Duration) {
 	c.quiet.Store(int64(limit + quietExtra))
 }
 
+// SetLiveness sets the ring's quiet limit to d itself (--liveness): a
+// predecessor silent for d is dead, whether or not a wait could last
+// longer (a stalled wait is then named by the ring, not the inspector).
+func (c *Comm) SetLiveness(d time.Duration) {
+	if c.quiet == nil {
+		return
+	}
+	c.quiet.Store(int64(d))
+}
+
 // Bye tells this rank's successor in the liveness ring that this rank ends
 // on purpose (watch.ByeEnd, ByeAbort, ByeSignal, ByeExit), so that its end
 // is not reported as a death. Finalize and Abort say it themselves.
