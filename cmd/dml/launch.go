@@ -447,8 +447,8 @@ type attempt struct {
 	// of the first step (Unix seconds).
 	DeathAt     float64 `json:"death_at,omitempty"`
 	FirstStepAt float64 `json:"first_step_at,omitempty"`
-	Seconds      float64 `json:"seconds"`
-	LastError    string  `json:"last_error,omitempty"`
+	Seconds     float64 `json:"seconds"`
+	LastError   string  `json:"last_error,omitempty"`
 
 	// Grew: dml launch stopped it to start it again larger (hosts found).
 	Grew string `json:"grew,omitempty"`
