@@ -27,6 +27,14 @@ func newEpochClock(perEpoch, epochs, maxSteps int) *epochClock {
 	return &epochClock{perEpoch: int64(perEpoch), epochs: epochs, maxSteps: int64(maxSteps), epoch: 1}
 }
 
+// resumeAt starts the clock at the synchronisation point a checkpoint
+// was written at, before epoch `epoch`, with `steps` steps run by every
+// rank together.
+func (c *epochClock) resumeAt(epoch int, steps int64) {
+	c.epoch, c.steps = epoch, steps
+	c.samples = int64(epoch-1) * c.perEpoch
+}
+
 // report adds a rank's progress since its last report.
 func (c *epochClock) report(steps, samples int64) {
 	c.steps += steps

@@ -134,6 +134,12 @@ type pacer interface {
 	totalSteps(mine int) (int, error)
 }
 
+// pointSaver is a pacer whose synchronisation points write checkpoints
+// (adpsgd): pointSteps is every rank's steps together (a collective).
+type pointSaver interface {
+	pointSteps() (int, error)
+}
+
 // syncPoint is the end of a paced epoch.
 type syncPoint struct {
 	epoch int
@@ -149,8 +155,8 @@ type ownPace struct {
 	order       []int
 }
 
-func newOwnPace(j *job) *ownPace {
-	w := &ownPace{j: j, epoch: 1, steps: (j.sched.shard + j.cfg.Batch - 1) / j.cfg.Batch}
+func newOwnPace(j *job, start Position) *ownPace {
+	w := &ownPace{j: j, epoch: max(1, start.Epoch), steps: (j.sched.shard + j.cfg.Batch - 1) / j.cfg.Batch}
 	w.order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), w.epoch, j.cfg.Shuffle)
 	return w
 }
@@ -188,7 +194,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 	scope := s.Scope()
 	var own *ownPace
 	if paced {
-		own = newOwnPace(j)
+		own = newOwnPace(j, start) // from a synchronisation point's checkpoint: its epoch's order
 	}
 	pos := start
 	res.Steps = start.Steps
@@ -334,6 +340,17 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		st.WallSec = time.Since(t0).Seconds()
 		res.Epochs = append(res.Epochs, st)
 		if paced {
+			// The ranks meet here: a checkpoint when one is due (every
+			// --checkpoint-every Ne epochs, and at the end).
+			if ps, ok := s.(pointSaver); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+				n, err := ps.pointSteps()
+				if err == nil {
+					err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
+				}
+				if err != nil {
+					return pos, 0, err
+				}
+			}
 			p.resumeAfter(&syncPoint{epoch: epoch, final: done})
 		}
 		if !j.reports() {

@@ -447,3 +447,60 @@ func writeCheckpointFile(t *testing.T, ck *checkpoint) string {
 	}
 	return p
 }
+
+// TestADPSGDCheckpoints (issue 20): AD-PSGD writes a checkpoint at each
+// synchronisation point the epoch schedule picks and at the end: every
+// rank's own model and optimizer state, the consensus model as the
+// weights, the position the next epoch and every rank's steps together.
+// Resumed on as many ranks, each rank starts from its own state and
+// training goes on from the next epoch; on another number, from the
+// consensus (with the gradient switched off, the run ends with the
+// checkpoint's consensus weights).
+func TestADPSGDCheckpoints(t *testing.T) {
+	cfg := gossipCfg(SyncADPSGD, gossip.Ring)
+	cfg.Epochs = 3
+	dir := t.TempDir()
+	res, errs := runWorldCkpt(t, 3, cfg, Checkpointing{Dir: dir, EveryEpochs: 1, Keep: 10})
+	noErrs(t, errs)
+	files, _ := listCheckpoints(dir)
+	if len(files) != 3 {
+		t.Fatalf("checkpoints %v, want one at each of the 3 synchronisation points", files)
+	}
+	first := readCheckpointFile(t, files[2]) // the oldest: after epoch 1
+	m := first.Meta
+	if m.Epoch != 2 || m.Step != 0 || m.Steps <= 0 || m.Steps >= res[0].Steps || len(first.RankStates) != 3 || m.Sync != "adpsgd" {
+		t.Fatalf("the epoch-1 checkpoint: position %+v, %d rank states; %d steps in all", m.Position, len(first.RankStates), res[0].Steps)
+	}
+	p := len(first.Params)
+	for i := 0; i < p; i += 37 {
+		var sum float64
+		for _, st := range first.RankStates {
+			sum += float64(st[i])
+		}
+		if d := math.Abs(sum/3 - float64(first.Params[i])); d > 1e-5 {
+			t.Fatalf("weight %d: %v, the ranks' average %v", i, first.Params[i], sum/3)
+		}
+	}
+	if last := readCheckpointFile(t, files[0]); last.Meta.Epoch != 4 || last.Meta.Steps != res[0].Steps {
+		t.Errorf("the last checkpoint: position %+v, want epoch 4 and the run's %d steps", last.Meta.Position, res[0].Steps)
+	}
+
+	// On as many ranks: epochs 2 and 3 only, and more steps in all.
+	again, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: files[2]}, 0)
+	noErrs(t, errs)
+	if len(again[0].Epochs) != 2 || again[0].Epochs[0].Epoch != 2 || again[0].Steps <= m.Steps {
+		t.Errorf("resumed on 3 ranks: epochs %d (first %d), %d steps; want 2 and 3, more than %d", len(again[0].Epochs), again[0].Epochs[0].Epoch, again[0].Steps, m.Steps)
+	}
+	// On 2 ranks with the gradient switched off: every rank starts from
+	// the consensus model, which averaging identical models keeps.
+	gossipTest.frozen = true
+	two, errs := runCkpt(t, 2, cfg, Checkpointing{ResumeFile: files[2]}, 0)
+	gossipTest.frozen = false
+	noErrs(t, errs)
+	if !slices.Equal(finalParams(t, two), first.Params) {
+		t.Error("resumed on 2 ranks, frozen: other weights than the checkpoint's consensus model")
+	}
+	// And on 4 ranks to the end.
+	_, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[2]}, 0)
+	noErrs(t, errs)
+}

@@ -137,8 +137,8 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 
 // adpsgdUnit is --sync adpsgd: no barrier, pairwise averaging on a
 // bipartite graph (adpsgdStrategy). Its ranks share no step boundary: it
-// paces its own epochs (pacer), takes no stop signal at boundaries and
-// writes no checkpoints.
+// paces its own epochs (pacer), takes no stop signal at boundaries, and
+// writes its checkpoints at its synchronisation points (pointSaver).
 type adpsgdUnit struct{ ownModelUnit }
 
 func (adpsgdUnit) name() string            { return "adpsgd" }
@@ -153,9 +153,21 @@ func (adpsgdUnit) validateWorld(c Config, size int) error {
 	return nil
 }
 
-func (adpsgdUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
-	return bad("Sync", "%v: checkpoints are not written for asynchronous decentralized training (its ranks share no step boundary to write one at)", c.Sync)
+// checkCheckpointing: the ranks share no step boundary; they meet at the
+// synchronisation points, where the checkpoints are written (every
+// --checkpoint-every Ne epochs, and at the end).
+func (adpsgdUnit) checkCheckpointing(c Config, ck *Checkpointing) error {
+	if ck.Every > 0 {
+		return bad("Checkpoint", "%v writes checkpoints at its synchronisation points, the ends of epochs (its ranks share no step boundary): give an epoch schedule (--checkpoint-every %de)", c.Sync, max(1, ck.Every/1000))
+	}
+	return nil
 }
+
+// reshards: a checkpoint is written at a synchronisation point, an epoch's
+// end; on another number of ranks every rank starts from the consensus
+// model with the ranks' optimizer states averaged (consensusState), as
+// under dpsgd.
+func (adpsgdUnit) reshards(Config) bool { return true }
 
 func (adpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
 	return j.runDecentralized(d, func() (gossipStrategy, error) { return newADPSGD(j, d.m, d.params, d.shard, d.testShard) })
@@ -174,6 +186,15 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
 		clock: newEpochClock(j.sched.n, j.cfg.Epochs, j.cfg.MaxSteps)}
+	if r := j.resume; r != nil {
+		// From a synchronisation point's checkpoint: the epochs before it
+		// are done, and its steps (every rank's) count towards
+		// --max-steps; rank 0 carries them in the total.
+		s.clock.resumeAt(r.Epoch, int64(r.Steps))
+		if j.Comm.Rank() == 0 {
+			s.step = r.Steps
+		}
+	}
 	s.theirs = make([]float32, len(params))
 	s.overlap, s.avgDone, s.avgTr = j.cfg.Overlap, make(chan error, 1), j.tr
 	if s.overlap {
@@ -314,6 +335,10 @@ func (s *adpsgdStrategy) resumeAfter(pt *syncPoint) {
 		s.srv.resume(pt.final)
 	}
 }
+
+// pointState: the steps every rank has run (a collective, at a
+// synchronisation point: the position a checkpoint there records).
+func (s *adpsgdStrategy) pointSteps() (int, error) { return s.totalSteps(0) }
 
 // totalSteps: the ranks run different numbers of steps; Result.Steps is
 // their sum.

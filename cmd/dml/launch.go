@@ -122,7 +122,7 @@ func (lf *launchFlags) check(train []string) error {
 		return usageErr("launch: the training command needs --checkpoint-dir DIR: a restart resumes from it")
 	}
 	if v, _ := flagValue(train[1:], "sync"); v == "adpsgd" {
-		return usageErr("launch: --sync adpsgd writes no checkpoints yet: a restart could not resume it")
+		return usageErr("launch: --sync adpsgd cannot be stopped at a step boundary and checkpoints once an epoch: dml launch does not run it (resume it with dml train --resume)")
 	}
 	if v, ok := flagValue(train[1:], "emergency-checkpoint"); ok && v == "false" {
 		fmt.Fprintln(os.Stderr, "dml launch: --emergency-checkpoint=false: a restart goes back to the last scheduled checkpoint")

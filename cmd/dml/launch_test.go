@@ -170,7 +170,7 @@ func TestLaunchUsage(t *testing.T) {
 		{append([]string{"--np", "2", "--hosts", "a:1"}, ok...), "give one of --np, --hosts and --host-discovery"},
 		{append([]string{"--hosts", "a:1", "--host-discovery", "true"}, ok...), "give one of --np, --hosts and --host-discovery"},
 		{append([]string{"--hosts", "a:1", "--discover-every", "0s"}, ok...), "--discover-every 0s"},
-		{[]string{"--np", "2", "--", "train", "--sync", "adpsgd", "--checkpoint-dir", "x"}, "--sync adpsgd writes no checkpoints"},
+		{[]string{"--np", "2", "--", "train", "--sync", "adpsgd", "--checkpoint-dir", "x"}, "--sync adpsgd cannot be stopped at a step boundary"},
 		{[]string{"--np", "2", "--", "train", "--checkpoint-dir="}, "needs --checkpoint-dir"},
 		{[]string{"--np", "2", "--", "train", "--checkpoint-dir"}, "needs --checkpoint-dir"},
 		{append([]string{"--np", "-1"}, ok...), "--np -1"},
