@@ -145,44 +145,53 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 // once. It returns the trainer's Stop, the signal received (nil: none yet)
 // and a function that stops listening.
 func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Signal, done func()) {
-	ch := make(chan os.Signal, 2)
+	var sig atomic.Value
 	// SIGUSR1 is dml launch's stop request: mpirun passes it on to the
 	// ranks at once (SIGTERM only a second later, then SIGKILL).
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
+	unlisten := listenSignals(func(s os.Signal) {
+		switch {
+		case peersGone():
+			// watchGone reports the dead rank and ends this one
+		case sig.Load() != nil && s == syscall.SIGUSR1:
+			// dml launch asks once; its second word is SIGTERM
+		case sig.Load() != nil:
+			fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
+			os.Exit(exitStatus(s))
+		default:
+			sig.Store(s)
+			fmt.Fprintf(stderr, "dml: rank %d: %v: stopping at the next step boundary (again to exit at once)\n", rank, s)
+		}
+	}, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	stopsHandled.Store(true)
-	var sig atomic.Value
-	if s := earlyStop.Load(); s != nil {
-		sig.Store(s.(os.Signal))
+	if s := earlyStop.Load(); s != nil && sig.Load() == nil {
+		sig.Store(s)
 		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, s)
 	}
+	got = func() os.Signal {
+		s, _ := sig.Load().(os.Signal)
+		return s
+	}
+	return func() bool { return sig.Load() != nil }, got, func() { unlisten(); stopsHandled.Store(false) }
+}
+
+// listenSignals calls handle, on a goroutine of its own, with each of
+// sigs that comes, until the function it returns is called.
+func listenSignals(handle func(os.Signal), sigs ...os.Signal) (stop func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, sigs...)
 	quit := make(chan struct{})
 	go func() {
 		defer crash.Recover()
 		for {
 			select {
 			case s := <-ch:
-				if peersGone() {
-					continue // watchGone reports the dead rank and ends this one
-				}
-				if sig.Load() != nil && s == syscall.SIGUSR1 {
-					continue // dml launch asks once; its second word is SIGTERM
-				}
-				if sig.Load() != nil {
-					fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
-					os.Exit(exitStatus(s))
-				}
-				sig.Store(s)
-				fmt.Fprintf(stderr, "dml: rank %d: %v: stopping at the next step boundary (again to exit at once)\n", rank, s)
+				handle(s)
 			case <-quit:
 				return
 			}
 		}
 	}()
-	got = func() os.Signal {
-		s, _ := sig.Load().(os.Signal)
-		return s
-	}
-	return func() bool { return sig.Load() != nil }, got, func() { signal.Stop(ch); close(quit); stopsHandled.Store(false) }
+	return func() { signal.Stop(ch); close(quit) }
 }
 
 // earlyStop is dml launch's stop request (SIGUSR1) when it came before
@@ -193,23 +202,11 @@ var earlyStop atomic.Value
 // catchEarlyStop catches SIGUSR1 until training's own handling takes
 // over; the function it returns stops catching it.
 func catchEarlyStop() func() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGUSR1)
-	quit := make(chan struct{})
-	go func() {
-		defer crash.Recover()
-		for {
-			select {
-			case s := <-ch:
-				if !stopsHandled.Load() {
-					earlyStop.Store(s)
-				}
-			case <-quit:
-				return
-			}
+	return listenSignals(func(s os.Signal) {
+		if !stopsHandled.Load() {
+			earlyStop.Store(s)
 		}
-	}()
-	return func() { signal.Stop(ch); close(quit) }
+	}, syscall.SIGUSR1)
 }
 
 // exitStatus is the shell's status for a process ended by s: 128 + its
