@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -230,7 +231,11 @@ func parseHosts(s string) ([]hostSlots, error) {
 // discoverHosts runs the discovery command and reads its hosts: one
 // host[:slots] a line; empty lines and # comments are skipped.
 func discoverHosts(command string) ([]hostSlots, error) {
-	cmd := exec.Command("sh", "-c", command)
+	// Bounded: the supervisor's loop waits for it (a death, a signal).
+	ctx, cancel := context.WithTimeout(context.Background(), discoveryTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.WaitDelay = time.Second
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
@@ -267,6 +272,9 @@ func discoverHosts(command string) ([]hostSlots, error) {
 	}
 	return hosts, nil
 }
+
+// discoveryTimeout bounds one run of --host-discovery.
+const discoveryTimeout = 10 * time.Second
 
 // slotPool is the hosts and slots a job may run on, less the ones that
 // failed: on one machine (--np) a failed rank's slot is left out for good;
@@ -938,11 +946,13 @@ func (sv *supervisor) event(a *attempt, line string) {
 				a.survivors = a.Ranks - h.Slots
 			}
 		}
-		a.said = 0
+		fallthrough // an emergency event may have come first
 	case "emergency":
-		a.Emergency = max(a.Emergency, head.Steps)
-		a.said++
-		if a.Death != nil && a.said == a.survivors && a.allSaid != nil {
+		if head.Event == "emergency" {
+			a.Emergency = max(a.Emergency, head.Steps)
+			a.said++
+		}
+		if a.Death != nil && a.survivors > 0 && a.said >= a.survivors && a.allSaid != nil {
 			close(a.allSaid)
 			a.allSaid = nil
 		}
