@@ -66,11 +66,14 @@ import (
 // partner choices themselves are seeded).
 type adpsgdStrategy struct {
 	*localModel
-	graph  gossip.Bipartite
-	active bool
-	nbrs   []int
-	rng    *rand.Rand
-	step   int // steps run by this rank
+	// resumed is, on rank 0, every rank's steps before the checkpoint
+	// this run resumed from (added to the totals only).
+	resumed int
+	graph   gossip.Bipartite
+	active  bool
+	nbrs    []int
+	rng     *rand.Rand
+	step    int // steps run by this rank
 
 	// active ranks
 	peer    int
@@ -192,7 +195,7 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 		// --max-steps; rank 0 carries them in the total.
 		s.clock.resumeAt(r.Epoch, int64(r.Steps))
 		if j.Comm.Rank() == 0 {
-			s.step = r.Steps
+			s.resumed = r.Steps
 		}
 	}
 	s.theirs = make([]float32, len(params))
@@ -343,7 +346,7 @@ func (s *adpsgdStrategy) pointSteps() (int, error) { return s.totalSteps(0) }
 // totalSteps: the ranks run different numbers of steps; Result.Steps is
 // their sum.
 func (s *adpsgdStrategy) totalSteps(int) (int, error) {
-	tot := []float32{float32(s.step)}
+	tot := []float32{float32(s.step + s.resumed)}
 	if err := collectives.Allreduce(s.j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
 		return 0, err
 	}
