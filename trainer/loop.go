@@ -134,12 +134,6 @@ type pacer interface {
 	totalSteps(mine int) (int, error)
 }
 
-// pointSaver is a pacer whose synchronisation points write checkpoints
-// (adpsgd): pointSteps is every rank's steps together (a collective).
-type pointSaver interface {
-	pointSteps() (int, error)
-}
-
 // syncPoint is the end of a paced epoch.
 type syncPoint struct {
 	epoch int
@@ -342,8 +336,8 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		if paced {
 			// The ranks meet here: a checkpoint when one is due (every
 			// --checkpoint-every Ne epochs, and at the end).
-			if ps, ok := s.(pointSaver); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
-				n, err := ps.pointSteps()
+			if _, ok := s.(checkpointer); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+				n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
 				if err == nil {
 					err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
 				}

@@ -141,7 +141,7 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 // adpsgdUnit is --sync adpsgd: no barrier, pairwise averaging on a
 // bipartite graph (adpsgdStrategy). Its ranks share no step boundary: it
 // paces its own epochs (pacer), takes no stop signal at boundaries, and
-// writes its checkpoints at its synchronisation points (pointSaver).
+// writes its checkpoints at its synchronisation points (loop.go).
 type adpsgdUnit struct{ ownModelUnit }
 
 func (adpsgdUnit) name() string            { return "adpsgd" }
@@ -338,10 +338,6 @@ func (s *adpsgdStrategy) resumeAfter(pt *syncPoint) {
 		s.srv.resume(pt.final)
 	}
 }
-
-// pointState: the steps every rank has run (a collective, at a
-// synchronisation point: the position a checkpoint there records).
-func (s *adpsgdStrategy) pointSteps() (int, error) { return s.totalSteps(0) }
 
 // totalSteps: the ranks run different numbers of steps; Result.Steps is
 // their sum.
