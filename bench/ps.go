@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 )
 
@@ -36,13 +37,19 @@ type PSConfig struct {
 	StalenessLow  int      // DSSP's range
 	StalenessHigh int
 	Timeout       time.Duration // ps.Config.Timeout (0: its default)
+	// Replicate lists ps.Config.ReplicateEvery alternatives (0: no
+	// replication), one row each: what chain replication costs.
+	Replicate []int
+	// Optimizer is the servers' update rule (SGD by default; momentum and
+	// Adagrad keep a state, which a replica carries too).
+	Optimizer optim.Kind
 }
 
 // DefaultPSConfig is what `dml bench ps` runs with no flags: the MLP's
 // 235,146 dense floats through one server under BSP, unfiltered.
 func DefaultPSConfig() PSConfig {
 	return PSConfig{Params: 235146, Servers: 1, Iters: 200, Warmup: 10, Models: []ps.Consistency{ps.BSP},
-		Filters: []string{"none"}, Staleness: 2, StalenessLow: 1, StalenessHigh: 4}
+		Filters: []string{"none"}, Staleness: 2, StalenessLow: 1, StalenessHigh: 4, Replicate: []int{0}}
 }
 
 // Sparse reports whether the workload is a sparse key set.
@@ -92,6 +99,13 @@ func (c PSConfig) Validate(ranks int) error {
 		return fmt.Errorf("no consistency model given (--models bsp,ssp,asp,dssp)")
 	case len(c.Filters) == 0:
 		return fmt.Errorf("no filter given (--filters none,fp16,...)")
+	case len(c.Replicate) == 0:
+		return fmt.Errorf("no --replicate-every given (0: none)")
+	}
+	for _, r := range c.Replicate {
+		if r < 0 {
+			return fmt.Errorf("--replicate-every %d: want 0 (none) or a positive count", r)
+		}
 	}
 	for _, f := range c.Filters {
 		if _, err := ps.ParseFilters(f); err != nil {
@@ -102,13 +116,14 @@ func (c PSConfig) Validate(ranks int) error {
 }
 
 // psConfig is the parameter-server configuration of one row.
-func (c PSConfig) psConfig(m ps.Consistency, filter string) (ps.Config, error) {
+func (c PSConfig) psConfig(m ps.Consistency, filter string, replicate int) (ps.Config, error) {
 	fs, err := ps.ParseFilters(filter)
 	if err != nil {
 		return ps.Config{}, err
 	}
 	return ps.Config{Servers: c.Servers, Consistency: m, Staleness: c.Staleness, StalenessLow: c.StalenessLow,
-		StalenessHigh: c.StalenessHigh, LR: 0.01, Timeout: c.Timeout, Filters: fs}, nil
+		StalenessHigh: c.StalenessHigh, LR: 0.01, Momentum: 0.9, Optimizer: c.Optimizer, Timeout: c.Timeout, Filters: fs,
+		ReplicateEvery: replicate}, nil
 }
 
 // PSRow is one line of `dml bench ps`.
@@ -118,6 +133,7 @@ type PSRow struct {
 	Filter      string  `json:"filter"`
 	Mode        string  `json:"mode"` // "push+pull" or "pushpull" (fused)
 	Servers     int     `json:"servers"`
+	Replicate   int     `json:"replicate_every"` // ps.Config.ReplicateEvery (0: none)
 	Workers     int     `json:"workers"`
 	Keys        int     `json:"keys"`          // keys per push (and per pull)
 	TripsPerSec float64 `json:"trips_per_sec"` // round trips/s per worker (mean over workers)
@@ -162,21 +178,23 @@ func RunPS(c collectives.Comm, cfg PSConfig, emit func(PSRow)) ([]PSRow, error) 
 	var rows []PSRow
 	for _, m := range cfg.Models {
 		for _, f := range cfg.Filters {
-			row, err := runPSRow(c, cfg, m, f)
-			if err != nil {
-				return rows, fmt.Errorf("bench ps, %v, filter %s: %w", m, f, err)
-			}
-			rows = append(rows, row)
-			if c.Rank() == cfg.Servers && emit != nil {
-				emit(row)
+			for _, r := range cfg.Replicate {
+				row, err := runPSRow(c, cfg, m, f, r)
+				if err != nil {
+					return rows, fmt.Errorf("bench ps, %v, filter %s, replicate every %d: %w", m, f, r, err)
+				}
+				rows = append(rows, row)
+				if c.Rank() == cfg.Servers && emit != nil {
+					emit(row)
+				}
 			}
 		}
 	}
 	return rows, nil
 }
 
-func runPSRow(c collectives.Comm, cfg PSConfig, m ps.Consistency, filter string) (PSRow, error) {
-	pcfg, err := cfg.psConfig(m, filter)
+func runPSRow(c collectives.Comm, cfg PSConfig, m ps.Consistency, filter string, replicate int) (PSRow, error) {
+	pcfg, err := cfg.psConfig(m, filter, replicate)
 	if err != nil {
 		return PSRow{}, err
 	}
@@ -210,7 +228,7 @@ func runPSRow(c collectives.Comm, cfg PSConfig, m ps.Consistency, filter string)
 	if filter == "" {
 		filter = "none"
 	}
-	row := PSRow{Workload: workload, Consistency: m.String(), Filter: filter, Mode: mode, Servers: cfg.Servers,
+	row := PSRow{Workload: workload, Consistency: m.String(), Filter: filter, Mode: mode, Servers: cfg.Servers, Replicate: replicate,
 		Workers: c.Size() - cfg.Servers, Keys: cfg.KeysPerTrip(), TripsMin: -1}
 	var sumSec, bytes float64
 	for q := 0; q < c.Size(); q++ {
@@ -348,7 +366,7 @@ type PSWriter struct {
 }
 
 var psColumns = []string{"workload", "consistency", "filter", "mode", "servers", "workers", "keys",
-	"trips_per_sec", "trips_min", "keys_per_sec", "gb_per_sec", "server_cpu", "worker_cpu", "wait_share"}
+	"trips_per_sec", "trips_min", "keys_per_sec", "gb_per_sec", "server_cpu", "worker_cpu", "wait_share", "replicate_every"}
 
 // NewPSWriter returns a writer for format.
 func NewPSWriter(w io.Writer, format string) (*PSWriter, error) {
@@ -363,8 +381,8 @@ func NewPSWriter(w io.Writer, format string) (*PSWriter, error) {
 		pw.csv.Flush()
 	case "table":
 		fmt.Fprintf(w, "# round trips/s per worker (mean, slowest), keys/s and GB/s of all workers; CPU in cores busy per rank\n")
-		fmt.Fprintf(w, "#%-22s %-5s %-16s %-9s %3s %3s %12s %10s %12s %7s %7s %7s %6s\n", "workload", "cons", "filter", "mode",
-			"S", "W", "trips/s/wkr", "slowest", "keys/s", "GB/s", "srvCPU", "wkrCPU", "wait")
+		fmt.Fprintf(w, "#%-22s %-5s %-16s %-9s %3s %4s %3s %12s %10s %12s %7s %7s %7s %6s\n", "workload", "cons", "filter", "mode",
+			"S", "repl", "W", "trips/s/wkr", "slowest", "keys/s", "GB/s", "srvCPU", "wkrCPU", "wait")
 	}
 	return pw, nil
 }
@@ -376,14 +394,14 @@ func (pw *PSWriter) Write(r PSRow) error {
 	case "csv":
 		pw.csv.Write([]string{r.Workload, r.Consistency, r.Filter, r.Mode, strconv.Itoa(r.Servers), strconv.Itoa(r.Workers),
 			strconv.Itoa(r.Keys), f(r.TripsPerSec, 1), f(r.TripsMin, 1), f(r.KeysPerSec, 0), f(r.GBPerSec, 3),
-			f(r.ServerCPU, 2), f(r.WorkerCPU, 2), f(r.WaitShare, 3)})
+			f(r.ServerCPU, 2), f(r.WorkerCPU, 2), f(r.WaitShare, 3), strconv.Itoa(r.Replicate)})
 		pw.csv.Flush()
 		return pw.csv.Error()
 	case "json":
 		return pw.json.add(r)
 	}
-	_, err := fmt.Fprintf(pw.w, " %-22s %-5s %-16s %-9s %3d %3d %12.1f %10.1f %12.0f %7.3f %7.2f %7.2f %5.0f%%\n",
-		r.Workload, r.Consistency, r.Filter, r.Mode, r.Servers, r.Workers, r.TripsPerSec, r.TripsMin, r.KeysPerSec,
+	_, err := fmt.Fprintf(pw.w, " %-22s %-5s %-16s %-9s %3d %4d %3d %12.1f %10.1f %12.0f %7.3f %7.2f %7.2f %5.0f%%\n",
+		r.Workload, r.Consistency, r.Filter, r.Mode, r.Servers, r.Replicate, r.Workers, r.TripsPerSec, r.TripsMin, r.KeysPerSec,
 		r.GBPerSec, r.ServerCPU, r.WorkerCPU, 100*r.WaitShare)
 	return err
 }

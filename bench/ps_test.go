@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 )
 
@@ -73,6 +74,8 @@ func TestRunPS(t *testing.T) {
 			}
 			cfg.Models = []ps.Consistency{ps.BSP, ps.SSP, ps.ASP, ps.DSSP}
 			cfg.Filters = []string{"none", "fp16", "sigmod:0.0005"}
+			cfg.Replicate = []int{0, 1}
+			cfg.Optimizer = optim.Momentum
 			cfg.Timeout = 20 * time.Second
 			w := local.NewWorld(4)
 			w.SetTimeout(20 * time.Second)
@@ -86,13 +89,16 @@ func TestRunPS(t *testing.T) {
 					t.Fatalf("sparse %v fused %v: rank %d: %v", sparse, fused, r, err)
 				}
 			}
-			if len(emitted) != 12 {
-				t.Fatalf("%d rows, want 12", len(emitted))
+			if len(emitted) != 24 {
+				t.Fatalf("%d rows, want 24", len(emitted))
 			}
-			for _, r := range emitted {
+			for i, r := range emitted {
 				if r.Workers != 2 || r.Servers != 2 || !(r.TripsPerSec > 0) || !(r.TripsMin > 0) || r.TripsMin > r.TripsPerSec*1.0001 ||
 					!(r.KeysPerSec > 0) || !(r.GBPerSec > 0) || r.WaitShare < 0 || r.WaitShare > 1.01 || r.Keys != cfg.KeysPerTrip() {
 					t.Errorf("odd row %+v", r)
+				}
+				if r.Replicate != i%2 { // the rows alternate 0, 1
+					t.Errorf("row %d: replicate every %d, want %d", i, r.Replicate, i%2)
 				}
 				if (r.Mode == "pushpull") != fused {
 					t.Errorf("mode %q, fused %v", r.Mode, fused)

@@ -27,7 +27,7 @@ type TagRange struct {
 
 // TagRanges lists every range in use, the collectives' own included.
 var TagRanges = []TagRange{
-	{"ps", TagPSBase, TagPSBase + 3},
+	{"ps", TagPSBase, TagPSBase + 4},
 	{"trainer (checkpoints, stop vote)", TagTrainerBase, TagTrainerBase + 4},
 	{"trainer (gossip)", TagGossipBase, TagGossipBase + 3},
 	{"trainer/trace", TagTraceBase, TagTraceBase + 2},

@@ -119,6 +119,12 @@ type Config struct {
 	// (not agreed: servers handle both; for comparisons and tests).
 	InlineValues bool
 
+	// ReplicateEvery > 0 makes each server keep a replica of the next
+	// server's key range (chain replication, replica.go), sent after
+	// every ReplicateEvery-th round under BSP or update otherwise; 0:
+	// none. Ignored with one server (not agreed).
+	ReplicateEvery int
+
 	// Restore, if not nil, starts the servers from a checkpoint: its
 	// optimizer state and every worker's clock (the weights are
 	// RunServer's initial argument). Not agreed; see snapshot.go.
@@ -182,6 +188,8 @@ func (c Config) Validate(size int) error {
 		return fmt.Errorf("ps: timeout %v < 0: %w", c.Timeout, ErrConfig)
 	case c.StallWarn < 0:
 		return fmt.Errorf("ps: stall warning time %v < 0: %w", c.StallWarn, ErrConfig)
+	case c.ReplicateEvery < 0:
+		return fmt.Errorf("ps: replicate every %d < 0: %w", c.ReplicateEvery, ErrConfig)
 	}
 	if err := c.optimConfig().Validate(); err != nil {
 		// Both ErrConfig and the *optim.SettingError naming the field.

@@ -51,8 +51,9 @@ type Server struct {
 	warnings    []string
 	quietWarned []int // per worker: StallWarn intervals of silence warned about (quietCheck)
 
-	stats ServerStats
-	keyed []float32 // gather buffer for keyed pulls
+	stats      ServerStats
+	startClock int       // the workers' clock at the start (Config.Restore)
+	keyed      []float32 // gather buffer for keyed pulls
 
 	// slots are each worker's request structs with their key and value
 	// buffers, reused from request to request (see acquire).

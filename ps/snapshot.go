@@ -58,6 +58,7 @@ func (s *Server) restore(r *Restore, p int) error {
 		copy(s.upd.state, r.OptState[s.rng.Lo:s.rng.Hi])
 	}
 	setClocks(s.ctl, r.Clock)
+	s.startClock = r.Clock
 	if s.bsp != nil {
 		s.bsp.number = r.Clock
 	}

@@ -123,6 +123,11 @@ type ServerStats struct {
 	Elapsed       time.Duration
 	BytesReceived int64
 	BytesSent     int64
+	// ReplicasSent counts the copies of the range sent to the previous
+	// server (replica.go), ReplicaBytes their values' bytes (not in
+	// BytesSent).
+	ReplicasSent int
+	ReplicaBytes int64
 
 	// Weights are the final values of Range.
 	Weights []float32

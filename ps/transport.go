@@ -77,6 +77,16 @@ func recvFloats(ft floatTransport, dst []float32, from int) error {
 //
 // The server uses c from the calling goroutine only.
 func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) {
+	return RunServerKeeping(c, cfg, initial, nil)
+}
+
+// RunServerKeeping is RunServer keeping, in k (nil: a keeper of its own),
+// what the server's last word needs (replica.go): Keeper.Held may be
+// called from another goroutine while it serves. With
+// cfg.ReplicateEvery > 0 and more than one server it replicates its range
+// to the previous server and keeps the next server's, which takes a
+// transport that moves float32 values (every collectives.Comm).
+func RunServerKeeping(c Transport, cfg Config, initial []float32, k *Keeper) (ServerStats, error) {
 	cfg = cfg.withDefaults()
 	s, err := NewServer(cfg, c.Rank(), c.Size(), initial)
 	if err != nil {
@@ -85,6 +95,13 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 	start := cfg.Now()
 	now := func() time.Duration { return cfg.Now().Sub(start) }
 	ft, _ := c.(floatTransport)
+	if k == nil {
+		k = &Keeper{}
+	}
+	if cfg.ReplicateEvery > 0 && cfg.Servers > 1 && ft == nil {
+		return ServerStats{}, fmt.Errorf("ps server rank %d: replication (ReplicateEvery %d) needs a transport that moves float32 values: %w", s.rank, cfg.ReplicateEvery, ErrConfig)
+	}
+	k.start(s, initial)
 	collectives.EnterOp(c, "ps serve")
 	poll := cfg.Timeout / 4
 	if cfg.StallWarn > 0 {
@@ -99,7 +116,12 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 		if err != nil && !errors.Is(err, collectives.ErrTimeout) {
 			return s.Stats(t), fmt.Errorf("ps server rank %d: receive: %w", s.rank, err)
 		}
-		if err == nil {
+		if err == nil && src < cfg.Servers && src != s.rank && k.every > 0 {
+			// A replica from the next server (replica.go).
+			if err := k.receive(ft, src, b); err != nil {
+				return s.Stats(now()), err
+			}
+		} else if err == nil {
 			// Values that follow apart go straight into the server's buffer.
 			var payload []float32
 			if ft != nil {
@@ -109,11 +131,21 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 					}
 				}
 			}
-			if err := sendAll(c, s.StepWith(src, b, payload, t)); err != nil {
+			k.mu.Lock() // Keeper.Held reads the weights between requests
+			out := s.StepWith(src, b, payload, t)
+			k.mu.Unlock()
+			// The replica goes before the replies: the round's pulls
+			// cannot lead to the next round before it is on its way.
+			if err := k.replicate(c, ft); err != nil {
+				return s.Stats(now()), err
+			}
+			if err := sendAll(c, out); err != nil {
 				return s.Stats(now()), err
 			}
 		}
+		k.mu.Lock()
 		out, merr := s.Tick(t)
+		k.mu.Unlock()
 		for _, w := range s.Warnings() {
 			if cfg.Warn != nil {
 				cfg.Warn(w)
@@ -130,6 +162,12 @@ func RunServer(c Transport, cfg Config, initial []float32) (ServerStats, error) 
 		if err := sendAll(c, out); err != nil {
 			return s.Stats(now()), err
 		}
+		if err := k.replicate(c, ft); err != nil { // a round Tick completed
+			return s.Stats(now()), err
+		}
+	}
+	if err := k.finish(c, ft, cfg.Timeout); err != nil {
+		return s.Stats(now()), err
 	}
 	return s.Stats(now()), nil
 }

@@ -52,6 +52,7 @@ const (
 	ReplyTag
 	// PayloadTag carries out-of-band float32 values (see flagValuesFollow).
 	PayloadTag
+	// ReplicaTag (replica.go) is PayloadTag + 1.
 )
 
 // Flags in the kind byte. On a transport that also moves float32 buffers

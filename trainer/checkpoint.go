@@ -93,6 +93,7 @@ func (c Config) checkpointHash() uint64 {
 	c.Epochs, c.MaxSteps, c.EvalEvery = 0, 0, 0
 	c.Straggle = Straggle{Rank: -1}
 	c.Overlap, c.Timeout, c.Metrics, c.Save = false, 0, "", ""
+	c.PS.ReplicateEvery = 0 // replication changes no weight
 	return c.Hash()
 }
 

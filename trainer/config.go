@@ -77,6 +77,11 @@ type PSConfig struct {
 	StalenessLow  int    `json:"staleness_low"`
 	StalenessHigh int    `json:"staleness_high"`
 	Filters       string `json:"filters"` // push filters: sigmod:T, fp16, bf16, comma-separated (ps.ParseFilters)
+	// ReplicateEvery is how often each server sends the previous one a
+	// replica of its key range (ps.Config.ReplicateEvery): every N BSP
+	// rounds, or N updates under ssp, asp and dssp. 0: auto (every round
+	// when the job writes emergency checkpoints, else never); -1: never.
+	ReplicateEvery int `json:"replicate_every,omitempty"`
 }
 
 // Straggle slows one rank down for experiments: each of its steps takes
@@ -229,6 +234,8 @@ func (p PSConfig) validate() error {
 		return bad("PS.Staleness", "%d must be at most %d", p.Staleness, MaxStaleness)
 	case p.StalenessHigh > MaxStaleness:
 		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
+	case p.ReplicateEvery < -1:
+		return bad("PS.ReplicateEvery", "%d: want -1 (never), 0 (auto) or a positive count", p.ReplicateEvery)
 	}
 	filters, err := ps.ParseFilters(p.Filters)
 	if err != nil {
@@ -319,6 +326,15 @@ func (c Config) psConfig() (ps.Config, error) {
 		Servers: c.PS.Servers, Consistency: c.PS.Consistency, Staleness: c.PS.Staleness,
 		StalenessLow: c.PS.StalenessLow, StalenessHigh: c.PS.StalenessHigh,
 		Optimizer: c.Opt.Kind, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
-		Timeout: c.Timeout, StallWarn: c.StallWarn, Filters: filters,
+		Timeout: c.Timeout, StallWarn: c.StallWarn, Filters: filters, ReplicateEvery: c.PS.ReplicateEvery,
 	}, nil
+}
+
+// ReportingRank is the rank that reports (prints, writes --metrics and
+// --save): 0, or the first worker under --sync ps.
+func (c Config) ReportingRank() int {
+	if c.Sync == SyncPS {
+		return c.PS.Servers
+	}
+	return 0
 }

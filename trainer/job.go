@@ -109,7 +109,8 @@ type Trainer struct {
 	// supervisor times its recovery by it: dml launch).
 	FirstStep func(steps int)
 
-	lastWord atomic.Pointer[lastWord] // LastWord's copy (lastword.go)
+	lastWord   atomic.Pointer[lastWord]   // LastWord's copy (lastword.go)
+	serverWord atomic.Pointer[serverWord] // a ps server's (lastword_ps.go)
 }
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
@@ -123,6 +124,7 @@ type Trainer struct {
 // such an error instead.
 func (t *Trainer) Run(cfg Config) (*Result, error) {
 	t.lastWord.Store(nil)
+	t.serverWord.Store(nil)
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func newSnapshot(params, opt, state kernels.Buffer) *snapshot {
 // job writes checkpoints and asks for it. params, opt and state are the
 // live buffers (opt and state may be nil); start is where training starts.
 func (j *job) keepLastWord(arch model.Arch, params, opt, state kernels.Buffer, start Position) {
-	if !j.Checkpoint.enabled() || !j.Checkpoint.Emergency || j.Comm.Size() < 2 {
+	if !j.keepsLastWord() {
 		return
 	}
 	w := &lastWord{j: j, arch: arch, params: params, opt: opt, state: state, pos: start}
@@ -258,7 +258,10 @@ var ErrNoLastWord = errors.New("no emergency checkpoint")
 func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	w := t.lastWord.Load()
 	if w == nil {
-		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce and more than one rank)", ErrNoLastWord)
+		if s := t.serverWord.Load(); s != nil { // lastword_ps.go
+			return s.write(e)
+		}
+		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce or a ps server, and more than one rank)", ErrNoLastWord)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

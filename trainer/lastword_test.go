@@ -13,17 +13,17 @@ import (
 
 // lastWordRun trains cfg on n in-process ranks with an emergency-keeping
 // checkpoint folder; when rank `stuck` loads the batch of step `at` (its
-// (at+1)-th step) it stops there until the test has called LastWord on
+// (at+1)-th step) of epoch `epoch` it stops there until the test has called LastWord on
 // rank `caller` (the others then wait in the AllReduce of that step, as
 // survivors do for a dead rank). It returns what LastWord returned, a
 // second call's error, and the checkpoint folder.
-func lastWordRun(t *testing.T, n int, cfg Config, stuck, caller, at int) (path string, steps int, again error, dir string) {
+func lastWordRun(t *testing.T, n int, cfg Config, stuck, caller, epoch, at int) (path string, steps int, again error, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	loadHook = func(rank, epoch, step int, _ *data.Dense, _ []int, _ int) {
-		if rank == stuck && epoch == 1 && step == at {
+	loadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
+		if rank == stuck && e == epoch && step == at {
 			once.Do(func() { close(reached) })
 			<-release
 		}
@@ -68,7 +68,7 @@ func TestLastWord(t *testing.T) {
 	straight, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: refDir, Every: 1, Keep: 100}, 0)
 	noErrs(t, errs)
 	for _, who := range []struct{ stuck, caller int }{{1, 0}, {0, 0}} {
-		path, steps, again, dir := lastWordRun(t, 2, cfg, who.stuck, who.caller, at)
+		path, steps, again, dir := lastWordRun(t, 2, cfg, who.stuck, who.caller, 1, at)
 		// The stuck rank has completed `at` steps; its peer too, or it
 		// may still be finishing step `at` (its AllReduce's last piece, its
 		// update): then its last word is step at-1's, as whole.
@@ -117,6 +117,64 @@ func TestLastWordNothingToSay(t *testing.T) {
 		noErrs(t, errs)
 		if _, _, err := trs[0].LastWord(Emergency{}); !errors.Is(err, ErrNoLastWord) {
 			t.Errorf("%d rank(s), %+v: LastWord: %v, want ErrNoLastWord", c.n, c.ck, err)
+		}
+	}
+}
+
+// TestServerLastWord: under --sync ps with 2 servers, a server's
+// emergency checkpoint written while a worker is stuck before step k+1
+// (the other worker waiting on the round) holds both key ranges (its own
+// and its replica of the other's) exactly as the regular checkpoint of
+// step k (or k-1, when the replica of round k was still on its way), in
+// the next epoch; the workers have nothing to say; and resuming from it
+// on as many ranks ends bit for bit as the run straight through.
+func TestServerLastWord(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Servers = SyncPS, 2
+	cfg.Epochs, cfg.MaxSteps = 2, 20 // 13 steps an epoch on 2 workers
+	const at = 16                    // step 3 of epoch 2
+	refDir := t.TempDir()
+	straight, errs := runCkpt(t, 4, cfg, Checkpointing{Dir: refDir, Every: 1, Keep: 100}, 0)
+	noErrs(t, errs)
+	for _, caller := range []int{0, 1} {
+		path, steps, _, _ := lastWordRun(t, 4, cfg, 2, caller, 2, at-13)
+		if steps != at && steps != at-1 {
+			t.Fatalf("server %d's last word: %s (%d steps), want step %d (or %d)", caller, path, steps, at, at-1)
+		}
+		want := readCheckpointFile(t, filepath.Join(refDir, checkpointName(steps)))
+		got := readCheckpointFile(t, path)
+		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.OptState, want.OptState) {
+			t.Errorf("server %d: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", caller, steps)
+		}
+		if got.Meta.Position.Steps != want.Meta.Position.Steps || got.Meta.Step != want.Meta.Step || got.Meta.Epoch != want.Meta.Epoch {
+			t.Errorf("server %d: position %+v, the regular checkpoint's %+v", caller, got.Meta.Position, want.Meta.Position)
+		}
+		if e := got.Meta.Emergency; e == nil || e.WrittenBy != caller {
+			t.Errorf("server %d: emergency record %+v", caller, e)
+		}
+		res, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: path}, 0)
+		noErrs(t, errs)
+		if !slices.Equal(finalParams(t, res), finalParams(t, straight)) {
+			t.Errorf("server %d: resumed from the emergency checkpoint, other weights than straight through", caller)
+		}
+	}
+	// A worker has nothing to write; nor has a server that holds one
+	// range of three.
+	for _, c := range []struct {
+		servers, ranks, caller int
+	}{{2, 4, 3}, {3, 5, 0}} {
+		cfg := cfg
+		cfg.PS.Servers = c.servers
+		dir := t.TempDir()
+		var tr *Trainer
+		_, errs := runTrainers(t, c.ranks, cfg, Checkpointing{Dir: dir, Emergency: true, Keep: 100}, func(cm *local.Comm, t *Trainer) {
+			if cm.Rank() == c.caller {
+				tr = t
+			}
+		})
+		noErrs(t, errs)
+		if _, _, err := tr.LastWord(Emergency{}); !errors.Is(err, ErrNoLastWord) {
+			t.Errorf("%d servers, rank %d: LastWord: %v, want ErrNoLastWord", c.servers, c.caller, err)
 		}
 	}
 }

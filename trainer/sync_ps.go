@@ -188,7 +188,14 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 			}
 			tr = n
 		}
-		st, err := ps.RunServer(tr, pcfg, params)
+		switch {
+		case pcfg.ReplicateEvery < 0: // --replicate-every 0
+			pcfg.ReplicateEvery = 0
+		case pcfg.ReplicateEvery == 0 && j.keepsLastWord(): // auto: for the last word (lastword_ps.go)
+			pcfg.ReplicateEvery = 1
+		}
+		keep := j.keepServerWord(arch, len(params), start0)
+		st, err := ps.RunServerKeeping(tr, pcfg, params, keep)
 		if err != nil {
 			return nil, err
 		}

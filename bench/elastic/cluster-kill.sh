@@ -21,7 +21,11 @@
 # than 0.01 below the run without a kill. QUICK=1 (TestCluster's short
 # version): synthetic data, 8 epochs, a 2 s cool-down, no run without a
 # kill, and only what the job did is checked (a restart, at most one step
-# lost, the host taken back, training done), not how fast.
+# lost, the host taken back, training done), not how fast. SYNC=ps: the
+# job runs --sync ps --servers 2 (bsp; ranks 0 and 1, on hosts 1 and 2,
+# serve): kill host 2 (KILL=2) and server rank 1's key range comes back
+# from server rank 0's replica (--replicate-every, on by default with
+# --checkpoint-dir), written in its emergency checkpoint.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dml=$(realpath "${1:-bin/dml}")
@@ -46,12 +50,13 @@ launcher="mpirun --oversubscribe --mca plm_rsh_agent $here/agent.sh --mca btl se
 [ "$(id -u)" != 0 ] || launcher="$launcher --allow-run-as-root"
 acc() { sed -n 's/^done: .*test accuracy \([0-9.]*\).*/\1/p' "$1" 2>/dev/null | tail -1; }
 fail=0
-echo "cluster $name: $hosts hosts over ${LINK:-10gbit}, one rank each; host $victim ${MODE:-kill} after epoch 2" >&2
+echo "cluster $name: $hosts hosts over ${LINK:-10gbit}, one rank each, --sync ${SYNC:-allreduce}; host $victim ${MODE:-kill} after epoch 2" >&2
 echo "| seed | recovery (s, from the ${MODE:-kill}) | steps lost | back after cool-down | test acc. | without kill | Δ |"
 echo "|---|---|---|---|---|---|---|"
 for seed in ${SEEDS:-1}; do
 	common=(train --model "${MODEL:-mlp}" --hidden "${HIDDEN:-256,128}" "${data[@]}"
 		--epochs "$epochs" --batch 64 --lr 0.05 --seed "$seed" --progress never)
+	[ "${SYNC:-allreduce}" != ps ] || common+=(--sync ps --servers 2)
 	rm -rf "$dir/ck0" "$dir/ck1"
 	[ "$quick" = 1 ] || ip netns exec "$name-sw" "$dml" launch --hosts "$hostlist" --launcher "$launcher" -- \
 		"${common[@]}" --checkpoint-dir "$dir/ck0" >"$dir/plain.out" 2>"$dir/plain.err" || true

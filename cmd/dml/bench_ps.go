@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/dml-project/dml/bench"
@@ -49,6 +50,8 @@ Examples:
 	fs.IntVar(&cfg.StalenessHigh, "staleness-high", cfg.StalenessHigh, "deprecated: --staleness-range sL,sU")
 	timeout := fs.Duration("timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long (as dml train's)")
 	format := fs.String("format", "table", "output format: table, csv or json")
+	replicate := fs.String("replicate-every", "0", "chain replication (as dml train's --replicate-every), comma-separated alternatives, a row each: 0 (none) or every N rounds (bsp) or updates")
+	fs.TextVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "the servers' update: sgd, momentum or adagrad (momentum and adagrad keep a state, which a replica carries too)")
 	pf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return cfg, "", err
@@ -93,6 +96,14 @@ Examples:
 	var err error
 	if cfg.Filters, err = bench.ParsePSFilters(*filters); err != nil {
 		return cfg, "", usageErr("bench ps: --filters: %v", err)
+	}
+	cfg.Replicate = nil
+	for _, r := range strings.Split(*replicate, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || n < 0 {
+			return cfg, "", usageErr("bench ps: --replicate-every %q: want 0 (none) or positive counts, comma-separated", *replicate)
+		}
+		cfg.Replicate = append(cfg.Replicate, n)
 	}
 	if err := bench.CheckFormat(*format); err != nil {
 		return cfg, "", usageErr("bench ps: --format: %v", err)

@@ -25,6 +25,8 @@ func TestBenchPSUsage(t *testing.T) {
 		{0, []string{"--models", "bsp", "--consistency", "asp"}, "give --consistency, not also --models (its old name)"},
 		{0, []string{"--staleness-range", "x"}, `invalid value "x" for flag -staleness-range`},
 		{0, []string{"--format", "xml"}, `unknown format "xml"`},
+		{0, []string{"--replicate-every", "1,x"}, `--replicate-every "1,x": want 0 (none) or positive counts`},
+		{0, []string{"--optimizer", "lbfgs"}, `lbfgs`},
 		{0, []string{"--params", "1000"}, "--servers 1 in a job of 1 ranks: at most 0"},
 		{2, []string{"--params", "1000", "--servers", "2"}, "--servers 2 in a job of 2 ranks: at most 1"},
 	} {

@@ -29,7 +29,7 @@ func (f *checkpointFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ck.Dir, "checkpoint-dir", "", "write checkpoints (weights, optimizer state, position; an .npz numpy reads) into this folder, atomically: on the --checkpoint-every schedule, at the end of training, and when a signal stops it")
 	fs.StringVar(&f.every, "checkpoint-every", "", "checkpoint every N steps, or every N epochs with Ne (e.g. 500, 1e); needs --checkpoint-dir")
 	fs.IntVar(&f.ck.Keep, "keep", trainer.DefaultKeep, "keep the newest K checkpoints in --checkpoint-dir")
-	fs.BoolVar(&f.ck.Emergency, "emergency-checkpoint", true, "with --checkpoint-dir under --sync allreduce: keep a copy of the state at every step boundary (made while the next step computes) and, when a rank is found dead, write it at once from every surviving rank, so that a resume loses at most the step in flight")
+	fs.BoolVar(&f.ck.Emergency, "emergency-checkpoint", true, "with --checkpoint-dir, under --sync allreduce or ps: when a rank is found dead, every survivor that holds the whole training state (allreduce: every rank; ps: a server that holds every key range, its own and its replica of the next one's, see --replicate-every) writes the state of the last step it completed at once, so that a resume loses at most the step in flight")
 	fs.Var(resumeFlag{&f.ck}, "resume", "resume from the newest valid checkpoint in --checkpoint-dir (--resume), or from a file (--resume FILE)")
 }
 
@@ -164,14 +164,21 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 	}, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	stopsHandled.Store(true)
 	if s := earlyStop.Load(); s != nil && sig.Load() == nil {
-		sig.Store(s)
-		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, s)
+		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, *s)
 	}
+	// A SIGUSR1 that catchEarlyStop took while this handler was being set
+	// up (its Notify not yet in place) counts too: earlyStop always keeps
+	// it.
 	got = func() os.Signal {
-		s, _ := sig.Load().(os.Signal)
-		return s
+		if s, _ := sig.Load().(os.Signal); s != nil {
+			return s
+		}
+		if s := earlyStop.Load(); s != nil {
+			return *s
+		}
+		return nil
 	}
-	return func() bool { return sig.Load() != nil }, got, func() { unlisten(); stopsHandled.Store(false) }
+	return func() bool { return got() != nil }, got, func() { unlisten(); stopsHandled.Store(false) }
 }
 
 // listenSignals calls handle, on a goroutine of its own, with each of
@@ -194,19 +201,17 @@ func listenSignals(handle func(os.Signal), sigs ...os.Signal) (stop func()) {
 	return func() { signal.Stop(ch); close(quit) }
 }
 
-// earlyStop is dml launch's stop request (SIGUSR1) when it came before
-// training began: catchEarlyStop keeps it (SIGUSR1's default action would
-// end the rank), stopSignals honours it.
-var earlyStop atomic.Value
+// earlyStop is dml launch's stop request (SIGUSR1), kept by
+// catchEarlyStop from the start of dml train (SIGUSR1's default action
+// would end the rank): stopSignals honours one that came before training
+// began, or while its own handler was being set up.
+var earlyStop atomic.Pointer[os.Signal]
 
-// catchEarlyStop catches SIGUSR1 until training's own handling takes
-// over; the function it returns stops catching it.
+// catchEarlyStop catches SIGUSR1 for this run of dml train (forgetting an
+// earlier run's); the function it returns stops catching it.
 func catchEarlyStop() func() {
-	return listenSignals(func(s os.Signal) {
-		if !stopsHandled.Load() {
-			earlyStop.Store(s)
-		}
-	}, syscall.SIGUSR1)
+	earlyStop.Store(nil)
+	return listenSignals(func(s os.Signal) { earlyStop.Store(&s) }, syscall.SIGUSR1)
 }
 
 // exitStatus is the shell's status for a process ended by s: 128 + its

@@ -287,6 +287,8 @@ func TestPSUsageErrors(t *testing.T) {
 		{[]string{"train", "--sync", "ps", "--consistency", "dssp", "--staleness-range", "5,2"}, "want 0 ≤ sL ≤ sU"},
 		{[]string{"train", "--sync", "ps", "--staleness-range", "5"}, "want LOW,HIGH"},
 		{[]string{"train", "--sync", "ps", "--filters", "zip"}, `unknown filter "zip"`},
+		{[]string{"train", "--sync", "ps", "--replicate-every", "-2"}, `"-2": want auto, 0 (never) or a positive count`},
+		{[]string{"train", "--sync", "ps", "--replicate-every", "often"}, `"often": want auto, 0 (never) or a positive count`},
 		{[]string{"train", "--straggle", "x"}, "want RANK:FACTOR"},
 		{[]string{"train", "--straggle", "1:0.5"}, "factor 0.5 must be at least 1"},
 		{[]string{"train", "--model", "sparse-logreg"}, "--model sparse-logreg trains with sync ps"},
