@@ -43,6 +43,11 @@ type DataConfig struct {
 	// a label not in it is an error (dml eval passes the labels a saved
 	// model was trained with). nil: inferred from the training file.
 	Labels []int64 `json:"-"`
+	// Cache is a folder for inflated copies of gzip IDX image files
+	// (fashion-mnist, idx), read in their place by later runs
+	// (data.IDXSource.WithCache; --data-cache). "": none. The same
+	// bytes: not compared between ranks.
+	Cache string `json:"-"`
 }
 
 // DataNames lists the data sources.
@@ -199,6 +204,24 @@ func (d DataConfig) OpenWithin(seed uint64, limit int64, source string) (train, 
 
 // openWithin is Open with the memory of what it loads checked (check).
 func (d DataConfig) openWithin(seed uint64, check memoryCheck) (train, test data.DenseSource, err error) {
+	train, test, err = d.openSources(seed, check)
+	if err == nil && d.Cache != "" {
+		train, test = cached(train, d.Cache), cached(test, d.Cache)
+	}
+	return train, test, err
+}
+
+// cached is src reading through the cache folder dir, where it is a
+// file source that can.
+func cached(src data.DenseSource, dir string) data.DenseSource {
+	if s, ok := src.(*data.IDXSource); ok {
+		return s.WithCache(dir)
+	}
+	return src
+}
+
+// openSources is openWithin without the cache.
+func (d DataConfig) openSources(seed uint64, check memoryCheck) (train, test data.DenseSource, err error) {
 	switch d.Name {
 	case "fashion-mnist":
 		tr, te, err := data.OpenFashionMNIST(d.Dir)

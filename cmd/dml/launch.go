@@ -419,6 +419,9 @@ func keepLastWord(rank int, tr *trainer.Trainer, stderr io.Writer) func() {
 			if rank == 0 {
 				fmt.Fprintf(stderr, "dml: rank %d: %v\n", rank, err)
 			}
+			// dml launch counts it as said: it waits for no checkpoint
+			// from this rank (a ps worker holds none of the state).
+			launchEvent(map[string]any{"event": "no-emergency", "rank": rank, "why": err.Error()})
 		default:
 			fmt.Fprintf(stderr, "dml: rank %d: %v\n", rank, err)
 		}
@@ -451,6 +454,10 @@ type attempt struct {
 	// parts of a recovery that are not the new job's start-up.
 	EndSec       float64 `json:"end_after_death_sec,omitempty"`
 	FirstStepSec float64 `json:"first_step_sec,omitempty"`
+	// UpSec is from this attempt's start to its ranks' world (mpirun's
+	// start-up and MPI's); the rest of FirstStepSec is dml train's (the
+	// data read, the model built, the resume, the first step).
+	UpSec float64 `json:"up_sec,omitempty"`
 	// DeathAt and FirstStepAt are when dml launch heard of the death and
 	// of the first step (Unix seconds).
 	DeathAt     float64 `json:"death_at,omitempty"`
@@ -657,6 +664,10 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 	train := sv.train
 	if sv.lf.liveness > 0 && !hasFlag(train[1:], "liveness") {
 		train = append(slices.Clone(train), "--liveness", sv.lf.liveness.String())
+	}
+	if !hasFlag(train[1:], "data-cache") { // a restart reads the data inflated already
+		ck, _ := flagValue(train[1:], "checkpoint-dir")
+		train = append(slices.Clone(train), "--data-cache", filepath.Join(ck, "data-cache"))
 	}
 	if !resume {
 		return append(out, train...)
@@ -947,9 +958,12 @@ func (sv *supervisor) event(a *attempt, line string) {
 			}
 		}
 		fallthrough // an emergency event may have come first
-	case "emergency":
-		if head.Event == "emergency" {
+	case "emergency", "no-emergency":
+		switch head.Event {
+		case "emergency":
 			a.Emergency = max(a.Emergency, head.Steps)
+			a.said++
+		case "no-emergency": // a survivor with nothing to write
 			a.said++
 		}
 		if a.Death != nil && a.survivors > 0 && a.said >= a.survivors && a.allSaid != nil {
@@ -958,6 +972,8 @@ func (sv *supervisor) event(a *attempt, line string) {
 		}
 	case "done":
 		a.Done = true
+	case "up":
+		a.UpSec = now.Sub(a.start).Seconds()
 	case "first-step":
 		if a.ResumedSteps >= 0 {
 			return

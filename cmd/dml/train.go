@@ -276,6 +276,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes; idx, libsvm: the number of classes the data must have (checked; default: as its labels say)")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
+	fs.StringVar(&d.Cache, "data-cache", "", "fashion-mnist, idx: keep inflated copies of gzip image files in this folder and read them from there on later runs (dml launch sets it to --checkpoint-dir's data-cache, so that a restart does not inflate the data again)")
 	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
@@ -353,7 +354,8 @@ Examples:
 		if ck.Emergency && ck.Dir != "" {
 			defer keepLastWord(c.Rank(), tr, stderr)()
 		}
-		if launchEvents() && c.Rank() == 0 {
+		if launchEvents() && c.Rank() == cfg.ReportingRank() {
+			launchEvent(map[string]any{"event": "up", "ranks": c.Size()})
 			tr.FirstStep = func(steps int) {
 				launchEvent(map[string]any{"event": "first-step", "steps": steps, "ranks": c.Size()})
 			}
@@ -365,7 +367,7 @@ Examples:
 			defer done()
 		}
 		res, err := tr.Run(cfg)
-		if err == nil && c.Rank() == 0 {
+		if err == nil && c.Rank() == cfg.ReportingRank() {
 			launchEvent(map[string]any{"event": "done", "steps": res.Steps})
 		}
 		if rerr := rep.finish(res, err); err == nil {
@@ -535,6 +537,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.IntVar(&cfg.PS.Staleness, "staleness", cfg.PS.Staleness, "ps: ssp's bound s (steps the fastest worker may run ahead of the slowest)")
 	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
+	fs.Var(replicateFlag{&cfg.PS.ReplicateEvery}, "replicate-every", "ps, 2 servers or more: each server sends the previous one a replica of its key range every N rounds (bsp) or N updates (ssp, asp, dssp), so that a dead server's range is in its neighbour's emergency checkpoint; 0: never; auto: every round when the job writes emergency checkpoints (--checkpoint-dir), else never")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (per bucket, by its size, the rank count and whether MPI's own AllReduce is there: collectives/auto.go)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
@@ -543,6 +546,37 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.StringVar(&cfg.Metrics, "metrics", "", "write one JSON object per epoch to this file (on the reporting rank: 0, or the first worker with --sync ps)")
 	fs.StringVar(&cfg.Save, "save", "", "write the final weights to this .npz file (on the reporting rank)")
 	return overlap
+}
+
+// replicateFlag parses --replicate-every: auto (PSConfig's 0), 0 (never:
+// -1) or a positive count.
+type replicateFlag struct{ v *int }
+
+func (f replicateFlag) String() string {
+	switch {
+	case f.v == nil || *f.v == 0:
+		return "auto"
+	case *f.v < 0:
+		return "0"
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f replicateFlag) Set(s string) error {
+	if s == "auto" {
+		*f.v = 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil || n < 0:
+		return fmt.Errorf("%q: want auto, 0 (never) or a positive count", s)
+	case n == 0:
+		*f.v = -1
+	default:
+		*f.v = n
+	}
+	return nil
 }
 
 // consistencyFlag parses --consistency into a ps.Consistency.
@@ -697,7 +731,7 @@ var flagNames = map[string]string{
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
-	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters",
+	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz", "Data.Shape": "--shape",

@@ -25,3 +25,21 @@ func mapHuge(n int) ([]float32, func()) {
 	var once sync.Once
 	return floatsAt(unsafe.Pointer(&body[0]), n), func() { once.Do(func() { syscall.Munmap(mem) }) }
 }
+
+// Advise marks the whole huge pages inside f's memory MADV_HUGEPAGE, so
+// that its first touches fault in 2 MiB at a time instead of 4 KiB (a
+// large table filled once, as a data set converted to floats). It changes
+// nothing else and ignores a refusal.
+func Advise(f []float32) {
+	if len(f)*4 < 2*hugePage {
+		return
+	}
+	p := uintptr(unsafe.Pointer(&f[0]))
+	lo := (p + hugePage - 1) &^ (hugePage - 1)
+	hi := (p + uintptr(len(f))*4) &^ (hugePage - 1)
+	if hi <= lo {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&f[0]), lo-p)), hi-lo)
+	_ = syscall.Madvise(b, 14 /* MADV_HUGEPAGE */)
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/dml-project/dml/internal/hugemem"
 	"github.com/dml-project/dml/internal/regfile"
 )
 
@@ -44,6 +45,7 @@ type IDXSource struct {
 	lo, hi  int
 	cols    int
 	classes int
+	cache   string // the folder of inflated copies (idxcache.go; "": none)
 }
 
 // OpenIDXPair opens an image file and its label file as LoadIDXPair loads
@@ -147,6 +149,7 @@ func (s *IDXSource) Subset(idx []int) (*Dense, error) {
 		return nil, fmt.Errorf("idx subset: %w", err)
 	}
 	out := &Dense{X: make([]float32, len(idx)*s.cols), Y: make([]int32, len(idx)), Rows: len(idx), Cols: s.cols, Classes: s.classes, Image: s.SampleShape()}
+	hugemem.Advise(out.X) // its first touches, below, are most of the time this takes
 	// Positions in out, ordered by the file row they come from.
 	order := make([]int, len(idx))
 	for i := range order {
@@ -171,7 +174,12 @@ func (s *IDXSource) Subset(idx []int) (*Dense, error) {
 // slice is reused), and checks that the file holds exactly its dimensions'
 // bytes and the same dimensions as when it was opened.
 func (s *IDXSource) stream(f func(row int, px []byte)) error {
-	file, err := regfile.Open(s.images)
+	return s.streamFile(s.imagesFile(), f)
+}
+
+// streamFile is stream from the file at path.
+func (s *IDXSource) streamFile(path string, f func(row int, px []byte)) error {
+	file, err := regfile.Open(path)
 	if err != nil {
 		return err
 	}
