@@ -16,7 +16,8 @@
 # launch's --liveness, 3 s, and the link comes up again once the job has
 # gone on without it), HOSTS [4], KILL [3] (the host; one rank per host,
 # so rank KILL-1), LINK [10gbit], EPOCHS [6], COOLDOWN [6s] (0: the host does not
-# come back), SEEDS ["1"], MODEL/HIDDEN/DATA as kill.sh. Exit 1 when a run
+# come back), SEEDS ["1"], MODEL/HIDDEN/DATA as kill.sh, LIVENESS (dml
+# launch's --liveness; its default when empty). Exit 1 when a run
 # lost more than one step, took more than 3 s to recover, or ended more
 # than 0.01 below the run without a kill. QUICK=1 (TestCluster's short
 # version): synthetic data, 8 epochs, a 2 s cool-down, no run without a
@@ -60,7 +61,7 @@ for seed in ${SEEDS:-1}; do
 	rm -rf "$dir/ck0" "$dir/ck1"
 	[ "$quick" = 1 ] || ip netns exec "$name-sw" "$dml" launch --hosts "$hostlist" --launcher "$launcher" -- \
 		"${common[@]}" --checkpoint-dir "$dir/ck0" >"$dir/plain.out" 2>"$dir/plain.err" || true
-	ip netns exec "$name-sw" "$dml" launch --hosts "$hostlist" --min-np $((hosts - 1)) --max-restarts 1 \
+	ip netns exec "$name-sw" "$dml" launch --hosts "$hostlist" --min-np $((hosts - 1)) --max-restarts 1 ${LIVENESS:+--liveness "$LIVENESS"} \
 		--cooldown "$cooldown" --discover-every 1s --launcher "$launcher" --report "$dir/rep.json" -- \
 		"${common[@]}" --checkpoint-dir "$dir/ck1" >"$dir/kill.out" 2>"$dir/kill.err" &
 	job=$!

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,7 +22,9 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/watch"
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 const launchUsage = `dml launch — run dml train under a supervisor that relaunches it on the
@@ -407,9 +410,13 @@ func launchEvent(ev map[string]any) {
 }
 
 // keepLastWord sets the liveness ring's last word to tr's emergency
-// checkpoint while tr trains; the function it returns unsets it.
-func keepLastWord(rank int, tr *trainer.Trainer, stderr io.Writer) func() {
+// checkpoint while tr trains, followed by then (nil: nothing; dml train's
+// timeline of this rank); the function it returns unsets it.
+func keepLastWord(rank int, tr *trainer.Trainer, stderr io.Writer, then func()) func() {
 	f := func(d watch.Death) {
+		if then != nil {
+			defer then()
+		}
 		path, steps, err := tr.LastWord(trainer.Emergency{DeadRank: d.Rank, DeadHost: d.Host, FoundBy: d.By})
 		switch {
 		case err == nil:
@@ -532,7 +539,7 @@ func (sv *supervisor) run() error {
 			sv.finish(err)
 			return err
 		}
-		args := sv.command(world, np, len(sv.attempts) > 0)
+		args := sv.command(world, np, len(sv.attempts))
 		a := &attempt{Ranks: np, Emergency: -1, ResumedSteps: -1, start: sv.now()}
 		if !sv.pool.local {
 			a.Hosts = world
@@ -626,8 +633,9 @@ func (sv *supervisor) lastError() string {
 	return ""
 }
 
-// command is the launcher's command line for world.
-func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
+// command is the launcher's command line for world, the attempt-th
+// (from 0: the later ones resume).
+func (sv *supervisor) command(world []hostSlots, np int, attempt int) []string {
 	var hs []string
 	for _, h := range world {
 		hs = append(hs, fmt.Sprintf("%s:%d", h.Name, h.Slots))
@@ -669,7 +677,10 @@ func (sv *supervisor) command(world []hostSlots, np int, resume bool) []string {
 		ck, _ := flagValue(train[1:], "checkpoint-dir")
 		train = append(slices.Clone(train), "--data-cache", filepath.Join(ck, "data-cache"))
 	}
-	if !resume {
+	if tl := sv.timeline(); tl != "" { // each attempt's own; finish concatenates them
+		train = append(withoutFlag(train, "timeline"), "--timeline", attemptTimeline(tl, attempt))
+	}
+	if attempt == 0 {
 		return append(out, train...)
 	}
 	// A restart resumes from the newest checkpoint in --checkpoint-dir,
@@ -1039,6 +1050,11 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 
 // finish prints the summary and writes --report.
 func (sv *supervisor) finish(err error) {
+	if tl := sv.timeline(); tl != "" {
+		if e := concatTimelines(tl, len(sv.attempts)); e != nil {
+			sv.printf("--timeline: %v", e)
+		}
+	}
 	restarts, grown := 0, 0
 	for _, a := range sv.attempts[:max(0, len(sv.attempts)-1)] {
 		if a.Grew != "" && a.Death == nil {
@@ -1095,4 +1111,46 @@ func (sv *supervisor) finish(err error) {
 	if werr := os.WriteFile(sv.lf.report, append(b, '\n'), 0o644); werr != nil {
 		sv.printf("--report: %v", werr)
 	}
+}
+
+// timeline is the training command's --timeline ("": none).
+func (sv *supervisor) timeline() string {
+	v, ok := flagValue(sv.train[1:], "timeline")
+	if !ok || v == "true" {
+		return ""
+	}
+	return v
+}
+
+// attemptTimeline is attempt k's --timeline: FILE.attempt-K.json (a
+// failed attempt's ranks write FILE.attempt-K.json.rank-N.json).
+func attemptTimeline(file string, k int) string { return fmt.Sprintf("%s.attempt-%d.json", file, k) }
+
+// concatTimelines writes file, the job's timeline across its attempts
+// (trace.ConcatAttempts): each attempt's merged timeline or, for one that
+// failed, its ranks' own. An attempt that left none is left out.
+func concatTimelines(file string, attempts int) error {
+	var traces []trace.AttemptTrace
+	for k := range attempts {
+		name := attemptTimeline(file, k)
+		files := []string{name}
+		if _, err := os.Stat(name); err != nil {
+			files, _ = filepath.Glob(name + ".rank-*.json")
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			traces = append(traces, trace.AttemptTrace{Attempt: k, JSON: b})
+		}
+	}
+	if len(traces) == 0 {
+		return fmt.Errorf("no attempt wrote a timeline (%s)", attemptTimeline(file, 0))
+	}
+	var buf bytes.Buffer
+	if err := trace.ConcatAttempts(&buf, traces); err != nil {
+		return err
+	}
+	return regfile.WriteFile(file, buf.Bytes())
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/zip"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,10 +83,23 @@ func TestLaunchRecovers(t *testing.T) {
 	dir := t.TempDir()
 	ck, rep := filepath.Join(dir, "ck"), filepath.Join(dir, "report.json")
 	t.Setenv("DML_TEST_KILL", "1:40:"+filepath.Join(dir, "killed"))
-	args := append([]string{"launch", "--np", "3", "--min-np", "2", "--max-restarts", "1", "--report", rep, "--launcher", localLauncher(), "--"}, launchTrain(ck)...)
+	tl := filepath.Join(dir, "timeline.json")
+	args := append([]string{"launch", "--np", "3", "--min-np", "2", "--max-restarts", "1", "--report", rep, "--launcher", localLauncher(), "--"},
+		append(launchTrain(ck), "--timeline", tl)...)
 	r := dml(t, 0, args...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The timeline carries on: the survivors' own spans of attempt 0, the
+	// merged ones of attempt 1, in one file.
+	tlb, err := os.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"attempt 0, rank 0"`, `"attempt 0, rank 2"`, `"attempt 1, rank 0"`, `"attempt 1, rank 1"`, `"name":"step"`} {
+		if !bytes.Contains(tlb, []byte(want)) {
+			t.Errorf("the timeline lacks %s", want)
+		}
 	}
 	for _, want := range []string{"dml launch: restart 1: rank 1 on ", " died in step ", " (last heard of in step ", "2 rank(s) go on from step ",
 		"(the survivors' emergency checkpoint), 1 step(s) lost, recovered in ", "dml launch: done after 1 restart(s): 1 step(s) of work lost in all"} {
@@ -110,6 +124,35 @@ func TestLaunchRecovers(t *testing.T) {
 	// The emergency checkpoint is marked as such.
 	meta := checkpointMeta(t, filepath.Join(ck, fmt.Sprintf("ckpt-s%09d.npz", a.Emergency)))
 	if !strings.Contains(meta, `"emergency"`) || !strings.Contains(meta, `"dead_rank": 1`) {
+		t.Errorf("the emergency checkpoint's meta.json is not marked:\n%s", meta)
+	}
+}
+
+// TestLaunchRecoversPS: under --sync ps with 2 servers, a worker killed
+// in step 40: both servers hold every key range (their own and the
+// other's replica) and write the emergency checkpoint, the surviving
+// worker has nothing to say, and the job goes on with 2 servers and 1
+// worker from it, 1 step lost.
+func TestLaunchRecoversPS(t *testing.T) {
+	dir := t.TempDir()
+	ck, rep := filepath.Join(dir, "ck"), filepath.Join(dir, "report.json")
+	t.Setenv("DML_TEST_KILL", "3:40:"+filepath.Join(dir, "killed"))
+	args := append([]string{"launch", "--np", "4", "--min-np", "3", "--max-restarts", "1", "--report", rep, "--launcher", localLauncher(), "--"},
+		append(launchTrain(ck), "--sync", "ps", "--servers", "2")...)
+	r := dml(t, 0, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	got := readLaunchReport(t, rep)
+	if !got.OK || got.Restarts != 1 || got.StepsLost != 1 || len(got.Attempts) != 2 {
+		t.Fatalf("report %+v\nstderr:\n%s", got, r.stderr)
+	}
+	a, b := got.Attempts[0], got.Attempts[1]
+	if a.Death == nil || a.Death.Rank != 3 || a.Emergency < 39 || b.Ranks != 3 || b.ResumedSteps != a.Emergency {
+		t.Errorf("attempts %+v %+v: want rank 3 dead, the servers' emergency checkpoint at step ≥ 39 resumed by 3 ranks", a, b)
+	}
+	meta := checkpointMeta(t, filepath.Join(ck, fmt.Sprintf("ckpt-s%09d.npz", a.Emergency)))
+	if !strings.Contains(meta, `"emergency"`) || !strings.Contains(meta, `"dead_rank": 3`) {
 		t.Errorf("the emergency checkpoint's meta.json is not marked:\n%s", meta)
 	}
 }

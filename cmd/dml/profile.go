@@ -178,6 +178,18 @@ func (p *profFlags) writeTimeline(w collectives.Comm, merge bool) error {
 	})
 }
 
+// ownTimeline writes this rank's own spans to FILE.rank-N.json, as a
+// failed command does (for a survivor's last word: the job is about to
+// be ended, with no gather); nothing without --timeline.
+func (p *profFlags) ownTimeline() {
+	if p.rec == nil {
+		return
+	}
+	if err := p.writeTimeline(nil, false); err != nil {
+		fmt.Fprintf(os.Stderr, "dml: rank %d: %v\n", p.rank, err)
+	}
+}
+
 // writeFile writes what fill writes into path, whole or not at all.
 func writeFile(path string, fill func(io.Writer) error) error {
 	var buf bytes.Buffer

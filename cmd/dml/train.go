@@ -352,7 +352,7 @@ Examples:
 		tr := &trainer.Trainer{Comm: c, Backend: be, Out: flagWords{stdout}, Warnings: flagWords{stderr}, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
 		if ck.Emergency && ck.Dir != "" {
-			defer keepLastWord(c.Rank(), tr, stderr)()
+			defer keepLastWord(c.Rank(), tr, stderr, cf.ownTimeline)()
 		}
 		if launchEvents() && c.Rank() == cfg.ReportingRank() {
 			launchEvent(map[string]any{"event": "up", "ranks": c.Size()})

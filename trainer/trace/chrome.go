@@ -10,7 +10,8 @@ import (
 
 // WriteChrome writes snapshots as Chrome trace-event JSON, the format
 // chrome://tracing and Perfetto (ui.perfetto.dev) open: an object
-// {"traceEvents": [...], "displayTimeUnit": "ms"} in which every span is a
+// {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {"origin":
+// origin in RFC 3339, UTC}} in which every span is a
 // complete event (ph "X") with ts and dur in microseconds since origin,
 // pid the rank, tid the span's Lane (the goroutine role that ran it: step
 // loop, communication, server; named by metadata events) and cat its
@@ -22,7 +23,9 @@ import (
 func WriteChrome(w io.Writer, origin time.Time, snaps ...Snapshot) error {
 	bw := bufio.NewWriter(w)
 	cw := chromeWriter{w: bw}
-	bw.WriteString(`{"displayTimeUnit":"ms","traceEvents":[`)
+	bw.WriteString(`{"displayTimeUnit":"ms","otherData":{"origin":`)
+	bw.Write(appendString(nil, origin.UTC().Format(time.RFC3339Nano)))
+	bw.WriteString(`},"traceEvents":[`)
 	for _, s := range snaps {
 		cw.metadata(s)
 	}

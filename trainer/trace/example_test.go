@@ -34,7 +34,7 @@ func Example() {
 	// forward   compute    1.5ms
 	// allreduce collective 250µs
 	// step      other      1.75ms
-	// {"displayTimeUnit":"ms","traceEvents":[
+	// {"displayTimeUnit":"ms","otherData":{"origin":"2026-01-01T00:00:00Z"},"traceEvents":[
 	// {"name":"process_name","ph":"M","pid":1,"args":{"name":"rank 1"}},
 	// {"name":"process_sort_index","ph":"M","pid":1,"args":{"sort_index":1}},
 	// {"name":"thread_name","ph":"M","pid":1,"tid":0,"args":{"name":"step loop"}},
