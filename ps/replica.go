@@ -348,3 +348,54 @@ func (k *Keeper) finish(c Transport, ft floatTransport, timeout time.Duration) e
 	}
 	return nil
 }
+
+// HeldRounds is what this server holds at each round it holds anything
+// at, newest first: its own range at its live round and at the rounds of
+// its copies, the replica at the rounds it received. With three servers
+// or more no server holds every range, but the survivors together may,
+// at a common round: each writes what it holds at every round, and the
+// parts are joined (trainer, lastword_ps.go). Under SSP, ASP and DSSP
+// there are no rounds: Held's one.
+func (k *Keeper) HeldRounds() ([]Held, error) {
+	k.mu.Lock()
+	s, bsp := k.s, k.s != nil && k.s.bsp != nil
+	k.mu.Unlock()
+	if s == nil || !bsp || k.every == 0 {
+		h, err := k.Held()
+		if err != nil {
+			return nil, err
+		}
+		return []Held{h}, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	live := s.replicaClock()
+	rounds := []int{live}
+	for _, c := range []rangeCopy{k.own[0], k.own[1], k.their[0], k.their[1]} {
+		if c.clock >= 0 && !slices.Contains(rounds, c.clock) {
+			rounds = append(rounds, c.clock)
+		}
+	}
+	slices.Sort(rounds)
+	slices.Reverse(rounds)
+	var out []Held
+	for _, r := range rounds {
+		h := Held{Clock: r}
+		switch {
+		case r == live:
+			h.Ranges = append(h.Ranges, HeldRange{Range: s.rng, Weights: slices.Clone(s.upd.w), OptState: slices.Clone(s.upd.state)})
+		case k.own[0].clock == r:
+			h.Ranges = append(h.Ranges, k.split(s.rng, k.own[0].buf))
+		case k.own[1].clock == r:
+			h.Ranges = append(h.Ranges, k.split(s.rng, k.own[1].buf))
+		}
+		for _, t := range k.their {
+			if t.clock == r {
+				h.Ranges = append(h.Ranges, k.split(k.nextRng, t.buf))
+				break
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}

@@ -366,6 +366,15 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 		}
 		return c, ck.ResumeFile, nil
 	}
+	// The ps servers' emergency parts of a step, joined where together
+	// they hold the whole model (lastword_ps.go).
+	joined, problems := joinParts(ck.Dir, arch.NumParams())
+	for _, f := range joined {
+		say("resume: joined the servers' emergency parts into %s\n", f)
+	}
+	for _, p := range problems {
+		say("resume: emergency part left alone: %s\n", p)
+	}
 	files, err := listCheckpoints(ck.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("Checkpointing.ResumeLatest: %w", err)

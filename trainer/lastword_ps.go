@@ -19,10 +19,15 @@ import (
 // holds both at, as an emergency checkpoint; the workers hold no state of
 // their own that the checkpoint needs, and write nothing.
 //
+// With three servers or more no server holds every range (each holds
+// two): each survivor writes what it holds, at every round it holds it,
+// as parts (ckpt-s<steps>.part-r<rank>.npz), and the resume joins the
+// parts of the newest step whose parts hold every key (joinParts). A
+// worker's death leaves every server alive: every range is there. A
+// server's leaves its range with the previous server.
+//
 // Departures, said in the metadata's emergency record and in the error
-// when nothing is written: with three servers or more no survivor holds
-// every range (each holds two), so none is written (the regular
-// checkpoints are the fallback); a model with batch-norm statistics
+// when nothing is written: a model with batch-norm statistics
 // (which are the workers') and the sigmod filter's residues (also the
 // workers') are not written either. Under ssp, asp and dssp the ranges
 // are at whatever updates each server had (there is no common round to
@@ -55,7 +60,9 @@ func (j *job) keepsLastWord() bool {
 	return j.Checkpoint.enabled() && j.Checkpoint.Emergency && j.Comm.Size() > 1
 }
 
-// write is LastWord for a server.
+// write is LastWord for a server: the whole state when this server
+// holds every range at a round, else its parts (one file per round it
+// holds ranges at), which the resume joins with the other survivors'.
 func (w *serverWord) write(e Emergency) (string, int, error) {
 	j := w.j
 	switch {
@@ -64,33 +71,65 @@ func (w *serverWord) write(e Emergency) (string, int, error) {
 	case w.arch.NumState() > 0:
 		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", ErrNoLastWord)
 	}
-	h, err := w.k.Held()
+	rounds, err := w.k.HeldRounds()
 	if err != nil {
 		return "", 0, fmt.Errorf("%w: %v", ErrNoLastWord, err)
 	}
+	e.WrittenBy = j.Comm.Rank()
+	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	for _, h := range rounds {
+		if held(h) == w.p {
+			return w.writeHeld(h, e, false)
+		}
+	}
+	// Parts: the newest round's path is the one said.
+	path, steps := "", 0
+	for i := len(rounds) - 1; i >= 0; i-- {
+		p, s, err := w.writeHeld(rounds[i], e, true)
+		if err != nil {
+			return "", 0, err
+		}
+		path, steps = p, s
+	}
+	return path, steps, nil
+}
+
+// held is how many keys h holds.
+func held(h ps.Held) int {
+	n := 0
+	for _, r := range h.Ranges {
+		n += r.Range.Len()
+	}
+	return n
+}
+
+// writeHeld writes the ranges of h as a checkpoint (whole) or a part of
+// one, and returns its path and steps. A checkpoint of the same steps
+// already there is kept.
+func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
+	j := w.j
 	c := &checkpoint{Params: make([]float32, w.p)}
 	if j.cfg.Opt.Kind.HasState() {
 		c.OptState = make([]float32, w.p)
 	}
-	covered := 0
 	for _, r := range h.Ranges {
 		copy(c.Params[r.Range.Lo:r.Range.Hi], r.Weights)
 		if c.OptState != nil {
 			copy(c.OptState[r.Range.Lo:r.Range.Hi], r.OptState)
 		}
-		covered += r.Range.Len()
+		if part {
+			e.Held = append(e.Held, [2]int{r.Range.Lo, r.Range.Hi})
+		}
 	}
-	if covered != w.p {
-		return "", 0, fmt.Errorf("%w: this server holds %d of the model's %d keys (with %d servers each holds its range and the next one's)",
-			ErrNoLastWord, covered, w.p, j.cfg.PS.Servers)
-	}
+	e.Part = part
 	pos := j.positionAfter(w.start, h.Clock)
 	path := filepath.Join(j.Checkpoint.Dir, checkpointName(pos.Steps))
 	if _, err := os.Stat(path); err == nil {
 		return path, pos.Steps, nil
 	}
-	e.WrittenBy = j.Comm.Rank()
-	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	if part {
+		path = filepath.Join(j.Checkpoint.Dir, partName(pos.Steps, j.Comm.Rank()))
+	}
 	c.Meta = j.checkpointMeta(w.arch, pos)
 	c.Meta.Emergency = &e
 	b, err := c.encode()
@@ -101,6 +140,102 @@ func (w *serverWord) write(e Emergency) (string, int, error) {
 		return "", 0, fmt.Errorf("emergency checkpoint: writing %s: %w", path, err)
 	}
 	return path, pos.Steps, nil
+}
+
+// partName is the file of rank's part of the checkpoint of steps.
+func partName(steps, rank int) string { return fmt.Sprintf("ckpt-s%09d.part-r%d.npz", steps, rank) }
+
+// partOf is the steps and rank a part's file name holds, and whether name
+// is one.
+func partOf(name string) (steps, rank int, ok bool) {
+	n, err := fmt.Sscanf(name, "ckpt-s%09d.part-r%d.npz", &steps, &rank)
+	return steps, rank, err == nil && n == 2 && name == partName(steps, rank)
+}
+
+// joinParts makes a checkpoint of the servers' emergency parts in dir,
+// for each step whose parts hold every key of the model (p keys) and
+// which has no checkpoint yet, and removes the parts it joined. It
+// returns the checkpoints it wrote. Parts that are unreadable, of another
+// model length, or overlapping are left alone (said in the error list).
+func joinParts(dir string, p int) (written []string, problems []string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	type partFile struct {
+		path string
+		rank int
+		c    *checkpoint
+	}
+	bySteps := map[int][]partFile{}
+	for _, e := range ents {
+		steps, rank, ok := partOf(e.Name())
+		if !ok || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		var c *checkpoint
+		if err == nil {
+			c, err = decodeCheckpoint(b)
+		}
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", e.Name(), err))
+			continue
+		case c.Meta.Emergency == nil || !c.Meta.Emergency.Part || len(c.Params) != p || c.Meta.Position.Steps != steps:
+			problems = append(problems, fmt.Sprintf("%s: not a part of a %d-key checkpoint of step %d", e.Name(), p, steps))
+			continue
+		}
+		bySteps[steps] = append(bySteps[steps], partFile{path, rank, c})
+	}
+	for steps, parts := range bySteps {
+		whole := filepath.Join(dir, checkpointName(steps))
+		if _, err := os.Stat(whole); err == nil {
+			continue
+		}
+		covered := make([]bool, p)
+		n := 0
+		out := &checkpoint{Meta: parts[0].c.Meta, Params: make([]float32, p)}
+		if parts[0].c.OptState != nil {
+			out.OptState = make([]float32, p)
+		}
+		var from []int
+		for _, pf := range parts {
+			for _, r := range pf.c.Meta.Emergency.Held {
+				for k := max(r[0], 0); k < min(r[1], p); k++ {
+					if !covered[k] {
+						covered[k] = true
+						n++
+					}
+					out.Params[k] = pf.c.Params[k]
+					if out.OptState != nil && len(pf.c.OptState) == p {
+						out.OptState[k] = pf.c.OptState[k]
+					}
+				}
+			}
+			from = append(from, pf.rank)
+		}
+		if n != p {
+			continue
+		}
+		e := *parts[0].c.Meta.Emergency
+		e.Part, e.Held, e.MergedFrom = false, nil, from
+		out.Meta.Emergency = &e
+		b, err := out.encode()
+		if err == nil {
+			err = writeFileAtomic(whole, b)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("joining the parts of step %d: %v", steps, err))
+			continue
+		}
+		written = append(written, whole)
+		for _, pf := range parts {
+			os.Remove(pf.path)
+		}
+	}
+	return written, problems
 }
 
 // positionAfter is the Position the training ranks reach from start after

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -158,11 +159,10 @@ func TestServerLastWord(t *testing.T) {
 			t.Errorf("server %d: resumed from the emergency checkpoint, other weights than straight through", caller)
 		}
 	}
-	// A worker has nothing to write; nor has a server that holds one
-	// range of three.
+	// A worker has nothing to write.
 	for _, c := range []struct {
 		servers, ranks, caller int
-	}{{2, 4, 3}, {3, 5, 0}} {
+	}{{2, 4, 3}} {
 		cfg := cfg
 		cfg.PS.Servers = c.servers
 		dir := t.TempDir()
@@ -175,6 +175,96 @@ func TestServerLastWord(t *testing.T) {
 		noErrs(t, errs)
 		if _, _, err := tr.LastWord(Emergency{}); !errors.Is(err, ErrNoLastWord) {
 			t.Errorf("%d servers, rank %d: LastWord: %v, want ErrNoLastWord", c.servers, c.caller, err)
+		}
+	}
+}
+
+// TestServerPartsJoined: with 3 servers each holds two ranges; the
+// survivors' last words are parts, which a resume from the folder joins
+// into the checkpoint of their common step (every server when a worker
+// died; servers 0 and 2 when server 1 did: server 0 holds its replica),
+// and the run goes on bit for bit as straight through. One server's
+// parts alone hold too little: nothing is joined, the resume falls back.
+func TestServerPartsJoined(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Sync, cfg.PS.Servers = SyncPS, 3
+	cfg.Epochs, cfg.MaxSteps = 2, 12 // 13 steps an epoch on 2 workers
+	straight, errs := runCkpt(t, 5, cfg, Checkpointing{Dir: t.TempDir(), Every: 1, Keep: 100}, 0)
+	noErrs(t, errs)
+	for _, callers := range [][]int{{0, 1, 2}, {0, 2}, {1}} {
+		dir := t.TempDir()
+		reached, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		loadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
+			if rank == 3 && e == 1 && step == 7 {
+				once.Do(func() { close(reached) })
+				<-release
+			}
+		}
+		trs := make([]*Trainer, 5)
+		var ready sync.WaitGroup
+		ready.Add(5)
+		var said []error
+		go func() {
+			<-reached
+			ready.Wait()
+			for _, c := range callers {
+				_, _, err := trs[c].LastWord(Emergency{DeadRank: 3, FoundBy: c})
+				said = append(said, err)
+			}
+			close(release)
+		}()
+		_, errs := runTrainers(t, 5, cfg, Checkpointing{Dir: dir, Emergency: true, Keep: 100}, func(c *local.Comm, tr *Trainer) {
+			trs[c.Rank()] = tr
+			ready.Done()
+		})
+		loadHook = nil
+		noErrs(t, errs)
+		for i, err := range said {
+			if err != nil {
+				t.Fatalf("callers %v: server %d's last word: %v", callers, callers[i], err)
+			}
+		}
+		// The run ended with checkpoints of its own: keep only the parts.
+		files, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
+		parts := 0
+		for _, f := range files {
+			if _, _, ok := partOf(filepath.Base(f)); ok {
+				parts++
+			} else {
+				os.Remove(f)
+			}
+		}
+		if parts == 0 {
+			t.Fatalf("callers %v: no part written (%v)", callers, files)
+		}
+		res, errs := runCkpt(t, 5, cfg, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+		joined, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
+		if len(callers) == 1 { // two ranges of three: not joined, left there
+			noErrs(t, errs)
+			left := 0
+			for _, f := range joined {
+				if _, _, ok := partOf(filepath.Base(f)); ok {
+					left++
+				}
+			}
+			if left != parts {
+				t.Errorf("one server's %d parts: %d left after the resume", parts, left)
+			}
+			continue
+		}
+		noErrs(t, errs)
+		if !slices.Equal(finalParams(t, res), finalParams(t, straight)) {
+			t.Errorf("callers %v: resumed from the joined parts, other weights than straight through (%v)", callers, joined)
+		}
+		var whole *checkpoint
+		for _, f := range joined {
+			if _, _, ok := partOf(filepath.Base(f)); !ok && whole == nil {
+				whole = readCheckpointFile(t, f)
+			}
+		}
+		if whole == nil || whole.Meta.Emergency == nil || len(whole.Meta.Emergency.MergedFrom) != len(callers) || whole.Meta.Steps < 6 {
+			t.Errorf("callers %v: the joined checkpoint %+v", callers, whole)
 		}
 	}
 }

@@ -37,6 +37,7 @@ quick=${QUICK:-0}
 data=(--data "${DATA:-fashion-mnist}")
 if [ "$quick" = 1 ]; then
 	epochs=${EPOCHS:-8} cooldown=${COOLDOWN:-2s}
+	LIVENESS=${LIVENESS:-3s} # no false death while the tests load the machine
 	data=(--data synthetic --samples 20000 --features 64 --classes 4)
 fi
 name=dmlk$$

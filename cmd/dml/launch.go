@@ -69,7 +69,7 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&lf.launcher, "launcher", "", "the command that starts the job (default: mpirun --oversubscribe, --allow-run-as-root as root); {np} and {hosts} in it are replaced, else mpirun's -np and --host are appended")
 	fs.StringVar(&lf.discovery, "host-discovery", "", "a shell command that prints the hosts to run on, one host[:slots] a line (# comments): run at the start and every --discover-every; a host it reports anew (or one back from its cool-down) is taken in at the next step boundary (the job stops there with a checkpoint and is started again, larger)")
 	fs.DurationVar(&lf.discoverEvery, "discover-every", 5*time.Second, "with --host-discovery, or hosts in their cool-down: how often to look for hosts to take in")
-	fs.DurationVar(&lf.liveness, "liveness", 3*time.Second, "dml train's --liveness, unless the training command gives it: a rank silent this long is dead (a host or its link gone), so that the job goes on without it (0: dml train's own rule, --timeout + 10 s)")
+	fs.DurationVar(&lf.liveness, "liveness", time.Second, "dml train's --liveness, unless the training command gives it: a rank silent this long (its status comes four times a second) is dead (a host or its link gone, or a rank stopped or starved of CPU that long), so that the job goes on without it; raise it where ranks may stall longer (0: dml train's own rule, --timeout + 10 s)")
 	fs.StringVar(&lf.report, "report", "", "write a JSON report of every attempt (who failed, at which step, steps lost, recovery time) to this file")
 	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -716,7 +716,7 @@ const stopSignal = syscall.SIGUSR1
 
 // endGrace is how long dml launch lets mpirun end a job by itself once
 // every survivor of a death has written its emergency checkpoint.
-const endGrace = 200 * time.Millisecond
+const endGrace = 100 * time.Millisecond
 
 // launcherError: the launcher could not be started (not a job failure).
 type launcherError struct{ error }
