@@ -23,7 +23,7 @@ import (
 //
 // Departures from the paper: it replicates after aggregation by copying
 // the range (weights and state, as one float32 message straight from a
-// copy, no encoding), not by forwarding the aggregated push to be applied
+// copy, no encoding, after the round's replies), not by forwarding the aggregated push to be applied
 // again at the replica: the copy is exact whatever the update rule, and
 // costs one range (two with an optimizer state) per replication, where
 // the forwarded push costs one; and a server does not take over a dead

@@ -134,12 +134,13 @@ func RunServerKeeping(c Transport, cfg Config, initial []float32, k *Keeper) (Se
 			k.mu.Lock() // Keeper.Held reads the weights between requests
 			out := s.StepWith(src, b, payload, t)
 			k.mu.Unlock()
-			// The replica goes before the replies: the round's pulls
-			// cannot lead to the next round before it is on its way.
-			if err := k.replicate(c, ft); err != nil {
+			if err := sendAll(c, out); err != nil {
 				return s.Stats(now()), err
 			}
-			if err := sendAll(c, out); err != nil {
+			// The replica after the replies (its copy is not in their
+			// way): the workers' next step gives it time to arrive, and
+			// Held pairs rounds whether it did or not.
+			if err := k.replicate(c, ft); err != nil {
 				return s.Stats(now()), err
 			}
 		}

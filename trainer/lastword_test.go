@@ -159,12 +159,13 @@ func TestServerLastWord(t *testing.T) {
 			t.Errorf("server %d: resumed from the emergency checkpoint, other weights than straight through", caller)
 		}
 	}
-	// A worker has nothing to write.
+	// A worker has nothing to write. (Without replication, PSConfig's -1,
+	// the job runs as well.)
 	for _, c := range []struct {
-		servers, ranks, caller int
-	}{{2, 4, 3}} {
+		servers, ranks, caller, replicate int
+	}{{2, 4, 3, 0}, {2, 4, 2, -1}} {
 		cfg := cfg
-		cfg.PS.Servers = c.servers
+		cfg.PS.Servers, cfg.PS.ReplicateEvery = c.servers, c.replicate
 		dir := t.TempDir()
 		var tr *Trainer
 		_, errs := runTrainers(t, c.ranks, cfg, Checkpointing{Dir: dir, Emergency: true, Keep: 100}, func(cm *local.Comm, t *Trainer) {

@@ -177,6 +177,12 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
 		start0, residues = r.Position, r.residues
 	}
+	switch {
+	case pcfg.ReplicateEvery < 0: // --replicate-every 0
+		pcfg.ReplicateEvery = 0
+	case pcfg.ReplicateEvery == 0 && j.keepsLastWord(): // auto: for the last word (lastword_ps.go)
+		pcfg.ReplicateEvery = 1
+	}
 	if c.Rank() < cfg.PS.Servers {
 		// A server's timeline: each request received and reply sent.
 		sc := trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer))
@@ -187,12 +193,6 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 				n.workers = append(n.workers, w)
 			}
 			tr = n
-		}
-		switch {
-		case pcfg.ReplicateEvery < 0: // --replicate-every 0
-			pcfg.ReplicateEvery = 0
-		case pcfg.ReplicateEvery == 0 && j.keepsLastWord(): // auto: for the last word (lastword_ps.go)
-			pcfg.ReplicateEvery = 1
 		}
 		keep := j.keepServerWord(arch, len(params), start0)
 		st, err := ps.RunServerKeeping(tr, pcfg, params, keep)
