@@ -13,6 +13,9 @@ func (s *Server) applyPush(r *request) {
 		return
 	}
 	m := &r.msg
+	if f := s.cfg.LRAt; f != nil {
+		s.upd.cfg.LR = f(int(m.clock))
+	}
 	if !m.kind.keyed() {
 		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
 	} else {
@@ -98,6 +101,9 @@ func (s *Server) applyRound() {
 	}
 	if n == 0 {
 		return
+	}
+	if f := s.cfg.LRAt; f != nil {
+		s.upd.cfg.LR = f(b.number)
 	}
 	scale := float32(n)
 	if b.all || len(b.keys) == len(b.acc) {

@@ -125,6 +125,12 @@ type Config struct {
 	// none. Ignored with one server (not agreed).
 	ReplicateEvery int
 
+	// LRAt, if not nil, is the learning rate of the step of a given clock
+	// (under BSP the round, else the pushing worker's clock before the
+	// push): a schedule, in place of LR (not agreed: every rank computes
+	// it from the same settings).
+	LRAt func(clock int) float32
+
 	// Restore, if not nil, starts the servers from a checkpoint: its
 	// optimizer state and every worker's clock (the weights are
 	// RunServer's initial argument). Not agreed; see snapshot.go.

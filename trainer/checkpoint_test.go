@@ -111,6 +111,14 @@ func ckptCases() []ckptCase {
 		{"ps-bsp-2servers", 4, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 2 }},
 		{"ps-bsp-sigmod", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Filters = SyncPS, 1, "sigmod:0.01" }},
 		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology, c.Epochs = SyncDPSGD, gossip.Ring, 4 }},
+		// Rates that depend on the position (schedule.go), clipping.
+		{"allreduce-cosine-warmup-clip", 2, func(c *Config) { c.LRSchedule, c.WarmupEpochs, c.ClipNorm = "cosine", 0.5, 0.5 }},
+		{"ps-bsp-2servers-step-scaled", 4, func(c *Config) {
+			c.Sync, c.PS.Servers, c.LRSchedule, c.WarmupEpochs, c.LRScaleRanks, c.ClipNorm = SyncPS, 2, "step:1:0.5", 0.3, true, 1
+		}},
+		{"dpsgd-step-clip", 3, func(c *Config) {
+			c.Sync, c.Topology, c.Epochs, c.LRSchedule, c.ClipNorm = SyncDPSGD, gossip.Ring, 4, "step:1,2:0.5", 0.5
+		}},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
 		{"batchnorm", 2, func(c *Config) { b := bnCfg(); c.Model, c.Net, c.Data = b.Model, b.Net, b.Data }},

@@ -40,6 +40,16 @@ type Config struct {
 	Seed     uint64       `json:"seed"`
 	Shuffle  bool         `json:"shuffle"`
 	Opt      optim.Config `json:"optimizer"`
+	// LRSchedule, WarmupEpochs and LRScaleRanks make the learning rate of
+	// each step a function of the epoch and the ranks (schedule.go):
+	// "constant" (""), "step:E1,E2,…:GAMMA" or "cosine"; a linear warm-up
+	// over the first WarmupEpochs epochs; Opt.LR times the training ranks.
+	LRSchedule   string  `json:"lr_schedule,omitempty"`
+	WarmupEpochs float64 `json:"warmup_epochs,omitempty"`
+	LRScaleRanks bool    `json:"lr_scale_ranks,omitempty"`
+	// ClipNorm > 0 scales a step's gradient down to that L2 norm when it
+	// is longer (clip.go). 0: no clipping.
+	ClipNorm float32 `json:"clip_norm,omitempty"`
 
 	Sync      Sync                  `json:"sync"`
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
@@ -198,6 +208,19 @@ func (c Config) Validate() error {
 		return bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
 	case c.Straggle.Factor > MaxStraggleFactor:
 		return bad("Straggle", "factor %v must be at most %g", c.Straggle.Factor, float64(MaxStraggleFactor))
+	}
+	if sc, err := ParseLRSchedule(c.LRSchedule); err != nil {
+		return bad("LRSchedule", "%v", err)
+	} else if n := len(sc.Milestones); n > 0 && sc.Milestones[n-1] >= c.Epochs {
+		return bad("LRSchedule", "%q: milestone %d is not before the last epoch (%d): the rate would never drop there", c.LRSchedule, sc.Milestones[n-1], c.Epochs)
+	}
+	switch {
+	case c.WarmupEpochs < 0 || c.WarmupEpochs > float64(c.Epochs):
+		return bad("WarmupEpochs", "%v: want 0 to the epochs (%d)", c.WarmupEpochs, c.Epochs)
+	case c.ClipNorm < 0:
+		return bad("ClipNorm", "%v must not be negative (0: no clipping)", c.ClipNorm)
+	case c.ClipNorm > 0 && c.Model == SparseLogreg:
+		return bad("ClipNorm", "%v: sparse-logreg pushes the keys of a batch, not a whole gradient to clip", c.ClipNorm)
 	}
 	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
 		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")

@@ -222,6 +222,11 @@ func (l *localModel) update() error {
 			return err
 		}
 	}
+	if c := l.j.cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
+		if _, err := clipGrad(b, m.GradView(), c); err != nil {
+			return err
+		}
+	}
 	if err := l.opt.Update(m.Params, m.GradView()); err != nil {
 		return err
 	}
@@ -439,3 +444,6 @@ func (r *resumed) ownState() []float32 {
 	}
 	return r.own
 }
+
+// setLR: the rate of the step about to run (schedule.go).
+func (l *localModel) setLR(lr float32) { l.opt.Config.LR = lr }

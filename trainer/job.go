@@ -470,6 +470,10 @@ type job struct {
 	lw *lastWord
 	// stepped: FirstStep has been called.
 	stepped bool
+	// lrs is the learning-rate plan (schedule.go; nil: every step has
+	// Opt.LR), epochLR the rates of the epoch's steps so far.
+	lrs     *lrPlan
+	epochLR []float32
 }
 
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,
@@ -485,6 +489,9 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
 	j.sched = newSchedule(nTrain, members, cfg.Batch)
+	if plan := newLRPlan(cfg, members); !plan.constant() {
+		j.lrs = &plan
+	}
 	// Every strategy computes with the batch the schedule keeps (at most
 	// the largest shard), so none can overflow on a huge --batch.
 	j.cfg.Batch = j.sched.batch

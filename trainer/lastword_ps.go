@@ -242,20 +242,28 @@ func joinParts(dir string, p int) (written []string, problems []string) {
 // steps steps in all (steps >= start.Steps), as the step loop advances it:
 // through the rest of a re-dealt epoch, then whole epochs.
 func (j *job) positionAfter(start Position, steps int) Position {
-	pos := start
-	for pos.Steps < steps {
-		per := j.sched.stepsPerEpoch()
-		if len(pos.Reshard) > 0 {
-			parts := epochParts(j.sched.n, j.cfg.Seed, pos.Epoch, j.cfg.Shuffle, pos.Reshard, j.sched.ranks)
-			per = partSteps(parts, j.cfg.Batch)
+	return j.positions(start)(steps)
+}
+
+// positions is positionAfter from start, with the start epoch's steps
+// worked out once (a re-dealt epoch's take a permutation of the data).
+func (j *job) positions(start Position) func(steps int) Position {
+	first := j.epochSteps(start)
+	return func(steps int) Position {
+		pos := start
+		for pos.Steps < steps {
+			per := first
+			if pos.Epoch != start.Epoch {
+				per = j.sched.stepsPerEpoch()
+			}
+			left := per - pos.Step
+			if n := steps - pos.Steps; n < left {
+				pos.Step += n
+				pos.Steps = steps
+				return pos
+			}
+			pos = Position{Epoch: pos.Epoch + 1, Steps: pos.Steps + max(left, 0)}
 		}
-		left := per - pos.Step
-		if n := steps - pos.Steps; n < left {
-			pos.Step += n
-			pos.Steps = steps
-			return pos
-		}
-		pos = Position{Epoch: pos.Epoch + 1, Steps: pos.Steps + max(left, 0)}
+		return pos
 	}
-	return pos
 }

@@ -262,6 +262,13 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			if j.lw != nil && !paced {
 				j.lw.stepBegins(next)
 			}
+			if j.lrs != nil {
+				e := epochAt(epoch, pos.Step, steps)
+				if paced {
+					e = epochAt(own.epoch, own.step-1, own.steps)
+				}
+				j.setLR(s, j.lrs.at(e))
+			}
 			j.markStep(res.Steps + 1)
 			sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
 			st, err := j.step(s, idx, step)
@@ -316,7 +323,9 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		}
 		total += seen
 		wall := time.Since(t0).Seconds()
-		st := EpochStats{Epoch: epoch, Steps: ran, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
+		lrs := j.epochLR
+		j.epochLR = nil
+		st := EpochStats{Epoch: epoch, Steps: ran, LR: lrs, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
 			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall, TrainSec: wall}
 		if err := s.EndEpoch(&st, commSec, stepSec, wall); err != nil {
 			return pos, 0, err

@@ -26,6 +26,10 @@ type EpochStats struct {
 	WallSec    float64  `json:"wall_sec"`
 	// TrainSec is the epoch's training time: WallSec without the evaluation.
 	TrainSec float64 `json:"train_sec"`
+	// LR is the learning rate of each of the epoch's steps (with
+	// --lr-schedule, --warmup-epochs or --lr-scale-ranks; omitted when
+	// every step has --lr).
+	LR []float32 `json:"lr,omitempty"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 	// Decentralized training's figures (with --sync dpsgd, adpsgd).

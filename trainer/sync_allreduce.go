@@ -261,6 +261,9 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 // update applies the optimizer to the whole reduced gradient, inside the
 // last word's fences (lastword.go).
 func (s *allreduceStrategy) update() error {
+	if err := s.clip(); err != nil {
+		return err
+	}
 	if s.j.lw != nil {
 		s.j.lw.beginUpdate()
 	}
@@ -324,7 +327,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			}
 			return StepStats{}, fmt.Errorf("non-finite value in gradient bucket %d, finite in the whole gradient: %w", i, model.ErrNonFinite)
 		}
-		if s.j.lw == nil {
+		if !s.deferUpdates() {
 			if err := s.updateBucket(i); err != nil {
 				return StepStats{}, err
 			}
@@ -332,25 +335,51 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 	}
 	st.CommSec = busy.Seconds()
 	s.hiddenSec += hidden.Seconds()
-	if s.j.lw != nil {
+	if s.deferUpdates() {
 		// Keeping the last word, the buckets are updated after the last
 		// one's sum has arrived, inside its fences: a rank stuck in a
 		// bucket's AllReduce has updated none (lastword.go). The same
-		// element-wise updates: the same bits.
-		s.j.lw.beginUpdate()
+		// element-wise updates: the same bits. Clipping needs the whole
+		// gradient's norm first.
+		if err := s.clip(); err != nil {
+			return StepStats{}, err
+		}
+		lw := s.j.lw
+		if lw != nil {
+			lw.beginUpdate()
+		}
 		var err error
 		for i := range s.plan {
 			if err = s.updateBucket(i); err != nil {
 				break
 			}
 		}
-		s.j.lw.endUpdate(err)
+		if lw != nil {
+			lw.endUpdate(err)
+		}
 		if err != nil {
 			return StepStats{}, err
 		}
 	}
 	return st, nil
 }
+
+// deferUpdates: the buckets are updated once every sum has arrived (for
+// the last word, or to clip by the whole gradient's norm), not one by one.
+func (s *allreduceStrategy) deferUpdates() bool { return s.j.lw != nil || s.j.cfg.ClipNorm > 0 }
+
+// clip clips the reduced gradient to --clip-norm (clip.go): the same on
+// every rank.
+func (s *allreduceStrategy) clip() error {
+	if s.j.cfg.ClipNorm <= 0 {
+		return nil
+	}
+	_, err := clipGrad(s.j.Backend, s.m.GradView(), s.j.cfg.ClipNorm)
+	return err
+}
+
+// setLR: the rate of the step about to run (schedule.go).
+func (s *allreduceStrategy) setLR(lr float32) { s.opt.Config.LR = lr }
 
 // updateBucket applies the optimizer to bucket i's weights.
 func (s *allreduceStrategy) updateBucket(i int) error {

@@ -177,6 +177,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
 		start0, residues = r.Position, r.residues
 	}
+	pcfg.LRAt = j.serverLR(start0) // nil without a schedule
 	switch {
 	case pcfg.ReplicateEvery < 0: // --replicate-every 0
 		pcfg.ReplicateEvery = 0
@@ -402,6 +403,11 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	st := StepStats{LossSum: float64(grads[np]), Correct: float64(grads[np+1]), Samples: float64(d.rows)}
 	if err := d.arch.CheckFinite(grads[:np], st.LossSum); err != nil {
 		return StepStats{}, err
+	}
+	if c := d.j.cfg.ClipNorm; c > 0 && d.rows > 0 {
+		// This worker's own batch's mean gradient (clip.go): the push is
+		// it times sc·rows.
+		clipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
 	}
 	push, err := d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
 	st.CommSec = d.wait + push

@@ -530,6 +530,10 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
+	fs.StringVar(&cfg.LRSchedule, "lr-schedule", "", "the learning rate over the epochs after the warm-up: constant (the default), step:E1,E2,…:GAMMA (times GAMMA after each epoch Ei) or cosine (to 0 at the last step)")
+	fs.Float64Var(&cfg.WarmupEpochs, "warmup-epochs", 0, "raise the learning rate linearly over this many epochs (fractions too): from 0, or with --lr-scale-ranks from --lr (Goyal et al.'s gradual warm-up)")
+	fs.BoolVar(&cfg.LRScaleRanks, "lr-scale-ranks", false, "the linear scaling rule: the learning rate is --lr times the ranks that train")
+	fs.Var(float32Flag{&cfg.ClipNorm}, "clip-norm", "scale each step's gradient down to this L2 norm when it is longer (allreduce: the reduced gradient; dpsgd, adpsgd: each rank's own; ps: each worker's own batch's mean); 0: no clipping")
 	fs.Var(&cfg.Sync, "sync", trainer.SyncHelp())
 	fs.Var(&cfg.Topology, "topology", "dpsgd, adpsgd: the graph models are averaged over: ring, torus (a grid; not a prime rank count; adpsgd: both sides even) or exp (neighbours at distance 2^k)")
 	fs.IntVar(&cfg.PS.Servers, "servers", cfg.PS.Servers, "ps: ranks 0..S-1 serve key ranges, the others are workers")
@@ -729,6 +733,7 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
+	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",

@@ -1,0 +1,158 @@
+package trainer
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/internal/numtest"
+)
+
+// TestLRPlan: the rate at chosen points of each schedule, with and
+// without warm-up and the linear scaling rule.
+func TestLRPlan(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Epochs, cfg.Opt.LR = 10, 0.1
+	for _, tc := range []struct {
+		sched  string
+		warmup float64
+		scale  bool
+		ranks  int
+		at     []float64 // fractional epochs
+		want   []float64
+	}{
+		{"", 0, false, 4, []float64{0, 5, 9.9}, []float64{0.1, 0.1, 0.1}},
+		{"step:3,6:0.1", 0, false, 2, []float64{0, 2.99, 3, 5.5, 6, 9}, []float64{0.1, 0.1, 0.01, 0.01, 0.001, 0.001}},
+		{"cosine", 0, false, 2, []float64{0, 5, 10}, []float64{0.1, 0.05, 0}},
+		{"cosine", 2, false, 2, []float64{0, 1, 2, 6}, []float64{0, 0.05, 0.1, 0.05}},
+		{"", 5, true, 4, []float64{0, 2.5, 5, 8}, []float64{0.1, 0.25, 0.4, 0.4}}, // Goyal: from η to kη
+		{"", 0, true, 3, []float64{0, 7}, []float64{0.3, 0.3}},
+	} {
+		c := cfg
+		c.LRSchedule, c.WarmupEpochs, c.LRScaleRanks = tc.sched, tc.warmup, tc.scale
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		p := newLRPlan(c, tc.ranks)
+		for i, e := range tc.at {
+			if got := float64(p.at(e)); math.Abs(got-tc.want[i]) > 1e-6 {
+				t.Errorf("%q warm-up %v scale %v on %d ranks: rate at epoch %v = %v, want %v", tc.sched, tc.warmup, tc.scale, tc.ranks, e, got, tc.want[i])
+			}
+		}
+		if got := p.constant(); got != (tc.sched == "" && tc.warmup == 0 && !tc.scale) {
+			t.Errorf("%+v: constant %v", tc, got)
+		}
+	}
+}
+
+// TestLRScheduleRefused: bad schedules, warm-ups and clipping are one
+// error naming the setting.
+func TestLRScheduleRefused(t *testing.T) {
+	for _, tc := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.LRSchedule = "linear" }, `"linear": unknown schedule`},
+		{func(c *Config) { c.LRSchedule = "step:3:0.1" }, "milestone 3 is not before the last epoch (3)"},
+		{func(c *Config) { c.LRSchedule = "step:2,1:0.1" }, "milestones must increase"},
+		{func(c *Config) { c.LRSchedule = "step:1:0" }, "gamma"},
+		{func(c *Config) { c.LRSchedule = "step:x:0.5" }, "is not an epoch"},
+		{func(c *Config) { c.LRSchedule = "step:1" }, "want step:E1,E2,…:GAMMA"},
+		{func(c *Config) { c.WarmupEpochs = 4 }, "want 0 to the epochs (3)"},
+		{func(c *Config) { c.WarmupEpochs = -1 }, "want 0 to the epochs"},
+		{func(c *Config) { c.ClipNorm = -1 }, "must not be negative"},
+	} {
+		c := DefaultConfig()
+		c.Epochs = 3
+		tc.set(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v, want %q", err, tc.want)
+		}
+	}
+}
+
+// TestLRScheduleTrains: with a warm-up and a step schedule every step's
+// rate is in --metrics as planned; the ps servers, which compute each
+// round's rate themselves, train bit for bit as allreduce does; and the
+// rates change what is trained.
+func TestLRScheduleTrains(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Epochs, cfg.LRSchedule, cfg.WarmupEpochs = 3, "step:2:0.5", 0.5
+	ar := cfg
+	ar.Metrics = filepath.Join(t.TempDir(), "m.jsonl")
+	res, errs := runWorld(t, 2, ar, nil)
+	noErrs(t, errs)
+	b, err := os.ReadFile(ar.Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := newLRPlan(cfg, 2)
+	steps := 13 // 203 samples, 2 ranks × 8
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct {
+			Epoch int       `json:"epoch"`
+			LR    []float32 `json:"lr"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.LR) != steps {
+			t.Fatalf("epoch %d: %d rates, want %d", e.Epoch, len(e.LR), steps)
+		}
+		for k, lr := range e.LR {
+			if want := plan.at(epochAt(i+1, k, steps)); lr != want {
+				t.Fatalf("epoch %d step %d: rate %v, want %v", e.Epoch, k, lr, want)
+			}
+		}
+	}
+	want := finalParams(t, res)
+	ps := cfg
+	ps.Sync, ps.PS.Servers = SyncPS, 1
+	res, errs = runWorld(t, 3, ps, nil)
+	noErrs(t, errs)
+	if got := res[1].Params; !slices.Equal(got, want) {
+		t.Errorf("ps bsp with the schedule: weights differ from allreduce's by %.3g", numtest.MaxRelDiff(got, want))
+	}
+	res, errs = runWorld(t, 2, synthCfg3(), nil)
+	noErrs(t, errs)
+	if slices.Equal(finalParams(t, res), want) {
+		t.Error("the schedule changed nothing")
+	}
+}
+
+// synthCfg3 is synthCfg for 3 epochs at a constant rate.
+func synthCfg3() Config { c := synthCfg(); c.Epochs = 3; return c }
+
+// TestClipNorm: one SGD step clipped to a norm far below the gradient's
+// moves the weights by lr × that norm; unclipped by more.
+func TestClipNorm(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Opt.Kind, cfg.MaxSteps = optim.SGD, 1
+	start, errs := runWorld(t, 2, func() Config { c := cfg; c.MaxSteps = 0; return c }(), nil)
+	noErrs(t, errs)
+	w0 := finalParams(t, start)
+	for _, clip := range []float32{0, 1e-3} {
+		c := cfg
+		c.ClipNorm = clip
+		res, errs := runWorld(t, 2, c, nil)
+		noErrs(t, errs)
+		var d2 float64
+		for i, w := range finalParams(t, res) {
+			d := float64(w - w0[i])
+			d2 += d * d
+		}
+		moved, bound := math.Sqrt(d2), float64(cfg.Opt.LR)*1e-3
+		switch {
+		case clip > 0 && math.Abs(moved-bound) > 1e-3*bound:
+			t.Errorf("clipped to %v: the step moved the weights by %.6g, want lr × clip = %.6g", clip, moved, bound)
+		case clip == 0 && moved < 10*bound:
+			t.Errorf("unclipped: moved by %.6g, want far more than %.6g (pick a smaller clip)", moved, bound)
+		}
+	}
+}
