@@ -28,7 +28,7 @@ type device struct {
 // kernelSet holds every kernel of kernels/cu/ABI.md but the TF32 GEMMs.
 type kernelSet struct {
 	fill, scale, axpy, add, relu, reluGrad, addBias function
-	sgd, momentum, adagrad                          function
+	sgd, momentum, adagrad, adam                    function
 	softmaxXent, sigmoidXent, predict               function
 	sumRowsPartial, sumRowsFinal, stats             function
 	dotPartial, dotFinal, nonFinite                 function
@@ -185,7 +185,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 	}{
 		{&k.fill, "dml_fill"}, {&k.scale, "dml_scale"}, {&k.axpy, "dml_axpy"}, {&k.add, "dml_add"},
 		{&k.relu, "dml_relu"}, {&k.reluGrad, "dml_relu_grad"}, {&k.addBias, "dml_add_bias"},
-		{&k.sgd, "dml_sgd"}, {&k.momentum, "dml_momentum"}, {&k.adagrad, "dml_adagrad"},
+		{&k.sgd, "dml_sgd"}, {&k.momentum, "dml_momentum"}, {&k.adagrad, "dml_adagrad"}, {&k.adam, "dml_adam"},
 		{&k.softmaxXent, "dml_softmax_xent"}, {&k.sigmoidXent, "dml_sigmoid_xent"}, {&k.predict, "dml_predict"},
 		{&k.sumRowsPartial, "dml_sum_rows_partial"}, {&k.sumRowsFinal, "dml_sum_rows_final"}, {&k.stats, "dml_stats"},
 		{&k.dotPartial, "dml_dot_partial"}, {&k.dotFinal, "dml_dot_final"}, {&k.nonFinite, "dml_nonfinite"},

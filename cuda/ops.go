@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/kernels/ptx"
 )
 
@@ -385,4 +386,27 @@ func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 		return nil
 	}
 	return be.done(op, be.launch1D(be.dev.k.adagrad, a.n, ptr(a), ptr(b), ptr(c), i64(a.n), f32(lr), f32(eps), f32(wd)), a.n)
+}
+
+// Adam is PyTorch's Adam or AdamW with one update's constants a; s holds
+// m and v interleaved, twice as long as w.
+func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
+	const op = "Adam"
+	x, y, z := be.buf(w), be.buf(g), be.buf(s)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if x.n != y.n || z.n != 2*x.n {
+		return be.shapeErr(op, "w has %d elements, g %d, s %d (want twice w's)", x.n, y.n, z.n)
+	}
+	if x.n == 0 {
+		return nil
+	}
+	dec := 0
+	if a.Decoupled {
+		dec = 1
+	}
+	return be.done(op, be.launch1D(be.dev.k.adam, x.n, ptr(x), ptr(y), ptr(z), i64(x.n),
+		f32(a.Beta1), f32(a.OneMinusBeta1), f32(a.Beta2), f32(a.OneMinusBeta2), f32(a.StepSize),
+		f32(a.BiasCorrection2Sqrt), f32(a.Eps), f32(a.WeightDecay), f32(a.Decay), i64(dec)), x.n)
 }

@@ -30,7 +30,11 @@
 //     shapes, and wraps ErrDevice when the device itself failed.
 package kernels
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/dml-project/dml/kernels/optim"
+)
 
 // ErrShape reports arguments whose lengths do not fit the shapes given.
 var ErrShape = errors.New("kernels: shape mismatch")
@@ -137,6 +141,10 @@ type Backend interface {
 	Momentum(w, g, v Buffer, lr, mu, wd float32) error
 	// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
 	Adagrad(w, g, h Buffer, lr, eps, wd float32) error
+	// Adam is PyTorch's Adam or AdamW (a.Decoupled) with the constants of
+	// one update (optim.NewAdamStep): s holds m and v interleaved (m of
+	// weight i at 2i, v at 2i+1), twice as long as w.
+	Adam(w, g, s Buffer, a optim.AdamStep) error
 }
 
 // HostBuffer is a Buffer that lives in host memory and shows it. Code that

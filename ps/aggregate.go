@@ -16,6 +16,7 @@ func (s *Server) applyPush(r *request) {
 	if f := s.cfg.LRAt; f != nil {
 		s.upd.cfg.LR = f(int(m.clock))
 	}
+	s.upd.cfg.Step = int(m.clock) + 1 // Adam's count: this worker's step
 	if !m.kind.keyed() {
 		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
 	} else {
@@ -105,6 +106,7 @@ func (s *Server) applyRound() {
 	if f := s.cfg.LRAt; f != nil {
 		s.upd.cfg.LR = f(b.number)
 	}
+	s.upd.cfg.Step = b.number + 1 // Adam's count: the round's
 	scale := float32(n)
 	if b.all || len(b.keys) == len(b.acc) {
 		// Dense: one vector step over the range, block by block so that

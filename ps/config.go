@@ -90,6 +90,8 @@ type Config struct {
 	Momentum    float32
 	WeightDecay float32
 	Eps         float32
+	// Beta1 and Beta2 are Adam's and AdamW's (read by those rules only).
+	Beta1, Beta2 float32
 
 	// Timeout bounds how long anyone waits in silence. A server reports a
 	// worker missing (and returns an error) when that worker has sent nothing

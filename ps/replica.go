@@ -75,7 +75,7 @@ type Keeper struct {
 	every   int // ReplicateEvery (0: no replica is kept)
 	next    int // the server whose replica this one keeps
 	nextRng Range
-	per     int          // floats per key in a copy: 1, or 2 with optimizer state
+	per     int          // floats per key in a copy: 1 and the optimizer's state per key
 	own     [2]rangeCopy // this server's range at its last two replicated clocks
 	their   [2]rangeCopy // the replica of next's range at the last two clocks received
 
@@ -122,10 +122,7 @@ func (k *Keeper) start(s *Server, initial []float32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.s = s
-	k.per = 1
-	if s.upd.state != nil {
-		k.per = 2
-	}
+	k.per = 1 + s.cfg.Optimizer.StatePer()
 	k.own = [2]rangeCopy{{clock: -1}, {clock: -1}}
 	k.their = [2]rangeCopy{{clock: -1}, {clock: -1}}
 	if s.cfg.ReplicateEvery <= 0 || s.cfg.Servers < 2 {
@@ -138,10 +135,10 @@ func (k *Keeper) start(s *Server, initial []float32) {
 	k.sent = c
 	k.own[0] = rangeCopy{clock: c, buf: k.rangeBuf(nil, s.upd.w, s.upd.state)}
 	var st []float32
-	if k.per == 2 {
-		st = make([]float32, k.nextRng.Len())
+	if sp := k.per - 1; sp > 0 {
+		st = make([]float32, sp*k.nextRng.Len())
 		if r := s.cfg.Restore; r != nil && r.OptState != nil {
-			st = r.OptState[k.nextRng.Lo:k.nextRng.Hi]
+			st = r.OptState[sp*k.nextRng.Lo : sp*k.nextRng.Hi]
 		}
 	}
 	k.their[0] = rangeCopy{clock: c, buf: k.rangeBuf(nil, initial[k.nextRng.Lo:k.nextRng.Hi], st)}
@@ -156,7 +153,7 @@ func (k *Keeper) rangeBuf(buf, w, state []float32) []float32 {
 // split is a copy's weights and state as a HeldRange (copied).
 func (k *Keeper) split(r Range, buf []float32) HeldRange {
 	h := HeldRange{Range: r, Weights: slices.Clone(buf[:r.Len()])}
-	if k.per == 2 {
+	if k.per > 1 {
 		h.OptState = slices.Clone(buf[r.Len():])
 	}
 	return h

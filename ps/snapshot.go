@@ -51,11 +51,11 @@ func (s *Server) restore(r *Restore, p int) error {
 	switch {
 	case s.upd.state == nil && r.OptState != nil:
 		return fmt.Errorf("ps: restore: %d floats of optimizer state, but %v keeps none: %w", len(r.OptState), s.cfg.Optimizer, ErrConfig)
-	case s.upd.state != nil && len(r.OptState) != p:
-		return fmt.Errorf("ps: restore: %d floats of optimizer state for a model of %d keys: %w", len(r.OptState), p, ErrConfig)
+	case s.upd.state != nil && len(r.OptState) != s.cfg.Optimizer.StatePer()*p:
+		return fmt.Errorf("ps: restore: %d floats of optimizer state for a model of %d keys (%v keeps %d a key): %w", len(r.OptState), p, s.cfg.Optimizer, s.cfg.Optimizer.StatePer(), ErrConfig)
 	}
-	if s.upd.state != nil {
-		copy(s.upd.state, r.OptState[s.rng.Lo:s.rng.Hi])
+	if per := s.cfg.Optimizer.StatePer(); s.upd.state != nil {
+		copy(s.upd.state, r.OptState[per*s.rng.Lo:per*s.rng.Hi])
 	}
 	setClocks(s.ctl, r.Clock)
 	s.startClock = r.Clock
@@ -97,15 +97,13 @@ func (s *Server) serveSnapshot(r *request) {
 // next iteration (under BSP: after the round of its latest push). It does
 // not move the worker's clock.
 func (w *Worker) Snapshot(weights, optState []float32) error {
-	stateful := w.cfg.Optimizer.HasState()
-	if len(weights) != w.p || stateful && len(optState) != w.p || !stateful && optState != nil {
+	sp := w.cfg.Optimizer.StatePer() // state floats per key
+	stateful := sp > 0
+	if len(weights) != w.p || stateful && len(optState) != sp*w.p || !stateful && optState != nil {
 		return fmt.Errorf("ps worker rank %d: snapshot into %d weights and %d state values, model has %d (optimizer %v): %w",
 			w.rank, len(weights), len(optState), w.p, w.cfg.Optimizer, ErrArgument)
 	}
-	per := 1
-	if stateful {
-		per = 2
-	}
+	per := 1 + sp
 	var buf []float32
 	return w.exchange("snapshot", func(_ int, b []byte) []byte { return appendSnapshot(b, uint32(w.clock)) },
 		func(i int, m *message) error {
@@ -117,7 +115,7 @@ func (w *Worker) Snapshot(weights, optState []float32) error {
 			m.floatsInto(buf)
 			copy(weights[r.Lo:r.Hi], buf[:r.Len()])
 			if stateful {
-				copy(optState[r.Lo:r.Hi], buf[r.Len():])
+				copy(optState[sp*r.Lo:sp*r.Hi], buf[r.Len():])
 			}
 			return nil
 		})

@@ -12,7 +12,7 @@ import (
 
 // optimConfig is cfg's update rule as an optim.Config.
 func (c Config) optimConfig() optim.Config {
-	return optim.Config{Kind: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Eps: c.Eps}
+	return optim.Config{Kind: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Eps: c.Eps, Beta1: c.Beta1, Beta2: c.Beta2}
 }
 
 // updater holds a server's weights for its range and the optimizer state.
@@ -30,8 +30,8 @@ type updater struct {
 // newUpdater updates w in place.
 func newUpdater(cfg Config, w []float32) *updater {
 	u := &updater{cfg: cfg.optimConfig(), w: w}
-	if u.cfg.Kind.HasState() {
-		u.state = u.table(len(w))
+	if per := u.cfg.Kind.StatePer(); per > 0 {
+		u.state = u.table(per * len(w))
 	}
 	return u
 }
@@ -55,9 +55,10 @@ func (u *updater) table(n int) []float32 {
 // Large ranges are split over cores (the rules are element-wise).
 func (u *updater) dense(off int, g []float32) {
 	w := u.w[off : off+len(g)]
+	per := u.cfg.Kind.StatePer()
 	var state []float32
 	if u.state != nil {
-		state = u.state[off : off+len(g)]
+		state = u.state[per*off : per*(off+len(g))]
 	}
 	if len(g) < parallelMin {
 		optim.Step(u.cfg, w, g, state)
@@ -66,7 +67,7 @@ func (u *updater) dense(off int, g []float32) {
 	parallelFor(len(g), func(lo, hi int) {
 		var st []float32
 		if state != nil {
-			st = state[lo:hi]
+			st = state[per*lo : per*hi]
 		}
 		optim.Step(u.cfg, w[lo:hi], g[lo:hi], st)
 	})
@@ -85,8 +86,8 @@ func (u *updater) keys(keys []int64, off int, g []float32) {
 // the work themselves).
 func (u *updater) denseSerial(off int, g []float32) {
 	var state []float32
-	if u.state != nil {
-		state = u.state[off : off+len(g)]
+	if per := u.cfg.Kind.StatePer(); u.state != nil {
+		state = u.state[per*off : per*(off+len(g))]
 	}
 	optim.Step(u.cfg, u.w[off:off+len(g)], g, state)
 }

@@ -12,7 +12,7 @@ import (
 func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 	for _, opt := range optim.Kinds {
 		t.Run(opt.String(), func(t *testing.T) {
-			cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8}.withDefaults()
+			cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}.withDefaults()
 			n := 9
 			wd := make([]float32, n) // dense updater's weights
 			for i := range wd {
@@ -23,7 +23,7 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 			for i := range ref {
 				ref[i] = float64(wd[i])
 			}
-			state := make([]float64, n)
+			state := make([]float64, 2*n)
 			dense, sparse := newUpdater(cfg, wd), newUpdater(cfg, ws)
 			keys := make([]int64, n) // every key, pushed sparse
 			for i := range keys {
@@ -34,11 +34,23 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 				for i := range g {
 					g[i] = float32((i*7+step*3)%5) - 2 + 0.25*float32(step)
 				}
+				dense.cfg.Step, sparse.cfg.Step = step+1, step+1
 				dense.dense(0, g)
 				sparse.keys(keys, 0, g)
 				for i := range g {
 					gp := float64(g[i]) + float64(cfg.WeightDecay)*ref[i]
 					switch opt {
+					case optim.Adam, optim.AdamW:
+						lr, wdk := 0.05, 0.01
+						if opt == optim.AdamW {
+							ref[i] *= 1 - lr*wdk
+							gp = float64(g[i])
+						}
+						m, v := &state[2*i], &state[2*i+1]
+						*m = 0.9**m + 0.1*gp
+						*v = 0.999**v + 0.001*gp*gp
+						t := float64(step + 1)
+						ref[i] -= lr * (*m / (1 - math.Pow(0.9, t))) / (math.Sqrt(*v/(1-math.Pow(0.999, t))) + 1e-8)
 					case optim.SGD:
 						ref[i] -= float64(cfg.LR) * gp
 					case optim.Momentum:

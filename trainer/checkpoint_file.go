@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/dml-project/dml/internal/npy"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -247,7 +248,11 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		}
 	}
 	if _, ok := entries[optEntry]; ok {
-		if c.OptState, err = array(optEntry, p); err != nil {
+		per := 1 // the optimizer's state floats per weight (Adam: 2)
+		if k, err := optim.ParseKind(c.Meta.Optimizer); err == nil && k.StatePer() > 0 {
+			per = k.StatePer()
+		}
+		if c.OptState, err = array(optEntry, per*p); err != nil {
 			return nil, err
 		}
 	}

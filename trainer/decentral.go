@@ -445,5 +445,5 @@ func (r *resumed) ownState() []float32 {
 	return r.own
 }
 
-// setLR: the rate of the step about to run (schedule.go).
-func (l *localModel) setLR(lr float32) { l.opt.Config.LR = lr }
+// setStep: the rate and count of the step about to run (schedule.go).
+func (l *localModel) setStep(lr float32, t int) { l.opt.Config.LR, l.opt.Config.Step = lr, t }

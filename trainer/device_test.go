@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
@@ -111,6 +112,9 @@ func (d *deviceBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) err
 }
 func (d *deviceBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 	return d.b.Adagrad(un(w), un(g), un(h), lr, eps, wd)
+}
+func (d *deviceBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
+	return d.b.Adam(un(w), un(g), un(s), a)
 }
 
 var _ kernels.Backend = (*deviceBackend)(nil)

@@ -109,13 +109,14 @@ func held(h ps.Held) int {
 func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
 	j := w.j
 	c := &checkpoint{Params: make([]float32, w.p)}
-	if j.cfg.Opt.Kind.HasState() {
-		c.OptState = make([]float32, w.p)
+	per := j.cfg.Opt.Kind.StatePer()
+	if per > 0 {
+		c.OptState = make([]float32, per*w.p)
 	}
 	for _, r := range h.Ranges {
 		copy(c.Params[r.Range.Lo:r.Range.Hi], r.Weights)
 		if c.OptState != nil {
-			copy(c.OptState[r.Range.Lo:r.Range.Hi], r.OptState)
+			copy(c.OptState[per*r.Range.Lo:per*r.Range.Hi], r.OptState)
 		}
 		if part {
 			e.Held = append(e.Held, [2]int{r.Range.Lo, r.Range.Hi})
@@ -197,8 +198,10 @@ func joinParts(dir string, p int) (written []string, problems []string) {
 		covered := make([]bool, p)
 		n := 0
 		out := &checkpoint{Meta: parts[0].c.Meta, Params: make([]float32, p)}
-		if parts[0].c.OptState != nil {
-			out.OptState = make([]float32, p)
+		per := 0
+		if o := parts[0].c.OptState; o != nil {
+			per = len(o) / p
+			out.OptState = make([]float32, per*p)
 		}
 		var from []int
 		for _, pf := range parts {
@@ -209,8 +212,8 @@ func joinParts(dir string, p int) (written []string, problems []string) {
 						n++
 					}
 					out.Params[k] = pf.c.Params[k]
-					if out.OptState != nil && len(pf.c.OptState) == p {
-						out.OptState[k] = pf.c.OptState[k]
+					if out.OptState != nil && len(pf.c.OptState) == per*p {
+						copy(out.OptState[per*k:per*(k+1)], pf.c.OptState[per*k:per*(k+1)])
 					}
 				}
 			}

@@ -262,13 +262,16 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			if j.lw != nil && !paced {
 				j.lw.stepBegins(next)
 			}
+			lr := cfg.Opt.LR
 			if j.lrs != nil {
 				e := epochAt(epoch, pos.Step, steps)
 				if paced {
 					e = epochAt(own.epoch, own.step-1, own.steps)
 				}
-				j.setLR(s, j.lrs.at(e))
+				lr = j.lrs.at(e)
+				j.epochLR = append(j.epochLR, lr)
 			}
+			j.setStep(s, lr, res.Steps+1)
 			j.markStep(res.Steps + 1)
 			sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
 			st, err := j.step(s, idx, step)

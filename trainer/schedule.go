@@ -122,17 +122,16 @@ func epochAt(epoch, step, steps int) float64 {
 	return float64(epoch-1) + float64(step)/float64(max(steps, 1))
 }
 
-// lrSetter is a Strategy whose optimizer takes the rate of each step.
-type lrSetter interface {
-	setLR(lr float32)
+// stepSetter is a Strategy whose optimizer takes the rate of each step
+// and its count (from 1: Adam's bias correction).
+type stepSetter interface {
+	setStep(lr float32, t int)
 }
 
-// setLR gives the step about to run its rate, and records it for the
-// epoch's metrics.
-func (j *job) setLR(s Strategy, lr float32) {
-	j.epochLR = append(j.epochLR, lr)
-	if ls, ok := s.(lrSetter); ok {
-		ls.setLR(lr)
+// setStep gives the step about to run its rate and count.
+func (j *job) setStep(s Strategy, lr float32, t int) {
+	if ss, ok := s.(stepSetter); ok {
+		ss.setStep(lr, t)
 	}
 }
 

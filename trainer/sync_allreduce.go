@@ -378,8 +378,8 @@ func (s *allreduceStrategy) clip() error {
 	return err
 }
 
-// setLR: the rate of the step about to run (schedule.go).
-func (s *allreduceStrategy) setLR(lr float32) { s.opt.Config.LR = lr }
+// setStep: the rate and count of the step about to run (schedule.go).
+func (s *allreduceStrategy) setStep(lr float32, t int) { s.opt.Config.LR, s.opt.Config.Step = lr, t }
 
 // updateBucket applies the optimizer to bucket i's weights.
 func (s *allreduceStrategy) updateBucket(i int) error {

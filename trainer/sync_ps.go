@@ -521,8 +521,8 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 	}
 	n := p.w.Size()
 	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, Params: make([]float32, n)}
-	if j.cfg.Opt.Kind.HasState() {
-		c.OptState = make([]float32, n)
+	if per := j.cfg.Opt.Kind.StatePer(); per > 0 {
+		c.OptState = make([]float32, per*n)
 	}
 	if err := p.w.Snapshot(c.Params, c.OptState); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)

@@ -100,6 +100,8 @@ func TestSweepTakesEveryTrainFlag(t *testing.T) {
 			value = "fp16"
 		case "augment":
 			value = "crop"
+		case "lr-schedule":
+			value = "cosine"
 		case "model-file":
 			value = filepath.Join(t.TempDir(), "net.yaml")
 			os.WriteFile(value, []byte("layers:\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: 2}\n"), 0o644)

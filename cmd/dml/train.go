@@ -25,6 +25,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/atomicfile"
@@ -255,6 +256,26 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 	}
 }
 
+// adamDefaults gives adam and adamw PyTorch's betas and eps where the
+// flags leave them; other optimizers ignore the betas.
+func adamDefaults(fs *flag.FlagSet, o *optim.Config) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Kind != optim.Adam && o.Kind != optim.AdamW {
+		o.Beta1, o.Beta2 = 0, 0
+		return
+	}
+	if !set["beta1"] {
+		o.Beta1 = optim.DefaultBeta1
+	}
+	if !set["beta2"] {
+		o.Beta2 = optim.DefaultBeta2
+	}
+	if !set["eps"] {
+		o.Eps = optim.DefaultAdamEps
+	}
+}
+
 // expectClasses makes a --classes given with idx or libsvm data the class
 // count the data must have (trainer.DataConfig.ExpectClasses).
 func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
@@ -446,6 +467,7 @@ func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlag
 // (TestBenchConsistencySettlesAsTrain).
 func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, overlap *overlapFlag) error {
 	expectClasses(fs, &cfg.Data)
+	adamDefaults(fs, &cfg.Opt)
 	cfg.Timeout = cf.stallTimeout()
 	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
@@ -525,11 +547,13 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; negative: no limit)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
-	fs.TextVar(&cfg.Opt.Kind, "optimizer", cfg.Opt.Kind, "optimizer: sgd, momentum or adagrad")
+	fs.TextVar(&cfg.Opt.Kind, "optimizer", cfg.Opt.Kind, "optimizer: sgd, momentum, adagrad, adam or adamw (PyTorch's definitions; adamw's weight decay is decoupled)")
 	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
-	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's epsilon")
+	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's, adam's and adamw's epsilon (adam, adamw: 1e-8 unless given)")
+	fs.Var(float32Flag{&cfg.Opt.Beta1}, "beta1", "adam, adamw: the first moment's decay β1 (0.9 unless given)")
+	fs.Var(float32Flag{&cfg.Opt.Beta2}, "beta2", "adam, adamw: the second moment's decay β2 (0.999 unless given)")
 	fs.StringVar(&cfg.LRSchedule, "lr-schedule", "", "the learning rate over the epochs after the warm-up: constant (the default), step:E1,E2,…:GAMMA (times GAMMA after each epoch Ei) or cosine (to 0 at the last step)")
 	fs.Float64Var(&cfg.WarmupEpochs, "warmup-epochs", 0, "raise the learning rate linearly over this many epochs (fractions too): from 0, or with --lr-scale-ranks from --lr (Goyal et al.'s gradual warm-up)")
 	fs.BoolVar(&cfg.LRScaleRanks, "lr-scale-ranks", false, "the linear scaling rule: the learning rate is --lr times the ranks that train")
@@ -734,7 +758,7 @@ var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb",
 	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
-	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps",
+	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",

@@ -43,3 +43,17 @@ func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 	optim.AdagradUpdate(wv, gv, hv, lr, eps, wd)
 	return nil
 }
+
+// Adam is PyTorch's Adam or AdamW with one update's constants a (optim's
+// rule); s holds m and v interleaved, twice as long as w.
+func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
+	wv, gv, sv := be.data(w), be.data(g), be.data(s)
+	if err := firstError(
+		checkLen("Adam", "g", len(gv), len(wv)),
+		checkLen("Adam", "s", len(sv), 2*len(wv)),
+	); err != nil {
+		return err
+	}
+	optim.AdamUpdate(wv, gv, sv, a)
+	return nil
+}

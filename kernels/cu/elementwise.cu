@@ -83,6 +83,31 @@ DML_EXTERN void dml_adagrad(float* __restrict__ w, const float* __restrict__ g, 
   }
 }
 
+// Adam and AdamW (PyTorch's), as kernels/optim's adamAt: m and v of
+// weight i interleaved in s (2i, 2i+1); the update's constants (1−β1,
+// 1−β2, lr/(1−β1^t), √(1−β2^t), AdamW's 1 − lr·wd) come from the host
+// (optim.NewAdamStep), so that the same float32 operations run in the
+// same order.
+DML_EXTERN void dml_adam(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ s,
+                         long long n, float b1, float omb1, float b2, float omb2, float step_size,
+                         float bc2_sqrt, float eps, float wd, float decay, long long decoupled) {
+  DML_GRID_STRIDE(i, n) {
+    float wi = w[i];
+    float gi = g[i];
+    if (decoupled) {
+      wi = __fmul_rn(wi, decay);
+    } else {
+      gi = __fadd_rn(gi, __fmul_rn(wd, wi));
+    }
+    float mi = __fadd_rn(__fmul_rn(b1, s[2 * i]), __fmul_rn(omb1, gi));
+    float vi = __fadd_rn(__fmul_rn(b2, s[2 * i + 1]), __fmul_rn(__fmul_rn(omb2, gi), gi));
+    s[2 * i] = mi;
+    s[2 * i + 1] = vi;
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+    w[i] = __fsub_rn(wi, __fmul_rn(step_size, __fdiv_rn(mi, denom)));
+  }
+}
+
 // dst[i·width + c] = src[idx[i]·width + c] for i < n, c < width: gathers rows
 // of a table (width 1: single values) by key index. An index outside
 // [0, srcRows) writes NaN (the runtime validates keys on the host; this only

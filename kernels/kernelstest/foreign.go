@@ -52,6 +52,7 @@ func testForeignBuffer(t *testing.T, be kernels.Backend) {
 		{"SGD", func() { _ = be.SGD(x(), f, 0.1, 0) }},
 		{"Momentum", func() { _ = be.Momentum(x(), x(), f, 0.1, 0.9, 0) }},
 		{"Adagrad", func() { _ = be.Adagrad(f, x(), x(), 0.1, 1e-6, 0) }},
+		{"Adam", func() { _ = be.Adam(x(), x(), f, adamStep) }},
 	} {
 		if !panics(c.call) {
 			t.Errorf("%s with a foreign buffer did not panic", c.name)

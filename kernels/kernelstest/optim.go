@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // optimLen is the number of weights each optimizer check updates.
@@ -17,6 +18,7 @@ type optimCase struct {
 	name string
 	step func(be kernels.Backend, w, g, state kernels.Buffer) error
 	ref  func(w, g, state []float64)
+	per  int // state floats per weight (0: 1)
 }
 
 // runOptim starts from random weights and a zero state, applies optimSteps
@@ -27,8 +29,9 @@ func runOptim(t *testing.T, be kernels.Backend, seed uint64, c optimCase) {
 	t.Helper()
 	r := newRand(seed)
 	w0 := normals(r, optimLen, 1)
-	wb, sb := loadGuarded(t, be, w0), loadGuarded(t, be, make([]float32, optimLen))
-	w, state := widen(w0), make([]float64, optimLen)
+	per := max(c.per, 1)
+	wb, sb := loadGuarded(t, be, w0), loadGuarded(t, be, make([]float32, per*optimLen))
+	w, state := widen(w0), make([]float64, per*optimLen)
 	for step := range optimSteps {
 		g := normals(r, optimLen, 1)
 		gb := load(t, be, g)
@@ -88,6 +91,46 @@ func testAdagrad(t *testing.T, be kernels.Backend) {
 						gi := g[i] + float64(wd)*w[i]
 						h[i] += gi * gi
 						w[i] -= float64(lr) * gi / (math.Sqrt(h[i]) + float64(eps))
+					}
+				},
+			})
+		}
+	}
+}
+
+// testAdam checks Adam and AdamW (PyTorch's): with g' = g + wd·w (Adam)
+// or w ← w·(1 − lr·wd) first (AdamW), m = β1·m + (1−β1)·g',
+// v = β2·v + (1−β2)·g'², w -= lr/(1−β1^t) · m/(√v/√(1−β2^t) + eps), the
+// step's count t from 1; m and v interleaved in the state.
+func testAdam(t *testing.T, be kernels.Backend) {
+	for _, k := range []optim.Kind{optim.Adam, optim.AdamW} {
+		for _, wd := range []float32{0, 0.05} {
+			cfg := optim.Config{Kind: k, LR: 0.01, WeightDecay: wd, Eps: 1e-3, Beta1: 0.9, Beta2: 0.99}
+			var n, nr int // the steps taken, by the backend and the reference
+			runOptim(t, be, 19, optimCase{
+				name: fmt.Sprintf("%v,wd=%v", k, wd),
+				per:  2,
+				step: func(be kernels.Backend, w, g, s kernels.Buffer) error {
+					n++
+					c := cfg
+					c.Step = n
+					return be.Adam(w, g, s, optim.NewAdamStep(c))
+				},
+				ref: func(w, g, s []float64) {
+					nr++
+					lr, b1, b2, eps, d := 0.01, 0.9, 0.99, 1e-3, float64(wd)
+					for i := range w {
+						gi := g[i]
+						if k == optim.AdamW {
+							w[i] *= 1 - lr*d
+						} else {
+							gi += d * w[i]
+						}
+						s[2*i] = b1*s[2*i] + (1-b1)*gi
+						s[2*i+1] = b2*s[2*i+1] + (1-b2)*gi*gi
+						mh := s[2*i] / (1 - math.Pow(b1, float64(nr)))
+						vh := s[2*i+1] / (1 - math.Pow(b2, float64(nr)))
+						w[i] -= lr * mh / (math.Sqrt(vh) + eps)
 					}
 				},
 			})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // guard hands out buffers and host slices full of a recognisable pattern
@@ -148,7 +149,12 @@ var shapeCases = []struct {
 	{"Momentum v", func(g *guard) error { return g.be.Momentum(g.buf(3), g.buf(3), g.buf(4), 0.1, 0.9, 0) }},
 	{"Adagrad g", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(4), g.buf(3), 0.1, 1e-6, 0) }},
 	{"Adagrad h", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(3), g.buf(2), 0.1, 1e-6, 0) }},
+	{"Adam g", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(2), g.buf(6), adamStep) }},
+	{"Adam s", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(3), g.buf(3), adamStep) }},
 }
+
+// adamStep is an Adam update's constants for the shape checks.
+var adamStep = optim.NewAdamStep(optim.Config{Kind: optim.Adam, LR: 0.1, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, Step: 1})
 
 // testErrShape runs every shape case: the error must wrap kernels.ErrShape
 // and every buffer and host slice involved must be as it was.

@@ -83,6 +83,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"SGD", plain(testSGD)},
 		{"Momentum", plain(testMomentum)},
 		{"Adagrad", plain(testAdagrad)},
+		{"Adam", plain(testAdam)},
 		{"ErrShape", plain(testErrShape)},
 		{"ForeignBuffer", plain(testForeignBuffer)},
 		{"Gradients", testGradients},

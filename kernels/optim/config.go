@@ -24,14 +24,30 @@ func (e *SettingError) Unwrap() error { return ErrConfig }
 
 // Config picks an update rule and its hyper-parameters (PyTorch's
 // definitions: weight decay is added to the gradient before the rule).
-// Momentum is read only by the Momentum rule, Eps only by Adagrad.
+// Momentum is read only by the Momentum rule, Eps by Adagrad, Adam and
+// AdamW, Beta1 and Beta2 by Adam and AdamW.
 type Config struct {
 	Kind        Kind    `json:"kind"`
 	LR          float32 `json:"lr"`
 	Momentum    float32 `json:"momentum"`
 	WeightDecay float32 `json:"weight_decay"`
 	Eps         float32 `json:"eps"`
+	// Beta1 and Beta2 are Adam's and AdamW's moment decays (PyTorch's
+	// betas; 0.9 and 0.999 there). Read only by those rules.
+	Beta1 float32 `json:"beta1,omitempty"`
+	Beta2 float32 `json:"beta2,omitempty"`
+	// Step is the count of the update being applied, from 1 (Adam's bias
+	// correction): the caller's to set before each update, not a
+	// setting (not saved; a checkpoint's position gives it back).
+	Step int `json:"-"`
 }
+
+// Adam's defaults (PyTorch's).
+const (
+	DefaultBeta1   = 0.9
+	DefaultBeta2   = 0.999
+	DefaultAdamEps = 1e-8
+)
 
 // Validate reports the first bad setting as a *SettingError wrapping
 // ErrConfig: an unknown kind, LR not a finite value > 0, Momentum outside
@@ -44,7 +60,7 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !c.Kind.Valid():
-		return bad("Kind", "unknown optimizer %v (want sgd, momentum or adagrad)", c.Kind)
+		return bad("Kind", "unknown optimizer %v (want sgd, momentum, adagrad, adam or adamw)", c.Kind)
 	case !(c.LR > 0):
 		return bad("LR", "learning rate %v must be greater than 0", c.LR)
 	case isInf(c.LR):
@@ -59,6 +75,12 @@ func (c Config) Validate() error {
 		return bad("Eps", "eps %v must be finite and not negative", c.Eps)
 	case c.Kind == Adagrad && !(c.Eps > 0):
 		return bad("Eps", "adagrad eps %v must be greater than 0", c.Eps)
+	case (c.Kind == Adam || c.Kind == AdamW) && !(c.Eps > 0):
+		return bad("Eps", "%v eps %v must be greater than 0", c.Kind, c.Eps)
+	case (c.Kind == Adam || c.Kind == AdamW) && !(c.Beta1 >= 0 && c.Beta1 < 1):
+		return bad("Beta1", "beta1 %v must be in [0, 1)", c.Beta1)
+	case (c.Kind == Adam || c.Kind == AdamW) && !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return bad("Beta2", "beta2 %v must be in [0, 1)", c.Beta2)
 	}
 	return nil
 }

@@ -34,12 +34,19 @@ const (
 	// Adagrad is PyTorch's Adagrad (no lr decay, zero initial accumulator):
 	// g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
 	Adagrad
+	// Adam is PyTorch's torch.optim.Adam (no amsgrad): g' = g + wd·w;
+	// m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'·g';
+	// w -= (lr/(1−β1^t))·m/(√v/√(1−β2^t) + eps), t the update's count.
+	Adam
+	// AdamW is PyTorch's torch.optim.AdamW: decoupled weight decay
+	// w ← w·(1 − lr·wd) first, then Adam's step with g' = g.
+	AdamW
 )
 
 // Kinds lists every Kind, in the order of their values.
-var Kinds = []Kind{SGD, Momentum, Adagrad}
+var Kinds = []Kind{SGD, Momentum, Adagrad, Adam, AdamW}
 
-var kindNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad"}
+var kindNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad", Adam: "adam", AdamW: "adamw"}
 
 // String returns the name the command line uses ("sgd", "momentum",
 // "adagrad").
@@ -53,11 +60,28 @@ func (k Kind) String() string {
 // Valid reports whether k is one of the defined kinds.
 func (k Kind) Valid() bool { return int(k) < len(kindNames) }
 
-// HasState reports whether the rule keeps one float32 of state per weight
-// (the momentum buffer, Adagrad's sum of squares); SGD keeps none.
-func (k Kind) HasState() bool { return k == Momentum || k == Adagrad }
+// HasState reports whether the rule keeps state beside the weights (the
+// momentum buffer, Adagrad's sum of squares, Adam's two moments); SGD
+// keeps none.
+func (k Kind) HasState() bool { return k.StatePer() > 0 }
 
-// ParseKind reads "sgd", "momentum" or "adagrad" (any case).
+// StatePer is the floats of state the rule keeps per weight: 0 (SGD), 1
+// (Momentum, Adagrad) or 2 (Adam, AdamW: m and v of weight i at 2i and
+// 2i+1, interleaved, so that the state of weights [lo, hi) is the
+// contiguous [2lo, 2hi)). A rule's state for n weights is StatePer()·n
+// floats.
+func (k Kind) StatePer() int {
+	switch k {
+	case Momentum, Adagrad:
+		return 1
+	case Adam, AdamW:
+		return 2
+	}
+	return 0
+}
+
+// ParseKind reads "sgd", "momentum", "adagrad", "adam" or "adamw" (any
+// case).
 func ParseKind(s string) (Kind, error) {
 	for i, n := range kindNames {
 		if strings.EqualFold(s, n) {
@@ -65,7 +89,7 @@ func ParseKind(s string) (Kind, error) {
 		}
 	}
 	return 0, &SettingError{Setting: "Kind",
-		Msg: fmt.Sprintf("unknown optimizer %q (want sgd, momentum or adagrad)", s)}
+		Msg: fmt.Sprintf("unknown optimizer %q (want sgd, momentum, adagrad, adam or adamw)", s)}
 }
 
 // MarshalText returns the name, so that a Config reads as JSON

@@ -38,7 +38,7 @@ func ref64(k Kind, w, g, s float64, lr, mu, wd, eps float64) (w1, s1 float64) {
 
 func TestStepMatchesFloat64(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, k := range Kinds {
+	for _, k := range oneStateKinds {
 		for _, wd := range []float32{0, 1e-3} {
 			cfg := Config{Kind: k, LR: 0.05, Momentum: 0.9, WeightDecay: wd, Eps: 1e-10}
 			const n = 1001
@@ -118,7 +118,7 @@ func oldPS(k Kind, w, g, s []float32, lr, mu, eps, wd float32) {
 
 func TestBitIdenticalToPreviousCode(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, k := range Kinds {
+	for _, k := range oneStateKinds {
 		for _, wd := range []float32{0, 5e-4, 0.1} {
 			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: wd, Eps: 1e-7}
 			const n = 4096
@@ -204,16 +204,16 @@ func TestParseKind(t *testing.T) {
 			t.Errorf("ParseKind(%q) = %v, %v", strings.ToUpper(k.String()), got, err)
 		}
 	}
-	_, err := ParseKind("adam")
+	_, err := ParseKind("lamb")
 	var se *SettingError
-	if !errors.As(err, &se) || se.Setting != "Kind" || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"adam"`) {
-		t.Errorf("ParseKind(adam) error = %v", err)
+	if !errors.As(err, &se) || se.Setting != "Kind" || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"lamb"`) {
+		t.Errorf("ParseKind(lamb) error = %v", err)
 	}
 	if s := Kind(9).String(); s != "optim.Kind(9)" {
 		t.Errorf("Kind(9).String() = %q", s)
 	}
-	if SGD.HasState() || !Momentum.HasState() || !Adagrad.HasState() {
-		t.Error("HasState wrong")
+	if SGD.HasState() || !Momentum.HasState() || !Adagrad.HasState() || !Adam.HasState() || AdamW.StatePer() != 2 || Momentum.StatePer() != 1 {
+		t.Error("HasState or StatePer wrong")
 	}
 }
 
@@ -230,7 +230,7 @@ func TestConfigJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil || out != in {
 		t.Errorf("round trip = %+v, %v; want %+v", out, err, in)
 	}
-	if err := json.Unmarshal([]byte(`{"kind":"adam"}`), &out); err == nil {
+	if err := json.Unmarshal([]byte(`{"kind":"lamb"}`), &out); err == nil {
 		t.Error("unknown kind unmarshalled")
 	}
 }
@@ -247,7 +247,7 @@ func TestValidate(t *testing.T) {
 		{"defaults", func(*Config) {}, "", ""},
 		{"sgd without eps", func(c *Config) { c.Kind, c.Eps = SGD, 0 }, "", ""},
 		{"momentum 0", func(c *Config) { c.Momentum = 0 }, "", ""},
-		{"unknown kind", func(c *Config) { c.Kind = 3 }, "Kind", "unknown optimizer"},
+		{"unknown kind", func(c *Config) { c.Kind = 9 }, "Kind", "unknown optimizer"},
 		{"lr 0", func(c *Config) { c.LR = 0 }, "LR", "learning rate 0 must be greater than 0"},
 		{"lr negative", func(c *Config) { c.LR = -1 }, "LR", "learning rate -1"},
 		{"lr NaN", func(c *Config) { c.LR = nan }, "LR", "learning rate NaN"},
@@ -268,6 +268,10 @@ func TestValidate(t *testing.T) {
 		{"momentum eps +Inf", func(c *Config) { c.Eps = inf }, "Eps", "eps +Inf"},
 		{"adagrad eps +Inf", func(c *Config) { c.Kind, c.Eps = Adagrad, inf }, "Eps", "eps +Inf"},
 		{"eps negative", func(c *Config) { c.Eps = -1 }, "Eps", "eps -1"},
+		{"adam", func(c *Config) { c.Kind, c.Beta1, c.Beta2, c.Eps = Adam, 0.9, 0.999, 1e-8 }, "", ""},
+		{"adam beta1 1", func(c *Config) { c.Kind, c.Beta1, c.Beta2, c.Eps = Adam, 1, 0.999, 1e-8 }, "Beta1", "beta1 1 must be in [0, 1)"},
+		{"adamw beta2 NaN", func(c *Config) { c.Kind, c.Beta1, c.Beta2, c.Eps = AdamW, 0.9, nan, 1e-8 }, "Beta2", "beta2 NaN"},
+		{"adam eps 0", func(c *Config) { c.Kind, c.Beta1, c.Beta2, c.Eps = Adam, 0.9, 0.999, 0 }, "Eps", "adam eps 0 must be greater than 0"},
 	} {
 		cfg := ok
 		c.mod(&cfg)
@@ -288,11 +292,12 @@ func TestValidate(t *testing.T) {
 func BenchmarkStep(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const n = 1 << 16
-	w, g, s := randSlice(r, n, 1), randSlice(r, n, 0.1), make([]float32, n)
+	w, g, s := randSlice(r, n, 1), randSlice(r, n, 0.1), make([]float32, 2*n)
 	defer func(v bool) { vectorRules = v }(vectorRules)
 	for _, vec := range []bool{vectorRules, false} {
 		for _, k := range Kinds {
-			cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10}
+			cfg := Config{Kind: k, LR: 1e-3, Momentum: 0.9, Eps: 1e-10, Beta1: 0.9, Beta2: 0.999, Step: 10}
+			s := s[:k.StatePer()*n]
 			b.Run(fmt.Sprintf("kind=%v/vector=%v", k, vec), func(b *testing.B) {
 				vectorRules = vec
 				b.SetBytes(4 * 4 * n)
@@ -312,9 +317,9 @@ func TestStepKeysIsStepAt(t *testing.T) {
 	const n, off, nk = 3000, 700, 900
 	for _, k := range Kinds {
 		for _, scratch := range [][]float32{nil, make([]float32, nk)} {
-			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: 5e-4, Eps: 1e-7}
+			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: 5e-4, Eps: 1e-7, Beta1: 0.9, Beta2: 0.999, Step: 3}
 			w := randSlice(r, n, 1)
-			s := make([]float32, n)
+			s := make([]float32, max(1, k.StatePer())*n)
 			wa, sa := append([]float32(nil), w...), append([]float32(nil), s...)
 			for range 4 {
 				keys := make([]int64, nk)
@@ -362,7 +367,7 @@ func TestVectorRulesAreScalar(t *testing.T) {
 	for n := range 71 {
 		lengths = append(lengths, n)
 	}
-	for _, k := range Kinds {
+	for _, k := range oneStateKinds {
 		for _, n := range lengths {
 			for j, h := range hyper {
 				cfg := Config{Kind: k, LR: h[0], Momentum: h[1], WeightDecay: h[2], Eps: 1e-7}
@@ -391,3 +396,82 @@ func TestVectorRulesAreScalar(t *testing.T) {
 		}
 	}
 }
+
+// oneStateKinds are the rules with at most one float of state per weight
+// (the tests written for them).
+var oneStateKinds = []Kind{SGD, Momentum, Adagrad}
+
+// adam64 is Adam (decoupled: AdamW) in float64 from the float32 inputs.
+func adam64(decoupled bool, w, g, m, v, lr, b1, b2, eps, wd float64, t int) (w1, m1, v1 float64) {
+	if decoupled {
+		w *= 1 - lr*wd
+	} else {
+		g += wd * w
+	}
+	m = b1*m + (1-b1)*g
+	v = b2*v + (1-b2)*g*g
+	mh := m / (1 - math.Pow(b1, float64(t)))
+	vh := v / (1 - math.Pow(b2, float64(t)))
+	return w - lr*mh/(math.Sqrt(vh)+eps), m, v
+}
+
+// TestAdamMatchesFloat64: five steps of Adam and AdamW, with and without
+// weight decay, track the float64 rule step by step (bias correction by
+// the step's count) within a few ulps.
+func TestAdamMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, k := range []Kind{Adam, AdamW} {
+		for _, wd := range []float32{0, 1e-2} {
+			cfg := Config{Kind: k, LR: 1e-3, WeightDecay: wd, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}
+			const n = 777
+			w := randSlice(r, n, 1)
+			s := make([]float32, 2*n)
+			for step := 1; step <= 5; step++ {
+				g := randSlice(r, n, 0.1)
+				w0, s0 := slices.Clone(w), slices.Clone(s)
+				cfg.Step = step
+				Step(cfg, w, g, s)
+				for i := range w {
+					ws, ms, vs := adam64(k == AdamW, float64(w0[i]), float64(g[i]), float64(s0[2*i]), float64(s0[2*i+1]),
+						float64(cfg.LR), 0.9, 0.999, 1e-8, float64(wd), step)
+					if math.Abs(float64(w[i])-ws) > 1e-6*(1+math.Abs(ws)) || math.Abs(float64(s[2*i])-ms) > 1e-6*(1+math.Abs(ms)) ||
+						math.Abs(float64(s[2*i+1])-vs) > 1e-6*(1e-3+math.Abs(vs)) {
+						t.Fatalf("%v wd=%v step %d: w,m,v[%d] = %v %v %v, float64 rule %v %v %v", k, wd, step, i, w[i], s[2*i], s[2*i+1], ws, ms, vs)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAdamTorchValues: Adam and AdamW on fixed weights and gradients, two
+// steps, against the values torch.optim (1.13, CPU) printed for the same
+// inputs (bench/optim/torch_check.py prints them again where torch is).
+func TestAdamTorchValues(t *testing.T) {
+	for _, tc := range []struct {
+		k    Kind
+		want []float32
+	}{
+		{Adam, adamTorchWant},
+		{AdamW, adamWTorchWant},
+	} {
+		w := []float32{0.5, -1.25, 2, 0}
+		s := make([]float32, 2*len(w))
+		cfg := Config{Kind: tc.k, LR: 0.01, WeightDecay: 0.1, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}
+		for step, g := range [][]float32{{0.1, -0.2, 0.3, 0.05}, {-0.3, 0.1, 0.2, 0.4}} {
+			cfg.Step = step + 1
+			Step(cfg, w, g, s)
+		}
+		for i := range w {
+			if d := math.Abs(float64(w[i] - tc.want[i])); d > 2e-7*(1+math.Abs(float64(tc.want[i]))) {
+				t.Errorf("%v: w[%d] = %.9g, torch %.9g", tc.k, i, w[i], tc.want[i])
+			}
+		}
+	}
+}
+
+// What bench/optim/torch_check.py printed with Debian's python3-torch
+// (1.13, CPU): two steps of torch.optim.Adam and AdamW (lr 0.01, betas
+// 0.9 and 0.999, eps 1e-8, weight decay 0.1).
+var adamTorchWant = []float32{0.49295246601104736, -1.2327693700790405, 1.9801207780838013, -0.018216419965028763}
+var adamWTorchWant = []float32{0.4939524233341217, -1.234847903251648, 1.9763085842132568, -0.01820465549826622}

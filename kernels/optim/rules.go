@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // The per-element rules below are the only place the arithmetic is written.
@@ -36,6 +37,71 @@ func adagradAt(w, h *float32, g, lr, eps, wd float32) {
 	*w = wi - lr*gi/(float32(math.Sqrt(float64(hi)))+eps)
 }
 
+// AdamStep is one Adam or AdamW update's constants, computed once on the
+// host in float64 and rounded to float32 as PyTorch (1.13, single-tensor
+// path) rounds its Python scalars: 1−β1, 1−β2, lr/(1−β1^t),
+// √(1−β2^t), and AdamW's decay factor 1 − lr·wd. A device kernel takes
+// the same values, so that it computes the same bits.
+type AdamStep struct {
+	Beta1, OneMinusBeta1, Beta2, OneMinusBeta2 float32
+	StepSize, BiasCorrection2Sqrt, Eps         float32
+	WeightDecay                                float32 // Adam: into the gradient
+	Decay                                      float32 // AdamW: the weights' factor (1: none)
+	Decoupled                                  bool
+}
+
+// NewAdamStep is the constants of cfg's update number cfg.Step (< 1 is
+// taken as 1). The settings are float32; PyTorch's are the Python floats
+// the user typed: each is taken back to its shortest decimal (0.999f to
+// 0.999) before the float64 arithmetic, so that 1−β2 is 0.001 as there,
+// not 1−0.999f (1.3e-5 away).
+func NewAdamStep(cfg Config) AdamStep {
+	t := float64(max(cfg.Step, 1))
+	b1, b2, lr := decimal(cfg.Beta1), decimal(cfg.Beta2), decimal(cfg.LR)
+	a := AdamStep{
+		Beta1: cfg.Beta1, OneMinusBeta1: float32(1 - b1), Beta2: cfg.Beta2, OneMinusBeta2: float32(1 - b2),
+		StepSize:            float32(lr / (1 - math.Pow(b1, t))),
+		BiasCorrection2Sqrt: float32(math.Sqrt(1 - math.Pow(b2, t))),
+		Eps:                 cfg.Eps, Decay: 1,
+	}
+	if cfg.Kind == AdamW {
+		a.Decoupled, a.Decay = true, float32(1-lr*decimal(cfg.WeightDecay))
+	} else {
+		a.WeightDecay = cfg.WeightDecay
+	}
+	return a
+}
+
+// decimal is x's shortest decimal as a float64 (0.999f: 0.999).
+func decimal(x float32) float64 {
+	d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return d
+}
+
+// adamAt applies Adam (or AdamW) to one weight and its moments.
+func adamAt(w, m, v *float32, g float32, a *AdamStep) {
+	wi := *w
+	if a.Decoupled {
+		wi = wi * a.Decay
+	} else {
+		g = g + a.WeightDecay*wi
+	}
+	mi := a.Beta1**m + a.OneMinusBeta1*g
+	vi := a.Beta2**v + a.OneMinusBeta2*g*g
+	*m, *v = mi, vi
+	denom := float32(math.Sqrt(float64(vi)))/a.BiasCorrection2Sqrt + a.Eps
+	*w = wi - a.StepSize*(mi/denom)
+}
+
+// AdamUpdate applies Adam or AdamW with the constants a to w, g and the
+// interleaved moments s (m of weight i at 2i, v at 2i+1; 2·len(w) long).
+func AdamUpdate(w, g, s []float32, a AdamStep) {
+	g, s = g[:len(w)], s[:2*len(w)]
+	for i := range w {
+		adamAt(&w[i], &s[2*i], &s[2*i+1], g[i], &a)
+	}
+}
+
 // SGDUpdate sets w -= lr·(g + wd·w) element-wise. g must be as long as w.
 func SGDUpdate(w, g []float32, lr, wd float32) {
 	g = g[:len(w)]
@@ -66,11 +132,11 @@ func AdagradUpdate(w, g, h []float32, lr, eps, wd float32) {
 }
 
 // Step applies the rule cfg.Kind with cfg's hyper-parameters to the weights
-// w with gradient g. state is the rule's state for these weights (as long
-// as w; see Kind.HasState), ignored for SGD. cfg is not validated here. A
+// w with gradient g. state is the rule's state for these weights
+// (Kind.StatePer()·len(w) floats), ignored for SGD. cfg is not validated here. A
 // length mismatch or an undefined Kind is a programmer error (panic).
 func Step(cfg Config, w, g, state []float32) {
-	if len(g) != len(w) || (cfg.Kind.HasState() && len(state) != len(w)) {
+	if len(g) != len(w) || len(state) != cfg.Kind.StatePer()*len(w) && cfg.Kind.HasState() {
 		panic(fmt.Sprintf("optim.Step(%v): %d weights, %d gradients, %d state", cfg.Kind, len(w), len(g), len(state)))
 	}
 	switch cfg.Kind {
@@ -80,6 +146,8 @@ func Step(cfg Config, w, g, state []float32) {
 		MomentumUpdate(w, g, state, cfg.LR, cfg.Momentum, cfg.WeightDecay)
 	case Adagrad:
 		AdagradUpdate(w, g, state, cfg.LR, cfg.Eps, cfg.WeightDecay)
+	case Adam, AdamW:
+		AdamUpdate(w, g, state, NewAdamStep(cfg))
 	default:
 		panic(fmt.Sprintf("optim.Step: %v", cfg.Kind))
 	}
@@ -106,9 +174,9 @@ func StepKeys(cfg Config, w, state []float32, keys []int64, off int, g, scratch 
 		for i, k := range keys {
 			scratch[i] = w[int(k)-off]
 		}
-		if cfg.Kind != SGD {
+		if per := cfg.Kind.StatePer(); per > 0 {
 			for i, k := range keys {
-				scratch[i] += state[int(k)-off]
+				scratch[i] += state[per*(int(k)-off)]
 			}
 		}
 	}
@@ -130,6 +198,12 @@ func StepKeys(cfg Config, w, state []float32, keys []int64, off int, g, scratch 
 			j := int(k) - off
 			adagradAt(&w[j], &state[j], g[i], lr, eps, wd)
 		}
+	case Adam, AdamW:
+		a := NewAdamStep(cfg)
+		for i, k := range keys {
+			j := int(k) - off
+			adamAt(&w[j], &state[2*j], &state[2*j+1], g[i], &a)
+		}
 	default:
 		panic(fmt.Sprintf("optim.StepKeys: %v", cfg.Kind))
 	}
@@ -147,6 +221,9 @@ func StepAt(cfg Config, w, state []float32, i int, g float32) {
 		momentumAt(&w[i], &state[i], g, cfg.LR, cfg.Momentum, cfg.WeightDecay)
 	case Adagrad:
 		adagradAt(&w[i], &state[i], g, cfg.LR, cfg.Eps, cfg.WeightDecay)
+	case Adam, AdamW:
+		a := NewAdamStep(cfg)
+		adamAt(&w[i], &state[2*i], &state[2*i+1], g, &a)
 	default:
 		panic(fmt.Sprintf("optim.StepAt: %v", cfg.Kind))
 	}

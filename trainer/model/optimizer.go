@@ -25,10 +25,10 @@ func NewOptimizer(cfg optim.Config, b kernels.Backend, n int) (*Optimizer, error
 		return nil, err
 	}
 	o := &Optimizer{Config: cfg, b: b, n: n}
-	if cfg.Kind.HasState() {
+	if per := cfg.Kind.StatePer(); per > 0 {
 		var err error
-		if o.state, err = b.Alloc(n); err != nil {
-			return nil, fmt.Errorf("%v optimizer state (%d floats): %w", cfg.Kind, n, err)
+		if o.state, err = b.Alloc(per * n); err != nil {
+			return nil, fmt.Errorf("%v optimizer state (%d floats): %w", cfg.Kind, per*n, err)
 		}
 	}
 	return o, nil
@@ -42,6 +42,8 @@ func (o *Optimizer) Update(w, g kernels.Buffer) error {
 		return o.b.Momentum(w, g, o.state, c.LR, c.Momentum, c.WeightDecay)
 	case optim.Adagrad:
 		return o.b.Adagrad(w, g, o.state, c.LR, c.Eps, c.WeightDecay)
+	case optim.Adam, optim.AdamW:
+		return o.b.Adam(w, g, o.state, optim.NewAdamStep(c))
 	}
 	return o.b.SGD(w, g, c.LR, c.WeightDecay)
 }
@@ -62,16 +64,15 @@ func (o *Optimizer) UpdateRange(w, g kernels.Buffer, lo, n int) error {
 		return b.Momentum(wv, gv, b.View(o.state, lo, n), c.LR, c.Momentum, c.WeightDecay)
 	case optim.Adagrad:
 		return b.Adagrad(wv, gv, b.View(o.state, lo, n), c.LR, c.Eps, c.WeightDecay)
+	case optim.Adam, optim.AdamW:
+		return b.Adam(wv, gv, b.View(o.state, 2*lo, 2*n), optim.NewAdamStep(c))
 	}
 	return b.SGD(wv, gv, c.LR, c.WeightDecay)
 }
 
 // StateLen is the number of floats of state the rule keeps (0 for SGD).
 func (o *Optimizer) StateLen() int {
-	if o.state == nil {
-		return 0
-	}
-	return o.n
+	return o.Config.Kind.StatePer() * o.n
 }
 
 // StateBuffer is the rule's state on the backend (nil for SGD).
@@ -82,7 +83,7 @@ func (o *Optimizer) SaveState() ([]float32, error) {
 	if o.state == nil {
 		return nil, nil
 	}
-	s := make([]float32, o.n)
+	s := make([]float32, o.StateLen())
 	if err := o.b.Download(s, o.state); err != nil {
 		return nil, fmt.Errorf("%v optimizer state: %w", o.Config.Kind, err)
 	}

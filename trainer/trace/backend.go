@@ -1,6 +1,9 @@
 package trace
 
-import "github.com/dml-project/dml/kernels"
+import (
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
+)
 
 // Backend returns b with a span around every op, named as the method
 // ("Gemm", "Upload"), with its shapes as arguments: m, n, k, trans_a,
@@ -230,6 +233,13 @@ func (tb *tracedBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) er
 func (tb *tracedBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 	sp := tb.t.Begin("Adagrad").Cat(Update)
 	err := tb.b.Adagrad(w, g, h, lr, eps, wd)
+	sp.Arg("n", blen(w)).Err(err).End()
+	return err
+}
+
+func (tb *tracedBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
+	sp := tb.t.Begin("Adam").Cat(Update)
+	err := tb.b.Adam(w, g, s, a)
 	sp.Arg("n", blen(w)).Err(err).End()
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // fakeBuf is a host buffer of the fake backend.
@@ -96,6 +97,9 @@ func (f *fakeBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error
 func (f *fakeBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
 	return f.record("Adagrad", w, g, h, lr, eps, wd)
 }
+func (f *fakeBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
+	return f.record("Adam", w, g, s, a)
+}
 
 var backendCases = map[string]methodCase{
 	"Name": {}, "View": {},
@@ -111,7 +115,7 @@ var backendCases = map[string]methodCase{
 	"Sum": {span: true, cat: Compute}, "Dot": {span: true, cat: Compute},
 	"NonFinite": {span: true, cat: Compute},
 	"SGD":       {span: true, cat: Update}, "Momentum": {span: true, cat: Update},
-	"Adagrad": {span: true, cat: Update},
+	"Adagrad": {span: true, cat: Update}, "Adam": {span: true, cat: Update},
 }
 
 func TestBackendForwardsEveryOp(t *testing.T) {

@@ -59,6 +59,10 @@ func (g *argGen) value(t reflect.Type) reflect.Value {
 		v = reflect.Append(v, g.value(t.Elem()), g.value(t.Elem()))
 	case t.Kind() == reflect.Slice:
 		v = reflect.MakeSlice(t, n, n)
+	case t.Kind() == reflect.Struct: // each field its own value (optim.AdamStep)
+		for i := range t.NumField() {
+			v.Field(i).Set(g.value(t.Field(i).Type))
+		}
 	default:
 		panic(fmt.Sprintf("argGen: no values of type %v", t))
 	}
