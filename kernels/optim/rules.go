@@ -97,7 +97,7 @@ func adamAt(w, m, v *float32, g float32, a *AdamStep) {
 // interleaved moments s (m of weight i at 2i, v at 2i+1; 2·len(w) long).
 func AdamUpdate(w, g, s []float32, a AdamStep) {
 	g, s = g[:len(w)], s[:2*len(w)]
-	for i := range w {
+	for i := adamVec(w, g, s, &a); i < len(w); i++ {
 		adamAt(&w[i], &s[2*i], &s[2*i+1], g[i], &a)
 	}
 }

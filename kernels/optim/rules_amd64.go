@@ -13,6 +13,9 @@ func momentumAVX2(w, grad, v *float32, n int, rate, mom, decay float32)
 //go:noescape
 func adagradAVX2(w, grad, h *float32, n int, rate, eps, decay float32)
 
+//go:noescape
+func adamAVX2(w, grad, s *float32, n int, b1, omb1, b2, omb2, step, bc2s, eps, wdOrDecay float32, decoupled int)
+
 // vectorRules says whether the whole-range rules run 8 floats at a time
 // (AVX2, bit for bit the scalar rules: rules_amd64.s). A variable so that
 // the tests compare both ways. BenchmarkStep, 65,536 floats in cache on
@@ -49,5 +52,19 @@ func adagradVec(w, g, h []float32, lr, eps, wd float32) int {
 		return 0
 	}
 	adagradAVX2(&w[0], &g[0], &h[0], n, lr, eps, wd)
+	return n
+}
+
+// adamVec is sgdVec for Adam and AdamW (s: the moments, interleaved).
+func adamVec(w, g, s []float32, a *AdamStep) int {
+	n := len(w) &^ 7
+	if !vectorRules || n == 0 {
+		return 0
+	}
+	wd, dec := a.WeightDecay, 0
+	if a.Decoupled {
+		wd, dec = a.Decay, 1
+	}
+	adamAVX2(&w[0], &g[0], &s[0], n, a.Beta1, a.OneMinusBeta1, a.Beta2, a.OneMinusBeta2, a.StepSize, a.BiasCorrection2Sqrt, a.Eps, wd, dec)
 	return n
 }

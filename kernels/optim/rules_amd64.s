@@ -119,3 +119,68 @@ ada8:
 adadone:
 	VZEROUPPER
 	RET
+
+// func adamAVX2(w, grad, s *float32, n int, b1, omb1, b2, omb2, step, bc2s, eps, wdOrDecay float32, decoupled int)
+// Eight weights at a time, their moments interleaved in s (16 floats):
+// the same float32 operations, in the same order, as adamAt.
+TEXT ·adamAVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         s+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS b1+32(FP), Y8
+	VBROADCASTSS omb1+36(FP), Y9
+	VBROADCASTSS b2+40(FP), Y10
+	VBROADCASTSS omb2+44(FP), Y11
+	VBROADCASTSS step+48(FP), Y12
+	VBROADCASTSS bc2s+52(FP), Y13
+	VBROADCASTSS eps+56(FP), Y14
+	VBROADCASTSS wdOrDecay+60(FP), Y15
+	MOVQ         decoupled+64(FP), R8
+adam8:
+	CMPQ    CX, $8
+	JL      adamdone
+	VMOVUPS (DI), Y0           // w
+	VMOVUPS (SI), Y1           // g
+	CMPQ    R8, $0
+	JEQ     adamcoupled
+	VMULPS  Y15, Y0, Y0        // w = w*decay (AdamW)
+	JMP     adammoments
+adamcoupled:
+	VMULPS  Y15, Y0, Y6        // wd*w
+	VADDPS  Y6, Y1, Y1         // g = g + wd*w (Adam)
+adammoments:
+	VMOVUPS (DX), Y2           // m0 v0 m1 v1 | m2 v2 m3 v3
+	VMOVUPS 32(DX), Y3         // m4 v4 m5 v5 | m6 v6 m7 v7
+	VSHUFPS $0x88, Y3, Y2, Y4  // m0 m1 m4 m5 | m2 m3 m6 m7
+	VSHUFPS $0xDD, Y3, Y2, Y5  // v0 v1 v4 v5 | v2 v3 v6 v7
+	VPERMPD $0xD8, Y4, Y4      // m0..m7
+	VPERMPD $0xD8, Y5, Y5      // v0..v7
+	VMULPS  Y8, Y4, Y4         // b1*m
+	VMULPS  Y9, Y1, Y6         // omb1*g
+	VADDPS  Y6, Y4, Y4         // m = b1*m + omb1*g
+	VMULPS  Y10, Y5, Y5        // b2*v
+	VMULPS  Y11, Y1, Y6        // omb2*g
+	VMULPS  Y1, Y6, Y6         // (omb2*g)*g
+	VADDPS  Y6, Y5, Y5         // v = b2*v + omb2*g*g
+	VSQRTPS Y5, Y6             // sqrt(v)
+	VDIVPS  Y13, Y6, Y6        // sqrt(v)/bc2s
+	VADDPS  Y14, Y6, Y6        // denom = … + eps
+	VDIVPS  Y6, Y4, Y7         // m/denom
+	VMULPS  Y12, Y7, Y7        // step*(m/denom)
+	VSUBPS  Y7, Y0, Y0         // w - step*(m/denom)
+	VMOVUPS Y0, (DI)
+	VPERMPD $0xD8, Y4, Y4      // m0 m1 m4 m5 | m2 m3 m6 m7
+	VPERMPD $0xD8, Y5, Y5      // v0 v1 v4 v5 | v2 v3 v6 v7
+	VUNPCKLPS Y5, Y4, Y2       // m0 v0 m1 v1 | m2 v2 m3 v3
+	VUNPCKHPS Y5, Y4, Y3       // m4 v4 m5 v5 | m6 v6 m7 v7
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $64, DX
+	SUBQ    $8, CX
+	JMP     adam8
+adamdone:
+	VZEROUPPER
+	RET
