@@ -310,7 +310,12 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	e.WrittenBy = j.Comm.Rank()
 	e.OwnStatistics = w.state != nil
 	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	c.Meta = j.checkpointMeta(w.arch, pos)
+	return j.writeEmergency(path, c, w.arch, pos, e)
+}
+
+// writeEmergency writes c, at pos and marked with e, to path.
+func (j *job) writeEmergency(path string, c *checkpoint, arch model.Arch, pos Position, e Emergency) (string, int, error) {
+	c.Meta = j.checkpointMeta(arch, pos)
 	c.Meta.Emergency = &e
 	b, err := c.encode()
 	if err != nil {

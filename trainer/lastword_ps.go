@@ -131,16 +131,7 @@ func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, 
 	if part {
 		path = filepath.Join(j.Checkpoint.Dir, partName(pos.Steps, j.Comm.Rank()))
 	}
-	c.Meta = j.checkpointMeta(w.arch, pos)
-	c.Meta.Emergency = &e
-	b, err := c.encode()
-	if err != nil {
-		return "", 0, fmt.Errorf("emergency checkpoint: %w", err)
-	}
-	if err := writeFileAtomic(path, b); err != nil {
-		return "", 0, fmt.Errorf("emergency checkpoint: writing %s: %w", path, err)
-	}
-	return path, pos.Steps, nil
+	return j.writeEmergency(path, c, w.arch, pos, e)
 }
 
 // partName is the file of rank's part of the checkpoint of steps.
