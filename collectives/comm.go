@@ -78,6 +78,13 @@ type Request interface {
 	Wait() error
 }
 
+// Tester is a Request that can say, without waiting, whether it has
+// completed (the MPI transport's sends). A request that is not one is
+// taken as done only once waited for.
+type Tester interface {
+	Done() bool
+}
+
 // AnySource and AnyTag are wildcards for RecvBytes.
 const (
 	AnySource = -1

@@ -132,7 +132,7 @@ func (k *Keeper) start(s *Server, initial []float32) {
 	k.next = (s.rank + 1) % s.cfg.Servers
 	k.nextRng = Partition(len(initial), s.cfg.Servers)[k.next]
 	c := s.replicaClock()
-	k.sent = c
+	k.sent, k.slot = c, 1 // own[0] holds the starting round: the first replication fills own[1]
 	k.own[0] = rangeCopy{clock: c, buf: k.rangeBuf(nil, s.upd.w, s.upd.state)}
 	var st []float32
 	if sp := k.per - 1; sp > 0 {
@@ -242,6 +242,13 @@ func (k *Keeper) replicate(c Transport, ft floatTransport) error {
 	}
 	slot := k.slot
 	if r := k.sending[slot]; r != nil { // the copy's previous send (two replications ago)
+		// A large send completes only once its receiver has read the
+		// header and posted the receive; that server may itself be here,
+		// waiting on its own send to this one. So never wait: while the
+		// send is under way, replicate at a later message.
+		if t, ok := r.(collectives.Tester); ok && !t.Done() {
+			return nil
+		}
 		if err := r.Wait(); err != nil {
 			return fmt.Errorf("ps server rank %d: replica to rank %d: %w", s.rank, k.prev(), err)
 		}
@@ -326,14 +333,9 @@ func (k *Keeper) finish(c Transport, ft floatTransport, timeout time.Duration) e
 	if err := c.SendBytes(append(k.hdr[:0], byte(kindReplicaEnd)), k.prev(), RequestTag); err != nil {
 		return fmt.Errorf("ps server rank %d: replica end to rank %d: %w", s.rank, k.prev(), err)
 	}
-	for i, r := range k.sending {
-		if r != nil {
-			if err := r.Wait(); err != nil {
-				return fmt.Errorf("ps server rank %d: replica to rank %d: %w", s.rank, k.prev(), err)
-			}
-			k.sending[i] = nil
-		}
-	}
+	// The next server's replicas first (their receives let its sends
+	// end), then this one's sends, which the previous server takes the
+	// same way.
 	for !k.ended {
 		b, _, _, err := c.RecvBytesWithin(k.next, RequestTag, timeout)
 		if err != nil {
@@ -341,6 +343,14 @@ func (k *Keeper) finish(c Transport, ft floatTransport, timeout time.Duration) e
 		}
 		if err := k.receive(ft, k.next, b); err != nil {
 			return err
+		}
+	}
+	for i, r := range k.sending {
+		if r != nil {
+			if err := r.Wait(); err != nil {
+				return fmt.Errorf("ps server rank %d: replica to rank %d: %w", s.rank, k.prev(), err)
+			}
+			k.sending[i] = nil
 		}
 	}
 	return nil

@@ -369,8 +369,8 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	// The ps servers' emergency parts of a step, joined where together
 	// they hold the whole model (lastword_ps.go).
 	joined, problems := joinParts(ck.Dir, arch.NumParams())
-	for _, f := range joined {
-		say("resume: joined the servers' emergency parts into %s\n", f)
+	if joined != "" {
+		say("resume: joined the servers' emergency parts into %s\n", joined)
 	}
 	for _, p := range problems {
 		say("resume: emergency part left alone: %s\n", p)

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -82,14 +84,17 @@ func (w *serverWord) write(e Emergency) (string, int, error) {
 			return w.writeHeld(h, e, false)
 		}
 	}
-	// Parts: the newest round's path is the one said.
+	// Parts, the newest round's first (the one said: the most useful if
+	// this rank is ended while it writes).
 	path, steps := "", 0
-	for i := len(rounds) - 1; i >= 0; i-- {
-		p, s, err := w.writeHeld(rounds[i], e, true)
+	for i, h := range rounds {
+		p, s, err := w.writeHeld(h, e, true)
 		if err != nil {
 			return "", 0, err
 		}
-		path, steps = p, s
+		if i == 0 {
+			path, steps = p, s
+		}
 	}
 	return path, steps, nil
 }
@@ -144,29 +149,33 @@ func partOf(name string) (steps, rank int, ok bool) {
 	return steps, rank, err == nil && n == 2 && name == partName(steps, rank)
 }
 
-// joinParts makes a checkpoint of the servers' emergency parts in dir,
-// for each step whose parts hold every key of the model (p keys) and
-// which has no checkpoint yet, and removes the parts it joined. It
-// returns the checkpoints it wrote. Parts that are unreadable, of another
-// model length, or overlapping are left alone (said in the error list).
-func joinParts(dir string, p int) (written []string, problems []string) {
+// joinParts makes a checkpoint of the servers' emergency parts in dir
+// (p keys): for the newest step whose parts, all of one death (the same
+// job and dead rank), hold every key, agreeing where they
+// overlap, and which has no checkpoint yet. Then it removes every part in
+// dir: they serve only the resume after the death that made them (parts
+// left behind would be joined with a later attempt's). It returns the
+// checkpoint it wrote ("": none) and what it found wrong.
+func joinParts(dir string, p int) (written string, problems []string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil
+		return "", nil
 	}
 	type partFile struct {
 		path string
 		rank int
 		c    *checkpoint
 	}
+	var all []partFile
 	bySteps := map[int][]partFile{}
 	for _, e := range ents {
 		steps, rank, ok := partOf(e.Name())
-		if !ok || e.IsDir() {
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(path)
+		all = append(all, partFile{path: path})
+		b, err := regfile.ReadFile(path, maxPartBytes)
 		var c *checkpoint
 		if err == nil {
 			c, err = decodeCheckpoint(b)
@@ -181,39 +190,82 @@ func joinParts(dir string, p int) (written []string, problems []string) {
 		}
 		bySteps[steps] = append(bySteps[steps], partFile{path, rank, c})
 	}
-	for steps, parts := range bySteps {
+	defer func() {
+		for _, pf := range all {
+			os.Remove(pf.path)
+		}
+	}()
+	var order []int
+	for steps := range bySteps {
+		order = append(order, steps)
+	}
+	slices.Sort(order)
+	slices.Reverse(order)
+	for _, steps := range order {
 		whole := filepath.Join(dir, checkpointName(steps))
 		if _, err := os.Stat(whole); err == nil {
 			continue
 		}
+		parts := bySteps[steps]
+		// The newest death's parts only.
+		newest := parts[0].c.Meta
+		for _, pf := range parts {
+			if pf.c.Meta.Emergency.Time > newest.Emergency.Time {
+				newest = pf.c.Meta
+			}
+		}
+		same := func(m checkpointMeta) bool {
+			a, b := m.Emergency, newest.Emergency
+			return m.ConfigHash == newest.ConfigHash && m.Ranks == newest.Ranks && m.Workers == newest.Workers &&
+				m.Servers == newest.Servers && a.DeadRank == b.DeadRank && len(m.Reshard) == len(newest.Reshard)
+		}
 		covered := make([]bool, p)
 		n := 0
-		out := &checkpoint{Meta: parts[0].c.Meta, Params: make([]float32, p)}
+		out := &checkpoint{Meta: newest, Params: make([]float32, p)}
 		per := 0
 		if o := parts[0].c.OptState; o != nil {
 			per = len(o) / p
 			out.OptState = make([]float32, per*p)
 		}
 		var from []int
+		clash := ""
 		for _, pf := range parts {
+			if !same(pf.c.Meta) {
+				problems = append(problems, fmt.Sprintf("%s: of another job or death than the newest parts of step %d", filepath.Base(pf.path), steps))
+				continue
+			}
 			for _, r := range pf.c.Meta.Emergency.Held {
 				for k := max(r[0], 0); k < min(r[1], p); k++ {
-					if !covered[k] {
-						covered[k] = true
-						n++
+					st := func(c *checkpoint) []float32 {
+						if per == 0 || len(c.OptState) != per*p {
+							return nil
+						}
+						return c.OptState[per*k : per*(k+1)]
 					}
+					if covered[k] {
+						if out.Params[k] != pf.c.Params[k] || !slices.Equal(st(out), st(pf.c)) {
+							clash = fmt.Sprintf("parts of step %d disagree at key %d", steps, k)
+						}
+						continue
+					}
+					covered[k] = true
+					n++
 					out.Params[k] = pf.c.Params[k]
-					if out.OptState != nil && len(pf.c.OptState) == per*p {
-						copy(out.OptState[per*k:per*(k+1)], pf.c.OptState[per*k:per*(k+1)])
+					if s := st(pf.c); s != nil {
+						copy(out.OptState[per*k:per*(k+1)], s)
 					}
 				}
 			}
 			from = append(from, pf.rank)
 		}
-		if n != p {
+		switch {
+		case clash != "":
+			problems = append(problems, clash)
+			continue
+		case n != p:
 			continue
 		}
-		e := *parts[0].c.Meta.Emergency
+		e := *newest.Emergency
 		e.Part, e.Held, e.MergedFrom = false, nil, from
 		out.Meta.Emergency = &e
 		b, err := out.encode()
@@ -224,12 +276,29 @@ func joinParts(dir string, p int) (written []string, problems []string) {
 			problems = append(problems, fmt.Sprintf("joining the parts of step %d: %v", steps, err))
 			continue
 		}
-		written = append(written, whole)
-		for _, pf := range parts {
-			os.Remove(pf.path)
+		return whole, problems
+	}
+	return "", problems
+}
+
+// maxPartBytes bounds a part file read (a model of 2^28 floats with
+// Adam's state, and its metadata).
+const maxPartBytes = 4 << 30
+
+// ListEmergencyParts returns the ps servers' emergency parts in dir (a
+// checkpoint in pieces that --resume joins).
+func ListEmergencyParts(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if _, _, ok := partOf(e.Name()); ok {
+			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
-	return written, problems
+	return out, nil
 }
 
 // positionAfter is the Position the training ranks reach from start after

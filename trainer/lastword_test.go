@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // lastWordRun trains cfg on n in-process ranks with an emergency-keeping
@@ -239,18 +241,20 @@ func TestServerPartsJoined(t *testing.T) {
 		if parts == 0 {
 			t.Fatalf("callers %v: no part written (%v)", callers, files)
 		}
-		res, errs := runCkpt(t, 5, cfg, Checkpointing{Dir: dir, ResumeLatest: true}, 0)
+		res, errs := runCkpt(t, 5, cfg, Checkpointing{Dir: dir, ResumeLatest: true, Keep: 100}, 0)
 		joined, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
-		if len(callers) == 1 { // two ranges of three: not joined, left there
-			noErrs(t, errs)
-			left := 0
-			for _, f := range joined {
-				if _, _, ok := partOf(filepath.Base(f)); ok {
-					left++
-				}
+		var emergency *checkpoint // the joined one, among the run's own
+		for _, f := range joined {
+			if _, _, ok := partOf(filepath.Base(f)); ok {
+				t.Errorf("callers %v: part %s left after the resume", callers, f)
+			} else if c := readCheckpointFile(t, f); c.Meta.Emergency != nil {
+				emergency = c
 			}
-			if left != parts {
-				t.Errorf("one server's %d parts: %d left after the resume", parts, left)
+		}
+		if len(callers) == 1 { // two ranges of three: not joined (and removed)
+			noErrs(t, errs)
+			if emergency != nil {
+				t.Errorf("one server's parts were joined: %+v", emergency.Meta.Emergency)
 			}
 			continue
 		}
@@ -258,14 +262,76 @@ func TestServerPartsJoined(t *testing.T) {
 		if !slices.Equal(finalParams(t, res), finalParams(t, straight)) {
 			t.Errorf("callers %v: resumed from the joined parts, other weights than straight through (%v)", callers, joined)
 		}
-		var whole *checkpoint
-		for _, f := range joined {
-			if _, _, ok := partOf(filepath.Base(f)); !ok && whole == nil {
-				whole = readCheckpointFile(t, f)
-			}
+		if emergency == nil || len(emergency.Meta.Emergency.MergedFrom) != len(callers) || emergency.Meta.Steps < 6 {
+			t.Errorf("callers %v: the joined checkpoint %v", callers, emergency != nil)
 		}
-		if whole == nil || whole.Meta.Emergency == nil || len(whole.Meta.Emergency.MergedFrom) != len(callers) || whole.Meta.Steps < 6 {
-			t.Errorf("callers %v: the joined checkpoint %+v", callers, whole)
+	}
+}
+
+// testPart writes rank's part of step `steps` holding ranges, every held
+// weight val, from a job of ranks ranks, written at time `at`.
+func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int, at string, val float32, ranges ...[2]int) {
+	t.Helper()
+	p := arch.NumParams()
+	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
+		Position: Position{Epoch: 1, Step: steps, Steps: steps}}, Params: make([]float32, p)}
+	c.Meta.Emergency = &Emergency{DeadRank: 1, WrittenBy: rank, Part: true, Held: ranges, Time: at}
+	for _, r := range ranges {
+		for k := r[0]; k < r[1]; k++ {
+			c.Params[k] = val
 		}
+	}
+	b, err := c.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, partName(steps, rank)), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJoinPartsHygiene: parts of two attempts (another job size) that
+// together cover the model are not joined into one; parts that disagree
+// where they overlap are not either; parts of a step that has a whole
+// checkpoint are removed; every part is gone after a join (a reviewer's
+// finds: a leftover part was joined with a later attempt's).
+func TestJoinPartsHygiene(t *testing.T) {
+	arch, _ := model.NewArch(3, []int{2}, 2, model.SoftmaxCE)
+	p := arch.NumParams()
+	r0, r1, r2 := [2]int{0, 5}, [2]int{5, 10}, [2]int{10, p}
+	parts := func(dir string) int { m, _ := filepath.Glob(filepath.Join(dir, "*.part-r*.npz")); return len(m) }
+
+	dir := t.TempDir()
+	testPart(t, dir, arch, 101, 1, 6, "2026-01-01T00:00:01Z", 1, r1, r2)
+	testPart(t, dir, arch, 101, 0, 5, "2026-01-01T00:00:09Z", 2, r0, r1)
+	if w, probs := joinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "another job or death") {
+		t.Errorf("two attempts' parts: joined %q (%v)", w, probs)
+	}
+	if n := parts(dir); n != 0 {
+		t.Errorf("%d parts left after joinParts", n)
+	}
+
+	dir = t.TempDir()
+	testPart(t, dir, arch, 7, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
+	testPart(t, dir, arch, 7, 2, 5, "2026-01-01T00:00:01Z", 3, r1, r2) // r1 differs
+	if w, probs := joinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "disagree") {
+		t.Errorf("clashing parts: joined %q (%v)", w, probs)
+	}
+
+	dir = t.TempDir()
+	testPart(t, dir, arch, 7, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
+	os.WriteFile(filepath.Join(dir, checkpointName(7)), []byte("x"), 0o644)
+	joinParts(dir, p)
+	if n := parts(dir); n != 0 {
+		t.Errorf("a part of a step with a checkpoint is left")
+	}
+
+	dir = t.TempDir()
+	testPart(t, dir, arch, 9, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
+	testPart(t, dir, arch, 9, 2, 5, "2026-01-01T00:00:02Z", 1, r1, r2)
+	testPart(t, dir, arch, 8, 2, 5, "2026-01-01T00:00:02Z", 1, r2) // an older round's, alone
+	w, probs := joinParts(dir, p)
+	if w != filepath.Join(dir, checkpointName(9)) || parts(dir) != 0 {
+		t.Errorf("joined %q (%v), %d parts left", w, probs, parts(dir))
 	}
 }

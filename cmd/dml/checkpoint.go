@@ -126,7 +126,11 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 		// A fresh run would write its checkpoints among another run's and
 		// prune theirs away (--keep): refused unless it resumes from them.
 		if !ck.ResumeLatest && ck.ResumeFile == "" {
-			if files, err := trainer.ListCheckpoints(ck.Dir); err == nil && len(files) > 0 {
+			files, err := trainer.ListCheckpoints(ck.Dir)
+			if parts, _ := trainer.ListEmergencyParts(ck.Dir); err == nil && len(files) == 0 && len(parts) > 0 {
+				files = parts // a ps job's parts of its last step (they are joined at --resume)
+			}
+			if err == nil && len(files) > 0 {
 				more := ""
 				if len(files) > 1 {
 					more = fmt.Sprintf(" and %d older", len(files)-1)
@@ -146,26 +150,6 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 // and a function that stops listening.
 func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Signal, done func()) {
 	var sig atomic.Value
-	// SIGUSR1 is dml launch's stop request: mpirun passes it on to the
-	// ranks at once (SIGTERM only a second later, then SIGKILL).
-	unlisten := listenSignals(func(s os.Signal) {
-		switch {
-		case peersGone():
-			// watchGone reports the dead rank and ends this one
-		case sig.Load() != nil && s == syscall.SIGUSR1:
-			// dml launch asks once; its second word is SIGTERM
-		case sig.Load() != nil:
-			fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
-			os.Exit(exitStatus(s))
-		default:
-			sig.Store(s)
-			fmt.Fprintf(stderr, "dml: rank %d: %v: stopping at the next step boundary (again to exit at once)\n", rank, s)
-		}
-	}, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	stopsHandled.Store(true)
-	if s := earlyStop.Load(); s != nil && sig.Load() == nil {
-		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, *s)
-	}
 	// A SIGUSR1 that catchEarlyStop took while this handler was being set
 	// up (its Notify not yet in place) counts too: earlyStop always keeps
 	// it.
@@ -177,6 +161,26 @@ func stopSignals(rank int, stderr io.Writer) (stop func() bool, got func() os.Si
 			return *s
 		}
 		return nil
+	}
+	// SIGUSR1 is dml launch's stop request: mpirun passes it on to the
+	// ranks at once (SIGTERM only a second later, then SIGKILL).
+	unlisten := listenSignals(func(s os.Signal) {
+		switch {
+		case peersGone():
+			// watchGone reports the dead rank and ends this one
+		case got() != nil && s == syscall.SIGUSR1:
+			// dml launch asks once; its second word is SIGTERM
+		case got() != nil: // a second signal (an early SIGUSR1 counts as the first)
+			fmt.Fprintf(stderr, "dml: rank %d: second %v: exiting now\n", rank, s)
+			os.Exit(exitStatus(s))
+		default:
+			sig.Store(s)
+			fmt.Fprintf(stderr, "dml: rank %d: %v: stopping at the next step boundary (again to exit at once)\n", rank, s)
+		}
+	}, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
+	stopsHandled.Store(true)
+	if s := earlyStop.Load(); s != nil && sig.Load() == nil {
+		fmt.Fprintf(stderr, "dml: rank %d: %v during start-up: stopping at the first step boundary\n", rank, *s)
 	}
 	return func() bool { return got() != nil }, got, func() { unlisten(); stopsHandled.Store(false) }
 }

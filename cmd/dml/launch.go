@@ -414,10 +414,10 @@ func launchEvent(ev map[string]any) {
 // timeline of this rank); the function it returns unsets it.
 func keepLastWord(rank int, tr *trainer.Trainer, stderr io.Writer, then func()) func() {
 	f := func(d watch.Death) {
-		if then != nil {
-			defer then()
-		}
 		path, steps, err := tr.LastWord(trainer.Emergency{DeadRank: d.Rank, DeadHost: d.Host, FoundBy: d.By})
+		if then != nil {
+			then() // before the event: dml launch ends the job once every survivor has said
+		}
 		switch {
 		case err == nil:
 			fmt.Fprintf(stderr, "dml: rank %d: emergency checkpoint of step %d, the last this rank completed: %s\n", rank, steps, path)
@@ -525,6 +525,12 @@ func (sv *supervisor) printf(format string, a ...any) {
 }
 
 func (sv *supervisor) run() error {
+	if tl := sv.timeline(); tl != "" { // an earlier launch's attempts are not this one's
+		old, _ := filepath.Glob(tl + ".attempt-*")
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	if sv.listenEvents(); sv.closeEvents != nil {
 		defer sv.closeEvents()
 	}

@@ -366,6 +366,30 @@ func (q *request) Wait() error {
 	return q.result
 }
 
+// Done implements collectives.Tester for a send: whether it has
+// completed, polling MPI once (MPI_Test), without waiting; once it has,
+// Wait returns at once. A receive answers false until waited for.
+func (q *request) Done() bool {
+	if q.done {
+		return true
+	}
+	if q.recv {
+		return false
+	}
+	req := q.req
+	rc := C.dml_wait(&req, 0, nil)
+	q.req = req
+	if rc == dmlTimeout {
+		return false
+	}
+	q.done = true
+	q.pin.Unpin()
+	if rc != C.MPI_SUCCESS {
+		q.result = fmt.Errorf("rank %d: %s: %w", q.c.rank, q.describe(), mpiError(rc))
+	}
+	return true
+}
+
 // describe says what the request waits for, for errors and stall reports
 // (called only once a wait is already long), with what the peer sent
 // instead when its schedule differs (mismatch).
