@@ -168,46 +168,42 @@ func (k *Keeper) split(r Range, buf []float32) HeldRange {
 func (k *Keeper) Held() (Held, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := k.s
-	if s == nil {
+	if k.s == nil {
 		return Held{}, fmt.Errorf("ps: the server has not started")
 	}
-	live := s.replicaClock()
-	own := HeldRange{Range: s.rng, Weights: slices.Clone(s.upd.w), OptState: slices.Clone(s.upd.state)}
-	if k.every == 0 {
-		return Held{Clock: s.heldClock(live), Ranges: []HeldRange{own}}, nil
+	if k.every == 0 || k.s.bsp == nil {
+		return k.heldNow(), nil
 	}
-	if s.bsp == nil { // no rounds to pair: the newest of each
+	for _, h := range k.rounds() { // newest first
+		if len(h.Ranges) == 2 {
+			return h, nil
+		}
+	}
+	s := k.s
+	return Held{}, fmt.Errorf("ps server rank %d: no round holds both its range (round %d; copies at %d, %d) and its replica of server rank %d's (rounds %d, %d)",
+		s.rank, s.replicaClock(), k.own[0].clock, k.own[1].clock, k.next, k.their[0].clock, k.their[1].clock)
+}
+
+// heldNow is what the server holds where there are no rounds to pair
+// (k.mu held): its range as it is and, with replication, the newest
+// replica.
+func (k *Keeper) heldNow() Held {
+	s := k.s
+	h := Held{Clock: s.heldClock(s.replicaClock()), Ranges: []HeldRange{k.live()}}
+	if k.every > 0 {
 		t := k.their[0]
 		if k.their[1].clock > t.clock {
 			t = k.their[1]
 		}
-		return Held{Clock: s.heldClock(live), Ranges: []HeldRange{own, k.split(k.nextRng, t.buf)}}, nil
+		h.Ranges = append(h.Ranges, k.split(k.nextRng, t.buf))
 	}
-	best := -1
-	var their, mine []float32
-	for _, t := range k.their {
-		if t.clock < 0 || t.clock <= best {
-			continue
-		}
-		if t.clock == live {
-			best, their, mine = t.clock, t.buf, nil
-			continue
-		}
-		for _, o := range k.own {
-			if o.clock == t.clock {
-				best, their, mine = t.clock, t.buf, o.buf
-			}
-		}
-	}
-	if best < 0 {
-		return Held{}, fmt.Errorf("ps server rank %d: no round holds both its range (round %d; copies at %d, %d) and its replica of server rank %d's (rounds %d, %d)",
-			s.rank, live, k.own[0].clock, k.own[1].clock, k.next, k.their[0].clock, k.their[1].clock)
-	}
-	if mine != nil {
-		own = k.split(s.rng, mine)
-	}
-	return Held{Clock: best, Ranges: []HeldRange{own, k.split(k.nextRng, their)}}, nil
+	return h
+}
+
+// live is a copy of the server's range as it is (k.mu held).
+func (k *Keeper) live() HeldRange {
+	s := k.s
+	return HeldRange{Range: s.rng, Weights: slices.Clone(s.upd.w), OptState: slices.Clone(s.upd.state)}
 }
 
 // heldClock is the Clock of a Held taken at replication clock live.
@@ -365,17 +361,19 @@ func (k *Keeper) finish(c Transport, ft floatTransport, timeout time.Duration) e
 // there are no rounds: Held's one.
 func (k *Keeper) HeldRounds() ([]Held, error) {
 	k.mu.Lock()
-	s, bsp := k.s, k.s != nil && k.s.bsp != nil
-	k.mu.Unlock()
-	if s == nil || !bsp || k.every == 0 {
-		h, err := k.Held()
-		if err != nil {
-			return nil, err
-		}
-		return []Held{h}, nil
-	}
-	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.s == nil {
+		return nil, fmt.Errorf("ps: the server has not started")
+	}
+	if k.every == 0 || k.s.bsp == nil {
+		return []Held{k.heldNow()}, nil
+	}
+	return k.rounds(), nil
+}
+
+// rounds is HeldRounds under BSP with replication (k.mu held).
+func (k *Keeper) rounds() []Held {
+	s := k.s
 	live := s.replicaClock()
 	rounds := []int{live}
 	for _, c := range []rangeCopy{k.own[0], k.own[1], k.their[0], k.their[1]} {
@@ -390,7 +388,7 @@ func (k *Keeper) HeldRounds() ([]Held, error) {
 		h := Held{Clock: r}
 		switch {
 		case r == live:
-			h.Ranges = append(h.Ranges, HeldRange{Range: s.rng, Weights: slices.Clone(s.upd.w), OptState: slices.Clone(s.upd.state)})
+			h.Ranges = append(h.Ranges, k.live())
 		case k.own[0].clock == r:
 			h.Ranges = append(h.Ranges, k.split(s.rng, k.own[0].buf))
 		case k.own[1].clock == r:
@@ -404,5 +402,5 @@ func (k *Keeper) HeldRounds() ([]Held, error) {
 		}
 		out = append(out, h)
 	}
-	return out, nil
+	return out
 }

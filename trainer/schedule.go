@@ -153,13 +153,8 @@ func (j *job) serverLR(start Position) func(clock int) float32 {
 		return nil
 	}
 	plan, at := *j.lrs, j.positions(start)
-	first := j.epochSteps(start) // the starting epoch may be a re-dealt one
 	return func(clock int) float32 {
-		pos := at(clock)
-		steps := j.sched.stepsPerEpoch()
-		if pos.Epoch == start.Epoch {
-			steps = first
-		}
+		pos, steps := at(clock)
 		return plan.at(epochAt(pos.Epoch, pos.Step, steps))
 	}
 }
