@@ -26,8 +26,21 @@ type Allreducer struct {
 	// 0.9 µs at 2 ranks and 11 µs at 4 over MPI). Recursive doubling and
 	// MPI detect mismatches on their own.
 	SkipLengthCheck bool
+	// Wire is how the values travel (WireF32 unless set): with WireF16 or
+	// WireBF16 the AllReduce runs the ring, whatever Algorithm says, on
+	// 16-bit messages with float32 sums (see Wire for where it rounds).
+	Wire Wire
+	// Scale multiplies the values before they are rounded to WireF16 and
+	// divides them after (a power of two: exact). 0 means 1.
+	Scale float32
+	// ExactTail: the last ExactTail elements of the buffer travel as
+	// float32 even on a 16-bit Wire (the trainer's loss sum and correct
+	// count).
+	ExactTail int
 
 	scratch [maxWindow][]float32
+	pk      []float32 // a 16-bit Wire's packed words
+	wb      wireBuf
 	plan    *ringPlan
 	lens    []float32
 	tagOff  int // the running collective's tag offset (seqTags)
@@ -66,6 +79,12 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 		}
 	}
 	a.tagOff = off // after the length check, a collective of its own
+	if a.Wire != WireF32 {
+		if algo != Ring && algo != Auto {
+			return fmt.Errorf("allreduce: %v messages need the ring (algorithm %q)", a.Wire, algo)
+		}
+		algo = Ring
+	}
 	if algo == Auto {
 		_, native := a.Comm.(NativeAllreducer)
 		algo = AutoChoice(4*len(buf), a.Comm.Size(), native && nativeForAuto(a.Comm))

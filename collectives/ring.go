@@ -69,18 +69,27 @@ const DefaultWindow = 4
 // maxWindow bounds Allreducer.Window (the scratch slots it keeps).
 const maxWindow = 8
 
-// ring runs the ring AllReduce on buf, in place.
+// ring runs the ring AllReduce on buf, in place. With a 16-bit Wire the
+// ring runs on the packed words (wireBuf) instead of buf: its chunks and
+// segments are spans of words, and wb's hooks convert between the two
+// where values are added, sent and received.
 func (a *Allreducer) ring(buf []float32, op Op) error {
 	c := a.Comm
 	n, r := c.Size(), c.Rank()
 	if n == 1 {
 		return nil
 	}
+	var wb *wireBuf
+	words := buf
+	if a.Wire != WireF32 {
+		wb = a.wireBuf(buf)
+		words = wb.pk
+	}
 	left, right := (r-1+n)%n, (r+1)%n
-	chunks := Chunks(len(buf), n)
+	chunks := Chunks(len(words), n)
 	rs, _ := RingSchedule(r, n)
 	seg := a.segmentElems(chunks[0].Len)
-	p := a.ringPlan(r, n, len(buf), seg)
+	p := a.ringPlan(r, n, len(words), seg)
 	order, rsIdx, nseg := p.order, p.rsIdx, p.nseg
 
 	window := a.window()
@@ -110,7 +119,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		return nil
 	}
 	send := func(phase string, step int, sg Span, tag int) (Request, error) {
-		q, err := c.Isend(buf[sg.Off:sg.Off+sg.Len], right, tag)
+		q, err := c.Isend(words[sg.Off:sg.Off+sg.Len], right, tag)
 		if err != nil {
 			return nil, fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, right, err)
 		}
@@ -122,6 +131,9 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		}
 	}
 	for j, sg := range Segments(chunks[rs[0].Send], seg) {
+		if wb != nil {
+			wb.out(sg)
+		}
 		q, err := send("reduce-scatter", 0, sg, tagRingRS+a.tagOff)
 		if err != nil {
 			return err
@@ -136,13 +148,19 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 			if err := recvs[k].Wait(); err != nil {
 				return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
 			}
-			addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
+			if wb != nil {
+				wb.add(sg, a.scratch[k%window][:sg.Len])
+			} else {
+				addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
+			}
 			if err := post(k + window); err != nil {
 				return err
 			}
 			k++
 			if it.Step == n-2 {
-				if op == Avg {
+				if wb != nil {
+					wb.final(sg, op == Avg, inv)
+				} else if op == Avg {
 					scale(buf[sg.Off:sg.Off+sg.Len], inv)
 				}
 				q, err := send("all-gather", 0, sg, tagRingAG+a.tagOff)
@@ -151,6 +169,9 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 				}
 				agSends = append(agSends, q)
 				continue
+			}
+			if wb != nil {
+				wb.out(sg)
 			}
 			q, err := send("reduce-scatter", it.Step+1, sg, tagRingRS+a.tagOff)
 			if err != nil {
@@ -166,12 +187,15 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 				return fmt.Errorf("ring reduce-scatter step %d: send to rank %d: %w", it.Step, right, err)
 			}
 		}
-		q, err := c.Irecv(buf[sg.Off:sg.Off+sg.Len], left, tagRingAG+a.tagOff)
+		q, err := c.Irecv(words[sg.Off:sg.Off+sg.Len], left, tagRingAG+a.tagOff)
 		if err == nil {
 			err = q.Wait()
 		}
 		if err != nil {
 			return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", it.Step, left, err)
+		}
+		if wb != nil {
+			wb.back(sg)
 		}
 		if it.Step+1 < n-1 {
 			q, err := send("all-gather", it.Step+1, sg, tagRingAG+a.tagOff)

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/trainer/model"
-	"github.com/dml-project/dml/trainer/trace"
 )
 
 // A bucket is a contiguous piece of the gradient, Grads[lo:hi], that one
@@ -55,16 +53,6 @@ func bucketPlan(arch model.Arch, capBytes int) []bucket {
 	return append(plan, cur)
 }
 
-// reduceBucket sums bucket i (buf) over the ranks, in a span: the one
-// AllReduce call of a bucket, made by the communication goroutine or, in
-// sequence, by Exchange.
-func reduceBucket(ar *collectives.Allreducer, tr trace.Tracer, i int, buf []float32) error {
-	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*len(buf)).Arg("bucket", i)
-	err := ar.Allreduce(buf, collectives.Sum)
-	sp.Err(err).End()
-	return err
-}
-
 // overlapper AllReduces a step's buckets on a goroutine of its own while
 // the backward pass goes on: the gradient hook hands it each bucket as the
 // bucket's lowest layer completes, and the step's goroutine collects each
@@ -79,11 +67,11 @@ func reduceBucket(ar *collectives.Allreducer, tr trace.Tracer, i int, buf []floa
 // reads only pieces already reduced, so the two goroutines never touch the
 // same memory at once.
 type overlapper struct {
-	ar   *collectives.Allreducer
-	tr   trace.Tracer
-	plan []bucket
-	jobs chan bucketJob  // a bucket to reduce
-	done chan bucketDone // one per bucket, in order
+	// reduce sums bucket i (buf) over the ranks (allreduceStrategy.reduceBucket)
+	reduce func(i int, buf []float32) error
+	plan   []bucket
+	jobs   chan bucketJob  // a bucket to reduce
+	done   chan bucketDone // one per bucket, in order
 
 	// Used by the step's goroutine only.
 	grads []float32 // the gradient (and stats), host memory
@@ -103,8 +91,8 @@ type bucketDone struct {
 	err    error
 }
 
-func newOverlapper(ar *collectives.Allreducer, tr trace.Tracer, plan []bucket) *overlapper {
-	o := &overlapper{ar: ar, tr: tr, plan: plan,
+func newOverlapper(reduce func(i int, buf []float32) error, plan []bucket) *overlapper {
+	o := &overlapper{reduce: reduce, plan: plan,
 		jobs: make(chan bucketJob, len(plan)), done: make(chan bucketDone, len(plan))}
 	go o.run()
 	return o
@@ -120,7 +108,7 @@ func (o *overlapper) run() {
 			continue
 		}
 		t0 := time.Now()
-		failed = caught(func() error { return reduceBucket(o.ar, o.tr, job.i, job.buf) })
+		failed = caught(func() error { return o.reduce(job.i, job.buf) })
 		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
 	}
 }

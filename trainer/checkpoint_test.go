@@ -119,6 +119,9 @@ func ckptCases() []ckptCase {
 		{"dpsgd-step-clip", 3, func(c *Config) {
 			c.Sync, c.Topology, c.Epochs, c.LRSchedule, c.ClipNorm = SyncDPSGD, gossip.Ring, 4, "step:1,2:0.5", 0.5
 		}},
+		// Compressed AllReduce: the error-feedback residues are each rank's.
+		{"compress-fp16-ef", 3, func(c *Config) { c.Compress, c.ErrorFeedback, c.Epochs = CompressFP16, true, 4 }},
+		{"compress-bf16", 2, func(c *Config) { c.Compress = CompressBF16 }},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
 		{"batchnorm", 2, func(c *Config) { b := bnCfg(); c.Model, c.Net, c.Data = b.Model, b.Net, b.Data }},
@@ -139,7 +142,7 @@ func TestCheckpointResume(t *testing.T) {
 			// The networks' cases take one optimizer (the MLP's cover
 			// every optimizer's state; a CNN's is the same vectors): they
 			// are the slow ones under -race.
-			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm")) && opt != optim.Momentum {
+			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm") || strings.HasPrefix(tc.name, "compress")) && opt != optim.Momentum {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {

@@ -53,6 +53,12 @@ type Config struct {
 
 	Sync      Sync                  `json:"sync"`
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
+	// Compress is how the allreduce strategy's gradient buckets travel
+	// (compress.go): "" or "none" (float32), "fp16", "bf16", or "auto"
+	// (fp16 where a start-up measurement finds it faster). ErrorFeedback
+	// adds each rank's rounding residue to its next gradient.
+	Compress      string `json:"compress,omitempty"`
+	ErrorFeedback bool   `json:"error_feedback,omitempty"`
 	// BucketBytes caps the gradient buckets one AllReduce call sums
 	// (bucketPlan); 0: one bucket, the whole gradient.
 	BucketBytes int      `json:"bucket_bytes"`
@@ -221,6 +227,21 @@ func (c Config) Validate() error {
 		return bad("ClipNorm", "%v must not be negative (0: no clipping)", c.ClipNorm)
 	case c.ClipNorm > 0 && c.Model == SparseLogreg:
 		return bad("ClipNorm", "%v: sparse-logreg pushes the keys of a batch, not a whole gradient to clip", c.ClipNorm)
+	}
+	switch c.Compress {
+	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
+	default:
+		return bad("Compress", "%q: want none, fp16, bf16 or auto", c.Compress)
+	}
+	if (c.Compress != "" && c.Compress != CompressNone || c.ErrorFeedback) && c.Sync != SyncAllreduce {
+		f, v := "Compress", c.Compress
+		if c.Compress == "" || c.Compress == CompressNone {
+			f, v = "ErrorFeedback", "true"
+		}
+		if c.Sync == SyncPS {
+			return bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
+		}
+		return bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
 	}
 	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
 		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")

@@ -36,9 +36,11 @@ type allreduceStrategy struct {
 	gb          int         // the current step's global batch
 
 	plan        []bucket
-	ov          *overlapper // nil: the buckets are reduced in Exchange
-	backwardEnd time.Time   // when this step's backward pass ended (overlap)
-	hiddenSec   float64     // this epoch's AllReduce time hidden behind backward passes
+	wire        *gradWire    // --compress (nil: float32)
+	ov          *overlapper  // nil: the buckets are reduced in Exchange
+	ovTr        trace.Tracer // the communication goroutine's lane
+	backwardEnd time.Time    // when this step's backward pass ended (overlap)
+	hiddenSec   float64      // this epoch's AllReduce time hidden behind backward passes
 
 	// On a backend whose buffers are not host memory (a GPU):
 	//   - one rank: the gradient never leaves the device (the AllReduce of
@@ -65,6 +67,63 @@ func (allreduceUnit) takesTrainState() bool { return true }
 func (allreduceUnit) reshards(Config) bool  { return true }
 func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
+// validate: --compress and --error-feedback are the AllReduce's.
+func (allreduceUnit) validate(c Config) error {
+	switch c.Compress {
+	case "", CompressNone:
+		if c.ErrorFeedback {
+			return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
+		}
+	case CompressFP16, CompressBF16, CompressAuto:
+		if c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring {
+			return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
+		}
+	}
+	return nil
+}
+
+// resume hands each rank its error-feedback residue: its own when the
+// checkpoint holds one per rank of this job; on another number of ranks
+// rank 0 takes their sum (what the ranks' next AllReduce would have
+// added in) and the others start from zero.
+func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+	if !j.cfg.ErrorFeedback {
+		return nil
+	}
+	var count int
+	if ck != nil {
+		count = len(ck.Residues)
+	}
+	v := []float32{float32(count)}
+	if err := collectives.Broadcast(j.Comm, v, 0); err != nil {
+		return fmt.Errorf("resuming: residues: %w", err)
+	}
+	if count = int(v[0]); count == 0 {
+		return nil
+	}
+	n, size := len(r.params), j.Comm.Size()
+	buf := make([]float32, n)
+	mine := make([]float32, n)
+	for e := range count {
+		if ck != nil {
+			copy(buf, ck.Residues[e])
+		}
+		if err := collectives.Broadcast(j.Comm, buf, 0); err != nil {
+			return fmt.Errorf("resuming: residues: %w", err)
+		}
+		switch {
+		case count == size && e == j.Comm.Rank():
+			copy(mine, buf)
+		case count != size && j.Comm.Rank() == 0:
+			for i, x := range buf {
+				mine[i] += x
+			}
+		}
+	}
+	r.residues = [][]float32{mine}
+	return nil
+}
+
 func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
 	return j.runAllreduce(d.m, d.params, d.shard, d.testShard)
 }
@@ -87,9 +146,19 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
 	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
+	if s.wire, err = j.newGradWire(s.ar, s.plan, m.NumParams()); err != nil {
+		return nil, err
+	}
+	if s.wire != nil {
+		s.ar.Wire = s.wire.wire
+		if r := j.resume; r != nil && len(r.residues) == 1 && s.wire.residue != nil {
+			copy(s.wire.residue, r.residues[0])
+		}
+	}
 	_, hostGrads := m.Grads.(kernels.HostBuffer)
 	if hostGrads && cfg.Overlap && j.Comm.Size() > 1 {
-		s.ov = newOverlapper(s.ar, trace.OnLane(j.tr, trace.LaneComm), s.plan)
+		s.ovTr = trace.OnLane(j.tr, trace.LaneComm)
+		s.ov = newOverlapper(s.reduceBucket, s.plan)
 		defer s.ov.close()
 	}
 	if !hostGrads {
@@ -167,6 +236,15 @@ func (s *allreduceStrategy) Describe() string {
 	if s.ov != nil {
 		how = "overlapped with the backward pass"
 	}
+	if w := s.wire; w != nil {
+		how += ", gradients in " + w.wire.String()
+		if w.residue != nil {
+			how += " with error feedback"
+		}
+		if w.note != "" {
+			how += " (" + w.note + ")"
+		}
+	}
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
 		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
 		len(s.plan), how, s.j.Backend.Name())
@@ -206,6 +284,9 @@ func (s *allreduceStrategy) downloadLayer(_, lo, _ int) error {
 // Prepare uploads the batch (features and labels in one piece).
 func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 	s.gb = s.j.globalBatch(step)
+	if s.wire != nil {
+		s.ar.Scale = wireScale(s.gb)
+	}
 	s.j.loaded(step, s.train, idx, s.gb)
 	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := s.m.LoadBatch(s.train, idx)
@@ -240,7 +321,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	tr := s.j.tr
 	t0 := time.Now()
 	for i, bk := range s.plan {
-		if err := reduceBucket(s.ar, tr, i, buf[bk.lo:bk.hi]); err != nil {
+		if err := s.reduceBucket(i, buf[bk.lo:bk.hi]); err != nil {
 			return StepStats{}, err
 		}
 	}
@@ -287,7 +368,7 @@ func (s *allreduceStrategy) update() error {
 // a later bucket has already updated the earlier buckets' weights; the
 // step fails and the run ends with nothing saved, so no result shows it.
 func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
-	m, tr := s.m, s.j.tr
+	m := s.m
 	np := m.NumParams()
 	var st StepStats
 	var busy, hidden time.Duration
@@ -301,7 +382,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			hidden += hiddenPart(d.t0, d.t1, s.backwardEnd)
 		} else {
 			t0 := time.Now()
-			err := reduceBucket(s.ar, tr, i, buf[bk.lo:bk.hi])
+			err := s.reduceBucket(i, buf[bk.lo:bk.hi])
 			busy += time.Since(t0)
 			if err != nil {
 				return StepStats{}, err
@@ -491,20 +572,22 @@ func (s *allreduceStrategy) Evaluate() (float64, error) {
 // modelState: the ranks' averaged batch-norm statistics (collective).
 func (s *allreduceStrategy) modelState() ([]float32, error) { return s.j.syncState(s.m, true) }
 
-// saveState: the weights and optimizer state, on rank 0.
+// saveState: the weights and optimizer state, on rank 0, and with error
+// feedback every rank's residue (collective: the others send theirs).
 func (s *allreduceStrategy) saveState() (*checkpoint, error) {
-	if s.j.Comm.Rank() != 0 {
-		return nil, nil
+	res, err := s.wire.gatherResidues(s.j.Comm)
+	if err != nil || s.j.Comm.Rank() != 0 {
+		return nil, err
 	}
 	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: make([]float32, s.m.NumParams())}
 	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
 		return nil, err
 	}
-	var err error
 	if s.opt.StateLen() > 0 {
 		if c.OptState, err = s.opt.SaveState(); err != nil {
 			return nil, err
 		}
 	}
+	c.Residues = res
 	return c, nil
 }

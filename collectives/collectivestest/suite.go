@@ -43,6 +43,7 @@ func Run(c collectives.Comm, algos []collectives.Algorithm) error {
 	}{
 		{"allreduce exact", checkAllreduceExact},
 		{"allreduce identical bits", checkAllreduceIdentical},
+		{"allreduce on 16-bit wires", checkAllreduceWire},
 		{"allreduce length mismatch", checkLengthMismatch},
 		{"broadcast", checkBroadcast},
 		{"allgather", checkAllgather},
@@ -208,4 +209,112 @@ func checkAllgather(c collectives.Comm, _ []collectives.Algorithm) error {
 		}
 	}
 	return nil
+}
+
+// checkAllreduceWire runs the ring on fp16 and bf16 messages (Allreducer.Wire,
+// with Auto, which must pick the ring):
+//   - small integers, whose every partial sum both formats hold, come out
+//     exact, with and without Scale, for Sum and Avg over the suite's lengths
+//     and segment sizes, with an exact tail of 0 to 3 elements;
+//   - random floats come out with the same bits on every rank, within the
+//     rounding the wire allows (a few half-ulps of Σ|x|), and the exact
+//     tail, values no 16-bit format holds, within float32 rounding.
+func checkAllreduceWire(c collectives.Comm, _ []collectives.Algorithm) error {
+	n, r := c.Size(), c.Rank()
+	small := func(q, i int) float32 { return float32((q+1)*(i%5) - q) }
+	for _, w := range []collectives.Wire{collectives.WireF16, collectives.WireBF16} {
+		for _, segBytes := range []int{12, 0} {
+			for _, l := range Lengths(n) {
+				if segBytes == 12 && l > 1000 {
+					continue
+				}
+				tail := l % 4
+				for _, op := range []collectives.Op{collectives.Sum, collectives.Avg} {
+					ar := &collectives.Allreducer{Comm: c, SegmentBytes: segBytes, Wire: w, Scale: 4, ExactTail: tail, SkipLengthCheck: l%2 == 1}
+					buf := make([]float32, l)
+					for i := range buf {
+						buf[i] = small(r, i)
+					}
+					if err := ar.Allreduce(buf, op); err != nil {
+						return fmt.Errorf("%v len %d seg %dB %v: %w", w, l, segBytes, op, err)
+					}
+					for i, got := range buf {
+						var want float64
+						for q := 0; q < n; q++ {
+							want += float64(small(q, i))
+						}
+						if op == collectives.Avg {
+							// The mean is rounded to the wire too (outside the tail).
+							want = float64(float32(want) * (1 / float32(n)))
+							if i < l-tail {
+								want = roundWire(w, want)
+							}
+						}
+						if float32(want) != got {
+							return fmt.Errorf("%v len %d seg %dB %v tail %d: element %d = %v, want %v", w, l, segBytes, op, tail, i, got, want)
+						}
+					}
+				}
+			}
+		}
+		// Random values: identical bits, bounded error, an exact tail.
+		const l, tail = 10007, 3
+		gen := func(q int) []float32 {
+			rng := rand.New(rand.NewPCG(uint64(q), 7))
+			v := make([]float32, l)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64()) * 1e-3
+			}
+			for i := l - tail; i < l; i++ {
+				v[i] = 0.1*float32(q+1) + float32(i)/3
+			}
+			return v
+		}
+		ref, abs := make([]float64, l), make([]float64, l)
+		for q := 0; q < n; q++ {
+			for i, x := range gen(q) {
+				ref[i] += float64(x)
+				abs[i] += math.Abs(float64(x))
+			}
+		}
+		ulp := math.Ldexp(1, -11) // fp16: 11 bits of precision
+		if w == collectives.WireBF16 {
+			ulp = math.Ldexp(1, -8)
+		}
+		buf := gen(r)
+		ar := &collectives.Allreducer{Comm: c, SegmentBytes: 4000, Wire: w, Scale: 1024, ExactTail: tail}
+		if err := ar.Allreduce(buf, collectives.Sum); err != nil {
+			return fmt.Errorf("%v random: %w", w, err)
+		}
+		var h uint64 = 14695981039346656037
+		for i, x := range buf {
+			tol := float64(n+1) * ulp * abs[i]
+			if i >= l-tail {
+				tol = 1e-6 * abs[i]
+			}
+			if math.Abs(float64(x)-ref[i]) > tol {
+				return fmt.Errorf("%v random: element %d = %v, float64 reference %v (tolerance %.3g)", w, i, x, ref[i], tol)
+			}
+			h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
+		}
+		mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
+		all := make([]float32, 2*n)
+		if err := collectives.Allgather(c, mine, all); err != nil {
+			return err
+		}
+		for q := 0; q < n; q++ {
+			if math.Float32bits(all[2*q]) != math.Float32bits(mine[0]) || math.Float32bits(all[2*q+1]) != math.Float32bits(mine[1]) {
+				return fmt.Errorf("%v random: rank %d's result differs bitwise from rank %d's", w, q, r)
+			}
+		}
+	}
+	return nil
+}
+
+// roundWire rounds x to w's precision (Scale 4: a power of two, so the
+// same as without).
+func roundWire(w collectives.Wire, x float64) float64 {
+	v := []float32{float32(x)}
+	collectives.Round(w, v, 4)
+	return float64(v[0])
 }

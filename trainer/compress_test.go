@@ -1,0 +1,119 @@
+package trainer
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/trainer/internal/numtest"
+)
+
+// TestCompressTrains: with --compress fp16 or bf16 (with and without error
+// feedback) on 3 in-process ranks, every rank ends with the same weights,
+// the same with and without overlap, not fp32's (the wire is used) but
+// close to them, at the same test accuracy within 0.05.
+func TestCompressTrains(t *testing.T) {
+	cfg := synthCfg()
+	cfg.Epochs = 4
+	ref := mustRun(t, 3, cfg)
+	for _, tc := range []struct {
+		compress string
+		ef       bool
+	}{{CompressFP16, false}, {CompressFP16, true}, {CompressBF16, false}, {CompressBF16, true}} {
+		c := cfg
+		c.Compress, c.ErrorFeedback = tc.compress, tc.ef
+		var first []float32
+		for _, overlap := range []bool{true, false} {
+			c.Overlap = overlap
+			res := mustRun(t, 3, c)
+			for r := 1; r < 3; r++ {
+				if !slices.Equal(res[r].Params, res[0].Params) {
+					t.Fatalf("%s ef=%v overlap=%v: rank %d's weights differ from rank 0's", tc.compress, tc.ef, overlap, r)
+				}
+			}
+			if first == nil {
+				first = res[0].Params
+			} else if !slices.Equal(first, res[0].Params) {
+				t.Fatalf("%s ef=%v: overlap changes the weights", tc.compress, tc.ef)
+			}
+			if slices.Equal(res[0].Params, ref[0].Params) {
+				t.Fatalf("%s ef=%v: the weights are fp32's bit for bit: nothing was compressed", tc.compress, tc.ef)
+			}
+			if d := numtest.MaxRelDiff(res[0].Params, ref[0].Params); d > 0.2 {
+				t.Errorf("%s ef=%v: weights %.3g from fp32's", tc.compress, tc.ef, d)
+			}
+			if d := math.Abs(res[0].TestAcc - ref[0].TestAcc); d > 0.05 {
+				t.Errorf("%s ef=%v: test accuracy %.4f, fp32 %.4f", tc.compress, tc.ef, res[0].TestAcc, ref[0].TestAcc)
+			}
+		}
+	}
+}
+
+// TestErrorFeedback: what a rank sends plus its new residue is its gradient
+// plus its old residue, exactly; and the residue is what rounding took off.
+func TestErrorFeedback(t *testing.T) {
+	for _, w := range []collectives.Wire{collectives.WireF16, collectives.WireBF16} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		g := &gradWire{wire: w, residue: make([]float32, 1000)}
+		for step := range 5 {
+			grads := make([]float32, 300)
+			for i := range grads {
+				grads[i] = float32(rng.NormFloat64()) * 1e-3
+			}
+			const lo = 200
+			before := slices.Clone(g.residue[lo : lo+len(grads)])
+			in := slices.Clone(grads)
+			g.feed(grads, lo, 1024)
+			nonzero := 0
+			for i := range grads {
+				if grads[i]+g.residue[lo+i] != in[i]+before[i] {
+					t.Fatalf("%v step %d: sent %v + residue %v ≠ gradient %v + old residue %v", w, step, grads[i], g.residue[lo+i], in[i], before[i])
+				}
+				q := []float32{grads[i]}
+				collectives.Round(w, q, 1024)
+				if q[0] != grads[i] {
+					t.Fatalf("%v: sent %v, which the wire does not hold", w, grads[i])
+				}
+				if g.residue[lo+i] != 0 {
+					nonzero++
+				}
+			}
+			if nonzero == 0 {
+				t.Fatalf("%v step %d: every residue is 0", w, step)
+			}
+			if g.residue[0] != 0 || g.residue[999] != 0 {
+				t.Fatalf("%v: residues outside the bucket changed", w)
+			}
+		}
+	}
+}
+
+// TestCompressConfig: the settings --compress refuses.
+func TestCompressConfig(t *testing.T) {
+	for _, tc := range []struct {
+		edit  func(*Config)
+		field string
+	}{
+		{func(c *Config) { c.Compress = "fp8" }, "Compress"},
+		{func(c *Config) { c.Compress, c.Sync = CompressFP16, SyncPS }, "Compress"},
+		{func(c *Config) { c.Compress, c.Sync = CompressBF16, SyncDPSGD }, "Compress"},
+		{func(c *Config) { c.ErrorFeedback = true }, "ErrorFeedback"},
+		{func(c *Config) { c.Compress, c.Allreduce = CompressFP16, collectives.Tree }, "Compress"},
+	} {
+		c := synthCfg()
+		tc.edit(&c)
+		err := c.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("%+v: error %v, want one on %s", c.Compress, err, tc.field)
+		}
+	}
+	c := synthCfg()
+	c.Compress, c.ErrorFeedback = CompressAuto, true
+	if err := c.Validate(); err != nil {
+		t.Errorf("auto with error feedback: %v", err)
+	}
+}
