@@ -37,6 +37,10 @@ type Allreducer struct {
 	// float32 even on a 16-bit Wire (the trainer's loss sum and correct
 	// count).
 	ExactTail int
+	// Sent counts the payload bytes this rank has sent in its AllReduces
+	// (the length checks' excepted); MPI's own AllReduce counts as a
+	// ring's 2(n−1)/n of the buffer, which it does not report.
+	Sent int64
 
 	scratch [maxWindow][]float32
 	pk      []float32 // a 16-bit Wire's packed words
@@ -102,6 +106,8 @@ func (a *Allreducer) Allreduce(buf []float32, op Op) error {
 		if !ok {
 			return fmt.Errorf("allreduce: the %T transport has no native AllReduce (algorithm %q)", a.Comm, Native)
 		}
+		n := int64(a.Comm.Size())
+		a.Sent += 4 * int64(len(buf)) * 2 * (n - 1) / n
 		if err := nat.NativeAllreduceSum(buf); err != nil {
 			return fmt.Errorf("allreduce (native): %w", err)
 		}

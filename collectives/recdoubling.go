@@ -38,6 +38,7 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 	newRank := -1
 	switch {
 	case r < 2*rem && r%2 == 0:
+		a.Sent += 4 * int64(len(buf))
 		if err := Send(c, buf, r+1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling fold: send to rank %d: %w", r+1, err)
 		}
@@ -59,6 +60,7 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 		}
 		for mask := 1; mask < p; mask <<= 1 {
 			peer := toOld(newRank ^ mask)
+			a.Sent += 4 * int64(len(buf))
 			if err := SendRecv(c, buf, peer, tmp, peer, tagRecDoubling+a.tagOff); err != nil {
 				return fmt.Errorf("recursive doubling step %d with rank %d: %w", trailingZeros(mask), peer, err)
 			}
@@ -77,6 +79,7 @@ func (a *Allreducer) recursiveDoubling(buf []float32, op Op) error {
 			return fmt.Errorf("recursive doubling unfold: recv from rank %d: %w", r+1, err)
 		}
 	case r < 2*rem:
+		a.Sent += 4 * int64(len(buf))
 		if err := Send(c, buf, r-1, tagRecDoubling+a.tagOff); err != nil {
 			return fmt.Errorf("recursive doubling unfold: send to rank %d: %w", r-1, err)
 		}

@@ -119,6 +119,7 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 		return nil
 	}
 	send := func(phase string, step int, sg Span, tag int) (Request, error) {
+		a.Sent += 4 * int64(sg.Len)
 		q, err := c.Isend(words[sg.Off:sg.Off+sg.Len], right, tag)
 		if err != nil {
 			return nil, fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, right, err)

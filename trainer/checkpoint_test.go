@@ -122,6 +122,8 @@ func ckptCases() []ckptCase {
 		// Compressed AllReduce: the error-feedback residues are each rank's.
 		{"compress-fp16-ef", 3, func(c *Config) { c.Compress, c.ErrorFeedback, c.Epochs = CompressFP16, true, 4 }},
 		{"compress-bf16", 2, func(c *Config) { c.Compress = CompressBF16 }},
+		// Local SGD: every rank's own model and optimizer state.
+		{"localsgd", 3, func(c *Config) { c.LocalSteps, c.Epochs = 3, 4 }},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
 		{"batchnorm", 2, func(c *Config) { b := bnCfg(); c.Model, c.Net, c.Data = b.Model, b.Net, b.Data }},

@@ -59,6 +59,10 @@ type Config struct {
 	// adds each rank's rounding residue to its next gradient.
 	Compress      string `json:"compress,omitempty"`
 	ErrorFeedback bool   `json:"error_feedback,omitempty"`
+	// LocalSteps > 1 is local SGD under allreduce (sync_localsgd.go): each
+	// rank steps its own model, and the models are averaged every
+	// LocalSteps steps. 0 and 1: the gradients are summed every step.
+	LocalSteps int `json:"local_steps,omitempty"`
 	// BucketBytes caps the gradient buckets one AllReduce call sums
 	// (bucketPlan); 0: one bucket, the whole gradient.
 	BucketBytes int      `json:"bucket_bytes"`
@@ -232,6 +236,18 @@ func (c Config) Validate() error {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
 	default:
 		return bad("Compress", "%q: want none, fp16, bf16 or auto", c.Compress)
+	}
+	switch {
+	case c.LocalSteps < 0:
+		return bad("LocalSteps", "%d: want 1 or more (1: every step's gradients are summed)", c.LocalSteps)
+	case c.LocalSteps > 1 && c.Sync == SyncPS:
+		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
+	case c.LocalSteps > 1 && c.Sync != SyncAllreduce:
+		return bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
+	case c.LocalSteps > 1 && c.Compress != "" && c.Compress != CompressNone:
+		return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
+	case c.LocalSteps > 1 && c.Model == SparseLogreg:
+		return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
 	}
 	if (c.Compress != "" && c.Compress != CompressNone || c.ErrorFeedback) && c.Sync != SyncAllreduce {
 		f, v := "Compress", c.Compress

@@ -20,6 +20,10 @@ type GossipStats struct {
 	// Consensus is the consensus distance at the epoch's end: the mean over
 	// ranks of ‖x_i − x̄‖ / ‖x̄‖, x̄ the average of the ranks' models.
 	Consensus float64 `json:"consensus_dist"`
+	// Averagings counts the reporting rank's model averagings in the epoch
+	// (dpsgd: one per step; local SGD: one per --local-steps steps and
+	// one at the epoch's end).
+	Averagings int `json:"averagings"`
 	// AveragingsPerSec counts the reporting rank's model averagings (one
 	// per step under dpsgd; those it started or answered under adpsgd).
 	AveragingsPerSec float64 `json:"averagings_per_sec"`

@@ -444,6 +444,7 @@ type job struct {
 	cfg      Config
 	labels   []int64 // the training data's class labels (nil: class k is label k), saved with the weights
 	sched    schedule
+	epochLen int          // the running epoch's steps (the loop's; a re-dealt epoch has fewer)
 	tr       trace.Tracer // never nil
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
 	reporter int          // the rank that prints epoch lines and writes --metrics

@@ -44,6 +44,12 @@ type Strategy interface {
 	Evaluate() (float64, error)
 }
 
+// byteCounter is a Strategy that counts the bytes it sends (the
+// BytesPerStep figure).
+type byteCounter interface {
+	sentBytes() int64
+}
+
 // Scope is what a strategy's reported loss and accuracy mean (the
 // "loss_scope" metrics field).
 type Scope string
@@ -216,6 +222,12 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		default:
 			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), epoch, cfg.Shuffle)
 		}
+		j.epochLen = steps
+		bc, counts := s.(byteCounter)
+		var sent0 int64
+		if counts {
+			sent0 = bc.sentBytes()
+		}
 		var lossSum, correct, seen, commSec, stepSec float64
 		ran := 0
 		for ; paced || pos.Step < steps; pos.Step++ {
@@ -330,6 +342,10 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		j.epochLR = nil
 		st := EpochStats{Epoch: epoch, Steps: ran, LR: lrs, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
 			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall, TrainSec: wall}
+		if counts && ran > 0 {
+			b := float64(bc.sentBytes()-sent0) / float64(ran)
+			st.BytesPerStep = &b
+		}
 		if err := s.EndEpoch(&st, commSec, stepSec, wall); err != nil {
 			return pos, 0, err
 		}

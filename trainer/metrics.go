@@ -30,6 +30,11 @@ type EpochStats struct {
 	// --lr-schedule, --warmup-epochs or --lr-scale-ranks; omitted when
 	// every step has --lr).
 	LR []float32 `json:"lr,omitempty"`
+	// BytesPerStep is the payload the reporting rank sent per step of the
+	// epoch: its AllReduces (allreduce, local SGD's averagings), its
+	// pushes and pulls (ps), its models to its neighbours (dpsgd).
+	// Omitted where not counted (adpsgd).
+	BytesPerStep *float64 `json:"bytes_per_step,omitempty"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 	// Decentralized training's figures (with --sync dpsgd, adpsgd).

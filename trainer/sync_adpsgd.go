@@ -483,7 +483,8 @@ func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64
 	st.Steps = s.step // this rank's, since the start
 	st.SamplesPerSec = float64(fr[0]) / wall
 	st.CommFraction = float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12)
-	st.GossipStats = &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.averagings.Swap(0)) / wall, PartnerWaitSec: s.waitSec}
+	avgs := s.averagings.Swap(0)
+	st.GossipStats = &GossipStats{Consensus: dist, Averagings: int(avgs), AveragingsPerSec: float64(avgs) / wall, PartnerWaitSec: s.waitSec}
 	s.waitSec = 0
 	return nil
 }

@@ -87,6 +87,9 @@ func (allreduceUnit) validate(c Config) error {
 // rank 0 takes their sum (what the ranks' next AllReduce would have
 // added in) and the others start from zero.
 func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+	if j.cfg.LocalSteps > 1 {
+		return ownModelUnit{}.resume(j, ck, r)
+	}
 	if !j.cfg.ErrorFeedback {
 		return nil
 	}
@@ -125,7 +128,21 @@ func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 }
 
 func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
+	if j.cfg.LocalSteps > 1 || localSGDTest {
+		if j.Start != nil {
+			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.cfg.LocalSteps)
+		}
+		return j.runDecentralized(d, func() (gossipStrategy, error) { return newLocalSGD(j, d) })
+	}
 	return j.runAllreduce(d.m, d.params, d.shard, d.testShard)
+}
+
+// compatible: under local SGD every rank's own state (ownModelUnit).
+func (u allreduceUnit) compatible(j *job, c *checkpoint) string {
+	if j.cfg.LocalSteps > 1 {
+		return ownModelUnit{}.compatible(j, c)
+	}
+	return u.baseUnit.compatible(j, c)
 }
 
 // oneRankOnDevice lets a one-rank world on a device backend keep its
@@ -251,6 +268,8 @@ func (s *allreduceStrategy) Describe() string {
 }
 
 func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
+
+func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 
 // Compute leaves 1/gb × the gradient of this rank's summed loss in Grads:
 // the sum over ranks is then the gradient of the mean loss over the global

@@ -48,6 +48,7 @@ type dpsgdStrategy struct {
 	done    chan error // the goroutine's outcome
 	waitSec float64    // this epoch's time waiting for neighbours
 	mixes   int        // this epoch's averagings
+	sent    int64      // bytes of models sent to neighbours
 
 	xtr trace.Tracer // the exchange's spans: on the communication lane with overlap
 }
@@ -156,6 +157,7 @@ func (s *dpsgdStrategy) exchange(step int) error {
 		reqs = append(reqs, r)
 	}
 	for _, q := range s.nbrs {
+		s.sent += 4 * int64(len(s.x))
 		r, err := c.Isend(s.x, q, tagGossip)
 		if err != nil {
 			return fail("sending the model to neighbour", q, err)
@@ -245,7 +247,7 @@ func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float
 	if err != nil {
 		return err
 	}
-	st.GossipStats = &GossipStats{Consensus: dist, AveragingsPerSec: float64(s.mixes) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
+	st.GossipStats = &GossipStats{Consensus: dist, Averagings: s.mixes, AveragingsPerSec: float64(s.mixes) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
 	s.mixes, s.waitSec = 0, 0
 	return nil
 }

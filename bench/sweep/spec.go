@@ -123,6 +123,13 @@ func StrategyNames() []string {
 // parameter servers a ps-* strategy gets.
 func ParseStrategy(name string, servers int) (Strategy, error) {
 	name = strings.ToLower(strings.TrimSpace(name))
+	if base, mods, ok := strings.Cut(name, "+"); ok {
+		st, err := ParseStrategy(base, servers)
+		if err != nil {
+			return Strategy{}, err
+		}
+		return st.with(name, strings.Split(mods, "+"))
+	}
 	allreduce := trainer.SyncAllreduce.String()
 	unknown := func(why error) error {
 		msg := fmt.Sprintf("unknown strategy %q (want %s)", name, strings.Join(StrategyNames(), ", "))
@@ -160,6 +167,35 @@ func ParseStrategy(name string, servers int) (Strategy, error) {
 		return Strategy{Name: name, Family: allreduce, Args: []string{"--sync", allreduce, "--allreduce", string(collectives.Auto)}}, nil
 	}
 	return Strategy{Name: name, Family: name, Args: []string{"--sync", name}}, nil
+}
+
+// with adds an allreduce strategy's modes, each after a "+": fp16, bf16
+// or auto (--compress), ef (--error-feedback), localH (--local-steps H):
+// "allreduce+fp16+ef", "allreduce-ring+local4". A rank's 1-rank run is the
+// same job whatever the modes (one rank compresses nothing and averages
+// one model), so the family stays the strategy's.
+func (st Strategy) with(name string, mods []string) (Strategy, error) {
+	if st.Family != trainer.SyncAllreduce.String() {
+		return Strategy{}, specErr("strategy %q: modes after + (fp16, bf16, auto, ef, localH) are allreduce's", name)
+	}
+	st.Name, st.Args = name, slices.Clone(st.Args)
+	for _, m := range mods {
+		switch {
+		case m == trainer.CompressFP16 || m == trainer.CompressBF16 || m == trainer.CompressAuto:
+			st.Args = append(st.Args, "--compress", m)
+		case m == "ef":
+			st.Args = append(st.Args, "--error-feedback")
+		case strings.HasPrefix(m, "local"):
+			h, err := strconv.Atoi(strings.TrimPrefix(m, "local"))
+			if err != nil || h < 1 {
+				return Strategy{}, specErr("strategy %q: %q: want localH, H a step count of 1 or more", name, m)
+			}
+			st.Args = append(st.Args, "--local-steps", strconv.Itoa(h))
+		default:
+			return Strategy{}, specErr("strategy %q: unknown mode %q (want fp16, bf16, auto, ef or localH)", name, m)
+		}
+	}
+	return st, nil
 }
 
 // Model is a model as a sweep names it: "mlp:256,128" is an MLP with those

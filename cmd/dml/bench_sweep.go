@@ -45,7 +45,9 @@ fixed); strong efficiency = baseline training time × baseline ranks /
 strategy at the sweep's smallest rank count, or allreduce there for a
 strategy that cannot run on so few ranks.
 
-Strategies: ` + "%s" + `
+Strategies: ` + "%s" + `; an allreduce strategy takes
+modes after +: fp16, bf16, auto (--compress), ef (--error-feedback), localH
+(--local-steps H), e.g. allreduce+fp16+ef, allreduce-ring+local4.
 Models: mlp, mlp:HIDDEN (mlp:256,128), softmax, logreg.
 
 Example:

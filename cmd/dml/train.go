@@ -468,6 +468,9 @@ func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlag
 func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, overlap *overlapFlag) error {
 	expectClasses(fs, &cfg.Data)
 	adamDefaults(fs, &cfg.Opt)
+	if cfg.Compress == trainer.CompressNone {
+		cfg.Compress = "" // the default: the configuration's fingerprint as before
+	}
 	cfg.Timeout = cf.stallTimeout()
 	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
@@ -570,6 +573,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (per bucket, by its size, the rank count and whether MPI's own AllReduce is there: collectives/auto.go)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
 	fs.StringVar(&cfg.Compress, "compress", "none", "allreduce: gradient buckets travel as none (fp32), fp16 or bf16, summed in fp32 (the loss and accuracy stay fp32); auto: fp16 where timing both at start-up finds it 10% faster (a slow link)")
+	fs.Var(localStepsFlag{&cfg.LocalSteps}, "local-steps", "allreduce: local SGD: each rank steps its own model H times, then the models are averaged (one AllReduce of the weights every H steps, and at each epoch's end); 1: every step's gradients are summed")
 	fs.BoolVar(&cfg.ErrorFeedback, "error-feedback", false, "allreduce with --compress: add each rank's rounding residue to its next gradient")
 	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
@@ -671,6 +675,31 @@ func spareCoreForComm(cpus, online, localRanks, threads int) bool {
 	return cpus >= share*(threads+1)
 }
 
+// localStepsFlag parses --local-steps: 1 or more; 1 is Config's 0 (the
+// default, which leaves the configuration's fingerprint as it was).
+type localStepsFlag struct{ v *int }
+
+func (f localStepsFlag) String() string {
+	if f.v == nil || *f.v <= 1 {
+		return "1"
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f localStepsFlag) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a whole number of steps", s)
+	case n < 1:
+		return fmt.Errorf("%d: want 1 or more (1: every step's gradients are summed)", n)
+	case n == 1:
+		n = 0
+	}
+	*f.v = n
+	return nil
+}
+
 // bucketFlag parses --bucket-mb (MiB, fractions allowed) into bytes.
 type bucketFlag struct{ v *int }
 
@@ -758,7 +787,7 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps",
 	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",

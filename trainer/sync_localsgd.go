@@ -1,0 +1,123 @@
+package trainer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// localSGDStrategy is local SGD, or periodic model averaging (--sync
+// allreduce --local-steps H, H > 1): every rank steps its own model with
+// its own gradient (the mean over its own batch) and its own optimizer
+// state, and every H steps the ranks replace their models by their mean,
+// one AllReduce of the weights: H times fewer AllReduces than synchronous
+// training, each as large. The period restarts with each epoch, whose last
+// step always averages, so every epoch ends with one model.
+//
+// As in Lin et al. ("Don't Use Large Mini-Batches, Use Local SGD", ICLR
+// 2020) and Stich ("Local SGD Converges Fast and Communicates Little",
+// ICLR 2019), the optimizer states (momentum, Adam's moments) stay each
+// rank's own and are not averaged. It is DistBelief's Downpour with
+// n_fetch = n_push = H and the server replaced by an AllReduce, and
+// D-PSGD's averaging on a complete graph done every H steps instead of
+// every step.
+//
+// It is the decentralized strategies' kind of training (a localModel per
+// rank): its checkpoints hold every rank's own model and optimizer state
+// and their average (resuming on as many ranks gives each its own back,
+// on another number everyone starts from the average), the loss and
+// accuracy printed are the reporting rank's own batches' (ScopeWorker),
+// and the test accuracy is the average model's.
+type localSGDStrategy struct {
+	*localModel
+	h       int
+	ar      *collectives.Allreducer // the averagings'
+	waitSec float64                 // this epoch's time in the averaging AllReduce
+	avgs    int                     // this epoch's averagings
+}
+
+// localSGDTest makes --local-steps 1 run local SGD (tests: averaging after
+// every step is synchronous SGD).
+var localSGDTest bool
+
+func newLocalSGD(j *job, d denseSetup) (*localSGDStrategy, error) {
+	l, err := newLocalModel(j, d.m, d.shard, d.testShard, d.params, true)
+	if err != nil {
+		return nil, err
+	}
+	return &localSGDStrategy{localModel: l, h: max(1, j.cfg.LocalSteps), ar: collectives.NewAllreducer(j.Comm, j.cfg.Allreduce)}, nil
+}
+
+func (s *localSGDStrategy) local() *localModel { return s.localModel }
+func (s *localSGDStrategy) close()             { s.free() }
+
+func (s *localSGDStrategy) Describe() string {
+	return fmt.Sprintf("%s, local SGD: each rank steps its own model, models averaged (allreduce %s) every %d steps and at each epoch's end, backend %s",
+		s.describe(), s.j.cfg.Allreduce, s.h, s.j.Backend.Name())
+}
+
+func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }
+
+func (s *localSGDStrategy) Prepare(idx []int, _ int) error { return s.loadBatch(idx) }
+
+// Exchange applies the rank's gradient to its own model and, at the end
+// of a period or of the epoch, averages the models.
+func (s *localSGDStrategy) Exchange(step int) (StepStats, error) {
+	st, err := s.stepStats(s.n)
+	if err != nil {
+		return StepStats{}, err
+	}
+	if err := s.update(); err != nil {
+		return StepStats{}, err
+	}
+	// Steps h−1, 2h−1, … of the epoch average, and its last: a function
+	// of the position, so a resumed run averages where a straight one does.
+	if (step+1)%s.h != 0 && step+1 < s.j.epochLen {
+		return st, nil
+	}
+	t0 := time.Now()
+	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(4 * len(s.x))
+	err = s.ar.Allreduce(s.x, collectives.Avg)
+	sp.Err(err).End()
+	if err != nil {
+		return StepStats{}, fmt.Errorf("averaging the ranks' models: %w", err)
+	}
+	if !s.shared {
+		if err := s.j.Backend.Upload(s.m.Params, s.x); err != nil {
+			return StepStats{}, err
+		}
+	}
+	st.CommSec = time.Since(t0).Seconds()
+	s.waitSec += st.CommSec
+	s.avgs++
+	return st, nil
+}
+
+// EndEpoch: the job's samples/s (summed over ranks), the mean share of
+// step time spent averaging, and the averagings per second.
+func (s *localSGDStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
+	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
+	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
+		return err
+	}
+	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
+	st.SamplesPerSec = float64(fr[2])
+	dist, err := s.consensus()
+	if err != nil {
+		return err
+	}
+	st.GossipStats = &GossipStats{Consensus: dist, Averagings: s.avgs, AveragingsPerSec: float64(s.avgs) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
+	s.avgs, s.waitSec = 0, 0
+	return nil
+}
+
+// Evaluate measures the average model (EndEpoch's).
+func (s *localSGDStrategy) Evaluate() (float64, error) { return s.evaluate() }
+
+// sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
+func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
+
+// sentBytes: the models sent to the neighbours.
+func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }
