@@ -413,6 +413,9 @@ type resumed struct {
 	// residues are this worker's filter residues, one per filter (nil
 	// entries for filters without one).
 	residues [][]float32
+	// clock is the ps workers' clock to resume at: Steps, or under
+	// Downpour the checkpoint's Pushes.
+	clock int
 }
 
 // loadResume reads the checkpoint on rank 0 and hands it to every rank:

@@ -70,6 +70,9 @@ type checkpointMeta struct {
 	Workers     int    `json:"workers"`
 	Consistency string `json:"consistency,omitempty"`
 	Position    `json:"position"`
+	// Pushes is the workers' clock (their pushes) where it is not
+	// Position.Steps: under ps --push-every > 1 (downpour.go); 0 otherwise.
+	Pushes int `json:"pushes,omitempty"`
 	// Residues is the number of residue.workerK entries.
 	Residues int `json:"residues,omitempty"`
 	// RankStates is the number of rankR.state entries (dpsgd: every rank's

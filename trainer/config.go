@@ -102,7 +102,24 @@ type PSConfig struct {
 	// rounds, or N updates under ssp, asp and dssp. 0: auto (every round
 	// when the job writes emergency checkpoints, else never); -1: never.
 	ReplicateEvery int `json:"replicate_every,omitempty"`
+	// FetchEvery and PushEvery are Downpour SGD's n_fetch and n_push
+	// (Dean et al. 2012; sync_ps.go's downpour): a dense worker fetches
+	// the weights every FetchEvery steps and pushes the sum of its
+	// gradients every PushEvery steps, stepping its own copy in between.
+	// 0 means 1 (every step, as without them), so that a job that does
+	// not set them keeps its configuration hash.
+	FetchEvery int `json:"fetch_every,omitempty"`
+	PushEvery  int `json:"push_every,omitempty"`
 }
+
+// fetchEvery is FetchEvery with 0 read as 1.
+func (p PSConfig) fetchEvery() int { return max(1, p.FetchEvery) }
+
+// pushEvery is PushEvery with 0 read as 1.
+func (p PSConfig) pushEvery() int { return max(1, p.PushEvery) }
+
+// downpour: a worker fetches or pushes less often than every step.
+func (p PSConfig) downpour() bool { return p.fetchEvery() > 1 || p.pushEvery() > 1 }
 
 // Straggle slows one rank down for experiments: each of its steps takes
 // Factor times as long as its computation did (it sleeps the difference).
@@ -231,6 +248,14 @@ func (c Config) Validate() error {
 		return bad("ClipNorm", "%v must not be negative (0: no clipping)", c.ClipNorm)
 	case c.ClipNorm > 0 && c.Model == SparseLogreg:
 		return bad("ClipNorm", "%v: sparse-logreg pushes the keys of a batch, not a whole gradient to clip", c.ClipNorm)
+	case c.PS.FetchEvery < 0:
+		return bad("PS.FetchEvery", "%d must be at least 1", c.PS.FetchEvery)
+	case c.PS.PushEvery < 0:
+		return bad("PS.PushEvery", "%d must be at least 1", c.PS.PushEvery)
+	case c.Sync != SyncPS && c.PS.FetchEvery > 1:
+		return bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
+	case c.Sync != SyncPS && c.PS.PushEvery > 1:
+		return bad("PS.PushEvery", "%d: pushing every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.PushEvery, c.Sync)
 	}
 	switch c.Compress {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
@@ -367,6 +392,14 @@ func (c Config) Hash() uint64 {
 	c.Data.Dir, c.Data.Train, c.Data.Test = "", "", ""
 	// The per-process settings (json:"-") are not compared.
 	c.Overlap, c.Timeout, c.Metrics, c.Save = false, 0, "", ""
+	// 1 means what 0 does (every step): the hash of a job that does not
+	// use Downpour stays as it was before the settings.
+	if c.PS.FetchEvery == 1 {
+		c.PS.FetchEvery = 0
+	}
+	if c.PS.PushEvery == 1 {
+		c.PS.PushEvery = 0
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		b = fmt.Appendf(nil, "%#v", c)

@@ -458,6 +458,9 @@ type job struct {
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int
+	// psClock is, under Downpour (ps --push-every), the reporting worker's
+	// clock (pushes) at the checkpoint being written.
+	psClock int
 	// trainSrc is the training set (dense data), for the rows of a
 	// re-dealt epoch (reshard.go); partRows are this rank's rows in it,
 	// partLens every rank's count (nil outside such an epoch).

@@ -72,6 +72,10 @@ func (w *serverWord) write(e Emergency) (string, int, error) {
 		return "", 0, fmt.Errorf("%w: the sigmod filter's residues are the workers'", ErrNoLastWord)
 	case w.arch.NumState() > 0:
 		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", ErrNoLastWord)
+	case j.cfg.PS.downpour():
+		// The rounds count pushes, not steps, and the workers hold
+		// gradients not yet pushed (downpour.go).
+		return "", 0, fmt.Errorf("%w: with Config.PS.FetchEvery or Config.PS.PushEvery above 1 the workers hold gradients not yet pushed", ErrNoLastWord)
 	}
 	rounds, err := w.k.HeldRounds()
 	if err != nil {

@@ -37,10 +37,15 @@ type PSStats struct {
 // sync_sparse.go).
 type psUnit struct{ baseUnit }
 
-func (psUnit) name() string            { return "ps" }
-func (psUnit) help() string            { return "parameter server: workers pull weights and push gradients" }
-func (psUnit) validate(c Config) error { return c.PS.validate() }
-func (psUnit) servers(c Config) int    { return c.PS.Servers }
+func (psUnit) name() string { return "ps" }
+func (psUnit) help() string { return "parameter server: workers pull weights and push gradients" }
+func (psUnit) validate(c Config) error {
+	if err := c.PS.validate(); err != nil {
+		return err
+	}
+	return validateDownpour(c)
+}
+func (psUnit) servers(c Config) int { return c.PS.Servers }
 
 func (psUnit) validateWorld(c Config, size int) error {
 	if c.PS.Servers >= size {
@@ -73,6 +78,9 @@ func (psUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
 
 func (psUnit) checkpointMeta(j *job, m *checkpointMeta) {
 	m.Servers, m.Consistency = j.cfg.PS.Servers, j.cfg.PS.Consistency.String()
+	if j.cfg.PS.downpour() {
+		m.Pushes = j.psClock
+	}
 }
 
 // reshards: under bsp, where every worker is at the same step, the
@@ -98,6 +106,18 @@ func (u psUnit) compatible(j *job, c *checkpoint) string {
 // checkpoint is worker w's residue of its f-th residue filter (compatible
 // checked that there are workers × F of them).
 func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+	r.clock = r.Steps
+	if j.cfg.PS.downpour() {
+		// The workers' clock counts pushes (downpour.go).
+		c := []uint64{0}
+		if ck != nil {
+			c[0] = uint64(ck.Meta.Pushes)
+		}
+		if err := collectives.BroadcastUint64(j.Comm, c, 0); err != nil {
+			return fmt.Errorf("resuming: the workers' clock: %w", err)
+		}
+		r.clock = int(c[0])
+	}
 	perWorker := j.residueFilters()
 	if perWorker == 0 {
 		return nil
@@ -174,7 +194,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	var residues [][]float32
 	if r := j.resume; r != nil { // checkpoint.go
 		copy(params, r.params)
-		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.Steps}
+		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.clock}
 		start0, residues = r.Position, r.residues
 	}
 	pcfg.LRAt = j.serverLR(start0) // nil without a schedule
@@ -207,7 +227,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 			return nil, err
 		}
 		if j.resume != nil {
-			if err := w.Resume(start0.Steps, residues); err != nil {
+			if err := w.Resume(j.resume.clock, residues); err != nil {
 				return nil, err
 			}
 		}
@@ -345,12 +365,13 @@ type denseWorker struct {
 	host    []float32 // gradient + stats
 	rows    int
 	sc      float32
+	dp      *downpour // --fetch-every/--push-every (downpour.go); nil: every step
 }
 
 func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
 	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
-		params: make([]float32, np), host: make([]float32, np+model.GradStats)}, nil
+		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}, nil
 }
 
 // setTrain: see trainSwapper.
@@ -363,8 +384,16 @@ func (d *denseWorker) setTrain(t *data.Dense) {
 
 func (d *denseWorker) Prepare(idx []int, step int) error {
 	var err error
-	if d.wait, err = d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
-		return err
+	d.wait = 0
+	if d.dp == nil || d.dp.fetch {
+		// Under Downpour, between fetches the local copy in d.params is
+		// what the step computes on.
+		if d.wait, err = d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
+			return err
+		}
+		if d.dp != nil {
+			d.dp.fetch = false
+		}
 	}
 	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
 	err = d.j.Backend.Upload(d.m.Params, d.params)
@@ -409,9 +438,51 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 		// it times sc·rows.
 		clipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
 	}
-	push, err := d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
+	var push float64
+	var err error
+	if d.dp != nil {
+		push, err = d.downpourStep(grads[:np])
+	} else {
+		push, err = d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
+	}
 	st.CommSec = d.wait + push
 	return st, err
+}
+
+// EndEpoch: under Downpour the epoch's last period ends here: the worker
+// pushes what it accumulated and fetches the servers' weights, which the
+// epoch's evaluation then measures (downpour.go).
+func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
+	if d.dp != nil {
+		push, err := d.flush()
+		if err != nil {
+			return err
+		}
+		pull, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) })
+		if err != nil {
+			return err
+		}
+		d.dp.fetch = false
+		if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
+			return err
+		}
+		commSec += push + pull
+	}
+	return d.psWorker.EndEpoch(st, commSec, stepSec, wall)
+}
+
+// saveState: under Downpour every worker first pushes what it
+// accumulated (and fetches at its next step), so that the servers' state
+// the checkpoint takes is the whole of it; the checkpoint records the
+// workers' clock (checkpointMeta.Pushes).
+func (d *denseWorker) saveState() (*checkpoint, error) {
+	if d.dp != nil {
+		if _, err := d.flush(); err != nil {
+			return nil, fmt.Errorf("checkpoint: pushing the accumulated gradient: %w", err)
+		}
+		d.j.psClock = d.w.Clock()
+	}
+	return d.psWorker.saveState()
 }
 
 // modelState: this worker's own batch-norm statistics (a checkpoint under

@@ -538,6 +538,13 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"--sync", "ps", "--filters", "sigmod:NaN"}, "threshold must be a number"},
 		{[]string{"--data", "synthetic-sparse", "--model", "sparse-logreg", "--sync", "ps", "--nnz", "0"}, "--nnz 0 must be in 1..features"},
 		{[]string{"--blas-threads", "1000000000"}, "--blas-threads 1000000000: want 1 to"},
+		// Downpour's periods (issue 21).
+		{[]string{"--sync", "ps", "--fetch-every", "0"}, `invalid value "0" for flag -fetch-every`},
+		{[]string{"--sync", "ps", "--push-every", "-1"}, `invalid value "-1" for flag -push-every`},
+		{[]string{"--push-every", "4"}, "--push-every 4: pushing every N steps (Downpour SGD) is for --sync ps, not allreduce"},
+		{[]string{"--sync", "dpsgd", "--fetch-every", "2"}, "--fetch-every 2: fetching every N steps (Downpour SGD) is for --sync ps, not dpsgd"},
+		{[]string{"--sync", "ps", "--push-every", "4"}, "--push-every 4 differs from --fetch-every 1: under bsp"},
+		{[]string{"--sync", "ps", "--fetch-every", "2", "--push-every", "2", "--lr-schedule", "cosine"}, `--push-every 2 with a learning-rate schedule or warm-up (--lr-schedule "cosine"`},
 	} {
 		args := append(append([]string{}, syn...), tc.args...)
 		r := dml(t, 0, args...)

@@ -569,6 +569,8 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(rangeFlag{&cfg.PS.StalenessLow, &cfg.PS.StalenessHigh}, "staleness-range", "ps: dssp's range sL,sU")
 	fs.StringVar(&cfg.PS.Filters, "filters", "", "ps: push filters, comma-separated: sigmod:THRESHOLD (significantly modified), fp16, bf16")
 	fs.Var(replicateFlag{&cfg.PS.ReplicateEvery}, "replicate-every", "ps, 2 servers or more: each server sends the previous one a replica of its key range every N rounds (bsp) or N updates (ssp, asp, dssp), so that a dead server's range is in its neighbour's emergency checkpoint; 0: never; auto: every round when the job writes emergency checkpoints (--checkpoint-dir), else never")
+	fs.Var(everyFlag{&cfg.PS.FetchEvery}, "fetch-every", "ps, dense models: Downpour SGD's n_fetch: each worker fetches the weights every N steps (and at each epoch's end and checkpoint) and steps its own copy with plain SGD in between; under bsp equal to --push-every")
+	fs.Var(everyFlag{&cfg.PS.PushEvery}, "push-every", "ps, dense models: Downpour SGD's n_push: each worker pushes the sum of its gradients every N steps (and at each epoch's end and checkpoint): N times fewer pushes; under bsp equal to --fetch-every")
 	fs.Var(straggleFlag{&cfg.Straggle}, "straggle", "slow rank RANK's compute by FACTOR (RANK:FACTOR, a real delay) for experiments")
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (per bucket, by its size, the rank count and whether MPI's own AllReduce is there: collectives/auto.go)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
@@ -610,6 +612,30 @@ func (f replicateFlag) Set(s string) error {
 	default:
 		*f.v = n
 	}
+	return nil
+}
+
+// everyFlag parses --fetch-every and --push-every: a positive count of
+// steps, 1 kept as PSConfig's 0 (so that the default leaves the
+// configuration hash as it was).
+type everyFlag struct{ v *int }
+
+func (f everyFlag) String() string {
+	if f.v == nil || *f.v <= 1 {
+		return "1"
+	}
+	return strconv.Itoa(*f.v)
+}
+
+func (f everyFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q: want a number of steps, at least 1", s)
+	}
+	if n == 1 {
+		n = 0
+	}
+	*f.v = n
 	return nil
 }
 
@@ -792,6 +818,7 @@ var flagNames = map[string]string{
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",
+	"PS.FetchEvery": "--fetch-every", "PS.PushEvery": "--push-every",
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz", "Data.Shape": "--shape",
