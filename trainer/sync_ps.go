@@ -303,8 +303,12 @@ func (p *psWorker) bspBatch(step int) int {
 
 func (p *psWorker) Describe() string {
 	cfg := p.j.cfg
-	return fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
+	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
 		cfg.Model, p.arch.Describe(), p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
+	if f, u := cfg.PS.fetchEvery(), cfg.PS.pushEvery(); f > 1 || u > 1 {
+		line += fmt.Sprintf(", Downpour: fetch every %d steps, push every %d (local SGD steps in between)", f, u)
+	}
+	return line
 }
 
 func (p *psWorker) Scope() Scope { return ScopeWorker }
