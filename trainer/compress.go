@@ -66,7 +66,7 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 			return nil, err
 		}
 	}
-	if c.ErrorFeedback {
+	if c.ErrorFeedback && g.wire != collectives.WireF32 { // auto may choose fp32
 		g.residue = make([]float32, np)
 	}
 	return g, nil
