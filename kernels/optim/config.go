@@ -25,7 +25,8 @@ func (e *SettingError) Unwrap() error { return ErrConfig }
 // Config picks an update rule and its hyper-parameters (PyTorch's
 // definitions: weight decay is added to the gradient before the rule).
 // Momentum is read only by the Momentum rule, Eps by Adagrad, Adam and
-// AdamW, Beta1 and Beta2 by Adam and AdamW.
+// AdamW, Beta1 and Beta2 by Adam and AdamW, Momentum and TrustCoef by
+// LARS.
 type Config struct {
 	Kind        Kind    `json:"kind"`
 	LR          float32 `json:"lr"`
@@ -36,6 +37,9 @@ type Config struct {
 	// betas; 0.9 and 0.999 there). Read only by those rules.
 	Beta1 float32 `json:"beta1,omitempty"`
 	Beta2 float32 `json:"beta2,omitempty"`
+	// TrustCoef is LARS's trust coefficient η (0.001 in You et al.).
+	// Read only by LARS.
+	TrustCoef float32 `json:"trust_coef,omitempty"`
 	// Step is the count of the update being applied, from 1 (Adam's bias
 	// correction): the caller's to set before each update, not a
 	// setting (not saved; a checkpoint's position gives it back).
@@ -49,10 +53,15 @@ const (
 	DefaultAdamEps = 1e-8
 )
 
+// DefaultTrustCoef is LARS's trust coefficient η unless given (You et
+// al.'s 0.001).
+const DefaultTrustCoef = 0.001
+
 // Validate reports the first bad setting as a *SettingError wrapping
 // ErrConfig: an unknown kind, LR not a finite value > 0, Momentum outside
 // [0, 1), WeightDecay not a finite value ≥ 0, or Eps not a finite value
-// ≥ 0 (> 0 for Adagrad, which divides by it). NaN and ±Inf fail every
+// ≥ 0 (> 0 for Adagrad, which divides by it), or (LARS) TrustCoef not a
+// finite value > 0. NaN and ±Inf fail every
 // check, whichever rule reads the setting: no setting may be one.
 func (c Config) Validate() error {
 	bad := func(setting, format string, args ...any) error {
@@ -60,7 +69,7 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !c.Kind.Valid():
-		return bad("Kind", "unknown optimizer %v (want sgd, momentum, adagrad, adam or adamw)", c.Kind)
+		return bad("Kind", "unknown optimizer %v (want sgd, momentum, adagrad, adam, adamw or lars)", c.Kind)
 	case !(c.LR > 0):
 		return bad("LR", "learning rate %v must be greater than 0", c.LR)
 	case isInf(c.LR):
@@ -81,6 +90,8 @@ func (c Config) Validate() error {
 		return bad("Beta1", "beta1 %v must be in [0, 1)", c.Beta1)
 	case (c.Kind == Adam || c.Kind == AdamW) && !(c.Beta2 >= 0 && c.Beta2 < 1):
 		return bad("Beta2", "beta2 %v must be in [0, 1)", c.Beta2)
+	case c.Kind == LARS && (!(c.TrustCoef > 0) || isInf(c.TrustCoef)):
+		return bad("TrustCoef", "lars trust coefficient %v must be finite and greater than 0", c.TrustCoef)
 	}
 	return nil
 }

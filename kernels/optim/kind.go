@@ -1,5 +1,6 @@
 // Package optim is the optimizer maths, written once: the update rules
-// (SGD, momentum, Adagrad in PyTorch's definitions) on host []float32, their
+// (SGD, momentum, Adagrad, Adam, AdamW in PyTorch's definitions, LARS in
+// You et al.'s) on host []float32, their
 // typed configuration and its validation. The CPU backend's SGD, Momentum and
 // Adagrad ops and the parameter server's update rule both call these
 // functions, so a step computed on a worker and one computed on a server are
@@ -11,6 +12,7 @@
 //	SGD:      w -= lr·g'
 //	Momentum: v = mu·v + g';            w -= lr·v   (v starts at 0, so v₁ = g')
 //	Adagrad:  h += g'·g';               w -= lr·g'/(√h + eps)
+//	LARS:     v = mu·v + lr·trust·g';   w -= v      (per tensor: see LARS)
 //
 // Nothing here allocates or returns errors in the inner loops: lengths are
 // the caller's to check (a mismatch is a programmer error and panics).
@@ -41,12 +43,29 @@ const (
 	// AdamW is PyTorch's torch.optim.AdamW: decoupled weight decay
 	// w ← w·(1 − lr·wd) first, then Adam's step with g' = g.
 	AdamW
+	// LARS is layer-wise adaptive rate scaling, Algorithm 1 of You,
+	// Gitman and Ginsburg 2017 ("Large Batch Training of Convolutional
+	// Networks"), with PyTorch-style L2 weight decay in the gradient.
+	// Each parameter tensor l (every weight matrix and every bias vector
+	// on its own: biases and batch-norm parameters are not excluded, they
+	// get their own trust ratio) takes, with g' = g + wd·w,
+	//
+	//	trust = η·‖w‖/(‖g‖ + wd·‖w‖)   (1 if ‖w‖ = 0 or ‖g‖ = 0)
+	//	v = mu·v + lr·trust·g';  w -= v
+	//
+	// η the trust coefficient (Config.TrustCoef), mu the momentum. The
+	// norms are float64 sums of squares in a fixed order (SumSquares),
+	// the trust ratio and lr·trust float64 (LARSStep.Rate), rounded once
+	// to float32; the element-wise step is float32. Which weights form a
+	// tensor is the caller's: a rule applied to a slice (Step, a backend's
+	// LARS op) takes the whole slice as one tensor.
+	LARS
 )
 
 // Kinds lists every Kind, in the order of their values.
-var Kinds = []Kind{SGD, Momentum, Adagrad, Adam, AdamW}
+var Kinds = []Kind{SGD, Momentum, Adagrad, Adam, AdamW, LARS}
 
-var kindNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad", Adam: "adam", AdamW: "adamw"}
+var kindNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad", Adam: "adam", AdamW: "adamw", LARS: "lars"}
 
 // String returns the name the command line uses ("sgd", "momentum",
 // "adagrad").
@@ -61,18 +80,19 @@ func (k Kind) String() string {
 func (k Kind) Valid() bool { return int(k) < len(kindNames) }
 
 // HasState reports whether the rule keeps state beside the weights (the
-// momentum buffer, Adagrad's sum of squares, Adam's two moments); SGD
+// momentum buffer, Adagrad's sum of squares, Adam's two moments, LARS's
+// velocity); SGD
 // keeps none.
 func (k Kind) HasState() bool { return k.StatePer() > 0 }
 
 // StatePer is the floats of state the rule keeps per weight: 0 (SGD), 1
-// (Momentum, Adagrad) or 2 (Adam, AdamW: m and v of weight i at 2i and
+// (Momentum, Adagrad, LARS: its velocity) or 2 (Adam, AdamW: m and v of weight i at 2i and
 // 2i+1, interleaved, so that the state of weights [lo, hi) is the
 // contiguous [2lo, 2hi)). A rule's state for n weights is StatePer()·n
 // floats.
 func (k Kind) StatePer() int {
 	switch k {
-	case Momentum, Adagrad:
+	case Momentum, Adagrad, LARS:
 		return 1
 	case Adam, AdamW:
 		return 2
@@ -80,8 +100,8 @@ func (k Kind) StatePer() int {
 	return 0
 }
 
-// ParseKind reads "sgd", "momentum", "adagrad", "adam" or "adamw" (any
-// case).
+// ParseKind reads "sgd", "momentum", "adagrad", "adam", "adamw" or "lars"
+// (any case).
 func ParseKind(s string) (Kind, error) {
 	for i, n := range kindNames {
 		if strings.EqualFold(s, n) {
@@ -89,7 +109,7 @@ func ParseKind(s string) (Kind, error) {
 		}
 	}
 	return 0, &SettingError{Setting: "Kind",
-		Msg: fmt.Sprintf("unknown optimizer %q (want sgd, momentum, adagrad, adam or adamw)", s)}
+		Msg: fmt.Sprintf("unknown optimizer %q (want sgd, momentum, adagrad, adam, adamw or lars)", s)}
 }
 
 // MarshalText returns the name, so that a Config reads as JSON

@@ -256,6 +256,11 @@ func TestValidate(t *testing.T) {
 		{"momentum NaN", func(c *Config) { c.Momentum = nan }, "Momentum", "momentum NaN"},
 		{"weight decay negative", func(c *Config) { c.WeightDecay = -1e-4 }, "WeightDecay", "weight decay -0.0001 must not be negative"},
 		{"adagrad eps 0", func(c *Config) { c.Kind, c.Eps = Adagrad, 0 }, "Eps", "adagrad eps 0 must be greater than 0"},
+		{"lars", func(c *Config) { c.Kind, c.TrustCoef = LARS, 0.001 }, "", ""},
+		{"lars trust 0", func(c *Config) { c.Kind, c.TrustCoef = LARS, 0 }, "TrustCoef", "lars trust coefficient 0 must be finite and greater than 0"},
+		{"lars trust negative", func(c *Config) { c.Kind, c.TrustCoef = LARS, -1 }, "TrustCoef", "lars trust coefficient -1"},
+		{"lars trust Inf", func(c *Config) { c.Kind, c.TrustCoef = LARS, inf }, "TrustCoef", "lars trust coefficient +Inf"},
+		{"momentum ignores trust", func(c *Config) { c.TrustCoef = 0 }, "", ""},
 		{"momentum eps 0", func(c *Config) { c.Eps = 0 }, "", ""},
 		// No setting may be NaN or ±Inf, read by the rule or not (issue 10:
 		// --lr Inf panicked in the configuration hash).
@@ -311,11 +316,15 @@ func BenchmarkStep(b *testing.B) {
 
 // TestStepKeysIsStepAt: a sparse push through StepKeys leaves every weight
 // and state bit for bit as StepAt key by key does, with repeated keys, an
-// offset range, and with and without the first (warming) pass.
+// offset range, and with and without the first (warming) pass. (Not
+// LARS, whose trust ratio takes every key's gradient: TestLARSKeys.)
 func TestStepKeysIsStepAt(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const n, off, nk = 3000, 700, 900
 	for _, k := range Kinds {
+		if k == LARS {
+			continue
+		}
 		for _, scratch := range [][]float32{nil, make([]float32, nk)} {
 			cfg := Config{Kind: k, LR: 0.037, Momentum: 0.9, WeightDecay: 5e-4, Eps: 1e-7, Beta1: 0.9, Beta2: 0.999, Step: 3}
 			w := randSlice(r, n, 1)
@@ -519,5 +528,215 @@ func TestAdamVectorIsScalar(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLARSTorchValues: LARS on a weight of 4 and a bias of 3 (starting at
+// 0: trust 1 at the first step), two steps, against the weights and
+// velocities that LARS written in torch tensor ops (1.13, CPU) printed for
+// the same inputs (bench/optim/torch_check.py).
+func TestLARSTorchValues(t *testing.T) {
+	cfg := Config{Kind: LARS, LR: 0.5, Momentum: 0.9, WeightDecay: 0.01, TrustCoef: 0.02}
+	w := []float32{0.5, -1.25, 2, 0, 0, 0, 0}
+	v := make([]float32, len(w))
+	for _, g := range [][]float32{{0.1, -0.2, 0.3, 0.05, 0.2, -0.1, 0}, {-0.3, 0.1, 0.2, 0.4, 0.05, 0.3, -0.2}} {
+		Step(cfg, w[:4], g[:4], v[:4]) // each tensor on its own
+		Step(cfg, w[4:], g[4:], v[4:])
+	}
+	for i := range w {
+		if d := math.Abs(float64(w[i] - larsTorchWant[i])); d > 2e-7*(1+math.Abs(float64(larsTorchWant[i]))) {
+			t.Errorf("w[%d] = %.9g, torch %.9g", i, w[i], larsTorchWant[i])
+		}
+		// The velocity is lr·trust·g' itself: a wrong trust ratio shows
+		// here even where the weights hardly move.
+		if d := math.Abs(float64(v[i] - larsTorchVelocity[i])); d > 1e-6*math.Abs(float64(larsTorchVelocity[i])) {
+			t.Errorf("v[%d] = %.9g, torch %.9g", i, v[i], larsTorchVelocity[i])
+		}
+	}
+}
+
+// What bench/optim/torch_check.py printed with Debian's python3-torch
+// (1.13, CPU) for two steps of LARS (lr 0.5, momentum 0.9, weight decay
+// 0.01, trust coefficient 0.02): the weights, then the velocities.
+var larsTorchWant = []float32{0.500345766544342, -1.2294212579727173, 1.9543206691741943, -0.022406430914998055, -0.19015003740787506, 0.09407985210418701, 0.0006124140927568078}
+var larsTorchVelocity = []float32{-0.006649191491305828, -0.007821769453585148, 0.026468880474567413, 0.019404802471399307, 0.09015003591775894, -0.044079847633838654, -0.0006124140927568078}
+
+// TestLARSMatchesFloat64: three steps of LARS on a tensor longer than
+// NormChunk, with and without weight decay, and with weights of zero
+// (trust 1), track the float64 rule within a few ulps.
+func TestLARSMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, wd := range []float32{0, 1e-2} {
+		for _, zero := range []bool{false, true} {
+			cfg := Config{Kind: LARS, LR: 0.1, Momentum: 0.9, WeightDecay: wd, TrustCoef: 0.001}
+			const n = 2500
+			w := randSlice(r, n, 1)
+			if zero {
+				clear(w)
+			}
+			v := make([]float32, n)
+			for step := range 3 {
+				g := randSlice(r, n, 0.1)
+				w0, v0 := slices.Clone(w), slices.Clone(v)
+				Step(cfg, w, g, v)
+				var sw, sg float64
+				for i := range w0 {
+					sw += float64(w0[i]) * float64(w0[i])
+					sg += float64(g[i]) * float64(g[i])
+				}
+				trust := 1.0
+				if sw > 0 {
+					trust = 0.001 * math.Sqrt(sw) / (math.Sqrt(sg) + float64(wd)*math.Sqrt(sw))
+				}
+				if zero && step == 0 && trust != 1 {
+					t.Fatal("zero weights: want trust 1")
+				}
+				for i := range w {
+					gp := float64(g[i]) + float64(wd)*float64(w0[i])
+					vs := 0.9*float64(v0[i]) + 0.1*trust*gp
+					ws := float64(w0[i]) - vs
+					// The velocity's error is relative to its terms' sizes
+					// (they may cancel, as may g and wd·w).
+					if math.Abs(float64(v[i])-vs) > 1e-6*(1e-12+math.Abs(0.9*float64(v0[i]))+0.1*trust*(math.Abs(float64(g[i]))+float64(wd)*math.Abs(float64(w0[i])))) || math.Abs(float64(w[i])-ws) > 1e-6*(1+math.Abs(ws)) {
+						t.Fatalf("wd=%v zero=%v step %d: w,v[%d] = %v %v, float64 rule %v %v", wd, zero, step, i, w[i], v[i], ws, vs)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSumSquaresOrder: SumSquares is the blocked order its comment
+// states (block sums of NormChunk floats, then their sum), not a plain
+// running sum: on values where the orders round differently the bits are
+// the blocked order's.
+func TestSumSquaresOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	x := randSlice(r, 3*NormChunk+17, 1)
+	x[0] = 1e10 // a large first value: a running sum loses low bits the blocks keep
+	var want, plain float64
+	for lo := 0; lo < len(x); lo += NormChunk {
+		var c float64
+		for _, v := range x[lo:min(lo+NormChunk, len(x))] {
+			c += float64(v) * float64(v)
+		}
+		want += c
+	}
+	for _, v := range x {
+		plain += float64(v) * float64(v)
+	}
+	if got := SumSquares(x); got != want {
+		t.Fatalf("SumSquares = %v, blocked order %v", got, want)
+	}
+	if plain == want {
+		t.Log("the running sum happens to agree here")
+	}
+}
+
+// TestLARSVectorIsScalar: LARS's AVX2 step (where the CPU has it) gives
+// every weight and velocity bit for bit what larsAt gives, at every length
+// around the 8-float blocks, unaligned, with zeros of both signs,
+// subnormals, infinities and NaNs among the inputs.
+func TestLARSVectorIsScalar(t *testing.T) {
+	if !vectorRules {
+		t.Skip("no AVX2 on this CPU: only the scalar rule runs")
+	}
+	defer func(v bool) { vectorRules = v }(vectorRules)
+	r := rand.New(rand.NewPCG(25, 26))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -1e-40, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 3e38}
+	pick := func(scale float32) float32 {
+		if r.IntN(10) == 0 {
+			return special[r.IntN(len(special))]
+		}
+		return (r.Float32()*2 - 1) * scale
+	}
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+	lengths := []int{1031}
+	for n := range 41 {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
+		off := n % 3
+		w, g, v := make([]float32, n+off)[off:], make([]float32, n+off)[off:], make([]float32, n+off)[off:]
+		for i := range w {
+			w[i], g[i], v[i] = pick(1), pick(0.3), pick(0.1)
+		}
+		wv, vv := slices.Clone(w), slices.Clone(v)
+		rate := 0.003 + float32(n)*1e-4
+		vectorRules = true
+		LARSApply(wv, g, vv, rate, 0.9, 0.02)
+		vectorRules = false
+		LARSApply(w, g, v, rate, 0.9, 0.02)
+		for i := range w {
+			if !same(wv[i], w[i]) || !same(vv[i], v[i]) {
+				t.Fatalf("n=%d [%d]: vector w,v %v %v, scalar %v %v", n, i, wv[i], vv[i], w[i], v[i])
+			}
+		}
+	}
+}
+
+// TestLARSKeys: a sparse push through LARSKeys takes each tensor's trust
+// ratio from the whole tensor's weights and the pushed gradients (the
+// others 0): with every key of the range pushed once in order, it is
+// LARSUpdate tensor by tensor bit for bit (tensors under NormChunk long,
+// where the key order is SumSquares's); with some keys, it is LARSUpdate
+// of the tensor with the gradient zero elsewhere, on the pushed keys; a
+// key outside every pushed tensor is left alone. StepKeys and StepAt
+// take w as one tensor.
+func TestLARSKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	s := NewLARSStep(Config{Kind: LARS, LR: 0.3, Momentum: 0.9, WeightDecay: 1e-3, TrustCoef: 0.01})
+	starts := []int{0, 300, 310, 900}
+	const n, off = 1000, 5000
+	w, v := randSlice(r, n, 1), randSlice(r, n, 0.01)
+	g := randSlice(r, n, 0.1)
+	keys := make([]int64, n)
+	for i := range keys {
+		keys[i] = int64(off + i)
+	}
+	wa, va := slices.Clone(w), slices.Clone(v)
+	LARSKeys(s, w, v, starts, keys, off, g)
+	bounds := append(slices.Clone(starts), n)
+	for k := range starts {
+		lo, hi := bounds[k], bounds[k+1]
+		LARSUpdate(wa[lo:hi], g[lo:hi], va[lo:hi], s)
+	}
+	b := math.Float32bits
+	for i := range w {
+		if b(w[i]) != b(wa[i]) || b(v[i]) != b(va[i]) {
+			t.Fatalf("all keys: w,v[%d] = %v %v, LARSUpdate by tensor %v %v", i, w[i], v[i], wa[i], va[i])
+		}
+	}
+	// Keys 320, 10 and 500 (tensors 2, 0 and 2): tensor 1 and 3 untouched.
+	pk := []int64{off + 320, off + 10, off + 500}
+	pg := []float32{0.5, -0.25, 0.125}
+	w0, v0 := slices.Clone(w), slices.Clone(v)
+	LARSKeys(s, w, v, starts, pk, off, pg)
+	for _, tc := range []struct{ lo, hi int }{{0, 300}, {310, 900}} {
+		gz := make([]float32, n)
+		for i, k := range pk {
+			gz[int(k)-off] = pg[i]
+		}
+		wt, vt := slices.Clone(w0[tc.lo:tc.hi]), slices.Clone(v0[tc.lo:tc.hi])
+		LARSUpdate(wt, gz[tc.lo:tc.hi], vt, s)
+		for _, k := range pk {
+			j := int(k) - off
+			if j >= tc.lo && j < tc.hi && (b(w[j]) != b(wt[j-tc.lo]) || b(v[j]) != b(vt[j-tc.lo])) {
+				t.Fatalf("key %d: w,v %v %v, want %v %v", j, w[j], v[j], wt[j-tc.lo], vt[j-tc.lo])
+			}
+		}
+	}
+	for i := range w {
+		if i != 320 && i != 10 && i != 500 && (b(w[i]) != b(w0[i]) || b(v[i]) != b(v0[i])) {
+			t.Fatalf("key %d not pushed but changed", i)
+		}
+	}
+	// StepAt is StepKeys with the one key: w one tensor.
+	cfg := Config{Kind: LARS, LR: 0.3, Momentum: 0.9, WeightDecay: 1e-3, TrustCoef: 0.01}
+	wb, vb := slices.Clone(w), slices.Clone(v)
+	StepAt(cfg, w, v, 7, 0.5)
+	StepKeys(cfg, wb, vb, []int64{7}, 0, []float32{0.5}, nil)
+	if b(w[7]) != b(wb[7]) || b(v[7]) != b(vb[7]) {
+		t.Fatalf("StepAt %v %v, StepKeys %v %v", w[7], v[7], wb[7], vb[7])
 	}
 }

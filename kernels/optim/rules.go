@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -102,6 +103,125 @@ func AdamUpdate(w, g, s []float32, a AdamStep) {
 	}
 }
 
+// NormChunk is the block of SumSquares's fixed order.
+const NormChunk = 1024
+
+// SumSquares is Σ x[i]² in float64, in the one order every backend uses
+// (LARS's norms): each block of NormChunk floats summed in index order
+// from 0, then the block sums in block order from 0. A device computes
+// the block sums in parallel and gets the same bits (a float32's square is
+// exact in float64, so a fused multiply-add changes nothing either).
+func SumSquares(x []float32) float64 {
+	var s float64
+	for lo := 0; lo < len(x); lo += NormChunk {
+		var c float64
+		for _, v := range x[lo:min(lo+NormChunk, len(x))] {
+			d := float64(v)
+			c += d * d
+		}
+		s += c
+	}
+	return s
+}
+
+// LARSStep is one LARS update's settings: the float64 ones the trust
+// ratio is computed with (the float32 settings taken back to their
+// shortest decimals, as NewAdamStep does: 0.001f to 0.001), and the
+// float32 ones of the element-wise step. A device kernel takes the same
+// values, so that it computes the same bits.
+type LARSStep struct {
+	LR, TrustCoef, WeightDecay64 float64
+	Momentum, WeightDecay        float32
+}
+
+// NewLARSStep is the constants of cfg's LARS update.
+func NewLARSStep(cfg Config) LARSStep {
+	return LARSStep{LR: decimal(cfg.LR), TrustCoef: decimal(cfg.TrustCoef), WeightDecay64: decimal(cfg.WeightDecay),
+		Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}
+}
+
+// Rate is one tensor's lr·trust, from its weights' and gradient's sums of
+// squares (SumSquares): trust = η·‖w‖/(‖g‖ + wd·‖w‖), 1 where either sum
+// is 0 (or not > 0: a NaN gradient gives trust 1 and NaN weights, which
+// the non-finite checks stop), in float64, rounded once to float32.
+func (s *LARSStep) Rate(sw, sg float64) float32 {
+	trust := 1.0
+	if sw > 0 && sg > 0 {
+		nw, ng := math.Sqrt(sw), math.Sqrt(sg)
+		// The conversion keeps Go from fusing wd·‖w‖ + ‖g‖ (as a
+		// device's __dadd_rn(__dmul_rn()) does not).
+		trust = s.TrustCoef * nw / (ng + float64(s.WeightDecay64*nw))
+	}
+	return float32(s.LR * trust)
+}
+
+// larsAt applies LARS's step with the tensor's rate (lr·trust) to one
+// weight and its velocity.
+func larsAt(w, v *float32, g, rate, mu, wd float32) {
+	wi := *w
+	vi := mu**v + rate*(g+wd*wi)
+	*v = vi
+	*w = wi - vi
+}
+
+// LARSApply sets g' = g + wd·w; v = mu·v + rate·g'; w -= v element-wise,
+// rate the tensor's lr·trust (LARSStep.Rate). g and v must be as long as
+// w.
+func LARSApply(w, g, v []float32, rate, mu, wd float32) {
+	g, v = g[:len(w)], v[:len(w)]
+	for i := larsVec(w, g, v, rate, mu, wd); i < len(w); i++ {
+		larsAt(&w[i], &v[i], g[i], rate, mu, wd)
+	}
+}
+
+// LARSUpdate applies LARS to the tensor w (all of it one tensor: its
+// trust ratio from ‖w‖ and ‖g‖) with velocity v.
+func LARSUpdate(w, g, v []float32, s LARSStep) {
+	g, v = g[:len(w)], v[:len(w)]
+	LARSApply(w, g, v, s.Rate(SumSquares(w), SumSquares(g)), s.Momentum, s.WeightDecay)
+}
+
+// LARSKeys applies LARS to the weights w[keys[i]-off] with gradients
+// g[i] in the order of keys (a sparse push), v the velocities (as long as
+// w). starts are the first indices of w's tensors, ascending from 0 (nil:
+// w is one tensor). Each tensor's trust ratio takes ‖w‖ over the whole
+// tensor and ‖g‖ over the gradients the keys carry into it (the others
+// are 0), summed in the order of keys (a key that repeats counts each
+// time); every norm is of the weights before the step.
+func LARSKeys(s LARSStep, w, v []float32, starts []int, keys []int64, off int, g []float32) {
+	g = g[:len(keys)]
+	if len(starts) == 0 {
+		starts = []int{0}
+	}
+	tensor := func(j int) int { // the tensor that holds w[j]
+		t, _ := slices.BinarySearch(starts, j+1)
+		return t - 1
+	}
+	sg := make([]float64, len(starts))
+	seen := make([]bool, len(starts))
+	for i, k := range keys {
+		t := tensor(int(k) - off)
+		d := float64(g[i])
+		sg[t] += d * d
+		seen[t] = true
+	}
+	rate := make([]float32, len(starts))
+	for t, ok := range seen {
+		if ok {
+			hi := len(w)
+			if t+1 < len(starts) {
+				hi = starts[t+1]
+			}
+			rate[t] = s.Rate(SumSquares(w[starts[t]:hi]), sg[t])
+		}
+	}
+	mu, wd := s.Momentum, s.WeightDecay
+	for i, k := range keys {
+		j := int(k) - off
+		larsAt(&w[j], &v[j], g[i], rate[tensor(j)], mu, wd)
+	}
+}
+
 // SGDUpdate sets w -= lr·(g + wd·w) element-wise. g must be as long as w.
 func SGDUpdate(w, g []float32, lr, wd float32) {
 	g = g[:len(w)]
@@ -132,7 +252,7 @@ func AdagradUpdate(w, g, h []float32, lr, eps, wd float32) {
 }
 
 // Step applies the rule cfg.Kind with cfg's hyper-parameters to the weights
-// w with gradient g. state is the rule's state for these weights
+// w with gradient g (LARS: w is one tensor). state is the rule's state for these weights
 // (Kind.StatePer()·len(w) floats), ignored for SGD. cfg is not validated here. A
 // length mismatch or an undefined Kind is a programmer error (panic).
 func Step(cfg Config, w, g, state []float32) {
@@ -148,6 +268,8 @@ func Step(cfg Config, w, g, state []float32) {
 		AdagradUpdate(w, g, state, cfg.LR, cfg.Eps, cfg.WeightDecay)
 	case Adam, AdamW:
 		AdamUpdate(w, g, state, NewAdamStep(cfg))
+	case LARS:
+		LARSUpdate(w, g, state, NewLARSStep(cfg))
 	default:
 		panic(fmt.Sprintf("optim.Step: %v", cfg.Kind))
 	}
@@ -156,7 +278,8 @@ func Step(cfg Config, w, g, state []float32) {
 // StepKeys applies the rule to the weights w[keys[i]-off] with gradients
 // g[i], in the order of keys (a key may repeat: each occurrence is a step,
 // as StepAt key by key would take), computing exactly what StepAt computes
-// for each. It is the parameter server's sparse push: one loop per rule,
+// for each (LARS apart: w is one tensor whose trust ratio takes the
+// gradients of all the keys, LARSKeys). It is the parameter server's sparse push: one loop per rule,
 // with the rule inlined, where StepAt per key costs a call and a switch
 // each. Before the updates a first pass reads every weight (and state)
 // the keys name into scratch (at least len(keys) long; nil skips the pass):
@@ -204,6 +327,8 @@ func StepKeys(cfg Config, w, state []float32, keys []int64, off int, g, scratch 
 			j := int(k) - off
 			adamAt(&w[j], &state[2*j], &state[2*j+1], g[i], &a)
 		}
+	case LARS:
+		LARSKeys(NewLARSStep(cfg), w, state, nil, keys, off, g)
 	default:
 		panic(fmt.Sprintf("optim.StepKeys: %v", cfg.Kind))
 	}
@@ -212,7 +337,9 @@ func StepKeys(cfg Config, w, state []float32, keys []int64, off int, g, scratch 
 // StepAt applies the rule to the single weight w[i] with gradient g (a
 // sparse update: the parameter server's pushes of single keys). state is as
 // long as w for Momentum and Adagrad and may be nil for SGD. It computes
-// exactly what Step computes for that element.
+// exactly what Step computes for that element (LARS: not so, the trust
+// ratio is the whole of w's with a gradient of g at i alone: StepKeys with
+// the one key).
 func StepAt(cfg Config, w, state []float32, i int, g float32) {
 	switch cfg.Kind {
 	case SGD:
@@ -224,6 +351,8 @@ func StepAt(cfg Config, w, state []float32, i int, g float32) {
 	case Adam, AdamW:
 		a := NewAdamStep(cfg)
 		adamAt(&w[i], &state[2*i], &state[2*i+1], g, &a)
+	case LARS:
+		LARSKeys(NewLARSStep(cfg), w, state, nil, []int64{int64(i)}, 0, []float32{g})
 	default:
 		panic(fmt.Sprintf("optim.StepAt: %v", cfg.Kind))
 	}

@@ -11,6 +11,9 @@ func sgdAVX2(w, grad *float32, n int, rate, decay float32)
 func momentumAVX2(w, grad, v *float32, n int, rate, mom, decay float32)
 
 //go:noescape
+func larsAVX2(w, grad, v *float32, n int, rate, mom, decay float32)
+
+//go:noescape
 func adagradAVX2(w, grad, h *float32, n int, rate, eps, decay float32)
 
 //go:noescape
@@ -66,5 +69,15 @@ func adamVec(w, g, s []float32, a *AdamStep) int {
 		wd, dec = a.Decay, 1
 	}
 	adamAVX2(&w[0], &g[0], &s[0], n, a.Beta1, a.OneMinusBeta1, a.Beta2, a.OneMinusBeta2, a.StepSize, a.BiasCorrection2Sqrt, a.Eps, wd, dec)
+	return n
+}
+
+// larsVec is sgdVec for LARS's element-wise step (rate: lr·trust).
+func larsVec(w, g, v []float32, rate, mu, wd float32) int {
+	n := len(w) &^ 7
+	if !vectorRules || n == 0 {
+		return 0
+	}
+	larsAVX2(&w[0], &g[0], &v[0], n, rate, mu, wd)
 	return n
 }

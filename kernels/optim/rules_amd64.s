@@ -83,6 +83,38 @@ momdone:
 	VZEROUPPER
 	RET
 
+// func larsAVX2(w, grad, v *float32, n int, rate, mom, decay float32)
+// vi = mu*v + rate*(g + wd*w); v = vi; w = w - vi (rate: the tensor's lr·trust)
+TEXT ·larsAVX2(SB), NOSPLIT, $0-44
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         v+16(FP), DX
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS rate+32(FP), Y13
+	VBROADCASTSS mom+36(FP), Y14
+	VBROADCASTSS decay+40(FP), Y15
+lars8:
+	CMPQ    CX, $8
+	JL      larsdone
+	VMOVUPS (DI), Y0      // w
+	VMULPS  Y15, Y0, Y1   // wd*w
+	VADDPS  (SI), Y1, Y1  // g + wd*w
+	VMULPS  Y13, Y1, Y1   // rate*(g + wd*w)
+	VMOVUPS (DX), Y2      // v
+	VMULPS  Y14, Y2, Y2   // mu*v
+	VADDPS  Y1, Y2, Y2    // mu*v + rate*(g + wd*w)
+	VMOVUPS Y2, (DX)
+	VSUBPS  Y2, Y0, Y0    // w - vi
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JMP     lars8
+larsdone:
+	VZEROUPPER
+	RET
+
 // func adagradAVX2(w, grad, h *float32, n int, rate, eps, decay float32)
 // gi = g + wd*w; hi = h + gi*gi; h = hi; w = w - (lr*gi)/(sqrt(hi) + eps).
 // VSQRTPS is the correctly rounded float32 square root, which is what the
