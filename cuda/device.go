@@ -29,6 +29,7 @@ type device struct {
 type kernelSet struct {
 	fill, scale, axpy, add, relu, reluGrad, addBias function
 	sgd, momentum, adagrad, adam                    function
+	lars, sumsq2Partial, larsRate                   function
 	softmaxXent, sigmoidXent, predict               function
 	sumRowsPartial, sumRowsFinal, stats             function
 	dotPartial, dotFinal, nonFinite                 function
@@ -186,6 +187,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.fill, "dml_fill"}, {&k.scale, "dml_scale"}, {&k.axpy, "dml_axpy"}, {&k.add, "dml_add"},
 		{&k.relu, "dml_relu"}, {&k.reluGrad, "dml_relu_grad"}, {&k.addBias, "dml_add_bias"},
 		{&k.sgd, "dml_sgd"}, {&k.momentum, "dml_momentum"}, {&k.adagrad, "dml_adagrad"}, {&k.adam, "dml_adam"},
+		{&k.lars, "dml_lars"}, {&k.sumsq2Partial, "dml_sumsq2_partial"}, {&k.larsRate, "dml_lars_rate"},
 		{&k.softmaxXent, "dml_softmax_xent"}, {&k.sigmoidXent, "dml_sigmoid_xent"}, {&k.predict, "dml_predict"},
 		{&k.sumRowsPartial, "dml_sum_rows_partial"}, {&k.sumRowsFinal, "dml_sum_rows_final"}, {&k.stats, "dml_stats"},
 		{&k.dotPartial, "dml_dot_partial"}, {&k.dotFinal, "dml_dot_final"}, {&k.nonFinite, "dml_nonfinite"},

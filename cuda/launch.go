@@ -17,6 +17,7 @@ import (
 func ptr(b *Buffer) uint64  { return b.ptr }
 func i64(n int) uint64      { return uint64(int64(n)) }
 func f32(v float32) uint64  { return uint64(math.Float32bits(v)) }
+func f64(v float64) uint64  { return math.Float64bits(v) }
 func ptrAt(p devPtr) uint64 { return p }
 func ceilDiv(a, b int) int  { return (a + b - 1) / b }
 func dimsString(d []int) string {

@@ -410,3 +410,37 @@ func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
 		f32(a.Beta1), f32(a.OneMinusBeta1), f32(a.Beta2), f32(a.OneMinusBeta2), f32(a.StepSize),
 		f32(a.BiasCorrection2Sqrt), f32(a.Eps), f32(a.WeightDecay), f32(a.Decay), i64(dec)), x.n)
 }
+
+// LARS applies one LARS step to the tensor w (optim.LARSUpdate's bits):
+// the two sums of squares in optim.SumSquares's chunks, the rate on the
+// device (dml_lars_rate: one thread adds the chunks in order), then the
+// element-wise step reading it. Nothing waits for the device.
+func (be *Backend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
+	const op = "LARS"
+	x, y, z := be.buf(w), be.buf(g), be.buf(v)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if x.n != y.n || x.n != z.n {
+		return be.shapeErr(op, "w has %d elements, g %d, v %d", x.n, y.n, z.n)
+	}
+	if x.n == 0 {
+		return nil
+	}
+	parts := ceilDiv(x.n, optim.NormChunk)
+	// 2·parts float64 partial sums, then the rate (a float32 in 8 bytes).
+	sc, err := be.scratch(op, 4*parts+2, x.n)
+	if err != nil {
+		return err
+	}
+	defer be.release(sc)
+	rate := sc.ptr + uint64(parts)*16
+	k := &be.dev.k
+	if err := be.launch1D(k.sumsq2Partial, parts, ptrAt(sc.ptr), ptr(x), ptr(y), i64(x.n), i64(optim.NormChunk)); err != nil {
+		return be.deviceErr(op, dimsString([]int{x.n}), err)
+	}
+	if err := be.launch(k.larsRate, 1, 1, 1, ptrAt(rate), ptrAt(sc.ptr), i64(parts), f64(s.LR), f64(s.TrustCoef), f64(s.WeightDecay64)); err != nil {
+		return be.deviceErr(op, dimsString([]int{x.n}), err)
+	}
+	return be.done(op, be.launch1D(k.lars, x.n, ptr(x), ptr(y), ptr(z), i64(x.n), ptrAt(rate), f32(s.Momentum), f32(s.WeightDecay)), x.n)
+}

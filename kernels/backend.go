@@ -145,6 +145,13 @@ type Backend interface {
 	// one update (optim.NewAdamStep): s holds m and v interleaved (m of
 	// weight i at 2i, v at 2i+1), twice as long as w.
 	Adam(w, g, s Buffer, a optim.AdamStep) error
+	// LARS (optim.LARS) applies one LARS step to the tensor w, all of it
+	// one tensor: its trust ratio from ‖w‖ and ‖g‖ (sums of squares in
+	// optim.SumSquares's order, the rate by LARSStep.Rate, computed where
+	// the buffers are: a device does not wait), then v = mu·v + rate·g',
+	// w -= v. v is as long as w. The result is optim.LARSUpdate's bit for
+	// bit.
+	LARS(w, g, v Buffer, s optim.LARSStep) error
 }
 
 // HostBuffer is a Buffer that lives in host memory and shows it. Code that

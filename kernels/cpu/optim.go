@@ -57,3 +57,17 @@ func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
 	optim.AdamUpdate(wv, gv, sv, a)
 	return nil
 }
+
+// LARS applies one LARS step (optim's rule) to the tensor w with velocity
+// v: the trust ratio from w's and g's norms, then the element-wise step.
+func (be *Backend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
+	wv, gv, vv := be.data(w), be.data(g), be.data(v)
+	if err := firstError(
+		checkLen("LARS", "g", len(gv), len(wv)),
+		checkLen("LARS", "v", len(vv), len(wv)),
+	); err != nil {
+		return err
+	}
+	optim.LARSUpdate(wv, gv, vv, s)
+	return nil
+}

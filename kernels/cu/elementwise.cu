@@ -108,6 +108,22 @@ DML_EXTERN void dml_adam(float* __restrict__ w, const float* __restrict__ g, flo
   }
 }
 
+// LARS's element-wise step, as kernels/optim's larsAt: g' = g + wd·w;
+// v = mu·v + rate·g'; w -= v, rate the tensor's lr·trust, which
+// dml_lars_rate (reduce.cu) left in device memory (rate[0]): the host
+// never waits for it.
+DML_EXTERN void dml_lars(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v,
+                         long long n, const float* __restrict__ rate, float mu, float wd) {
+  const float r = rate[0];
+  DML_GRID_STRIDE(i, n) {
+    const float wi = w[i];
+    const float gi = __fadd_rn(g[i], __fmul_rn(wd, wi));
+    const float vi = __fadd_rn(__fmul_rn(mu, v[i]), __fmul_rn(r, gi));
+    v[i] = vi;
+    w[i] = __fsub_rn(wi, vi);
+  }
+}
+
 // dst[i·width + c] = src[idx[i]·width + c] for i < n, c < width: gathers rows
 // of a table (width 1: single values) by key index. An index outside
 // [0, srcRows) writes NaN (the runtime validates keys on the host; this only

@@ -54,6 +54,48 @@ DML_EXTERN void dml_dot_final(double* __restrict__ out, const double* __restrict
   if (threadIdx.x == 0) out[0] = b;
 }
 
+// LARS's norms in kernels/optim.SumSquares's order. 1-D over the chunks
+// of x and y (n floats each, chunk = optim.NormChunk): partial[2c] =
+// Σ x[i]², partial[2c+1] = Σ y[i]² over chunk c, in index order from 0,
+// in double (a float's square is exact in double).
+DML_EXTERN void dml_sumsq2_partial(double* __restrict__ partial, const float* __restrict__ x,
+                                   const float* __restrict__ y, long long n, long long chunk) {
+  if (chunk <= 0) return;
+  const long long parts = (n + chunk - 1) / chunk;
+  DML_GRID_STRIDE(c, parts) {
+    const long long lo = c * chunk;
+    const long long hi = lo + chunk < n ? lo + chunk : n;
+    double sx = 0.0, sy = 0.0;
+    for (long long i = lo; i < hi; i++) {
+      const double a = (double)x[i], b = (double)y[i];
+      sx = __dadd_rn(sx, __dmul_rn(a, a));
+      sy = __dadd_rn(sy, __dmul_rn(b, b));
+    }
+    partial[2 * c] = sx;
+    partial[2 * c + 1] = sy;
+  }
+}
+
+// One thread (thread 0 of block 0; any launch): the chunk sums of
+// dml_sumsq2_partial added in chunk order, then LARS's rate as
+// kernels/optim's LARSStep.Rate: trust = eta·‖w‖/(‖g‖ + wd·‖w‖), 1 unless
+// both sums are > 0; rate[0] = (float)(lr·trust). lr, eta, wd are doubles.
+DML_EXTERN void dml_lars_rate(float* __restrict__ rate, const double* __restrict__ partial, long long parts,
+                              double lr, double eta, double wd) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double sw = 0.0, sg = 0.0;
+  for (long long c = 0; c < parts; c++) {
+    sw = __dadd_rn(sw, partial[2 * c]);
+    sg = __dadd_rn(sg, partial[2 * c + 1]);
+  }
+  double trust = 1.0;
+  if (sw > 0.0 && sg > 0.0) {
+    const double nw = __dsqrt_rn(sw), ng = __dsqrt_rn(sg);
+    trust = __ddiv_rn(__dmul_rn(eta, nw), __dadd_rn(ng, __dmul_rn(wd, nw)));
+  }
+  rate[0] = (float)__dmul_rn(lr, trust);
+}
+
 // first[0] must hold n before the launch; it ends as the smallest index of a
 // NaN or ±Inf in x (integer atomicMin: order-independent), or n if none.
 DML_EXTERN void dml_nonfinite(long long* __restrict__ first, const float* __restrict__ x, long long n) {

@@ -53,6 +53,7 @@ func testForeignBuffer(t *testing.T, be kernels.Backend) {
 		{"Momentum", func() { _ = be.Momentum(x(), x(), f, 0.1, 0.9, 0) }},
 		{"Adagrad", func() { _ = be.Adagrad(f, x(), x(), 0.1, 1e-6, 0) }},
 		{"Adam", func() { _ = be.Adam(x(), x(), f, adamStep) }},
+		{"LARS", func() { _ = be.LARS(x(), f, x(), larsStep) }},
 	} {
 		if !panics(c.call) {
 			t.Errorf("%s with a foreign buffer did not panic", c.name)

@@ -137,3 +137,60 @@ func testAdam(t *testing.T, be kernels.Backend) {
 		}
 	}
 }
+
+// testLARS checks LARS (You et al.'s Algorithm 1, optim.LARS) on one
+// tensor: trust = η·‖w‖/(‖g‖ + wd·‖w‖) (1 where ‖w‖ or ‖g‖ is 0),
+// g' = g + wd·w, v = mu·v + lr·trust·g', w -= v, against a float64
+// reference; then, unlike the other reductions, bit for bit against the
+// host rule (optim.LARSUpdate) on tensors longer than optim.NormChunk and
+// on zero weights: the norms' order is fixed (optim.SumSquares), so a
+// device that keeps it computes the same trust ratio.
+func testLARS(t *testing.T, be kernels.Backend) {
+	for _, wd := range []float32{0, 0.05} {
+		cfg := optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, WeightDecay: wd, TrustCoef: 0.02}
+		runOptim(t, be, 20, optimCase{
+			name: fmt.Sprintf("lars,wd=%v", wd),
+			step: func(be kernels.Backend, w, g, v kernels.Buffer) error {
+				return be.LARS(w, g, v, optim.NewLARSStep(cfg))
+			},
+			ref: func(w, g, v []float64) {
+				var sw, sg float64
+				for i := range w {
+					sw += w[i] * w[i]
+					sg += g[i] * g[i]
+				}
+				d := float64(wd)
+				trust := 0.02 * math.Sqrt(sw) / (math.Sqrt(sg) + d*math.Sqrt(sw))
+				for i := range w {
+					v[i] = 0.9*v[i] + 0.1*trust*(g[i]+d*w[i])
+					w[i] -= v[i]
+				}
+			},
+		})
+	}
+	r := newRand(21)
+	for _, c := range []struct {
+		name string
+		n    int
+		zero bool
+	}{{"1", 1, false}, {"NormChunk+1", optim.NormChunk + 1, false}, {"5000", 5000, false}, {"zero weights", 3000, true}} {
+		cfg := optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, WeightDecay: 1e-3, TrustCoef: 0.001}
+		s := optim.NewLARSStep(cfg)
+		w := normals(r, c.n, 1)
+		if c.zero {
+			clear(w)
+		}
+		v := normals(r, c.n, 0.01)
+		wb, vb := load(t, be, w), load(t, be, v)
+		for step := range 2 {
+			g := normals(r, c.n, 0.1)
+			gb := load(t, be, g)
+			name := fmt.Sprintf("lars n=%s step %d", c.name, step+1)
+			ok(t, name, be.LARS(wb, gb, vb, s))
+			optim.LARSUpdate(w, g, v, s)
+			checkExact(t, name+": w", read(t, be, wb), w)
+			checkExact(t, name+": v", read(t, be, vb), v)
+			checkExact(t, name+": g after", read(t, be, gb), g)
+		}
+	}
+}

@@ -151,10 +151,15 @@ var shapeCases = []struct {
 	{"Adagrad h", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(3), g.buf(2), 0.1, 1e-6, 0) }},
 	{"Adam g", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(2), g.buf(6), adamStep) }},
 	{"Adam s", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(3), g.buf(3), adamStep) }},
+	{"LARS g", func(g *guard) error { return g.be.LARS(g.buf(3), g.buf(2), g.buf(3), larsStep) }},
+	{"LARS v", func(g *guard) error { return g.be.LARS(g.buf(3), g.buf(3), g.buf(4), larsStep) }},
 }
 
 // adamStep is an Adam update's constants for the shape checks.
 var adamStep = optim.NewAdamStep(optim.Config{Kind: optim.Adam, LR: 0.1, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, Step: 1})
+
+// larsStep is a LARS update's constants for the shape checks.
+var larsStep = optim.NewLARSStep(optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, TrustCoef: 0.001})
 
 // testErrShape runs every shape case: the error must wrap kernels.ErrShape
 // and every buffer and host slice involved must be as it was.

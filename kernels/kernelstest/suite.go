@@ -84,6 +84,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"Momentum", plain(testMomentum)},
 		{"Adagrad", plain(testAdagrad)},
 		{"Adam", plain(testAdam)},
+		{"LARS", plain(testLARS)},
 		{"ErrShape", plain(testErrShape)},
 		{"ForeignBuffer", plain(testForeignBuffer)},
 		{"Gradients", testGradients},

@@ -293,6 +293,41 @@ static void test_reduce() {
     for (long long i = 0; i < n; i++) want += (double)x[i] * (double)y[i];
     CHECK(close(out[0], want, 1e-12), "dot n=%lld: %.17g want %.17g", n, out[0], want);
   }
+  // LARS: dml_sumsq2_partial (chunks of 1024, optim.NormChunk),
+  // dml_lars_rate and dml_lars against kernels/optim's SumSquares,
+  // LARSStep.Rate and larsAt written the same way here, bit for bit; a
+  // tensor of zero weights takes trust 1.
+  for (long long n : {1LL, 7LL, 1024LL, 1025LL, 5000LL}) {
+    for (bool zero : {false, true}) {
+      const long long chunk = 1024, parts = (n + chunk - 1) / chunk;
+      auto w = normals(n), g = normals(n, 0.1f), v = normals(n, 0.01f);
+      if (zero) std::fill(w.begin(), w.end(), 0.f);
+      const double lr = 0.1, eta = 0.001, wd64 = 0.001;
+      const float mu = 0.9f, wd = 1e-3f;
+      std::vector<double> partial(2 * parts);
+      std::vector<float> rate(1), ww = w, vv = v;
+      emu_launch(dml_sumsq2_partial, G1, B1, partial.data(), (const float*)w.data(), (const float*)g.data(), n, chunk);
+      emu_launch(dml_lars_rate, dim3{1, 1, 1}, dim3{1, 1, 1}, rate.data(), (const double*)partial.data(), parts, lr, eta, wd64);
+      emu_launch(dml_lars, G1, B1, ww.data(), (const float*)g.data(), vv.data(), n, (const float*)rate.data(), mu, wd);
+      double sw = 0, sg = 0;
+      for (long long lo = 0; lo < n; lo += chunk) {
+        double cw = 0, cg = 0;
+        for (long long i = lo; i < std::min(lo + chunk, n); i++) cw += (double)w[i] * w[i], cg += (double)g[i] * g[i];
+        sw += cw, sg += cg;
+      }
+      double trust = 1;
+      if (sw > 0 && sg > 0) trust = eta * std::sqrt(sw) / (std::sqrt(sg) + wd64 * std::sqrt(sw));
+      const float r = (float)(lr * trust);
+      CHECK(same_bits(rate[0], r), "lars rate n=%lld zero=%d: %.9g want %.9g", n, zero, rate[0], r);
+      if (zero) CHECK(r == 0.1f, "lars zero weights: rate %.9g, want lr", r);
+      for (long long i = 0; i < n; i++) {
+        float gi = g[i] + wd * w[i];
+        float vi = mu * v[i] + r * gi;
+        float want = w[i] - vi;
+        CHECK(same_bits(vv[i], vi) && same_bits(ww[i], want), "lars n=%lld %lld", n, i);
+      }
+    }
+  }
   for (long long n : {0LL, 1LL, 1000LL}) {
     for (long long bad : {-1LL, 0LL, 500LL, 999LL}) {
       if (bad >= n) continue;
