@@ -1,6 +1,10 @@
 package ps
 
-import "math"
+import (
+	"math"
+
+	"github.com/dml-project/dml/kernels/optim"
+)
 
 // applyPush applies a served push: at once under SSP, ASP and DSSP (each
 // worker's gradient scaled by lr alone, Downpour style), or into the current
@@ -108,7 +112,15 @@ func (s *Server) applyRound() {
 	}
 	s.upd.cfg.Step = b.number + 1 // Adam's count: the round's
 	scale := float32(n)
-	if b.all || len(b.keys) == len(b.acc) {
+	if s.upd.cfg.Kind == optim.LARS && (b.all || len(b.keys) == len(b.acc)) {
+		// LARS's trust ratios need each tensor's whole gradient: the
+		// round's average first, then one dense step.
+		divide(b.acc, scale)
+		s.upd.dense(0, b.acc)
+		clear(b.acc)
+		clear(b.touched)
+		b.all = false
+	} else if b.all || len(b.keys) == len(b.acc) {
 		// Dense: one vector step over the range, block by block so that
 		// each block is averaged, applied and cleared while in cache.
 		n := len(b.acc)

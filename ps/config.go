@@ -92,6 +92,19 @@ type Config struct {
 	Eps         float32
 	// Beta1 and Beta2 are Adam's and AdamW's (read by those rules only).
 	Beta1, Beta2 float32
+	// TrustCoef is LARS's trust coefficient η (read by LARS only).
+	TrustCoef float32
+	// TensorStarts are the first keys of the model's parameter tensors,
+	// ascending from 0 (model.TensorStarts): LARS takes a trust ratio per
+	// tensor. nil: each server's range is one tensor. A server computes
+	// each trust ratio over the part of a tensor its range holds, so with
+	// more than one server a tensor that a range boundary cuts gets one
+	// trust ratio per part (a departure from LARS, which takes the whole
+	// tensor's norms; with one server, or boundaries that cut no tensor,
+	// the update is the allreduce one). Like the betas, TrustCoef and
+	// TensorStarts are not in the worker's hello: the trainer's
+	// configuration check covers them.
+	TensorStarts []int
 
 	// Timeout bounds how long anyone waits in silence. A server reports a
 	// worker missing (and returns an error) when that worker has sent nothing

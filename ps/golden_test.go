@@ -37,7 +37,7 @@ func goldenCases() []goldenCase {
 				name:    fmt.Sprintf("bsp/dense/servers=%d/%v", servers, opt),
 				workers: 3,
 				cfg: Config{Servers: servers, Consistency: BSP, Optimizer: opt, LR: 0.05,
-					Momentum: 0.9, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999},
+					Momentum: 0.9, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, TrustCoef: 0.02},
 			})
 		}
 		cs = append(cs, goldenCase{

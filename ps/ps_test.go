@@ -25,7 +25,7 @@ func TestBSPEqualsAveragedSGD(t *testing.T) {
 		for _, opt := range optim.Kinds {
 			t.Run(fmt.Sprintf("servers=%d/%v", servers, opt), func(t *testing.T) {
 				cfg := Config{Servers: servers, Consistency: BSP, Optimizer: opt, LR: 0.05,
-					Momentum: 0.9, WeightDecay: 0.01, Timeout: 10 * time.Second}
+					Momentum: 0.9, WeightDecay: 0.01, TrustCoef: 0.02, Timeout: 10 * time.Second}
 				res := runJob(t, servers+workers, time.Second, cfg, initial, func(w *Worker) (bool, error) {
 					k := w.rank - servers
 					model := make([]float32, d)
@@ -44,6 +44,13 @@ func TestBSPEqualsAveragedSGD(t *testing.T) {
 				// Reference: averaged-gradient synchronous SGD, sums in worker order.
 				ref := append([]float32(nil), initial...)
 				u := newUpdater(cfg.withDefaults(), ref)
+				// LARS: a trust ratio per server range (each server's part
+				// of the one tensor).
+				var rs []int
+				for _, r := range Partition(d, servers) {
+					rs = append(rs, r.Lo)
+				}
+				u.setTensors(rs, 0)
 				for s := 0; s < steps; s++ {
 					avg := make([]float32, d)
 					for k := 0; k < workers; k++ {

@@ -179,7 +179,7 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 	rng := Partition(len(initial), cfg.Servers)[rank]
 	s := &Server{
 		cfg: cfg, rank: rank, size: size, rng: rng, nw: nw, hello: helloFor(cfg, len(initial)),
-		ctl: ctl, upd: newUpdaterCopy(cfg, initial[rng.Lo:rng.Hi]),
+		ctl: ctl, upd: newUpdaterCopy(cfg, initial[rng.Lo:rng.Hi], rng.Lo),
 		said: make([]bool, nw), finished: make([]bool, nw), pending: make([]*request, nw),
 		slots: make([][requestSlots]*request, nw), replyBuf: make([][]float32, nw),
 		lastHeard: make([]time.Duration, nw), lastBeat: make([]time.Duration, nw),

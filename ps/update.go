@@ -12,7 +12,8 @@ import (
 
 // optimConfig is cfg's update rule as an optim.Config.
 func (c Config) optimConfig() optim.Config {
-	return optim.Config{Kind: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Eps: c.Eps, Beta1: c.Beta1, Beta2: c.Beta2}
+	return optim.Config{Kind: c.Optimizer, LR: c.LR, Momentum: c.Momentum, WeightDecay: c.WeightDecay, Eps: c.Eps, Beta1: c.Beta1, Beta2: c.Beta2,
+		TrustCoef: c.TrustCoef}
 }
 
 // updater holds a server's weights for its range and the optimizer state.
@@ -25,6 +26,54 @@ type updater struct {
 	// misses), freed when the updater goes.
 	tables  []*hugemem.Table
 	scratch []float32 // StepKeys's first pass
+	// starts are the first keys of LARS's tensors in the range, relative
+	// to it, ascending from 0 (Config.TensorStarts cut to the range).
+	starts []int
+}
+
+// setTensors cuts the model's tensor starts (Config.TensorStarts) to the
+// range that begins at key lo: LARS's tensors on this server.
+func (u *updater) setTensors(starts []int, lo int) {
+	u.starts = append(u.starts[:0], 0)
+	for _, s := range starts {
+		if s > lo && s < lo+len(u.w) {
+			u.starts = append(u.starts, s-lo)
+		}
+	}
+}
+
+// larsDense is dense for LARS: per tensor of the range that the push
+// [off, off+len(g)) reaches, the trust ratio from the norms of the
+// tensor's weights on this server and of the pushed gradient (in
+// optim.SumSquares's order, serially), then the element-wise step (split
+// over cores when long). With a push of the whole range and the range's
+// tensors whole, it is the workers' Optimizer's update bit for bit.
+func (u *updater) larsDense(off int, g []float32) {
+	s := optim.NewLARSStep(u.cfg)
+	starts := u.starts
+	if len(starts) == 0 {
+		starts = []int{0}
+	}
+	for t, a := range starts {
+		b := len(u.w)
+		if t+1 < len(starts) {
+			b = starts[t+1]
+		}
+		x, y := max(a, off), min(b, off+len(g))
+		if x >= y {
+			continue
+		}
+		gt := g[x-off : y-off]
+		rate := s.Rate(optim.SumSquares(u.w[a:b]), optim.SumSquares(gt))
+		w, v := u.w[x:y], u.state[x:y]
+		if len(gt) < parallelMin {
+			optim.LARSApply(w, gt, v, rate, s.Momentum, s.WeightDecay)
+			continue
+		}
+		parallelFor(len(gt), func(lo, hi int) {
+			optim.LARSApply(w[lo:hi], gt[lo:hi], v[lo:hi], rate, s.Momentum, s.WeightDecay)
+		})
+	}
 }
 
 // newUpdater updates w in place.
@@ -36,11 +85,13 @@ func newUpdater(cfg Config, w []float32) *updater {
 	return u
 }
 
-// newUpdaterCopy updates a copy of initial, in a table of its own.
-func newUpdaterCopy(cfg Config, initial []float32) *updater {
+// newUpdaterCopy updates a copy of initial, in a table of its own: the
+// range of keys from lo.
+func newUpdaterCopy(cfg Config, initial []float32, lo int) *updater {
 	t := hugemem.Floats(len(initial))
 	copy(t.F, initial)
 	u := newUpdater(cfg, t.F)
+	u.setTensors(cfg.TensorStarts, lo)
 	u.tables = append(u.tables, t)
 	return u
 }
@@ -54,6 +105,10 @@ func (u *updater) table(n int) []float32 {
 // dense applies gradient g to the keys [off, off+len(g)) of the range.
 // Large ranges are split over cores (the rules are element-wise).
 func (u *updater) dense(off int, g []float32) {
+	if u.cfg.Kind == optim.LARS {
+		u.larsDense(off, g)
+		return
+	}
 	w := u.w[off : off+len(g)]
 	per := u.cfg.Kind.StatePer()
 	var state []float32
@@ -76,6 +131,12 @@ func (u *updater) dense(off int, g []float32) {
 // keys applies gradient g[i] to the key keys[i] (a key of the model; off is
 // the range's first) for every i: a sparse push (optim.StepKeys).
 func (u *updater) keys(keys []int64, off int, g []float32) {
+	if u.cfg.Kind == optim.LARS {
+		// Per tensor: ‖w‖ of the whole part on this server, ‖g‖ of the
+		// pushed keys' gradients.
+		optim.LARSKeys(optim.NewLARSStep(u.cfg), u.w, u.state, u.starts, keys, off, g)
+		return
+	}
 	if cap(u.scratch) < len(keys) {
 		u.scratch = make([]float32, len(keys))
 	}
@@ -83,7 +144,7 @@ func (u *updater) keys(keys []int64, off int, g []float32) {
 }
 
 // denseSerial is dense on the calling goroutine (for callers that split
-// the work themselves).
+// the work themselves; not LARS, whose trust ratios need whole tensors).
 func (u *updater) denseSerial(off int, g []float32) {
 	var state []float32
 	if per := u.cfg.Kind.StatePer(); u.state != nil {

@@ -12,7 +12,7 @@ import (
 func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 	for _, opt := range optim.Kinds {
 		t.Run(opt.String(), func(t *testing.T) {
-			cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}.withDefaults()
+			cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, TrustCoef: 0.02}.withDefaults()
 			n := 9
 			wd := make([]float32, n) // dense updater's weights
 			for i := range wd {
@@ -35,6 +35,14 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 					g[i] = float32((i*7+step*3)%5) - 2 + 0.25*float32(step)
 				}
 				dense.cfg.Step, sparse.cfg.Step = step+1, step+1
+				// LARS: the 9 weights one tensor; its trust ratio from
+				// the norms before the step.
+				var sw, sg float64
+				for i := range g {
+					sw += ref[i] * ref[i]
+					sg += float64(g[i]) * float64(g[i])
+				}
+				trust := 0.02 * math.Sqrt(sw) / (math.Sqrt(sg) + 0.01*math.Sqrt(sw))
 				dense.dense(0, g)
 				sparse.keys(keys, 0, g)
 				for i := range g {
@@ -59,6 +67,9 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 					case optim.Adagrad:
 						state[i] += gp * gp
 						ref[i] -= float64(cfg.LR) * gp / (math.Sqrt(state[i]) + float64(cfg.Eps))
+					case optim.LARS:
+						state[i] = float64(cfg.Momentum)*state[i] + 0.05*trust*gp
+						ref[i] -= state[i]
 					}
 				}
 			}

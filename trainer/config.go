@@ -419,7 +419,7 @@ func (c Config) psConfig() (ps.Config, error) {
 		Servers: c.PS.Servers, Consistency: c.PS.Consistency, Staleness: c.PS.Staleness,
 		StalenessLow: c.PS.StalenessLow, StalenessHigh: c.PS.StalenessHigh,
 		Optimizer: c.Opt.Kind, LR: c.Opt.LR, Momentum: c.Opt.Momentum, WeightDecay: c.Opt.WeightDecay, Eps: c.Opt.Eps,
-		Beta1: c.Opt.Beta1, Beta2: c.Opt.Beta2,
+		Beta1: c.Opt.Beta1, Beta2: c.Opt.Beta2, TrustCoef: c.Opt.TrustCoef,
 		Timeout: c.Timeout, StallWarn: c.StallWarn, Filters: filters, ReplicateEvery: c.PS.ReplicateEvery,
 	}, nil
 }

@@ -97,7 +97,7 @@ type localModel struct {
 }
 
 func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
-	opt, err := model.NewOptimizer(j.cfg.Opt, j.Backend, m.NumParams())
+	opt, err := model.NewArchOptimizer(j.cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
 	}

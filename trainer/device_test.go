@@ -116,6 +116,9 @@ func (d *deviceBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) err
 func (d *deviceBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
 	return d.b.Adam(un(w), un(g), un(s), a)
 }
+func (d *deviceBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
+	return d.b.LARS(un(w), un(g), un(v), s)
+}
 
 var _ kernels.Backend = (*deviceBackend)(nil)
 

@@ -153,7 +153,7 @@ var oneRankOnDevice = true
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
 func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
 	cfg := j.cfg
-	opt, err := model.NewOptimizer(cfg.Opt, j.Backend, m.NumParams())
+	opt, err := model.NewArchOptimizer(cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
 	}

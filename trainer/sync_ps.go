@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
@@ -186,6 +187,9 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	pcfg, err := cfg.psConfig()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Opt.Kind == optim.LARS {
+		pcfg.TensorStarts = model.TensorStarts(arch) // each tensor its trust ratio
 	}
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats

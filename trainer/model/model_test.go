@@ -132,17 +132,25 @@ func TestCheckFinite(t *testing.T) {
 
 // TestUpdateRangeSameBits: updating a vector piece by piece (as the
 // AllReduce strategy does, bucket by bucket) gives one Update's weights and
-// state bit for bit, for every rule.
+// state bit for bit, for every rule (LARS: pieces of whole tensors, here
+// the pieces themselves).
 func TestUpdateRangeSameBits(t *testing.T) {
 	const n = 1031
+	pieces := []int{1, 17, 300, 8}
+	var starts []int // the pieces' first indices, ascending
+	for lo, i := n, 0; lo > 0; i++ {
+		lo -= min(pieces[i%len(pieces)], lo)
+		starts = append([]int{lo}, starts...)
+	}
 	for _, kind := range optim.Kinds {
-		cfg := optim.Config{Kind: kind, LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4, Eps: 1e-10}
+		cfg := optim.Config{Kind: kind, LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4, Eps: 1e-10, TrustCoef: 0.01}
 		run := func(pieces []int) ([]float32, []float32) {
 			b := cpu.New()
 			o, err := NewOptimizer(cfg, b, n)
 			if err != nil {
 				t.Fatal(err)
 			}
+			o.starts = starts
 			w, _ := b.Alloc(n)
 			g, _ := b.Alloc(n)
 			wv, gv := make([]float32, n), make([]float32, n)
@@ -173,7 +181,7 @@ func TestUpdateRangeSameBits(t *testing.T) {
 			return out, st
 		}
 		w0, s0 := run(nil)
-		w1, s1 := run([]int{1, 17, 300, 8})
+		w1, s1 := run(pieces)
 		if !slices.Equal(w0, w1) || !slices.Equal(s0, s1) {
 			t.Errorf("%v: piecewise update differs from one update", kind)
 		}
@@ -183,5 +191,60 @@ func TestUpdateRangeSameBits(t *testing.T) {
 	w, _ := b.Alloc(10)
 	if err := o.UpdateRange(w, w, 5, 6); !errors.Is(err, kernels.ErrShape) {
 		t.Errorf("range past the end: %v, want ErrShape", err)
+	}
+}
+
+// TestLARSTensors: the optimizer of an Arch gives LARS each weight and
+// each bias its own trust ratio (optim.LARSUpdate tensor by tensor, bit
+// for bit, which one trust ratio over the whole vector is not), and a
+// range that cuts a tensor is refused.
+func TestLARSTensors(t *testing.T) {
+	arch, err := NewArch(5, []int{4}, 3, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := optim.Config{Kind: optim.LARS, LR: 0.5, Momentum: 0.9, WeightDecay: 1e-3, TrustCoef: 0.02}
+	b := cpu.New()
+	o, err := NewArchOptimizer(cfg, b, arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := arch.NumParams()
+	wv, gv := arch.InitParams(3), make([]float32, n)
+	for i := range gv {
+		gv[i] = float32(i%7)*0.1 - 0.3
+	}
+	w, _ := b.Alloc(n)
+	g, _ := b.Alloc(n)
+	_ = b.Upload(w, wv)
+	_ = b.Upload(g, gv)
+	if err := o.Update(w, g); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, n)
+	_ = b.Download(got, w)
+	want, v := slices.Clone(wv), make([]float32, n)
+	ts := arch.Tensors()
+	if len(ts) != 4 {
+		t.Fatalf("%d tensors, want 4", len(ts))
+	}
+	for _, tn := range ts {
+		lo, hi := tn.Off, tn.Off+tn.Len()
+		optim.LARSUpdate(want[lo:hi], gv[lo:hi], v[lo:hi], optim.NewLARSStep(cfg))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Update: %v, LARS tensor by tensor %v", got, want)
+	}
+	whole := slices.Clone(wv)
+	optim.LARSUpdate(whole, gv, make([]float32, n), optim.NewLARSStep(cfg))
+	if slices.Equal(whole, want) {
+		t.Error("one trust ratio for the whole vector gives the same weights: the test tells nothing")
+	}
+	l := arch.Layers()[1]
+	if err := o.UpdateRange(w, g, l.WOff, l.End-l.WOff); err != nil {
+		t.Errorf("UpdateRange of layer 1: %v", err)
+	}
+	if err := o.UpdateRange(w, g, l.WOff+1, l.End-l.WOff-1); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("UpdateRange cutting a tensor: %v, want ErrShape", err)
 	}
 }

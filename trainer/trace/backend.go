@@ -243,3 +243,10 @@ func (tb *tracedBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
 	sp.Arg("n", blen(w)).Err(err).End()
 	return err
 }
+
+func (tb *tracedBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
+	sp := tb.t.Begin("LARS").Cat(Update)
+	err := tb.b.LARS(w, g, v, s)
+	sp.Arg("n", blen(w)).Err(err).End()
+	return err
+}

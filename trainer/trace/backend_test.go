@@ -100,6 +100,9 @@ func (f *fakeBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error
 func (f *fakeBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
 	return f.record("Adam", w, g, s, a)
 }
+func (f *fakeBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
+	return f.record("LARS", w, g, v, s)
+}
 
 var backendCases = map[string]methodCase{
 	"Name": {}, "View": {},
@@ -115,7 +118,7 @@ var backendCases = map[string]methodCase{
 	"Sum": {span: true, cat: Compute}, "Dot": {span: true, cat: Compute},
 	"NonFinite": {span: true, cat: Compute},
 	"SGD":       {span: true, cat: Update}, "Momentum": {span: true, cat: Update},
-	"Adagrad": {span: true, cat: Update}, "Adam": {span: true, cat: Update},
+	"Adagrad": {span: true, cat: Update}, "Adam": {span: true, cat: Update}, "LARS": {span: true, cat: Update},
 }
 
 func TestBackendForwardsEveryOp(t *testing.T) {
