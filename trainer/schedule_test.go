@@ -79,10 +79,19 @@ func TestLRScheduleRefused(t *testing.T) {
 
 // TestLRScheduleTrains: with a warm-up and a step schedule every step's
 // rate is in --metrics as planned; the ps servers, which compute each
-// round's rate themselves, train bit for bit as allreduce does; and the
-// rates change what is trained.
+// round's rate themselves, train bit for bit as allreduce does (with the
+// default momentum, and with LARS, whose one server takes a trust ratio
+// per tensor as the allreduce ranks do); and the rates change what is
+// trained.
 func TestLRScheduleTrains(t *testing.T) {
+	for _, k := range []optim.Kind{optim.Momentum, optim.LARS} {
+		t.Run(k.String(), func(t *testing.T) { testLRScheduleTrains(t, k) })
+	}
+}
+
+func testLRScheduleTrains(t *testing.T, k optim.Kind) {
 	cfg := synthCfg()
+	cfg.Opt.Kind = k
 	cfg.Epochs, cfg.LRSchedule, cfg.WarmupEpochs = 3, "step:2:0.5", 0.5
 	ar := cfg
 	ar.Metrics = filepath.Join(t.TempDir(), "m.jsonl")
@@ -119,7 +128,9 @@ func TestLRScheduleTrains(t *testing.T) {
 	if got := res[1].Params; !slices.Equal(got, want) {
 		t.Errorf("ps bsp with the schedule: weights differ from allreduce's by %.3g", numtest.MaxRelDiff(got, want))
 	}
-	res, errs = runWorld(t, 2, synthCfg3(), nil)
+	c3 := synthCfg3()
+	c3.Opt.Kind = k
+	res, errs = runWorld(t, 2, c3, nil)
 	noErrs(t, errs)
 	if slices.Equal(finalParams(t, res), want) {
 		t.Error("the schedule changed nothing")

@@ -23,10 +23,16 @@ func psCfg(consistency ps.Consistency, servers int) Config {
 func workerResult(res []*Result, servers int) *Result { return res[servers] }
 
 // TestPSBSPEqualsAllreduce: BSP through 1 or 2 servers trains the same
-// weights as synchronous AllReduce over the same number of workers.
+// weights as synchronous AllReduce over the same number of workers (LARS
+// with one server only: two cut a tensor, each taking a trust ratio of its
+// part, a departure ps.Config.TensorStarts states; ps's
+// TestBSPEqualsAveragedSGD checks that part by part).
 func TestPSBSPEqualsAllreduce(t *testing.T) {
 	for _, opt := range optim.Kinds {
 		for _, servers := range []int{1, 2} {
+			if opt == optim.LARS && servers > 1 {
+				continue
+			}
 			t.Run(fmt.Sprintf("opt=%s/servers=%d", opt, servers), func(t *testing.T) {
 				const workers = 3
 				cfg := psCfg(ps.BSP, servers)

@@ -257,10 +257,17 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 }
 
 // adamDefaults gives adam and adamw PyTorch's betas and eps where the
-// flags leave them; other optimizers ignore the betas.
+// flags leave them, and lars You et al.'s trust coefficient; other
+// optimizers ignore the betas and the trust coefficient (zeroed, so that
+// their configuration is as it was before these flags).
 func adamDefaults(fs *flag.FlagSet, o *optim.Config) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.Kind != optim.LARS {
+		o.TrustCoef = 0
+	} else if !set["trust-coef"] {
+		o.TrustCoef = optim.DefaultTrustCoef
+	}
 	if o.Kind != optim.Adam && o.Kind != optim.AdamW {
 		o.Beta1, o.Beta2 = 0, 0
 		return
@@ -550,13 +557,14 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.IntVar(&cfg.MaxSteps, "max-steps", cfg.MaxSteps, "stop after this many steps (0: save the initial weights; negative: no limit)")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed for weights, shuffling and synthetic data")
 	fs.BoolVar(&cfg.Shuffle, "shuffle", cfg.Shuffle, "shuffle each epoch (--shuffle=false for exact reproducibility checks)")
-	fs.TextVar(&cfg.Opt.Kind, "optimizer", cfg.Opt.Kind, "optimizer: sgd, momentum, adagrad, adam or adamw (PyTorch's definitions; adamw's weight decay is decoupled)")
+	fs.TextVar(&cfg.Opt.Kind, "optimizer", cfg.Opt.Kind, "optimizer: sgd, momentum, adagrad, adam or adamw (PyTorch's definitions; adamw's weight decay is decoupled), or lars (You et al.'s layer-wise trust ratio on momentum, per weight and bias tensor)")
 	fs.Var(float32Flag{&cfg.Opt.LR}, "lr", "learning rate")
-	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum)")
+	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum or lars)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's, adam's and adamw's epsilon (adam, adamw: 1e-8 unless given)")
 	fs.Var(float32Flag{&cfg.Opt.Beta1}, "beta1", "adam, adamw: the first moment's decay β1 (0.9 unless given)")
 	fs.Var(float32Flag{&cfg.Opt.Beta2}, "beta2", "adam, adamw: the second moment's decay β2 (0.999 unless given)")
+	fs.Var(float32Flag{&cfg.Opt.TrustCoef}, "trust-coef", "lars: the trust coefficient η of each tensor's trust ratio η·‖w‖/(‖g‖ + wd·‖w‖) (0.001 unless given)")
 	fs.StringVar(&cfg.LRSchedule, "lr-schedule", "", "the learning rate over the epochs after the warm-up: constant (the default), step:E1,E2,…:GAMMA (times GAMMA after each epoch Ei) or cosine (to 0 at the last step)")
 	fs.Float64Var(&cfg.WarmupEpochs, "warmup-epochs", 0, "raise the learning rate linearly over this many epochs (fractions too): from 0, or with --lr-scale-ranks from --lr (Goyal et al.'s gradual warm-up)")
 	fs.BoolVar(&cfg.LRScaleRanks, "lr-scale-ranks", false, "the linear scaling rule: the learning rate is --lr times the ranks that train")
@@ -815,7 +823,7 @@ var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
 	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps",
 	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
-	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2",
+	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2", "Opt.TrustCoef": "--trust-coef",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
 	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",
 	"PS.FetchEvery": "--fetch-every", "PS.PushEvery": "--push-every",
