@@ -50,7 +50,7 @@ func (g *argGen) value(t reflect.Type) reflect.Value {
 		v.Set(reflect.ValueOf(fmt.Errorf("argument error %d", n)))
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64: // int, time.Duration
 		v.SetInt(int64(n))
-	case t.Kind() == reflect.Float32:
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64: // float64: optim.LARSStep
 		v.SetFloat(float64(n) + 0.5)
 	case t.Kind() == reflect.Bool:
 		v.SetBool(n%2 == 1)
