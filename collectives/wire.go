@@ -2,8 +2,9 @@ package collectives
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
+
+	"github.com/dml-project/dml/internal/half"
 )
 
 // Wire is how an AllReduce's messages carry the values: as they are
@@ -89,12 +90,12 @@ func encode(w Wire, dst []uint16, src []float32, scale float32) {
 	if w == WireF16 {
 		done := encodeF16Vec(dst, src, scale)
 		for i := done; i < len(src); i++ {
-			dst[i] = f32ToF16(src[i] * scale)
+			dst[i] = half.Float32ToFloat16(src[i] * scale)
 		}
 		return
 	}
 	for i, v := range src {
-		dst[i] = f32ToBF16(v)
+		dst[i] = half.Float32ToBFloat16(v)
 	}
 }
 
@@ -104,7 +105,7 @@ func decode(w Wire, dst []float32, src []uint16, inv float32, add bool) {
 	if w == WireF16 {
 		done := decodeF16Vec(dst, src, inv, add)
 		for i := done; i < len(dst); i++ {
-			v := f16ToF32(src[i]) * inv
+			v := half.Float16ToFloat32(src[i]) * inv
 			if add {
 				v += dst[i]
 			}
@@ -114,77 +115,11 @@ func decode(w Wire, dst []float32, src []uint16, inv float32, add bool) {
 	}
 	if add {
 		for i, h := range src {
-			dst[i] += math.Float32frombits(uint32(h) << 16)
+			dst[i] += half.BFloat16ToFloat32(h)
 		}
 		return
 	}
 	for i, h := range src {
-		dst[i] = math.Float32frombits(uint32(h) << 16)
+		dst[i] = half.BFloat16ToFloat32(h)
 	}
-}
-
-// f32ToF16 is IEEE binary16 rounding to nearest even, as F16C's
-// VCVTPS2PH with imm 0 (NaNs quieted, their payload's top bits kept).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b >> 23 & 0xff)
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00 | uint16(man>>13)
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 { // a subnormal half, or zero
-		if e < -10 {
-			return sign
-		}
-		man |= 0x800000
-		shift := uint(14 - e)
-		half := uint32(1) << (shift - 1)
-		rem, r := man&(1<<shift-1), man>>shift
-		if rem > half || rem == half && r&1 == 1 {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(e)<<10 | man>>13
-	if rem := man & 0x1fff; rem > 0x1000 || rem == 0x1000 && r&1 == 1 {
-		r++ // a carry into the exponent is right, up to Inf
-	}
-	return sign | uint16(r)
-}
-
-// f16ToF32 is exact.
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		v := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
-
-// f32ToBF16 keeps float32's top 16 bits, rounding to nearest even (NaNs
-// quieted).
-func f32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
 }

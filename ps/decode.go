@@ -3,6 +3,7 @@ package ps
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/dml-project/dml/internal/half"
 	"math"
 	"time"
 	"unsafe"
@@ -261,11 +262,11 @@ func (m *message) floatsInto(dst []float32) {
 			u := unsafe.Slice((*uint16)(unsafe.Pointer(&raw[0])), len(dst))
 			if m.enc == Float16 {
 				for i, h := range u {
-					dst[i] = Float16ToFloat32(h)
+					dst[i] = half.Float16ToFloat32(h)
 				}
 			} else {
 				for i, h := range u {
-					dst[i] = BFloat16ToFloat32(h)
+					dst[i] = half.BFloat16ToFloat32(h)
 				}
 			}
 			return
@@ -273,9 +274,9 @@ func (m *message) floatsInto(dst []float32) {
 		for i := range dst {
 			h := binary.LittleEndian.Uint16(raw[2*i:])
 			if m.enc == Float16 {
-				dst[i] = Float16ToFloat32(h)
+				dst[i] = half.Float16ToFloat32(h)
 			} else {
-				dst[i] = BFloat16ToFloat32(h)
+				dst[i] = half.BFloat16ToFloat32(h)
 			}
 		}
 	}

@@ -33,7 +33,7 @@
 //     in as an argument, they do no I/O.
 //   - update.go: the server-side update, kernels/optim's rules (SGD,
 //     momentum, Adagrad) over the server's range or single keys.
-//   - filter.go, halffloat.go: push filters (significantly-modified, float16
+//   - filter.go (and internal/half): push filters (significantly-modified, float16
 //     and bfloat16 compression).
 //   - server.go, aggregate.go, liveness.go: the server as a state machine
 //     (etcd raft style): Server.Step handles one request and returns the

@@ -2,6 +2,7 @@ package ps
 
 import (
 	"errors"
+	"github.com/dml-project/dml/internal/half"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -91,9 +92,9 @@ func TestCompressFilter(t *testing.T) {
 		err := (Compress{Format: tc.f}).NewFilter(1).Filter(&u)
 		var back float32
 		if tc.f == Float16 {
-			back = Float16ToFloat32(Float32ToFloat16(tc.v))
+			back = half.Float16ToFloat32(half.Float32ToFloat16(tc.v))
 		} else {
-			back = BFloat16ToFloat32(Float32ToBFloat16(tc.v))
+			back = half.BFloat16ToFloat32(half.Float32ToBFloat16(tc.v))
 		}
 		if (err != nil) != tc.fail || math.IsInf(float64(back), 0) != tc.fail {
 			t.Errorf("%v of %g: err %v, converts to %g; want failure %v", tc.f, tc.v, err, back, tc.fail)

@@ -3,6 +3,7 @@ package ps
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/dml-project/dml/internal/half"
 	"math"
 	"slices"
 	"time"
@@ -276,19 +277,19 @@ func appendValues(b []byte, vs []float32, enc Encoding) []byte {
 			u := unsafe.Slice((*uint16)(unsafe.Pointer(&out[0])), len(vs))
 			if enc == Float16 {
 				for i, v := range vs {
-					u[i] = Float32ToFloat16(v)
+					u[i] = half.Float32ToFloat16(v)
 				}
 			} else {
 				for i, v := range vs {
-					u[i] = Float32ToBFloat16(v)
+					u[i] = half.Float32ToBFloat16(v)
 				}
 			}
 			return b
 		}
 		for i, v := range vs {
-			h := Float32ToBFloat16(v)
+			h := half.Float32ToBFloat16(v)
 			if enc == Float16 {
-				h = Float32ToFloat16(v)
+				h = half.Float32ToFloat16(v)
 			}
 			binary.LittleEndian.PutUint16(out[2*i:], h)
 		}

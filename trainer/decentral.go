@@ -262,6 +262,25 @@ func (l *localModel) consensus() (float64, error) {
 	return float64(dist[0]) / math.Max(math.Sqrt(a), 1e-30), nil
 }
 
+// endEpoch fills in a lock-step strategy's epoch figures (dpsgd, local
+// SGD): the job's samples/s (summed over ranks: the loop measured this
+// rank's), the mean share of step time spent communicating, the consensus
+// distance, and the reporting rank's averagings and time waiting for them.
+func (l *localModel) endEpoch(st *EpochStats, commSec, stepSec, wallSec float64, averagings int, waitSec float64) error {
+	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
+	if err := collectives.Allreduce(l.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
+		return err
+	}
+	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
+	st.SamplesPerSec = float64(fr[2])
+	dist, err := l.consensus()
+	if err != nil {
+		return err
+	}
+	st.GossipStats = &GossipStats{Consensus: dist, Averagings: averagings, AveragingsPerSec: float64(averagings) / max(wallSec, 1e-12), PartnerWaitSec: waitSec}
+	return nil
+}
+
 // averageInto sets dst to the average of every rank's x (a collective).
 func (l *localModel) averageInto(dst []float32) error {
 	copy(dst, l.x)

@@ -237,19 +237,9 @@ func (s *dpsgdStrategy) mix() {
 // this rank's), the mean share of step time spent waiting for neighbours,
 // the consensus distance, and the reporting rank's averaging figures.
 func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
-	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
-	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
-		return err
-	}
-	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
-	st.SamplesPerSec = float64(fr[2])
-	dist, err := s.consensus()
-	if err != nil {
-		return err
-	}
-	st.GossipStats = &GossipStats{Consensus: dist, Averagings: s.mixes, AveragingsPerSec: float64(s.mixes) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
+	err := s.endEpoch(st, commSec, stepSec, wallSec, s.mixes, s.waitSec)
 	s.mixes, s.waitSec = 0, 0
-	return nil
+	return err
 }
 
 // Evaluate measures the consensus model EndEpoch averaged.

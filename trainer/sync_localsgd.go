@@ -95,22 +95,12 @@ func (s *localSGDStrategy) Exchange(step int) (StepStats, error) {
 	return st, nil
 }
 
-// EndEpoch: the job's samples/s (summed over ranks), the mean share of
-// step time spent averaging, and the averagings per second.
+// EndEpoch: as dpsgd's (localModel.endEpoch), the waiting being the
+// averagings' AllReduces.
 func (s *localSGDStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
-	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
-	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
-		return err
-	}
-	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
-	st.SamplesPerSec = float64(fr[2])
-	dist, err := s.consensus()
-	if err != nil {
-		return err
-	}
-	st.GossipStats = &GossipStats{Consensus: dist, Averagings: s.avgs, AveragingsPerSec: float64(s.avgs) / max(wallSec, 1e-12), PartnerWaitSec: s.waitSec}
+	err := s.endEpoch(st, commSec, stepSec, wallSec, s.avgs, s.waitSec)
 	s.avgs, s.waitSec = 0, 0
-	return nil
+	return err
 }
 
 // Evaluate measures the average model (EndEpoch's).

@@ -123,22 +123,13 @@ func checkAllreduceIdentical(c collectives.Comm, algos []collectives.Algorithm) 
 		if err := ar.Allreduce(buf, collectives.Sum); err != nil {
 			return fmt.Errorf("%s: %w", algo, err)
 		}
-		var h uint64 = 14695981039346656037
 		for i, x := range buf {
 			if math.Abs(float64(x)-ref[i]) > 1e-5*float64(n)*math.Max(1, math.Abs(ref[i])) {
 				return fmt.Errorf("%s: element %d = %v, float64 reference %v", algo, i, x, ref[i])
 			}
-			h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
 		}
-		mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
-		all := make([]float32, 2*n)
-		if err := collectives.Allgather(c, mine, all); err != nil {
-			return err
-		}
-		for q := 0; q < n; q++ {
-			if math.Float32bits(all[2*q]) != math.Float32bits(mine[0]) || math.Float32bits(all[2*q+1]) != math.Float32bits(mine[1]) {
-				return fmt.Errorf("%s: rank %d's result differs bitwise from rank %d's", algo, q, r)
-			}
+		if err := sameOnEveryRank(c, buf); err != nil {
+			return fmt.Errorf("%s: %w", algo, err)
 		}
 	}
 	return nil
@@ -286,7 +277,6 @@ func checkAllreduceWire(c collectives.Comm, _ []collectives.Algorithm) error {
 		if err := ar.Allreduce(buf, collectives.Sum); err != nil {
 			return fmt.Errorf("%v random: %w", w, err)
 		}
-		var h uint64 = 14695981039346656037
 		for i, x := range buf {
 			tol := float64(n+1) * ulp * abs[i]
 			if i >= l-tail {
@@ -295,17 +285,28 @@ func checkAllreduceWire(c collectives.Comm, _ []collectives.Algorithm) error {
 			if math.Abs(float64(x)-ref[i]) > tol {
 				return fmt.Errorf("%v random: element %d = %v, float64 reference %v (tolerance %.3g)", w, i, x, ref[i], tol)
 			}
-			h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
 		}
-		mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
-		all := make([]float32, 2*n)
-		if err := collectives.Allgather(c, mine, all); err != nil {
-			return err
+		if err := sameOnEveryRank(c, buf); err != nil {
+			return fmt.Errorf("%v random: %w", w, err)
 		}
-		for q := 0; q < n; q++ {
-			if math.Float32bits(all[2*q]) != math.Float32bits(mine[0]) || math.Float32bits(all[2*q+1]) != math.Float32bits(mine[1]) {
-				return fmt.Errorf("%v random: rank %d's result differs bitwise from rank %d's", w, q, r)
-			}
+	}
+	return nil
+}
+
+// sameOnEveryRank compares a hash of buf's bits across the ranks.
+func sameOnEveryRank(c collectives.Comm, buf []float32) error {
+	var h uint64 = 14695981039346656037
+	for _, x := range buf {
+		h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
+	}
+	mine := []float32{math.Float32frombits(uint32(h >> 32)), math.Float32frombits(uint32(h))}
+	all := make([]float32, 2*c.Size())
+	if err := collectives.Allgather(c, mine, all); err != nil {
+		return err
+	}
+	for q := range c.Size() {
+		if math.Float32bits(all[2*q]) != math.Float32bits(mine[0]) || math.Float32bits(all[2*q+1]) != math.Float32bits(mine[1]) {
+			return fmt.Errorf("rank %d's result differs bitwise from rank %d's", q, c.Rank())
 		}
 	}
 	return nil

@@ -1,4 +1,8 @@
-package ps
+// Package half converts between float32 and the two 16-bit formats dml
+// sends: IEEE 754 binary16 and bfloat16 (the parameter server's fp16 and
+// bf16 push filters, and the AllReduce's 16-bit wire in collectives, whose
+// F16C code gives the same bits as Float32ToFloat16).
+package half
 
 import "math"
 
