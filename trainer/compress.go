@@ -66,7 +66,10 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 			return nil, err
 		}
 	}
-	if c.ErrorFeedback && g.wire != collectives.WireF32 { // auto may choose fp32
+	// Auto may choose fp32; on one rank nothing travels (the AllReduce
+	// of one buffer is itself, rounded nowhere), so nothing is fed back
+	// either: the run is fp32's, as on a device backend's one rank.
+	if c.ErrorFeedback && g.wire != collectives.WireF32 && j.Comm.Size() > 1 {
 		g.residue = make([]float32, np)
 	}
 	return g, nil

@@ -117,3 +117,22 @@ func TestCompressConfig(t *testing.T) {
 		t.Errorf("auto with error feedback: %v", err)
 	}
 }
+
+// TestCompressOneRank: on one rank nothing travels, so --compress and
+// --error-feedback change nothing: the weights are fp32's bit for bit (as
+// a device backend's one rank, which never leaves the device, gives; and
+// as the sweep's families assume).
+func TestCompressOneRank(t *testing.T) {
+	cfg := synthCfg()
+	ref := mustRun(t, 1, cfg)
+	for _, w := range []string{CompressFP16, CompressBF16} {
+		for _, ef := range []bool{false, true} {
+			c := cfg
+			c.Compress, c.ErrorFeedback = w, ef
+			res := mustRun(t, 1, c)
+			if !slices.Equal(res[0].Params, ref[0].Params) {
+				t.Errorf("%s ef=%v on one rank: weights differ by %.3g from fp32's", w, ef, numtest.MaxRelDiff(res[0].Params, ref[0].Params))
+			}
+		}
+	}
+}
