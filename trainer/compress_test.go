@@ -136,3 +136,24 @@ func TestCompressOneRank(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressDefaultsHash: the settings that mean the default (Compress
+// "none", LocalSteps 1) leave the configuration hash as it was, so that a
+// job that names them checks equal to (and resumes the checkpoints of) one
+// that does not.
+func TestCompressDefaultsHash(t *testing.T) {
+	cfg := synthCfg()
+	for _, edit := range []func(*Config){
+		func(c *Config) { c.Compress = CompressNone },
+		func(c *Config) { c.LocalSteps = 1 },
+	} {
+		c := cfg
+		edit(&c)
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Hash() != cfg.Hash() {
+			t.Errorf("Compress %q LocalSteps %d: the configuration hash changed", c.Compress, c.LocalSteps)
+		}
+	}
+}

@@ -400,6 +400,14 @@ func (c Config) Hash() uint64 {
 	if c.PS.PushEvery == 1 {
 		c.PS.PushEvery = 0
 	}
+	// Likewise "none" is what "" does (float32 buckets), and LocalSteps 1
+	// what 0 does (the gradients summed every step).
+	if c.Compress == CompressNone {
+		c.Compress = ""
+	}
+	if c.LocalSteps == 1 {
+		c.LocalSteps = 0
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		b = fmt.Appendf(nil, "%#v", c)
