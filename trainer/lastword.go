@@ -42,7 +42,9 @@ import (
 // Departures from a regular checkpoint, said in the metadata's emergency
 // record: the batch-norm running statistics are this rank's own (the
 // regular checkpoint averages them over the ranks, which takes a
-// collective), and every survivor writes one (to the same file name when
+// collective); not said there: --error-feedback's residues are left out
+// (they are every rank's own; a resume starts them at zero); and every
+// survivor writes one (to the same file name when
 // the folder is shared: the same weights, written atomically, so either
 // copy is whole).
 
@@ -269,7 +271,7 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 		if s := t.serverWord.Load(); s != nil { // lastword_ps.go
 			return s.write(e)
 		}
-		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce or a ps server, and more than one rank)", ErrNoLastWord)
+		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce without --local-steps or a ps server, and more than one rank)", ErrNoLastWord)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
