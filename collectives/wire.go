@@ -61,10 +61,14 @@ func ParseWire(s string) (Wire, error) {
 
 // Round rounds x to w's precision in place (x·scale rounded, then divided
 // by scale): what the wire carries of a rank's own values. The difference
-// between x before and after is what error feedback keeps.
+// between x before and after is what error feedback keeps. A scale of 0
+// means 1, as Allreducer.Scale's does.
 func Round(w Wire, x []float32, scale float32) {
 	if w == WireF32 || len(x) == 0 {
 		return
+	}
+	if scale == 0 {
+		scale = 1
 	}
 	var tmp [512]uint16
 	inv := 1 / scale

@@ -49,3 +49,18 @@ func TestF16CMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundScaleZero: Round reads a scale of 0 as 1, as Allreducer.Scale
+// does (else it would give NaN: x·0 rounded, times 1/0).
+func TestRoundScaleZero(t *testing.T) {
+	for _, w := range []Wire{WireF16, WireBF16} {
+		a, b := []float32{1.0001, -3.3e-3, 0}, []float32{1.0001, -3.3e-3, 0}
+		Round(w, a, 0)
+		Round(w, b, 1)
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Errorf("%v: Round(%v, scale 0) = %v, scale 1 gives %v", w, b[i], a[i], b[i])
+			}
+		}
+	}
+}
