@@ -54,9 +54,15 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 	c := j.cfg
 	g := &gradWire{}
 	var err error
-	switch c.Compress {
-	case "", CompressNone:
+	switch {
+	case c.Compress == "" || c.Compress == CompressNone:
 		return nil, nil
+	case j.Comm.Size() == 1:
+		// Nothing travels: the AllReduce of one buffer is itself,
+		// rounded nowhere, and the line before training says fp32.
+		return nil, nil
+	}
+	switch c.Compress {
 	case CompressAuto:
 		if g.wire, g.note, err = j.compressAuto(ar, plan); err != nil {
 			return nil, err

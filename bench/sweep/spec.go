@@ -179,7 +179,28 @@ func (st Strategy) with(name string, mods []string) (Strategy, error) {
 		return Strategy{}, specErr("strategy %q: modes after + (fp16, bf16, auto, ef, localH) are allreduce's", name)
 	}
 	st.Name, st.Args = name, slices.Clone(st.Args)
-	for _, m := range mods {
+	compress, local := "", ""
+	once := func(prev *string, m string) error {
+		if *prev != "" {
+			return specErr("strategy %q: %q and %q both set one thing: give one", name, *prev, m)
+		}
+		*prev = m
+		return nil
+	}
+	for i, m := range mods {
+		if slices.Contains(mods[:i], m) {
+			return Strategy{}, specErr("strategy %q: mode %q given twice", name, m)
+		}
+		switch {
+		case m == trainer.CompressFP16 || m == trainer.CompressBF16 || m == trainer.CompressAuto:
+			if err := once(&compress, m); err != nil {
+				return Strategy{}, err
+			}
+		case strings.HasPrefix(m, "local"):
+			if err := once(&local, m); err != nil {
+				return Strategy{}, err
+			}
+		}
 		switch {
 		case m == trainer.CompressFP16 || m == trainer.CompressBF16 || m == trainer.CompressAuto:
 			st.Args = append(st.Args, "--compress", m)

@@ -29,6 +29,8 @@ func TestParseStrategy(t *testing.T) {
 		{"allreduce+bf16", 1, []string{"--sync", "allreduce", "--allreduce", "auto", "--compress", "bf16"}, "allreduce", ""},
 		{"allreduce+local0", 1, nil, "", `want localH`},
 		{"allreduce+fp8", 1, nil, "", `unknown mode "fp8"`},
+		{"allreduce+fp16+bf16", 1, nil, "", `"fp16" and "bf16" both set one thing`},
+		{"allreduce+ef+ef", 1, nil, "", `mode "ef" given twice`},
 		{"ps-bsp+fp16", 1, nil, "", `allreduce's`},
 		{"allreduce-butterfly", 1, nil, "", `unknown strategy "allreduce-butterfly"`},
 		{"ps-allreduce", 1, nil, "", `unknown strategy "ps-allreduce"`},
