@@ -14,12 +14,22 @@ type wireBuf struct {
 	scale, inv float32
 }
 
+// Words is how many float32 words n values travel as on w with the last
+// exactTail of them as float32: two to a word before the tail.
+func (w Wire) Words(n, exactTail int) int {
+	if w == WireF32 {
+		return n
+	}
+	tail := min(max(exactTail, 0), n)
+	return (n-tail+1)/2 + tail
+}
+
 // wireBuf sets up a's wire buffer for buf (pk kept between calls).
 func (a *Allreducer) wireBuf(buf []float32) *wireBuf {
 	tail := min(max(a.ExactTail, 0), len(buf))
 	m := len(buf) - tail
-	half := (m + 1) / 2
-	n := half + tail
+	n := a.Wire.Words(len(buf), tail)
+	half := n - tail
 	if cap(a.pk) < n {
 		a.pk = make([]float32, n)
 	}
@@ -43,13 +53,19 @@ func (wb *wireBuf) elems(sg Span) (lo, hi, tlo, thi int) {
 	return
 }
 
+// tail is the part of buf's exact tail that travels as pk's words
+// [tlo, thi).
+func (wb *wireBuf) tail(tlo, thi int) []float32 {
+	return wb.buf[wb.m+tlo-wb.half : wb.m+thi-wb.half]
+}
+
 // out rounds span sg of buf into pk, to be sent.
 func (wb *wireBuf) out(sg Span) {
 	lo, hi, tlo, thi := wb.elems(sg)
 	if lo < hi {
 		encode(wb.w, halves(wb.pk)[lo:hi], wb.buf[lo:hi], wb.scale)
 	}
-	copy(wb.pk[tlo:thi], wb.buf[wb.m+tlo-wb.half:])
+	copy(wb.pk[tlo:thi], wb.tail(tlo, thi))
 }
 
 // add adds the received words in (span sg) into buf.
@@ -59,7 +75,7 @@ func (wb *wireBuf) add(sg Span, in []float32) {
 		decode(wb.w, wb.buf[lo:hi], halves(in)[:hi-lo], wb.inv, true)
 	}
 	if tlo < thi {
-		addInto(wb.buf[wb.m+tlo-wb.half:wb.m+thi-wb.half], in[tlo-sg.Off:thi-sg.Off])
+		addInto(wb.tail(tlo, thi), in[tlo-sg.Off:thi-sg.Off])
 	}
 }
 
@@ -70,7 +86,7 @@ func (wb *wireBuf) back(sg Span) {
 	if lo < hi {
 		decode(wb.w, wb.buf[lo:hi], halves(wb.pk)[lo:hi], wb.inv, false)
 	}
-	copy(wb.buf[wb.m+tlo-wb.half:wb.m+thi-wb.half], wb.pk[tlo:thi])
+	copy(wb.tail(tlo, thi), wb.pk[tlo:thi])
 }
 
 // final finishes span sg's sum on the rank that owns it: the mean if avg,
@@ -80,7 +96,7 @@ func (wb *wireBuf) final(sg Span, avg bool, inv float32) {
 	lo, hi, tlo, thi := wb.elems(sg)
 	if avg {
 		scale(wb.buf[lo:hi], inv)
-		scale(wb.buf[wb.m+tlo-wb.half:wb.m+thi-wb.half], inv)
+		scale(wb.tail(tlo, thi), inv)
 	}
 	wb.out(sg)
 	wb.back(sg)

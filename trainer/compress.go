@@ -42,6 +42,10 @@ const (
 	CompressAuto = "auto"
 )
 
+// compresses: the configuration asks for 16-bit buckets (fp16, bf16 or
+// auto; "" and "none" are float32).
+func (c Config) compresses() bool { return c.Compress != "" && c.Compress != CompressNone }
+
 // gradWire is a job's --compress and --error-feedback state.
 type gradWire struct {
 	wire    collectives.Wire // WireF32 only where auto chose it
@@ -54,12 +58,10 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 	c := j.cfg
 	g := &gradWire{}
 	var err error
-	switch {
-	case c.Compress == "" || c.Compress == CompressNone:
-		return nil, nil
-	case j.Comm.Size() == 1:
-		// Nothing travels: the AllReduce of one buffer is itself,
-		// rounded nowhere, and the line before training says fp32.
+	if !c.compresses() || j.Comm.Size() == 1 {
+		// On one rank nothing travels: the AllReduce of one buffer is
+		// itself, rounded nowhere (and nothing is fed back), and the line
+		// before training says fp32.
 		return nil, nil
 	}
 	switch c.Compress {
@@ -72,10 +74,7 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 			return nil, err
 		}
 	}
-	// Auto may choose fp32; on one rank nothing travels (the AllReduce
-	// of one buffer is itself, rounded nowhere), so nothing is fed back
-	// either: the run is fp32's, as on a device backend's one rank.
-	if c.ErrorFeedback && g.wire != collectives.WireF32 && j.Comm.Size() > 1 {
+	if c.ErrorFeedback && g.wire != collectives.WireF32 { // auto may choose fp32
 		g.residue = make([]float32, np)
 	}
 	return g, nil
@@ -113,16 +112,14 @@ func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
 		tr = s.ovTr
 	}
 	ar := s.ar
-	words := len(buf)
 	if g := s.wire; g != nil && g.wire != collectives.WireF32 {
 		ar.ExactTail = 0
 		if i == 0 {
 			ar.ExactTail = model.GradStats
 		}
 		g.feed(buf[:len(buf)-ar.ExactTail], s.plan[i].lo, ar.Scale)
-		words = (len(buf)-ar.ExactTail+1)/2 + ar.ExactTail
 	}
-	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*words).Arg("bucket", i)
+	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*ar.Wire.Words(len(buf), ar.ExactTail)).Arg("bucket", i)
 	err := ar.Allreduce(buf, collectives.Sum)
 	sp.Err(err).End()
 	return err
@@ -133,9 +130,6 @@ func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
 // median was at least 10% below float32's. Every rank gets the same times
 // (the mean over ranks) and so the same answer.
 func (j *job) compressAuto(ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
-	if j.Comm.Size() == 1 {
-		return collectives.WireF32, "auto: one rank", nil
-	}
 	n := 0
 	for _, b := range plan {
 		n = max(n, b.hi-b.lo)
@@ -180,19 +174,9 @@ func (g *gradWire) gatherResidues(c collectives.Comm) ([][]float32, error) {
 	if g == nil || g.residue == nil {
 		return nil, nil
 	}
-	if c.Rank() != 0 {
-		if err := collectives.Send(c, g.residue, 0, tagResidue); err != nil {
-			return nil, fmt.Errorf("checkpoint: sending the error-feedback residue to rank 0: %w", err)
-		}
-		return nil, nil
+	mine := g.residue
+	if c.Rank() == 0 {
+		mine = slices.Clone(mine) // the checkpoint's copy: training goes on
 	}
-	out := [][]float32{slices.Clone(g.residue)}
-	for r := 1; r < c.Size(); r++ {
-		res := make([]float32, len(g.residue))
-		if err := collectives.Recv(c, res, r, tagResidue); err != nil {
-			return nil, fmt.Errorf("checkpoint: the error-feedback residue of rank %d: %w", r, err)
-		}
-		out = append(out, res)
-	}
-	return out, nil
+	return gatherAtZero(c, mine, tagResidue, "error-feedback residue")
 }

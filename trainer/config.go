@@ -269,14 +269,14 @@ func (c Config) Validate() error {
 		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
 	case c.LocalSteps > 1 && c.Sync != SyncAllreduce:
 		return bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
-	case c.LocalSteps > 1 && c.Compress != "" && c.Compress != CompressNone:
+	case c.LocalSteps > 1 && c.compresses():
 		return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
 	case c.LocalSteps > 1 && c.Model == SparseLogreg:
 		return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
 	}
-	if (c.Compress != "" && c.Compress != CompressNone || c.ErrorFeedback) && c.Sync != SyncAllreduce {
+	if (c.compresses() || c.ErrorFeedback) && c.Sync != SyncAllreduce {
 		f, v := "Compress", c.Compress
-		if c.Compress == "" || c.Compress == CompressNone {
+		if !c.compresses() {
 			f, v = "ErrorFeedback", "true"
 		}
 		if c.Sync == SyncPS {

@@ -421,21 +421,32 @@ func (s *localModel) saveState() (*checkpoint, error) {
 	if err := s.averageInto(avg); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	states, err := gatherAtZero(c, mine, tagRankState, "model")
+	if err != nil || c.Rank() != 0 {
+		return nil, err
+	}
+	return &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: states}, nil
+}
+
+// gatherAtZero collects every rank's mine (all of one length) on rank 0,
+// in rank order, mine itself first; the other ranks send theirs and get
+// nil. what names it in errors ("model": "receiving rank 2's model").
+func gatherAtZero(c collectives.Comm, mine []float32, tag int, what string) ([][]float32, error) {
 	if c.Rank() != 0 {
-		if err := collectives.Send(c, mine, 0, tagRankState); err != nil {
-			return nil, fmt.Errorf("checkpoint: sending this rank's model to rank 0: %w", err)
+		if err := collectives.Send(c, mine, 0, tag); err != nil {
+			return nil, fmt.Errorf("checkpoint: sending this rank's %s to rank 0: %w", what, err)
 		}
 		return nil, nil
 	}
-	ck := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: [][]float32{mine}}
+	out := [][]float32{mine}
 	for q := 1; q < c.Size(); q++ {
-		st := make([]float32, len(mine))
-		if err := collectives.Recv(c, st, q, tagRankState); err != nil {
-			return nil, fmt.Errorf("checkpoint: receiving rank %d's model: %w", q, err)
+		v := make([]float32, len(mine))
+		if err := collectives.Recv(c, v, q, tag); err != nil {
+			return nil, fmt.Errorf("checkpoint: receiving rank %d's %s: %w", q, what, err)
 		}
-		ck.RankStates = append(ck.RankStates, st)
+		out = append(out, v)
 	}
-	return ck, nil
+	return out, nil
 }
 
 // consensusState is the state every rank of another number of ranks

@@ -69,15 +69,11 @@ func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
 // validate: --compress and --error-feedback are the AllReduce's.
 func (allreduceUnit) validate(c Config) error {
-	switch c.Compress {
-	case "", CompressNone:
-		if c.ErrorFeedback {
-			return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
-		}
-	case CompressFP16, CompressBF16, CompressAuto:
-		if c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring {
-			return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
-		}
+	switch {
+	case c.ErrorFeedback && !c.compresses():
+		return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
+	case c.compresses() && c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring:
+		return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
 	}
 	return nil
 }

@@ -179,41 +179,33 @@ func (st Strategy) with(name string, mods []string) (Strategy, error) {
 		return Strategy{}, specErr("strategy %q: modes after + (fp16, bf16, auto, ef, localH) are allreduce's", name)
 	}
 	st.Name, st.Args = name, slices.Clone(st.Args)
-	compress, local := "", ""
-	once := func(prev *string, m string) error {
-		if *prev != "" {
-			return specErr("strategy %q: %q and %q both set one thing: give one", name, *prev, m)
-		}
-		*prev = m
-		return nil
-	}
-	for i, m := range mods {
-		if slices.Contains(mods[:i], m) {
-			return Strategy{}, specErr("strategy %q: mode %q given twice", name, m)
-		}
+	set := map[string]string{} // flag → the mode that set it
+	for _, m := range mods {
+		var flag, value string
 		switch {
 		case m == trainer.CompressFP16 || m == trainer.CompressBF16 || m == trainer.CompressAuto:
-			if err := once(&compress, m); err != nil {
-				return Strategy{}, err
-			}
-		case strings.HasPrefix(m, "local"):
-			if err := once(&local, m); err != nil {
-				return Strategy{}, err
-			}
-		}
-		switch {
-		case m == trainer.CompressFP16 || m == trainer.CompressBF16 || m == trainer.CompressAuto:
-			st.Args = append(st.Args, "--compress", m)
+			flag, value = "--compress", m
 		case m == "ef":
-			st.Args = append(st.Args, "--error-feedback")
+			flag = "--error-feedback"
 		case strings.HasPrefix(m, "local"):
 			h, err := strconv.Atoi(strings.TrimPrefix(m, "local"))
 			if err != nil || h < 1 {
 				return Strategy{}, specErr("strategy %q: %q: want localH, H a step count of 1 or more", name, m)
 			}
-			st.Args = append(st.Args, "--local-steps", strconv.Itoa(h))
+			flag, value = "--local-steps", strconv.Itoa(h)
 		default:
 			return Strategy{}, specErr("strategy %q: unknown mode %q (want fp16, bf16, auto, ef or localH)", name, m)
+		}
+		switch prev, ok := set[flag]; {
+		case ok && prev == m:
+			return Strategy{}, specErr("strategy %q: mode %q given twice", name, m)
+		case ok:
+			return Strategy{}, specErr("strategy %q: %q and %q both set one thing: give one", name, prev, m)
+		}
+		set[flag] = m
+		st.Args = append(st.Args, flag)
+		if value != "" {
+			st.Args = append(st.Args, value)
 		}
 	}
 	return st, nil

@@ -475,9 +475,6 @@ func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlag
 func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, overlap *overlapFlag) error {
 	expectClasses(fs, &cfg.Data)
 	adamDefaults(fs, &cfg.Opt)
-	if cfg.Compress == trainer.CompressNone {
-		cfg.Compress = "" // the default: the configuration's fingerprint as before
-	}
 	cfg.Timeout = cf.stallTimeout()
 	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
