@@ -56,6 +56,11 @@ type Backend struct {
 	ops       opLog
 	err       error // sticky: the device failed, the context is unusable
 	closed    bool
+	// capturing: a CUDA graph capture is under way (graph.go): ops that
+	// wait for the device fail.
+	capturing bool
+	// libs: cuBLAS and cuDNN where they serve (providers.go).
+	libs providers
 	// syncEach makes every op wait for the device (DML_CUDA_SYNC=1), so an
 	// asynchronous fault is reported by the op that caused it.
 	syncEach bool
@@ -86,6 +91,10 @@ func Open(o kernels.Options) (*Backend, error) {
 	if be.q, err = d.ctx.newQueue(); err != nil {
 		return nil, be.deviceErr("Open", "", err)
 	}
+	if err := be.openProviders(o); err != nil {
+		_ = be.Close()
+		return nil, err
+	}
 	return be, nil
 }
 
@@ -111,6 +120,9 @@ func (be *Backend) TF32() bool { return be.tf32 }
 func (be *Backend) Sync() error {
 	if err := be.usable("Sync"); err != nil {
 		return err
+	}
+	if be.capturing {
+		return fmt.Errorf("cuda.Sync: %w", errCapturing)
 	}
 	if err := be.q.sync(); err != nil {
 		return be.asyncErr("Sync", "", err)
@@ -143,6 +155,7 @@ func (be *Backend) Close() error {
 		}
 		be.copiesOK, be.inFlight = false, 0
 	}
+	be.closeProviders()
 	// Every device allocation, in the pool's free lists or still live.
 	for p := range be.mem {
 		if err := be.q.free(p); err != nil && be.err == nil {
@@ -258,7 +271,7 @@ func (l *opLog) String() string {
 // record notes a queued op; with DML_CUDA_SYNC=1 it waits for it.
 func (be *Backend) record(op string, dims ...int) error {
 	be.ops.add(op, dims)
-	if be.syncEach {
+	if be.syncEach && !be.capturing {
 		if err := be.q.sync(); err != nil {
 			return be.asyncErr(op, fmt.Sprint(dims), err)
 		}

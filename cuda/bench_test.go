@@ -12,6 +12,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
 )
 
 // The GPU benchmarks. Run them with -benchtime=1x: each sub-benchmark
@@ -71,13 +72,15 @@ func randomFloats(r *rand.Rand, n int) []float32 {
 func BenchmarkGemm(b *testing.B) {
 	for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
 		for _, c := range gemmCases(1024) {
-			b.Run(p.String()+"/"+c.name, func(b *testing.B) { benchGemm(b, p, c) })
+			for _, k := range benchKernels {
+				b.Run(p.String()+"/"+c.name+"/"+k.name, func(b *testing.B) { benchGemm(b, p, c, k.k) })
+			}
 		}
 	}
 }
 
-func benchGemm(b *testing.B, p kernels.Precision, c gemmCase) {
-	be := open(b, kernels.Options{Precision: p})
+func benchGemm(b *testing.B, p kernels.Precision, c gemmCase, kc kernels.KernelChoice) {
+	be := openBench(b, p, kc, "gemm")
 	defer be.Close()
 	if p == kernels.TF32 && !be.TF32() {
 		b.Skip("no TF32 GEMM on this device")
@@ -223,20 +226,42 @@ var benchSizes = []int{784, 1024, 1024, 10}
 
 const benchBatch = 1024
 
+// benchKernels are the providers the step benchmarks compare: our own
+// kernels ("dml", --kernels dml) and the libraries where they load ("lib",
+// --kernels auto; the sub-benchmark skips when none serves).
+var benchKernels = []struct {
+	name string
+	k    kernels.KernelChoice
+}{{"dml", kernels.KernelChoice{Own: true}}, {"lib", kernels.KernelChoice{}}}
+
+// openBench opens the backend for a step benchmark, skipping what cannot
+// run here.
+func openBench(b *testing.B, p kernels.Precision, k kernels.KernelChoice, need string) *Backend {
+	be := open(b, kernels.Options{Precision: p, Kernels: k})
+	if k.Own && p == kernels.TF32 && !be.TF32() {
+		be.Close()
+		b.Skip("no TF32 GEMM on this device")
+	}
+	if !k.Own && (need == "gemm" && be.libs.cublas == nil || need == "conv" && be.libs.cudnn == nil) {
+		be.Close()
+		b.Skipf("no library serves %s here: %s", need, kernels.Describe(be))
+	}
+	return be
+}
+
 func BenchmarkMLPStep(b *testing.B) {
 	for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
 		for _, mode := range []string{"device", "h2d", "staged", "async"} {
-			b.Run(fmt.Sprintf("%s/%s", p, mode), func(b *testing.B) { benchMLPStep(b, p, mode) })
+			for _, k := range benchKernels {
+				b.Run(fmt.Sprintf("%s/%s/%s", p, mode, k.name), func(b *testing.B) { benchMLPStep(b, p, mode, k.k) })
+			}
 		}
 	}
 }
 
-func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
-	be := open(b, kernels.Options{Precision: p})
+func benchMLPStep(b *testing.B, p kernels.Precision, mode string, kc kernels.KernelChoice) {
+	be := openBench(b, p, kc, "gemm")
 	defer be.Close()
-	if p == kernels.TF32 && !be.TF32() {
-		b.Skip("no TF32 GEMM on this device")
-	}
 	const nb = 8
 	in := benchSizes[0]
 	x, labels := teacherData(3, nb*benchBatch, in, benchSizes[len(benchSizes)-1])
@@ -329,7 +354,7 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 	med := median(times)
 	b.ReportMetric(med, "ms/step")
 	b.ReportMetric(benchBatch/(med*1e-3), "samples/s")
-	b.Logf("%s %s: %.3f ms/step, %.0f samples/s (spread %.1f%%, last loss %.4f)", p, mode, med, benchBatch/(med*1e-3), spread(times), stats[0]/benchBatch)
+	b.Logf("%s %s %s: %.3f ms/step, %.0f samples/s (spread %.1f%%, last loss %.4f)", p, mode, kernels.Describe(be), med, benchBatch/(med*1e-3), spread(times), stats[0]/benchBatch)
 }
 
 // BenchmarkCNNStep is one training step of the CNN presets through
@@ -337,51 +362,136 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string) {
 // the batch already on the device): ResNet-20 at batch 128 on 3×32×32 and
 // LeNet-5 at batch 1024 on 1×28×28, FP32 and TF32, the median of 10
 // blocks of 10 steps. bench/gpu/torch_cnn.py times PyTorch eager with
-// cuDNN on the same shapes.
+// cuDNN on the same shapes. Variants: our kernels (dml), the libraries
+// (lib), each with the forward and backward pass replayed as one CUDA
+// graph (+graph; the momentum update stays op by op).
+var cnnVariants = []struct {
+	name  string
+	k     kernels.KernelChoice
+	graph bool
+}{
+	{"dml", kernels.KernelChoice{Own: true}, false},
+	{"lib", kernels.KernelChoice{}, false},
+	{"lib+graph", kernels.KernelChoice{}, true},
+	{"dml+graph", kernels.KernelChoice{Own: true}, true},
+}
+
 func BenchmarkCNNStep(b *testing.B) {
 	for _, c := range []cnnCase{
 		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
 		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
 	} {
 		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
-			b.Run(fmt.Sprintf("%s/%s", c.name, p), func(b *testing.B) {
-				be := open(b, kernels.Options{Precision: p})
+			for _, k := range cnnVariants {
+				b.Run(fmt.Sprintf("%s/%s/%s", c.name, p, k.name), func(b *testing.B) {
+					be := openBench(b, p, k.k, "conv")
+					defer be.Close()
+					arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+					defer free()
+					cr.m.UseGraph = k.graph
+					batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
+					if err := cr.m.Upload(batch, c.rows); err != nil {
+						b.Fatal(err)
+					}
+					step := func() error { return cr.step(c.rows) }
+					const block, reps = 10, 10
+					var times []float64
+					for r := range reps + 1 {
+						t0 := time.Now()
+						for range block {
+							if err := step(); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := be.Sync(); err != nil {
+							b.Fatal(err)
+						}
+						if r > 0 { // the first block warms up (module loads, pools)
+							times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
+						}
+					}
+					med := median(times)
+					b.ReportMetric(med, "ms/step")
+					b.ReportMetric(float64(c.rows)/(med*1e-3), "samples/s")
+					b.ReportMetric(float64(c.rows)*float64(arch.TrainFLOPs())/(med*1e-3)/1e9, "GFLOP/s")
+					b.Logf("%s %s batch %d, %s%s: %.3f ms/step (spread %.1f%%)", c.name, p, c.rows, kernels.Describe(be), map[bool]string{true: ", CUDA graph"}[cr.m.UseGraph], med, spread(times))
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkCNNProfile is where a CNN step's time goes, op by op: the step
+// of BenchmarkCNNStep with the libraries (fp32), every op waiting for the
+// device (as DML_CUDA_SYNC=1) inside a traced backend, so that each op's
+// span is its device time plus a wait (about 10 µs). It logs the ops and
+// layers by total time per step.
+func BenchmarkCNNProfile(b *testing.B) {
+	for _, c := range []cnnCase{
+		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
+		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+	} {
+		for _, k := range benchKernels {
+			b.Run(c.name+"/"+k.name, func(b *testing.B) {
+				be := open(b, kernels.Options{Kernels: k.k})
 				defer be.Close()
-				if p == kernels.TF32 && !be.TF32() {
-					b.Skip("no TF32 GEMM on this device")
-				}
+				be.syncEach = true
+				rec := trace.NewRecorder(trace.Options{})
+				tb := trace.Backend(be, rec)
 				arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
 				if err != nil {
 					b.Fatal(err)
 				}
-				cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+				cr, free := newCNNRun(b, tb, arch, c, arch.InitParams(1))
 				defer free()
+				cr.m.Tracer = rec
 				batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
 				if err := cr.m.Upload(batch, c.rows); err != nil {
 					b.Fatal(err)
 				}
-				step := func() error { return cr.step(c.rows) }
-				const block, reps = 10, 10
-				var times []float64
-				for r := range reps + 1 {
-					t0 := time.Now()
-					for range block {
-						if err := step(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := be.Sync(); err != nil {
+				for range 2 {
+					if err := cr.step(c.rows); err != nil {
 						b.Fatal(err)
 					}
-					if r > 0 { // the first block warms up (module loads, pools)
-						times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
+				}
+				const steps = 5
+				start := time.Now()
+				for range steps {
+					if err := cr.step(c.rows); err != nil {
+						b.Fatal(err)
 					}
 				}
-				med := median(times)
-				b.ReportMetric(med, "ms/step")
-				b.ReportMetric(float64(c.rows)/(med*1e-3), "samples/s")
-				b.ReportMetric(float64(c.rows)*float64(arch.TrainFLOPs())/(med*1e-3)/1e9, "GFLOP/s")
-				b.Logf("%s %s batch %d: %.3f ms/step (spread %.1f%%)", c.name, p, c.rows, med, spread(times))
+				type agg struct {
+					name  string
+					n     int
+					total time.Duration
+				}
+				by := map[string]*agg{}
+				for _, s := range rec.Snapshot().Spans {
+					if s.Start.Before(start) {
+						continue
+					}
+					a := by[s.Name]
+					if a == nil {
+						a = &agg{name: s.Name}
+						by[s.Name] = a
+					}
+					a.n++
+					a.total += s.Duration()
+				}
+				var all []*agg
+				for _, a := range by {
+					all = append(all, a)
+				}
+				slices.SortFunc(all, func(x, y *agg) int { return int(y.total - x.total) })
+				b.Logf("%s %s, every op synced: %.3f ms/step", c.name, kernels.Describe(be), float64(time.Since(start).Microseconds())/1e3/steps)
+				for _, a := range all[:min(len(all), 40)] {
+					b.Logf("  %-28s %5d calls/step %8.3f ms/step", a.name, a.n/steps, float64(a.total.Microseconds())/1e3/steps)
+				}
 			})
 		}
 	}

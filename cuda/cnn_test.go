@@ -84,7 +84,23 @@ func randomBatch(r *rand.Rand, in model.Shape, rows int, label func(i int) int) 
 // CPU's; every other op matches it bit for bit in the emulator); a wrong
 // op is off by O(1). The figures it logs are the measurement.
 func TestCNNMatchesCPU(t *testing.T) {
-	gpu := open(t, kernels.Options{})
+	for _, k := range []struct {
+		name string
+		k    kernels.KernelChoice
+	}{{"dml", kernels.KernelChoice{Own: true}}, {"auto", kernels.KernelChoice{}}} {
+		t.Run(k.name, func(t *testing.T) { cnnMatchesCPU(t, k.k) })
+	}
+}
+
+// cnnMatchesCPU is TestCNNMatchesCPU with the providers of kc. Our own
+// kernels must stay within the fixed bounds. A library sums in another
+// order (cuDNN's batch-norm statistics in float32, say), and ResNet-20's
+// batch norms at initialisation carry such differences a long way in a
+// few steps: the bounds for it are then 4× what the CPU itself drifts
+// from weights one ulp apart (model.TestPerturbationGrowth; 0.26 of the
+// update after 5 steps, measured), never less than the fixed ones.
+func cnnMatchesCPU(t *testing.T, kc kernels.KernelChoice) {
+	gpu := open(t, kernels.Options{Kernels: kc})
 	defer gpu.Close()
 	const cnnSteps = 5
 	for _, c := range []cnnCase{
@@ -102,7 +118,7 @@ func TestCNNMatchesCPU(t *testing.T) {
 			for s := range batches {
 				batches[s] = randomBatch(r, c.in, c.rows, func(int) int { return r.IntN(10) })
 			}
-			run := func(be kernels.Backend) (losses []float64, params, state []float32) {
+			run := func(be kernels.Backend, init []float32) (losses []float64, params, state []float32) {
 				cr, free := newCNNRun(t, be, arch, c, init)
 				defer free()
 				m := cr.m
@@ -131,34 +147,67 @@ func TestCNNMatchesCPU(t *testing.T) {
 				}
 				return losses, params, state
 			}
-			cpuLoss, cpuW, cpuS := run(cpu.New())
-			gpuLoss, gpuW, gpuS := run(gpu)
-			for s := range cpuLoss {
-				if d := math.Abs(gpuLoss[s]-cpuLoss[s]) / (1 + math.Abs(cpuLoss[s])); !(d <= 1e-4) {
-					t.Errorf("step %d: loss %.9g on the GPU, %.9g on the CPU (relative %.3g)", s, gpuLoss[s], cpuLoss[s], d)
+			cpuLoss, cpuW, cpuS := run(cpu.New(), init)
+			gpuLoss, gpuW, gpuS := run(gpu, init)
+			// The CPU's own drift from a one-ulp nudge of every weight.
+			lossTol, wTol, sTol := make([]float64, cnnSteps), 1e-3, make([]float64, len(cpuS))
+			for s := range lossTol {
+				lossTol[s] = 1e-4
+			}
+			for i := range sTol {
+				sTol[i] = 1e-4
+			}
+			if !kc.Own {
+				nudged := make([]float32, len(init))
+				for i, w := range init {
+					nudged[i] = math.Nextafter32(w, float32(math.Inf(1)))
+				}
+				nLoss, nW, nS := run(cpu.New(), nudged)
+				for s := range lossTol {
+					lossTol[s] = max(lossTol[s], 4*math.Abs(nLoss[s]-cpuLoss[s])/(1+math.Abs(cpuLoss[s])))
+				}
+				wTol = max(wTol, 4*relNorm(nW, cpuW, init))
+				// The statistics' bound is one for all: which of them a
+				// nudge moves most is chance.
+				worst := 0.0
+				for i, v := range cpuS {
+					worst = max(worst, math.Abs(float64(nS[i])-float64(v))/(1+math.Abs(float64(v))))
+				}
+				for i := range sTol {
+					sTol[i] = max(sTol[i], 4*worst)
 				}
 			}
-			var diff2, upd2 float64
-			for i, w := range cpuW {
-				d, u := float64(gpuW[i])-float64(w), float64(w)-float64(init[i])
-				diff2 += d * d
-				upd2 += u * u
+			for s := range cpuLoss {
+				if d := math.Abs(gpuLoss[s]-cpuLoss[s]) / (1 + math.Abs(cpuLoss[s])); !(d <= lossTol[s]) {
+					t.Errorf("step %d: loss %.9g on the GPU, %.9g on the CPU (relative %.3g > %.3g)", s, gpuLoss[s], cpuLoss[s], d, lossTol[s])
+				}
 			}
-			rel := math.Sqrt(diff2 / upd2)
-			if !(rel <= 1e-3) {
-				t.Errorf("final weights: ‖gpu − cpu‖/‖cpu − init‖ = %.3g > 1e-3", rel)
+			rel := relNorm(gpuW, cpuW, init)
+			if !(rel <= wTol) {
+				t.Errorf("final weights: ‖gpu − cpu‖/‖cpu − init‖ = %.3g > %.3g", rel, wTol)
 			}
 			worstState := 0.0
 			for i, v := range cpuS {
 				d := math.Abs(float64(gpuS[i])-float64(v)) / (1 + math.Abs(float64(v)))
 				worstState = max(worstState, d)
-				if !(d <= 1e-4) {
-					t.Errorf("running statistic %d: %g on the GPU, %g on the CPU", i, gpuS[i], v)
+				if !(d <= sTol[i]) {
+					t.Errorf("running statistic %d: %g on the GPU, %g on the CPU (bound %.3g)", i, gpuS[i], v, sTol[i])
 					break
 				}
 			}
-			t.Logf("%s on %s: loss %.5f → %.5f (CPU %.5f → %.5f); final weights ‖Δ‖/‖update‖ = %.3g; worst running statistic %.3g relative",
-				c.name, gpu.Device().Name, gpuLoss[0], gpuLoss[len(gpuLoss)-1], cpuLoss[0], cpuLoss[len(cpuLoss)-1], rel, worstState)
+			t.Logf("%s on %s, %s: loss %.5f → %.5f (CPU %.5f → %.5f); final weights ‖Δ‖/‖update‖ = %.3g (bound %.3g); worst running statistic %.3g relative",
+				c.name, gpu.Device().Name, kernels.Describe(gpu), gpuLoss[0], gpuLoss[len(gpuLoss)-1], cpuLoss[0], cpuLoss[len(cpuLoss)-1], rel, wTol, worstState)
 		})
 	}
+}
+
+// relNorm is ‖a − b‖/‖b − init‖.
+func relNorm(a, b, init []float32) float64 {
+	var diff2, upd2 float64
+	for i, w := range b {
+		d, u := float64(a[i])-float64(w), float64(w)-float64(init[i])
+		diff2 += d * d
+		upd2 += u * u
+	}
+	return math.Sqrt(diff2 / upd2)
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // The ops of convolutional networks (kernels/cu/conv.cu; ABI.md, module
-// conv). Shapes are checked with the same functions as the CPU backend's
+// conv); batch norm through cuDNN where it serves (providers.go). Shapes are checked with the same functions as the CPU backend's
 // (kernels.CheckConv, CheckPool, CheckNorm), before anything is queued.
 
 var (
@@ -147,6 +147,14 @@ func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, be
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, rm, rv, gd, bd}, yd); err != nil {
 		return err
 	}
+	if be.bnServes(n, c, hw, float64(eps)) {
+		d, err := be.bnDescFor(n, c, hw)
+		if err == nil {
+			be.libs.bnEps = float64(eps)
+			err = d.train(be.q, be.libs.dnn, be.libs.bnMode, xd.ptr, yd.ptr, gd.ptr, bd.ptr, float64(momentum), rm.ptr, rv.ptr, float64(eps), md.ptr, id.ptr)
+		}
+		return be.done(op, err, n, c, hw)
+	}
 	ss, err := be.scratch(op, 4*c, n, c, hw) // 2c float64
 	if err != nil {
 		return err
@@ -176,6 +184,13 @@ func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buf
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{rm, rv, gd, bd}, yd); err != nil {
 		return err
 	}
+	if be.bnServes(n, c, hw, float64(eps)) {
+		d, err := be.bnDescFor(n, c, hw)
+		if err == nil {
+			err = d.infer(be.q, be.libs.dnn, xd.ptr, yd.ptr, gd.ptr, bd.ptr, rm.ptr, rv.ptr, float64(eps))
+		}
+		return be.done(op, err, n, c, hw)
+	}
 	ss, err := be.scratch(op, 4*c, n, c, hw)
 	if err != nil {
 		return err
@@ -194,6 +209,13 @@ func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 	dd, dg, db, gy, xd, md, id, gd := be.buf(dx), be.buf(dgamma), be.buf(dbeta), be.buf(dy), be.buf(x), be.buf(mean), be.buf(invstd), be.buf(gamma)
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{dg, db, md, id, gd}, gy, dd); err != nil {
 		return err
+	}
+	if be.bnServes(n, c, hw, be.libs.bnEps) {
+		d, err := be.bnDescFor(n, c, hw)
+		if err == nil {
+			err = d.grad(be.q, be.libs.dnn, be.libs.bnMode, xd.ptr, gy.ptr, dd.ptr, gd.ptr, dg.ptr, db.ptr, be.libs.bnEps, md.ptr, id.ptr)
+		}
+		return be.done(op, err, n, c, hw)
 	}
 	sums, err := be.scratch(op, 4*c, n, c, hw)
 	if err != nil {

@@ -63,6 +63,13 @@ static CUresult (*p_cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 static CUresult (*p_cuEventElapsedTime)(float*, CUevent, CUevent);
 static CUresult (*p_cuGetErrorName)(CUresult, const char**);
 static CUresult (*p_cuGetErrorString)(CUresult, const char**);
+// Graphs (optional: a driver without them runs every step op by op).
+static CUresult (*p_cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph*);
+static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
+static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
+static CUresult (*p_cuGraphDestroy)(CUgraph);
 
 // dml_cu_load opens libcuda.so.1, resolves every entry point and calls
 // cuInit. It returns 0, or writes why not into msg and returns -1 (no
@@ -114,6 +121,12 @@ static int dml_cu_load(char *msg, int n) {
 	SYM(p_cuGetErrorName, "cuGetErrorName");
 	SYM(p_cuGetErrorString, "cuGetErrorString");
 #undef SYM
+	*(void**)(&p_cuStreamBeginCapture) = dlsym(h, "cuStreamBeginCapture_v2");
+	*(void**)(&p_cuStreamEndCapture) = dlsym(h, "cuStreamEndCapture");
+	*(void**)(&p_cuGraphInstantiateWithFlags) = dlsym(h, "cuGraphInstantiateWithFlags");
+	*(void**)(&p_cuGraphLaunch) = dlsym(h, "cuGraphLaunch");
+	*(void**)(&p_cuGraphExecDestroy) = dlsym(h, "cuGraphExecDestroy");
+	*(void**)(&p_cuGraphDestroy) = dlsym(h, "cuGraphDestroy");
 	CUresult r = p_cuInit(0);
 	if (r != CUDA_SUCCESS) {
 		const char *name = 0, *str = 0;
@@ -143,8 +156,9 @@ static const char *dml_cu_error_string(CUresult r) {
 
 static __thread CUcontext dml_current;
 
-// dml_bind makes ctx current on the calling thread.
-static CUresult dml_bind(CUcontext ctx) {
+// dml_bind makes ctx current on the calling thread (not static: libs.go
+// binds before each library call too).
+CUresult dml_bind(CUcontext ctx) {
 	if (dml_current == ctx) return CUDA_SUCCESS;
 	CUresult r = p_cuCtxSetCurrent(ctx);
 	if (r == CUDA_SUCCESS) dml_current = ctx;
@@ -228,6 +242,38 @@ static CUresult dml_module_function(CUcontext c, CUfunction *f, CUmodule m, cons
 	BIND(c);
 	return p_cuModuleGetFunction(f, m, name);
 }
+
+static int dml_has_graphs(void) {
+	return p_cuStreamBeginCapture && p_cuStreamEndCapture && p_cuGraphInstantiateWithFlags &&
+		p_cuGraphLaunch && p_cuGraphExecDestroy && p_cuGraphDestroy;
+}
+
+// dml_capture_begin starts recording what is queued on s (relaxed mode:
+// other threads' calls are not checked, and a Go goroutine may change
+// threads during the capture).
+static CUresult dml_capture_begin(CUcontext c, CUstream s) {
+	BIND(c);
+	return p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+// dml_capture_end stops recording and instantiates the graph (the graph
+// itself is freed once instantiated).
+static CUresult dml_capture_end(CUcontext c, CUstream s, CUgraphExec *exec, int keep) {
+	CUgraph g = 0;
+	CUresult r;
+	BIND(c);
+	r = p_cuStreamEndCapture(s, &g);
+	if (r != CUDA_SUCCESS || !keep) {
+		if (g) p_cuGraphDestroy(g);
+		return r;
+	}
+	r = p_cuGraphInstantiateWithFlags(exec, g, 0);
+	p_cuGraphDestroy(g);
+	return r;
+}
+
+static CUresult dml_graph_launch(CUcontext c, CUgraphExec e, CUstream s) { BIND(c); return p_cuGraphLaunch(e, s); }
+static CUresult dml_graph_free(CUcontext c, CUgraphExec e) { BIND(c); return p_cuGraphExecDestroy(e); }
 
 // dml_launch launches f with n arguments, each held in an 8-byte slot of
 // args (a float in the low half of its slot): the kernel reads as many
@@ -552,6 +598,36 @@ func (q queue) elapsed(a, b event) (float64, error) {
 	var ms C.float
 	err := check("cuEventElapsedTime", C.dml_event_elapsed(q.ctx, &ms, a.e, b.e))
 	return float64(ms), err
+}
+
+// graphExec is an instantiated CUDA graph.
+type graphExec struct{ e C.CUgraphExec }
+
+func hasGraphs() bool { return C.dml_has_graphs() != 0 }
+
+// beginCapture makes q record what is queued on it instead of running it.
+func (q queue) beginCapture() error {
+	return check("cuStreamBeginCapture", C.dml_capture_begin(q.ctx, q.s))
+}
+
+// endCapture stops the recording and returns it, instantiated (keep
+// false: discarded, after a failure inside the capture).
+func (q queue) endCapture(keep bool) (graphExec, error) {
+	var e C.CUgraphExec
+	k := C.int(0)
+	if keep {
+		k = 1
+	}
+	err := check("cuStreamEndCapture/cuGraphInstantiate", C.dml_capture_end(q.ctx, q.s, &e, k))
+	return graphExec{e}, err
+}
+
+func (q queue) launchGraph(g graphExec) error {
+	return check("cuGraphLaunch", C.dml_graph_launch(q.ctx, g.e, q.s))
+}
+
+func (q queue) freeGraph(g graphExec) error {
+	return check("cuGraphExecDestroy", C.dml_graph_free(q.ctx, g.e))
 }
 
 // launch queues f on a gx×gy grid of bx-thread blocks. Each of args is one

@@ -10,7 +10,8 @@ import (
 )
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C (row-major; see
-// kernels.Backend) with one of the four dml_sgemm kernels, or their TF32
+// kernels.Backend) with cublasSgemm where cuBLAS serves (TF32 tensor-core
+// math for Precision TF32), else with one of the four dml_sgemm kernels, or their TF32
 // tensor-core versions when the backend was opened with Precision TF32 on
 // a device of compute capability ≥ 8.0. ptx.PickGemm chooses the kernel
 // (128×128 tiles, 64×64 for products of few tiles, or TF32) and its grid:
@@ -45,6 +46,13 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 	}
 	if transB {
 		ldb = k
+	}
+	if be.libs.blas != nil && m <= maxInt32 && n <= maxInt32 && k <= maxInt32 {
+		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
+		// the operands swap, each keeps its transposition and leading
+		// dimension.
+		return be.done(op, blasSgemm(be.q, be.libs.blas, transB, transA, n, m, k, alpha, bd.ptr, ldb, ad.ptr, lda, beta, cd.ptr, n),
+			m, n, k, btoi(transA)*2+btoi(transB))
 	}
 	g := ptx.PickGemm(transA, transB, be.tf32, m, n, k, be.dev.SMs)
 	fns := be.dev.k.gemm

@@ -221,6 +221,9 @@ func (be *Backend) Upload(dst kernels.Buffer, src []float32) error {
 	if err := be.usable(op); err != nil {
 		return err
 	}
+	if be.capturing {
+		return fmt.Errorf("cuda.%s: %w", op, errCapturing)
+	}
 	if len(src) != d.n {
 		return be.shapeErr(op, "src has %d elements, dst %d", len(src), d.n)
 	}
@@ -259,6 +262,9 @@ func (be *Backend) Download(dst []float32, src kernels.Buffer) error {
 	s := be.buf(src)
 	if err := be.usable(op); err != nil {
 		return err
+	}
+	if be.capturing {
+		return fmt.Errorf("cuda.%s: %w", op, errCapturing)
 	}
 	if len(dst) != s.n {
 		return be.shapeErr(op, "dst has %d elements, src %d", len(dst), s.n)

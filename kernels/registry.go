@@ -92,6 +92,10 @@ type Options struct {
 	// over its cores. OPENBLAS_NUM_THREADS in the environment, when set,
 	// wins over it. The pure-Go backend ignores it.
 	Threads int
+	// Kernels is --kernels: which libraries may serve ops (the zero
+	// value: every one the backend can load). A backend that cannot use
+	// a library named there does not open (UnavailableError).
+	Kernels KernelChoice
 	// Notice, when not nil, is told one line (starting "dml: ", no
 	// newline) when Open(AutoBackend) falls back to a slower backend, and
 	// why. Nil discards it.
@@ -188,5 +192,34 @@ func open(name string, o Options) (Backend, error) {
 		// hand callers a non-nil interface (conventions, 22).
 		return nil, err
 	}
+	if err := servesForced(name, be, o.Kernels); err != nil {
+		_ = be.Close()
+		return nil, err
+	}
 	return be, nil
+}
+
+// servesForced checks that every library --kernels forced serves some op
+// of be (a backend that loads libraries fails itself when one is missing;
+// this catches the backends that use none, such as cpu).
+func servesForced(name string, be Backend, k KernelChoice) error {
+	if len(k.Libs) == 0 {
+		return nil
+	}
+	var served []Provided
+	if r, ok := Innermost(be).(ProviderReporter); ok {
+		served = r.Providers()
+	}
+	for _, lib := range k.Libs {
+		found := false
+		for _, p := range served {
+			found = found || strings.HasPrefix(p.Provider, lib)
+		}
+		if !found {
+			return &UnavailableError{Backend: name,
+				Reason: fmt.Sprintf("--kernels %s: backend %s has no op %s serves", k, name, lib),
+				Fix:    "use --kernels auto or dml with this backend (cublas and cudnn serve the cuda backend)"}
+		}
+	}
+	return nil
 }

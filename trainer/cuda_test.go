@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/cuda"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/internal/numtest"
@@ -76,5 +77,62 @@ func TestCUDAStagingSameBits(t *testing.T) {
 			}
 		}
 		t.Logf("%d ranks: %d steps, loss %.6f, weights equal bit for bit", ranks, cfg.MaxSteps, staged[0].Epochs[0].Loss)
+	}
+}
+
+// TestCUDAGraphSameBits: on the GPU, one rank training LeNet-5 with each
+// step's forward and backward replayed from a CUDA graph (Trainer.CUDAGraph)
+// ends with the weights of the op-by-op run, bit for bit, with the
+// libraries (cuBLAS, cuDNN where they load) and with our own kernels; and
+// two op-by-op runs with the libraries give the same bits (run-to-run
+// determinism).
+func TestCUDAGraphSameBits(t *testing.T) {
+	probe, err := cuda.Open(kernels.Options{})
+	if cuda.ErrNoDevice(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
+	// cuDNN's heuristics choose the algorithms: the timed search (the
+	// default) may choose others in another run.
+	t.Setenv("DML_CUDNN_ALGO", "heuristic")
+	cfg := cnnCfg()
+	cfg.Data.Samples = 640
+	cfg.Batch = 32
+	cfg.Epochs = 1
+	cfg.MaxSteps = 12
+	cfg.EvalEvery = 0
+	for _, k := range []kernels.KernelChoice{{}, {Own: true}} {
+		run := func(graph bool) *Result {
+			w := local.NewWorld(1)
+			var res *Result
+			errs := w.Run(func(c *local.Comm) error {
+				be, err := cuda.Open(kernels.Options{Kernels: k})
+				if err != nil {
+					return err
+				}
+				defer be.Close()
+				tr := &Trainer{Comm: c, Backend: be, CUDAGraph: graph}
+				res, err = tr.Run(cfg)
+				return err
+			})
+			if errs[0] != nil {
+				t.Fatalf("--kernels %s, graph %v: %v", k, graph, errs[0])
+			}
+			return res
+		}
+		plain, again, graph := run(false), run(false), run(true)
+		same := func(a, b []float32) bool {
+			return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+		}
+		if !same(plain.Params, again.Params) {
+			t.Errorf("--kernels %s: two op-by-op runs differ by %.3g", k, numtest.MaxRelDiff(plain.Params, again.Params))
+		}
+		if !same(plain.Params, graph.Params) {
+			t.Errorf("--kernels %s: the graph-replayed run differs from the op-by-op one by %.3g", k, numtest.MaxRelDiff(plain.Params, graph.Params))
+		}
+		t.Logf("--kernels %s: %d steps, loss %.6f, graph and op-by-op weights equal bit for bit: %v", k, cfg.MaxSteps, graph.Epochs[0].Loss, same(plain.Params, graph.Params))
 	}
 }

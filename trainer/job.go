@@ -84,6 +84,12 @@ type Trainer struct {
 	// AllReduce, gossip, a passive rank's server, a ps server) record on
 	// their own trace.Lane.
 	Tracer trace.Tracer
+	// CUDAGraph lets each training step's forward and backward pass run
+	// as one recorded graph where the backend records them
+	// (kernels.GraphOf: cuda, untraced) and the step hands nothing to the
+	// host mid-way (one rank, or a strategy without per-layer downloads);
+	// see model.Model.UseGraph. The weights are the same bits either way.
+	CUDAGraph bool
 	// Start, if not nil, resumes training from a saved state (sync
 	// allreduce only): its weights and optimizer state replace the initial
 	// ones and the loop starts at its (epoch, step).
@@ -242,6 +248,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	defer m.Free()
 	m.Tracer = j.tr
+	m.UseGraph = t.CUDAGraph
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
@@ -228,7 +229,7 @@ func (s *adpsgdStrategy) Describe() string {
 		}
 	}
 	return fmt.Sprintf("%s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
-		s.describe(), s.j.cfg.Topology, s.graph.N, na, s.graph.N-na, s.j.Backend.Name())
+		s.describe(), s.j.cfg.Topology, s.graph.N, na, s.graph.N-na, kernels.Describe(s.j.Backend))
 }
 
 // Prepare uploads the batch and, on an active rank, averages (or starts

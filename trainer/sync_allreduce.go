@@ -260,7 +260,7 @@ func (s *allreduceStrategy) Describe() string {
 	}
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
 		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
-		len(s.plan), how, s.j.Backend.Name())
+		len(s.plan), how, kernels.Describe(s.j.Backend))
 }
 
 func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }

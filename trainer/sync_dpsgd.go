@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
@@ -121,7 +122,7 @@ func (s *dpsgdStrategy) Describe() string {
 		how = "while the gradient is computed"
 	}
 	return fmt.Sprintf("%s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
-		s.describe(), s.j.cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, s.j.Backend.Name())
+		s.describe(), s.j.cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.j.Backend))
 }
 
 // Prepare uploads the batch and, with overlap, starts the exchange of

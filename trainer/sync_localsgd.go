@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/trace"
 )
 
@@ -55,7 +56,7 @@ func (s *localSGDStrategy) close()             { s.free() }
 
 func (s *localSGDStrategy) Describe() string {
 	return fmt.Sprintf("%s, local SGD: each rank steps its own model, models averaged (allreduce %s) every %d steps and at each epoch's end, backend %s",
-		s.describe(), s.j.cfg.Allreduce, s.h, s.j.Backend.Name())
+		s.describe(), s.j.cfg.Allreduce, s.h, kernels.Describe(s.j.Backend))
 }
 
 func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }

@@ -132,6 +132,9 @@ type commonFlags struct {
 	backend     string
 	precision   string
 	prec        kernels.Precision
+	kernelsFlag string
+	kernels     kernels.KernelChoice
+	cudaGraph   string
 	blasThreads int
 	profFlags   // --profile, --profile-dir, --timeline
 	timeout     time.Duration
@@ -149,6 +152,8 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	c.stderr = stderr
 	fs.StringVar(&c.backend, "backend", kernels.AutoBackend, "compute backend: auto (blas where OpenBLAS loads, else cpu, with a notice), or one this binary was built with: "+strings.Join(kernels.Names(), ", "))
 	fs.IntVar(&c.blasThreads, "blas-threads", 1, "threads per rank for the blas backend's matrix products (OPENBLAS_NUM_THREADS, when set, wins); keep ranks × threads ≤ cores")
+	fs.StringVar(&c.kernelsFlag, "kernels", kernels.KernelsAuto, "which library serves each op: auto (every library the backend loads: cuBLAS for GEMM, cuDNN for convolutions and batch norm on --backend cuda; dml's own kernels where none does, with a notice), dml (our own kernels only: the reference, bit for bit as before), or libraries by name, comma-separated (cudnn,cublas): each must load, or the run stops")
+	fs.StringVar(&c.cudaGraph, "cuda-graph", "auto", "auto: on a GPU, record a training step's forward and backward pass once per batch shape and replay it as one CUDA graph (one rank, or strategies that keep the gradient on the device until the step ends; same weights bit for bit); off: launch every op")
 	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
 	c.profFlags.register(fs)
 	fs.DurationVar(&c.timeout, "timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long")
@@ -188,6 +193,12 @@ func (c *commonFlags) check() error {
 	if c.prec, err = kernels.ParsePrecision(c.precision); err != nil {
 		return usageErr("--precision: %v", err)
 	}
+	if c.kernels, err = kernels.ParseKernels(c.kernelsFlag); err != nil {
+		return usageErr("--kernels %v", err)
+	}
+	if c.cudaGraph != "auto" && c.cudaGraph != "off" {
+		return usageErr("--cuda-graph %q: want auto or off", c.cudaGraph)
+	}
 	if err := c.profFlags.check(); err != nil {
 		return err
 	}
@@ -216,7 +227,7 @@ func (c *commonFlags) check() error {
 // With --backend auto, rank 0 prints the one-line notice when it falls back
 // to the pure-Go backend.
 func (c *commonFlags) newBackend() (kernels.Backend, error) {
-	o := kernels.Options{LocalRank: mpi.LocalRank(), Precision: c.prec, Threads: c.blasThreads}
+	o := kernels.Options{LocalRank: mpi.LocalRank(), Precision: c.prec, Threads: c.blasThreads, Kernels: c.kernels}
 	if c.rank == 0 && c.stderr != nil {
 		o.Notice = func(msg string) { fmt.Fprintln(c.stderr, msg) }
 	}
@@ -379,6 +390,7 @@ Examples:
 		c, rep := startRunReport(*runReportPrefix, c)
 		tr := &trainer.Trainer{Comm: c, Backend: be, Out: flagWords{stdout}, Warnings: flagWords{stderr}, Progress: bar, MemoryLimit: mem.limit, MemorySource: mem.source, Checkpoint: ck}
 		tr.Tracer = cf.tracer()
+		tr.CUDAGraph = cf.cudaGraph == "auto"
 		if ck.Emergency && ck.Dir != "" {
 			defer keepLastWord(c.Rank(), tr, stderr, cf.ownTimeline)()
 		}

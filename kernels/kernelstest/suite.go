@@ -95,6 +95,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"AvgPool", plain(testAvgPool)},
 		{"ConvErrShape", plain(testConvErrShape)},
 		{"BatchNorm", plain(testBatchNorm)},
+		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

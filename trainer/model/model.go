@@ -79,6 +79,10 @@ type Model struct {
 	cols                kernels.Buffer
 	convOut             kernels.Buffer
 	ones                kernels.Buffer
+	// whole: the backend's library-served convolutions (cuDNN), when
+	// they run; every conv node then runs on them, with no columns, no
+	// chunks and no flipped weights.
+	whole kernels.WholeConvOps
 	// Batch norm: State holds every batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
 	// i's batch mean and inverse deviation of the last training forward
@@ -99,6 +103,17 @@ type Model struct {
 	// of samples, back to back, which the backward pass reuses instead of
 	// running Im2col again.
 	kept []kernels.Buffer
+
+	// UseGraph makes Step, where the backend records graphs
+	// (kernels.GraphOf) and no hook is given, replay one recording of
+	// the step per batch shape: the first step of a shape runs op by op
+	// (planning the libraries' algorithms, filling the memory pool), the
+	// second is recorded, and each from then on is one launch. The bits
+	// are those of the op-by-op step: the same kernels on the same
+	// buffers.
+	UseGraph bool
+	graphs   map[graphKey]kernels.Graph
+	seen     map[graphKey]bool
 
 	// host staging for LoadBatch (pinned memory from the backend's
 	// HostAlloc when it has one: the batch is gathered straight into what
@@ -185,7 +200,12 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 			failed = b.Upload(m.State, arch.InitState())
 		}
 	}
-	m.direct, m.directFwd, m.directDX = m.directConvs(b)
+	m.whole, _ = kernels.WholeConvOf(b)
+	if m.whole != nil {
+		m.directFwd, m.directDX = make([]bool, len(m.nodes)), make([]bool, len(m.nodes))
+	} else {
+		m.direct, m.directFwd, m.directDX = m.directConvs(b)
+	}
 	m.kept = make([]kernels.Buffer, len(m.nodes))
 	// The chunks of samples (and their scratch) serve every convolution
 	// but a direct one whose input gradient is direct too or not wanted;
@@ -193,7 +213,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	// none; an input gradient by Col2im uses the scratch).
 	chunked, unkept, keep := false, false, arch.KeptColumns(maxRows) > 0
 	for i, n := range m.nodes {
-		if n.Kind != KindConv || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
+		if n.Kind != KindConv || m.whole != nil || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
 			continue
 		}
 		chunked = true
@@ -216,7 +236,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	m.anti = map[int]kernels.Buffer{}
 	flipLen := 0
 	for i, n := range m.nodes {
-		if !n.flipped() && !m.directDX[i] {
+		if m.whole != nil || !n.flipped() && !m.directDX[i] {
 			continue
 		}
 		kk := n.Kernel * n.Kernel
@@ -262,9 +282,25 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	return m, nil
 }
 
+// graphKey is what a recorded step depends on besides the model's own
+// buffers: the rows of the batch and the gradient's scale (kernel
+// arguments, fixed in the recording).
+type graphKey struct {
+	rows  int
+	scale float32
+}
+
+// maxGraphs bounds the recordings kept (a full batch and an epoch's last,
+// shorter one, at a scale or two).
+const maxGraphs = 4
+
 // Free releases the model's buffers; the model must not be used afterwards.
 func (m *Model) Free() error {
 	var errs []error
+	for k, g := range m.graphs {
+		errs = append(errs, g.Free())
+		delete(m.graphs, k)
+	}
 	for _, b := range m.owned {
 		errs = append(errs, m.B.Free(b))
 	}
@@ -487,6 +523,13 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 // Transpose01 into the chunk's NCHW output.
 func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
+	if m.whole != nil {
+		var bias kernels.Buffer
+		if l.HasBias() {
+			bias = m.bias(m.Params, l)
+		}
+		return m.whole.ConvForward(y, x, m.weight(m.Params, l), bias, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad)
+	}
 	if m.directFwd[i] { // the whole batch at once, no columns
 		kk := n.Kernel * n.Kernel
 		wd := b.View(m.wdirect, 0, l.Out*n.in.C*kk)
@@ -536,6 +579,16 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
 	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
 	dw := m.weight(m.Grads, l)
+	if m.whole != nil { // the library's three products, the whole batch at once
+		var db kernels.Buffer
+		if l.HasBias() {
+			db = m.bias(m.Grads, l)
+		}
+		if err := m.whole.ConvBackwardFilter(dw, db, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad); err != nil || dx == nil {
+			return err
+		}
+		return m.whole.ConvBackwardData(dx, dy, m.weight(m.Params, l), m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad)
+	}
 	if m.rows == 0 {
 		if err := b.Fill(m.B.View(m.Grads, l.WOff, l.End-l.WOff), 0); err != nil {
 			return err
@@ -656,6 +709,45 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 // correct count. hook (may be nil) is told as each layer's gradient
 // completes, last layer first. Nothing is read back to the host.
 func (m *Model) Step(scale float32, hook GradHook) error {
+	if m.UseGraph && hook == nil {
+		if g, ok := kernels.GraphOf(m.B); ok {
+			return m.graphStep(g, scale)
+		}
+	}
+	return m.step(scale, hook)
+}
+
+// graphStep is Step replayed from a recording (UseGraph).
+func (m *Model) graphStep(g kernels.GraphOps, scale float32) error {
+	key := graphKey{m.rows, scale}
+	if gr := m.graphs[key]; gr != nil {
+		sp := m.Tracer.Begin("step graph").Cat(trace.Compute).Arg("rows", m.rows)
+		err := gr.Launch()
+		sp.Err(err).End()
+		return err
+	}
+	if !m.seen[key] || len(m.graphs) >= maxGraphs {
+		if m.seen == nil {
+			m.seen = map[graphKey]bool{}
+		}
+		m.seen[key] = true
+		return m.step(scale, nil)
+	}
+	sp := m.Tracer.Begin("step graph capture").Cat(trace.Compute).Arg("rows", m.rows)
+	gr, err := g.Capture(func() error { return m.step(scale, nil) })
+	if err == nil {
+		if m.graphs == nil {
+			m.graphs = map[graphKey]kernels.Graph{}
+		}
+		m.graphs[key] = gr
+		err = gr.Launch()
+	}
+	sp.Err(err).End()
+	return err
+}
+
+// step is Step op by op.
+func (m *Model) step(scale float32, hook GradHook) error {
 	sp := m.Tracer.Begin("forward").Cat(trace.Compute).Arg("rows", m.rows)
 	m.training = true
 	logits, err := m.Forward()

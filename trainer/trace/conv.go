@@ -132,3 +132,44 @@ func (tb *tracedBackend) Conv(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, p
 func (tb *tracedBackend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pad int) error {
 	return tb.directSpan("ConvFilter", func(d kernels.DirectConvOps) error { return d.ConvFilter(dw, db, x, dy, n, c, h, w, o, k, pad) }, n, c, h, w, o, k, pad)
 }
+
+var _ kernels.WholeConvOps = (*tracedBackend)(nil)
+
+// WholeConv passes the backend's answer through (false without the op
+// set).
+func (tb *tracedBackend) WholeConv() bool {
+	w, ok := tb.b.(kernels.WholeConvOps)
+	return ok && w.WholeConv()
+}
+
+// wholeSpan runs f on the backend's WholeConvOps in a span with the shape
+// arguments (failing without the op set), as directSpan does.
+func (tb *tracedBackend) wholeSpan(op string, f func(kernels.WholeConvOps) error, n, c, h, w, o, k, stride, pad int) error {
+	sp := tb.t.Begin(op).Cat(Compute)
+	var err error
+	if d, ok := tb.b.(kernels.WholeConvOps); ok {
+		err = f(d)
+	} else {
+		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
+	}
+	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Arg("k", k).Arg("stride", stride).Arg("pad", pad).Err(err).End()
+	return err
+}
+
+func (tb *tracedBackend) ConvForward(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, stride, pad int) error {
+	return tb.wholeSpan("ConvForward", func(d kernels.WholeConvOps) error {
+		return d.ConvForward(y, x, wt, bias, n, c, h, w, o, k, stride, pad)
+	}, n, c, h, w, o, k, stride, pad)
+}
+
+func (tb *tracedBackend) ConvBackwardData(dx, dy, wt kernels.Buffer, n, c, h, w, o, k, stride, pad int) error {
+	return tb.wholeSpan("ConvBackwardData", func(d kernels.WholeConvOps) error {
+		return d.ConvBackwardData(dx, dy, wt, n, c, h, w, o, k, stride, pad)
+	}, n, c, h, w, o, k, stride, pad)
+}
+
+func (tb *tracedBackend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, stride, pad int) error {
+	return tb.wholeSpan("ConvBackwardFilter", func(d kernels.WholeConvOps) error {
+		return d.ConvBackwardFilter(dw, db, x, dy, n, c, h, w, o, k, stride, pad)
+	}, n, c, h, w, o, k, stride, pad)
+}

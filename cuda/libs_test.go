@@ -1,0 +1,186 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/kernelstest"
+)
+
+// The cuBLAS and cuDNN symbols the loaders resolve (libs.go), for the
+// fake libraries below.
+var (
+	cublasSyms = []string{"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2", "cublasSetMathMode",
+		"cublasSetWorkspace_v2", "cublasGetProperty", "cublasSgemm_v2"}
+	cudnnSyms = []string{"cudnnGetErrorString", "cudnnCreate", "cudnnDestroy", "cudnnSetStream",
+		"cudnnCreateTensorDescriptor", "cudnnSetTensor4dDescriptor", "cudnnDestroyTensorDescriptor",
+		"cudnnCreateFilterDescriptor", "cudnnSetFilter4dDescriptor", "cudnnDestroyFilterDescriptor",
+		"cudnnCreateConvolutionDescriptor", "cudnnSetConvolution2dDescriptor", "cudnnSetConvolutionMathType",
+		"cudnnDestroyConvolutionDescriptor", "cudnnGetConvolutionForwardAlgorithm_v7",
+		"cudnnGetConvolutionBackwardDataAlgorithm_v7", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+		"cudnnFindConvolutionForwardAlgorithmEx", "cudnnFindConvolutionBackwardDataAlgorithmEx",
+		"cudnnFindConvolutionBackwardFilterAlgorithmEx", "cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+		"cudnnConvolutionBackwardFilter", "cudnnConvolutionBackwardBias", "cudnnAddTensor",
+		"cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationForwardInference", "cudnnBatchNormalizationBackward"}
+)
+
+// fakeLib compiles a shared library named soname into dir exporting syms
+// (each returning 0) and extra C source, with gcc.
+func fakeLib(t *testing.T, dir, soname string, syms []string, extra string) {
+	t.Helper()
+	var src strings.Builder
+	for _, s := range syms {
+		fmt.Fprintf(&src, "int %s(void) { return 0; }\n", s)
+	}
+	src.WriteString(extra)
+	c := filepath.Join(dir, soname+".c")
+	if err := os.WriteFile(c, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", filepath.Join(dir, soname), c).CombinedOutput()
+	if err != nil {
+		t.Skipf("no C compiler to build a fake library: %v: %s", err, out)
+	}
+}
+
+// noRealLibs skips where a driver loads: the loaders' entry points are
+// process-wide, and a fake library must not replace a real one in use.
+func noRealLibs(t *testing.T) {
+	if loadDriver() == nil {
+		t.Skip("a CUDA driver is here: the fake-library checks run where none is (CI)")
+	}
+}
+
+// TestLibsAbsentOrWrong: a library that is not there, one that lacks an
+// entry point, and a cuDNN older than 8 are each refused with a message
+// naming what is wrong, and a forced one becomes an UnavailableError.
+func TestLibsAbsentOrWrong(t *testing.T) {
+	noRealLibs(t)
+	dir := t.TempDir()
+	t.Setenv("DML_CUDA_LIBS", dir)
+
+	l := loadCUDNN([]string{"libdml-nonexistent.so.9"})
+	if l.err == nil || !strings.Contains(l.err.Error(), "none of libdml-nonexistent.so.9 found") || !strings.Contains(l.err.Error(), dir) {
+		t.Errorf("absent: %v, want a message naming the soname and the folders searched", l.err)
+	}
+
+	fakeLib(t, dir, "libcudnn-missing.so.9", cudnnSyms[1:], "unsigned long cudnnGetVersion(void) { return 91400; }\n")
+	l = loadCUDNN([]string{"libcudnn-missing.so.9"})
+	if l.err == nil || !strings.Contains(l.err.Error(), "has no cudnnGetErrorString") && !strings.Contains(l.err.Error(), "it has no cudnnGetErrorString") {
+		t.Errorf("missing symbol: %v, want it named", l.err)
+	}
+
+	fakeLib(t, dir, "libcudnn-old.so.7", cudnnSyms, "unsigned long cudnnGetVersion(void) { return 7605; }\n")
+	l = loadCUDNN([]string{"libcudnn-old.so.7"})
+	if l.err == nil || !strings.Contains(l.err.Error(), "cuDNN 7.6.5 is older than 8.0") {
+		t.Errorf("old version: %v, want 'cuDNN 7.6.5 is older than 8.0'", l.err)
+	}
+
+	fakeLib(t, dir, "libcudnn-good.so.9", cudnnSyms, "unsigned long cudnnGetVersion(void) { return 91400; }\n")
+	l = loadCUDNN([]string{"libcudnn-good.so.9"})
+	if l.err != nil || l.version != "9.14.0" || l.provider() != "cudnn 9.14" || !strings.HasPrefix(l.path, dir) {
+		t.Errorf("good fake: err %v, version %q, provider %q, path %q", l.err, l.version, l.provider(), l.path)
+	}
+
+	fakeLib(t, dir, "libcublas-good.so.13", cublasSyms[:len(cublasSyms)-1], "")
+	l = loadCUBLAS([]string{"libcublas-good.so.13"})
+	if l.err == nil || !strings.Contains(l.err.Error(), "cublasSgemm_v2") {
+		t.Errorf("cuBLAS without cublasSgemm_v2: %v, want it named", l.err)
+	}
+
+	// What becomes of a library that did not load: a note under auto,
+	// nothing when not wanted, an UnavailableError when forced.
+	why := errors.New("libcudnn.so.9: cannot open shared object file")
+	auto, _ := kernels.ParseKernels("auto")
+	if note, err := libVerdict(auto, "cudnn", why); err != nil || !strings.Contains(note, "cudnn not used (libcudnn.so.9") {
+		t.Errorf("auto: note %q, err %v", note, err)
+	}
+	forced, _ := kernels.ParseKernels("cudnn,cublas")
+	_, err := libVerdict(forced, "cudnn", why)
+	var ue *kernels.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Error(), "--kernels cudnn,cublas: cudnn did not load: libcudnn.so.9") {
+		t.Errorf("forced: %v, want an UnavailableError naming the flag and the library", err)
+	}
+	if note, err := libVerdict(forced, "cudnn", nil); note != "" || err != nil {
+		t.Errorf("loaded: %q, %v", note, err)
+	}
+}
+
+func TestCUDNNVersion(t *testing.T) {
+	for _, c := range []struct{ v, major, minor, patch int }{{91400, 9, 14, 0}, {90100, 9, 1, 0}, {8907, 8, 9, 7}, {8100, 8, 1, 0}} {
+		if a, b, p := cudnnVersion(c.v); a != c.major || b != c.minor || p != c.patch {
+			t.Errorf("cudnnVersion(%d) = %d.%d.%d, want %d.%d.%d", c.v, a, b, p, c.major, c.minor, c.patch)
+		}
+	}
+}
+
+// TestConformanceOwn runs the suite on our own kernels alone (--kernels
+// dml): TestConformance runs it with the libraries where they load.
+func TestConformanceOwn(t *testing.T) {
+	own := kernels.Options{Kernels: kernels.KernelChoice{Own: true}}
+	open(t, own).Close()
+	kernelstest.Run(t, func() kernels.Backend { return open(t, own) })
+}
+
+// TestLibraries says which libraries serve on this machine; with
+// DML_EXPECT_LIBS=1 (the GPU run, where cuBLAS and cuDNN are installed)
+// both must, and --kernels dml must use neither.
+func TestLibraries(t *testing.T) {
+	be := open(t, kernels.Options{})
+	defer be.Close()
+	t.Logf("auto: %s", kernels.Describe(be))
+	cb, cd := loadLibs()
+	for _, l := range []*lib{cb, cd} {
+		t.Logf("%s: path %q version %q err %v", l.name, l.path, l.version, l.err)
+	}
+	if os.Getenv("DML_EXPECT_LIBS") == "1" && (be.libs.cublas == nil || be.libs.cudnn == nil) {
+		t.Errorf("DML_EXPECT_LIBS=1 but %s", kernels.Describe(be))
+	}
+	own := open(t, kernels.Options{Kernels: kernels.KernelChoice{Own: true}})
+	defer own.Close()
+	if d := kernels.Describe(own); d != "cuda (rest: dml)" {
+		t.Errorf("--kernels dml: %s, want cuda (rest: dml)", d)
+	}
+	if _, ok := kernels.WholeConvOf(own); ok {
+		t.Error("--kernels dml offers whole convolutions")
+	}
+}
+
+// TestPickAlgo: the algorithm choice among cuDNN's answers.
+func TestPickAlgo(t *testing.T) {
+	perf := []algoPerf{
+		{algo: 6, ms: 1.0, deterministic: false},
+		{algo: 5, ms: 1.05, deterministic: true},
+		{algo: 1, ms: 1.1, deterministic: true},
+		{algo: 0, ms: 1.5, deterministic: true},
+		{algo: 2, ms: 0.5, status: 3, deterministic: true},       // failed
+		{algo: 3, ms: 0.2, memory: 1 << 40, deterministic: true}, // too much workspace
+	}
+	for _, c := range []struct {
+		timed, any bool
+		want       int
+	}{
+		{false, false, 1}, // heuristics: the first deterministic one
+		{true, false, 2},  // timed: within 10% of 1.05, the lowest-numbered (1)
+		{true, true, 2},   // any: within 10% of 1.0: 6, 5, 1 → algorithm 1
+		{false, true, 0},
+	} {
+		if got := pickAlgo(perf, c.timed, c.any); got != c.want {
+			t.Errorf("timed %v any %v: index %d (algorithm %d), want index %d", c.timed, c.any, got, perf[max(got, 0)].algo, c.want)
+		}
+	}
+	if got := pickAlgo([]algoPerf{{algo: 4, ms: 1}}, true, false); got != 0 {
+		t.Errorf("only a non-deterministic one: %d, want it (0)", got)
+	}
+	if got := pickAlgo([]algoPerf{{algo: 4, status: 1}}, true, false); got != -1 {
+		t.Errorf("none usable: %d, want -1", got)
+	}
+}

@@ -1,0 +1,382 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// The libraries a backend uses (libs.go loads them): which serve, their
+// handles on the backend's stream, and what the convolutions planned.
+//
+// Reproducibility: with --kernels dml every op is our own and a run
+// gives the bits it always gave. With the libraries, cuBLAS gives the
+// same bits run to run on one GPU model (its documented guarantee, our
+// workspace set so that no stream-dependent split happens). cuDNN's
+// convolution algorithms are chosen once per shape and direction, by
+// DML_CUDNN_ALGO:
+//   - find (the default): cuDNN times its candidates on the first call
+//     (PyTorch's cudnn.benchmark) and the deterministic ones within 10%
+//     of the fastest deterministic one are taken, the lowest-numbered
+//     first, so that timing noise seldom changes the choice; a run is
+//     deterministic once its algorithms are chosen, but two runs may
+//     choose differently, and then differ in the last bits;
+//   - heuristic: cuDNN's heuristics choose (shape and machine only, no
+//     timing): runs are deterministic run to run, sometimes slower
+//     (LeNet-5's filter gradients);
+//   - fastest: the fastest of all, non-deterministic algorithms (atomic
+//     adds) included: the bits may differ step to step.
+type providers struct {
+	cublas, cudnn *lib // serving; nil: our kernels
+	blas, dnn     unsafe.Pointer
+	blasWS        *allocation
+	convMath      int
+	find, anyAlgo bool
+	bnMode        int // cuDNN's batch-norm mode for training and its gradient
+	plans         map[convShape]*convPlan
+	bns           map[[3]int]bnDesc
+	bnEps         float64 // the eps of the last BatchNormTrain, for its gradient
+}
+
+// blasWorkspace is cuBLAS's workspace (NVIDIA's advice for Hopper: 32 MiB).
+const blasWorkspace = 32 << 20
+
+// maxConvWorkspace bounds the workspace of a cuDNN algorithm.
+const maxConvWorkspace = 256 << 20
+
+// convShape is a convolution's dimensions.
+type convShape struct{ n, c, h, w, o, k, stride, pad int }
+
+func (s convShape) out() (int, int) { return kernels.ConvOut(s.h, s.w, s.k, s.stride, s.pad) }
+
+// convPlan is a shape's descriptors and, per direction, the algorithm
+// chosen and its workspace (planned on first use).
+type convPlan struct {
+	desc    convDesc
+	planned [3]bool
+	algo    [3]int
+	ws      [3]int
+}
+
+// openProviders loads the libraries --kernels allows and makes their
+// handles. A forced library that cannot serve is an UnavailableError; an
+// auto one that cannot is a notice (one line) and our kernels serve.
+func (be *Backend) openProviders(o kernels.Options) error {
+	be.libs = providers{plans: map[convShape]*convPlan{}, bns: map[[3]int]bnDesc{}, bnEps: 1e-5,
+		convMath: cudnnFMAMath, bnMode: cudnnBNSpatial}
+	switch a := os.Getenv("DML_CUDNN_ALGO"); a {
+	case "", "find":
+		be.libs.find = true
+	case "heuristic":
+	case "fastest":
+		be.libs.find, be.libs.anyAlgo = true, true
+	default:
+		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_ALGO=%q is not find, heuristic or fastest", a),
+			Fix: "set DML_CUDNN_ALGO to one of those, or unset it"}
+	}
+	if os.Getenv("DML_CUDNN_BN") == "persistent" {
+		be.libs.bnMode = cudnnBNPersistent
+	}
+	if o.Kernels.Own {
+		return nil
+	}
+	tf32 := o.Precision == kernels.TF32 && 10*be.dev.Major+be.dev.Minor >= 80
+	if tf32 {
+		be.libs.convMath = cudnnDefaultMath
+	}
+	cublas, cudnn := loadLibs()
+	var notes []string
+	use := func(l *lib, start func() error) error {
+		if !o.Kernels.Wants(l.name) {
+			return nil
+		}
+		err := l.err
+		if err == nil {
+			err = start()
+		}
+		note, err := libVerdict(o.Kernels, l.name, err)
+		if note != "" {
+			notes = append(notes, note)
+		}
+		return err
+	}
+	if err := use(cublas, func() error {
+		ws, err := be.allocate(blasWorkspace)
+		if err != nil {
+			return err
+		}
+		math := cublasDefaultMath
+		if tf32 {
+			math = cublasTF32Math
+		}
+		h, err := blasCreate(be.q, math, ws.ptr, blasWorkspace)
+		if err != nil {
+			be.release(ws)
+			return err
+		}
+		be.libs.blas, be.libs.blasWS, be.libs.cublas = h, ws, cublas
+		return nil
+	}); err != nil {
+		be.closeProviders()
+		return err
+	}
+	if err := use(cudnn, func() error {
+		h, err := dnnCreate(be.q)
+		if err != nil {
+			return err
+		}
+		be.libs.dnn, be.libs.cudnn = h, cudnn
+		return nil
+	}); err != nil {
+		be.closeProviders()
+		return err
+	}
+	if len(notes) > 0 && o.Notice != nil {
+		o.Notice("dml: cuda: " + strings.Join(notes, "; ") + "; dml's own kernels serve those ops")
+	}
+	return nil
+}
+
+// libVerdict is what becomes of a library that failed to load or start
+// (err; nil: it serves): under auto a note for the notice line, forced by
+// --kernels an UnavailableError (one line, exit 2 in the command).
+func libVerdict(k kernels.KernelChoice, name string, err error) (note string, _ error) {
+	if err == nil {
+		return "", nil
+	}
+	if k.Forced(name) {
+		return "", &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", k, name, err),
+			Fix: "install it, put its folder in DML_CUDA_LIBS or LD_LIBRARY_PATH, or use --kernels auto or dml"}
+	}
+	return fmt.Sprintf("%s not used (%v)", name, err), nil
+}
+
+// closeProviders releases the handles and descriptors (before the stream
+// and the memory go).
+func (be *Backend) closeProviders() {
+	p := &be.libs
+	blasDestroy(be.q, p.blas)
+	dnnDestroy(be.q, p.dnn)
+	for _, pl := range p.plans {
+		pl.desc.free()
+	}
+	for _, d := range p.bns {
+		d.free()
+	}
+	if p.blasWS != nil {
+		be.release(p.blasWS)
+	}
+	*p = providers{}
+}
+
+// Providers: see kernels.ProviderReporter.
+func (be *Backend) Providers() []kernels.Provided {
+	var out []kernels.Provided
+	if l := be.libs.cublas; l != nil {
+		out = append(out, kernels.Provided{Ops: "gemm", Provider: l.provider()})
+	}
+	if l := be.libs.cudnn; l != nil {
+		out = append(out, kernels.Provided{Ops: "conv", Provider: l.provider()},
+			kernels.Provided{Ops: "batchnorm", Provider: l.provider()})
+	}
+	return append(out, kernels.Provided{Ops: "rest", Provider: "dml"})
+}
+
+// WholeConv: see kernels.WholeConvOps (true where cuDNN serves).
+func (be *Backend) WholeConv() bool { return be.libs.cudnn != nil }
+
+var _ kernels.WholeConvOps = (*Backend)(nil)
+
+// plan returns the shape's descriptors with direction dir's algorithm
+// chosen (the buffers are those of the call, for a timed search).
+func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error) {
+	p := be.libs.plans[s]
+	if p == nil {
+		d, err := newConvDesc(s, be.libs.convMath)
+		if err != nil {
+			return nil, err
+		}
+		p = &convPlan{desc: d}
+		be.libs.plans[s] = p
+	}
+	if p.planned[dir] {
+		return p, nil
+	}
+	var ws *allocation
+	wsBytes := 0
+	if be.libs.find {
+		wsBytes = maxConvWorkspace
+		var err error
+		if ws, err = be.allocate(wsBytes); err != nil {
+			return nil, err
+		}
+		defer be.release(ws)
+	}
+	var wsPtr devPtr
+	if ws != nil {
+		wsPtr = ws.ptr
+	}
+	perf, err := p.desc.algos(be.q, be.libs.dnn, dir, be.libs.find, x, w, y, wsPtr, wsBytes)
+	if err != nil {
+		return nil, err
+	}
+	best := pickAlgo(perf, be.libs.find, be.libs.anyAlgo)
+	if best < 0 {
+		return nil, fmt.Errorf("cudnn offers no algorithm for this convolution within %d MiB of workspace", maxConvWorkspace>>20)
+	}
+	p.algo[dir], p.ws[dir], p.planned[dir] = perf[best].algo, perf[best].memory, true
+	return p, nil
+}
+
+// pickAlgo chooses among cuDNN's answer (best first): a usable algorithm
+// (status 0, workspace within maxConvWorkspace), deterministic unless
+// anyAlgo, the first one for heuristics; for timed results, of those
+// within 10% of the fastest, the lowest-numbered. -1: none.
+func pickAlgo(perf []algoPerf, timed, anyAlgo bool) int {
+	best, fastest := -1, float32(0)
+	for i, a := range perf {
+		if a.status != 0 || a.memory > maxConvWorkspace || !anyAlgo && !a.deterministic {
+			continue
+		}
+		if best < 0 {
+			best, fastest = i, a.ms
+			if !timed {
+				break
+			}
+			continue
+		}
+		if a.ms <= 1.1*fastest && a.algo < perf[best].algo {
+			best = i
+		}
+	}
+	if best < 0 && !anyAlgo { // no deterministic one: take any usable
+		return pickAlgo(perf, timed, true)
+	}
+	return best
+}
+
+// conv runs one direction of a whole convolution through cuDNN.
+func (be *Backend) conv(op string, s convShape, dir int, x, w, y, bias devPtr) error {
+	dims := []int{s.n, s.c, s.h, s.w, s.o, s.k, s.stride, s.pad}
+	p, err := be.plan(s, dir, x, w, y)
+	if err != nil {
+		return be.deviceErr(op, dimsString(dims), err)
+	}
+	var ws devPtr
+	if p.ws[dir] > 0 {
+		a, err := be.scratch(op, (p.ws[dir]+3)/4, dims...)
+		if err != nil {
+			return err
+		}
+		defer be.release(a)
+		ws = a.ptr
+	}
+	return be.done(op, p.desc.run(be.q, be.libs.dnn, dir, p.algo[dir], x, w, y, bias, ws, p.ws[dir]), dims...)
+}
+
+// wholeCheck checks a whole convolution's arguments; skip is true when the
+// batch is empty (nothing to compute).
+func (be *Backend) wholeCheck(op string, yLen, xLen, wLen, bLen, n, c, h, w, o, k, stride, pad int) error {
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if be.libs.cudnn == nil {
+		return be.shapeErr(op, "cuDNN does not serve this backend (WholeConv is false)")
+	}
+	if err := kernels.CheckWholeConv("cuda."+op, yLen, xLen, wLen, bLen, n, c, h, w, o, k, stride, pad); err != nil {
+		return err
+	}
+	if n > maxInt32 || c*h*w > maxInt32 || o*c*k*k > maxInt32 {
+		return be.shapeErr(op, "n %d, %d→%d channels of %d×%d: too large for cuDNN's 32-bit dimensions", n, c, o, h, w)
+	}
+	return nil
+}
+
+const maxInt32 = 1<<31 - 1
+
+func optPtr(b *Buffer) (devPtr, int) {
+	if b == nil {
+		return 0, -1
+	}
+	return b.ptr, b.n
+}
+
+// ConvForward: see kernels.WholeConvOps.
+func (be *Backend) ConvForward(y, x, w, bias kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	const op = "ConvForward"
+	yd, xd, wdd := be.buf(y), be.buf(x), be.buf(w)
+	var bd *Buffer
+	if bias != nil {
+		bd = be.buf(bias)
+	}
+	bp, bl := optPtr(bd)
+	if err := be.wholeCheck(op, yd.n, xd.n, wdd.n, bl, n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirForward, xd.ptr, wdd.ptr, yd.ptr, bp)
+}
+
+// ConvBackwardData: see kernels.WholeConvOps.
+func (be *Backend) ConvBackwardData(dx, dy, w kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	const op = "ConvBackwardData"
+	xd, yd, wdd := be.buf(dx), be.buf(dy), be.buf(w)
+	if err := be.wholeCheck(op, yd.n, xd.n, wdd.n, -1, n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirData, xd.ptr, wdd.ptr, yd.ptr, 0)
+}
+
+// ConvBackwardFilter: see kernels.WholeConvOps. An empty batch gives zero
+// gradients.
+func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	const op = "ConvBackwardFilter"
+	wdd, xd, yd := be.buf(dw), be.buf(x), be.buf(dy)
+	var bd *Buffer
+	if db != nil {
+		bd = be.buf(db)
+	}
+	bp, bl := optPtr(bd)
+	if err := be.wholeCheck(op, yd.n, xd.n, wdd.n, bl, n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := be.Fill(dw, 0); err != nil || db == nil {
+			return err
+		}
+		return be.Fill(db, 0)
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirFilter, xd.ptr, wdd.ptr, yd.ptr, bp)
+}
+
+// bnServes reports whether cuDNN runs a batch norm of this shape: it
+// needs at least two values per channel (our kernels define the running
+// variance of one as its biased variance, cuDNN divides by zero) and an
+// eps of at least 1e-5 (cuDNN's CUDNN_BN_MIN_EPSILON).
+func (be *Backend) bnServes(n, c, hw int, eps float64) bool {
+	return be.libs.cudnn != nil && n*hw >= 2 && eps >= 1e-5 && n <= maxInt32 && c*hw <= maxInt32
+}
+
+// bnDescFor returns the cached descriptors of an n×c×hw batch norm.
+func (be *Backend) bnDescFor(n, c, hw int) (bnDesc, error) {
+	key := [3]int{n, c, hw}
+	if d, ok := be.libs.bns[key]; ok {
+		return d, nil
+	}
+	d, err := newBNDesc(n, c, hw)
+	if err != nil {
+		return bnDesc{}, err
+	}
+	be.libs.bns[key] = d
+	return d, nil
+}

@@ -1,0 +1,96 @@
+package kernelstest
+
+import (
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
+)
+
+// NewWholeConvCPU is the cpu backend with kernels.WholeConvOps made of its
+// own Im2col, Gemm, Transpose01 and Col2im (a stand-in for a library such
+// as cuDNN, where none is): the suite's "WholeConv" checks run on it on
+// any machine, so that the checks themselves are checked before they meet
+// a library, and a model's whole-convolution path can be compared with its
+// columns path on the CPU.
+func NewWholeConvCPU() kernels.Backend { return wholeConv{cpu.New()} }
+
+type wholeConv struct{ *cpu.Backend }
+
+func (w wholeConv) WholeConv() bool { return true }
+
+func (w wholeConv) ConvForward(y, x, wt, bias kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	if err := kernels.CheckWholeConv("ConvForward", y.Len(), x.Len(), wt.Len(), lenOrNone(bias), n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
+	p := n * oh * ow
+	cols, yt := w.mustAlloc(c*k*k*p), w.mustAlloc(o*p)
+	if err := w.Im2col(cols, x, n, c, h, wd, k, stride, pad); err != nil {
+		return err
+	}
+	if err := w.Gemm(false, false, o, p, c*k*k, 1, wt, cols, 0, yt); err != nil {
+		return err
+	}
+	if bias != nil {
+		ones := w.mustAlloc(p)
+		w.Fill(ones, 1)
+		if err := w.Gemm(false, false, o, p, 1, 1, bias, ones, 1, yt); err != nil {
+			return err
+		}
+	}
+	return w.Transpose01(y, yt, o, n, oh*ow)
+}
+
+func (w wholeConv) ConvBackwardData(dx, dy, wt kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	if err := kernels.CheckWholeConv("ConvBackwardData", dy.Len(), dx.Len(), wt.Len(), -1, n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
+	p := n * oh * ow
+	dyt, cols := w.mustAlloc(o*p), w.mustAlloc(c*k*k*p)
+	if err := w.Transpose01(dyt, dy, n, o, oh*ow); err != nil {
+		return err
+	}
+	if err := w.Gemm(true, false, c*k*k, p, o, 1, wt, dyt, 0, cols); err != nil {
+		return err
+	}
+	return w.Col2im(dx, cols, n, c, h, wd, k, stride, pad)
+}
+
+func (w wholeConv) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
+	if err := kernels.CheckWholeConv("ConvBackwardFilter", dy.Len(), x.Len(), dw.Len(), lenOrNone(db), n, c, h, wd, o, k, stride, pad); err != nil {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
+	p := n * oh * ow
+	dyt, cols := w.mustAlloc(o*p), w.mustAlloc(c*k*k*p)
+	if err := w.Transpose01(dyt, dy, n, o, oh*ow); err != nil {
+		return err
+	}
+	if err := w.Im2col(cols, x, n, c, h, wd, k, stride, pad); err != nil {
+		return err
+	}
+	if err := w.Gemm(false, true, o, c*k*k, p, 1, dyt, cols, 0, dw); err != nil {
+		return err
+	}
+	if db != nil {
+		ones := w.mustAlloc(p)
+		w.Fill(ones, 1)
+		return w.Gemm(false, false, o, 1, p, 1, dyt, ones, 0, db)
+	}
+	return nil
+}
+
+func lenOrNone(b kernels.Buffer) int {
+	if b == nil {
+		return -1
+	}
+	return b.Len()
+}
+
+func (w wholeConv) mustAlloc(n int) kernels.Buffer {
+	b, err := w.Alloc(n)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
