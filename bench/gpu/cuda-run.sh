@@ -10,11 +10,15 @@
 # sanitizer.log. Optional in .gpu (bench/gpu/RESULTS.md, "staging" section,
 # says how they are built): trainer.test (-tags cuda), dml-before (for
 # before/after runs), and bins.tgz holding any of the binaries.
-# Sections can be skipped: SKIP="tests bench torch train sanitizer".
+# Sections can be skipped: SKIP="tests bench torch cnn train sanitizer".
+# BENCH is the benchmarks' -test.bench pattern (default: all of them).
+# DML_EXPECT_LIBS=1 (set here) makes TestLibraries fail unless cuBLAS and
+# cuDNN both serve: the GPU machine has them.
 cd "$(dirname "$0")/../.."
 # Binaries may come packed (the 64 MiB a call carries): .gpu/bins.tgz.
 [ -f .gpu/bins.tgz ] && tar xzf .gpu/bins.tgz -C .gpu
 export PYTHONUNBUFFERED=1
+export DML_EXPECT_LIBS=${DML_EXPECT_LIBS:-1}
 S=$OUT/summary.txt; : > "$S"
 skip() { [[ " ${SKIP:-} " == *" $1 "* ]]; }
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } >> "$S" 2>&1
@@ -43,9 +47,19 @@ if ! skip tests; then
 fi
 
 if ! skip bench; then
-  timeout 240 .gpu/cuda.test -test.run x -test.bench . -test.benchtime 1x -test.v > "$OUT/bench.log" 2>&1
+  timeout 300 .gpu/cuda.test -test.run x -test.bench "${BENCH:-.}" -test.benchtime 1x -test.v > "$OUT/bench.log" 2>&1
   echo "bench rc=$?" >> "$S"
-  grep -E "bench_test.go" "$OUT/bench.log" | sed 's/^ *//' >> "$S"
+  # cuDNN's timed algorithm search instead of its heuristics, the CNN step only.
+  DML_CUDNN_FIND=1 timeout 120 .gpu/cuda.test -test.run x -test.bench 'CNNStep/.*/.*/lib' -test.benchtime 1x -test.v > "$OUT/bench-find.log" 2>&1
+  echo "bench (DML_CUDNN_FIND=1) rc=$?" >> "$S"
+  grep -E "bench_test.go|SKIP|FAIL" "$OUT/bench.log" | sed 's/^ *//' >> "$S"
+  grep -E "bench_test.go" "$OUT/bench-find.log" | sed 's/^ *//; s/^/find: /' >> "$S"
+fi
+
+if ! skip cnn; then
+  timeout 240 python3 bench/gpu/torch_cnn.py --out "$OUT/torch-cnn.json" > "$OUT/torch-cnn.log" 2>&1
+  echo "torch_cnn rc=$?" >> "$S"
+  sed 's/^/torch: /' "$OUT/torch-cnn.log" >> "$S"
 fi
 
 if ! skip torch; then
@@ -78,6 +92,19 @@ if ! skip train; then
     run mpirun -np 2 .gpu/dml train --backend cuda $D --hidden 1024,1024 --batch 512 --epochs 10 --eval-every 0
     run mpirun -np 2 .gpu/dml train --backend cpu $D --epochs 1
   fi )
+  # The CNN with the libraries (auto) and without (dml), LeNet-5 on
+  # Fashion-MNIST, and every strategy under mpirun with the libraries.
+  L5="--model lenet5 --batch 64 --eval-every 0"
+  run .gpu/dml train --backend cuda $D $L5 --epochs 3 --save $W/l5-auto.npz
+  run .gpu/dml train --backend cuda $D $L5 --epochs 3 --kernels dml --save $W/l5-dml.npz
+  run .gpu/dml train --backend cuda $D $L5 --epochs 3 --precision tf32
+  run .gpu/dml train --backend cuda $D $L5 --epochs 1 --kernels cudnn,cublas
+  ( if source bench/gpu/env.sh; then
+    for sy in allreduce dpsgd adpsgd; do
+      run mpirun -np 2 .gpu/dml train --backend cuda $D $L5 --epochs 1 --sync $sy
+    done
+    run mpirun -np 3 .gpu/dml train --backend cuda $D $L5 --epochs 1 --sync ps --servers 1
+  fi )
   # Before/after: .gpu/dml-before, when the bundle has it, is the same
   # tree with an earlier trainer (bench/gpu/RESULTS.md says which); the
   # same jobs, longer, back to back.
@@ -93,6 +120,7 @@ if ! skip train; then
       done
     fi )
   fi
+  grep -E "backend cuda|cuda:" "$L" | sort | uniq -c | sed 's/^/  start line: /' >> "$S"
   # Extra runs the caller names, e.g. EXTRA='env DML_TRY_PINNED=1 .gpu/dml train --backend cuda ...'
   if [ -n "${EXTRA:-}" ]; then while IFS= read -r c; do [ -n "$c" ] && eval "run $c"; done <<< "$EXTRA"; fi
 fi
@@ -100,8 +128,12 @@ fi
 if ! skip sanitizer; then
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$CS" ]; then
-    timeout 240 "$CS" --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.run '^TestConformance$' > "$OUT/sanitizer.log" 2>&1
-    echo "memcheck TestConformance rc=$? ($(tail -n 1 "$OUT/sanitizer.log"))" >> "$S"
+    timeout 240 "$CS" --tool memcheck --error-exitcode 9 .gpu/cuda.test -test.run '^TestConformance$/(Gemm|WholeConv|BatchNorm)$' > "$OUT/sanitizer.log" 2>&1
+    echo "memcheck TestConformance (libraries: Gemm, WholeConv, BatchNorm) rc=$? ($(tail -n 1 "$OUT/sanitizer.log"))" >> "$S"
+    if [ -x .gpu/trainer.test ]; then
+      timeout 240 "$CS" --tool memcheck --error-exitcode 9 .gpu/trainer.test -test.run '^TestCUDAGraphSameBits$' > "$OUT/sanitizer-graph.log" 2>&1
+      echo "memcheck TestCUDAGraphSameBits (graph-replayed steps) rc=$? ($(tail -n 1 "$OUT/sanitizer-graph.log"))" >> "$S"
+    fi
   fi
 fi
 cat "$S"; echo ----; [ -f "$OUT/torch.log" ] && sed -n '/## SGEMM/,$p' "$OUT/torch.log"

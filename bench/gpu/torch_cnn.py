@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """PyTorch's side of the GPU CNN target (issue 19): one training step of
 ResNet-20 at batch 128 (3x32x32) and LeNet-5 at batch 1024 (1x28x28), eager,
-cuDNN (benchmark mode on, as users run it), fp32 with TF32 off and on; SGD
-momentum 0.9, lr 0.05; the batch already on the device. The median of
+cuDNN (benchmark mode on, as users run it), fp32 with TF32 off and on,
+autocast bf16 (eager), and the whole fp32 step (forward, loss, backward,
+optimizer) captured once with torch.cuda.graph and replayed (the fastest
+PyTorch a user can write by hand); SGD momentum 0.9, lr 0.05; the batch
+already on the device. The median of
 --reps blocks of --block steps, after a warm-up block, in ms/step: the same
 measurement as `go test -tags cuda -bench CNNStep ./cuda` (BenchmarkCNNStep).
 
@@ -29,7 +32,7 @@ def sync(dev):
         torch.cuda.synchronize()
 
 
-def time_step(dev, name, batch, shape, tf32, block, reps):
+def time_step(dev, name, batch, shape, tf32, block, reps, mode="eager"):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -41,10 +44,35 @@ def time_step(dev, name, batch, shape, tf32, block, reps):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(x), y)
+        if mode == "bf16":
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+                loss = F.cross_entropy(net(x), y)
+        else:
+            loss = F.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
         return loss
+
+    if mode == "graph":
+        # PyTorch's whole-network capture recipe: warm up on a side
+        # stream, capture forward, backward and the optimizer step once,
+        # then each step is one replay.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            static_loss = F.cross_entropy(net(x), y)
+            static_loss.backward()
+            opt.step()
+
+        def step():  # noqa: F811
+            g.replay()
+            return static_loss
 
     times = []
     for r in range(reps + 1):
@@ -56,7 +84,7 @@ def time_step(dev, name, batch, shape, tf32, block, reps):
         if r > 0:  # the first block warms up (cuDNN's algorithm search)
             times.append((time.perf_counter() - t0) * 1e3 / block)
     med = statistics.median(times)
-    return {"model": name, "batch": batch, "tf32": tf32, "ms_per_step": med,
+    return {"model": name, "batch": batch, "tf32": tf32, "mode": mode, "ms_per_step": med,
             "samples_per_s": batch / (med * 1e-3), "spread_pct": 100 * (max(times) - min(times)) / med,
             "last_loss": float(loss)}
 
@@ -76,13 +104,14 @@ def main():
         torch.set_num_threads(a.threads)
     rows = []
     for name, batch, shape in CASES:
-        for tf32 in ([False, True] if dev.type == "cuda" else [False]):
+        variants = [("eager", False), ("eager", True), ("bf16", False), ("graph", False)] if dev.type == "cuda" else [("eager", False)]
+        for mode, tf32 in variants:
             if a.quick:
-                r = time_step(dev, name, 8, shape, tf32, 1, 1)
+                r = time_step(dev, name, 8, shape, tf32, 1, 1, mode)
             else:
-                r = time_step(dev, name, a.batch or batch, shape, tf32, a.block, a.reps)
+                r = time_step(dev, name, a.batch or batch, shape, tf32, a.block, a.reps, mode)
             rows.append(r)
-            print(f"{r['model']:9s} batch {r['batch']:5d} tf32 {str(r['tf32']):5s} {r['ms_per_step']:9.3f} ms/step "
+            print(f"{r['model']:9s} batch {r['batch']:5d} {mode:5s} tf32 {str(r['tf32']):5s} {r['ms_per_step']:9.3f} ms/step "
                   f"{r['samples_per_s']:10.0f} samples/s (spread {r['spread_pct']:.1f}%)", flush=True)
     if a.out:
         with open(a.out, "w") as f:
