@@ -114,9 +114,16 @@ func (be *Backend) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, stride in
 	return be.poolOp("AvgPoolGrad", be.dev.k.avgPoolGrad, dd.n, gd.n, dd.n, []uint64{ptr(dd), ptr(gd)}, planes, h, w, k, stride)
 }
 
-// normBlocks is the grid of the per-channel reductions: the result does
-// not depend on it (each channel is one block's, in a fixed order).
-func (be *Backend) normBlocks(c int) int { return max(1, min(c, 32*be.dev.SMs)) }
+// bnSplits is how many slices each channel's n·hw values are summed in
+// (dml_bn_partial): about 4096 values a block, at most 256 slices — a
+// function of the shape alone, so that the sums, and the bits, are the
+// same on every GPU.
+func bnSplits(n, hw int) int { return max(1, min(256, ceilDiv(n*hw, 4096))) }
+
+// bnPartialGrid is the grid of the partial-sum kernels: one block per
+// (channel, slice), at most 32 per multiprocessor (they loop over the
+// rest; the result does not depend on it).
+func (be *Backend) bnPartialGrid(blocks int) int { return max(1, min(blocks, 32*be.dev.SMs)) }
 
 // normCheck checks a batch-norm op's shapes: x of n·c·hw, the
 // per-channel buffers of c, and the others of x's length.
@@ -139,7 +146,9 @@ func (be *Backend) normCheck(op string, x *Buffer, n, c, hw int, perChannel []*B
 	return nil
 }
 
-// BatchNormTrain: see kernels.NormOps. The statistics are float64 sums in
+// BatchNormTrain: see kernels.NormOps (cuDNN's where it serves). Ours:
+// Σx and Σx² in one pass, float64 sums over slices of each channel
+// (dml_bn_partial, bnSplits) added in order; the statistics are float64 sums in
 // a fixed order per channel; y is applied in float64 as on the CPU.
 func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
 	const op = "BatchNormTrain"
@@ -155,14 +164,19 @@ func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, be
 		}
 		return be.done(op, err, n, c, hw)
 	}
-	ss, err := be.scratch(op, 4*c, n, c, hw) // 2c float64
+	splits := bnSplits(n, hw)
+	ss, err := be.scratch(op, 4*c+4*c*splits, n, c, hw) // 2c float64, then 2c·splits of partial sums
 	if err != nil {
 		return err
 	}
 	defer be.release(ss)
+	part := ss.ptr + uint64(8*2*c)
 	k := &be.dev.k
-	if err := be.launch(k.bnStats, be.normBlocks(c), 1, threads, ptrAt(ss.ptr), ptr(md), ptr(id), ptr(rm), ptr(rv), ptr(xd), ptr(gd), ptr(bd),
-		i64(n), i64(c), i64(hw), f32(eps), f32(momentum)); err != nil {
+	if err := be.launch(k.bnPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part), ptr(xd), i64(n), i64(c), i64(hw), i64(splits)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	if err := be.launch1D(k.bnFinish, c, ptrAt(ss.ptr), ptr(md), ptr(id), ptr(rm), ptr(rv), ptrAt(part), ptr(gd), ptr(bd),
+		i64(n), i64(c), i64(hw), i64(splits), f32(eps), f32(momentum)); err != nil {
 		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
 	}
 	return be.normApply(op, yd, xd, ss, n, c, hw)
@@ -217,14 +231,19 @@ func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 		}
 		return be.done(op, err, n, c, hw)
 	}
-	sums, err := be.scratch(op, 4*c, n, c, hw)
+	splits := bnSplits(n, hw)
+	sums, err := be.scratch(op, 4*c+4*c*splits, n, c, hw) // 2c float64, then the partial sums
 	if err != nil {
 		return err
 	}
 	defer be.release(sums)
+	part := sums.ptr + uint64(8*2*c)
 	k := &be.dev.k
-	if err := be.launch(k.bnGradReduce, be.normBlocks(c), 1, threads, ptrAt(sums.ptr), ptr(dg), ptr(db), ptr(gy), ptr(xd), ptr(md), ptr(id),
-		i64(n), i64(c), i64(hw)); err != nil {
+	if err := be.launch(k.bnGradPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part), ptr(gy), ptr(xd), ptr(md), ptr(id),
+		i64(n), i64(c), i64(hw), i64(splits)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	if err := be.launch1D(k.bnGradFinish, c, ptrAt(sums.ptr), ptr(dg), ptr(db), ptrAt(part), i64(c), i64(splits)); err != nil {
 		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
 	}
 	if xd.n == 0 {

@@ -34,10 +34,11 @@ type kernelSet struct {
 	sumRowsPartial, sumRowsFinal, stats             function
 	dotPartial, dotFinal, nonFinite                 function
 	// module conv (ConvOps, NormOps)
-	im2col, col2im, transpose01                         function
-	maxPool, maxPoolGrad, avgPool, avgPoolGrad          function
-	bnStats, bnCoef, bnApply, bnGradReduce, bnGradApply function
-	gemm                                                map[string]function // by name, for ptx.PickGemm
+	im2col, col2im, transpose01                function
+	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
+	bnPartial, bnFinish, bnCoef, bnApply       function
+	bnGradPartial, bnGradFinish, bnGradApply   function
+	gemm                                       map[string]function // by name, for ptx.PickGemm
 }
 
 // tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
@@ -193,8 +194,8 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.dotPartial, "dml_dot_partial"}, {&k.dotFinal, "dml_dot_final"}, {&k.nonFinite, "dml_nonfinite"},
 		{&k.im2col, "dml_im2col"}, {&k.col2im, "dml_col2im"}, {&k.transpose01, "dml_transpose01"}, {&k.maxPool, "dml_maxpool"}, {&k.maxPoolGrad, "dml_maxpool_grad"},
 		{&k.avgPool, "dml_avgpool"}, {&k.avgPoolGrad, "dml_avgpool_grad"},
-		{&k.bnStats, "dml_bn_stats"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
-		{&k.bnGradReduce, "dml_bn_grad_reduce"}, {&k.bnGradApply, "dml_bn_grad_apply"},
+		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
+		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

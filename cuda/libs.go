@@ -632,6 +632,7 @@ type algoPerf struct {
 	ms            float32
 	memory        int
 	deterministic bool
+	math          int // the math type it runs with (cudnnFMAMath, cudnnDefaultMath, tensor ops)
 }
 
 // Directions of a convolution.
@@ -660,7 +661,8 @@ func (cd convDesc) algos(q queue, h unsafe.Pointer, dir int, find bool, x, w, y,
 	}
 	out := make([]algoPerf, 0, int(got))
 	for _, p := range perf[:min(int(got), len(perf))] {
-		out = append(out, algoPerf{algo: int(p.algo), status: int(p.status), ms: float32(p.time), memory: int(p.memory), deterministic: p.determinism == 1})
+		out = append(out, algoPerf{algo: int(p.algo), status: int(p.status), ms: float32(p.time), memory: int(p.memory),
+			deterministic: p.determinism == 1, math: int(p.mathType)})
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -37,7 +38,8 @@ type providers struct {
 	blasWS        *allocation
 	convMath      int
 	find, anyAlgo bool
-	bnMode        int // cuDNN's batch-norm mode for training and its gradient
+	debug         bool // DML_CUDNN_DEBUG=1: each algorithm chosen, on stderr
+	bnMode        int  // cuDNN's batch-norm mode for training and its gradient; 0: ours serve batch norm
 	plans         map[convShape]*convPlan
 	bns           map[[3]int]bnDesc
 	bnEps         float64 // the eps of the last BatchNormTrain, for its gradient
@@ -68,7 +70,7 @@ type convPlan struct {
 // auto one that cannot is a notice (one line) and our kernels serve.
 func (be *Backend) openProviders(o kernels.Options) error {
 	be.libs = providers{plans: map[convShape]*convPlan{}, bns: map[[3]int]bnDesc{}, bnEps: 1e-5,
-		convMath: cudnnFMAMath, bnMode: cudnnBNSpatial}
+		convMath: cudnnFMAMath, debug: os.Getenv("DML_CUDNN_DEBUG") == "1"}
 	switch a := os.Getenv("DML_CUDNN_ALGO"); a {
 	case "", "find":
 		be.libs.find = true
@@ -79,8 +81,21 @@ func (be *Backend) openProviders(o kernels.Options) error {
 		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_ALGO=%q is not find, heuristic or fastest", a),
 			Fix: "set DML_CUDNN_ALGO to one of those, or unset it"}
 	}
-	if os.Getenv("DML_CUDNN_BN") == "persistent" {
+	// Batch norm: ours unless DML_CUDNN_BN asks for cuDNN's. cuDNN's
+	// NCHW spatial batch norm reduces a channel per block, like our first
+	// kernels did: ResNet-20's 16-channel layers then use 16 of an H100's
+	// 132 multiprocessors (ResNet-20's step at batch 128: 6.99 ms with it,
+	// 6.21 with ours split over slices, 7.22 with its persistent mode;
+	// bench/gpu/results, 2026-11-27, call 4).
+	switch m := os.Getenv("DML_CUDNN_BN"); m {
+	case "", "off":
+	case "spatial":
+		be.libs.bnMode = cudnnBNSpatial
+	case "persistent":
 		be.libs.bnMode = cudnnBNPersistent
+	default:
+		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_BN=%q is not off, spatial or persistent", m),
+			Fix: "set DML_CUDNN_BN to one of those, or unset it"}
 	}
 	if o.Kernels.Own {
 		return nil
@@ -181,8 +196,17 @@ func (be *Backend) Providers() []kernels.Provided {
 		out = append(out, kernels.Provided{Ops: "gemm", Provider: l.provider()})
 	}
 	if l := be.libs.cudnn; l != nil {
-		out = append(out, kernels.Provided{Ops: "conv", Provider: l.provider()},
-			kernels.Provided{Ops: "batchnorm", Provider: l.provider()})
+		conv := l.provider()
+		switch {
+		case be.libs.anyAlgo:
+			conv += " fastest"
+		case !be.libs.find:
+			conv += " heuristic"
+		}
+		out = append(out, kernels.Provided{Ops: "conv", Provider: conv})
+		if be.libs.bnMode != 0 {
+			out = append(out, kernels.Provided{Ops: "batchnorm", Provider: l.provider()})
+		}
 	}
 	return append(out, kernels.Provided{Ops: "rest", Provider: "dml"})
 }
@@ -225,12 +249,40 @@ func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error)
 	if err != nil {
 		return nil, err
 	}
+	if be.libs.convMath == cudnnFMAMath && !be.libs.anyAlgo {
+		perf = fp32Grade(perf, dir)
+	}
 	best := pickAlgo(perf, be.libs.find, be.libs.anyAlgo)
 	if best < 0 {
 		return nil, fmt.Errorf("cudnn offers no algorithm for this convolution within %d MiB of workspace", maxConvWorkspace>>20)
 	}
 	p.algo[dir], p.ws[dir], p.planned[dir] = perf[best].algo, perf[best].memory, true
+	if be.libs.debug {
+		fmt.Fprintf(os.Stderr, "dml: cudnn %v %s: algorithm %d (%.3f ms, %d bytes of workspace, math %d, deterministic %v) of %d\n",
+			s, [3]string{"forward", "data gradient", "filter gradient"}[dir], perf[best].algo, perf[best].ms, perf[best].memory, perf[best].math, perf[best].deterministic, len(perf))
+	}
 	return p, nil
+}
+
+// approximate lists, per direction, the cuDNN algorithms that transform
+// the problem (FFT, FFT with tiling, Winograd, non-fused Winograd): their
+// rounding grows with the transform, to TF32's size on LeNet-5's 5×5
+// data gradients (measured on an H100: 4e-4 to 1.5e-3 of the sum of
+// magnitudes, against fp32's 1e-6).
+var approximate = [3][]int{{4, 5, 6, 7}, {2, 3, 4, 5}, {2, 4, 5, 6}}
+
+// fp32Grade keeps the algorithms that compute a float32 convolution as
+// sums of products (implicit or explicit GEMM, direct) with FMA math:
+// --precision fp32 means float32's accuracy; DML_CUDNN_ALGO=fastest
+// allows the others.
+func fp32Grade(perf []algoPerf, dir int) []algoPerf {
+	var out []algoPerf
+	for _, a := range perf {
+		if !slices.Contains(approximate[dir], a.algo) && (a.math == cudnnFMAMath || a.math == cudnnDefaultMath) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // pickAlgo chooses among cuDNN's answer (best first): a usable algorithm
@@ -364,7 +416,7 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 // variance of one as its biased variance, cuDNN divides by zero) and an
 // eps of at least 1e-5 (cuDNN's CUDNN_BN_MIN_EPSILON).
 func (be *Backend) bnServes(n, c, hw int, eps float64) bool {
-	return be.libs.cudnn != nil && n*hw >= 2 && eps >= 1e-5 && n <= maxInt32 && c*hw <= maxInt32
+	return be.libs.cudnn != nil && be.libs.bnMode != 0 && n*hw >= 2 && eps >= 1e-5 && n <= maxInt32 && c*hw <= maxInt32
 }
 
 // bnDescFor returns the cached descriptors of an n×c×hw batch norm.

@@ -173,43 +173,76 @@ __device__ __forceinline__ long long dml_bn_at(long long e, long long ch, long l
   return ((e / hw) * c + ch) * hw + e % hw;
 }
 
-// dml_bn_stats: the batch's mean μ and biased variance σ² of each channel
-// (two passes, float64), written as mean = μ and invstd = 1/√(σ² + eps)
-// (float32); the running statistics updated with momentum m
-// (runVar takes the unbiased σ²·N/(N−1), σ² when N = 1); and ss[2ch],
-// ss[2ch+1] = the float64 scale γ·invstd and shift β − γ·invstd·μ that
-// dml_bn_apply applies.
-DML_EXTERN void dml_bn_stats(double* __restrict__ ss, float* __restrict__ mean, float* __restrict__ invstd,
-                             float* __restrict__ runMean, float* __restrict__ runVar, const float* __restrict__ x,
-                             const float* __restrict__ gamma, const float* __restrict__ beta, long long n,
-                             long long c, long long hw, float eps, float momentum) {
+// Batch norm's per-channel sums run in two stages so that a layer of few
+// channels (ResNet's 16) still fills the GPU: dml_bn_partial and
+// dml_bn_grad_partial give each of the c·splits blocks one channel's p-th
+// slice of its N = n·hw values (splits a function of the shape alone: the
+// same bits on every GPU), and the finishing kernels add each channel's
+// slices in order. Sums are float64 in a fixed order.
+
+// dml_bn_slice is the p-th of splits near-equal slices of [0, cnt).
+__device__ __forceinline__ void dml_bn_slice(long long cnt, long long splits, long long p, long long* lo, long long* hi) {
+  *lo = cnt * p / splits;
+  *hi = cnt * (p + 1) / splits;
+}
+
+// dml_bn_partial: part[2b], part[2b+1] = Σx and Σx² (float64) over block
+// b's slice (b = ch·splits + p): one pass over x.
+DML_EXTERN void dml_bn_partial(double* __restrict__ part, const float* __restrict__ x, long long n, long long c,
+                               long long hw, long long splits) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
   const long long cnt = n * hw;
-  const double dcnt = cnt > 1 ? (double)cnt : 1.0;
-  for (long long ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double s = 0;
-    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) s = __dadd_rn(s, (double)x[dml_bn_at(e, ch, c, hw)]);
-    const double mu = __ddiv_rn(dml_block_sum_d(s, sh), dcnt);
-    double q = 0;
-    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) {
-      const double d = __dsub_rn((double)x[dml_bn_at(e, ch, c, hw)], mu);
-      q = __dadd_rn(q, __dmul_rn(d, d));
+  for (long long b = blockIdx.x; b < c * splits; b += gridDim.x) {
+    const long long ch = b / splits;
+    long long lo, hi;
+    dml_bn_slice(cnt, splits, b % splits, &lo, &hi);
+    double s = 0, q = 0;
+    for (long long e = lo + threadIdx.x; e < hi; e += DML_RED_THREADS) {
+      const double v = (double)x[dml_bn_at(e, ch, c, hw)];
+      s = __dadd_rn(s, v);
+      q = __dadd_rn(q, __dmul_rn(v, v));
     }
-    const double ssq = dml_block_sum_d(q, sh);
+    s = dml_block_sum_d(s, sh);
+    q = dml_block_sum_d(q, sh);
     if (threadIdx.x == 0) {
-      const double v = __ddiv_rn(ssq, dcnt);
-      const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
-      mean[ch] = (float)mu;
-      invstd[ch] = (float)inv;
-      const double unbiased = cnt > 1 ? __ddiv_rn(ssq, (double)(cnt - 1)) : v;
-      const double m = (double)momentum;
-      runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
-      runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
-      const double scale = __dmul_rn((double)gamma[ch], inv);
-      ss[2 * ch] = scale;
-      ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+      part[2 * b] = s;
+      part[2 * b + 1] = q;
     }
+  }
+}
+
+// dml_bn_finish: one thread per channel adds its slices in order: μ =
+// Σx/N and the biased variance σ² = max(Σx²/N − μ², 0) (float64), written
+// as mean = μ and invstd = 1/√(σ² + eps) (float32); the running statistics
+// updated with momentum m (runVar takes the unbiased σ²·N/(N−1), σ² when
+// N = 1); and ss[2ch], ss[2ch+1] = the float64 scale γ·invstd and shift
+// β − γ·invstd·μ that dml_bn_apply applies.
+DML_EXTERN void dml_bn_finish(double* __restrict__ ss, float* __restrict__ mean, float* __restrict__ invstd,
+                              float* __restrict__ runMean, float* __restrict__ runVar,
+                              const double* __restrict__ part, const float* __restrict__ gamma,
+                              const float* __restrict__ beta, long long n, long long c, long long hw,
+                              long long splits, float eps, float momentum) {
+  const long long cnt = n * hw;
+  const double dcnt = cnt > 1 ? (double)cnt : 1.0;
+  DML_GRID_STRIDE(ch, c) {
+    double sx = 0, sq = 0;
+    for (long long p = 0; p < splits; p++) {
+      sx = __dadd_rn(sx, part[2 * (ch * splits + p)]);
+      sq = __dadd_rn(sq, part[2 * (ch * splits + p) + 1]);
+    }
+    const double mu = __ddiv_rn(sx, dcnt);
+    const double v = fmax(__dsub_rn(__ddiv_rn(sq, dcnt), __dmul_rn(mu, mu)), 0.0);
+    const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
+    mean[ch] = (float)mu;
+    invstd[ch] = (float)inv;
+    const double unbiased = cnt > 1 ? __ddiv_rn(__dmul_rn(v, (double)cnt), (double)(cnt - 1)) : v;
+    const double m = (double)momentum;
+    runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
+    runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
+    const double scale = __dmul_rn((double)gamma[ch], inv);
+    ss[2 * ch] = scale;
+    ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
   }
 }
 
@@ -237,32 +270,51 @@ DML_EXTERN void dml_bn_apply(float* y, const float* x, const double* __restrict_
   }
 }
 
-// dml_bn_grad_reduce: per channel, sums[2ch] = Σ dy and sums[2ch+1] =
-// Σ dy·(x − μ)·invstd in float64; dbeta and dgamma are those, rounded.
-DML_EXTERN void dml_bn_grad_reduce(double* __restrict__ sums, float* __restrict__ dgamma, float* __restrict__ dbeta,
-                                   const float* __restrict__ dy, const float* __restrict__ x,
-                                   const float* __restrict__ mean, const float* __restrict__ invstd, long long n,
-                                   long long c, long long hw) {
+// dml_bn_grad_partial: part[2b], part[2b+1] = Σ dy and Σ dy·(x − μ)·invstd
+// (float64) over block b's slice, as dml_bn_partial.
+DML_EXTERN void dml_bn_grad_partial(double* __restrict__ part, const float* __restrict__ dy,
+                                    const float* __restrict__ x, const float* __restrict__ mean,
+                                    const float* __restrict__ invstd, long long n, long long c, long long hw,
+                                    long long splits) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
   const long long cnt = n * hw;
-  for (long long ch = blockIdx.x; ch < c; ch += gridDim.x) {
+  for (long long b = blockIdx.x; b < c * splits; b += gridDim.x) {
+    const long long ch = b / splits;
     const double mu = (double)mean[ch], inv = (double)invstd[ch];
-    double a = 0, b = 0;
-    for (long long e = threadIdx.x; e < cnt; e += DML_RED_THREADS) {
+    long long lo, hi;
+    dml_bn_slice(cnt, splits, b % splits, &lo, &hi);
+    double a = 0, q = 0;
+    for (long long e = lo + threadIdx.x; e < hi; e += DML_RED_THREADS) {
       const long long at = dml_bn_at(e, ch, c, hw);
       const double g = (double)dy[at];
       a = __dadd_rn(a, g);
-      b = __dadd_rn(b, __dmul_rn(__dmul_rn(g, __dsub_rn((double)x[at], mu)), inv));
+      q = __dadd_rn(q, __dmul_rn(__dmul_rn(g, __dsub_rn((double)x[at], mu)), inv));
     }
-    const double sdy = dml_block_sum_d(a, sh);
-    const double sdyx = dml_block_sum_d(b, sh);
+    a = dml_block_sum_d(a, sh);
+    q = dml_block_sum_d(q, sh);
     if (threadIdx.x == 0) {
-      sums[2 * ch] = sdy;
-      sums[2 * ch + 1] = sdyx;
-      dbeta[ch] = (float)sdy;
-      dgamma[ch] = (float)sdyx;
+      part[2 * b] = a;
+      part[2 * b + 1] = q;
     }
+  }
+}
+
+// dml_bn_grad_finish: one thread per channel adds its slices in order:
+// sums[2ch] = Σ dy and sums[2ch+1] = Σ dy·x̂ (float64); dbeta and dgamma
+// are those, rounded.
+DML_EXTERN void dml_bn_grad_finish(double* __restrict__ sums, float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                   const double* __restrict__ part, long long c, long long splits) {
+  DML_GRID_STRIDE(ch, c) {
+    double a = 0, q = 0;
+    for (long long p = 0; p < splits; p++) {
+      a = __dadd_rn(a, part[2 * (ch * splits + p)]);
+      q = __dadd_rn(q, part[2 * (ch * splits + p) + 1]);
+    }
+    sums[2 * ch] = a;
+    sums[2 * ch + 1] = q;
+    dbeta[ch] = (float)a;
+    dgamma[ch] = (float)q;
   }
 }
 

@@ -107,7 +107,17 @@ func TestPerturbationGrowth(t *testing.T) {
 				d2 += d * d
 				u2 += u * u
 			}
-			t.Logf("%s: final loss %.6f vs %.6f; final ‖Δw‖/‖update‖ = %.3g", c.name, l0[len(l0)-1], l1[len(l1)-1], math.Sqrt(d2/u2))
+			rel := math.Sqrt(d2 / u2)
+			t.Logf("%s: final loss %.6f vs %.6f; final ‖Δw‖/‖update‖ = %.3g", c.name, l0[len(l0)-1], l1[len(l1)-1], rel)
+			// What the GPU checks' bounds rest on: LeNet-5 on random data
+			// carries a nudge no further than rounding (1e-5), ResNet-20's
+			// batch norms carry it to a large part of the update.
+			switch {
+			case c.name == "resnet20" && !(rel > 1e-2):
+				t.Errorf("resnet20: a one-ulp nudge carried only to %.3g of the update: cuda's TestCNNMatchesCPU bounds for libraries can be tightened", rel)
+			case c.name != "resnet20" && !(rel < 1e-3):
+				t.Errorf("%s: a one-ulp nudge carried to %.3g of the update (want < 1e-3)", c.name, rel)
+			}
 		})
 	}
 }

@@ -538,19 +538,23 @@ static void test_pool() {
 static void test_batchnorm() {
   struct S {
     long long n, c, hw;
-  } shapes[] = {{1, 1, 1}, {2, 3, 5}, {4, 16, 64}, {3, 7, 1}, {1, 2, 300}};
+  } shapes[] = {{1, 1, 1}, {2, 3, 5}, {4, 16, 64}, {3, 7, 1}, {1, 2, 300}, {5, 3, 1000}};
   const float eps = 1e-5f, mom = 0.1f;
   for (auto s : shapes) {
     const long long all = s.n * s.c * s.hw, cnt = s.n * s.hw;
     auto x = normals(all, 2), dy = normals(all), g = normals(s.c), b = normals(s.c), rm = normals(s.c);
     for (long long i = 0; i < all; i++) x[i] += (float)((i / s.hw) % s.c);
     std::vector<float> rv(s.c, 1.5f), y(all, 7), mean(s.c), inv(s.c), rm2 = rm, rv2 = rv, yi(all, 7), dx(all, 7), dg(s.c), db(s.c);
-    std::vector<double> ss(2 * s.c), sums(2 * s.c);
-    emu_launch(dml_bn_stats, dim3{2, 1, 1}, dim3{256, 1, 1}, ss.data(), mean.data(), inv.data(), rm2.data(), rv2.data(),
-               (const float*)x.data(), (const float*)g.data(), (const float*)b.data(), s.n, s.c, s.hw, eps, mom);
+    // Slices per channel: 1 to 4 by the shape (some empty where n·hw is smaller).
+    const long long splits = 1 + (s.n + s.hw) % 4;
+    std::vector<double> ss(2 * s.c), sums(2 * s.c), part(2 * s.c * splits, 7), gpart(2 * s.c * splits, 7);
+    emu_launch(dml_bn_partial, dim3{3, 1, 1}, dim3{256, 1, 1}, part.data(), (const float*)x.data(), s.n, s.c, s.hw, splits);
+    emu_launch(dml_bn_finish, G1, B1, ss.data(), mean.data(), inv.data(), rm2.data(), rv2.data(), (const double*)part.data(),
+               (const float*)g.data(), (const float*)b.data(), s.n, s.c, s.hw, splits, eps, mom);
     emu_launch(dml_bn_apply, G1, B1, y.data(), (const float*)x.data(), (const double*)ss.data(), s.n, s.c, s.hw);
-    emu_launch(dml_bn_grad_reduce, dim3{2, 1, 1}, dim3{256, 1, 1}, sums.data(), dg.data(), db.data(), (const float*)dy.data(),
-               (const float*)x.data(), (const float*)mean.data(), (const float*)inv.data(), s.n, s.c, s.hw);
+    emu_launch(dml_bn_grad_partial, dim3{3, 1, 1}, dim3{256, 1, 1}, gpart.data(), (const float*)dy.data(), (const float*)x.data(),
+               (const float*)mean.data(), (const float*)inv.data(), s.n, s.c, s.hw, splits);
+    emu_launch(dml_bn_grad_finish, G1, B1, sums.data(), dg.data(), db.data(), (const double*)gpart.data(), s.c, splits);
     auto dyy = dy;  // in place: dx aliases dy
     emu_launch(dml_bn_grad_apply, G1, B1, dyy.data(), (const float*)dyy.data(), (const float*)x.data(), (const float*)mean.data(),
                (const float*)inv.data(), (const float*)g.data(), (const double*)sums.data(), s.n, s.c, s.hw);
