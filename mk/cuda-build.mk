@@ -11,7 +11,8 @@
 #                training check); without a GPU they skip, saying why.
 #   bench-cuda   the GPU benchmarks (SGEMM GFLOP/s, MLP training step).
 #   gpu-bundle   what the GPU machine, which has no Go, needs in .gpu/: the
-#                stripped test binary and dml, and Fashion-MNIST. Carry .gpu
+#                stripped cuda and trainer test binaries and dml, packed in
+#                bins.tgz, and Fashion-MNIST. Carry .gpu
 #                (and .gpukit, bench/gpu/pack-mpi.sh) with the device tool and
 #                run bench/gpu/cuda-run.sh there (bench/gpu/RESULTS.md).
 
@@ -32,8 +33,13 @@ test-cuda: deps cuda-toolchain
 bench-cuda: deps cuda-toolchain
 	$(CUDA_CGO_ENV) $(GO) test -tags cuda -run x -bench . -benchtime 1x ./cuda/
 
+# The binaries travel packed (.gpu/bins.tgz, which bench/gpu/cuda-run.sh and
+# libs-run.sh unpack there): with Fashion-MNIST they stay under the 64 MiB a
+# device call carries.
 gpu-bundle: deps cuda-toolchain
-	mkdir -p $(GPU_DIR)
-	$(CUDA_CGO_ENV) $(GO) test -c -tags cuda -ldflags "-s -w" -o $(GPU_DIR)/cuda.test ./cuda/
-	$(CUDA_CGO_ENV) $(GO) build -tags cuda -ldflags "-s -w -X main.version=$(VERSION)" -o $(GPU_DIR)/dml ./cmd/dml
-	mkdir -p $(GPU_DIR)/fmnist && cp $(FMNIST_DIR)/*-ubyte.gz $(GPU_DIR)/fmnist/
+	rm -rf $(GPU_DIR)/raw && mkdir -p $(GPU_DIR)/raw $(GPU_DIR)/fmnist
+	$(CUDA_CGO_ENV) $(GO) test -c -tags cuda -ldflags "-s -w" -o $(GPU_DIR)/raw/cuda.test ./cuda/
+	$(CUDA_CGO_ENV) $(GO) test -c -tags cuda -ldflags "-s -w" -o $(GPU_DIR)/raw/trainer.test ./trainer/
+	$(CUDA_CGO_ENV) $(GO) build -tags cuda -ldflags "-s -w -X main.version=$(VERSION)" -o $(GPU_DIR)/raw/dml ./cmd/dml
+	tar czf $(GPU_DIR)/bins.tgz -C $(GPU_DIR)/raw cuda.test trainer.test dml && rm -rf $(GPU_DIR)/raw
+	cp $(FMNIST_DIR)/*-ubyte.gz $(GPU_DIR)/fmnist/

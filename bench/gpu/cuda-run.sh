@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cuda-run.sh: every GPU check and measurement of the CUDA backend in one
-# device-tool call. Build here first (`make gpu-bundle`: .gpu/cuda.test,
-# .gpu/dml, .gpu/fmnist), then, with the device tool:
+# device-tool call. Build here first (`make gpu-bundle`: .gpu/bins.tgz with
+# cuda.test, trainer.test and dml; .gpu/fmnist), then, with the device tool:
 #
 #   run  command: bash bench/gpu/cuda-run.sh   carry: [".gpu", ".gpukit/mpi.tgz"]
 #
