@@ -203,6 +203,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 	if err := writeFileAtomic(path, b); err != nil {
 		return fmt.Errorf("Checkpointing.Dir: writing %s: %w", path, err)
 	}
+	j.markValid(path, len(b))
 	j.prune()
 	j.printf("checkpoint: step %d (epoch %d step %d) written to %s (%.1f MB, %.0f ms)\n",
 		next.Steps, next.Epoch, next.Step, path, float64(len(b))/1e6, 1e3*time.Since(t0).Seconds())
@@ -210,8 +211,12 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 	return nil
 }
 
-// prune removes all but the newest Keep checkpoints (failures are ignored:
-// an extra old file hurts nobody).
+// prune removes the checkpoints older than the newest Keep valid ones
+// (failures are ignored: an extra old file hurts nobody). A file with a
+// checkpoint's name that does not read as one (empty, truncated, a link
+// to a device, another program's) is not counted and is left alone, said
+// once: pruning by names alone once kept a bogus newest name and deleted
+// every good checkpoint (issue 29).
 func (j *job) prune() {
 	keep := j.Checkpoint.Keep
 	if keep <= 0 {
@@ -221,10 +226,63 @@ func (j *job) prune() {
 	if err != nil {
 		return
 	}
-	for _, f := range files[min(keep, len(files)):] {
-		os.Remove(f)
+	kept := 0
+	for _, f := range files {
+		switch {
+		case kept >= keep:
+			os.Remove(f)
+		case j.validCheckpoint(f):
+			kept++
+		}
 	}
 	j.removeLeftovers()
+}
+
+// ckptSeen is what prune knows of a file: its size and time when it was
+// read, and whether it decoded as a checkpoint.
+type ckptSeen struct {
+	size  int64
+	mtime time.Time
+	valid bool
+}
+
+// markValid records a checkpoint this job has just written (valid without
+// reading it back); its size bounds what validCheckpoint reads.
+func (j *job) markValid(path string, size int) {
+	if j.ckptSeen == nil {
+		j.ckptSeen = map[string]ckptSeen{}
+	}
+	if fi, err := os.Stat(path); err == nil {
+		j.ckptSeen[path] = ckptSeen{fi.Size(), fi.ModTime(), true}
+	}
+	j.ckptSize = max(j.ckptSize, int64(size))
+}
+
+// validCheckpoint reports whether path reads and decodes as a checkpoint
+// (a regular file of at most 4× the largest this job wrote and 16 MiB
+// more), once per file and version.
+func (j *job) validCheckpoint(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if s, ok := j.ckptSeen[path]; ok && s.size == fi.Size() && s.mtime.Equal(fi.ModTime()) {
+		return s.valid
+	}
+	b, err := regfile.ReadFile(path, 4*j.ckptSize+16<<20)
+	valid := err == nil
+	if valid {
+		_, err = decodeCheckpoint(b)
+		valid = err == nil
+	}
+	if !valid {
+		j.printf("checkpoint: %s does not read as a checkpoint (%v): not counted among the --keep newest, left alone\n", path, err)
+	}
+	if j.ckptSeen == nil {
+		j.ckptSeen = map[string]ckptSeen{}
+	}
+	j.ckptSeen[path] = ckptSeen{fi.Size(), fi.ModTime(), valid}
+	return valid
 }
 
 // removeLeftovers removes what checkpoint writes killed half-way left in

@@ -98,6 +98,19 @@ func finalParams(t *testing.T, res []*Result) []float32 {
 	return res[0].Params
 }
 
+// finalState is the batch norms' running statistics the ranks end with
+// (Result.ModelState: every rank's is the ranks' average), nil for models
+// without.
+func finalState(t *testing.T, res []*Result) []float32 {
+	t.Helper()
+	for r := range res {
+		if !slices.Equal(res[r].ModelState, res[0].ModelState) {
+			t.Fatalf("rank %d ends with other batch-norm statistics than rank 0", r)
+		}
+	}
+	return res[0].ModelState
+}
+
 type ckptCase struct {
 	name  string
 	ranks int
@@ -155,7 +168,7 @@ func TestCheckpointResume(t *testing.T) {
 				straight.MaxSteps = 30
 				res, errs := runCkpt(t, tc.ranks, straight, Checkpointing{}, 0)
 				noErrs(t, errs)
-				want := finalParams(t, res)
+				want, wantState := finalParams(t, res), finalState(t, res)
 
 				dir := t.TempDir()
 				first := cfg
@@ -174,6 +187,16 @@ func TestCheckpointResume(t *testing.T) {
 					got := finalParams(t, res)
 					if !slices.Equal(got, want) {
 						t.Fatalf("resumed with %+v: weights differ by %.3g from 30 steps straight", ck, numtest.MaxRelDiff(got, want))
+					}
+					// The statistics resume too, to rounding: a checkpoint
+					// keeps the ranks' average, which the resumed ranks all
+					// start from; the average they end with is the straight
+					// run's but for the order of its sums (before the fix of
+					// issue 29, they restarted from mean 0, variance 1: off
+					// by about 0.05).
+					gotState := finalState(t, res)
+					if len(gotState) != len(wantState) || numtest.MaxRelDiff(gotState, wantState) > 1e-7 {
+						t.Fatalf("resumed with %+v: batch-norm statistics differ by %.3g from 30 steps straight", ck, numtest.MaxRelDiff(gotState, wantState))
 					}
 					if n := res[tc.ranks-1].Steps; n != 30 {
 						t.Errorf("resumed run counts %d steps, want 30", n)
@@ -507,5 +530,48 @@ func TestCheckpointNames(t *testing.T) {
 		if _, ok := checkpointSteps(name); ok {
 			t.Errorf("%s taken for a checkpoint", name)
 		}
+	}
+}
+
+// TestKeepCountsValidOnly (issue 29): a file with a checkpoint's name that
+// is none — empty, or a link to /dev/zero — newer than every real one is
+// not counted among the --keep newest: the real ones stay, and a later
+// resume falls back to them.
+func TestKeepCountsValidOnly(t *testing.T) {
+	for _, bogus := range []string{"empty", "devzero"} {
+		t.Run(bogus, func(t *testing.T) {
+			cfg := synthCfg()
+			cfg.MaxSteps = 6
+			dir := t.TempDir()
+			_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2, Keep: 1}, 0)
+			noErrs(t, errs)
+			fake := filepath.Join(dir, checkpointName(999999999))
+			switch bogus {
+			case "empty":
+				if err := os.WriteFile(fake, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			case "devzero":
+				if err := os.Symlink("/dev/zero", fake); err != nil {
+					t.Fatal(err)
+				}
+			}
+			more := cfg
+			more.MaxSteps = 10
+			_, errs = runCkpt(t, 2, more, Checkpointing{Dir: dir, Every: 2, Keep: 1, ResumeLatest: true}, 0)
+			noErrs(t, errs)
+			files, _ := listCheckpoints(dir)
+			if len(files) != 2 || files[0] != fake || filepath.Base(files[1]) != checkpointName(10) {
+				t.Fatalf("after --keep 1: %v, want the bogus file left alone and step 10's checkpoint", files)
+			}
+			// And the next resume finds step 10's.
+			again := cfg
+			again.MaxSteps = 12
+			res, errs := runCkpt(t, 2, again, Checkpointing{Dir: dir, Every: 100, ResumeLatest: true}, 0)
+			noErrs(t, errs)
+			if res[0].Steps != 12 {
+				t.Errorf("resumed run counts %d steps, want 12 (from step 10's checkpoint)", res[0].Steps)
+			}
+		})
 	}
 }

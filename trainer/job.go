@@ -252,12 +252,6 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err
 	}
-	if j.resume != nil && len(j.resume.state) > 0 {
-		if err := t.Backend.Upload(m.State, j.resume.state); err != nil {
-			return nil, err
-		}
-	}
-
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
 	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
@@ -268,6 +262,13 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	if j.resume != nil {
 		copy(params, j.resume.params)
+		// The batch norms' running statistics resume too (read by
+		// loadResume just above: uploading them before it did nothing).
+		if len(j.resume.state) > 0 {
+			if err := t.Backend.Upload(m.State, j.resume.state); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return cfg.Sync.unit().run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
 }
@@ -456,12 +457,16 @@ type job struct {
 	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
 	reporter int          // the rank that prints epoch lines and writes --metrics
 
-	resume         *resumed  // the state to start from (nil: fresh)
-	interrupted    bool      // the loop stopped on Stop
-	stoppedAt      Position  // where it stopped
-	lastCheckpoint string    // the file last written (reporting rank)
-	augEpoch       int       // the epoch of the step the loop runs (augmentation)
-	finalState     []float32 // ps: the batch-norm statistics the final evaluation used
+	resume         *resumed // the state to start from (nil: fresh)
+	interrupted    bool     // the loop stopped on Stop
+	stoppedAt      Position // where it stopped
+	lastCheckpoint string   // the file last written (reporting rank)
+	// ckptSeen: the checkpoint files prune has judged; ckptSize: the
+	// largest this job wrote (checkpoint.go).
+	ckptSeen   map[string]ckptSeen
+	ckptSize   int64
+	augEpoch   int       // the epoch of the step the loop runs (augmentation)
+	finalState []float32 // ps: the batch-norm statistics the final evaluation used
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int

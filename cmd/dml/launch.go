@@ -526,8 +526,7 @@ func (sv *supervisor) printf(format string, a ...any) {
 
 func (sv *supervisor) run() error {
 	if tl := sv.timeline(); tl != "" { // an earlier launch's attempts are not this one's
-		old, _ := filepath.Glob(tl + ".attempt-*")
-		for _, f := range old {
+		for _, f := range attemptFiles(tl) {
 			os.Remove(f)
 		}
 	}
@@ -1132,6 +1131,41 @@ func (sv *supervisor) timeline() string {
 // failed attempt's ranks write FILE.attempt-K.json.rank-N.json).
 func attemptTimeline(file string, k int) string { return fmt.Sprintf("%s.attempt-%d.json", file, k) }
 
+// attemptFiles lists the files an earlier launch with this --timeline
+// left: FILE.attempt-K.json and FILE.attempt-K.json.rank-N.json, matched
+// by name exactly — never through a glob of the user's text, whose [ ] *
+// ? would name other files (issue 29).
+func attemptFiles(file string) []string {
+	var out []string
+	for _, f := range numbered(file, ".attempt-", ".json") {
+		out = append(out, f)
+		out = append(out, numbered(f, ".rank-", ".json")...)
+	}
+	return out
+}
+
+// numbered lists the files of file's folder named file's base name, then
+// infix, a decimal number, then suffix, as paths beside file.
+func numbered(file, infix, suffix string) []string {
+	dir, base := filepath.Split(file)
+	ents, err := os.ReadDir(filepath.Clean(dir + "."))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), base+infix)
+		if !ok {
+			continue
+		}
+		num, ok := strings.CutSuffix(rest, suffix)
+		if ok && num != "" && strings.Trim(num, "0123456789") == "" {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
 // concatTimelines writes file, the job's timeline across its attempts
 // (trace.ConcatAttempts): each attempt's merged timeline or, for one that
 // failed, its ranks' own. An attempt that left none is left out.
@@ -1141,7 +1175,7 @@ func concatTimelines(file string, attempts int) error {
 		name := attemptTimeline(file, k)
 		files := []string{name}
 		if _, err := os.Stat(name); err != nil {
-			files, _ = filepath.Glob(name + ".rank-*.json")
+			files = numbered(name, ".rank-", ".json")
 		}
 		for _, f := range files {
 			b, err := os.ReadFile(f)

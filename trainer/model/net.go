@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
@@ -209,6 +210,9 @@ func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, e
 		if l.Out != 0 && l.Out != shape.C || l.Kernel != 0 || l.Stride != 0 || l.Pad != 0 || l.NoBias {
 			return 0, shape, bad("takes no settings but its name (out %d: its input has %d channels)", l.Out, shape.C)
 		}
+		if from < 0 {
+			return 0, shape, bad("a batch norm cannot read the data itself (its backward pass would need the data's gradient): put a conv or linear layer before it")
+		}
 		n.Out = shape.C
 		n.out = shape
 		n.state = p.state
@@ -223,6 +227,9 @@ func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, e
 	if l.hasParams() {
 		if l.Name == "" {
 			return 0, shape, bad("needs a name: its parameters are saved as NAME.weight and NAME.bias")
+		}
+		if why := badName(l.Name); why != "" {
+			return 0, shape, bad("name %.40q…: %s", l.Name, why)
 		}
 		if j, dup := p.names[l.Name]; dup {
 			return 0, shape, bad("name %q is also layer %d's", l.Name, j)
@@ -242,6 +249,27 @@ func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, e
 	}
 	p.ns = append(p.ns, n)
 	return len(p.ns) - 1, n.out, nil
+}
+
+// MaxLayerName bounds a layer's name: its arrays' names in .npz files and
+// checkpoints are NAME.weight.npy and the like, zip entry names.
+const MaxLayerName = 200
+
+// badName says what makes name a poor array name (too long; a '/', a
+// '\\', "..", a control character or a space, which would make a path
+// inside the .npz or an entry PyTorch cannot name), or "".
+func badName(name string) string {
+	switch {
+	case len(name) > MaxLayerName:
+		return fmt.Sprintf("%d bytes long, more than %d", len(name), MaxLayerName)
+	case strings.ContainsAny(name, "/\\") || strings.Contains(name, ".."):
+		return "contains '/', '\\' or '..'"
+	case strings.IndexFunc(name, func(r rune) bool { return r < 0x21 || r == 0x7f || !utf8.ValidRune(r) }) >= 0 || !utf8.ValidString(name):
+		return "contains a space, a control character or invalid UTF-8"
+	case strings.HasPrefix(name, ".") || strings.HasSuffix(name, "."):
+		return "starts or ends with '.'"
+	}
+	return ""
 }
 
 // block places a basic residual block (KindBlock) as its layers.

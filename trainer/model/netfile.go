@@ -44,6 +44,34 @@ func oneLine(err error) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
+// intKeys are LayerSpec's whole-number keys.
+var intKeys = map[string]bool{"out": true, "kernel": true, "stride": true, "pad": true}
+
+// wholeNumbers refuses a layer whose out, kernel, stride or pad is not
+// written as a whole number: YAML decodes 7.9 into an int field as 7
+// without a word (issue 29).
+func wholeNumbers(b []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil || len(doc.Content) == 0 {
+		return nil // the decode above said what is wrong
+	}
+	top := doc.Content[0]
+	for k := 0; k+1 < len(top.Content); k += 2 {
+		if top.Content[k].Value != "layers" || top.Content[k+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for i, layer := range top.Content[k+1].Content {
+			for j := 0; j+1 < len(layer.Content); j += 2 {
+				key, val := layer.Content[j], layer.Content[j+1]
+				if intKeys[key.Value] && (val.Kind != yaml.ScalarNode || val.ShortTag() != "!!int") {
+					return fmt.Errorf("layer %d (line %d): %s: %q is not a whole number", i, val.Line, key.Value, val.Value)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // netFile is a model file's document.
 type netFile struct {
 	Layers []LayerSpec `yaml:"layers"`
@@ -72,6 +100,9 @@ func ParseNetFile(r io.Reader) ([]LayerSpec, error) {
 	}
 	if len(f.Layers) == 0 {
 		return nil, fmt.Errorf("no layers (want a list under layers:)")
+	}
+	if err := wholeNumbers(b); err != nil {
+		return nil, err
 	}
 	for i, l := range f.Layers {
 		if l.Kind == "" {

@@ -51,3 +51,38 @@ layers:
 		}
 	}
 }
+
+// TestNetFileRefuses (issue 29): a size that is not a whole number, an
+// over-long or path-like layer name, and a batch norm reading the data are
+// refused when the network is read or placed, naming the layer.
+func TestNetFileRefuses(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"layers:\n - {kind: conv, name: c, out: 7.9, kernel: 3}\n", `out: "7.9" is not a whole number`},
+		{"layers:\n - {kind: conv, name: c, out: 7, kernel: 5.9}\n", `kernel: "5.9" is not a whole number`},
+		{"layers:\n - {kind: conv, name: c, out: 7, kernel: 1e1}\n", `kernel: "1e1" is not a whole number`},
+		{"layers:\n - {kind: maxpool, kernel: 2, stride: \"2\"}\n", "cannot unmarshal"},
+	} {
+		if _, err := ParseNetFile(strings.NewReader(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
+		}
+	}
+	in := Shape{C: 1, H: 8, W: 8}
+	for _, c := range []struct {
+		layers []LayerSpec
+		want   string
+	}{
+		{[]LayerSpec{{Kind: KindConv, Name: strings.Repeat("x", 70000), Out: 2, Kernel: 3}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "70000 bytes long"},
+		{[]LayerSpec{{Kind: KindConv, Name: "a/b", Out: 2, Kernel: 3}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "contains '/'"},
+		{[]LayerSpec{{Kind: KindConv, Name: "a..b", Out: 2, Kernel: 3}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "'..'"},
+		{[]LayerSpec{{Kind: KindConv, Name: "a\x01", Out: 2, Kernel: 3}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "control character"},
+		{[]LayerSpec{{Kind: KindBatchNorm, Name: "bn"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "cannot read the data itself"},
+	} {
+		if _, err := NewNet(in, c.layers, 4, SoftmaxCE); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%.60v: %v, want %q", c.layers, err, c.want)
+		}
+	}
+	// Names as dml's presets and PyTorch write them still pass.
+	if _, err := NewNet(Shape{C: 3, H: 32, W: 32}, ResNet20(10), 10, SoftmaxCE); err != nil {
+		t.Error(err)
+	}
+}
