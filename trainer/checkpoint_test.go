@@ -575,3 +575,37 @@ func TestKeepCountsValidOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointDirLocked (issue 29): a second job in a folder another
+// holds is refused, naming the holder, and leaves the holder's
+// checkpoints alone; once the holder is done, a job may use the folder.
+func TestCheckpointDirLocked(t *testing.T) {
+	defer func(w time.Duration) { lockWait = w }(lockWait)
+	lockWait = 300 * time.Millisecond
+	dir := t.TempDir()
+	cfg := synthCfg()
+	cfg.MaxSteps = 4
+	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2}, 0)
+	noErrs(t, errs)
+	before, _ := listCheckpoints(dir)
+	unlock, err := lockCheckpointDir(dir) // as another job would
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs = runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2, ResumeLatest: true}, 0)
+	for r, err := range errs {
+		var ce *ConfigError
+		switch {
+		case r == cfg.ReportingRank() && (!errors.As(err, &ce) || !strings.Contains(err.Error(), "is in use by dml (pid ")):
+			t.Errorf("rank %d (the writer): %v, want a ConfigError naming the holder", r, err)
+		case err == nil:
+			t.Errorf("rank %d went on", r)
+		}
+	}
+	if after, _ := listCheckpoints(dir); !slices.Equal(after, before) {
+		t.Errorf("the refused job changed the folder: %v, was %v", after, before)
+	}
+	unlock()
+	_, errs = runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2, ResumeLatest: true}, 0)
+	noErrs(t, errs)
+}

@@ -152,8 +152,13 @@ func TestDownpourConverges(t *testing.T) {
 			cfg.PS.FetchEvery, cfg.PS.PushEvery = tc.fetch, tc.push
 			res := mustRun(t, 3, cfg)
 			w := workerResult(res, 1)
+			// Under asp the first epoch's mean loss depends on how the
+			// workers interleave (on a loaded machine one may run far
+			// ahead and the first epoch already learn most): the loss must
+			// fall, by how much is the scheduler's; the accuracy below is
+			// the measure of convergence.
 			first, last := w.Epochs[0].Loss, w.Epochs[len(w.Epochs)-1].Loss
-			if !(last < 0.7*first) {
+			if !(last < first) {
 				t.Errorf("loss %.4f → %.4f over %d epochs: want it to fall", first, last, len(w.Epochs))
 			}
 			if res[0].TestAcc < 0.85 || res[0].TestAcc < base[0].TestAcc-0.05 {

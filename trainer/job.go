@@ -134,7 +134,12 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
-	err := t.checkDataMemory(cfg)
+	unlock, err := t.lockCheckpoints(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	err = t.checkDataMemory(cfg)
 	if cfg.Model == SparseLogreg {
 		var train, test *data.Sparse
 		if err == nil && cfg.Data.Name == "libsvm" {
@@ -169,6 +174,11 @@ func (t *Trainer) RunWithData(cfg Config, train, test *data.Dense) (*Result, err
 	if err := t.check(cfg); err != nil {
 		return nil, err
 	}
+	unlock, err := t.lockCheckpoints(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if cfg.Model == SparseLogreg {
 		return nil, bad("Model", "sparse-logreg trains on sparse data (use Run)")
 	}

@@ -37,7 +37,7 @@ func specErr(format string, args ...any) error {
 type Spec struct {
 	Ranks      []int    `yaml:"ranks"`
 	Strategies []string `yaml:"sync"`  // see StrategyNames
-	Models     []string `yaml:"model"` // mlp, mlp:HIDDEN (e.g. mlp:256,128), softmax, logreg
+	Models     []string `yaml:"model"` // dml train's models (trainer.Models); mlp:HIDDEN (e.g. mlp:256,128)
 	Batches    []int    `yaml:"batch"` // per rank, as dml train's --batch
 	Epochs     int      `yaml:"epochs"`
 	Servers    int      `yaml:"servers"` // parameter servers of the ps-* strategies

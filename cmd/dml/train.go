@@ -571,9 +571,14 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(float32Flag{&cfg.Opt.Momentum}, "momentum", "momentum (with --optimizer momentum or lars)")
 	fs.Var(float32Flag{&cfg.Opt.WeightDecay}, "weight-decay", "L2 weight decay added to the gradient")
 	fs.Var(float32Flag{&cfg.Opt.Eps}, "eps", "adagrad's, adam's and adamw's epsilon (adam, adamw: 1e-8 unless given)")
-	fs.Var(float32Flag{&cfg.Opt.Beta1}, "beta1", "adam, adamw: the first moment's decay β1 (0.9 unless given)")
-	fs.Var(float32Flag{&cfg.Opt.Beta2}, "beta2", "adam, adamw: the second moment's decay β2 (0.999 unless given)")
-	fs.Var(float32Flag{&cfg.Opt.TrustCoef}, "trust-coef", "lars: the trust coefficient η of each tensor's trust ratio η·‖w‖/(‖g‖ + wd·‖w‖) (0.001 unless given)")
+	fs.Var(float32Flag{&cfg.Opt.Beta1}, "beta1", "adam, adamw: the first moment's decay β1")
+	fs.Var(float32Flag{&cfg.Opt.Beta2}, "beta2", "adam, adamw: the second moment's decay β2")
+	fs.Var(float32Flag{&cfg.Opt.TrustCoef}, "trust-coef", "lars: the trust coefficient η of each tensor's trust ratio η·‖w‖/(‖g‖ + wd·‖w‖)")
+	// Their values apply to their optimizers only (adamDefaults): --help
+	// shows those optimizers' defaults, not the zero the others keep.
+	fs.Lookup("beta1").DefValue = fmt.Sprint(optim.DefaultBeta1)
+	fs.Lookup("beta2").DefValue = fmt.Sprint(optim.DefaultBeta2)
+	fs.Lookup("trust-coef").DefValue = fmt.Sprint(optim.DefaultTrustCoef)
 	fs.StringVar(&cfg.LRSchedule, "lr-schedule", "", "the learning rate over the epochs after the warm-up: constant (the default), step:E1,E2,…:GAMMA (times GAMMA after each epoch Ei) or cosine (to 0 at the last step)")
 	fs.Float64Var(&cfg.WarmupEpochs, "warmup-epochs", 0, "raise the learning rate linearly over this many epochs (fractions too): from 0, or with --lr-scale-ranks from --lr (Goyal et al.'s gradual warm-up)")
 	fs.BoolVar(&cfg.LRScaleRanks, "lr-scale-ranks", false, "the linear scaling rule: the learning rate is --lr times the ranks that train")
