@@ -219,8 +219,8 @@ func parseHosts(s string) ([]hostSlots, error) {
 			}
 			slots = v
 		}
-		if name == "" || strings.ContainsAny(name, " \t/:=") {
-			return nil, fmt.Errorf("%q: not a host name", f)
+		if !validHostName(name) {
+			return nil, fmt.Errorf("%.80q: not a host name (letters, digits, '-' and '.', or an IPv4 address)", f)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("host %s is given twice", name)
@@ -231,6 +231,51 @@ func parseHosts(s string) ([]hostSlots, error) {
 	return out, nil
 }
 
+// validHostName reports whether name is a host name as RFC 1123 writes
+// them (labels of letters, digits and '-', not starting or ending with
+// '-', at most 63 bytes each, 253 in all) or an IPv4 address.
+func validHostName(name string) bool {
+	if net.ParseIP(name) != nil && !strings.Contains(name, ":") {
+		return true
+	}
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(name, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// maxDiscoveryBytes bounds what --host-discovery may print (10,000 hosts
+// of 100 bytes): more is refused, and the command is not read further.
+const maxDiscoveryBytes = 1 << 20
+
+// cappedBuffer keeps the first max bytes written to it; a write past them
+// fails, which stops the copying from the command (whose next write then
+// fails: `yes` ends).
+type cappedBuffer struct {
+	b    []byte
+	max  int
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if len(c.b)+len(p) > c.max {
+		c.over = true
+		return 0, errors.New("output too long")
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
+}
+
 // discoverHosts runs the discovery command and reads its hosts: one
 // host[:slots] a line; empty lines and # comments are skipped.
 func discoverHosts(command string) ([]hostSlots, error) {
@@ -239,11 +284,16 @@ func discoverHosts(command string) ([]hostSlots, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", command)
 	cmd.WaitDelay = time.Second
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
+	errb := &cappedBuffer{max: 64 << 10}
+	outb := &cappedBuffer{max: maxDiscoveryBytes}
+	cmd.Stdout, cmd.Stderr = outb, errb
+	err := cmd.Run()
+	out := outb.b
+	if outb.over {
+		return nil, fmt.Errorf("%q printed more than %d bytes: want one host[:slots] a line", command, maxDiscoveryBytes)
+	}
 	if err != nil {
-		msg := strings.TrimSpace(errb.String())
+		msg := strings.TrimSpace(string(errb.b))
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
@@ -262,7 +312,10 @@ func discoverHosts(command string) ([]hostSlots, error) {
 			continue
 		}
 		if strings.ContainsAny(line, " \t,") {
-			return nil, fmt.Errorf("%q printed line %d %q: want host or host:slots", command, i+1, line)
+			return nil, fmt.Errorf("%q printed line %d %.80q: want host or host:slots", command, i+1, line)
+		}
+		if name, _, _ := strings.Cut(line, ":"); !validHostName(name) {
+			return nil, fmt.Errorf("%q printed line %d %.80q: not a host name (letters, digits, '-' and '.', or an IPv4 address)", command, i+1, line)
 		}
 		fields = append(fields, line)
 	}

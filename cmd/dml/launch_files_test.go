@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -39,5 +40,26 @@ func TestAttemptFilesExact(t *testing.T) {
 	}
 	if got := attemptFiles(filepath.Join(dir, "missing", "x.json")); len(got) != 0 {
 		t.Errorf("a missing folder: %v", got)
+	}
+}
+
+// TestDiscoveryBounded (issue 29): a discovery command that prints without
+// end is cut at maxDiscoveryBytes and refused, one that prints no host
+// name (NUL bytes, symbols) is refused naming the line, and a good one
+// still works.
+func TestDiscoveryBounded(t *testing.T) {
+	for _, c := range []struct{ cmd, want string }{
+		{"yes localhost", "printed more than"},
+		{"head -c 1000 /dev/zero", "not a host name"},
+		{"echo 'bad_host!'", "not a host name"},
+		{"echo '-dash'", "not a host name"},
+	} {
+		if _, err := discoverHosts(c.cmd); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.cmd, err, c.want)
+		}
+	}
+	hosts, err := discoverHosts("printf 'node-1:2\\n# a comment\\n10.0.0.7\\nn2.example.org:4\\n'")
+	if err != nil || len(hosts) != 3 || hosts[0].Slots != 2 || hosts[1].Name != "10.0.0.7" || hosts[2].Slots != 4 {
+		t.Errorf("good hosts: %+v, %v", hosts, err)
 	}
 }
