@@ -1115,9 +1115,28 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 				return err
 			}
 		}
+		if math.IsNaN(ev.Loss) || math.IsInf(ev.Loss, 0) {
+			// Finite weights can still overflow on the way (3e38 in a
+			// convolution): no accuracy is worth printing then.
+			return fmt.Errorf("--weights %s: the loss on the test set is %v: the weights overflow (the largest is %s)", *weights, ev.Loss, largestWeight(arch, params))
+		}
 		if c.Rank() == 0 {
 			fmt.Fprintf(stdout, "%s on %d test samples: accuracy %.4f  loss %.4f\n", *weights, ev.Samples, ev.Accuracy, ev.Loss)
 		}
 		return nil
 	})
+}
+
+// largestWeight names the array holding the weight of largest magnitude,
+// and the weight.
+func largestWeight(arch model.Arch, params []float32) string {
+	name, top := "", float32(-1)
+	for _, t := range arch.Tensors() {
+		for _, v := range params[t.Off : t.Off+t.Len()] {
+			if a := float32(math.Abs(float64(v))); a > top {
+				name, top = t.Name, a
+			}
+		}
+	}
+	return fmt.Sprintf("%g, in %s", top, name)
 }

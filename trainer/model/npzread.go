@@ -455,6 +455,8 @@ func (a Arch) StateFrom(arrays map[string]Array) ([]float32, error) {
 			return nil, fmt.Errorf("%s has shape %v, the model needs %v", t.Name, got.Shape, t.Shape)
 		case !AllFinite(got.Data):
 			return nil, fmt.Errorf("%s holds NaN or ±Inf", t.Name)
+		case strings.HasSuffix(t.Name, ".running_var") && slices.ContainsFunc(got.Data, func(v float32) bool { return v < 0 }):
+			return nil, fmt.Errorf("%s holds a negative variance", t.Name)
 		}
 		copy(state[t.Off:t.Off+t.Len()], got.Data)
 	}
