@@ -280,6 +280,10 @@ var sweepSets = map[string]string{
 	"servers": "--servers", "consistency": "--sync (ps-bsp, ps-ssp, …)", "batch": "--batch", "epochs": "--epochs",
 	"data": "--data", "samples": "--samples", "features": "--features", "classes": "--classes", "noise": "--noise",
 	"eval-every": "", "progress": "", "metrics": "", "run-report": "", "timeline": "--timeline", "profile": "--profile", "profile-dir": "--profile",
+	// An allreduce strategy's modes are part of its label (issue 29: a
+	// row said allreduce for a local-SGD run).
+	"compress": "--sync mode (allreduce+fp16, +bf16, +auto)", "error-feedback": "--sync mode (allreduce+fp16+ef)",
+	"local-steps": "--sync mode (allreduce+local4)",
 }
 
 // checkTrainArgs refuses --train-args that set what the sweep sets in its

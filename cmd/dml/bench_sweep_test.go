@@ -41,6 +41,10 @@ func TestBenchSweepUsage(t *testing.T) {
 		{[]string{"--sync", "allreduce", "--model", "softmax", "--train-args", "--sync ps --model mlp"}, "--train-args sets --model, which the sweep sets itself: give the sweep's --model instead"},
 		{[]string{"--train-args", "--hidden 8"}, "--train-args sets --hidden"},
 		{[]string{"--train-args", "--metrics m.jsonl"}, "--train-args sets --metrics, which the sweep sets itself: the sweep sets it for every run"},
+		// An allreduce mode in --train-args: the row would say allreduce
+		// for a local-SGD or compressed run (issue 29).
+		{[]string{"--train-args", "--local-steps 4"}, "--train-args sets --local-steps, which the sweep sets itself: give the sweep's --sync mode (allreduce+local4) instead"},
+		{[]string{"--train-args", "--compress fp16"}, "--train-args sets --compress"},
 		// A model that cannot take the data: refused before any run.
 		{[]string{"--model", "logreg", "--data", "fashion-mnist"}, "logreg_allreduce_b32_n1: --model logreg is binary, but the data has 10 classes"},
 	} {
