@@ -125,6 +125,16 @@ func (lf *launchFlags) check(train []string) error {
 	if v, ok := flagValue(train[1:], "checkpoint-dir"); !ok || v == "" || v == "true" {
 		return usageErr("launch: the training command needs --checkpoint-dir DIR: a restart resumes from it")
 	}
+	// Launch's own outputs, checked before anything runs (issue 29: a
+	// FIFO hung launch after the job, a folder lost the report at the end).
+	if err := checkOutputDir(lf.report); err != nil {
+		return usageErr("launch: --report %s: %v", lf.report, err)
+	}
+	if v, ok := flagValue(train[1:], "timeline"); ok && v != "" && v != "true" {
+		if err := checkOutputDir(v); err != nil {
+			return usageErr("launch: the training command's --timeline %s: %v", v, err)
+		}
+	}
 	if v, _ := flagValue(train[1:], "sync"); v == "adpsgd" {
 		return usageErr("launch: --sync adpsgd cannot be stopped at a step boundary and checkpoints once an epoch: dml launch does not run it (resume it with dml train --resume)")
 	}
@@ -803,7 +813,11 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	// A process group of its own: a terminal's Ctrl-C reaches dml launch
 	// alone, which asks the job to stop cleanly (mpirun would kill the
 	// ranks at once on SIGINT).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// And the job's life is tied to launch's: killed (kill -9), launch
+	// cannot stop it, so the launcher gets SIGTERM — mpirun passes it to
+	// the ranks, which stop at their next step boundary with a checkpoint
+	// — instead of running on unsupervised (issue 29).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	// The ranks' stderr through a pipe of our own (not exec's copying
 	// goroutine, which Wait waits for): the daemons mpirun starts on other
 	// hosts hold its write end until they end, seconds after mpirun
@@ -1166,7 +1180,7 @@ func (sv *supervisor) finish(err error) {
 		rep.Error = err.Error()
 	}
 	b, _ := json.MarshalIndent(rep, "", " ")
-	if werr := os.WriteFile(sv.lf.report, append(b, '\n'), 0o644); werr != nil {
+	if werr := regfile.WriteFile(sv.lf.report, append(b, '\n')); werr != nil {
 		sv.printf("--report: %v", werr)
 	}
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestAttemptFilesExact (issue 29): the files an earlier launch's
@@ -61,5 +67,52 @@ func TestDiscoveryBounded(t *testing.T) {
 	hosts, err := discoverHosts("printf 'node-1:2\\n# a comment\\n10.0.0.7\\nn2.example.org:4\\n'")
 	if err != nil || len(hosts) != 3 || hosts[0].Slots != 2 || hosts[1].Name != "10.0.0.7" || hosts[2].Slots != 4 {
 		t.Errorf("good hosts: %+v, %v", hosts, err)
+	}
+}
+
+// TestLaunchDeathStopsJob (issue 29): dml launch killed with SIGKILL
+// cannot stop its job itself; the launcher it started gets SIGTERM then
+// (a parent-death signal) instead of running on unsupervised.
+func TestLaunchDeathStopsJob(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	fake := filepath.Join(dir, "launcher.sh")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(dmlBin, "launch", "--np", "1", "--launcher", fake, "--", "train", "--checkpoint-dir", filepath.Join(dir, "ck"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); pid == 0; {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the launcher did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	alive := func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// A zombie waiting for its new parent to reap it is dead too.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return len(f) > 0 && f[0] != "Z"
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(); {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the launcher runs on 10 s after dml launch was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -202,6 +202,10 @@ func checkpointMeta(t *testing.T, path string) string {
 // anything starts.
 func TestLaunchUsage(t *testing.T) {
 	ok := []string{"--", "train", "--checkpoint-dir", t.TempDir()}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -228,6 +232,11 @@ func TestLaunchUsage(t *testing.T) {
 		{append([]string{"--np", "2", "--liveness", "10ms"}, ok...), "--liveness 10ms"},
 		{[]string{"--np", "2", "--", "train", "--epochs", "1"}, "needs --checkpoint-dir"},
 		{append([]string{"--np", "2", "--bogus"}, ok...), "flag provided but not defined: -bogus"},
+		// Launch's outputs, before anything runs (issue 29).
+		{append([]string{"--np", "2", "--report", t.TempDir()}, ok...), "--report"},
+		{append([]string{"--np", "2", "--report", filepath.Join(t.TempDir(), "no", "r.json")}, ok...), "does not exist"},
+		{append([]string{"--np", "2", "--report", fifo}, ok...), "--report " + fifo},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir", t.TempDir(), "--timeline", fifo}, "--timeline " + fifo},
 	} {
 		var so, se strings.Builder
 		code := run(append([]string{"launch"}, tc.args...), &so, &se)
