@@ -661,21 +661,38 @@ func (sv *supervisor) run() error {
 	}
 }
 
-// growth says why the job should be started again larger (hosts found by
-// discovery, or back from their cool-down), "" if not; it runs the
-// discovery command.
-func (sv *supervisor) growth(a *attempt) string {
-	if sv.lf.discovery != "" {
+// discovered is one run of --host-discovery's outcome.
+type discovered struct {
+	hosts []hostSlots
+	err   error
+}
+
+// discover runs the discovery command apart from the supervisor's loop
+// (which goes on handling signals and deaths meanwhile: a command that
+// hangs held them up to its 10 s bound, issue 29) and sends what it found.
+func (sv *supervisor) discover(found chan<- discovered) {
+	go func() {
 		hosts, err := discoverHosts(sv.lf.discovery)
-		if err != nil {
-			if !sv.discoveryFailed {
-				sv.printf("--host-discovery: %v: keeping the hosts known (said once)", err)
-			}
-			sv.discoveryFailed = true
-			return ""
+		found <- discovered{hosts, err}
+	}()
+}
+
+// rediscovered takes in what a run of discovery found (a failure is said
+// once, and the hosts known are kept).
+func (sv *supervisor) rediscovered(d discovered) {
+	if d.err != nil {
+		if !sv.discoveryFailed {
+			sv.printf("--host-discovery: %v: keeping the hosts known (said once)", d.err)
 		}
-		sv.pool.rediscover(hosts)
+		sv.discoveryFailed = true
+		return
 	}
+	sv.pool.rediscover(d.hosts)
+}
+
+// growth says why the job should be started again larger (hosts found by
+// discovery, or back from their cool-down), "" if not.
+func (sv *supervisor) growth(a *attempt) string {
 	world, np := sv.pool.world(sv.now(), sv.lf.maxNP)
 	if np <= a.Ranks {
 		return ""
@@ -873,20 +890,36 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 		defer t.Stop()
 		poll = t.C
 	}
+	// found: discovery's outcome (one run at a time; buffered, so that a
+	// run still going when the attempt ends does not block).
+	found, discovering := make(chan discovered, 1), false
+	grow := func() {
+		sv.mu.Lock()
+		wait := a.Death != nil || a.ResumedSteps < 0 // grown once it trains
+		sv.mu.Unlock()
+		if interrupted || a.Grew != "" || wait {
+			return
+		}
+		if why := sv.growth(a); why != "" {
+			a.Grew = why
+			sv.printf("%s to take in: stopping the job at the next step boundary to start it again larger", why)
+			cmd.Process.Signal(stopSignal)
+		}
+	}
 	for done := false; !done; {
 		select {
 		case <-poll:
-			sv.mu.Lock()
-			wait := a.Death != nil || a.ResumedSteps < 0 // grown once it trains
-			sv.mu.Unlock()
-			if interrupted || a.Grew != "" || wait {
-				continue
+			switch {
+			case sv.lf.discovery == "":
+				grow()
+			case !discovering:
+				discovering = true
+				sv.discover(found)
 			}
-			if why := sv.growth(a); why != "" {
-				a.Grew = why
-				sv.printf("%s to take in: stopping the job at the next step boundary to start it again larger", why)
-				cmd.Process.Signal(stopSignal)
-			}
+		case d := <-found:
+			discovering = false
+			sv.rediscovered(d)
+			grow()
 		case s := <-sigs:
 			// The first signal: SIGUSR1, which mpirun passes on to the
 			// ranks at once, and they stop at the next step boundary with

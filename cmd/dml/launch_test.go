@@ -416,3 +416,54 @@ func TestDiscoverHosts(t *testing.T) {
 		t.Errorf("a failing discovery at the start: exit %d, %q", code, se.String())
 	}
 }
+
+// TestLaunchInterruptedWhileDiscovering (issue 29): a --host-discovery
+// command that hangs does not hold up the supervisor: SIGINT to dml launch
+// while the command runs stops the job at once (before the command ends),
+// as without discovery.
+func TestLaunchInterruptedWhileDiscovering(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	first, started, ended := filepath.Join(dir, "first"), filepath.Join(dir, "started"), filepath.Join(dir, "ended")
+	discover := fmt.Sprintf("if [ -e %[1]s ]; then touch %[2]s; sleep 8; touch %[3]s; fi; touch %[1]s; echo localhost:2", first, started, ended)
+	train := launchTrain(ck)
+	train[slices.Index(train, "--epochs")+1] = "100000"
+	argv := append([]string{dmlBin, "launch", "--host-discovery", discover, "--discover-every", "20ms", "--launcher", localLauncher(), "--"}, train...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var so, se syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	deadline := time.After(time.Minute)
+	for !strings.Contains(so.String(), "epoch") || !exists(started) {
+		select {
+		case err := <-done:
+			t.Fatalf("ended (%v) before an epoch\n%s\n%s", err, so.String(), se.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatal("no epoch and no second discovery in a minute")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if exists(ended) {
+		t.Skip("the machine took 8 s from the discovery's start to here: nothing to tell")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("still running a minute after SIGINT\n%s", se.String())
+	}
+	if exists(ended) {
+		t.Errorf("dml launch ended after the hanging discovery did: the SIGINT waited for it\n%s", se.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want 130\n%s", err, se.String())
+	}
+}
