@@ -557,6 +557,9 @@ type deathEvent struct {
 	Op      string `json:"op"`
 	Silent  bool   `json:"silent"`
 	FoundBy int    `json:"found_by"`
+	// FinderStep is the step the rank that found the death was in: the
+	// survivors' progress, which the dead rank's last record may lag.
+	FinderStep int `json:"finder_step"`
 	// Slot is the pool's host the rank ran on.
 	Slot string `json:"slot_host,omitempty"`
 }
@@ -1118,9 +1121,12 @@ func (sv *supervisor) restarted(prev, a *attempt) {
 	who := fmt.Sprintf("the job failed (%s)", prev.LastError)
 	if d := prev.Death; d != nil {
 		// The step in flight: the dead rank's last report may be a step
-		// or more old (it reports four times a second); the survivors'
-		// emergency checkpoints say which step they completed.
-		inflight := d.Step
+		// or more old (it reports four times a second, and a rank waiting
+		// on others reports the step it waits in); the survivors' step
+		// when one found the death and their emergency checkpoints say
+		// how far the job had come. What is lost is what the next attempt
+		// does again.
+		inflight := max(d.Step, d.FinderStep)
 		if prev.Emergency >= 0 {
 			inflight = max(inflight, prev.Emergency+1)
 		}

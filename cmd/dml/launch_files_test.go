@@ -116,3 +116,20 @@ func TestLaunchDeathStopsJob(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStepsLostFromSurvivors (issue 29): the steps lost count from where
+// the survivors had come, not from the dead rank's last record, which may
+// be older than the checkpoint the job resumes from.
+func TestStepsLostFromSurvivors(t *testing.T) {
+	var errb strings.Builder
+	sv := &supervisor{stderr: &errb}
+	t0 := time.Now()
+	prev := &attempt{Ranks: 3, Emergency: -1, ResumedSteps: 0, start: t0,
+		Death: &deathEvent{Rank: 2, Host: "h3", Step: 662, FinderStep: 760}, death: t0.Add(time.Second)}
+	next := &attempt{Ranks: 2, ResumedSteps: 700, firstStep: t0.Add(2 * time.Second)}
+	sv.attempts = []*attempt{prev, next}
+	sv.restarted(prev, next)
+	if prev.StepsLost != 60 || !strings.Contains(errb.String(), "died in step 760 (last heard of in step 662)") || !strings.Contains(errb.String(), "60 step(s) lost") {
+		t.Errorf("lost %d: %s", prev.StepsLost, errb.String())
+	}
+}

@@ -229,8 +229,11 @@ func watchGone(c *mpi.Comm) (stop func()) {
 	}
 	onDeath := func(d watch.Death) {
 		fmt.Fprintf(os.Stderr, "dml: %v\n", d)
+		// finder_step: where this rank, a survivor, had come: the dead
+		// rank's last record may be old (issue 29: a dpsgd rank last heard
+		// of in step 662 died after the checkpoint of step 700).
 		launchEvent(map[string]any{"event": "death", "rank": d.Rank, "host": d.Host, "pid": d.PID,
-			"step": d.Op.Step, "op": d.Op.String(), "silent": d.Silent, "found_by": d.By})
+			"step": d.Op.Step, "op": d.Op.String(), "silent": d.Silent, "found_by": d.By, "finder_step": c.CurrentOp().Step})
 		sayLastWord(d)
 		exitNow(1)
 	}
