@@ -25,7 +25,7 @@ func TestAutoChoice(t *testing.T) {
 		bytes  []int
 		want   []collectives.Algorithm
 	}{
-		{2, true, []int{4, 4 * K, 4*K + 4, 32 * K, 32*K + 4, 512 * K, 512*K + 4, 64 * M}, []collectives.Algorithm{N, N, T, T, N, N, R, R}},
+		{2, true, []int{4, 4 * K, 4*K + 4, 8 * K, 8*K + 4, 32 * K, 512 * K, 512*K + 4, 64 * M}, []collectives.Algorithm{N, N, T, T, N, N, N, R, R}},
 		{2, false, []int{4, 64 * K, 64*K + 4, 64 * M}, []collectives.Algorithm{T, T, R, R}},
 		{3, true, []int{4, 2 * M, 2*M + 4}, []collectives.Algorithm{N, N, R}},
 		{3, false, []int{4, 64 * K, 64*K + 4}, []collectives.Algorithm{T, T, R}},

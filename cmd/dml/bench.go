@@ -84,6 +84,7 @@ and #wrong (elements that differ from the exact expected sum).`, stdout)
 	segBytes := int64(0)
 	fs.Var(sizeFlag{&segBytes}, "segment", "ring pipelining segment size (default: whole chunks up to 1M, 256K segments above)")
 	avg := fs.Bool("avg", false, "average instead of sum")
+	fs.BoolVar(&cfg.LengthCheck, "length-check", false, "check every rank's length before each AllReduce (what ring and auto do when called without dml train, which agrees on the lengths at start-up and skips it): about 1 µs at 2 ranks")
 	var pf profFlags
 	pf.register(fs)
 	if err := parse(fs, args); err != nil {
