@@ -30,6 +30,10 @@ type TrainState struct {
 	Arch     model.Arch `json:"arch"`
 	Params   []float32  `json:"params"`
 	OptState []float32  `json:"opt_state"`
+	// ModelState is a network's batch-norm running statistics
+	// (Arch.StateTensors; empty for models without, or for a state from
+	// before they were kept: the statistics then start afresh).
+	ModelState []float32 `json:"model_state,omitempty"`
 	Position
 }
 
@@ -39,6 +43,7 @@ func (s TrainState) Clone() TrainState {
 	s.Arch.Sizes = slices.Clone(s.Arch.Sizes)
 	s.Params = slices.Clone(s.Params)
 	s.OptState = slices.Clone(s.OptState)
+	s.ModelState = slices.Clone(s.ModelState)
 	return s
 }
 
@@ -52,6 +57,8 @@ func (s *TrainState) check(arch model.Arch, optLen int) error {
 		return fmt.Errorf("resuming: the state has %d weights, the model %d", len(s.Params), arch.NumParams())
 	case len(s.OptState) != optLen:
 		return fmt.Errorf("resuming: the state has %d floats of optimizer state, this optimizer keeps %d", len(s.OptState), optLen)
+	case len(s.ModelState) != 0 && len(s.ModelState) != arch.NumState():
+		return fmt.Errorf("resuming: the state has %d floats of batch-norm statistics, the model %d", len(s.ModelState), arch.NumState())
 	case s.Epoch < 1 || s.Step < 0 || s.Steps < 0:
 		return fmt.Errorf("resuming: bad position %+v", s.Position)
 	}

@@ -68,3 +68,48 @@ func TestResumeChecksState(t *testing.T) {
 		t.Fatal("resumed a [12 16 8 3] state into a [12 16 7 3] model")
 	}
 }
+
+// TestResumeBatchNorm (issue 29): a TrainState carries the batch norms'
+// running statistics: resumed from it, a network ends with the weights of
+// the run straight through, bit for bit, and its statistics to rounding
+// (the state keeps the ranks' average, which every rank resumes from).
+func TestResumeBatchNorm(t *testing.T) {
+	b := bnCfg()
+	cfg := synthCfg()
+	cfg.Model, cfg.Net, cfg.Data, cfg.Shuffle = b.Model, b.Net, b.Data, true
+	straight := cfg
+	straight.MaxSteps = 12
+	want := mustRun(t, 2, straight)[0]
+	first := cfg
+	first.MaxSteps = 5
+	a := mustRun(t, 2, first)[0]
+	if len(a.State.ModelState) == 0 || !slices.Equal(a.State.ModelState, a.ModelState) {
+		t.Fatalf("the state after 5 steps holds %d statistics, the result %d", len(a.State.ModelState), len(a.ModelState))
+	}
+	res, errs := runWorldFrom(t, 2, straight, a.State, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	got := res[0]
+	if !slices.Equal(got.Params, want.Params) {
+		t.Errorf("weights differ by %.3g from 12 steps straight", numtest.MaxRelDiff(got.Params, want.Params))
+	}
+	if d := numtest.MaxRelDiff(got.ModelState, want.ModelState); len(got.ModelState) != len(want.ModelState) || d > 1e-7 {
+		t.Errorf("batch-norm statistics differ by %.3g from 12 steps straight", d)
+	}
+	// Without them (a state from before they were kept) they start afresh
+	// and end elsewhere: the check above is not vacuous.
+	old := a.State.Clone()
+	old.ModelState = nil
+	res, errs = runWorldFrom(t, 2, straight, &old, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if d := numtest.MaxRelDiff(res[0].ModelState, want.ModelState); d < 1e-3 {
+		t.Errorf("resumed without statistics, they still end within %.3g of the straight run's", d)
+	}
+}

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
@@ -209,6 +210,13 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		if err := opt.LoadState(st.OptState); err != nil {
 			return nil, err
 		}
+		// A checkpoint's statistics are on the device already (run);
+		// a Trainer.Start state brings its own.
+		if j.resume == nil && len(st.ModelState) > 0 {
+			if err := j.Backend.Upload(m.State, st.ModelState); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := j.Backend.Upload(m.Params, params); err != nil {
 		return nil, err
@@ -234,10 +242,11 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	if err != nil {
 		return nil, err
 	}
-	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState, Position: pos}
 	if res.ModelState, err = j.syncState(m, true); err != nil {
 		return nil, err
 	}
+	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState,
+		ModelState: slices.Clone(res.ModelState), Position: pos}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
 	return j.finishRun(res)
