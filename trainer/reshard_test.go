@@ -16,6 +16,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // TestEpochParts: whatever stretches an epoch ran at whatever sizes, what
@@ -503,4 +504,25 @@ func TestADPSGDCheckpoints(t *testing.T) {
 	// And on 4 ranks to the end.
 	_, errs = runCkpt(t, 4, cfg, Checkpointing{ResumeFile: files[2]}, 0)
 	noErrs(t, errs)
+}
+
+// TestResumeOtherRanksKeepsStatistics (issue 29): a checkpoint of 2 ranks
+// resumed on 3 starts from its batch-norm statistics (before the fix every
+// resume started them at mean 0, variance 1): with no step left to run,
+// the run ends with the checkpoint's statistics.
+func TestResumeOtherRanksKeepsStatistics(t *testing.T) {
+	b := bnCfg()
+	cfg := synthCfg()
+	cfg.Model, cfg.Net, cfg.Data = b.Model, b.Net, b.Data
+	ck := checkpointAt(t, 2, cfg, 5, "")
+	want := readCheckpointFile(t, ck).ModelState
+	if len(want) == 0 {
+		t.Fatal("the checkpoint holds no statistics")
+	}
+	cfg.MaxSteps = 5
+	res, errs := runCkpt(t, 3, cfg, Checkpointing{ResumeFile: ck}, 0)
+	noErrs(t, errs)
+	if d := numtest.MaxRelDiff(res[0].ModelState, want); len(res[0].ModelState) != len(want) || d > 1e-7 {
+		t.Errorf("resumed on 3 ranks with no step to run: statistics %.3g away from the checkpoint's", d)
+	}
 }
