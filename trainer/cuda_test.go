@@ -25,14 +25,7 @@ type plainBackend struct{ kernels.Backend }
 // the plain path (one Download and one Upload of the whole gradient per
 // step, pageable memory), at 2 ranks sharing the GPU and at 1 rank.
 func TestCUDAStagingSameBits(t *testing.T) {
-	probe, err := cuda.Open(kernels.Options{})
-	if cuda.ErrNoDevice(err) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe.Close()
+	needGPU(t)
 	cfg := DefaultConfig()
 	cfg.Data = DataConfig{Name: "synthetic", Samples: 4000, Features: 300, Classes: 10, Noise: 1}
 	cfg.Hidden = []int{512, 256}
@@ -87,14 +80,7 @@ func TestCUDAStagingSameBits(t *testing.T) {
 // two op-by-op runs with the libraries give the same bits (run-to-run
 // determinism).
 func TestCUDAGraphSameBits(t *testing.T) {
-	probe, err := cuda.Open(kernels.Options{})
-	if cuda.ErrNoDevice(err) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe.Close()
+	needGPU(t)
 	// cuDNN's heuristics choose the algorithms: the timed search (the
 	// default) may choose others in another run.
 	t.Setenv("DML_CUDNN_ALGO", "heuristic")
@@ -135,4 +121,17 @@ func TestCUDAGraphSameBits(t *testing.T) {
 		}
 		t.Logf("--kernels %s: %d steps, loss %.6f, graph and op-by-op weights equal bit for bit: %v", k, cfg.MaxSteps, graph.Epochs[0].Loss, same(plain.Params, graph.Params))
 	}
+}
+
+// needGPU skips t where no CUDA device is.
+func needGPU(t *testing.T) {
+	t.Helper()
+	probe, err := cuda.Open(kernels.Options{})
+	if cuda.ErrNoDevice(err) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
 }

@@ -340,40 +340,11 @@ func TestLaunchInterrupted(t *testing.T) {
 	train := launchTrain(ck)
 	train[slices.Index(train, "--epochs")+1] = "100000"
 	argv := append([]string{dmlBin, "launch", "--np", "2", "--launcher", localLauncher(), "--"}, train...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var so, se syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.After(time.Minute)
-	for !strings.Contains(so.String(), "epoch") {
-		select {
-		case err := <-done:
-			t.Fatalf("ended (%v) before an epoch\n%s\n%s", err, so.String(), se.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("no epoch in a minute")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("still running a minute after SIGINT\n%s", se.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
+	j := startJob(t, argv, func(j *job) bool { return strings.Contains(j.so.String(), "epoch") })
+	code, so, se := j.interrupt(t)
 	files, _ := filepath.Glob(filepath.Join(ck, "ckpt-s*.npz"))
-	if code != 130 || !strings.Contains(so.String(), "interrupted after step") || len(files) == 0 || strings.Contains(se.String(), "restart 1") {
-		t.Fatalf("exit %d (want 130), checkpoints %v\nstdout:\n%s\nstderr:\n%s", code, files, so.String(), se.String())
+	if code != 130 || !strings.Contains(so, "interrupted after step") || len(files) == 0 || strings.Contains(se, "restart 1") {
+		t.Fatalf("exit %d (want 130), checkpoints %v\nstdout:\n%s\nstderr:\n%s", code, files, so, se)
 	}
 }
 
@@ -429,41 +400,65 @@ func TestLaunchInterruptedWhileDiscovering(t *testing.T) {
 	train := launchTrain(ck)
 	train[slices.Index(train, "--epochs")+1] = "100000"
 	argv := append([]string{dmlBin, "launch", "--host-discovery", discover, "--discover-every", "20ms", "--launcher", localLauncher(), "--"}, train...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var so, se syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	j := startJob(t, argv, func(j *job) bool { return strings.Contains(j.so.String(), "epoch") && exists(started) })
+	if exists(ended) {
+		j.interrupt(t)
+		t.Skip("the machine took 8 s from the discovery's start to here: nothing to tell")
+	}
+	code, _, se := j.interrupt(t)
+	if exists(ended) {
+		t.Errorf("dml launch ended after the hanging discovery did: the SIGINT waited for it\n%s", se)
+	}
+	if code != 130 {
+		t.Errorf("exit %d, want 130\n%s", code, se)
+	}
+}
+
+// job is a dml launch started by startJob.
+type job struct {
+	cmd    *exec.Cmd
+	so, se syncbuf.Buffer
+	done   chan error
+}
+
+// startJob starts argv and waits, up to a minute, until ready says so.
+func startJob(t *testing.T, argv []string, ready func(*job) bool) *job {
+	t.Helper()
+	j := &job{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan error, 1)}
+	j.cmd.Stdout, j.cmd.Stderr = &j.so, &j.se
+	if err := j.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	go func() { j.done <- j.cmd.Wait() }()
 	deadline := time.After(time.Minute)
-	for !strings.Contains(so.String(), "epoch") || !exists(started) {
+	for !ready(j) {
 		select {
-		case err := <-done:
-			t.Fatalf("ended (%v) before an epoch\n%s\n%s", err, so.String(), se.String())
+		case err := <-j.done:
+			t.Fatalf("ended (%v) before it was ready\n%s\n%s", err, j.so.String(), j.se.String())
 		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatal("no epoch and no second discovery in a minute")
+			j.cmd.Process.Kill()
+			t.Fatalf("not ready in a minute\n%s\n%s", j.so.String(), j.se.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if exists(ended) {
-		t.Skip("the machine took 8 s from the discovery's start to here: nothing to tell")
-	}
-	cmd.Process.Signal(syscall.SIGINT)
+	return j
+}
+
+// interrupt sends SIGINT and waits, up to a minute, for the end: the exit
+// code and the output.
+func (j *job) interrupt(t *testing.T) (code int, stdout, stderr string) {
+	t.Helper()
+	j.cmd.Process.Signal(syscall.SIGINT)
 	var err error
 	select {
-	case err = <-done:
+	case err = <-j.done:
 	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("still running a minute after SIGINT\n%s", se.String())
+		j.cmd.Process.Kill()
+		t.Fatalf("still running a minute after SIGINT\n%s", j.se.String())
 	}
-	if exists(ended) {
-		t.Errorf("dml launch ended after the hanging discovery did: the SIGINT waited for it\n%s", se.String())
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
 	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Errorf("exit %v, want 130\n%s", err, se.String())
-	}
+	return code, j.so.String(), j.se.String()
 }

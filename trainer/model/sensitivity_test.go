@@ -15,6 +15,12 @@ import (
 // from init over batches (rows each) and returns the per-step mean losses
 // and the final weights.
 func trainFrom(t *testing.T, be kernels.Backend, arch Arch, init []float32, batches [][]float32, rows int) ([]float64, []float32) {
+	return trainSteps(t, be, arch, init, len(batches), rows, func(m *Model, s int) error { return m.Upload(batches[s], rows) })
+}
+
+// trainSteps is trainFrom with each step's batch put on the backend by
+// load.
+func trainSteps(t *testing.T, be kernels.Backend, arch Arch, init []float32, steps, rows int, load func(m *Model, s int) error) ([]float64, []float32) {
 	t.Helper()
 	m, err := New(arch, be, rows)
 	if err != nil {
@@ -36,8 +42,8 @@ func trainFrom(t *testing.T, be kernels.Backend, arch Arch, init []float32, batc
 	}
 	var losses []float64
 	stats := make([]float32, GradStats)
-	for _, b := range batches {
-		if err := m.Upload(b, rows); err != nil {
+	for s := range steps {
+		if err := load(m, s); err != nil {
 			t.Fatal(err)
 		}
 		if err := m.Step(1/float32(rows), nil); err != nil {
@@ -142,40 +148,15 @@ func TestLeNetDriftFashionMNIST(t *testing.T) {
 		t.Fatal(err)
 	}
 	const steps, rows = 100, 64
+	idx := make([]int, rows)
 	run := func(init []float32) []float32 {
-		be := cpu.New()
-		m, err := New(arch, be, rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Free()
-		opt, err := NewOptimizer(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}, be, m.NumParams())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer opt.Free()
-		if err := be.Upload(m.Params, init); err != nil {
-			t.Fatal(err)
-		}
-		idx := make([]int, rows)
-		for s := range steps {
+		_, w := trainSteps(t, cpu.New(), arch, init, steps, rows, func(m *Model, s int) error {
 			for i := range idx {
 				idx[i] = s*rows + i
 			}
-			if _, err := m.LoadBatch(train, idx); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Step(1/float32(rows), nil); err != nil {
-				t.Fatal(err)
-			}
-			if err := opt.Update(m.Params, m.GradView()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w := make([]float32, m.NumParams())
-		if err := be.Download(w, m.Params); err != nil {
-			t.Fatal(err)
-		}
+			_, err := m.LoadBatch(train, idx)
+			return err
+		})
 		return w
 	}
 	init := arch.InitParams(1)
