@@ -10,7 +10,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # allowed (containers, CI), shared memory only.
 MPIRUN  := mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --mca btl self,vader
 
-APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy libopenblas0-pthread iproute2 slurmd slurmctld slurm-client munge
+APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-numpy libopenblas0-pthread libdnnl2 iproute2 slurmd slurmctld slurm-client munge
 
 # The CUDA toolchain fetched into .cache (never installed), the kernels' PTX,
 # and the dml binary built with the CUDA backend.

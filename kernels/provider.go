@@ -20,11 +20,12 @@ const (
 	KernelsDML  = "dml"  // dml's own kernels only
 	LibCUBLAS   = "cublas"
 	LibCUDNN    = "cudnn"
+	LibOneDNN   = "onednn"
 )
 
 // knownLibs lists every library a backend of this project can use, for the
 // flag's message.
-var knownLibs = []string{LibCUBLAS, LibCUDNN}
+var knownLibs = []string{LibCUBLAS, LibCUDNN, LibOneDNN}
 
 // KernelChoice is what --kernels asked for. The zero value is auto.
 type KernelChoice struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/kernels/onednn"
 )
 
 // Name is the name the backend is registered under.
@@ -70,7 +71,37 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 	if !lib.userSet {
 		setThreads(threads)
 	}
-	return cpu.NewWithGemm(Name, openblas{}), nil
+	be := cpu.NewWithGemm(Name, openblas{})
+	if o.Kernels.Forced(kernels.LibOneDNN) {
+		// oneDNN serves the convolutions when asked for by name only:
+		// auto keeps our direct kernels until a per-shape measurement
+		// picks between them (issue 30).
+		v, err := onednn.Load(threads)
+		if err != nil {
+			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
+				Fix: "apt-get install libdnnl2 (make deps), or leave onednn out of --kernels"}
+		}
+		be.SetConvLib(oneDNNConv{onednn.New(), "onednn " + v})
+	}
+	return be, nil
+}
+
+// oneDNNConv is package onednn's Conv as the cpu backend's ConvLib.
+type oneDNNConv struct {
+	c    *onednn.Conv
+	name string
+}
+
+func (d oneDNNConv) Name() string { return d.name }
+func (d oneDNNConv) Close()       { d.c.Close() }
+func (d oneDNNConv) Forward(y, x, w, bias []float32, n, c, h, wd, o, k, stride, pad int) error {
+	return d.c.Forward(y, x, w, bias, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
+}
+func (d oneDNNConv) BackwardData(dx, dy, w []float32, n, c, h, wd, o, k, stride, pad int) error {
+	return d.c.BackwardData(dx, dy, w, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
+}
+func (d oneDNNConv) BackwardFilter(dw, db, x, dy []float32, n, c, h, wd, o, k, stride, pad int) error {
+	return d.c.BackwardFilter(dw, db, x, dy, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
 }
 
 // load opens the library LibEnv names, or the first of libNames that

@@ -42,6 +42,9 @@ type Backend struct {
 	// blas runs Gemm. It is held here rather than taken from blas32's
 	// process-wide implementation, so nothing outside can swap it.
 	blas Sgemmer
+	// convLib, when not nil, serves the whole convolutions
+	// (wholeconv.go).
+	convLib ConvLib
 	// closed is set by Close; every later call panics.
 	closed bool
 }
@@ -115,6 +118,10 @@ func (be *Backend) Sync() error {
 func (be *Backend) Close() error {
 	be.live()
 	be.closed = true
+	if be.convLib != nil {
+		be.convLib.Close()
+		be.convLib = nil
+	}
 	return nil
 }
 

@@ -1,0 +1,60 @@
+package blas_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/blas"
+	"github.com/dml-project/dml/kernels/kernelstest"
+	"github.com/dml-project/dml/kernels/onednn"
+)
+
+// openOneDNN opens the blas backend with --kernels onednn, skipping where
+// oneDNN is absent (outside CI, which installs it: make deps).
+func openOneDNN(t *testing.T) kernels.Backend {
+	t.Helper()
+	be, err := blas.Open(kernels.Options{Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}})
+	if err != nil {
+		if _, lerr := onednn.Load(1); lerr != nil && os.Getenv("CI") == "" {
+			t.Skipf("no oneDNN here: %v", lerr)
+		}
+		t.Fatal(err)
+	}
+	return be
+}
+
+// TestOneDNNConformance runs the whole suite on the blas backend with
+// oneDNN serving the whole convolutions (its WholeConv checks against
+// float64 loops), and the model's whole-convolution path with it.
+func TestOneDNNConformance(t *testing.T) {
+	openOneDNN(t).Close()
+	kernelstest.Run(t, func() kernels.Backend { return openOneDNN(t) })
+}
+
+// TestOneDNNNamed: the start line names it; a forced oneDNN that cannot
+// load is an UnavailableError saying how to install it.
+func TestOneDNNNamed(t *testing.T) {
+	be := openOneDNN(t)
+	defer be.Close()
+	if d := kernels.Describe(be); !strings.HasPrefix(d, "blas (conv: onednn 2.") {
+		t.Errorf("Describe: %q", d)
+	}
+	if _, ok := kernels.WholeConvOf(be); !ok {
+		t.Error("no whole convolutions with --kernels onednn")
+	}
+	plain, err := blas.Open(kernels.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, ok := kernels.WholeConvOf(plain); ok || kernels.Describe(plain) != "blas" {
+		t.Errorf("--kernels auto uses oneDNN (%s): it is opt-in until auto measures per shape", kernels.Describe(plain))
+	}
+	var ue *kernels.UnavailableError
+	if _, err := kernels.Open("cpu", kernels.Options{Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}}); !errors.As(err, &ue) {
+		t.Errorf("--backend cpu --kernels onednn: %v, want an UnavailableError", err)
+	}
+}
