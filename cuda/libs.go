@@ -335,6 +335,7 @@ static int dml_cudnn_bn_grad(CUcontext c, dml_handle h, dml_bn_desc *d, int mode
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -370,20 +371,20 @@ var (
 	minCUDNN = 8000
 )
 
-// libDirs are the folders tried after the loader's own search.
-func libDirs() []string {
-	var dirs []string
+// libDirs are the folders tried besides the loader's own search: the
+// user's (DML_CUDA_LIBS), tried before it, and the toolkit's, after.
+func libDirs() (user, toolkit []string) {
 	for _, d := range strings.Split(os.Getenv("DML_CUDA_LIBS"), ":") {
 		if d != "" {
-			dirs = append(dirs, d)
+			user = append(user, d)
 		}
 	}
 	for _, v := range []string{"CUDA_HOME", "CUDA_PATH"} {
 		if d := os.Getenv(v); d != "" {
-			dirs = append(dirs, filepath.Join(d, "lib64"))
+			toolkit = append(toolkit, filepath.Join(d, "lib64"))
 		}
 	}
-	return append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
+	return user, append(toolkit, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
 }
 
 // openLib dlopens the first of sonames found: DML_CUDA_LIBS's folders
@@ -405,15 +406,14 @@ func openLib(sonames []string) (unsafe.Pointer, string, error) {
 		}
 		return h
 	}
-	dirs := libDirs()
-	nUser := len(strings.FieldsFunc(os.Getenv("DML_CUDA_LIBS"), func(r rune) bool { return r == ':' }))
+	user, toolkit := libDirs()
 	for _, so := range sonames {
-		var cands []string
-		for _, d := range dirs[:nUser] {
+		cands := []string{}
+		for _, d := range user {
 			cands = append(cands, filepath.Join(d, so))
 		}
 		cands = append(cands, so)
-		for _, d := range dirs[nUser:] {
+		for _, d := range toolkit {
 			cands = append(cands, filepath.Join(d, so))
 		}
 		for _, p := range cands {
@@ -423,11 +423,11 @@ func openLib(sonames []string) (unsafe.Pointer, string, error) {
 		}
 	}
 	msg := fmt.Sprintf("none of %s found (searched the loader's path and %s; DML_CUDA_LIBS names more folders)",
-		strings.Join(sonames, ", "), strings.Join(dirs, ", "))
+		strings.Join(sonames, ", "), strings.Join(append(user, toolkit...), ", "))
 	if len(why) > 0 {
 		msg += "; " + strings.Join(why, "; ")
 	}
-	return nil, "", fmt.Errorf("%s", msg)
+	return nil, "", errors.New(msg)
 }
 
 // loadLib opens one library, resolves its symbols with syms and reads its

@@ -231,19 +231,17 @@ func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error)
 	if p.planned[dir] {
 		return p, nil
 	}
-	var ws *allocation
+	// The timed search runs the candidates, in a workspace as large as
+	// any algorithm may take.
+	var wsPtr devPtr
 	wsBytes := 0
 	if be.libs.find {
-		wsBytes = maxConvWorkspace
-		var err error
-		if ws, err = be.allocate(wsBytes); err != nil {
+		ws, err := be.allocate(maxConvWorkspace)
+		if err != nil {
 			return nil, err
 		}
 		defer be.release(ws)
-	}
-	var wsPtr devPtr
-	if ws != nil {
-		wsPtr = ws.ptr
+		wsPtr, wsBytes = ws.ptr, maxConvWorkspace
 	}
 	perf, err := p.desc.algos(be.q, be.libs.dnn, dir, be.libs.find, x, w, y, wsPtr, wsBytes)
 	if err != nil {
@@ -331,8 +329,7 @@ func (be *Backend) conv(op string, s convShape, dir int, x, w, y, bias devPtr) e
 	return be.done(op, p.desc.run(be.q, be.libs.dnn, dir, p.algo[dir], x, w, y, bias, ws, p.ws[dir]), dims...)
 }
 
-// wholeCheck checks a whole convolution's arguments; skip is true when the
-// batch is empty (nothing to compute).
+// wholeCheck checks a whole convolution's arguments.
 func (be *Backend) wholeCheck(op string, yLen, xLen, wLen, bLen, n, c, h, w, o, k, stride, pad int) error {
 	if err := be.usable(op); err != nil {
 		return err
@@ -351,22 +348,20 @@ func (be *Backend) wholeCheck(op string, yLen, xLen, wLen, bLen, n, c, h, w, o, 
 
 const maxInt32 = 1<<31 - 1
 
-func optPtr(b *Buffer) (devPtr, int) {
+// optBuf is an optional buffer's address and length (0 and -1 for none).
+func (be *Backend) optBuf(b kernels.Buffer) (devPtr, int) {
 	if b == nil {
 		return 0, -1
 	}
-	return b.ptr, b.n
+	d := be.buf(b)
+	return d.ptr, d.n
 }
 
 // ConvForward: see kernels.WholeConvOps.
 func (be *Backend) ConvForward(y, x, w, bias kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
 	const op = "ConvForward"
 	yd, xd, wdd := be.buf(y), be.buf(x), be.buf(w)
-	var bd *Buffer
-	if bias != nil {
-		bd = be.buf(bias)
-	}
-	bp, bl := optPtr(bd)
+	bp, bl := be.optBuf(bias)
 	if err := be.wholeCheck(op, yd.n, xd.n, wdd.n, bl, n, c, h, wd, o, k, stride, pad); err != nil {
 		return err
 	}
@@ -394,11 +389,7 @@ func (be *Backend) ConvBackwardData(dx, dy, w kernels.Buffer, n, c, h, wd, o, k,
 func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
 	const op = "ConvBackwardFilter"
 	wdd, xd, yd := be.buf(dw), be.buf(x), be.buf(dy)
-	var bd *Buffer
-	if db != nil {
-		bd = be.buf(db)
-	}
-	bp, bl := optPtr(bd)
+	bp, bl := be.optBuf(db)
 	if err := be.wholeCheck(op, yd.n, xd.n, wdd.n, bl, n, c, h, wd, o, k, stride, pad); err != nil {
 		return err
 	}

@@ -249,13 +249,18 @@ type ckptSeen struct {
 // markValid records a checkpoint this job has just written (valid without
 // reading it back); its size bounds what validCheckpoint reads.
 func (j *job) markValid(path string, size int) {
+	if fi, err := os.Stat(path); err == nil {
+		j.remember(path, fi, true)
+	}
+	j.ckptSize = max(j.ckptSize, int64(size))
+}
+
+// remember records what prune knows of the file at path as fi shows it.
+func (j *job) remember(path string, fi os.FileInfo, valid bool) {
 	if j.ckptSeen == nil {
 		j.ckptSeen = map[string]ckptSeen{}
 	}
-	if fi, err := os.Stat(path); err == nil {
-		j.ckptSeen[path] = ckptSeen{fi.Size(), fi.ModTime(), true}
-	}
-	j.ckptSize = max(j.ckptSize, int64(size))
+	j.ckptSeen[path] = ckptSeen{fi.Size(), fi.ModTime(), valid}
 }
 
 // validCheckpoint reports whether path reads and decodes as a checkpoint
@@ -278,10 +283,7 @@ func (j *job) validCheckpoint(path string) bool {
 	if !valid {
 		j.printf("checkpoint: %s does not read as a checkpoint (%v): not counted among the --keep newest, left alone\n", path, err)
 	}
-	if j.ckptSeen == nil {
-		j.ckptSeen = map[string]ckptSeen{}
-	}
-	j.ckptSeen[path] = ckptSeen{fi.Size(), fi.ModTime(), valid}
+	j.remember(path, fi, valid)
 	return valid
 }
 

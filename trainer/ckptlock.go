@@ -76,7 +76,7 @@ func (t *Trainer) lockCheckpoints(cfg Config) (func(), error) {
 		unlock, err = lockCheckpointDir(ck.Dir)
 	}
 	if err := AgreeToStart(t.Comm, "lock its --checkpoint-dir", err, 0); err != nil {
-		if unlock != nil {
+		if unlock != nil { // nil where this rank's own lock failed
 			unlock()
 		}
 		return nil, err

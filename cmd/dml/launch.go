@@ -693,6 +693,27 @@ func (sv *supervisor) rediscovered(d discovered) {
 	sv.pool.rediscover(d.hosts)
 }
 
+// mayGrow reports whether attempt a may be grown: it trains and is not
+// stopping (interrupted: dml launch was asked to stop).
+func (sv *supervisor) mayGrow(a *attempt, interrupted bool) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return !interrupted && a.Grew == "" && a.Death == nil && a.ResumedSteps >= 0
+}
+
+// grow asks a's job to stop at the next step boundary, to be started again
+// larger, when it may grow and there is growth to take in.
+func (sv *supervisor) grow(a *attempt, cmd *exec.Cmd, interrupted bool) {
+	if !sv.mayGrow(a, interrupted) {
+		return
+	}
+	if why := sv.growth(a); why != "" {
+		a.Grew = why
+		sv.printf("%s to take in: stopping the job at the next step boundary to start it again larger", why)
+		cmd.Process.Signal(stopSignal)
+	}
+}
+
 // growth says why the job should be started again larger (hosts found by
 // discovery, or back from their cool-down), "" if not.
 func (sv *supervisor) growth(a *attempt) string {
@@ -896,33 +917,20 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	// found: discovery's outcome (one run at a time; buffered, so that a
 	// run still going when the attempt ends does not block).
 	found, discovering := make(chan discovered, 1), false
-	grow := func() {
-		sv.mu.Lock()
-		wait := a.Death != nil || a.ResumedSteps < 0 // grown once it trains
-		sv.mu.Unlock()
-		if interrupted || a.Grew != "" || wait {
-			return
-		}
-		if why := sv.growth(a); why != "" {
-			a.Grew = why
-			sv.printf("%s to take in: stopping the job at the next step boundary to start it again larger", why)
-			cmd.Process.Signal(stopSignal)
-		}
-	}
 	for done := false; !done; {
 		select {
 		case <-poll:
 			switch {
 			case sv.lf.discovery == "":
-				grow()
-			case !discovering:
+				sv.grow(a, cmd, interrupted)
+			case !discovering && sv.mayGrow(a, interrupted): // no discovery while it could not grow anyway
 				discovering = true
 				sv.discover(found)
 			}
 		case d := <-found:
 			discovering = false
 			sv.rediscovered(d)
-			grow()
+			sv.grow(a, cmd, interrupted)
 		case s := <-sigs:
 			// The first signal: SIGUSR1, which mpirun passes on to the
 			// ranks at once, and they stop at the next step boundary with

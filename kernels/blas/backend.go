@@ -95,13 +95,17 @@ type oneDNNConv struct {
 func (d oneDNNConv) Name() string { return d.name }
 func (d oneDNNConv) Close()       { d.c.Close() }
 func (d oneDNNConv) Forward(y, x, w, bias []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.Forward(y, x, w, bias, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
+	return d.c.Forward(y, x, w, bias, shape(n, c, h, wd, o, k, stride, pad))
 }
 func (d oneDNNConv) BackwardData(dx, dy, w []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.BackwardData(dx, dy, w, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
+	return d.c.BackwardData(dx, dy, w, shape(n, c, h, wd, o, k, stride, pad))
 }
 func (d oneDNNConv) BackwardFilter(dw, db, x, dy []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.BackwardFilter(dw, db, x, dy, onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad})
+	return d.c.BackwardFilter(dw, db, x, dy, shape(n, c, h, wd, o, k, stride, pad))
+}
+
+func shape(n, c, h, wd, o, k, stride, pad int) onednn.Shape {
+	return onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad}
 }
 
 // load opens the library LibEnv names, or the first of libNames that

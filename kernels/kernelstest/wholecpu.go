@@ -31,9 +31,7 @@ func (w wholeConv) ConvForward(y, x, wt, bias kernels.Buffer, n, c, h, wd, o, k,
 		return err
 	}
 	if bias != nil {
-		ones := w.mustAlloc(p)
-		w.Fill(ones, 1)
-		if err := w.Gemm(false, false, o, p, 1, 1, bias, ones, 1, yt); err != nil {
+		if err := w.Gemm(false, false, o, p, 1, 1, bias, w.ones(p), 1, yt); err != nil {
 			return err
 		}
 	}
@@ -44,12 +42,13 @@ func (w wholeConv) ConvBackwardData(dx, dy, wt kernels.Buffer, n, c, h, wd, o, k
 	if err := kernels.CheckWholeConv("ConvBackwardData", dy.Len(), dx.Len(), wt.Len(), -1, n, c, h, wd, o, k, stride, pad); err != nil {
 		return err
 	}
-	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
-	p := n * oh * ow
-	dyt, cols := w.mustAlloc(o*p), w.mustAlloc(c*k*k*p)
-	if err := w.Transpose01(dyt, dy, n, o, oh*ow); err != nil {
+	pix := pixels(h, wd, k, stride, pad)
+	p := n * pix
+	dyt, err := w.dyGEMM(dy, n, o, pix)
+	if err != nil {
 		return err
 	}
+	cols := w.mustAlloc(c * k * k * p)
 	if err := w.Gemm(true, false, c*k*k, p, o, 1, wt, dyt, 0, cols); err != nil {
 		return err
 	}
@@ -60,12 +59,13 @@ func (w wholeConv) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 	if err := kernels.CheckWholeConv("ConvBackwardFilter", dy.Len(), x.Len(), dw.Len(), lenOrNone(db), n, c, h, wd, o, k, stride, pad); err != nil {
 		return err
 	}
-	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
-	p := n * oh * ow
-	dyt, cols := w.mustAlloc(o*p), w.mustAlloc(c*k*k*p)
-	if err := w.Transpose01(dyt, dy, n, o, oh*ow); err != nil {
+	pix := pixels(h, wd, k, stride, pad)
+	p := n * pix
+	dyt, err := w.dyGEMM(dy, n, o, pix)
+	if err != nil {
 		return err
 	}
+	cols := w.mustAlloc(c * k * k * p)
 	if err := w.Im2col(cols, x, n, c, h, wd, k, stride, pad); err != nil {
 		return err
 	}
@@ -73,11 +73,28 @@ func (w wholeConv) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 		return err
 	}
 	if db != nil {
-		ones := w.mustAlloc(p)
-		w.Fill(ones, 1)
-		return w.Gemm(false, false, o, 1, p, 1, dyt, ones, 0, db)
+		return w.Gemm(false, false, o, 1, p, 1, dyt, w.ones(p), 0, db)
 	}
 	return nil
+}
+
+// pixels is a convolution's output pixels per sample and channel.
+func pixels(h, wd, k, stride, pad int) int {
+	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
+	return oh * ow
+}
+
+// dyGEMM is dy (n×o×pix) in the GEMMs' layout, o × n·pix.
+func (w wholeConv) dyGEMM(dy kernels.Buffer, n, o, pix int) (kernels.Buffer, error) {
+	dyt := w.mustAlloc(o * n * pix)
+	return dyt, w.Transpose01(dyt, dy, n, o, pix)
+}
+
+// ones is p ones (the bias as a rank-1 GEMM).
+func (w wholeConv) ones(p int) kernels.Buffer {
+	b := w.mustAlloc(p)
+	w.Fill(b, 1)
+	return b
 }
 
 func lenOrNone(b kernels.Buffer) int {

@@ -264,7 +264,7 @@ func badName(name string) string {
 		return fmt.Sprintf("%d bytes long, more than %d", len(name), MaxLayerName)
 	case strings.ContainsAny(name, "/\\") || strings.Contains(name, ".."):
 		return "contains '/', '\\' or '..'"
-	case strings.IndexFunc(name, func(r rune) bool { return r < 0x21 || r == 0x7f || !utf8.ValidRune(r) }) >= 0 || !utf8.ValidString(name):
+	case strings.IndexFunc(name, func(r rune) bool { return r < 0x21 || r == 0x7f }) >= 0 || !utf8.ValidString(name):
 		return "contains a space, a control character or invalid UTF-8"
 	case strings.HasPrefix(name, ".") || strings.HasSuffix(name, "."):
 		return "starts or ends with '.'"
