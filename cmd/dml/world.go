@@ -153,15 +153,18 @@ func testKillHook(c *mpi.Comm) {
 	if n, _ := fmt.Sscanf(strings.Replace(v, ":", " ", 2), "%d %d %s", &rank, &step, &marker); n != 3 || rank != c.Rank() {
 		return
 	}
-	go func() {
-		for c.CurrentOp().Step < step {
-			time.Sleep(time.Millisecond)
+	// At the step itself, on the training goroutine (a poll from another
+	// one found a fast job steps, even an epoch, later on a busy machine).
+	c.OnStep(func(s int) {
+		if s < step {
+			return
 		}
 		if f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
 			f.Close()
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
 		}
-	}()
+	})
 }
 
 // caughtPanic, deferred at the top of a goroutine of this package, hands

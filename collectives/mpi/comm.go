@@ -49,11 +49,12 @@ type Comm struct {
 	Warn func(msg string)
 
 	ops    *stall.Tracker
-	board  *board        // this node's doorbells (board.go)
-	ring   *watch.Ring   // the liveness ring (ring.go)
-	quiet  *atomic.Int64 // its silence limit, nanoseconds
-	native *watchdog     // watches the blocking MPI_Allreduce
-	coll   uint64        // collectives begun (NextCollective; atomic)
+	onStep func(step int) // OnStep's, run by SetStep
+	board  *board         // this node's doorbells (board.go)
+	ring   *watch.Ring    // the liveness ring (ring.go)
+	quiet  *atomic.Int64  // its silence limit, nanoseconds
+	native *watchdog      // watches the blocking MPI_Allreduce
+	coll   uint64         // collectives begun (NextCollective; atomic)
 }
 
 var (

@@ -43,7 +43,15 @@ func (c *Comm) SetStep(step int) {
 	if c.ops != nil {
 		c.ops.SetStep(step)
 	}
+	if c.onStep != nil {
+		c.onStep(step)
+	}
 }
+
+// OnStep makes SetStep call f with each step set, on SetStep's goroutine
+// (for tests that must act at an exact step: dml's DML_TEST_KILL). It is
+// set before training starts.
+func (c *Comm) OnStep(f func(step int)) { c.onStep = f }
 
 // CurrentOp is the operation last entered and the step last set (what a
 // rank was doing when last heard of).
