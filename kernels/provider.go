@@ -134,6 +134,21 @@ type WholeConvOps interface {
 	ConvBackwardFilter(dw, db, x, dy Buffer, n, c, h, wd, o, k, stride, pad int) error
 }
 
+// LibTrial is implemented by a backend whose library's whole convolutions
+// came with --kernels auto as candidates rather than an order: a model
+// measures each convolution shape on them and on its own kernels when it
+// is set up, and takes the faster (model.ChooseConvs; the trainer makes
+// every rank take rank 0's choice).
+type LibTrial interface {
+	LibOnTrial() bool
+}
+
+// OnTrial reports whether b's whole convolutions are candidates (LibTrial).
+func OnTrial(b Backend) bool {
+	t, ok := Innermost(b).(LibTrial)
+	return ok && t.LibOnTrial()
+}
+
 // WholeConvOf returns b's WholeConvOps when it has them and they run.
 func WholeConvOf(b Backend) (WholeConvOps, bool) {
 	w, ok := optional[WholeConvOps](b)

@@ -252,7 +252,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	// Buffers for at most a batch, and never more rows than a shard holds
 	// (a --batch far above the data size must not allocate for it).
 	rows := max(1, min(cfg.Batch, max(j.sched.shard, testShard.Rows)))
-	m, err := model.New(arch, t.Backend, rows)
+	m, err := j.newModel(arch, rows)
 	if err != nil {
 		return nil, err
 	}

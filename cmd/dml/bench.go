@@ -16,9 +16,9 @@ import (
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n  sweep         train across rank counts × strategies × models × batch sizes, one MPI job each; CSV, JSON, plots\n")
+		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ops           each convolution and batch-norm shape of a preset network on dml's kernels and on the library (oneDNN, cuDNN)\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n  sweep         train across rank counts × strategies × models × batch sizes, one MPI job each; CSV, JSON, plots\n")
 		if len(args) == 0 {
-			return usageErr("bench: which benchmark? (allreduce, consistency, ps or sweep)")
+			return usageErr("bench: which benchmark? (allreduce, consistency, ops, ps or sweep)")
 		}
 		return nil
 	}
@@ -27,12 +27,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return cmdBenchAllreduce(args[1:], stdout)
 	case "consistency":
 		return cmdBenchConsistency(args[1:], stdout)
+	case "ops":
+		return cmdBenchOps(args[1:], stdout)
 	case "ps":
 		return cmdBenchPS(args[1:], stdout)
 	case "sweep":
 		return cmdBenchSweep(args[1:], stdout, stderr)
 	}
-	return usageErr("bench: unknown mode %q (want allreduce, consistency, ps or sweep)", args[0])
+	return usageErr("bench: unknown mode %q (want allreduce, consistency, ops, ps or sweep)", args[0])
 }
 
 // sizeFlag is a byte count flag that accepts 4K/16M/1G suffixes.

@@ -111,7 +111,7 @@ func TestJoinSpaced(t *testing.T) {
 var updateDocs = flag.Bool("update", false, "rewrite docs/flags.md from the commands' --help (make docs)")
 
 // flagCommands are the commands whose --help the flag reference holds.
-var flagCommands = [][]string{{"train"}, {"eval"}, {"bench", "allreduce"}, {"bench", "consistency"}, {"bench", "ps"}, {"bench", "sweep"}, {"launch"}, {"devices"}}
+var flagCommands = [][]string{{"train"}, {"eval"}, {"bench", "allreduce"}, {"bench", "consistency"}, {"bench", "ops"}, {"bench", "ps"}, {"bench", "sweep"}, {"launch"}, {"devices"}}
 
 // flagReference is docs/flags.md as the commands' --help print it.
 func flagReference(t *testing.T) string {

@@ -72,36 +72,70 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 		setThreads(threads)
 	}
 	be := cpu.NewWithGemm(Name, openblas{})
-	if o.Kernels.Forced(kernels.LibOneDNN) {
-		// oneDNN serves the convolutions when asked for by name only:
-		// auto keeps our direct kernels until a per-shape measurement
-		// picks between them (issue 30).
-		v, err := onednn.Load(threads)
-		if err != nil {
+	if o.Kernels.Wants(kernels.LibOneDNN) {
+		l, v, err := openOneDNN(threads)
+		switch {
+		case err == nil && o.Kernels.Auto():
+			// Under auto oneDNN's batch norm serves, and its
+			// convolutions are candidates, measured against ours per
+			// shape when a model is set up (kernels.OnTrial).
+			be.SetLibOnTrial(oneDNN{l, "onednn " + v})
+		case err == nil:
+			be.SetLib(oneDNN{l, "onednn " + v})
+		case o.Kernels.Forced(kernels.LibOneDNN):
 			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
 				Fix: "apt-get install libdnnl2 (make deps), or leave onednn out of --kernels"}
+		case o.Notice != nil:
+			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions and batch norm serve (apt-get install libdnnl2 for oneDNN's)", onednn.Soname, err))
 		}
-		be.SetConvLib(oneDNNConv{onednn.New(), "onednn " + v})
 	}
 	return be, nil
 }
 
-// oneDNNConv is package onednn's Conv as the cpu backend's ConvLib.
-type oneDNNConv struct {
-	c    *onednn.Conv
+// openOneDNN loads oneDNN (once per process) and makes a Lib of it.
+func openOneDNN(threads int) (*onednn.Lib, string, error) {
+	v, err := onednn.Load(threads)
+	if err != nil {
+		return nil, "", err
+	}
+	l, err := onednn.New()
+	return l, v, err
+}
+
+// oneDNN is package onednn's Lib as the cpu backend's Lib: the same
+// calls, with the layouts' and shapes' types converted.
+type oneDNN struct {
+	l    *onednn.Lib
 	name string
 }
 
-func (d oneDNNConv) Name() string { return d.name }
-func (d oneDNNConv) Close()       { d.c.Close() }
-func (d oneDNNConv) Forward(y, x, w, bias []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.Forward(y, x, w, bias, shape(n, c, h, wd, o, k, stride, pad))
+func (d oneDNN) Name() string { return d.name }
+func (d oneDNN) Close()       { d.l.Close() }
+func (d oneDNN) Reorder(dst, src []float32, from, to cpu.Layout) error {
+	return d.l.Reorder(dst, src, onednn.Layout(from), onednn.Layout(to))
 }
-func (d oneDNNConv) BackwardData(dx, dy, w []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.BackwardData(dx, dy, w, shape(n, c, h, wd, o, k, stride, pad))
+func (d oneDNN) ConvForward(y, x, w, bias []float32, xl cpu.Layout, n, c, h, wd, o, k, stride, pad int) (cpu.Layout, error) {
+	yl, err := d.l.Forward(y, x, w, bias, onednn.Layout(xl), shape(n, c, h, wd, o, k, stride, pad))
+	return cpu.Layout(yl), err
 }
-func (d oneDNNConv) BackwardFilter(dw, db, x, dy []float32, n, c, h, wd, o, k, stride, pad int) error {
-	return d.c.BackwardFilter(dw, db, x, dy, shape(n, c, h, wd, o, k, stride, pad))
+func (d oneDNN) ConvBackwardData(dx, dy, w []float32, dyl cpu.Layout, n, c, h, wd, o, k, stride, pad int) (cpu.Layout, error) {
+	dxl, err := d.l.BackwardData(dx, dy, w, onednn.Layout(dyl), shape(n, c, h, wd, o, k, stride, pad))
+	return cpu.Layout(dxl), err
+}
+func (d oneDNN) ConvBackwardFilter(dw, db, x, dy []float32, xl, dyl cpu.Layout, n, c, h, wd, o, k, stride, pad int) error {
+	return d.l.BackwardFilter(dw, db, x, dy, onednn.Layout(xl), onednn.Layout(dyl), shape(n, c, h, wd, o, k, stride, pad))
+}
+func (d oneDNN) NormTrain(y, mean, variance, x, gamma, beta []float32, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
+	yl, err := d.l.NormTrain(y, mean, variance, x, gamma, beta, onednn.Layout(xl), n, c, hw, eps)
+	return cpu.Layout(yl), err
+}
+func (d oneDNN) NormInfer(y, x, mean, variance, gamma, beta []float32, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
+	yl, err := d.l.NormInfer(y, x, mean, variance, gamma, beta, onednn.Layout(xl), n, c, hw, eps)
+	return cpu.Layout(yl), err
+}
+func (d oneDNN) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []float32, dyl, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
+	dxl, err := d.l.NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, onednn.Layout(dyl), onednn.Layout(xl), n, c, hw, eps)
+	return cpu.Layout(dxl), err
 }
 
 func shape(n, c, h, wd, o, k, stride, pad int) onednn.Shape {

@@ -45,13 +45,24 @@ func TestOneDNNNamed(t *testing.T) {
 	if _, ok := kernels.WholeConvOf(be); !ok {
 		t.Error("no whole convolutions with --kernels onednn")
 	}
-	plain, err := blas.Open(kernels.Options{})
+	auto, err := blas.Open(kernels.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer plain.Close()
-	if _, ok := kernels.WholeConvOf(plain); ok || kernels.Describe(plain) != "blas" {
-		t.Errorf("--kernels auto uses oneDNN (%s): it is opt-in until auto measures per shape", kernels.Describe(plain))
+	defer auto.Close()
+	if _, ok := kernels.WholeConvOf(auto); !ok || !kernels.OnTrial(auto) {
+		t.Errorf("--kernels auto: oneDNN's convolutions serve: %v, on trial: %v; want both (%s)", ok, kernels.OnTrial(auto), kernels.Describe(auto))
+	}
+	if kernels.OnTrial(be) {
+		t.Error("--kernels onednn: its convolutions on trial, want them ordered")
+	}
+	own, err := blas.Open(kernels.Options{Kernels: kernels.KernelChoice{Own: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if _, ok := kernels.WholeConvOf(own); ok || kernels.Describe(own) != "blas" {
+		t.Errorf("--kernels dml uses a library: %s", kernels.Describe(own))
 	}
 	var ue *kernels.UnavailableError
 	if _, err := kernels.Open("cpu", kernels.Options{Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}}); !errors.As(err, &ue) {

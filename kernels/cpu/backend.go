@@ -42,9 +42,15 @@ type Backend struct {
 	// blas runs Gemm. It is held here rather than taken from blas32's
 	// process-wide implementation, so nothing outside can swap it.
 	blas Sgemmer
-	// convLib, when not nil, serves the whole convolutions
-	// (wholeconv.go).
-	convLib ConvLib
+	// lib, when not nil, serves the whole convolutions and batch norm
+	// (lib.go), and lay remembers the buffers it left in its own layouts
+	// (layout.go).
+	lib   Lib
+	trial bool // lib's convolutions are candidates (SetLibOnTrial)
+	lay   layouts
+	// normVar is the library's batch-norm variances, by the mean's
+	// buffer (norm.go).
+	normVar map[*float32]normSaved
 	// closed is set by Close; every later call panics.
 	closed bool
 }
@@ -97,7 +103,7 @@ func (be *Backend) Free(b kernels.Buffer) error {
 	if cb, ok := b.(*Buffer); ok && cb == nil {
 		return nil
 	}
-	be.data(b) // ownership, and not freed already
+	be.forget(be.raw(b)) // checks ownership, and not freed already
 	cb := b.(*Buffer)
 	if cb.view {
 		panic("cpu: Free of a View (free the buffer it views instead)")
@@ -118,9 +124,9 @@ func (be *Backend) Sync() error {
 func (be *Backend) Close() error {
 	be.live()
 	be.closed = true
-	if be.convLib != nil {
-		be.convLib.Close()
-		be.convLib = nil
+	if be.lib != nil {
+		be.lib.Close()
+		be.lib = nil
 	}
 	return nil
 }
@@ -129,7 +135,7 @@ func (be *Backend) Close() error {
 // panics unless 0 <= off, 0 <= n and off+n <= b.Len(): asking for elements a
 // buffer does not have is a programmer error.
 func (be *Backend) View(b kernels.Buffer, off, n int) kernels.Buffer {
-	d := be.data(b)
+	d := be.raw(b)
 	if off < 0 || n < 0 || off > len(d)-n {
 		panic(fmt.Sprintf("cpu: View(off=%d, n=%d) out of range for a buffer of %d elements", off, n, len(d)))
 	}
@@ -158,17 +164,20 @@ func (be *Backend) Download(dst []float32, src kernels.Buffer) error {
 
 // Copy copies src into dst; lengths must match. dst and src may overlap.
 func (be *Backend) Copy(dst, src kernels.Buffer) error {
-	d, s := be.data(dst), be.data(src)
+	d, s := be.raw(dst), be.raw(src)
 	if err := checkLen("Copy", "src", len(s), len(d)); err != nil {
 		return err
 	}
+	l := be.unify(s)
+	be.output(d)
 	copy(d, s)
+	be.setLayout(d, l)
 	return nil
 }
 
-// Fill sets every element of b to v.
+// Fill sets every element of b to v (in any layout: the same).
 func (be *Backend) Fill(b kernels.Buffer, v float32) error {
-	d := be.data(b)
+	d := be.raw(b)
 	for i := range d {
 		d[i] = v
 	}
@@ -182,10 +191,17 @@ func (be *Backend) live() {
 	}
 }
 
-// data returns the memory behind b, panicking if this Backend did not
-// allocate it, if it (or the buffer it views) was freed, or if the backend
-// was closed.
+// data returns the memory behind b, in plain layout (layout.go),
+// panicking if this Backend did not allocate it, if it (or the buffer it
+// views) was freed, or if the backend was closed.
 func (be *Backend) data(b kernels.Buffer) []float32 {
+	d := be.raw(b)
+	be.plain(d)
+	return d
+}
+
+// raw is data without the reorder: the memory as it lies.
+func (be *Backend) raw(b kernels.Buffer) []float32 {
 	be.live()
 	cb, ok := b.(*Buffer)
 	if !ok {

@@ -22,8 +22,12 @@ type allocation struct{ freed bool }
 // Len is the number of float32 elements.
 func (b *Buffer) Len() int { return len(b.data) }
 
-// Data returns the buffer's memory itself, not a copy: writes through it are
-// seen by every op and view that shares it. It is for code that must avoid a
-// Download (kernels.HostBuffer); code written against kernels.Backend should
-// not need it.
-func (b *Buffer) Data() []float32 { return b.data }
+// Data returns the buffer's memory itself, not a copy, in plain layout
+// (a library's layout is reordered back first, layout.go): writes through
+// it are seen by every op and view that shares it. It is for code that
+// must avoid a Download (kernels.HostBuffer); code written against
+// kernels.Backend should not need it.
+func (b *Buffer) Data() []float32 {
+	b.owner.plain(b.data)
+	return b.data
+}

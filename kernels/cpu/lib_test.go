@@ -12,3 +12,10 @@ import (
 func TestWholeConvChecks(t *testing.T) {
 	kernelstest.Run(t, kernelstest.NewWholeConvCPU)
 }
+
+// TestLayoutsChecks runs the suite on the cpu backend with a stand-in
+// library that leaves its outputs in a layout of its own (the plain one
+// reversed): every op must see plain data wherever it reads one.
+func TestLayoutsChecks(t *testing.T) {
+	kernelstest.Run(t, kernelstest.NewReversedCPU)
+}

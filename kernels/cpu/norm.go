@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/dml-project/dml/kernels"
 )
@@ -12,13 +13,18 @@ var _ kernels.NormOps = (*Backend)(nil)
 // accumulators per channel (added up in a fixed order, so the result is
 // the same on every run): one chain of float64 adds is latency bound.
 func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
-	yd, md, id, rm, rv, xd, g, b := be.data(y), be.data(mean), be.data(invstd), be.data(runMean), be.data(runVar), be.data(x), be.data(gamma), be.data(beta)
+	yd, md, id, rm, rv, xd, g, b := be.raw(y), be.data(mean), be.data(invstd), be.data(runMean), be.data(runVar), be.raw(x), be.data(gamma), be.data(beta)
 	if err := firstError(
 		kernels.CheckNorm("cpu.BatchNormTrain", len(xd), n, c, hw, len(md), len(id), len(rm), len(rv), len(g), len(b)),
 		checkLen("BatchNormTrain", "y", len(yd), len(xd)),
 	); err != nil {
 		return err
 	}
+	if be.lib != nil && n > 0 && hw > 0 {
+		return be.libNormTrain(yd, md, id, rm, rv, xd, g, b, n, c, hw, eps, momentum)
+	}
+	be.plain(xd)
+	be.output(yd)
 	cnt := float64(n * hw)
 	for ch := range c {
 		var s [4]float64
@@ -95,13 +101,22 @@ func affine(y, x []float32, scale, shift float64) {
 
 // BatchNormInfer: see kernels.NormOps.
 func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buffer, n, c, hw int, eps float32) error {
-	yd, xd, rm, rv, g, b := be.data(y), be.data(x), be.data(runMean), be.data(runVar), be.data(gamma), be.data(beta)
+	yd, xd, rm, rv, g, b := be.raw(y), be.raw(x), be.data(runMean), be.data(runVar), be.data(gamma), be.data(beta)
 	if err := firstError(
 		kernels.CheckNorm("cpu.BatchNormInfer", len(xd), n, c, hw, len(rm), len(rv), len(g), len(b)),
 		checkLen("BatchNormInfer", "y", len(yd), len(xd)),
 	); err != nil {
 		return err
 	}
+	if be.lib != nil && n > 0 && hw > 0 {
+		xl := be.layoutOf(xd)
+		be.output(yd)
+		yl, err := be.lib.NormInfer(yd, xd, rm, rv, g, b, xl, n, c, hw, eps)
+		be.setLayout(yd, yl)
+		return err
+	}
+	be.plain(xd)
+	be.output(yd)
 	for ch := range c {
 		inv := 1 / math.Sqrt(float64(rv[ch])+float64(eps))
 		scale, shift := float64(g[ch])*inv, float64(b[ch])-float64(g[ch])*inv*float64(rm[ch])
@@ -116,7 +131,7 @@ func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buf
 // accumulators each (as BatchNormTrain); Σ dy·x̂ is summed as Σ dy·(x − μ)
 // and scaled by invstd once.
 func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
-	dxd, dg, db, dyd, xd, md, id, g := be.data(dx), be.data(dgamma), be.data(dbeta), be.data(dy), be.data(x), be.data(mean), be.data(invstd), be.data(gamma)
+	dxd, dg, db, dyd, xd, md, id, g := be.raw(dx), be.data(dgamma), be.data(dbeta), be.raw(dy), be.raw(x), be.data(mean), be.data(invstd), be.data(gamma)
 	if err := firstError(
 		kernels.CheckNorm("cpu.BatchNormGrad", len(xd), n, c, hw, len(dg), len(db), len(md), len(id), len(g)),
 		checkLen("BatchNormGrad", "dy", len(dyd), len(xd)),
@@ -124,6 +139,12 @@ func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 	); err != nil {
 		return err
 	}
+	if be.lib != nil && n > 0 && hw > 0 {
+		return be.libNormGrad(dxd, dg, db, dyd, xd, md, id, g, n, c, hw)
+	}
+	be.plain(dyd)
+	be.plain(xd)
+	be.output(dxd)
 	cnt := math.Max(float64(n*hw), 1)
 	for ch := range c {
 		mu, inv := float64(md[ch]), float64(id[ch])
@@ -175,4 +196,67 @@ func gradSums4(sdy, sdyx *[4]float64, dy, x []float32, mu float64) {
 	}
 	sdy[0], sdy[1], sdy[2], sdy[3] = a0, a1, a2, a3
 	sdyx[0], sdyx[1], sdyx[2], sdyx[3] = b0, b1, b2, b3
+}
+
+// normSaved is what a library's batch norm keeps from the forward pass
+// for the backward one: the biased variance it computed (invstd is
+// rounded from it) and eps.
+type normSaved struct {
+	variance []float32
+	eps      float32
+}
+
+// libNormTrain is BatchNormTrain on the library: y in x's layout; the
+// statistics and the running update here, in float64 as ours, from the
+// library's mean and variance. The variance is kept, by the mean's
+// buffer, for BatchNormGrad.
+func (be *Backend) libNormTrain(yd, md, id, rm, rv, xd, g, b []float32, n, c, hw int, eps, momentum float32) error {
+	key := unsafe.SliceData(md)
+	sv := be.normVar[key]
+	if len(sv.variance) != c {
+		sv.variance = make([]float32, c)
+	}
+	sv.eps = eps
+	if be.normVar == nil {
+		be.normVar = map[*float32]normSaved{}
+	}
+	be.normVar[key] = sv
+	xl := be.layoutOf(xd)
+	be.output(yd)
+	yl, err := be.lib.NormTrain(yd, md, sv.variance, xd, g, b, xl, n, c, hw, eps)
+	be.setLayout(yd, yl)
+	if err != nil {
+		return err
+	}
+	cnt := float64(n * hw)
+	m := float64(momentum)
+	for ch := range c {
+		v := float64(sv.variance[ch])
+		id[ch] = float32(1 / math.Sqrt(v+float64(eps)))
+		unbiased := v
+		if cnt > 1 {
+			unbiased = v * cnt / (cnt - 1)
+		}
+		rm[ch] = float32((1-m)*float64(rm[ch]) + m*float64(md[ch]))
+		rv[ch] = float32((1-m)*float64(rv[ch]) + m*unbiased)
+	}
+	return nil
+}
+
+// libNormGrad is BatchNormGrad on the library, with the variance
+// libNormTrain kept for this mean (or, for statistics it did not compute,
+// the variance 1/invstd² with eps 0).
+func (be *Backend) libNormGrad(dxd, dg, db, dyd, xd, md, id, g []float32, n, c, hw int) error {
+	sv, ok := be.normVar[unsafe.SliceData(md)]
+	if !ok || len(sv.variance) != c {
+		sv = normSaved{variance: make([]float32, c)}
+		for ch, inv := range id {
+			sv.variance[ch] = float32(1 / (float64(inv) * float64(inv)))
+		}
+	}
+	dyl, xl := be.layoutOf(dyd), be.layoutOf(xd)
+	be.output(dxd)
+	dxl, err := be.lib.NormGrad(dxd, dg, db, dyd, xd, md, sv.variance, g, dyl, xl, n, c, hw, sv.eps)
+	be.setLayout(dxd, dxl)
+	return err
 }

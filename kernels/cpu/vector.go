@@ -4,9 +4,14 @@ import "github.com/dml-project/dml/kernels"
 
 // Axpy sets y += alpha·x; x may alias y.
 func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
-	xd, yd := be.data(x), be.data(y)
+	xd, yd := be.raw(x), be.raw(y)
 	if err := checkLen("Axpy", "x", len(xd), len(yd)); err != nil {
 		return err
+	}
+	be.unify(yd, xd) // y keeps its layout, in which x is read
+	if alpha == 1 {  // the gradient sums of a step: y + 1·x is y + x, bit for bit
+		addTo(yd, xd)
+		return nil
 	}
 	yd = yd[:len(xd)]
 	for i, v := range xd {
@@ -15,9 +20,9 @@ func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
 	return nil
 }
 
-// Scale sets x *= alpha.
+// Scale sets x *= alpha, in whatever layout x is (the same in any).
 func (be *Backend) Scale(alpha float32, x kernels.Buffer) error {
-	scale(alpha, be.data(x))
+	scale(alpha, be.raw(x))
 	return nil
 }
 
@@ -32,26 +37,37 @@ func scale(alpha float32, x []float32) {
 // srcs it zeroes dst. dst may be srcs[0] or srcs[1] (so Sum(acc, acc, g)
 // accumulates), but no later src.
 func (be *Backend) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
-	dd := be.data(dst)
+	dd := be.raw(dst)
+	sd := make([][]float32, len(srcs))
 	for i, s := range srcs {
-		if n := len(be.data(s)); n != len(dd) {
-			return shapeError("Sum", "srcs[%d] has %d elements, want %d", i, n, len(dd))
+		if sd[i] = be.raw(s); len(sd[i]) != len(dd) {
+			return shapeError("Sum", "srcs[%d] has %d elements, want %d", i, len(sd[i]), len(dd))
 		}
 	}
+	l := be.unify(sd...)
+	be.output(dd)
+	defer be.setLayout(dd, l)
 	switch len(srcs) {
 	case 0:
 		clear(dd)
 		return nil
 	case 1:
-		copy(dd, be.data(srcs[0]))
+		copy(dd, sd[0])
 		return nil
 	}
-	a, b := be.data(srcs[0])[:len(dd)], be.data(srcs[1])[:len(dd)]
-	for i := range dd {
-		dd[i] = a[i] + b[i]
+	// dd = a + b through addTo (a + b and b + a are the same bits).
+	a, b := sd[0][:len(dd)], sd[1][:len(dd)]
+	switch {
+	case sameSpan(dd, sd[:1]):
+		addTo(dd, b)
+	case sameSpan(dd, sd[1:2]):
+		addTo(dd, a)
+	default:
+		copy(dd, a)
+		addTo(dd, b)
 	}
-	for _, s := range srcs[2:] {
-		for i, v := range be.data(s)[:len(dd)] {
+	for _, s := range sd[2:] {
+		for i, v := range s[:len(dd)] {
 			dd[i] += v
 		}
 	}

@@ -7,21 +7,40 @@ import "errors"
 // Soname is the library this package opens (with cgo only).
 const Soname = "libdnnl.so.2"
 
+var errNoCgo = errors.New("built without cgo")
+
 // Load fails: a binary without cgo cannot dlopen.
-func Load(int) (string, error) { return "", errors.New("built without cgo") }
+func Load(int) (string, error) { return "", errNoCgo }
 
 // Shape is a convolution's dimensions (PyTorch's layouts).
 type Shape struct{ N, C, H, W, O, K, Stride, Pad int }
 
-// Conv is unusable without cgo (Load fails first).
-type Conv struct{}
+// Layout says how a buffer's elements lie (see the cgo build).
+type Layout int32
 
-func New() *Conv       { return &Conv{} }
-func (c *Conv) Close() {}
-func (c *Conv) Forward(_, _, _, _ []float32, _ Shape) error {
-	return errors.New("built without cgo")
+// Plain is dml's own layout.
+const Plain Layout = 0
+
+// Lib is unusable without cgo (Load fails first).
+type Lib struct{}
+
+func New() (*Lib, error)                                 { return nil, errNoCgo }
+func (l *Lib) Close()                                    {}
+func (l *Lib) Floats(Layout) int                         { return 0 }
+func (l *Lib) Reorder(_, _ []float32, _, _ Layout) error { return errNoCgo }
+func (l *Lib) Forward(_, _, _, _ []float32, _ Layout, _ Shape) (Layout, error) {
+	return Plain, errNoCgo
 }
-func (c *Conv) BackwardData(_, _, _ []float32, _ Shape) error { return errors.New("built without cgo") }
-func (c *Conv) BackwardFilter(_, _, _, _ []float32, _ Shape) error {
-	return errors.New("built without cgo")
+func (l *Lib) BackwardData(_, _, _ []float32, _ Layout, _ Shape) (Layout, error) {
+	return Plain, errNoCgo
+}
+func (l *Lib) BackwardFilter(_, _, _, _ []float32, _, _ Layout, _ Shape) error { return errNoCgo }
+func (l *Lib) NormTrain(_, _, _, _, _, _ []float32, _ Layout, _, _, _ int, _ float32) (Layout, error) {
+	return Plain, errNoCgo
+}
+func (l *Lib) NormInfer(_, _, _, _, _, _ []float32, _ Layout, _, _, _ int, _ float32) (Layout, error) {
+	return Plain, errNoCgo
+}
+func (l *Lib) NormGrad(_, _, _, _, _, _, _, _ []float32, _, _ Layout, _, _, _ int, _ float32) (Layout, error) {
+	return Plain, errNoCgo
 }

@@ -79,10 +79,12 @@ type Model struct {
 	cols                kernels.Buffer
 	convOut             kernels.Buffer
 	ones                kernels.Buffer
-	// whole: the backend's library-served convolutions (cuDNN), when
-	// they run; every conv node then runs on them, with no columns, no
-	// chunks and no flipped weights.
+	// whole: the backend's library-served convolutions (cuDNN, oneDNN),
+	// when they run; lib[i], conv node i runs on them (every one, but
+	// where a ConvChoice said otherwise), with no columns, no chunks and
+	// no flipped weights.
 	whole kernels.WholeConvOps
+	lib   []bool
 	// Batch norm: State holds every batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
 	// i's batch mean and inverse deviation of the last training forward
@@ -126,9 +128,22 @@ type Model struct {
 	statsHost []float32
 }
 
-// New allocates a model's buffers on b (parameters zero: Upload them).
-// Free releases them.
+// New allocates a model's buffers on b (parameters zero: Upload them),
+// its convolutions on the backend's library wherever it has one
+// (kernels.WholeConvOf). Free releases them.
 func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
+	return NewChosen(arch, b, maxRows, nil)
+}
+
+// ConvChoice says, for each convolution layer in the network's order,
+// whether the backend's library runs it (true) or dml's own kernels do;
+// nil: the library, for all, where there is one. ChooseConvs makes one.
+type ConvChoice []bool
+
+// NewChosen is New with the convolutions on the library or not as choice
+// says (a choice for a backend without a library is ignored: its own
+// kernels run every one).
+func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*Model, error) {
 	if maxRows < 1 {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
@@ -201,10 +216,18 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 		}
 	}
 	m.whole, _ = kernels.WholeConvOf(b)
-	if m.whole != nil {
-		m.directFwd, m.directDX = make([]bool, len(m.nodes)), make([]bool, len(m.nodes))
-	} else {
-		m.direct, m.directFwd, m.directDX = m.directConvs(b)
+	m.direct, m.directFwd, m.directDX = m.directConvs(b)
+	m.lib = make([]bool, len(m.nodes))
+	conv := 0
+	for i, n := range m.nodes {
+		if n.Kind != KindConv {
+			continue
+		}
+		m.lib[i] = m.whole != nil && (choice == nil || conv < len(choice) && choice[conv])
+		if m.lib[i] {
+			m.directFwd[i], m.directDX[i] = false, false
+		}
+		conv++
 	}
 	m.kept = make([]kernels.Buffer, len(m.nodes))
 	// The chunks of samples (and their scratch) serve every convolution
@@ -213,7 +236,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	// none; an input gradient by Col2im uses the scratch).
 	chunked, unkept, keep := false, false, arch.KeptColumns(maxRows) > 0
 	for i, n := range m.nodes {
-		if n.Kind != KindConv || m.whole != nil || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
+		if n.Kind != KindConv || m.lib[i] || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
 			continue
 		}
 		chunked = true
@@ -236,7 +259,7 @@ func New(arch Arch, b kernels.Backend, maxRows int) (*Model, error) {
 	m.anti = map[int]kernels.Buffer{}
 	flipLen := 0
 	for i, n := range m.nodes {
-		if m.whole != nil || !n.flipped() && !m.directDX[i] {
+		if m.lib[i] || !n.flipped() && !m.directDX[i] {
 			continue
 		}
 		kk := n.Kernel * n.Kernel
@@ -523,7 +546,7 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 // Transpose01 into the chunk's NCHW output.
 func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
-	if m.whole != nil {
+	if m.lib[i] {
 		var bias kernels.Buffer
 		if l.HasBias() {
 			bias = m.bias(m.Params, l)
@@ -579,7 +602,7 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 	b, l := m.B, m.layers[n.param]
 	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
 	dw := m.weight(m.Grads, l)
-	if m.whole != nil { // the library's three products, the whole batch at once
+	if m.lib[i] { // the library's three products, the whole batch at once
 		var db kernels.Buffer
 		if l.HasBias() {
 			db = m.bias(m.Grads, l)

@@ -3,19 +3,31 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/blas"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/kernelstest"
 )
 
 // TestWholeConvPath: a network on a backend with library-served whole
-// convolutions (kernelstest.NewWholeConvCPU, cuDNN's stand-in) computes
-// the gradient of its columns path: LeNet-5 (5×5, max pooling, biases)
-// and ResNet-20 (3×3 "same" and strided convolutions, 1×1 projections,
-// batch norm, residual adds), one step from the same weights and batch.
+// convolutions (kernelstest.NewWholeConvCPU, cuDNN's stand-in; and
+// kernelstest.NewReversedCPU, whose library also serves batch norm and
+// leaves its outputs in a layout of its own, as oneDNN does) computes the
+// gradient of its columns path: LeNet-5 (5×5, max pooling, biases) and
+// ResNet-20 (3×3 "same" and strided convolutions, 1×1 projections, batch
+// norm, residual adds), one step from the same weights and batch.
 func TestWholeConvPath(t *testing.T) {
+	testWholeConvPath(t, map[string]func() kernels.Backend{
+		"plain":    kernelstest.NewWholeConvCPU,
+		"reversed": kernelstest.NewReversedCPU,
+	})
+}
+
+// testWholeConvPath is TestWholeConvPath on the backends given.
+func testWholeConvPath(t *testing.T, backends map[string]func() kernels.Backend) {
 	for _, c := range []struct {
 		name   string
 		in     Shape
@@ -39,8 +51,8 @@ func TestWholeConvPath(t *testing.T) {
 			for i := range c.rows {
 				batch[c.rows*c.in.Size()+i] = float32(i % 10)
 			}
-			grads := func(be kernels.Backend, whole bool) []float32 {
-				m, err := New(arch, be, c.rows)
+			grads := func(be kernels.Backend, whole bool, choice ConvChoice) []float32 {
+				m, err := NewChosen(arch, be, c.rows, choice)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,19 +80,57 @@ func TestWholeConvPath(t *testing.T) {
 				}
 				return g
 			}
-			want, got := grads(cpu.New(), false), grads(kernelstest.NewWholeConvCPU(), true)
-			var top float64
-			for _, v := range want {
-				top = max(top, math.Abs(float64(v)))
+			want := grads(cpu.New(), false, nil)
+			// Every other convolution on the library, the rest on dml's
+			// kernels (what --kernels auto may choose).
+			mixed := make(ConvChoice, len(arch.ConvLayers()))
+			for i := range mixed {
+				mixed[i] = i%2 == 1
 			}
-			bad := 0
-			for i := range want {
-				if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*top+1e-4*math.Abs(float64(want[i])) {
-					if bad++; bad <= 5 {
-						t.Errorf("gradient[%d] %g, columns path %g", i, got[i], want[i])
-					}
-				}
+			for name, open := range backends {
+				compare(t, name, want, grads(open(), true, nil))
+				compare(t, name+", mixed", want, grads(open(), true, mixed))
 			}
 		})
 	}
+}
+
+// compare asks got to be want within 1e-4 of want's largest element
+// plus 1e-4 relative.
+func compare(t *testing.T, name string, want, got []float32) {
+	t.Helper()
+	var top float64
+	for _, v := range want {
+		top = max(top, math.Abs(float64(v)))
+	}
+	bad := 0
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*top+1e-4*math.Abs(float64(want[i])) {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: gradient[%d] %g, columns path %g", name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestOneDNNPath is TestWholeConvPath on oneDNN (--backend blas --kernels
+// onednn): its convolutions and batch norms in its blocked layouts,
+// passed from layer to layer.
+func TestOneDNNPath(t *testing.T) {
+	opts := kernels.Options{Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}}
+	if be, err := blas.Open(opts); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no oneDNN here: %v", err)
+		}
+		t.Fatal(err)
+	} else {
+		be.Close()
+	}
+	testWholeConvPath(t, map[string]func() kernels.Backend{"onednn": func() kernels.Backend {
+		be, err := blas.Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}})
 }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/model"
+)
+
+// cmdBenchOps is dml bench ops: each convolution and batch-norm shape of
+// a preset network, on dml's own kernels and on the backend's library,
+// side by side.
+func cmdBenchOps(args []string, stdout io.Writer) error {
+	fs := newFlags("bench ops", `Usage: dml bench ops [flags]
+
+Times each convolution shape of a preset network (its forward pass,
+weight gradient and input gradient, as a training step runs them) and each
+batch-norm shape (training forward and backward) on dml's own kernels and
+on the library that --kernels names (onednn on --backend blas; cudnn on
+--backend cuda), rounds alternating between the two, and prints the best
+of each with its GFLOP/s (convolutions: 2·multiply-adds of the three
+products) or GB/s (batch norm: the bytes its passes must move at least:
+x read twice and y written forward, x and dy read twice and dx written
+backward; the library's data made by its own convolutions, so that it
+lies in the library's layout, as in training). --kernels auto picks, in a training run, the faster of the two
+per convolution shape, measured the same way.`, stdout)
+	modelName := fs.String("model", "resnet20", "preset network: resnet20 (3×32×32) or lenet5 (1×28×28)")
+	batch := fs.Int("batch", 64, "samples per step (a rank's batch)")
+	rounds := fs.Int("rounds", 5, "rounds of each shape on each provider (the best counts)")
+	backend := fs.String("backend", "blas", "backend: blas (library: onednn) or cuda (cudnn)")
+	libs := fs.String("kernels", "", "the library to compare with dml's kernels (default: onednn on blas, cudnn on cuda)")
+	threads := fs.Int("blas-threads", 1, "compute threads (OpenBLAS and oneDNN)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var arch model.Arch
+	var err error
+	switch *modelName {
+	case "resnet20":
+		arch, err = model.NewNet(model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 10, model.SoftmaxCE)
+	case "lenet5":
+		arch, err = model.NewNet(model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 10, model.SoftmaxCE)
+	default:
+		return usageErr("bench ops: --model %q: want resnet20 or lenet5", *modelName)
+	}
+	if err != nil {
+		return err
+	}
+	if *batch < 1 || *rounds < 1 {
+		return usageErr("bench ops: --batch %d, --rounds %d: want 1 or more", *batch, *rounds)
+	}
+	lib := *libs
+	if lib == "" {
+		lib = map[string]string{"blas": kernels.LibOneDNN, "cuda": kernels.LibCUDNN}[*backend]
+		if lib == "" {
+			return usageErr("bench ops: --backend %s: want blas or cuda (a backend with a library)", *backend)
+		}
+	}
+	choice, err := kernels.ParseKernels(lib)
+	if err != nil || choice.Auto() || choice.Own {
+		return usageErr("bench ops: --kernels %q: want a library (onednn, cudnn)", lib)
+	}
+	own, err := kernels.Open(*backend, kernels.Options{Threads: *threads, Kernels: kernels.KernelChoice{Own: true}})
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	withLib, err := kernels.Open(*backend, kernels.Options{Threads: *threads, Kernels: choice})
+	if err != nil {
+		return err
+	}
+	defer withLib.Close()
+	convs, _, err := model.TimeConvs(arch, own, withLib, *batch, *rounds)
+	if err != nil {
+		return err
+	}
+	norms, err := timeNorms(arch.NormShapes(), own, withLib, *batch, *rounds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# dml bench ops: %s, batch %d, %d thread(s), best of %d alternating rounds; dml's kernels against %s\n\n",
+		*modelName, *batch, *threads, *rounds, kernels.Describe(withLib))
+	fmt.Fprintln(stdout, "| op | layers | dml ms | dml GFLOP/s | library ms | library GFLOP/s | library ÷ dml time |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	var ownT, libT time.Duration
+	for _, t := range convs {
+		n := time.Duration(len(t.Layers))
+		ownT, libT = ownT+n*t.Own, libT+n*t.Lib
+		fmt.Fprintf(stdout, "| conv | %s | %.3f | %.1f | %.3f | %.1f | %.2f |\n", layerList(t.Layers),
+			ms(t.Own), t.FLOPs/t.Own.Seconds()/1e9, ms(t.Lib), t.FLOPs/t.Lib.Seconds()/1e9, t.Lib.Seconds()/t.Own.Seconds())
+	}
+	for _, t := range norms {
+		n := time.Duration(len(t.layers))
+		ownT, libT = ownT+n*t.own, libT+n*t.lib
+		fmt.Fprintf(stdout, "| batchnorm | %s | %.3f | %.1f GB/s | %.3f | %.1f GB/s | %.2f |\n", layerList(t.layers),
+			ms(t.own), t.bytes/t.own.Seconds()/1e9, ms(t.lib), t.bytes/t.lib.Seconds()/1e9, t.lib.Seconds()/t.own.Seconds())
+	}
+	fmt.Fprintf(stdout, "\nall layers, once each: dml %.1f ms, library %.1f ms\n", ms(ownT), ms(libT))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// layerList names a shape's layers: the first, and how many more.
+func layerList(ls []string) string {
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	return fmt.Sprintf("%s (+%d alike)", ls[0], len(ls)-1)
+}
+
+type normTiming struct {
+	layers   []string
+	own, lib time.Duration
+	bytes    float64
+}
+
+// timeNorms times each batch-norm shape's training forward and backward
+// pass on both backends, rounds alternating.
+func timeNorms(shapes []model.NormShape, own, lib kernels.Backend, rows, rounds int) ([]normTiming, error) {
+	var out []normTiming
+	for _, s := range shapes {
+		t := normTiming{layers: s.Layers, own: 1<<63 - 1, lib: 1<<63 - 1, bytes: float64(8 * 4 * rows * s.C * s.H * s.W)}
+		var runs [2]func() (time.Duration, error)
+		for k, be := range []kernels.Backend{own, lib} {
+			run, free, err := normRun(be, rows, s.C, s.H, s.W)
+			if err != nil {
+				return nil, err
+			}
+			defer free()
+			runs[k] = run
+		}
+		for range rounds {
+			for k, run := range runs {
+				d, err := run()
+				if err != nil {
+					return nil, err
+				}
+				if k == 0 {
+					t.own = min(t.own, d)
+				} else {
+					t.lib = min(t.lib, d)
+				}
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// normRun readies one batch norm of n×c×h×w on be and returns a function
+// that runs its training forward and backward pass once and times them.
+// On a backend with library convolutions, its input and output gradient
+// come out of one (a 3×3 "same" convolution), in the library's layout.
+func normRun(be kernels.Backend, n, c, h, w int) (func() (time.Duration, error), func(), error) {
+	nb, ok := kernels.NormOf(be)
+	if !ok {
+		return nil, nil, fmt.Errorf("backend %s has no batch norm", be.Name())
+	}
+	var bufs []kernels.Buffer
+	free := func() {
+		for _, b := range bufs {
+			be.Free(b)
+		}
+	}
+	alloc := func(k int, v float32) (kernels.Buffer, error) {
+		b, err := be.Alloc(k)
+		if err == nil {
+			bufs = append(bufs, b)
+			err = be.Fill(b, v)
+		}
+		return b, err
+	}
+	big, hw := n*c*h*w, h*w
+	var b [12]kernels.Buffer
+	for i, k := range []int{big, big, big, big, c, c, c, c, c, c, c, c} {
+		var err error
+		if b[i], err = alloc(k, []float32{0, 0, 0.25, 0, 1, 0, 0, 0, 0, 1, 0, 0}[i]); err != nil {
+			free()
+			return nil, nil, err
+		}
+	}
+	x, y, dy, dx, g, beta, mean, inv, rm, rv, dg, db := b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]
+	// x varies, so that the variance is not 0.
+	xs := make([]float32, big)
+	for i := range xs {
+		xs[i] = float32(i%7) * 0.25
+	}
+	err := be.Upload(x, xs)
+	if whole, ok := kernels.WholeConvOf(be); ok && err == nil {
+		var in, wt kernels.Buffer
+		if in, err = alloc(big, 0); err == nil {
+			if wt, err = alloc(c*c*9, 0.01); err == nil {
+				err = be.Copy(in, x)
+			}
+		}
+		if err == nil {
+			err = whole.ConvForward(x, in, wt, nil, n, c, h, w, c, 3, 1, 1)
+		}
+		if err == nil {
+			err = whole.ConvForward(dy, in, wt, nil, n, c, h, w, c, 3, 1, 1)
+		}
+	}
+	if err != nil {
+		free()
+		return nil, nil, err
+	}
+	return func() (time.Duration, error) {
+		t0 := time.Now()
+		err := nb.BatchNormTrain(y, mean, inv, rm, rv, x, g, beta, n, c, hw, 1e-5, 0.1)
+		if err == nil {
+			err = nb.BatchNormGrad(dx, dg, db, dy, x, mean, inv, g, n, c, hw)
+		}
+		if err == nil {
+			err = be.Sync()
+		}
+		return time.Since(t0), err
+	}, free, nil
+}
