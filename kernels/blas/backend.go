@@ -71,23 +71,32 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 	if !lib.userSet {
 		setThreads(threads)
 	}
-	be := cpu.NewWithGemm(Name, openblas{})
+	var gemm cpu.Sgemmer = openblas{}
+	var lib cpu.Lib
 	if o.Kernels.Wants(kernels.LibOneDNN) {
 		l, v, err := openOneDNN(threads)
 		switch {
-		case err == nil && o.Kernels.Auto():
-			// Under auto oneDNN's batch norm serves, and its
-			// convolutions are candidates, measured against ours per
-			// shape when a model is set up (kernels.OnTrial).
-			be.SetLibOnTrial(oneDNN{l, "onednn " + v})
 		case err == nil:
-			be.SetLib(oneDNN{l, "onednn " + v})
+			lib = oneDNN{l, "onednn " + v}
+			if o.Kernels.Forced(kernels.LibOneDNN) || oneDNNGemmAuto {
+				gemm = gemmRoute{min: oneDNNGemmMin, version: v}
+			}
 		case o.Kernels.Forced(kernels.LibOneDNN):
 			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
 				Fix: "apt-get install libdnnl2 (make deps), or leave onednn out of --kernels"}
 		case o.Notice != nil:
 			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions and batch norm serve (apt-get install libdnnl2 for oneDNN's)", onednn.Soname, err))
 		}
+	}
+	be := cpu.NewWithGemm(Name, gemm)
+	switch {
+	case lib != nil && o.Kernels.Auto():
+		// Under auto oneDNN's batch norm serves, and its convolutions
+		// are candidates, measured against ours per shape when a model
+		// is set up (kernels.OnTrial).
+		be.SetLibOnTrial(lib)
+	case lib != nil:
+		be.SetLib(lib)
 	}
 	return be, nil
 }

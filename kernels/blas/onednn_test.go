@@ -39,7 +39,7 @@ func TestOneDNNConformance(t *testing.T) {
 func TestOneDNNNamed(t *testing.T) {
 	be := openOneDNN(t)
 	defer be.Close()
-	if d := kernels.Describe(be); !strings.HasPrefix(d, "blas (conv: onednn 2.") {
+	if d := kernels.Describe(be); !strings.HasPrefix(d, "blas (gemm: onednn 2.") || !strings.Contains(d, "conv: onednn 2.") {
 		t.Errorf("Describe: %q", d)
 	}
 	if _, ok := kernels.WholeConvOf(be); !ok {
@@ -68,4 +68,18 @@ func TestOneDNNNamed(t *testing.T) {
 	if _, err := kernels.Open("cpu", kernels.Options{Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}}); !errors.As(err, &ue) {
 		t.Errorf("--backend cpu --kernels onednn: %v, want an UnavailableError", err)
 	}
+}
+
+// TestOneDNNGemmConformance runs the suite with oneDNN's sgemm serving
+// every Gemm (its threshold lowered to one multiply-add), so that the
+// shapes the suite checks (beta 0 over NaN, transposes, sizes) all reach
+// it.
+func TestOneDNNGemmConformance(t *testing.T) {
+	defer blas.SetOneDNNGemmMin(blas.SetOneDNNGemmMin(1))
+	be := openOneDNN(t)
+	if d := kernels.Describe(be); !strings.Contains(d, "gemm: onednn 2.") {
+		t.Errorf("--kernels onednn: Describe %q names no oneDNN gemm", d)
+	}
+	be.Close()
+	kernelstest.Run(t, func() kernels.Backend { return openOneDNN(t) })
 }

@@ -53,10 +53,23 @@ func (be *Backend) WholeConv() bool { return be.lib != nil }
 // Providers: see kernels.ProviderReporter. Nothing is said of a backend
 // that serves every op itself.
 func (be *Backend) Providers() []kernels.Provided {
-	if be.lib == nil {
+	var ps []kernels.Provided
+	if g, ok := be.blas.(GemmProvider); ok {
+		ps = append(ps, g.Provided())
+	}
+	if be.lib != nil {
+		ps = append(ps, kernels.Provided{Ops: "conv", Provider: be.lib.Name()}, kernels.Provided{Ops: "batchnorm", Provider: be.lib.Name()})
+	}
+	if len(ps) == 0 {
 		return nil
 	}
-	return []kernels.Provided{{Ops: "conv", Provider: be.lib.Name()}, {Ops: "batchnorm", Provider: be.lib.Name()}, {Ops: "rest", Provider: "dml"}}
+	return append(ps, kernels.Provided{Ops: "rest", Provider: "dml"})
+}
+
+// GemmProvider is an Sgemmer that says who serves Gemm on the start line
+// (a library other than the backend's own BLAS).
+type GemmProvider interface {
+	Provided() kernels.Provided
 }
 
 // wholeArgs returns a whole convolution's buffers as they lie (x, y: in

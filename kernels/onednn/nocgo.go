@@ -44,3 +44,7 @@ func (l *Lib) NormInfer(_, _, _, _, _, _ []float32, _ Layout, _, _, _ int, _ flo
 func (l *Lib) NormGrad(_, _, _, _, _, _, _, _ []float32, _, _ Layout, _, _, _ int, _ float32) (Layout, error) {
 	return Plain, errNoCgo
 }
+
+func Sgemm(_, _ bool, _, _, _ int, _ float32, _ []float32, _ int, _ []float32, _ int, _ float32, _ []float32, _ int) error {
+	return errNoCgo
+}

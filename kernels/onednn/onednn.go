@@ -26,6 +26,8 @@ package onednn
 
 /*
 #cgo LDFLAGS: -ldl
+#cgo noescape dml_sgemm
+#cgo nocallback dml_sgemm
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +70,8 @@ static int (*p_prim_create)(void **, const void *);
 static int (*p_prim_destroy)(void *);
 static int (*p_prim_exec)(const void *, void *, int, const dml_arg *);
 static const dml_version_t *(*p_version)(void);
+static int (*p_sgemm)(char, char, long long, long long, long long, float, const float *, long long,
+	const float *, long long, float, float *, long long);
 
 #define SYM(var, name) do { *(void**)(&var) = dlsym(h, name); \
 	if (!var) { snprintf(msg, n, "%s has no %s", path, name); return -1; } } while (0)
@@ -99,7 +103,13 @@ static int dml_dnnl_load(const char *path, char *msg, int n) {
 	SYM(p_prim_destroy, "dnnl_primitive_destroy");
 	SYM(p_prim_exec, "dnnl_primitive_execute");
 	SYM(p_version, "dnnl_version");
+	SYM(p_sgemm, "dnnl_sgemm");
 	return 0;
+}
+
+static int dml_sgemm(char ta, char tb, long long m, long long n, long long k, float alpha, const float *a, long long lda,
+		const float *b, long long ldb, float beta, float *c, long long ldc) {
+	return p_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void dml_dnnl_version(int *a, int *b, int *c) {
@@ -316,6 +326,24 @@ func Load(threads int) (string, error) {
 		}
 	})
 	return lib.version, lib.err
+}
+
+// Sgemm is dnnl_sgemm, row-major: C = alpha·op(A)·op(B) + beta·C with
+// op(A) m×k, op(B) k×n (the CBLAS convention; beta 0 overwrites C). Load
+// must have succeeded. It runs on the calling thread's OpenMP team.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
+	ta, tb := C.char('N'), C.char('N')
+	if transA {
+		ta = 'T'
+	}
+	if transB {
+		tb = 'T'
+	}
+	if st := C.dml_sgemm(ta, tb, C.longlong(m), C.longlong(n), C.longlong(k), C.float(alpha), (*C.float)(ptr(a)), C.longlong(lda),
+		(*C.float)(ptr(b)), C.longlong(ldb), C.float(beta), (*C.float)(ptr(c)), C.longlong(ldc)); st != 0 {
+		return fmt.Errorf("onednn: sgemm %d×%d×%d: status %d", m, n, k, int(st))
+	}
+	return nil
 }
 
 // Shape is a convolution's dimensions (PyTorch's layouts).
