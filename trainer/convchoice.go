@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -22,7 +23,15 @@ func (j *job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 		return model.New(arch, j.Backend, rows)
 	}
 	words := make([]float32, 1+len(convs))
-	if j.Comm.Rank() == 0 {
+	// The measurement holds two models at once (one each way) before the
+	// job's own: where they would not fit beside it, the library runs
+	// every convolution, unmeasured.
+	need := 2 * modelBytes(arch, j.cfg.Opt.Kind, rows, false)
+	if avail, ok := AvailableMemory(); ok && need > float64(avail)/2 && kernels.OnTrial(j.Backend) {
+		if j.Comm.Rank() == 0 {
+			j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", gb(need), gb(float64(avail)))
+		}
+	} else if j.Comm.Rank() == 0 {
 		choice, timings, err := model.ChooseConvs(arch, j.Backend, rows)
 		if err != nil {
 			return nil, err
