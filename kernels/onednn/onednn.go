@@ -625,17 +625,30 @@ func (l *Lib) conv(s Shape, bias bool) (*[3]*op, error) {
 	if bias {
 		b = 1
 	}
+	ops, err := l.makeOps(fmt.Sprintf("%+v", s), [3]string{"forward", "data-gradient", "filter-gradient"}, func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int {
+		return C.dml_conv_make(c, C.int(dir), l.eng, hint, C.longlong(s.N), C.longlong(s.C), C.longlong(s.H), C.longlong(s.W),
+			C.longlong(s.O), C.longlong(s.K), C.longlong(s.Stride), C.longlong(s.Pad), C.longlong(oh), C.longlong(ow), b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.convs[key] = ops
+	return ops, nil
+}
+
+// makeOps makes an op's three primitives with make (dir 0, 1, 2; hint:
+// the first one's descriptor, nil for the first itself), freeing them all
+// if one fails; what and dirs name them in the error.
+func (l *Lib) makeOps(what string, dirs [3]string, make func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int) (*[3]*op, error) {
 	ops := new([3]*op)
 	for dir := range 3 {
 		c := newCOp()
 		var hint unsafe.Pointer
-		if dir > 0 {
+		if ops[0] != nil {
 			hint = ops[0].c.pd
 		}
-		st := C.dml_conv_make(c, C.int(dir), l.eng, hint, C.longlong(s.N), C.longlong(s.C), C.longlong(s.H), C.longlong(s.W),
-			C.longlong(s.O), C.longlong(s.K), C.longlong(s.Stride), C.longlong(s.Pad), C.longlong(oh), C.longlong(ow), b)
 		var err error
-		if st == 0 {
+		if st := make(c, dir, hint); st == 0 {
 			ops[dir], err = l.newOp(c)
 		} else {
 			C.dml_op_free(c)
@@ -646,11 +659,9 @@ func (l *Lib) conv(s Shape, bias bool) (*[3]*op, error) {
 			for _, o := range ops {
 				o.free()
 			}
-			what := [...]string{"forward", "data-gradient", "filter-gradient"}[dir]
-			return nil, fmt.Errorf("onednn: %+v: creating the %s primitive: %v", s, what, err)
+			return nil, fmt.Errorf("onednn: %s: creating the %s primitive: %v", what, dirs[dir], err)
 		}
 	}
-	l.convs[key] = ops
 	return ops, nil
 }
 
@@ -750,29 +761,14 @@ func (l *Lib) norm(xl Layout, n, c, hw int, eps float32) (*[3]*op, error) {
 			return nil, fmt.Errorf("onednn: batch norm %d×%d×%d on data of layout %d (%d dims %v)", n, c, hw, xl, int(md.ndims), d[:md.ndims])
 		}
 	}
-	ops := new([3]*op)
-	for dir := range 3 {
-		c := newCOp()
-		var hint unsafe.Pointer
-		if dir == 2 {
-			hint = ops[0].c.pd
+	ops, err := l.makeOps(fmt.Sprintf("batch norm %d×%d×%d", n, c, hw), [3]string{"training", "inference", "backward"}, func(op *C.dml_op, dir int, hint unsafe.Pointer) C.int {
+		if dir != 2 {
+			hint = nil
 		}
-		st := C.dml_bn_make(c, C.int(dir), l.eng, hint, md, C.float(eps))
-		var err error
-		if st == 0 {
-			ops[dir], err = l.newOp(c)
-		} else {
-			C.dml_op_free(c)
-			C.free(unsafe.Pointer(c))
-			err = fmt.Errorf("status %d", int(st))
-		}
-		if err != nil {
-			for _, o := range ops {
-				o.free()
-			}
-			what := [...]string{"training", "inference", "backward"}[dir]
-			return nil, fmt.Errorf("onednn: batch norm %d×%d×%d: creating the %s primitive: %v", n, c, hw, what, err)
-		}
+		return C.dml_bn_make(op, C.int(dir), l.eng, hint, md, C.float(eps))
+	})
+	if err != nil {
+		return nil, err
 	}
 	l.norms[key] = ops
 	return ops, nil
