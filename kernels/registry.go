@@ -36,6 +36,11 @@ type UnavailableError struct {
 	// Fix says how to make it available, e.g. "apt-get install
 	// libopenblas0-pthread, or make deps".
 	Fix string
+	// Lib is set when the backend itself could run but a library
+	// --kernels names did not load (--backend auto then stops with this
+	// error instead of trying the next backend, which could not serve the
+	// library either).
+	Lib string
 }
 
 // Error reads "backend blas: <Reason>; to use it: <Fix>".
@@ -163,6 +168,8 @@ func openAuto(o Options) (Backend, error) {
 		var ue *UnavailableError
 		switch {
 		case last:
+			return nil, fmt.Errorf("backend %s: %w", AutoBackend, err)
+		case errors.As(err, &ue) && ue.Lib != "":
 			return nil, fmt.Errorf("backend %s: %w", AutoBackend, err)
 		case errors.As(err, &ue):
 			why = append(why, ue.Reason+"; for the faster "+ue.Backend+" backend: "+ue.Fix)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,10 +34,39 @@ func TestBenchOps(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("bench ops: exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"against blas (conv: onednn", "| conv | conv1 |", "| conv | layer1.0.conv1 (+5 alike) |", "| conv | layer3.0.shortcut.0 |",
+	for _, want := range []string{"against blas (", "conv: onednn 2.", "| conv | conv1 |", "| conv | layer1.0.conv1 (+5 alike) |", "| conv | layer3.0.shortcut.0 |",
 		"| batchnorm | bn1 (+6 alike) |", "| batchnorm | layer3.0.bn1 (+6 alike) |", "all layers, once each: dml "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("bench ops: no %q in\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestOneDNNAbsent: where oneDNN does not load (DML_ONEDNN_DIR naming a
+// folder without it, or holding a library that lacks an entry point),
+// --kernels auto says so in one notice line and trains on dml's kernels;
+// --kernels onednn stops with one line and exit 2.
+func TestOneDNNAbsent(t *testing.T) {
+	empty, fake := t.TempDir(), t.TempDir()
+	src := filepath.Join(fake, "fake.c")
+	if err := os.WriteFile(src, []byte("int dnnl_version(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-o", filepath.Join(fake, onednn.Soname), src).CombinedOutput(); err != nil {
+		t.Skipf("no C compiler to build a fake library: %v: %s", err, out)
+	}
+	train := []string{"train", "--model", "lenet5", "--data", "synthetic-images", "--shape", "1x28x28", "--samples", "64", "--classes", "3",
+		"--epochs", "1", "--batch", "16", "--progress", "never", "--backend", "blas"}
+	for dir, why := range map[string]string{empty: "cannot open shared object file", fake: "has no dnnl_engine_create"} {
+		t.Setenv(onednn.DirEnv, dir)
+		r := dml(t, 0, train...)
+		if r.code != 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "dml: blas: libdnnl.so.2 did not load") ||
+			!strings.Contains(r.stderr, why) || strings.Contains(r.stdout, "onednn") {
+			t.Errorf("%s=%s, auto: exit %d, stdout %q, stderr %q; want one notice line with %q and a run on dml's kernels", onednn.DirEnv, dir, r.code, r.stdout, r.stderr, why)
+		}
+		r = dml(t, 0, append(train, "--kernels", "onednn")...)
+		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--kernels onednn: libdnnl.so.2 did not load") || !strings.Contains(r.stderr, why) {
+			t.Errorf("%s=%s, --kernels onednn: exit %d, stderr %q; want exit 2 and one line with %q", onednn.DirEnv, dir, r.code, r.stderr, why)
 		}
 	}
 }

@@ -7,6 +7,10 @@ import "errors"
 // Soname is the library this package opens (with cgo only).
 const Soname = "libdnnl.so.2"
 
+// DirEnv names the variable that, when set, is the one folder Soname is
+// loaded from.
+const DirEnv = "DML_ONEDNN_DIR"
+
 var errNoCgo = errors.New("built without cgo")
 
 // Load fails: a binary without cgo cannot dlopen.

@@ -286,6 +286,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,6 +296,11 @@ import (
 // Soname is the library this package opens: oneDNN 2 (the C API used here
 // is 2.x's; oneDNN 3 changed it).
 const Soname = "libdnnl.so.2"
+
+// DirEnv names the variable that, when set, is the one folder Soname is
+// loaded from (instead of the loader's search: LD_LIBRARY_PATH, the
+// system's folders).
+const DirEnv = "DML_ONEDNN_DIR"
 
 var lib struct {
 	once    sync.Once
@@ -311,7 +317,11 @@ func Load(threads int) (string, error) {
 		if v := os.Getenv("OMP_NUM_THREADS"); strings.TrimSpace(v) == "" { // unset or empty (which OpenMP refuses)
 			os.Setenv("OMP_NUM_THREADS", strconv.Itoa(max(threads, 1)))
 		}
-		path := C.CString(Soname)
+		name := Soname
+		if dir := os.Getenv(DirEnv); dir != "" {
+			name = filepath.Join(dir, Soname)
+		}
+		path := C.CString(name)
 		defer C.free(unsafe.Pointer(path))
 		var msg [512]C.char
 		if C.dml_dnnl_load(path, &msg[0], C.int(len(msg))) != 0 {
