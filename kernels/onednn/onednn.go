@@ -351,7 +351,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	if st := C.dml_sgemm(ta, tb, C.longlong(m), C.longlong(n), C.longlong(k), C.float(alpha), (*C.float)(ptr(a)), C.longlong(lda),
 		(*C.float)(ptr(b)), C.longlong(ldb), C.float(beta), (*C.float)(ptr(c)), C.longlong(ldc)); st != 0 {
-		return fmt.Errorf("onednn: sgemm %d×%d×%d: status %d", m, n, k, int(st))
+		return fmt.Errorf("onednn: sgemm %d×%d×%d: %v", m, n, k, status(st))
 	}
 	return nil
 }
@@ -403,7 +403,7 @@ func New() (*Lib, error) {
 	l := &Lib{reorders: map[[2]Layout]*op{}, convs: map[convKey]*[3]*op{}, norms: map[normKey]*[3]*op{}}
 	if st := C.dml_engine(&l.eng, &l.stream); st != 0 {
 		C.dml_engine_free(l.eng, l.stream)
-		return nil, fmt.Errorf("onednn: creating the CPU engine: status %d", int(st))
+		return nil, fmt.Errorf("onednn: creating the CPU engine: %v", status(st))
 	}
 	return l, nil
 }
@@ -447,7 +447,7 @@ func (o *op) free() {
 func (l *Lib) layout(md *C.dml_md) (Layout, error) {
 	var plain C.dml_md
 	if st := C.dml_md_plain(&plain, md.ndims, &md.dims[0]); st != 0 {
-		return 0, fmt.Errorf("onednn: a plain memory descriptor: status %d", int(st))
+		return 0, fmt.Errorf("onednn: a plain memory descriptor: %v", status(st))
 	}
 	if C.dml_md_equal(md, &plain) != 0 {
 		return Plain, nil
@@ -474,7 +474,7 @@ func (l *Lib) md(x Layout, like *C.dml_md) (*C.dml_md, error) {
 	}
 	plain := new(C.dml_md)
 	if st := C.dml_md_plain(plain, like.ndims, &like.dims[0]); st != 0 {
-		return nil, fmt.Errorf("onednn: a plain memory descriptor: status %d", int(st))
+		return nil, fmt.Errorf("onednn: a plain memory descriptor: %v", status(st))
 	}
 	return plain, nil
 }
@@ -557,7 +557,7 @@ func (l *Lib) reorder(from, to Layout) (*op, error) {
 	if st := C.dml_reorder_make(c, fm, tm, l.eng); st != 0 {
 		C.dml_op_free(c)
 		C.free(unsafe.Pointer(c))
-		return nil, fmt.Errorf("onednn: creating the reorder from layout %d to %d: status %d", from, to, int(st))
+		return nil, fmt.Errorf("onednn: creating the reorder from layout %d to %d: %v", from, to, status(st))
 	}
 	o := &op{c: c, layouts: []Layout{from, to}, own: make([][]float32, 2)}
 	l.reorders[key] = o
@@ -611,9 +611,18 @@ func (o *op) run(l *Lib, what string, p ...unsafe.Pointer) error {
 	var a [10]unsafe.Pointer
 	copy(a[:], p)
 	if st := C.dml_op_run(o.c, l.stream, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); st != 0 {
-		return fmt.Errorf("onednn: %s: status %d", what, int(st))
+		return fmt.Errorf("onednn: %s: %v", what, status(st))
 	}
 	return nil
+}
+
+// status names a dnnl_status_t (dnnl_types.h) for an error message.
+func status(st C.int) string {
+	names := [...]string{"success", "out of memory", "invalid arguments", "unimplemented", "iterator ends", "runtime error", "not required"}
+	if st >= 0 && int(st) < len(names) {
+		return fmt.Sprintf("status %d (%s)", int(st), names[st])
+	}
+	return fmt.Sprintf("status %d", int(st))
 }
 
 func ptr(x []float32) unsafe.Pointer {
@@ -663,7 +672,7 @@ func (l *Lib) makeOps(what string, dirs [3]string, make func(c *C.dml_op, dir in
 		} else {
 			C.dml_op_free(c)
 			C.free(unsafe.Pointer(c))
-			err = fmt.Errorf("status %d", int(st))
+			err = fmt.Errorf("%v", status(st))
 		}
 		if err != nil {
 			for _, o := range ops {
@@ -759,7 +768,7 @@ func (l *Lib) norm(xl Layout, n, c, hw int, eps float32) (*[3]*op, error) {
 		md = new(C.dml_md)
 		dims := [12]C.longlong{C.longlong(n), C.longlong(c), C.longlong(hw), 1}
 		if st := C.dml_md_plain(md, 4, &dims[0]); st != 0 {
-			return nil, fmt.Errorf("onednn: batch norm %d×%d×%d: a memory descriptor: status %d", n, c, hw, int(st))
+			return nil, fmt.Errorf("onednn: batch norm %d×%d×%d: a memory descriptor: %v", n, c, hw, status(st))
 		}
 	} else {
 		var err error
