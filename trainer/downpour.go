@@ -101,7 +101,7 @@ func newDownpour(p PSConfig, n int, lr float32) *downpour {
 	return &downpour{fetchEvery: p.fetchEvery(), pushEvery: p.pushEvery(), fetch: true, acc: make([]float32, n), lr: lr}
 }
 
-// setStep: the rate of the step about to run (loop.go's stepSetter); under
+// setStep: the rate of the step about to run (Strategy's setStep); under
 // Downpour the worker's local step uses it.
 func (d *denseWorker) setStep(lr float32, _ int) {
 	if d.dp != nil {

@@ -42,6 +42,11 @@ type Strategy interface {
 	// it; a strategy whose evaluation is not collective returns NaN on the
 	// ranks that do not report.
 	Evaluate() (float64, error)
+	// setStep gives the step about to run its rate (the schedule's) and
+	// its count from 1 (Adam's bias correction). Required: a strategy
+	// that let it fall away would train at the first step's rate, and
+	// Adam at step 1, without a word.
+	setStep(lr float32, t int)
 }
 
 // byteCounter is a Strategy that counts the bytes it sends (the

@@ -122,18 +122,10 @@ func epochAt(epoch, step, steps int) float64 {
 	return float64(epoch-1) + float64(step)/float64(max(steps, 1))
 }
 
-// stepSetter is a Strategy whose optimizer takes the rate of each step
-// and its count (from 1: Adam's bias correction).
-type stepSetter interface {
-	setStep(lr float32, t int)
-}
-
-// setStep gives the step about to run its rate and count.
-func (j *job) setStep(s Strategy, lr float32, t int) {
-	if ss, ok := s.(stepSetter); ok {
-		ss.setStep(lr, t)
-	}
-}
+// setStep gives the step about to run its rate and count (Strategy's
+// setStep, which every strategy has: none can drop the schedule
+// silently).
+func (j *job) setStep(s Strategy, lr float32, t int) { s.setStep(lr, t) }
 
 // epochSteps is the number of steps of the epoch pos is in: the
 // schedule's, or the rest of a re-dealt epoch's (reshard.go).

@@ -34,6 +34,11 @@ type sparseWorker struct {
 	correct     int
 }
 
+// setStep: nothing to set here. The servers step the weights, each push
+// at the rate serverLR gives its clock (schedule.go), which is the rate
+// the loop gives this step.
+func (s *sparseWorker) setStep(float32, int) {}
+
 // Prepare gathers the batch and pulls its working set: every feature the
 // batch touches, and the bias.
 func (s *sparseWorker) Prepare(idx []int, step int) error {
