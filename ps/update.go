@@ -6,8 +6,8 @@ import (
 )
 
 // The server-side update rule is kernels/optim's, the same maths the
-// workers' optimizers use (PyTorch's SGD, momentum and Adagrad, float32
-// throughout); the server applies it to whole ranges (dense pushes, BSP
+// workers' optimizers use (every optim.Kind: PyTorch's SGD, momentum,
+// Adagrad, Adam and AdamW, and LARS; float32 throughout); the server applies it to whole ranges (dense pushes, BSP
 // rounds) or key by key (sparse pushes), which computes the same per key.
 
 // optimConfig is cfg's update rule as an optim.Config.

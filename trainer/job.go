@@ -1,7 +1,10 @@
 // Package trainer is data-parallel training: it sets a job up (data shards,
 // model, strategy), runs the one training loop (loop.go) with the step
-// strategy --sync asks for (sync_allreduce.go, sync_ps.go, sync_sparse.go),
-// evaluates, and writes metrics and weights. It talks to other ranks only
+// strategy --sync asks for (sync_allreduce.go with its local-SGD mode in
+// sync_localsgd.go and compression in compress.go; sync_ps.go with
+// Downpour in downpour.go, sync_sparse.go; sync_dpsgd.go and
+// sync_adpsgd.go on decentral.go), evaluates, and writes metrics and
+// weights. It talks to other ranks only
 // through a collectives.Comm and computes only through a kernels.Backend,
 // so it runs the same in one process (tests, on the in-process transport)
 // and under mpirun.
@@ -11,7 +14,10 @@
 //   - job.go: set-up and dispatch (Trainer.Run).
 //   - loop.go: the epoch/step loop and the Strategy interface.
 //   - sync_*.go: one file per strategy.
-//   - state.go: TrainState, the resumable training state.
+//   - state.go: TrainState, the resumable training state; checkpoint*.go,
+//     ckptlock.go, lastword*.go (emergency checkpoints), reshard.go.
+//   - convchoice.go: which kernels run each convolution, agreed by all
+//     ranks (--kernels auto).
 //   - model/: the architecture, the Model on a Backend, optimizers, .npz files.
 //   - data/: datasets, shards and the sample order.
 package trainer
