@@ -135,8 +135,14 @@ func (lf *launchFlags) check(train []string) error {
 			return usageErr("launch: the training command's --timeline %s: %v", v, err)
 		}
 	}
-	if v, _ := flagValue(train[1:], "sync"); v == "adpsgd" {
-		return usageErr("launch: --sync adpsgd cannot be stopped at a step boundary and checkpoints once an epoch: dml launch does not run it (resume it with dml train --resume)")
+	// The strategy says whether its ranks share step boundaries, where a
+	// restart's emergency checkpoint and a stop are taken (adpsgd's do
+	// not), not its name here.
+	if v, _ := flagValue(train[1:], "sync"); v != "" {
+		var c trainer.Config
+		if err := c.Sync.Set(v); err == nil && !c.StopsAtBoundaries() {
+			return usageErr("launch: --sync %s cannot be stopped at a step boundary and checkpoints only at its synchronisation points: dml launch does not run it (resume it with dml train --resume)", v)
+		}
 	}
 	if v, ok := flagValue(train[1:], "emergency-checkpoint"); ok && v == "false" {
 		fmt.Fprintln(os.Stderr, "dml launch: --emergency-checkpoint=false: a restart goes back to the last scheduled checkpoint")
