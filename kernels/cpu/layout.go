@@ -60,33 +60,61 @@ func span(d []float32) (lo, hi uintptr) {
 	return lo, lo + 4*uintptr(len(d))
 }
 
-// plain brings every region d touches back to plain.
-func (be *Backend) plain(d []float32) {
+// What sweep does with a region it meets.
+type fate int
+
+const (
+	keep    fate = iota // as it is
+	toPlain             // reordered back to plain in place, and forgotten
+	drop                // forgotten without a reorder (overwritten, freed)
+)
+
+// sweep gives each region that overlaps d the fate f decides (exact: the
+// region is d itself, the same first element and length), under the
+// lock. Without regions it costs one atomic load.
+func (be *Backend) sweep(d []float32, f func(r region, exact bool) fate) {
 	if be.lay.n.Load() == 0 || len(d) == 0 {
 		return
 	}
 	be.lay.mu.Lock()
 	defer be.lay.mu.Unlock()
 	lo, hi := span(d)
-	be.dropLocked(lo, hi, func(r region) bool { return true })
+	for i := 0; i < len(be.lay.regions); {
+		r := be.lay.regions[i]
+		if r.hi <= lo || r.lo >= hi {
+			i++
+			continue
+		}
+		switch f(r, r.lo == lo && r.hi == hi) {
+		case keep:
+			i++
+			continue
+		case toPlain:
+			be.reorderInPlace(r.d, r.l, Plain)
+		}
+		rs := be.lay.regions
+		rs[i] = rs[len(rs)-1]
+		rs[len(rs)-1] = region{}
+		be.lay.regions = rs[:len(rs)-1]
+		be.lay.n.Store(int32(len(be.lay.regions)))
+	}
+}
+
+// plain brings every region d touches back to plain.
+func (be *Backend) plain(d []float32) {
+	be.sweep(d, func(region, bool) fate { return toPlain })
 }
 
 // layoutOf returns d's layout: a region's when d is exactly one; a region
 // it only partly covers is brought back to plain first.
 func (be *Backend) layoutOf(d []float32) Layout {
-	if be.lay.n.Load() == 0 || len(d) == 0 {
-		return Plain
-	}
-	be.lay.mu.Lock()
-	defer be.lay.mu.Unlock()
-	lo, hi := span(d)
 	l := Plain
-	be.dropLocked(lo, hi, func(r region) bool {
-		if r.lo == lo && r.hi == hi {
+	be.sweep(d, func(r region, exact bool) fate {
+		if exact {
 			l = r.l
-			return false // keep it
+			return keep
 		}
-		return true
+		return toPlain
 	})
 	return l
 }
@@ -96,37 +124,17 @@ func (be *Backend) layoutOf(d []float32) Layout {
 // contents do not matter), one that d only partly covers is brought back
 // to plain (its other elements do).
 func (be *Backend) output(d []float32) {
-	if be.lay.n.Load() == 0 || len(d) == 0 {
-		return
-	}
-	be.lay.mu.Lock()
-	defer be.lay.mu.Unlock()
-	lo, hi := span(d)
-	be.dropLocked(lo, hi, func(r region) bool { return !(r.lo == lo && r.hi == hi) })
-	// The exact region (if any) is forgotten without a reorder.
-	for i, r := range be.lay.regions {
-		if r.lo == lo && r.hi == hi {
-			be.removeLocked(i)
-			break
+	be.sweep(d, func(_ region, exact bool) fate {
+		if exact {
+			return drop
 		}
-	}
+		return toPlain
+	})
 }
 
 // forget forgets the regions in d, freed.
 func (be *Backend) forget(d []float32) {
-	if be.lay.n.Load() == 0 || len(d) == 0 {
-		return
-	}
-	be.lay.mu.Lock()
-	defer be.lay.mu.Unlock()
-	lo, hi := span(d)
-	for i := 0; i < len(be.lay.regions); {
-		if r := be.lay.regions[i]; r.hi > lo && r.lo < hi {
-			be.removeLocked(i)
-			continue
-		}
-		i++
-	}
+	be.sweep(d, func(region, bool) fate { return drop })
 }
 
 // setLayout records that d, just written whole, is in layout l.
@@ -139,33 +147,6 @@ func (be *Backend) setLayout(d []float32, l Layout) {
 	lo, hi := span(d)
 	be.lay.regions = append(be.lay.regions, region{d: d, lo: lo, hi: hi, l: l})
 	be.lay.n.Store(int32(len(be.lay.regions)))
-}
-
-// dropLocked removes the regions overlapping [lo, hi) for which reorder
-// says true, bringing each back to plain, and keeps the others.
-func (be *Backend) dropLocked(lo, hi uintptr, reorder func(region) bool) {
-	for i := 0; i < len(be.lay.regions); {
-		r := be.lay.regions[i]
-		if r.hi <= lo || r.lo >= hi || !reorder(r) {
-			i++
-			continue
-		}
-		be.toPlainLocked(r.d, r.l)
-		be.removeLocked(i)
-	}
-}
-
-func (be *Backend) removeLocked(i int) {
-	rs := be.lay.regions
-	rs[i] = rs[len(rs)-1]
-	rs[len(rs)-1] = region{}
-	be.lay.regions = rs[:len(rs)-1]
-	be.lay.n.Store(int32(len(be.lay.regions)))
-}
-
-// toPlainLocked reorders d, in layout l, to plain in place.
-func (be *Backend) toPlainLocked(d []float32, l Layout) {
-	be.reorderInPlace(d, l, Plain)
 }
 
 // reorderInPlace reorders d from layout from to layout to, through the
@@ -206,7 +187,7 @@ func (be *Backend) unify(ds ...[]float32) Layout {
 			be.plain(d)
 			continue
 		}
-		if i < len(ls) && ls[i] == to || sameSpan(d, ds[:i]) {
+		if ls[i] == to || sameSpan(d, ds[:i]) {
 			continue
 		}
 		if ls[i] != Plain {
