@@ -284,6 +284,7 @@ static int dml_bn_make(dml_op *op, int dir, void *eng, const void *hint, const d
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -445,11 +446,11 @@ func (o *op) free() {
 // layout returns md's Layout: Plain for the plain layout of its dims,
 // else its number, given on first sight.
 func (l *Lib) layout(md *C.dml_md) (Layout, error) {
-	var plain C.dml_md
-	if st := C.dml_md_plain(&plain, md.ndims, &md.dims[0]); st != 0 {
-		return 0, fmt.Errorf("onednn: a plain memory descriptor: %v", status(st))
+	plain, err := l.md(Plain, md)
+	if err != nil {
+		return 0, err
 	}
-	if C.dml_md_equal(md, &plain) != 0 {
+	if C.dml_md_equal(md, plain) != 0 {
 		return Plain, nil
 	}
 	for i, k := range l.layouts {
@@ -520,7 +521,10 @@ func (l *Lib) Reorder(dst, src []float32, from, to Layout) error {
 	if n := l.size(o, 0, len(src)); len(src) < n || len(dst) < l.size(o, 1, len(dst)) {
 		return fmt.Errorf("onednn: reorder of %d floats into %d: layouts %d→%d want %d", len(src), len(dst), from, to, n)
 	}
-	return o.run(l, "reorder", ptr(src), ptr(dst))
+	if err := o.run(l, ptr(src), ptr(dst)); err != nil {
+		return fmt.Errorf("onednn: reorder from layout %d to %d: %w", from, to, err)
+	}
+	return nil
 }
 
 // size is the floats argument i of o takes: its layout's, or n for Plain.
@@ -606,12 +610,14 @@ func (o *op) buffer(l *Lib, i, n int) []float32 {
 	return o.own[i]
 }
 
-// run runs the primitive on one pointer per argument.
-func (o *op) run(l *Lib, what string, p ...unsafe.Pointer) error {
+// run runs the primitive on one pointer per argument. Its error is the
+// status alone: the caller names the op (formatting that only when it
+// fails, not at every call).
+func (o *op) run(l *Lib, p ...unsafe.Pointer) error {
 	var a [10]unsafe.Pointer
 	copy(a[:], p)
 	if st := C.dml_op_run(o.c, l.stream, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]); st != 0 {
-		return fmt.Errorf("onednn: %s: %v", what, status(st))
+		return errors.New(status(st))
 	}
 	return nil
 }
@@ -702,8 +708,8 @@ func (l *Lib) Forward(y, x, w, bias []float32, xl Layout, s Shape) (Layout, erro
 		return Plain, err
 	}
 	py, yl := l.out(o, 2, y, true)
-	if err := o.run(l, fmt.Sprintf("%+v: forward", s), px, pw, py, ptr(bias)); err != nil {
-		return Plain, err
+	if err := o.run(l, px, pw, py, ptr(bias)); err != nil {
+		return Plain, fmt.Errorf("onednn: %+v: forward: %w", s, err)
 	}
 	return yl, l.done(o, 2, y, yl)
 }
@@ -726,8 +732,8 @@ func (l *Lib) BackwardData(dx, dy, w []float32, dyl Layout, s Shape) (Layout, er
 		return Plain, err
 	}
 	pdx, dxl := l.out(o, 2, dx, true)
-	if err := o.run(l, fmt.Sprintf("%+v: data gradient", s), pdy, pw, pdx); err != nil {
-		return Plain, err
+	if err := o.run(l, pdy, pw, pdx); err != nil {
+		return Plain, fmt.Errorf("onednn: %+v: data gradient: %w", s, err)
 	}
 	return dxl, l.done(o, 2, dx, dxl)
 }
@@ -749,8 +755,8 @@ func (l *Lib) BackwardFilter(dw, db, x, dy []float32, xl, dyl Layout, s Shape) e
 		return err
 	}
 	pdw, dwl := l.out(o, 2, dw, false)
-	if err := o.run(l, fmt.Sprintf("%+v: filter gradient", s), px, pdy, pdw, ptr(db)); err != nil {
-		return err
+	if err := o.run(l, px, pdy, pdw, ptr(db)); err != nil {
+		return fmt.Errorf("onednn: %+v: filter gradient: %w", s, err)
 	}
 	return l.done(o, 2, dw, dwl)
 }
@@ -801,8 +807,10 @@ func (l *Lib) NormTrain(y, mean, variance, x, gamma, beta []float32, xl Layout, 
 	if err != nil {
 		return Plain, err
 	}
-	return xl, ops[0].run(l, fmt.Sprintf("batch norm %d×%d×%d: training", n, c, hw),
-		ptr(x), ptr(y), ptr(mean), ptr(variance), ptr(gamma), ptr(beta))
+	if err := ops[0].run(l, ptr(x), ptr(y), ptr(mean), ptr(variance), ptr(gamma), ptr(beta)); err != nil {
+		return Plain, fmt.Errorf("onednn: batch norm %d×%d×%d: training: %w", n, c, hw, err)
+	}
+	return xl, nil
 }
 
 // NormInfer normalises x with the given (running) mean and variance.
@@ -811,8 +819,10 @@ func (l *Lib) NormInfer(y, x, mean, variance, gamma, beta []float32, xl Layout, 
 	if err != nil {
 		return Plain, err
 	}
-	return xl, ops[1].run(l, fmt.Sprintf("batch norm %d×%d×%d: inference", n, c, hw),
-		ptr(x), ptr(y), ptr(mean), ptr(variance), ptr(gamma), ptr(beta))
+	if err := ops[1].run(l, ptr(x), ptr(y), ptr(mean), ptr(variance), ptr(gamma), ptr(beta)); err != nil {
+		return Plain, fmt.Errorf("onednn: batch norm %d×%d×%d: inference: %w", n, c, hw, err)
+	}
+	return xl, nil
 }
 
 // NormGrad is NormTrain's backward pass given the batch's mean and
@@ -828,6 +838,8 @@ func (l *Lib) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []float32
 	if err != nil {
 		return Plain, err
 	}
-	return xl, o.run(l, fmt.Sprintf("batch norm %d×%d×%d: backward", n, c, hw),
-		ptr(x), pdy, ptr(mean), ptr(variance), ptr(gamma), ptr(dx), ptr(dgamma), ptr(dbeta), ptr(o.buffer(l, 8, c)))
+	if err := o.run(l, ptr(x), pdy, ptr(mean), ptr(variance), ptr(gamma), ptr(dx), ptr(dgamma), ptr(dbeta), ptr(o.buffer(l, 8, c))); err != nil {
+		return Plain, fmt.Errorf("onednn: batch norm %d×%d×%d: backward: %w", n, c, hw, err)
+	}
+	return xl, nil
 }
