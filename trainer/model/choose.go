@@ -55,31 +55,21 @@ func TimeConvs(arch Arch, own, lib kernels.Backend, maxRows, rounds int) ([]Conv
 	if _, ok := kernels.WholeConvOf(lib); !ok {
 		return nil, nil, fmt.Errorf("backend %s has no library convolutions", lib.Name())
 	}
-	nodes := arch.mustNodes()
+	nodes, layers := arch.mustNodes(), arch.Layers()
 	type shapeKey struct {
 		in       Shape
 		out, k   int
 		s, p     int
 		bias, dx bool
 	}
-	idx := map[shapeKey]int{}
-	var first, ofConv []int // first conv node of each shape (the one timed); each layer's shape
-	var timings []ConvTiming
-	layers := arch.Layers()
-	for i, n := range nodes {
-		if n.Kind != KindConv {
-			continue
-		}
-		key := shapeKey{n.in, n.Out, n.Kernel, n.Stride, n.Pad, layers[n.param].HasBias(), n.from >= 0}
-		j, ok := idx[key]
-		if !ok {
-			j = len(timings)
-			idx[key] = j
-			first = append(first, i)
-			timings = append(timings, ConvTiming{Own: maxDuration, Lib: maxDuration, FLOPs: n.convFLOPs(maxRows)})
-		}
-		timings[j].Layers = append(timings[j].Layers, n.Name)
-		ofConv = append(ofConv, j)
+	groups, ofConv := groupNodes(nodes, KindConv, func(n node) shapeKey {
+		return shapeKey{n.in, n.Out, n.Kernel, n.Stride, n.Pad, layers[n.param].HasBias(), n.from >= 0}
+	})
+	first := make([]int, len(groups)) // the conv node of each shape timed
+	timings := make([]ConvTiming, len(groups))
+	for j, g := range groups {
+		first[j] = g[0]
+		timings[j] = ConvTiming{Layers: nodeNames(nodes, g), Own: maxDuration, Lib: maxDuration, FLOPs: nodes[g[0]].convFLOPs(maxRows)}
 	}
 	if len(first) == 0 {
 		return nil, nil, nil
@@ -188,20 +178,42 @@ type NormShape struct {
 // NormShapes lists the network's batch-norm shapes, in order of first
 // use.
 func (a Arch) NormShapes() []NormShape {
-	var out []NormShape
-	idx := map[[3]int]int{}
-	for _, n := range a.mustNodes() {
-		if n.Kind != KindBatchNorm {
-			continue
-		}
-		key := [3]int{n.Out, n.in.H, n.in.W}
-		j, ok := idx[key]
-		if !ok {
-			j = len(out)
-			idx[key] = j
-			out = append(out, NormShape{C: key[0], H: key[1], W: key[2]})
-		}
-		out[j].Layers = append(out[j].Layers, n.Name)
+	nodes := a.mustNodes()
+	groups, _ := groupNodes(nodes, KindBatchNorm, func(n node) [3]int { return [3]int{n.Out, n.in.H, n.in.W} })
+	out := make([]NormShape, len(groups))
+	for j, g := range groups {
+		n := nodes[g[0]]
+		out[j] = NormShape{C: n.Out, H: n.in.H, W: n.in.W, Layers: nodeNames(nodes, g)}
 	}
 	return out
+}
+
+// groupNodes groups the nodes of kind by key, in order of first use: each
+// group's nodes, and for each node of kind in order its group's index.
+func groupNodes[K comparable](nodes []node, kind string, key func(node) K) (groups [][]int, of []int) {
+	idx := map[K]int{}
+	for i, n := range nodes {
+		if n.Kind != kind {
+			continue
+		}
+		k := key(n)
+		j, ok := idx[k]
+		if !ok {
+			j = len(groups)
+			idx[k] = j
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+		of = append(of, j)
+	}
+	return groups, of
+}
+
+// nodeNames names the nodes at idx.
+func nodeNames(nodes []node, idx []int) []string {
+	names := make([]string, len(idx))
+	for k, i := range idx {
+		names[k] = nodes[i].Name
+	}
+	return names
 }

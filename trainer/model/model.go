@@ -215,20 +215,7 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 			failed = b.Upload(m.State, arch.InitState())
 		}
 	}
-	m.whole, _ = kernels.WholeConvOf(b)
-	m.direct, m.directFwd, m.directDX = m.directConvs(b)
-	m.lib = make([]bool, len(m.nodes))
-	conv := 0
-	for i, n := range m.nodes {
-		if n.Kind != KindConv {
-			continue
-		}
-		m.lib[i] = m.whole != nil && (choice == nil || conv < len(choice) && choice[conv])
-		if m.lib[i] {
-			m.directFwd[i], m.directDX[i] = false, false
-		}
-		conv++
-	}
+	m.placeConvs(b, choice)
 	m.kept = make([]kernels.Buffer, len(m.nodes))
 	// The chunks of samples (and their scratch) serve every convolution
 	// but a direct one whose input gradient is direct too or not wanted;
@@ -465,6 +452,26 @@ func (m *Model) colsOf(i, s0, k int, n node) kernels.Buffer {
 		return m.B.View(m.kept[i], s0*per, k*per)
 	}
 	return m.B.View(m.cols, 0, k*per)
+}
+
+// placeConvs decides where each conv node runs: on the backend's library
+// (m.lib) as choice says, else on its direct convolution where it has the
+// shape (directConvs), else on columns and GEMMs.
+func (m *Model) placeConvs(b kernels.Backend, choice ConvChoice) {
+	m.whole, _ = kernels.WholeConvOf(b)
+	m.direct, m.directFwd, m.directDX = m.directConvs(b)
+	m.lib = make([]bool, len(m.nodes))
+	conv := 0
+	for i, n := range m.nodes {
+		if n.Kind != KindConv {
+			continue
+		}
+		m.lib[i] = m.whole != nil && (choice == nil || conv < len(choice) && choice[conv])
+		if m.lib[i] {
+			m.directFwd[i], m.directDX[i] = false, false
+		}
+		conv++
+	}
 }
 
 // directConvs decides which conv nodes run on b's direct convolution
