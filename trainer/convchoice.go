@@ -23,16 +23,8 @@ func (j *job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 		return model.New(arch, j.Backend, rows)
 	}
 	words := make([]float32, 1+len(convs))
-	// The measurement holds two models at once (one each way) before the
-	// job's own: where they would not fit beside it, the library runs
-	// every convolution, unmeasured.
-	need := 2 * modelBytes(arch, j.cfg.Opt.Kind, rows, false)
-	if avail, ok := AvailableMemory(); ok && need > float64(avail)/2 && kernels.OnTrial(j.Backend) {
-		if j.Comm.Rank() == 0 {
-			j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", gb(need), gb(float64(avail)))
-		}
-	} else if j.Comm.Rank() == 0 {
-		choice, timings, err := model.ChooseConvs(arch, j.Backend, rows)
+	if j.Comm.Rank() == 0 {
+		choice, timings, err := j.chooseConvs(arch, rows)
 		if err != nil {
 			return nil, err
 		}
@@ -57,6 +49,22 @@ func (j *job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 		}
 	}
 	return model.NewChosen(arch, j.Backend, rows, choice)
+}
+
+// chooseConvs is model.ChooseConvs on rank 0, but where its two trial
+// models (one each way, held at once before the job's own) would not fit
+// in half the memory left: then the library runs every convolution,
+// unmeasured (said in one line), and the choice is nil.
+func (j *job) chooseConvs(arch model.Arch, rows int) (model.ConvChoice, []model.ConvTiming, error) {
+	if !kernels.OnTrial(j.Backend) {
+		return nil, nil, nil
+	}
+	need := 2 * modelBytes(arch, j.cfg.Opt.Kind, rows, false)
+	if avail, ok := AvailableMemory(); ok && need > float64(avail)/2 {
+		j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", gb(need), gb(float64(avail)))
+		return nil, nil, nil
+	}
+	return model.ChooseConvs(arch, j.Backend, rows)
 }
 
 // describeChoice is the line that says which convolutions the library
