@@ -39,12 +39,7 @@ func (w wholeConv) ConvForward(y, x, wt, bias kernels.Buffer, n, c, h, wd, o, k,
 }
 
 func (w wholeConv) ConvBackwardData(dx, dy, wt kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
-	if err := kernels.CheckWholeConv("ConvBackwardData", dy.Len(), dx.Len(), wt.Len(), -1, n, c, h, wd, o, k, stride, pad); err != nil {
-		return err
-	}
-	pix := pixels(h, wd, k, stride, pad)
-	p := n * pix
-	dyt, err := w.dyGEMM(dy, n, o, pix)
+	dyt, p, err := w.backward("ConvBackwardData", dy, dx.Len(), wt.Len(), -1, n, c, h, wd, o, k, stride, pad)
 	if err != nil {
 		return err
 	}
@@ -56,12 +51,7 @@ func (w wholeConv) ConvBackwardData(dx, dy, wt kernels.Buffer, n, c, h, wd, o, k
 }
 
 func (w wholeConv) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd, o, k, stride, pad int) error {
-	if err := kernels.CheckWholeConv("ConvBackwardFilter", dy.Len(), x.Len(), dw.Len(), lenOrNone(db), n, c, h, wd, o, k, stride, pad); err != nil {
-		return err
-	}
-	pix := pixels(h, wd, k, stride, pad)
-	p := n * pix
-	dyt, err := w.dyGEMM(dy, n, o, pix)
+	dyt, p, err := w.backward("ConvBackwardFilter", dy, x.Len(), dw.Len(), lenOrNone(db), n, c, h, wd, o, k, stride, pad)
 	if err != nil {
 		return err
 	}
@@ -76,6 +66,17 @@ func (w wholeConv) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 		return w.Gemm(false, false, o, 1, p, 1, dyt, w.ones(p), 0, db)
 	}
 	return nil
+}
+
+// backward checks a gradient's buffers and returns dy in the GEMMs'
+// layout (dyGEMM) and the output pixels of the batch.
+func (w wholeConv) backward(op string, dy kernels.Buffer, xLen, wLen, bLen, n, c, h, wd, o, k, stride, pad int) (kernels.Buffer, int, error) {
+	if err := kernels.CheckWholeConv(op, dy.Len(), xLen, wLen, bLen, n, c, h, wd, o, k, stride, pad); err != nil {
+		return nil, 0, err
+	}
+	pix := pixels(h, wd, k, stride, pad)
+	dyt, err := w.dyGEMM(dy, n, o, pix)
+	return dyt, n * pix, err
 }
 
 // pixels is a convolution's output pixels per sample and channel.
