@@ -201,6 +201,14 @@ func (be *Backend) unify(ds ...[]float32) Layout {
 	return to
 }
 
+// partOverlap reports whether a and b share memory without being one
+// span.
+func partOverlap(a, b []float32) bool {
+	alo, ahi := span(a)
+	blo, bhi := span(b)
+	return alo < bhi && blo < ahi && (alo != blo || ahi != bhi)
+}
+
 // sameSpan reports whether d is one of prev (an operand given twice).
 func sameSpan(d []float32, prev [][]float32) bool {
 	lo, hi := span(d)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/kernelstest"
 )
 
@@ -87,6 +88,34 @@ func TestLayoutBookkeeping(t *testing.T) {
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Errorf("read %d: %v, want %v", i, got[i][:min(8, len(got[i]))], want[i][:min(8, len(want[i]))])
+		}
+	}
+}
+
+// TestAxpyPartialOverlap: Axpy with alpha 1 on views that overlap in
+// part keeps the element order of its loop (y[i] += x[i] with x[i]
+// already updated: running sums), where the vector path would not.
+func TestAxpyPartialOverlap(t *testing.T) {
+	be := cpu.New()
+	defer be.Close()
+	const n = 40
+	buf, err := be.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Fill(buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Axpy(1, be.View(buf, 0, n-1), be.View(buf, 1, n-1)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, n)
+	if err := be.Download(got, buf); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != float32(i+1) {
+			t.Fatalf("element %d: %v, want %d (running sums): %v", i, v, i+1, got)
 		}
 	}
 }

@@ -9,7 +9,10 @@ func (be *Backend) Axpy(alpha float32, x, y kernels.Buffer) error {
 		return err
 	}
 	be.unify(yd, xd) // y keeps its layout, in which x is read
-	if alpha == 1 {  // the gradient sums of a step: y + 1·x is y + x, bit for bit
+	// The gradient sums of a step: y + 1·x is y + x, bit for bit, on
+	// addTo's vectors, which take x as y itself or apart from it (a
+	// partial overlap keeps the loop's element order).
+	if alpha == 1 && !partOverlap(xd, yd) {
 		addTo(yd, xd)
 		return nil
 	}
