@@ -2,6 +2,7 @@ package blas
 
 import (
 	"fmt"
+	"math/bits"
 
 	"golang.org/x/sys/cpu"
 	"gonum.org/v1/gonum/blas"
@@ -45,14 +46,5 @@ func (g gemmRoute) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []
 
 // Provided: see cpu.GemmProvider.
 func (g gemmRoute) Provided() kernels.Provided {
-	return kernels.Provided{Ops: "gemm", Provider: fmt.Sprintf("onednn %s from 2^%d multiply-adds, openblas below", g.version, log2(g.min))}
-}
-
-func log2(n int) int {
-	k := 0
-	for n > 1 {
-		n >>= 1
-		k++
-	}
-	return k
+	return kernels.Provided{Ops: "gemm", Provider: fmt.Sprintf("onednn %s from 2^%d multiply-adds, openblas below", g.version, bits.Len(uint(g.min))-1)}
 }
