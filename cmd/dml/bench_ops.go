@@ -165,47 +165,46 @@ func normRun(be kernels.Backend, n, c, h, w int) (func() (time.Duration, error),
 			be.Free(b)
 		}
 	}
-	alloc := func(k int, v float32) (kernels.Buffer, error) {
+	var failed error // the first; alloc does nothing after it
+	alloc := func(k int, v float32) kernels.Buffer {
+		if failed != nil {
+			return nil
+		}
 		b, err := be.Alloc(k)
 		if err == nil {
 			bufs = append(bufs, b)
 			err = be.Fill(b, v)
 		}
-		return b, err
+		failed = err
+		return b
 	}
 	big, hw := n*c*h*w, h*w
-	var b [12]kernels.Buffer
-	for i, k := range []int{big, big, big, big, c, c, c, c, c, c, c, c} {
-		var err error
-		if b[i], err = alloc(k, []float32{0, 0, 0.25, 0, 1, 0, 0, 0, 0, 1, 0, 0}[i]); err != nil {
-			free()
-			return nil, nil, err
-		}
-	}
-	x, y, dy, dx, g, beta, mean, inv, rm, rv, dg, db := b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11]
+	x, y, dy, dx := alloc(big, 0), alloc(big, 0), alloc(big, 0.25), alloc(big, 0)
+	g, beta, mean, inv := alloc(c, 1), alloc(c, 0), alloc(c, 0), alloc(c, 0)
+	rm, rv, dg, db := alloc(c, 0), alloc(c, 1), alloc(c, 0), alloc(c, 0)
 	// x varies, so that the variance is not 0.
 	xs := make([]float32, big)
 	for i := range xs {
 		xs[i] = float32(i%7) * 0.25
 	}
-	err := be.Upload(x, xs)
-	if whole, ok := kernels.WholeConvOf(be); ok && err == nil {
-		var in, wt kernels.Buffer
-		if in, err = alloc(big, 0); err == nil {
-			if wt, err = alloc(c*c*9, 0.01); err == nil {
-				err = be.Copy(in, x)
-			}
+	if failed == nil {
+		failed = be.Upload(x, xs)
+	}
+	if whole, ok := kernels.WholeConvOf(be); ok {
+		in, wt := alloc(big, 0), alloc(c*c*9, 0.01)
+		if failed == nil {
+			failed = be.Copy(in, x)
 		}
-		if err == nil {
-			err = whole.ConvForward(x, in, wt, nil, n, c, h, w, c, 3, 1, 1)
+		if failed == nil {
+			failed = whole.ConvForward(x, in, wt, nil, n, c, h, w, c, 3, 1, 1)
 		}
-		if err == nil {
-			err = whole.ConvForward(dy, in, wt, nil, n, c, h, w, c, 3, 1, 1)
+		if failed == nil {
+			failed = whole.ConvForward(dy, in, wt, nil, n, c, h, w, c, 3, 1, 1)
 		}
 	}
-	if err != nil {
+	if failed != nil {
 		free()
-		return nil, nil, err
+		return nil, nil, failed
 	}
 	return func() (time.Duration, error) {
 		t0 := time.Now()
