@@ -39,6 +39,10 @@ type Backend struct {
 	localRank int
 	tf32      bool                // Gemm uses the TF32 tensor-core kernels
 	tf32Gemm  map[string]function // they, by name
+	// prec is the products' arithmetic; at BF16 and FP16 their operands
+	// are rounded into scratch first (precision.go).
+	prec   kernels.Precision
+	rounds [2]scratchBuf
 
 	pool  pool
 	mem   map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close
@@ -69,7 +73,8 @@ type Backend struct {
 // Open opens device LocalRank mod count with a stream of its own. Without
 // a driver or a GPU the error wraps errNoDevice and starts with
 // "no CUDA device:". Precision TF32 selects the tensor-core GEMM on
-// compute capability ≥ 8.0 (FP32 elsewhere).
+// compute capability ≥ 8.0 (FP32 elsewhere); BF16 and FP16 round the
+// products' operands and run them there too (precision.go).
 func Open(o kernels.Options) (*Backend, error) {
 	if err := loadDriver(); err != nil {
 		return nil, err
@@ -79,14 +84,14 @@ func Open(o kernels.Options) (*Backend, error) {
 		return nil, err
 	}
 	ord := DeviceFor(o.LocalRank, len(all))
-	d, tf32, err := openDevice(ord, o.Precision == kernels.TF32)
+	d, tf32, err := openDevice(ord, o.Precision == kernels.TF32 || o.Precision.Rounds())
 	if err != nil {
 		if ErrNoDevice(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("cuda: local rank %d: %w: %w", o.LocalRank, kernels.ErrDevice, err)
 	}
-	be := &Backend{dev: d, localRank: o.LocalRank, syncEach: os.Getenv("DML_CUDA_SYNC") == "1"}
+	be := &Backend{dev: d, localRank: o.LocalRank, prec: o.Precision, syncEach: os.Getenv("DML_CUDA_SYNC") == "1"}
 	be.tf32, be.tf32Gemm = tf32 != nil, tf32
 	if be.q, err = d.ctx.newQueue(); err != nil {
 		return nil, be.deviceErr("Open", "", err)

@@ -58,6 +58,30 @@ func TestConformanceTF32(t *testing.T) {
 		kernelstest.Options{GemmRelTol: kernelstest.TF32GemmRelTol})
 }
 
+// TestConformancePrecision runs the suite at BF16 and FP16, with the
+// libraries where they load and on our kernels alone: every product must
+// be the float32 sum of the exact products of the rounded operands (the
+// bound is float32's, against float64 loops over the rounded operands),
+// on cuBLAS and our TF32 or FP32 GEMMs alike; cuDNN's convolutions may
+// transform the rounded operands in TF32 and get TF32's bound.
+func TestConformancePrecision(t *testing.T) {
+	open(t, kernels.Options{}).Close()
+	for _, p := range []kernels.Precision{kernels.BF16, kernels.FP16} {
+		for _, own := range []bool{false, true} {
+			o := kernels.Options{Precision: p, Kernels: kernels.KernelChoice{Own: own}}
+			name := p.String()
+			if own {
+				name += "/dml"
+			}
+			t.Run(name, func(t *testing.T) {
+				ko := kernelstest.PrecisionOptions(p)
+				ko.WholeConvRelTol = kernelstest.TF32GemmRelTol
+				kernelstest.RunOpts(t, func() kernels.Backend { return open(t, o) }, ko)
+			})
+		}
+	}
+}
+
 // TestPoolReuse checks that freed memory is reused by the next Alloc of
 // the same size class, with no new device allocation, and comes back zeroed.
 func TestPoolReuse(t *testing.T) {

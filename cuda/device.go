@@ -28,6 +28,7 @@ type device struct {
 // kernelSet holds every kernel of kernels/cu/ABI.md but the TF32 GEMMs.
 type kernelSet struct {
 	fill, scale, axpy, add, relu, reluGrad, addBias function
+	round                                           function
 	sgd, momentum, adagrad, adam                    function
 	lars, sumsq2Partial, larsRate                   function
 	softmaxXent, sigmoidXent, predict               function
@@ -185,7 +186,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		f    *function
 		name string
 	}{
-		{&k.fill, "dml_fill"}, {&k.scale, "dml_scale"}, {&k.axpy, "dml_axpy"}, {&k.add, "dml_add"},
+		{&k.fill, "dml_fill"}, {&k.scale, "dml_scale"}, {&k.round, "dml_round"}, {&k.axpy, "dml_axpy"}, {&k.add, "dml_add"},
 		{&k.relu, "dml_relu"}, {&k.reluGrad, "dml_relu_grad"}, {&k.addBias, "dml_add_bias"},
 		{&k.sgd, "dml_sgd"}, {&k.momentum, "dml_momentum"}, {&k.adagrad, "dml_adagrad"}, {&k.adam, "dml_adam"},
 		{&k.lars, "dml_lars"}, {&k.sumsq2Partial, "dml_sumsq2_partial"}, {&k.larsRate, "dml_lars_rate"},

@@ -40,6 +40,14 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 		}
 		return be.done(op, be.launch1D(be.dev.k.scale, cd.n, ptr(cd), i64(cd.n), f32(beta)), m, n, k)
 	}
+	ap, bp := ad.ptr, bd.ptr
+	var err error
+	if ap, err = be.rounded(op, 0, ap, ad.n); err != nil {
+		return err
+	}
+	if bp, err = be.rounded(op, 1, bp, bd.n); err != nil {
+		return err
+	}
 	lda, ldb := k, n
 	if transA {
 		lda = m
@@ -51,7 +59,7 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 		// Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ:
 		// the operands swap, each keeps its transposition and leading
 		// dimension.
-		return be.done(op, blasSgemm(be.q, be.libs.blas, transB, transA, n, m, k, alpha, bd.ptr, ldb, ad.ptr, lda, beta, cd.ptr, n),
+		return be.done(op, blasSgemm(be.q, be.libs.blas, transB, transA, n, m, k, alpha, bp, ldb, ap, lda, beta, cd.ptr, n),
 			m, n, k, btoi(transA)*2+btoi(transB))
 	}
 	g := ptx.PickGemm(transA, transB, be.tf32, m, n, k, be.dev.SMs)
@@ -69,7 +77,7 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 		return be.shapeErr(op, "m=%d n=%d k=%d: %d column tiles exceed one launch's grid", m, n, k, gx)
 	}
 	return be.done(op, be.launch(f, gx, gy, g.Threads,
-		i64(m), i64(n), i64(k), f32(alpha), ptr(ad), i64(lda), ptr(bd), i64(ldb), f32(beta), ptr(cd), i64(n)),
+		i64(m), i64(n), i64(k), f32(alpha), ptrAt(ap), i64(lda), ptrAt(bp), i64(ldb), f32(beta), ptr(cd), i64(n)),
 		m, n, k, btoi(transA)*2+btoi(transB))
 }
 

@@ -100,7 +100,7 @@ func (be *Backend) openProviders(o kernels.Options) error {
 	if o.Kernels.Own {
 		return nil
 	}
-	tf32 := o.Precision == kernels.TF32 && 10*be.dev.Major+be.dev.Minor >= 80
+	tf32 := (o.Precision == kernels.TF32 || o.Precision.Rounds()) && 10*be.dev.Major+be.dev.Minor >= 80
 	if tf32 {
 		be.libs.convMath = cudnnDefaultMath
 	}
@@ -368,7 +368,11 @@ func (be *Backend) ConvForward(y, x, w, bias kernels.Buffer, n, c, h, wd, o, k, 
 	if n == 0 {
 		return nil
 	}
-	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirForward, xd.ptr, wdd.ptr, yd.ptr, bp)
+	xp, wp, err := be.rounded2(op, xd, wdd)
+	if err != nil {
+		return err
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirForward, xp, wp, yd.ptr, bp)
 }
 
 // ConvBackwardData: see kernels.WholeConvOps.
@@ -381,7 +385,11 @@ func (be *Backend) ConvBackwardData(dx, dy, w kernels.Buffer, n, c, h, wd, o, k,
 	if n == 0 {
 		return nil
 	}
-	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirData, xd.ptr, wdd.ptr, yd.ptr, 0)
+	yp, wp, err := be.rounded2(op, yd, wdd)
+	if err != nil {
+		return err
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirData, xd.ptr, wp, yp, 0)
 }
 
 // ConvBackwardFilter: see kernels.WholeConvOps. An empty batch gives zero
@@ -399,7 +407,11 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 		}
 		return be.Fill(db, 0)
 	}
-	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirFilter, xd.ptr, wdd.ptr, yd.ptr, bp)
+	xp, yp, err := be.rounded2(op, xd, yd)
+	if err != nil {
+		return err
+	}
+	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirFilter, xp, wdd.ptr, yp, bp)
 }
 
 // bnServes reports whether cuDNN runs a batch norm of this shape: it

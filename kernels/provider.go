@@ -99,20 +99,32 @@ type ProviderReporter interface {
 // Describe names the backend for the line before training: its name, and,
 // for a backend that reports its providers, which serves each op group,
 // e.g. "cuda (gemm: cublas 13.1, conv: cudnn 9.14, batchnorm: cudnn 9.14,
-// rest: dml)".
+// rest: dml)", and its products' precision where it is not FP32.
 func Describe(b Backend) string {
-	r, ok := Innermost(b).(ProviderReporter)
-	if !ok {
-		return b.Name()
+	s := b.Name()
+	if r, ok := Innermost(b).(ProviderReporter); ok {
+		var parts []string
+		for _, p := range r.Providers() {
+			parts = append(parts, p.Ops+": "+p.Provider)
+		}
+		if len(parts) > 0 {
+			s += " (" + strings.Join(parts, ", ") + ")"
+		}
 	}
-	var parts []string
-	for _, p := range r.Providers() {
-		parts = append(parts, p.Ops+": "+p.Provider)
+	if r, ok := Innermost(b).(PrecisionReporter); ok {
+		if note := r.PrecisionNote(); note != "" {
+			s += ", " + note
+		}
 	}
-	if len(parts) == 0 {
-		return b.Name()
-	}
-	return b.Name() + " (" + strings.Join(parts, ", ") + ")"
+	return s
+}
+
+// PrecisionReporter is a backend that says how its products compute at
+// a precision other than FP32 (for Describe), e.g. "bf16 products
+// (operands rounded, float32 sums; emulated on the CPU, no faster)"; ""
+// at FP32.
+type PrecisionReporter interface {
+	PrecisionNote() string
 }
 
 // WholeConvOps is an optional op set (WholeConvOf): a convolution layer's

@@ -51,46 +51,13 @@ func (e *UnavailableError) Error() string {
 // Unwrap returns ErrUnavailable.
 func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
 
-// Precision is the arithmetic a backend's matrix products may use.
-type Precision int
-
-const (
-	// FP32 is plain float32 arithmetic everywhere (the default).
-	FP32 Precision = iota
-	// TF32 lets Gemm round its inputs to TF32 (10-bit mantissa) on tensor
-	// cores; accumulation stays float32. Backends without such units
-	// compute FP32.
-	TF32
-)
-
-// String returns the name the command line uses.
-func (p Precision) String() string {
-	switch p {
-	case FP32:
-		return "fp32"
-	case TF32:
-		return "tf32"
-	}
-	return fmt.Sprintf("Precision(%d)", int(p))
-}
-
-// ParsePrecision reads "fp32" or "tf32".
-func ParsePrecision(s string) (Precision, error) {
-	switch s {
-	case "fp32":
-		return FP32, nil
-	case "tf32":
-		return TF32, nil
-	}
-	return 0, fmt.Errorf("unknown precision %q (want fp32 or tf32)", s)
-}
-
 // Options are what a backend is opened with.
 type Options struct {
 	// LocalRank is this process's index among the ranks on its node
 	// (mpi.LocalRank); a device backend picks device LocalRank mod count.
 	LocalRank int
-	// Precision is the arithmetic Gemm may use.
+	// Precision is the arithmetic of the matrix products (Gemm and the
+	// convolutions).
 	Precision Precision
 	// Threads is the number of threads a CPU backend's BLAS may use for
 	// one Gemm; 0 means 1, so that ranks sharing a machine do not fight

@@ -63,6 +63,12 @@ type Config struct {
 	// rank steps its own model, and the models are averaged every
 	// LocalSteps steps. 0 and 1: the gradients are summed every step.
 	LocalSteps int `json:"local_steps,omitempty"`
+	// LossScale is loss scaling under allreduce (lossscale.go): "" or
+	// "off" (none), "dynamic" (PyTorch's GradScaler: the step of a
+	// gradient that overflows is skipped and the scale halved), or a
+	// static scale ("1024"). The command line makes it dynamic with
+	// --precision fp16.
+	LossScale string `json:"loss_scale,omitempty"`
 	// BucketBytes caps the gradient buckets one AllReduce call sums
 	// (bucketPlan); 0: one bucket, the whole gradient.
 	BucketBytes int      `json:"bucket_bytes"`
@@ -189,6 +195,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := data.ParseAugment(c.Augment); err != nil {
 		return bad("Augment", "%v", err)
+	}
+	if ls, err := parseLossScale(c.LossScale); err != nil {
+		return bad("LossScale", "%v", err)
+	} else if ls != nil && (c.Sync != SyncAllreduce || c.LocalSteps > 1) {
+		return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 	}
 	if c.Model != NetFile && len(c.Net) > 0 {
 		return bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)

@@ -35,6 +35,11 @@ type EpochStats struct {
 	// pushes and pulls (ps), its models to its neighbours (dpsgd).
 	// Omitted where not counted (adpsgd).
 	BytesPerStep *float64 `json:"bytes_per_step,omitempty"`
+	// LossScale is the loss scale at the epoch's end, and SkippedSteps the
+	// steps skipped in it for a gradient that overflowed (with
+	// --loss-scale; lossscale.go).
+	LossScale    *float64 `json:"loss_scale,omitempty"`
+	SkippedSteps int      `json:"skipped_steps,omitempty"`
 	// Parameter-server figures of the reporting worker (with --sync ps).
 	*PSStats
 	// Decentralized training's figures (with --sync dpsgd, adpsgd).
@@ -51,6 +56,9 @@ func (e EpochStats) String() string {
 		e.Epoch, e.Loss, e.TrainAcc, test, e.SamplesPerSec, 100*e.CommFraction, e.WallSec)
 	if e.CommHidden != nil {
 		line += fmt.Sprintf("  (%.0f%% of it hidden)", 100**e.CommHidden)
+	}
+	if e.LossScale != nil {
+		line += fmt.Sprintf("  loss scale %g (%d skipped)", *e.LossScale, e.SkippedSteps)
 	}
 	if e.PSStats != nil {
 		line += fmt.Sprintf("  staleness ≤%d  wait %.1fs", e.MaxStaleness, e.WaitSec)

@@ -32,6 +32,7 @@ type allreduceStrategy struct {
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
+	ls          *lossScaler // --loss-scale (lossscale.go); nil: none
 	train, test *data.Dense // this rank's shards (train: a re-dealt epoch's part, setTrain)
 	shard       *data.Dense // this rank's training shard
 	gb          int         // the current step's global batch
@@ -156,6 +157,9 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	}
 	defer opt.Free()
 	s := &allreduceStrategy{j: j, m: m, opt: opt, ar: collectives.NewAllreducer(j.Comm, cfg.Allreduce), train: train, shard: train, test: test}
+	if s.ls, err = parseLossScale(cfg.LossScale); err != nil {
+		return nil, err
+	}
 	// Every rank built the same model (CheckSameConfig), so the gradient
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
@@ -276,21 +280,23 @@ func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
 
 func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 
-// Compute leaves 1/gb × the gradient of this rank's summed loss in Grads:
-// the sum over ranks is then the gradient of the mean loss over the global
-// batch, exact for a partial last batch too.
+// Compute leaves 1/gb × the gradient of this rank's summed loss in Grads
+// (times the loss scale, with --loss-scale): the sum over ranks is then
+// the gradient of the mean loss over the global batch, exact for a
+// partial last batch too.
 func (s *allreduceStrategy) Compute() error {
+	scale := 1 / float32(s.gb) * s.ls.factor()
 	if s.ov != nil {
 		s.ov.start(s.m.Grads.(kernels.HostBuffer).Data())
-		err := s.m.Step(1/float32(s.gb), s.ov.hook)
+		err := s.m.Step(scale, s.ov.hook)
 		s.backwardEnd = time.Now()
 		return err
 	}
 	if s.async == nil {
-		return s.m.Step(1/float32(s.gb), nil)
+		return s.m.Step(scale, nil)
 	}
 	s.queued = len(s.host)
-	return s.m.Step(1/float32(s.gb), s.downloadLayer)
+	return s.m.Step(scale, s.downloadLayer)
 }
 
 // downloadLayer is the gradient hook of a step on an AsyncDownloader: it
@@ -358,14 +364,30 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	}
 	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
 	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
-		return StepStats{}, err
+		return s.skip(st, err)
 	}
 	return st, s.update()
+}
+
+// skip ends a step whose reduced gradient or loss is not finite (cause
+// says where): with dynamic loss scaling the step is skipped, on every
+// rank alike, and the scale halved; otherwise cause ends the run.
+func (s *allreduceStrategy) skip(st StepStats, cause error) (StepStats, error) {
+	if s.ls == nil {
+		return StepStats{}, cause
+	}
+	if err := s.ls.overflow(cause); err != nil {
+		return StepStats{}, err
+	}
+	return skippedStats(st), nil
 }
 
 // update applies the optimizer to the whole reduced gradient, inside the
 // last word's fences (lastword.go).
 func (s *allreduceStrategy) update() error {
+	if err := s.ls.unscale(s.j.Backend, s.m.GradView()); err != nil {
+		return err
+	}
 	if err := s.clip(); err != nil {
 		return err
 	}
@@ -377,6 +399,9 @@ func (s *allreduceStrategy) update() error {
 	sp.Err(err).End()
 	if s.j.lw != nil {
 		s.j.lw.endUpdate(err)
+	}
+	if err == nil {
+		s.ls.finite()
 	}
 	return err
 }
@@ -427,10 +452,12 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 					return StepStats{}, err
 				}
 			}
-			if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
-				return StepStats{}, err
+			cause := m.Arch.CheckFinite(buf[:np], st.LossSum)
+			if cause == nil {
+				cause = fmt.Errorf("non-finite value in gradient bucket %d, finite in the whole gradient: %w", i, model.ErrNonFinite)
 			}
-			return StepStats{}, fmt.Errorf("non-finite value in gradient bucket %d, finite in the whole gradient: %w", i, model.ErrNonFinite)
+			st.CommSec = busy.Seconds()
+			return s.skip(st, cause)
 		}
 		if !s.deferUpdates() {
 			if err := s.updateBucket(i); err != nil {
@@ -445,7 +472,11 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 		// one's sum has arrived, inside its fences: a rank stuck in a
 		// bucket's AllReduce has updated none (lastword.go). The same
 		// element-wise updates: the same bits. Clipping needs the whole
-		// gradient's norm first.
+		// gradient's norm first, loss scaling the whole gradient's
+		// check.
+		if err := s.ls.unscale(s.j.Backend, s.m.GradView()); err != nil {
+			return StepStats{}, err
+		}
 		if err := s.clip(); err != nil {
 			return StepStats{}, err
 		}
@@ -465,13 +496,17 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 		if err != nil {
 			return StepStats{}, err
 		}
+		s.ls.finite()
 	}
 	return st, nil
 }
 
 // deferUpdates: the buckets are updated once every sum has arrived (for
-// the last word, or to clip by the whole gradient's norm), not one by one.
-func (s *allreduceStrategy) deferUpdates() bool { return s.j.lw != nil || s.j.cfg.ClipNorm > 0 }
+// the last word, to clip by the whole gradient's norm, or to skip a step
+// whose gradient overflows anywhere under loss scaling), not one by one.
+func (s *allreduceStrategy) deferUpdates() bool {
+	return s.j.lw != nil || s.j.cfg.ClipNorm > 0 || s.ls != nil
+}
 
 // clip clips the reduced gradient to --clip-norm (clip.go): the same on
 // every rank.
@@ -558,13 +593,14 @@ func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
 		if err := b.Download(grads, m.GradView()); err != nil {
 			return StepStats{}, err
 		}
-		if err := m.Arch.CheckFinite(grads, st.LossSum); err != nil {
-			return StepStats{}, err
+		cause := m.Arch.CheckFinite(grads, st.LossSum)
+		if cause == nil {
+			cause = fmt.Errorf("non-finite gradient element %d on the device, finite in its download: %w", bad, model.ErrNonFinite)
 		}
-		return StepStats{}, fmt.Errorf("non-finite gradient element %d on the device, finite in its download: %w", bad, model.ErrNonFinite)
+		return s.skip(st, cause)
 	}
 	if math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
-		return StepStats{}, m.Arch.CheckFinite(grads, st.LossSum)
+		return s.skip(st, m.Arch.CheckFinite(grads, st.LossSum))
 	}
 	return st, s.update()
 }
@@ -578,6 +614,7 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 		return err
 	}
 	st.CommFraction = float64(fr[0]) / math.Max(float64(fr[1]), 1e-12)
+	s.ls.epochStats(st)
 	if s.ov != nil {
 		h := float64(fr[2]) / math.Max(float64(fr[0]), 1e-12)
 		st.CommHidden = &h

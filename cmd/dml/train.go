@@ -154,7 +154,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, stderr io.Writer) {
 	fs.IntVar(&c.blasThreads, "blas-threads", 1, "threads per rank for the blas backend's matrix products (OPENBLAS_NUM_THREADS, when set, wins); keep ranks × threads ≤ cores")
 	fs.StringVar(&c.kernelsFlag, "kernels", kernels.KernelsAuto, "which library serves each op: auto (every library the backend loads by default: cuBLAS for GEMM and cuDNN for convolutions on --backend cuda, oneDNN on --backend blas; dml's own kernels where none does, with a notice), dml (our own kernels only: the reference, bit for bit as before), or libraries by name, comma-separated: cudnn, cublas (cuda), onednn (--backend blas: oneDNN's convolutions, batch norm, and GEMM from 2^20 multiply-adds; under auto its batch norm serves, its GEMM on AVX-512 CPUs, and each convolution shape runs on whichever of oneDNN and dml's kernels a start-up measurement finds faster, rank 0's choice for all); each must load, or the run stops")
 	fs.StringVar(&c.cudaGraph, "cuda-graph", "auto", "auto: on a GPU, record a training step's forward and backward pass once per batch shape and replay it as one CUDA graph where the step hands nothing to the host half-way (one rank; dpsgd, adpsgd and ps workers; allreduce on several ranks downloads each layer's gradient as it completes and runs op by op); the same weights bit for bit; off: launch every op")
-	fs.StringVar(&c.precision, "precision", "fp32", "matrix-product arithmetic: fp32, or tf32 (tensor cores on a GPU; backends without them compute fp32)")
+	fs.StringVar(&c.precision, "precision", "fp32", "arithmetic of the matrix products and convolutions: fp32; tf32 (tensor cores on a GPU; backends without them compute fp32); bf16 or fp16: mixed precision as PyTorch's autocast computes it: each product's operands rounded to bfloat16 or half, summed in float32, everything else (stored activations, batch norm, loss, weights, optimizer state, gradient exchange, checkpoints) float32; on a GPU on TF32 tensor cores, on a CPU an emulation (no faster); fp16 turns on --loss-scale dynamic")
 	c.profFlags.register(fs)
 	fs.DurationVar(&c.timeout, "timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long")
 	fs.DurationVar(&c.stallWarn, "stall-warn", stall.DefaultWarn, "stall inspector: report an operation (collective or parameter-server request) some ranks have waited in this long, naming the step and the rank waited on; 0: off")
@@ -271,6 +271,16 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 // flags leave them, and lars You et al.'s trust coefficient; other
 // optimizers ignore the betas and the trust coefficient (zeroed, so that
 // their configuration is as it was before these flags).
+// lossScaleDefault: --precision fp16 trains with dynamic loss scaling
+// unless --loss-scale says otherwise.
+func lossScaleDefault(fs *flag.FlagSet, cfg *trainer.Config, precision string) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "loss-scale" })
+	if !set && precision == kernels.FP16.String() {
+		cfg.LossScale = "dynamic"
+	}
+}
+
 func adamDefaults(fs *flag.FlagSet, o *optim.Config) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -487,6 +497,7 @@ func registerAllTrainFlags(fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlag
 func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonFlags, overlap *overlapFlag) error {
 	expectClasses(fs, &cfg.Data)
 	adamDefaults(fs, &cfg.Opt)
+	lossScaleDefault(fs, cfg, cf.precision)
 	cfg.Timeout = cf.stallTimeout()
 	cfg.StallWarn = cf.stallWarn
 	if err := cfg.Validate(); err != nil {
@@ -598,6 +609,7 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
 	fs.StringVar(&cfg.Compress, "compress", "none", "allreduce: gradient buckets travel as none (fp32), fp16 or bf16, summed in fp32 (the loss and accuracy stay fp32); auto: fp16 where timing both at start-up finds it 10% faster (a slow link)")
 	fs.Var(localStepsFlag{&cfg.LocalSteps}, "local-steps", "allreduce: local SGD: each rank steps its own model H times, then the models are averaged (one AllReduce of the weights every H steps, and at each epoch's end); 1: every step's gradients are summed")
+	fs.StringVar(&cfg.LossScale, "loss-scale", "", "allreduce: loss scaling: dynamic (PyTorch's GradScaler: the loss's gradient times S from 65536, the summed gradient divided by S; a step whose gradient overflows is skipped on every rank and S halved, S doubled after 2000 finite steps), dynamic:S0 (starting at S0, a power of two), off, or a static S; default: dynamic with --precision fp16, else off")
 	fs.BoolVar(&cfg.ErrorFeedback, "error-feedback", false, "allreduce with --compress: add each rank's rounding residue to its next gradient")
 	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
 	fs.IntVar(&cfg.EvalEvery, "eval-every", cfg.EvalEvery, "measure test accuracy every N epochs and after the last (0: only after training)")
@@ -835,7 +847,7 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps", "LossScale": "--loss-scale",
 	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2", "Opt.TrustCoef": "--trust-coef",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",

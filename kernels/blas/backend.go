@@ -89,6 +89,7 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 		}
 	}
 	be := cpu.NewWithGemm(Name, gemm)
+	be.SetPrecision(o.Precision)
 	switch {
 	case lib != nil && o.Kernels.Auto():
 		// Under auto oneDNN's batch norm serves, and its convolutions

@@ -34,6 +34,19 @@ func TestOneDNNConformance(t *testing.T) {
 	kernelstest.Run(t, func() kernels.Backend { return openOneDNN(t) })
 }
 
+// TestOneDNNPrecision runs the suite with oneDNN serving at BF16: its
+// convolutions and its GEMM get rounded operands like ours.
+func TestOneDNNPrecision(t *testing.T) {
+	openOneDNN(t).Close()
+	kernelstest.RunOpts(t, func() kernels.Backend {
+		be, err := blas.Open(kernels.Options{Precision: kernels.BF16, Kernels: kernels.KernelChoice{Libs: []string{kernels.LibOneDNN}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return be
+	}, kernelstest.PrecisionOptions(kernels.BF16))
+}
+
 // TestOneDNNNamed: the start line names it; a forced oneDNN that cannot
 // load is an UnavailableError saying how to install it.
 func TestOneDNNNamed(t *testing.T) {

@@ -51,12 +51,20 @@ type Backend struct {
 	// normVar is the library's batch-norm variances, by the mean's
 	// buffer (norm.go).
 	normVar map[*float32]normSaved
+	// prec is the products' arithmetic, and scratch the rounded copies of
+	// their operands at BF16 and FP16 (precision.go).
+	prec    kernels.Precision
+	scratch [2][]float32
 	// closed is set by Close; every later call panics.
 	closed bool
 }
 
 func init() {
-	kernels.Register("cpu", func(kernels.Options) (kernels.Backend, error) { return New(), nil })
+	kernels.Register("cpu", func(o kernels.Options) (kernels.Backend, error) {
+		be := New()
+		be.SetPrecision(o.Precision)
+		return be, nil
+	})
 }
 
 // Sgemmer is the single-precision matrix product Gemm runs on, with the

@@ -52,6 +52,7 @@ func (be *Backend) Conv(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, pad int
 	if err != nil {
 		return err
 	}
+	xd, wd = be.rounded(0, xd), be.rounded(1, wd)
 	if !tiled3x3(h, w, o, k, pad) {
 		convTaps(yd, xd, wd, bd, n, c, h, w, o, k, pad)
 		return nil
@@ -78,6 +79,7 @@ func (be *Backend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pa
 	if err != nil {
 		return err
 	}
+	dyd, xd = be.rounded(0, dyd), be.rounded(1, xd)
 	if tiled3x3(h, w, o, k, pad) {
 		conv3x3Filter(dwd, xd, dyd, n, c, h, w, o)
 	} else {

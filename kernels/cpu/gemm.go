@@ -37,7 +37,7 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 	if transB {
 		tB, ldb = blas.Trans, k
 	}
-	be.blas.Sgemm(tA, tB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, n)
+	be.blas.Sgemm(tA, tB, m, n, k, alpha, be.rounded(0, ad), lda, be.rounded(1, bd), ldb, beta, cd, n)
 	return nil
 }
 

@@ -99,7 +99,7 @@ func (be *Backend) ConvForward(y, x, w, bias kernels.Buffer, n, c, h, wd, o, k, 
 	}
 	xl := be.layoutOf(xd)
 	be.output(yd)
-	yl, err := be.lib.ConvForward(yd, xd, wdd, bd, xl, n, c, h, wd, o, k, stride, pad)
+	yl, err := be.lib.ConvForward(yd, be.rounded(0, xd), be.rounded(1, wdd), bd, xl, n, c, h, wd, o, k, stride, pad)
 	be.setLayout(yd, yl)
 	return err
 }
@@ -113,7 +113,7 @@ func (be *Backend) ConvBackwardData(dx, dy, w kernels.Buffer, n, c, h, wd, o, k,
 	}
 	yl := be.layoutOf(yd)
 	be.output(xd)
-	xl, err := be.lib.ConvBackwardData(xd, yd, wdd, yl, n, c, h, wd, o, k, stride, pad)
+	xl, err := be.lib.ConvBackwardData(xd, be.rounded(0, yd), be.rounded(1, wdd), yl, n, c, h, wd, o, k, stride, pad)
 	be.setLayout(xd, xl)
 	return err
 }
@@ -130,5 +130,6 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 		clear(bd)
 		return nil
 	}
-	return be.lib.ConvBackwardFilter(wdd, bd, xd, yd, be.layoutOf(xd), be.layoutOf(yd), n, c, h, wd, o, k, stride, pad)
+	xl, yl := be.layoutOf(xd), be.layoutOf(yd)
+	return be.lib.ConvBackwardFilter(wdd, bd, be.rounded(0, xd), be.rounded(1, yd), xl, yl, n, c, h, wd, o, k, stride, pad)
 }

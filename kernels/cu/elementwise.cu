@@ -15,6 +15,41 @@ DML_EXTERN void dml_scale(float* __restrict__ x, long long n, float a) {
   DML_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], a);
 }
 
+// Mixed precision (kernels.BF16, FP16): src rounded to bfloat16 (fp16 = 0)
+// or IEEE half (fp16 != 0), to nearest even, written as float32; the
+// products then run on the rounded copies. NaN stays NaN; past the largest
+// finite value, ±Inf. Integer and exact float steps only, so that the
+// emulator and every GPU give kernels.Precision.Round's bits.
+__device__ __forceinline__ float dml_round_bf16(float x) {
+  unsigned int u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float(u & 0xffff0000u);
+}
+
+__device__ __forceinline__ float dml_round_fp16(float x) {
+  unsigned int u = __float_as_uint(x), a = u & 0x7fffffffu, sign = u & 0x80000000u;
+  if (a > 0x7f800000u) return x;                                  // NaN
+  if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // ≥ 65520: rounds past 65504
+  if (a >= 0x38800000u) {                                          // ≥ 2^-14: 10 mantissa bits kept
+    a += 0xfffu + ((a >> 13) & 1u);
+    return __uint_as_float(sign | (a & ~0x1fffu));
+  }
+  // A subnormal half: a multiple of 2^-24. |x|·2^24 < 1024 is exact; adding
+  // and taking away 2^23 rounds it to an integer, to nearest even.
+  float q = __fmul_rn(__uint_as_float(a), 16777216.f);
+  q = __fsub_rn(__fadd_rn(q, 8388608.f), 8388608.f);
+  return __uint_as_float(sign | __float_as_uint(__fmul_rn(q, 5.9604644775390625e-8f)));
+}
+
+DML_EXTERN void dml_round(float* __restrict__ dst, const float* __restrict__ src, long long n, long long fp16) {
+  if (fp16) {
+    DML_GRID_STRIDE(i, n) dst[i] = dml_round_fp16(src[i]);
+  } else {
+    DML_GRID_STRIDE(i, n) dst[i] = dml_round_bf16(src[i]);
+  }
+}
+
 // y and x may be the same buffer (then y = y + a·y), so no __restrict__.
 DML_EXTERN void dml_axpy(float* y, const float* x, long long n, float a) {
   DML_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));

@@ -78,8 +78,8 @@ func testGemm(t *testing.T, be kernels.Backend, o Options) {
 	a, b, c := be.View(all, offA, m*k), be.View(all, offB, k*n), be.View(all, offC, m*n)
 	ok(t, "Gemm on views", be.Gemm(false, false, m, n, k, 1, a, b, 1, c))
 	got := read(t, be, all)
-	want, mag := refGemm(false, false, m, n, k, 1, widen(host[offA:offB]), widen(host[offB:offC]), 1, widen(host[offC:end]))
-	checkWithin(t, "views: C", got[offC:end], want, gemmBound(k, mag, o))
+	want, mag := refGemm(false, false, m, n, k, 1, widen(o.rounded(host[offA:offB])), widen(o.rounded(host[offB:offC])), 1, widen(host[offC:end]))
+	checkWithin(t, "views: C", got[offC:end], want, gemmBound(k, mag, o.exact()))
 	checkExact(t, "views: before C", got[:offC], host[:offC])
 	checkExact(t, "views: after C", got[end:], host[end:])
 }
@@ -94,9 +94,9 @@ func checkGemm(t *testing.T, be kernels.Backend, o Options, name string, transA,
 	t.Helper()
 	ab, bb, cb := load(t, be, a), load(t, be, b), loadGuarded(t, be, c)
 	ok(t, name, be.Gemm(transA, transB, m, n, k, alpha, ab, bb, beta, cb.buf))
-	want, mag := refGemm(transA, transB, m, n, k, float64(alpha), widen(a), widen(b), float64(beta), widen(c))
+	want, mag := refGemm(transA, transB, m, n, k, float64(alpha), widen(o.rounded(a)), widen(o.rounded(b)), float64(beta), widen(c))
 	got, bad := cb.readCount(t, name)
-	bad += checkWithin(t, name+": C", got, want, gemmBound(k, mag, o)) +
+	bad += checkWithin(t, name+": C", got, want, gemmBound(k, mag, o.exact())) +
 		checkExact(t, name+": A after", read(t, be, ab), a) +
 		checkExact(t, name+": B after", read(t, be, bb), b)
 	return bad == 0

@@ -35,6 +35,33 @@ type Options struct {
 	// The checks that run Gemm inside a larger computation (gradients, the
 	// MLP loss) widen by the same amount. Zero means FP32 Gemm.
 	GemmRelTol float64
+	// Precision, when it rounds (kernels.BF16, FP16), is the backend's:
+	// the Gemm and whole-convolution checks then compare with the float64
+	// products of the rounded operands, at float32's bound, so that an
+	// operand left unrounded (or rounded twice, or the wrong way) fails.
+	// Set GemmRelTol too (PrecisionOptions) for the checks that run the
+	// products inside a larger computation.
+	Precision kernels.Precision
+	// WholeConvRelTol widens the whole convolutions' bound further: a
+	// library whose algorithms transform the rounded operands (Winograd,
+	// FFT) and feed the transforms to TF32 tensor cores (cuDNN at BF16 and
+	// FP16) rounds more than the products of the rounded operands do.
+	WholeConvRelTol float64
+}
+
+// PrecisionOptions are the suite's Options for a backend opened at p.
+func PrecisionOptions(p kernels.Precision) Options {
+	switch p {
+	case kernels.TF32:
+		return Options{GemmRelTol: TF32GemmRelTol}
+	case kernels.BF16:
+		// Each operand rounded to nearest is off by at most 2⁻⁹
+		// relative, a product by about 2·2⁻⁹.
+		return Options{Precision: p, GemmRelTol: 2 * 0x1p-9}
+	case kernels.FP16:
+		return Options{Precision: p, GemmRelTol: 2 * 0x1p-12}
+	}
+	return Options{}
 }
 
 // TF32GemmRelTol is GemmRelTol for a Gemm that rounds its inputs to TF32
@@ -117,4 +144,24 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 // plain adapts a check that takes no Options.
 func plain(f func(*testing.T, kernels.Backend)) func(*testing.T, kernels.Backend, Options) {
 	return func(t *testing.T, be kernels.Backend, _ Options) { f(t, be) }
+}
+
+// rounded is x rounded to o.Precision (a copy; x itself where it rounds
+// nothing): the operands a product at that precision sees.
+func (o Options) rounded(x []float32) []float32 {
+	if !o.Precision.Rounds() {
+		return x
+	}
+	r := make([]float32, len(x))
+	o.Precision.Round(r, x)
+	return r
+}
+
+// exact is o for a check whose reference rounds the operands as the
+// backend does: float32's bound is left (at TF32, GemmRelTol stays).
+func (o Options) exact() Options {
+	if o.Precision.Rounds() {
+		o.GemmRelTol = 0
+	}
+	return o
 }

@@ -756,6 +756,11 @@ func (m *Model) graphStep(g kernels.GraphOps, scale float32) error {
 		sp.Err(err).End()
 		return err
 	}
+	if len(m.graphs) >= maxGraphs {
+		if err := m.dropGraphs(scale); err != nil {
+			return err
+		}
+	}
 	if !m.seen[key] || len(m.graphs) >= maxGraphs {
 		if m.seen == nil {
 			m.seen = map[graphKey]bool{}
@@ -774,6 +779,22 @@ func (m *Model) graphStep(g kernels.GraphOps, scale float32) error {
 	}
 	sp.Err(err).End()
 	return err
+}
+
+// dropGraphs frees the recordings made at a scale other than scale: a
+// loss scale that changed (lossscale.go in package trainer) leaves them
+// unused, and a full set would keep the new scale's step from being
+// recorded.
+func (m *Model) dropGraphs(scale float32) error {
+	var errs []error
+	for k, g := range m.graphs {
+		if k.scale != scale {
+			errs = append(errs, g.Free())
+			delete(m.graphs, k)
+			delete(m.seen, k)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // step is Step op by op.

@@ -40,7 +40,42 @@ static const float NaN = std::nanf("");
 // grids that exercise grid-stride loops: fewer threads than elements.
 static const dim3 G1{3, 1, 1}, B1{32, 1, 1};
 
+// ref_round: x rounded to a float of mbits significant bits whose smallest
+// normal exponent is emin, to nearest even, ±Inf past maxv (double maths,
+// written from the definition, not from the kernel's bit tricks).
+static float ref_round(float x, int mbits, int emin, double maxv) {
+  if (x != x || std::isinf(x) || x == 0) return x;
+  int e;
+  std::frexp((double)x, &e);  // |x| = f·2^e, f in [0.5, 1)
+  double quantum = std::ldexp(1.0, std::max(e - 1, emin) - (mbits - 1));
+  double r = std::nearbyint((double)x / quantum) * quantum;
+  if (std::fabs(r) > maxv) return x < 0 ? -INFINITY : INFINITY;
+  return (float)r;
+}
+
+static void test_round() {
+  std::vector<float> x;
+  for (float sd : {1e-9f, 1e-6f, 1e-3f, 1.f, 1e3f, 3e4f, 1e5f, 1e38f}) {
+    auto v = normals(2000, sd);
+    x.insert(x.end(), v.begin(), v.end());
+  }
+  for (float e : {0.f, -0.f, 65504.f, 65519.f, 65520.f, -65520.f, 0x1p-24f, 0x1p-25f, 1.5f * 0x1p-25f, 0x1p-14f,
+                  0x1.ffcp-15f, 1 + 0x1p-8f, 1 + 0x1p-11f, 3.4028235e38f, 1e-40f, INFINITY, -INFINITY, NaN})
+    x.push_back(e);
+  const long long n = x.size();
+  std::vector<float> y(n);
+  const double bf16max = std::ldexp(255.0, 120), fp16max = 65504;
+  for (long long fp16 : {0LL, 1LL}) {
+    emu_launch(dml_round, G1, B1, y.data(), (const float*)x.data(), n, fp16);
+    for (long long i = 0; i < n; i++) {
+      float want = fp16 ? ref_round(x[i], 11, -14, fp16max) : ref_round(x[i], 8, -126, bf16max);
+      CHECK(same_bits(y[i], want) || (want != want && y[i] != y[i]), "round fp16=%lld x=%a: %a, want %a", fp16, x[i], y[i], want);
+    }
+  }
+}
+
 static void test_elementwise() {
+  test_round();
   for (long long n : {0LL, 1LL, 7LL, 1000LL}) {
     auto x = normals(n), y = normals(n), g = normals(n), v = normals(n), h = normals(n);
     for (auto& e : h) e = std::fabs(e);

@@ -1,0 +1,137 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// Loss scaling (Config.LossScale; --loss-scale, on by default with
+// --precision fp16), as PyTorch's GradScaler does it: the loss's gradient
+// is multiplied by S before the backward pass, so that gradients too small
+// for half precision's products survive them, and the summed gradient is
+// divided by S before the optimizer. Under dynamic scaling a step whose
+// reduced gradient (or loss) holds a NaN or ±Inf is skipped — no update,
+// on every rank alike, since every rank checks the same sum — and S is
+// halved; after growthInterval finite steps in a row S is doubled. S stays
+// a power of two, so dividing by it is exact.
+//
+// It runs under --sync allreduce (every rank steps from the same sum, so
+// the skip is agreed without a message); the other strategies step from
+// gradients or models no two ranks share, and refuse it (Validate).
+//
+// Departures from GradScaler: the optimizer's step count (Adam's bias
+// correction, the LR schedule) advances on a skipped step too, as it is
+// the loop's step; and a scale that would fall below minLossScale stops
+// training as diverged instead of going on halving.
+
+const (
+	// lossScaleInit is dynamic scaling's first S (GradScaler's init_scale).
+	lossScaleInit = 1 << 16
+	// growthInterval is how many finite steps in a row double S
+	// (GradScaler's growth_interval).
+	growthInterval = 2000
+	// minLossScale: an overflow at S = 1 is not a scaling problem — the
+	// forward pass or the gradient itself is beyond half precision.
+	minLossScale = 1
+	// maxLossScale keeps S finite in float32 with room for the loss's
+	// gradient.
+	maxLossScale = 1 << 24
+)
+
+// lossScaler is a run's S and its counters.
+type lossScaler struct {
+	scale   float32
+	dynamic bool
+	good    int // finite steps since S last changed
+	skipped int // steps skipped since the last epochStats
+}
+
+// parseLossScale reads Config.LossScale: "" or "off" (none), "dynamic"
+// (from lossScaleInit) or "dynamic:S0" (from S0, a power of two), or a
+// static S (a number from 1 to maxLossScale).
+func parseLossScale(s string) (*lossScaler, error) {
+	switch s {
+	case "", "off":
+		return nil, nil
+	case "dynamic":
+		return &lossScaler{scale: lossScaleInit, dynamic: true}, nil
+	}
+	spec, dynamic := strings.CutPrefix(s, "dynamic:")
+	v, err := strconv.ParseFloat(spec, 32)
+	if err != nil || !(v >= minLossScale && v <= maxLossScale) {
+		return nil, fmt.Errorf("%q: want dynamic, dynamic:S0, off, or a static scale, S0 and S from %d to %d", s, minLossScale, maxLossScale)
+	}
+	if m, _ := math.Frexp(v); dynamic && m != 0.5 {
+		return nil, fmt.Errorf("%q: a dynamic scale starts at a power of two (so that dividing by it is exact)", s)
+	}
+	return &lossScaler{scale: float32(v), dynamic: dynamic}, nil
+}
+
+// factor is what the loss's gradient is multiplied by (1 without scaling).
+func (l *lossScaler) factor() float32 {
+	if l == nil {
+		return 1
+	}
+	return l.scale
+}
+
+// unscale divides the reduced gradient by S (before clipping and the
+// update).
+func (l *lossScaler) unscale(b kernels.Backend, grad kernels.Buffer) error {
+	if l == nil || l.scale == 1 {
+		return nil
+	}
+	return b.Scale(1/l.scale, grad)
+}
+
+// overflow is told that the step's reduced gradient or loss was not
+// finite: under dynamic scaling the step is skipped and S halved (nil);
+// a static S, or one that would fall below minLossScale, is an error
+// wrapping ErrNonFinite (cause: the usual message naming the layers).
+func (l *lossScaler) overflow(cause error) error {
+	if !l.dynamic {
+		return fmt.Errorf("at the static loss scale %g: %w", l.scale, cause)
+	}
+	if l.scale/2 < minLossScale {
+		return fmt.Errorf("the gradient overflows even at loss scale %g: %w", l.scale, cause)
+	}
+	l.scale /= 2
+	l.good = 0
+	l.skipped++
+	return nil
+}
+
+// finite is told that the step's gradient was finite (and applied).
+func (l *lossScaler) finite() {
+	if l == nil || !l.dynamic {
+		return
+	}
+	if l.good++; l.good >= growthInterval && l.scale*2 <= maxLossScale {
+		l.scale *= 2
+		l.good = 0
+	}
+}
+
+// epochStats adds S and the steps skipped since the last call to st.
+func (l *lossScaler) epochStats(st *EpochStats) {
+	if l == nil {
+		return
+	}
+	s := float64(l.scale)
+	st.LossScale, st.SkippedSteps = &s, l.skipped
+	l.skipped = 0
+}
+
+// skippedStats is a skipped step's figures: its loss and correct count
+// where the forward pass gave a finite loss (the backward pass is what
+// overflowed), none where it did not.
+func skippedStats(st StepStats) StepStats {
+	if math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
+		return StepStats{}
+	}
+	return st
+}
