@@ -381,7 +381,7 @@ func BenchmarkCNNStep(b *testing.B) {
 		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
 		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
 	} {
-		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32} {
+		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32, kernels.BF16} {
 			for _, k := range cnnVariants {
 				b.Run(fmt.Sprintf("%s/%s/%s", c.name, p, k.name), func(b *testing.B) {
 					be := openBench(b, p, k.k, "conv")
