@@ -42,7 +42,7 @@ type Backend struct {
 	// prec is the products' arithmetic; at BF16 and FP16 their operands
 	// are rounded into scratch first (precision.go).
 	prec   kernels.Precision
-	rounds [2]scratchBuf
+	rounds [2]*allocation // the rounded operands (a block holds class bytes)
 
 	pool  pool
 	mem   map[devPtr]struct{} // every cuMemAlloc'd block, freed by Close

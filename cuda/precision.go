@@ -25,12 +25,9 @@ import (
 // that reads them — so memory traffic is fp32's, plus one rounding pass
 // per operand. What is faster is the arithmetic only.
 
-// rounding reports whether the backend rounds the products' operands.
-func (be *Backend) rounding() bool { return be.prec.Rounds() }
-
 // PrecisionNote: see kernels.PrecisionReporter.
 func (be *Backend) PrecisionNote() string {
-	if !be.rounding() {
+	if !be.prec.Rounds() {
 		return ""
 	}
 	how := "TF32 tensor cores"
@@ -48,31 +45,25 @@ func (be *Backend) PrecisionNote() string {
 // not given back to the pool (Close frees it): a recorded graph may still
 // write into it.
 func (be *Backend) rounded(op string, slot int, p devPtr, n int) (devPtr, error) {
-	if !be.rounding() || n == 0 {
+	if !be.prec.Rounds() || n == 0 {
 		return p, nil
 	}
-	s := &be.rounds[slot]
-	if s.n < n {
-		a, err := be.allocate(n * 4)
-		if err != nil {
+	s := be.rounds[slot]
+	if s == nil || s.class < n*4 {
+		var err error
+		if s, err = be.allocate(n * 4); err != nil {
 			return 0, be.deviceErr(op, fmt.Sprintf("rounding scratch of %d elements", n), err)
 		}
-		*s = scratchBuf{alloc: a, n: n}
+		be.rounds[slot] = s
 	}
 	fp16 := 0
 	if be.prec == kernels.FP16 {
 		fp16 = 1
 	}
-	if err := be.launch1D(be.dev.k.round, n, ptrAt(s.alloc.ptr), ptrAt(p), i64(n), i64(fp16)); err != nil {
+	if err := be.launch1D(be.dev.k.round, n, ptrAt(s.ptr), ptrAt(p), i64(n), i64(fp16)); err != nil {
 		return 0, be.deviceErr(op, "rounding an operand", err)
 	}
-	return s.alloc.ptr, nil
-}
-
-// scratchBuf is one of the rounding scratch buffers.
-type scratchBuf struct {
-	alloc *allocation
-	n     int
+	return s.ptr, nil
 }
 
 // rounded2 is rounded for an op's two operands, a in slot 0 and b in 1.

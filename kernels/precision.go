@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/dml-project/dml/internal/half"
 )
@@ -60,8 +59,9 @@ func ParsePrecision(s string) (Precision, error) {
 // (BF16, FP16), not only where tensor cores do (TF32).
 func (p Precision) Rounds() bool { return p == BF16 || p == FP16 }
 
-// Round writes src rounded to p's format (round to nearest even) into
-// dst, as float32 values; dst may be src. For FP32 and TF32 it copies.
+// Round writes src rounded to p's format (round to nearest even; past
+// the largest finite, ±Inf; a NaN stays a NaN) into dst, as float32
+// values (internal/half's conversions); dst may be src. For FP32 and TF32 it copies.
 // The lengths must match.
 func (p Precision) Round(dst, src []float32) {
 	if len(dst) != len(src) {
@@ -70,7 +70,7 @@ func (p Precision) Round(dst, src []float32) {
 	switch p {
 	case BF16:
 		for i, v := range src {
-			dst[i] = RoundBF16(v)
+			dst[i] = half.BFloat16ToFloat32(half.Float32ToBFloat16(v))
 		}
 	case FP16:
 		for i, v := range src {
@@ -79,16 +79,4 @@ func (p Precision) Round(dst, src []float32) {
 	default:
 		copy(dst, src)
 	}
-}
-
-// RoundBF16 is v rounded to bfloat16, to nearest even (a NaN stays a
-// NaN; a value that rounds past the largest finite becomes ±Inf), as a
-// float32.
-func RoundBF16(v float32) float32 {
-	u := math.Float32bits(v)
-	if u&0x7fffffff > 0x7f800000 {
-		return v // NaN: its payload's top bits may be zero; keep it as it is
-	}
-	u += 0x7fff + (u>>16)&1
-	return math.Float32frombits(u &^ 0xffff)
 }

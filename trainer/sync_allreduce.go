@@ -382,9 +382,21 @@ func (s *allreduceStrategy) skip(st StepStats, cause error) (StepStats, error) {
 	return skippedStats(st), nil
 }
 
-// update applies the optimizer to the whole reduced gradient, inside the
-// last word's fences (lastword.go).
+// update applies the optimizer to the whole reduced gradient (guarded).
 func (s *allreduceStrategy) update() error {
+	return s.guarded(func() error {
+		sp := s.j.tr.Begin("update").Cat(trace.Update)
+		err := s.opt.Update(s.m.Params, s.m.GradView())
+		sp.Err(err).End()
+		return err
+	})
+}
+
+// guarded runs apply, the update of the whole reduced gradient, as every
+// whole-gradient update is run: the gradient divided by the loss scale
+// and clipped first, apply inside the last word's fences (lastword.go),
+// and the loss scaler told of a finite step after.
+func (s *allreduceStrategy) guarded(apply func() error) error {
 	if err := s.ls.unscale(s.j.Backend, s.m.GradView()); err != nil {
 		return err
 	}
@@ -394,9 +406,7 @@ func (s *allreduceStrategy) update() error {
 	if s.j.lw != nil {
 		s.j.lw.beginUpdate()
 	}
-	sp := s.j.tr.Begin("update").Cat(trace.Update)
-	err := s.opt.Update(s.m.Params, s.m.GradView())
-	sp.Err(err).End()
+	err := apply()
 	if s.j.lw != nil {
 		s.j.lw.endUpdate(err)
 	}
@@ -474,29 +484,17 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 		// element-wise updates: the same bits. Clipping needs the whole
 		// gradient's norm first, loss scaling the whole gradient's
 		// check.
-		if err := s.ls.unscale(s.j.Backend, s.m.GradView()); err != nil {
-			return StepStats{}, err
-		}
-		if err := s.clip(); err != nil {
-			return StepStats{}, err
-		}
-		lw := s.j.lw
-		if lw != nil {
-			lw.beginUpdate()
-		}
-		var err error
-		for i := range s.plan {
-			if err = s.updateBucket(i); err != nil {
-				break
+		err := s.guarded(func() error {
+			for i := range s.plan {
+				if err := s.updateBucket(i); err != nil {
+					return err
+				}
 			}
-		}
-		if lw != nil {
-			lw.endUpdate(err)
-		}
+			return nil
+		})
 		if err != nil {
 			return StepStats{}, err
 		}
-		s.ls.finite()
 	}
 	return st, nil
 }

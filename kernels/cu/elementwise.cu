@@ -19,7 +19,8 @@ DML_EXTERN void dml_scale(float* __restrict__ x, long long n, float a) {
 // or IEEE half (fp16 != 0), to nearest even, written as float32; the
 // products then run on the rounded copies. NaN stays NaN; past the largest
 // finite value, ±Inf. Integer and exact float steps only, so that the
-// emulator and every GPU give kernels.Precision.Round's bits.
+// emulator and every GPU give kernels.Precision.Round's values (its NaNs
+// may be quieted; these keep their payload).
 __device__ __forceinline__ float dml_round_bf16(float x) {
   unsigned int u = __float_as_uint(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return x;
