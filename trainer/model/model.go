@@ -190,9 +190,8 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 		if n.Kind == KindBatchNorm {
 			m.stats[i] = alloc(name+" batch statistics", 2*n.Out)
 		}
-		// A ReLU works in place (its backward needs only its output) and a
-		// flatten moves nothing: both share their input's buffers where
-		// nothing else reads it (never the batch's).
+		// A ReLU, a flatten and a residual add may work in their input's
+		// buffers (inPlace says where).
 		if in {
 			m.acts = append(m.acts, m.acts[n.from])
 			m.dacts = append(m.dacts, m.dacts[n.from])
@@ -882,10 +881,15 @@ func (m *Model) backward(hook GradHook) error {
 				return m.conv.AvgPoolGrad(dst, dy, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 			})
 		case kindAdd:
-			for _, j := range []int{n.from, n.plus} {
-				if err == nil {
-					err = m.give(j, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
-				}
+			// In place (inPlace), the first input's gradient is dy's
+			// buffer already.
+			if m.sameBuffer(i) {
+				m.have[n.from] = true
+			} else {
+				err = m.give(n.from, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
+			}
+			if err == nil {
+				err = m.give(n.plus, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
 			}
 		case KindFlatten:
 			if m.sameBuffer(i) {

@@ -362,7 +362,12 @@ func (a Arch) Check() error {
 }
 
 // inPlace reports, for each node, whether it works in its input's buffers
-// (a ReLU or a flatten whose input has no other reader; never the batch).
+// (never the batch's), where its input has no other reader: a ReLU (its
+// backward needs only its output), a flatten (it moves nothing), and a
+// residual add, which sums its second input into its first one's output
+// and so takes that output's gradient as its own — where the first input
+// owns its buffers and its backward does not read its output (not a
+// ReLU): ResNet's add onto its block's last batch norm.
 func inPlace(ns []node) []bool {
 	readers := make([]int, len(ns))
 	for _, n := range ns {
@@ -375,7 +380,15 @@ func inPlace(ns []node) []bool {
 	}
 	in := make([]bool, len(ns))
 	for i, n := range ns {
-		in[i] = (n.Kind == KindReLU || n.Kind == KindFlatten) && n.from >= 0 && readers[n.from] == 1
+		if n.from < 0 || readers[n.from] != 1 {
+			continue
+		}
+		switch n.Kind {
+		case KindReLU, KindFlatten:
+			in[i] = true
+		case kindAdd:
+			in[i] = !in[n.from] && ns[n.from].Kind != KindReLU
+		}
 	}
 	return in
 }

@@ -32,3 +32,46 @@ func TestPresetSizes(t *testing.T) {
 		t.Logf("%s: %d parameters, %d training FLOPs per sample", tc.name, a.NumParams(), a.TrainFLOPs())
 	}
 }
+
+// TestInPlace: ResNet-20's nine residual adds work in their first input's
+// buffers (its block's last batch norm), as do its ReLUs; an add onto a
+// ReLU's output (whose backward reads that output) or onto a node that
+// shares its own input's buffers does not, nor one whose first input has
+// another reader.
+func TestInPlace(t *testing.T) {
+	arch, err := NewNet(Shape{C: 3, H: 32, W: 32}, ResNet20(10), 10, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := arch.mustNodes()
+	adds := 0
+	for i, in := range inPlace(ns) {
+		if ns[i].Kind == kindAdd {
+			if !in {
+				t.Errorf("%s: not in place", ns[i].label(i))
+			}
+			adds++
+		}
+	}
+	if adds != 9 {
+		t.Errorf("%d adds, want 9", adds)
+	}
+	conv := func(from int) node { return node{LayerSpec: LayerSpec{Kind: KindConv}, from: from} }
+	for _, c := range []struct {
+		name string
+		ns   []node
+		want bool
+	}{
+		{"onto a batch norm", []node{conv(-1), {LayerSpec: LayerSpec{Kind: KindBatchNorm}, from: 0}, {LayerSpec: LayerSpec{Kind: kindAdd}, from: 1, plus: 0}}, true},
+		{"onto a ReLU", []node{conv(-1), {LayerSpec: LayerSpec{Kind: KindReLU}, from: 0}, {LayerSpec: LayerSpec{Kind: kindAdd}, from: 1, plus: 0}}, false},
+		{"onto an in-place flatten", []node{conv(-1), {LayerSpec: LayerSpec{Kind: KindFlatten}, from: 0}, conv(-1), {LayerSpec: LayerSpec{Kind: kindAdd}, from: 1, plus: 2}}, false},
+		{"onto a flatten with its own buffers", []node{conv(-1), {LayerSpec: LayerSpec{Kind: KindFlatten}, from: 0}, {LayerSpec: LayerSpec{Kind: kindAdd}, from: 1, plus: 0}}, true},
+		{"onto a twice-read output", []node{conv(-1), conv(0), {LayerSpec: LayerSpec{Kind: kindAdd}, from: 1, plus: 1}}, false},
+		{"onto the batch", []node{{LayerSpec: LayerSpec{Kind: kindAdd}, from: -1, plus: -1}}, false},
+	} {
+		in := inPlace(c.ns)
+		if got := in[len(c.ns)-1]; got != c.want {
+			t.Errorf("an add %s: in place %v, want %v", c.name, got, c.want)
+		}
+	}
+}
