@@ -171,6 +171,29 @@ type NormOps interface {
 // NormOf returns b's NormOps (looking through decorators, as ConvOf).
 func NormOf(b Backend) (NormOps, bool) { return optional[NormOps](b) }
 
+// NormReluOps is an optional op set (NormReluOf): a training batch norm
+// and the ReLU on its output as one op, where a library fuses them
+// (oneDNN's batch norm with its ReLU flag), saving the ReLU's pass over
+// the data both ways. NormRelu reports whether the ops run: a backend has
+// the methods always and the library only where it loaded. The model
+// uses them for a batch norm whose output only a ReLU in place reads.
+type NormReluOps interface {
+	NormRelu() bool
+	// BatchNormReluTrain is BatchNormTrain with y = max(that y, 0).
+	BatchNormReluTrain(y, mean, invstd, runMean, runVar, x, gamma, beta Buffer, n, c, hw int, eps, momentum float32) error
+	// BatchNormReluGrad is BatchNormGrad given the gradient dy of the
+	// ReLU's output y (from BatchNormReluTrain with the same mean): dy
+	// where y > 0, else 0, through the batch norm's backward pass.
+	BatchNormReluGrad(dx, dgamma, dbeta, dy, y, x, mean, invstd, gamma Buffer, n, c, hw int) error
+}
+
+// NormReluOf returns b's NormReluOps where they run (NormRelu), looking
+// through decorators.
+func NormReluOf(b Backend) (NormReluOps, bool) {
+	o, ok := optional[NormReluOps](b)
+	return o, ok && o.NormRelu()
+}
+
 // CheckNorm validates batch-norm shapes: x of n·c·hw, per-channel vectors
 // of c (their lengths in perChannel).
 func CheckNorm(op string, xLen, n, c, hw int, perChannel ...int) error {

@@ -148,6 +148,18 @@ func (d oneDNN) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []float
 	return cpu.Layout(dxl), err
 }
 
+func (d oneDNN) NormReluWorkspace(xl cpu.Layout, n, c, hw int, eps float32) (int, error) {
+	return d.l.NormReluWorkspace(onednn.Layout(xl), n, c, hw, eps)
+}
+func (d oneDNN) NormReluTrain(y, mean, variance, ws, x, gamma, beta []float32, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
+	yl, err := d.l.NormReluTrain(y, mean, variance, ws, x, gamma, beta, onednn.Layout(xl), n, c, hw, eps)
+	return cpu.Layout(yl), err
+}
+func (d oneDNN) NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
+	dxl, err := d.l.NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws, onednn.Layout(dyl), onednn.Layout(xl), n, c, hw, eps)
+	return cpu.Layout(dxl), err
+}
+
 func shape(n, c, h, wd, o, k, stride, pad int) onednn.Shape {
 	return onednn.Shape{N: n, C: c, H: h, W: wd, O: o, K: k, Stride: stride, Pad: pad}
 }

@@ -28,7 +28,17 @@ type Lib interface {
 	Close()
 }
 
+// NormReluLib is a Lib that fuses a batch norm with the ReLU on its
+// output (kernels.NormReluOps): its training pass leaves the ReLU's mask
+// in a workspace of NormReluWorkspace floats, which its gradient reads.
+type NormReluLib interface {
+	NormReluWorkspace(xl Layout, n, c, hw int, eps float32) (int, error)
+	NormReluTrain(y, mean, variance, ws, x, gamma, beta []float32, xl Layout, n, c, hw int, eps float32) (Layout, error)
+	NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl Layout, n, c, hw int, eps float32) (Layout, error)
+}
+
 var (
+	_ kernels.NormReluOps      = (*Backend)(nil)
 	_ kernels.WholeConvOps     = (*Backend)(nil)
 	_ kernels.ProviderReporter = (*Backend)(nil)
 )

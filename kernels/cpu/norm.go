@@ -13,15 +13,37 @@ var _ kernels.NormOps = (*Backend)(nil)
 // accumulators per channel (added up in a fixed order, so the result is
 // the same on every run): one chain of float64 adds is latency bound.
 func (be *Backend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	return be.batchNormTrain("BatchNormTrain", false, y, mean, invstd, runMean, runVar, x, gamma, beta, n, c, hw, eps, momentum)
+}
+
+// NormRelu: see kernels.NormReluOps: where the library fuses the two.
+func (be *Backend) NormRelu() bool {
+	_, ok := be.lib.(NormReluLib)
+	return ok
+}
+
+// BatchNormReluTrain: see kernels.NormReluOps. Without a library that
+// fuses them, BatchNormTrain and then Relu's max(y, 0) in place, the
+// same bits as the two ops.
+func (be *Backend) BatchNormReluTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	return be.batchNormTrain("BatchNormReluTrain", true, y, mean, invstd, runMean, runVar, x, gamma, beta, n, c, hw, eps, momentum)
+}
+
+// batchNormTrain is BatchNormTrain, with the ReLU on its output where
+// fuse says.
+func (be *Backend) batchNormTrain(op string, fuse bool, y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
 	yd, md, id, rm, rv, xd, g, b := be.raw(y), be.data(mean), be.data(invstd), be.data(runMean), be.data(runVar), be.raw(x), be.data(gamma), be.data(beta)
 	if err := firstError(
-		kernels.CheckNorm("cpu.BatchNormTrain", len(xd), n, c, hw, len(md), len(id), len(rm), len(rv), len(g), len(b)),
-		checkLen("BatchNormTrain", "y", len(yd), len(xd)),
+		kernels.CheckNorm("cpu."+op, len(xd), n, c, hw, len(md), len(id), len(rm), len(rv), len(g), len(b)),
+		checkLen(op, "y", len(yd), len(xd)),
 	); err != nil {
 		return err
 	}
-	if be.lib != nil && n > 0 && hw > 0 {
-		return be.libNormTrain(yd, md, id, rm, rv, xd, g, b, n, c, hw, eps, momentum)
+	if be.lib != nil && n > 0 && hw > 0 && (!fuse || be.NormRelu()) {
+		return be.libNormTrain(fuse, yd, md, id, rm, rv, xd, g, b, n, c, hw, eps, momentum)
+	}
+	if fuse {
+		defer relu(yd, yd)
 	}
 	be.plain(xd)
 	be.output(yd)
@@ -131,16 +153,39 @@ func (be *Backend) BatchNormInfer(y, x, runMean, runVar, gamma, beta kernels.Buf
 // accumulators each (as BatchNormTrain); Σ dy·x̂ is summed as Σ dy·(x − μ)
 // and scaled by invstd once.
 func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
+	return be.batchNormGrad("BatchNormGrad", nil, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, n, c, hw)
+}
+
+// BatchNormReluGrad: see kernels.NormReluOps. Without a library that
+// fuses them, dx = dy where y > 0, else 0 (ReluGrad), then
+// BatchNormGrad from dx in place.
+func (be *Backend) BatchNormReluGrad(dx, dgamma, dbeta, dy, y, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
+	if err := checkLen("BatchNormReluGrad", "y", y.Len(), x.Len()); err != nil {
+		return err
+	}
+	return be.batchNormGrad("BatchNormReluGrad", y, dx, dgamma, dbeta, dy, x, mean, invstd, gamma, n, c, hw)
+}
+
+// batchNormGrad is BatchNormGrad, through the ReLU whose output is y
+// where y is not nil.
+func (be *Backend) batchNormGrad(op string, y, dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
 	dxd, dg, db, dyd, xd, md, id, g := be.raw(dx), be.data(dgamma), be.data(dbeta), be.raw(dy), be.raw(x), be.data(mean), be.data(invstd), be.data(gamma)
 	if err := firstError(
-		kernels.CheckNorm("cpu.BatchNormGrad", len(xd), n, c, hw, len(dg), len(db), len(md), len(id), len(g)),
-		checkLen("BatchNormGrad", "dy", len(dyd), len(xd)),
-		checkLen("BatchNormGrad", "dx", len(dxd), len(xd)),
+		kernels.CheckNorm("cpu."+op, len(xd), n, c, hw, len(dg), len(db), len(md), len(id), len(g)),
+		checkLen(op, "dy", len(dyd), len(xd)),
+		checkLen(op, "dx", len(dxd), len(xd)),
 	); err != nil {
 		return err
 	}
-	if be.lib != nil && n > 0 && hw > 0 {
-		return be.libNormGrad(dxd, dg, db, dyd, xd, md, id, g, n, c, hw)
+	fuse := y != nil
+	if be.lib != nil && n > 0 && hw > 0 && (!fuse || be.NormRelu()) {
+		return be.libNormGrad(fuse, dxd, dg, db, dyd, xd, md, id, g, n, c, hw)
+	}
+	if fuse {
+		if err := be.ReluGrad(dx, dy, y); err != nil {
+			return err
+		}
+		dyd = dxd
 	}
 	be.plain(dyd)
 	be.plain(xd)
@@ -204,13 +249,14 @@ func gradSums4(sdy, sdyx *[4]float64, dy, x []float32, mu float64) {
 type normSaved struct {
 	variance []float32
 	eps      float32
+	ws       []float32 // a fused ReLU's mask (NormReluLib); nil without
 }
 
 // libNormTrain is BatchNormTrain on the library: y in x's layout; the
 // statistics and the running update here, in float64 as ours, from the
 // library's mean and variance. The variance is kept, by the mean's
 // buffer, for BatchNormGrad.
-func (be *Backend) libNormTrain(yd, md, id, rm, rv, xd, g, b []float32, n, c, hw int, eps, momentum float32) error {
+func (be *Backend) libNormTrain(fuse bool, yd, md, id, rm, rv, xd, g, b []float32, n, c, hw int, eps, momentum float32) error {
 	key := unsafe.SliceData(md)
 	sv := be.normVar[key]
 	if len(sv.variance) != c {
@@ -222,8 +268,24 @@ func (be *Backend) libNormTrain(yd, md, id, rm, rv, xd, g, b []float32, n, c, hw
 	}
 	be.normVar[key] = sv
 	xl := be.layoutOf(xd)
-	be.output(yd)
-	yl, err := be.lib.NormTrain(yd, md, sv.variance, xd, g, b, xl, n, c, hw, eps)
+	var yl Layout
+	var err error
+	if fuse {
+		fused := be.lib.(NormReluLib)
+		var size int
+		if size, err = fused.NormReluWorkspace(xl, n, c, hw, eps); err != nil {
+			return err
+		}
+		if len(sv.ws) != size {
+			sv.ws = make([]float32, size)
+			be.normVar[key] = sv
+		}
+		be.output(yd)
+		yl, err = fused.NormReluTrain(yd, md, sv.variance, sv.ws, xd, g, b, xl, n, c, hw, eps)
+	} else {
+		be.output(yd)
+		yl, err = be.lib.NormTrain(yd, md, sv.variance, xd, g, b, xl, n, c, hw, eps)
+	}
 	be.setLayout(yd, yl)
 	if err != nil {
 		return err
@@ -246,8 +308,11 @@ func (be *Backend) libNormTrain(yd, md, id, rm, rv, xd, g, b []float32, n, c, hw
 // libNormGrad is BatchNormGrad on the library, with the variance
 // libNormTrain kept for this mean (or, for statistics it did not compute,
 // the variance 1/invstd² with eps 0).
-func (be *Backend) libNormGrad(dxd, dg, db, dyd, xd, md, id, g []float32, n, c, hw int) error {
+func (be *Backend) libNormGrad(fuse bool, dxd, dg, db, dyd, xd, md, id, g []float32, n, c, hw int) error {
 	sv, ok := be.normVar[unsafe.SliceData(md)]
+	if fuse && (!ok || sv.ws == nil) {
+		return shapeError("BatchNormReluGrad", "no BatchNormReluTrain of this batch norm (its mean buffer) came before: the fused ReLU's mask is missing")
+	}
 	if !ok || len(sv.variance) != c {
 		sv = normSaved{variance: make([]float32, c)}
 		for ch, inv := range id {
@@ -256,7 +321,13 @@ func (be *Backend) libNormGrad(dxd, dg, db, dyd, xd, md, id, g []float32, n, c, 
 	}
 	dyl, xl := be.layoutOf(dyd), be.layoutOf(xd)
 	be.output(dxd)
-	dxl, err := be.lib.NormGrad(dxd, dg, db, dyd, xd, md, sv.variance, g, dyl, xl, n, c, hw, sv.eps)
+	var dxl Layout
+	var err error
+	if fuse {
+		dxl, err = be.lib.(NormReluLib).NormReluGrad(dxd, dg, db, dyd, xd, md, sv.variance, g, sv.ws, dyl, xl, n, c, hw, sv.eps)
+	} else {
+		dxl, err = be.lib.NormGrad(dxd, dg, db, dyd, xd, md, sv.variance, g, dyl, xl, n, c, hw, sv.eps)
+	}
 	be.setLayout(dxd, dxl)
 	return err
 }

@@ -32,61 +32,25 @@ func testBatchNorm(t *testing.T, be kernels.Backend) {
 		rm, rv := normals(r, s.c, 1), filled(s.c, 1.5)
 		dy := normals(r, len(x), 1)
 		cnt := float64(s.n * s.hw)
-		mu, v := make([]float64, s.c), make([]float64, s.c)
+		ref := refBatchNorm(s, x, g, b, dy, eps)
+		wantY, wantDx, wantDg, wantDb, boundY, boundDx := ref.y, ref.dx, ref.dg, ref.db, ref.boundY, ref.boundDx
 		at := func(i, ch, j int) int { return (i*s.c+ch)*s.hw + j }
-		for ch := range s.c {
-			for i := range s.n {
-				for j := range s.hw {
-					mu[ch] += float64(x[at(i, ch, j)]) / cnt
-				}
-			}
-			for i := range s.n {
-				for j := range s.hw {
-					d := float64(x[at(i, ch, j)]) - mu[ch]
-					v[ch] += d * d / cnt
-				}
-			}
-		}
-		wantY, wantInfer, wantDx := make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
-		wantDg, wantDb := make([]float64, s.c), make([]float64, s.c)
+		wantInfer := make([]float64, len(x))
 		wantRm, wantRv := make([]float64, s.c), make([]float64, s.c)
-		boundY, boundDx := make([]float64, len(x)), make([]float64, len(x))
 		for ch := range s.c {
-			inv := 1 / math.Sqrt(v[ch]+eps)
-			unb := v[ch]
+			unb := ref.v[ch]
 			if cnt > 1 {
-				unb = v[ch] * cnt / (cnt - 1)
+				unb = ref.v[ch] * cnt / (cnt - 1)
 			}
-			wantRm[ch] = (1-mom)*float64(rm[ch]) + mom*mu[ch]
+			wantRm[ch] = (1-mom)*float64(rm[ch]) + mom*ref.mu[ch]
 			wantRv[ch] = (1-mom)*float64(rv[ch]) + mom*unb
-			var sdy, sdyx float64
 			for i := range s.n {
 				for j := range s.hw {
 					p := at(i, ch, j)
-					xh := (float64(x[p]) - mu[ch]) * inv
-					wantY[p] = float64(g[ch])*xh + float64(b[ch])
 					wantInfer[p] = float64(g[ch])*(float64(x[p])-float64(rm[ch]))/math.Sqrt(float64(rv[ch])+eps) + float64(b[ch])
 					boundY[p] = 1e-5 * (1 + math.Abs(wantY[p]) + math.Abs(wantInfer[p]))
-					sdy += float64(dy[p])
-					sdyx += float64(dy[p]) * xh
 				}
 			}
-			wantDg[ch], wantDb[ch] = sdyx, sdy
-			for i := range s.n {
-				for j := range s.hw {
-					p := at(i, ch, j)
-					xh := (float64(x[p]) - mu[ch]) * inv
-					wantDx[p] = float64(g[ch]) * inv * (float64(dy[p]) - sdy/cnt - xh*sdyx/cnt)
-					boundDx[p] = 1e-4 * (1 + math.Abs(float64(g[ch])*inv)*(math.Abs(float64(dy[p]))+math.Abs(sdy)/cnt+math.Abs(xh*sdyx)/cnt))
-				}
-			}
-		}
-		perC := func(w []float64, scale float64) []float64 {
-			out := make([]float64, len(w))
-			for i, x := range w {
-				out[i] = scale * (1 + math.Abs(x))
-			}
-			return out
 		}
 		xb, gb, bb := load(t, be, x), load(t, be, g), load(t, be, b)
 		rmb, rvb := loadGuarded(t, be, rm), loadGuarded(t, be, rv)
@@ -120,4 +84,108 @@ func testBatchNorm(t *testing.T, be kernels.Backend) {
 	}
 	checkExact(t, "y after bad shapes", y.read(t, "bad"), filled(12, 5))
 	checkExact(t, "per-channel after bad shapes", c3.read(t, "bad"), filled(3, 5))
+}
+
+// perC is a per-channel bound: scale·(1 + |w|) each.
+func perC(w []float64, scale float64) []float64 {
+	out := make([]float64, len(w))
+	for i, x := range w {
+		out[i] = scale * (1 + math.Abs(x))
+	}
+	return out
+}
+
+// normRef is a training batch norm in float64: the statistics, y, and
+// the gradients given dy, with the bounds the checks allow.
+type normRef struct {
+	mu, v, y, dx, dg, db []float64
+	boundY, boundDx      []float64
+}
+
+// refBatchNorm computes normRef for x (s.n × s.c × s.hw) with gamma g,
+// beta b and the output gradient dy.
+func refBatchNorm(s struct{ n, c, hw int }, x, g, b, dy []float32, eps float64) normRef {
+	cnt := float64(s.n * s.hw)
+	r := normRef{mu: make([]float64, s.c), v: make([]float64, s.c), y: make([]float64, len(x)), dx: make([]float64, len(x)),
+		dg: make([]float64, s.c), db: make([]float64, s.c), boundY: make([]float64, len(x)), boundDx: make([]float64, len(x))}
+	at := func(i, ch, j int) int { return (i*s.c+ch)*s.hw + j }
+	for ch := range s.c {
+		for i := range s.n {
+			for j := range s.hw {
+				r.mu[ch] += float64(x[at(i, ch, j)]) / cnt
+			}
+		}
+		for i := range s.n {
+			for j := range s.hw {
+				d := float64(x[at(i, ch, j)]) - r.mu[ch]
+				r.v[ch] += d * d / cnt
+			}
+		}
+		inv := 1 / math.Sqrt(r.v[ch]+eps)
+		var sdy, sdyx float64
+		for i := range s.n {
+			for j := range s.hw {
+				p := at(i, ch, j)
+				xh := (float64(x[p]) - r.mu[ch]) * inv
+				r.y[p] = float64(g[ch])*xh + float64(b[ch])
+				r.boundY[p] = 1e-5 * (1 + math.Abs(r.y[p]))
+				sdy += float64(dy[p])
+				sdyx += float64(dy[p]) * xh
+			}
+		}
+		r.dg[ch], r.db[ch] = sdyx, sdy
+		for i := range s.n {
+			for j := range s.hw {
+				p := at(i, ch, j)
+				xh := (float64(x[p]) - r.mu[ch]) * inv
+				r.dx[p] = float64(g[ch]) * inv * (float64(dy[p]) - sdy/cnt - xh*sdyx/cnt)
+				r.boundDx[p] = 1e-4 * (1 + math.Abs(float64(g[ch])*inv)*(math.Abs(float64(dy[p]))+math.Abs(sdy)/cnt+math.Abs(xh*sdyx)/cnt))
+			}
+		}
+	}
+	return r
+}
+
+// testBatchNormRelu checks NormReluOps, where they run, against float64
+// formulas: y = max(batch norm, 0), and the gradient through the ReLU
+// whose mask is the y the op wrote (y > 0), so that a value the op
+// rounded to either side of zero is judged by its own choice.
+func testBatchNormRelu(t *testing.T, be kernels.Backend) {
+	nr, has := kernels.NormReluOf(be)
+	if !has {
+		t.Skipf("backend %s fuses no batch norm with a ReLU (NormReluOps)", be.Name())
+	}
+	const eps, mom = 1e-5, 0.1
+	for k, s := range normShapes {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(850 + k))
+		x := normals(r, s.n*s.c*s.hw, 2)
+		g, b := normals(r, s.c, 1), normals(r, s.c, 1)
+		dy := normals(r, len(x), 1)
+		ref := refBatchNorm(s, x, g, b, dy, eps)
+		wantY := make([]float64, len(x))
+		for i, v := range ref.y {
+			wantY[i] = max(v, 0)
+		}
+		xb, gb, bb := load(t, be, x), load(t, be, g), load(t, be, b)
+		rmb, rvb := load(t, be, filled(s.c, 0)), load(t, be, filled(s.c, 1))
+		yb, mb, ib := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.c, 7)), loadGuarded(t, be, filled(s.c, 7))
+		ok(t, name, nr.BatchNormReluTrain(yb.buf, mb.buf, ib.buf, rmb, rvb, xb, gb, bb, s.n, s.c, s.hw, eps, mom))
+		y := yb.read(t, name)
+		checkWithin(t, name+": y", y, wantY, ref.boundY)
+		masked := make([]float32, len(dy))
+		for i := range dy {
+			if y[i] > 0 {
+				masked[i] = dy[i]
+			}
+		}
+		mref := refBatchNorm(s, x, g, b, masked, eps)
+		dyb := load(t, be, dy)
+		dxb, dgb, dbb := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.c, 7)), loadGuarded(t, be, filled(s.c, 7))
+		ok(t, name, nr.BatchNormReluGrad(dxb.buf, dgb.buf, dbb.buf, dyb, yb.buf, xb, mb.buf, ib.buf, gb, s.n, s.c, s.hw))
+		cnt := float64(s.n * s.hw)
+		checkWithin(t, name+": dx", dxb.read(t, name), mref.dx, mref.boundDx)
+		checkWithin(t, name+": dgamma", dgb.read(t, name), mref.dg, perC(mref.dg, 1e-4*cnt))
+		checkWithin(t, name+": dbeta", dbb.read(t, name), mref.db, perC(mref.db, 1e-5*cnt))
+	}
 }

@@ -122,6 +122,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"AvgPool", plain(testAvgPool)},
 		{"ConvErrShape", plain(testConvErrShape)},
 		{"BatchNorm", plain(testBatchNorm)},
+		{"BatchNormReLU", plain(testBatchNormRelu)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

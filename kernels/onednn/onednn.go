@@ -122,7 +122,7 @@ enum {
 	DML_CPU = 1, DML_STREAM_DEFAULT = 1, DML_F32 = 3,
 	DML_ANY = 1, DML_A = 2,
 	DML_FWD_TRAINING = 64, DML_FWD_INFERENCE = 96, DML_BACKWARD = 128, DML_CONV_DIRECT = 1,
-	DML_BN_GLOBAL_STATS = 1, DML_BN_SCALE = 8, DML_BN_SHIFT = 16,
+	DML_BN_GLOBAL_STATS = 1, DML_BN_RELU = 4, DML_BN_SCALE = 8, DML_BN_SHIFT = 16,
 	DML_Q_EXEC_ARG_MD = 255,
 };
 
@@ -201,7 +201,7 @@ static int dml_op_run(dml_op *o, void *stream, void *p0, void *p1, void *p2, voi
 
 enum {
 	DML_ARG_SRC = 1, DML_ARG_DST = 17, DML_ARG_WEIGHTS = 33, DML_ARG_BIAS = 41,
-	DML_ARG_MEAN = 49, DML_ARG_VARIANCE = 50, DML_ARG_SCALE = 51, DML_ARG_SHIFT = 52,
+	DML_ARG_MEAN = 49, DML_ARG_VARIANCE = 50, DML_ARG_SCALE = 51, DML_ARG_SHIFT = 52, DML_ARG_WORKSPACE = 64,
 	DML_ARG_DIFF_SRC = 129, DML_ARG_DIFF_DST = 145, DML_ARG_DIFF_WEIGHTS = 161, DML_ARG_DIFF_BIAS = 169,
 	DML_ARG_DIFF_SCALE = 255, DML_ARG_DIFF_SHIFT = 256,
 };
@@ -252,27 +252,31 @@ static int dml_conv_make(dml_op *op, int dir, void *eng, const void *hint, long 
 
 // The batch norm's primitives over data in layout md (n×c×…), with
 // separate scale and shift. dir: 0 training forward, 1 inference, 2
-// backward (hint: the training forward pd).
-static int dml_bn_make(dml_op *op, int dir, void *eng, const void *hint, const dml_md *md, float eps) {
+// backward (hint: the training forward pd). relu fuses the ReLU on the
+// output: training and backward then take a workspace (the ReLU's mask)
+// as their last argument.
+static int dml_bn_make(dml_op *op, int dir, void *eng, const void *hint, const dml_md *md, float eps, int relu) {
 	dml_desc *d = malloc(sizeof(dml_desc));
 	if (!d) return -2;
-	static const int fwd[] = {DML_ARG_SRC, DML_ARG_DST, DML_ARG_MEAN, DML_ARG_VARIANCE, DML_ARG_SCALE, DML_ARG_SHIFT};
+	static const int fwd[] = {DML_ARG_SRC, DML_ARG_DST, DML_ARG_MEAN, DML_ARG_VARIANCE, DML_ARG_SCALE, DML_ARG_SHIFT, DML_ARG_WORKSPACE};
 	static const int bwd[] = {DML_ARG_SRC, DML_ARG_DIFF_DST, DML_ARG_MEAN, DML_ARG_VARIANCE, DML_ARG_SCALE,
-		DML_ARG_DIFF_SRC, DML_ARG_DIFF_SCALE, DML_ARG_DIFF_SHIFT, DML_ARG_SHIFT};
+		DML_ARG_DIFF_SRC, DML_ARG_DIFF_SCALE, DML_ARG_DIFF_SHIFT, DML_ARG_SHIFT, DML_ARG_WORKSPACE};
 	unsigned flags = DML_BN_SCALE | DML_BN_SHIFT;
+	if (relu) flags |= DML_BN_RELU;
 	const int *args = fwd;
-	int st, nargs = 6;
+	int st, nargs = relu ? 7 : 6;
 	switch (dir) {
 	case 0:
 		st = p_bn_fwd(d, DML_FWD_TRAINING, md, eps, flags);
 		break;
 	case 1:
 		st = p_bn_fwd(d, DML_FWD_INFERENCE, md, eps, flags | DML_BN_GLOBAL_STATS);
+		nargs = 6;
 		break;
 	default:
 		st = p_bn_bwd(d, DML_BACKWARD, md, md, eps, flags);
 		args = bwd;
-		nargs = 9; // the shift too: oneDNN 2.6 asks for it (unread without a fused ReLU)
+		nargs = relu ? 10 : 9; // the shift too: oneDNN 2.6 asks for it (unread without a fused ReLU)
 	}
 	void *pd = NULL;
 	if (st == 0) st = p_pd_create(&pd, d, NULL, eng, hint);
@@ -389,6 +393,7 @@ type normKey struct {
 	l        Layout // the data's layout; Plain: n×c×hw×1
 	n, c, hw int
 	eps      float32
+	relu     bool // the ReLU fused on the output
 }
 
 // op is a primitive with, for each argument, its layout and, where the
@@ -762,10 +767,10 @@ func (l *Lib) BackwardFilter(dw, db, x, dy []float32, xl, dyl Layout, s Shape) e
 }
 
 // norm returns the batch norm's primitives for data in layout xl (Plain:
-// n×c×hw) — training forward, inference, backward — or an error when xl
-// is not n×c×… with h·w = hw.
-func (l *Lib) norm(xl Layout, n, c, hw int, eps float32) (*[3]*op, error) {
-	key := normKey{xl, n, c, hw, eps}
+// n×c×hw) — training forward, inference, backward, with the ReLU fused
+// where relu says — or an error when xl is not n×c×… with h·w = hw.
+func (l *Lib) norm(xl Layout, n, c, hw int, eps float32, relu bool) (*[3]*op, error) {
+	key := normKey{xl, n, c, hw, eps, relu}
 	if ops := l.norms[key]; ops != nil {
 		return ops, nil
 	}
@@ -790,7 +795,11 @@ func (l *Lib) norm(xl Layout, n, c, hw int, eps float32) (*[3]*op, error) {
 		if dir != 2 {
 			hint = nil
 		}
-		return C.dml_bn_make(op, C.int(dir), l.eng, hint, md, C.float(eps))
+		r := 0
+		if relu {
+			r = 1
+		}
+		return C.dml_bn_make(op, C.int(dir), l.eng, hint, md, C.float(eps), C.int(r))
 	})
 	if err != nil {
 		return nil, err
@@ -803,7 +812,7 @@ func (l *Lib) norm(xl Layout, n, c, hw int, eps float32) (*[3]*op, error) {
 // y = gamma·(x − mean)/√(var + eps) + beta, and writes the batch's mean
 // and (biased) variance. y is in x's layout, which it returns.
 func (l *Lib) NormTrain(y, mean, variance, x, gamma, beta []float32, xl Layout, n, c, hw int, eps float32) (Layout, error) {
-	ops, err := l.norm(xl, n, c, hw, eps)
+	ops, err := l.norm(xl, n, c, hw, eps, false)
 	if err != nil {
 		return Plain, err
 	}
@@ -815,7 +824,7 @@ func (l *Lib) NormTrain(y, mean, variance, x, gamma, beta []float32, xl Layout, 
 
 // NormInfer normalises x with the given (running) mean and variance.
 func (l *Lib) NormInfer(y, x, mean, variance, gamma, beta []float32, xl Layout, n, c, hw int, eps float32) (Layout, error) {
-	ops, err := l.norm(xl, n, c, hw, eps)
+	ops, err := l.norm(xl, n, c, hw, eps, false)
 	if err != nil {
 		return Plain, err
 	}
@@ -829,7 +838,12 @@ func (l *Lib) NormInfer(y, x, mean, variance, gamma, beta []float32, xl Layout, 
 // variance: dx (in x's layout, returned), dgamma, dbeta. dy is in layout
 // dyl, reordered to x's where they differ.
 func (l *Lib) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []float32, dyl, xl Layout, n, c, hw int, eps float32) (Layout, error) {
-	ops, err := l.norm(xl, n, c, hw, eps)
+	return l.normGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, nil, dyl, xl, n, c, hw, eps)
+}
+
+// normGrad is NormGrad, and with a workspace NormReluGrad.
+func (l *Lib) normGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl Layout, n, c, hw int, eps float32) (Layout, error) {
+	ops, err := l.norm(xl, n, c, hw, eps, ws != nil)
 	if err != nil {
 		return Plain, err
 	}
@@ -838,8 +852,43 @@ func (l *Lib) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []float32
 	if err != nil {
 		return Plain, err
 	}
-	if err := o.run(l, ptr(x), pdy, ptr(mean), ptr(variance), ptr(gamma), ptr(dx), ptr(dgamma), ptr(dbeta), ptr(o.buffer(l, 8, c))); err != nil {
+	var pws unsafe.Pointer
+	if ws != nil {
+		pws = ptr(ws)
+	}
+	if err := o.run(l, ptr(x), pdy, ptr(mean), ptr(variance), ptr(gamma), ptr(dx), ptr(dgamma), ptr(dbeta), ptr(o.buffer(l, 8, c)), pws); err != nil {
 		return Plain, fmt.Errorf("onednn: batch norm %d×%d×%d: backward: %w", n, c, hw, err)
 	}
 	return xl, nil
+}
+
+// NormReluWorkspace is how many float32 the workspace of NormReluTrain
+// and NormReluGrad holds (the ReLU's mask, in oneDNN's own format) for
+// data in layout xl.
+func (l *Lib) NormReluWorkspace(xl Layout, n, c, hw int, eps float32) (int, error) {
+	ops, err := l.norm(xl, n, c, hw, eps, true)
+	if err != nil {
+		return 0, err
+	}
+	bytes := int(C.dml_md_size(C.dml_op_md(ops[0].c, 6)))
+	return (bytes + 3) / 4, nil
+}
+
+// NormReluTrain is NormTrain with y = max(y, 0), fused: the mask goes to
+// ws (NormReluWorkspace floats) for NormReluGrad.
+func (l *Lib) NormReluTrain(y, mean, variance, ws, x, gamma, beta []float32, xl Layout, n, c, hw int, eps float32) (Layout, error) {
+	ops, err := l.norm(xl, n, c, hw, eps, true)
+	if err != nil {
+		return Plain, err
+	}
+	if err := ops[0].run(l, ptr(x), ptr(y), ptr(mean), ptr(variance), ptr(gamma), ptr(beta), ptr(ws)); err != nil {
+		return Plain, fmt.Errorf("onednn: batch norm + ReLU %d×%d×%d: training: %w", n, c, hw, err)
+	}
+	return xl, nil
+}
+
+// NormReluGrad is NormGrad through the fused ReLU: dy is the ReLU
+// output's gradient, ws NormReluTrain's mask.
+func (l *Lib) NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl Layout, n, c, hw int, eps float32) (Layout, error) {
+	return l.normGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws, dyl, xl, n, c, hw, eps)
 }

@@ -93,6 +93,12 @@ type Model struct {
 	stats []kernels.Buffer
 	one   kernels.Buffer
 	norm  kernels.NormOps
+	// normRelu, where the backend fuses a batch norm with its ReLU
+	// (kernels.NormReluOf), runs the batch norms fused[i] marks: those
+	// whose output only a ReLU in place reads. In training that ReLU is
+	// then done by its batch norm, both ways.
+	normRelu kernels.NormReluOps
+	fused    []bool
 	// training: Forward normalises with the batch's statistics (Step);
 	// otherwise with the running ones (Predict, Score).
 	training bool
@@ -181,7 +187,16 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	m.Grads = alloc("gradient", m.np+GradStats)
 	m.batch = alloc("batch", maxRows*(arch.Sizes[0]+1))
 	m.stats = make([]kernels.Buffer, len(m.nodes))
-	for i, in := range inPlace(m.nodes) {
+	inp := inPlace(m.nodes)
+	if nr, ok := kernels.NormReluOf(b); ok {
+		m.normRelu, m.fused = nr, make([]bool, len(m.nodes))
+		for i, n := range m.nodes {
+			if n.Kind == KindReLU && inp[i] && m.nodes[n.from].Kind == KindBatchNorm {
+				m.fused[n.from] = true
+			}
+		}
+	}
+	for i, in := range inp {
 		n := m.nodes[i]
 		name := n.Name
 		if name == "" {
@@ -430,7 +445,11 @@ func (m *Model) batchNorm(i int, n node, x, y kernels.Buffer) error {
 		return m.norm.BatchNormInfer(y, x, rm, rv, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps)
 	}
 	mean, inv := m.B.View(m.stats[i], 0, c), m.B.View(m.stats[i], c, c)
-	if err := m.norm.BatchNormTrain(y, mean, inv, rm, rv, x, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps, BatchNormMomentum); err != nil {
+	train := m.norm.BatchNormTrain
+	if m.fusedNorm(i) {
+		train = m.normRelu.BatchNormReluTrain
+	}
+	if err := train(y, mean, inv, rm, rv, x, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps, BatchNormMomentum); err != nil {
 		return err
 	}
 	return m.B.Axpy(1, m.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
@@ -524,7 +543,9 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 		case KindConv:
 			err = m.convForward(i, n, x, y)
 		case KindReLU:
-			err = b.Relu(y, x)
+			if !m.training || !m.fusedNorm(n.from) {
+				err = b.Relu(y, x)
+			}
 		case KindMaxPool:
 			err = m.conv.MaxPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 		case KindAvgPool:
@@ -863,6 +884,10 @@ func (m *Model) backward(hook GradHook) error {
 				err = fmt.Errorf("a batch norm on the input needs its input gradient's buffer")
 			} else {
 				err = m.give(n.from, func(dst kernels.Buffer) error {
+					if m.fusedNorm(i) { // dy is the ReLU's output gradient
+						y := m.view(m.acts[i], rows, n.out.Size())
+						return m.normRelu.BatchNormReluGrad(dst, dg, db, dy, y, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
+					}
 					return m.norm.BatchNormGrad(dst, dg, db, dy, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
 				})
 			}
@@ -870,6 +895,10 @@ func (m *Model) backward(hook GradHook) error {
 				err = m.hooked(hook, n, i)
 			}
 		case KindReLU:
+			if m.fusedNorm(n.from) {
+				m.have[n.from] = true // in place: its batch norm's backward applies it
+				break
+			}
 			y := m.view(m.acts[i], rows, n.out.Size())
 			err = m.give(n.from, func(dst kernels.Buffer) error { return b.ReluGrad(dst, dy, y) })
 		case KindMaxPool:
@@ -905,6 +934,10 @@ func (m *Model) backward(hook GradHook) error {
 	}
 	return nil
 }
+
+// fusedNorm reports whether node i is a batch norm run with its ReLU
+// (fused).
+func (m *Model) fusedNorm(i int) bool { return i >= 0 && m.fused != nil && m.fused[i] }
 
 // sameBuffer reports whether node i works in its input's buffers.
 func (m *Model) sameBuffer(i int) bool {

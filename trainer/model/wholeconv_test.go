@@ -133,4 +133,27 @@ func TestOneDNNPath(t *testing.T) {
 		}
 		return be
 	}})
+	// The gradients above went through oneDNN's batch norm fused with its
+	// ReLU: ResNet-20's stem and each block's first batch norm (a block's
+	// second feeds the residual add, not a ReLU).
+	be, _ := blas.Open(opts)
+	defer be.Close()
+	arch, err := NewNet(Shape{C: 3, H: 32, W: 32}, ResNet20(10), 10, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(arch, be, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	fused := 0
+	for i := range m.nodes {
+		if m.fusedNorm(i) {
+			fused++
+		}
+	}
+	if fused != 10 {
+		t.Errorf("%d batch norms fused with their ReLU, want 10", fused)
+	}
 }

@@ -102,6 +102,41 @@ func (tb *tracedBackend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, g
 	}, n, c, hw)
 }
 
+var _ kernels.NormReluOps = (*tracedBackend)(nil)
+
+// NormRelu passes the backend's answer through (false without the op
+// set).
+func (tb *tracedBackend) NormRelu() bool {
+	f, ok := tb.b.(kernels.NormReluOps)
+	return ok && f.NormRelu()
+}
+
+// normReluSpan runs f on the backend's NormReluOps in a span (failing
+// without the op set), as normSpan does.
+func (tb *tracedBackend) normReluSpan(op string, f func(kernels.NormReluOps) error, n, c, hw int) error {
+	sp := tb.t.Begin(op).Cat(Compute)
+	var err error
+	if nr, ok := tb.b.(kernels.NormReluOps); ok {
+		err = f(nr)
+	} else {
+		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
+	}
+	sp.Arg("n", n).Arg("c", c).Arg("hw", hw).Err(err).End()
+	return err
+}
+
+func (tb *tracedBackend) BatchNormReluTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
+	return tb.normReluSpan("BatchNormReluTrain", func(nr kernels.NormReluOps) error {
+		return nr.BatchNormReluTrain(y, mean, invstd, runMean, runVar, x, gamma, beta, n, c, hw, eps, momentum)
+	}, n, c, hw)
+}
+
+func (tb *tracedBackend) BatchNormReluGrad(dx, dgamma, dbeta, dy, y, x, mean, invstd, gamma kernels.Buffer, n, c, hw int) error {
+	return tb.normReluSpan("BatchNormReluGrad", func(nr kernels.NormReluOps) error {
+		return nr.BatchNormReluGrad(dx, dgamma, dbeta, dy, y, x, mean, invstd, gamma, n, c, hw)
+	}, n, c, hw)
+}
+
 var _ kernels.DirectConvOps = (*tracedBackend)(nil)
 
 // ConvSupports passes the backend's answer through (false without the
