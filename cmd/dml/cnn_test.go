@@ -172,7 +172,7 @@ func TestCNNMemoryRefused(t *testing.T) {
 	t.Setenv("DML_MEMORY_LIMIT", "200M")
 	args := []string{"train", "--model", "resnet20", "--data", "synthetic-images", "--samples", "2000", "--epochs", "1", "--max-steps", "1", "--backend", "cpu"}
 	r := dml(t, 0, append(args, "--batch", "512")...)
-	if r.code != 2 || !strings.Contains(r.stderr, "parameters needs about 2.1 GB") || !strings.Contains(r.stderr, "lower --batch") {
+	if r.code != 2 || !strings.Contains(r.stderr, "parameters needs about 1.8 GB") || !strings.Contains(r.stderr, "lower --batch") {
 		t.Errorf("batch 512: exit %d, stderr %q; want exit 2, the model's need, and --batch to lower", r.code, r.stderr)
 	}
 	if r := dml(t, 0, append(args, "--batch", "4", "--samples", "400")...); r.code != 0 {
