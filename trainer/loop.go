@@ -183,80 +183,51 @@ func (w *ownPace) next() []int {
 // --max-steps counted from the job's first step), recording the epochs in
 // res. It returns the position it stopped at and the samples trained on,
 // in the strategy's Scope. A pacer's epochs end where it says instead.
+//
+// Its pieces: epochOrder (where an epoch's steps come from), runStep (one
+// step), the boundary after it (stop vote, checkpoint: checkpoint.go),
+// endEpoch (statistics and evaluation), pacedMeeting (a pacer's epoch
+// end) and endTraining (the end of training).
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
-	metrics, err := openMetrics(pick(j.reports(), cfg.Metrics), start.Steps > 0)
+	p, paced := s.(pacer)
+	metrics, bar, err := j.outputs(start, paced)
 	if err != nil {
 		return start, 0, err
 	}
 	defer metrics.close()
-	p, paced := s.(pacer)
-	var bar *progress
-	if j.Progress && j.reports() && j.Out != nil && !paced {
-		bar = &progress{w: j.Out}
-	}
 	j.printf("%s\n", s.Describe())
-	scope := s.Scope()
-	var own *ownPace
+	var own *pacedSteps
 	if paced {
-		own = newOwnPace(j, start) // from a synchronisation point's checkpoint: its epoch's order
+		own = &pacedSteps{p: p, ownPace: newOwnPace(j, start)} // from a synchronisation point's checkpoint: its epoch's order
 	}
 	pos := start
 	res.Steps = start.Steps
 	limit := func() bool { return !paced && cfg.MaxSteps >= 0 && res.Steps >= cfg.MaxSteps }
-	justSynced := false // a pacer's point ended the last epoch
 	done := limit()
 	total := 0.0
 	for pos.Epoch <= cfg.Epochs && !done {
-		epoch := pos.Epoch
-		t0 := time.Now()
-		steps := j.sched.stepsPerEpoch()
-		var order []int
-		switch {
-		case paced:
-		case len(pos.Reshard) > 0: // begun by another number of ranks
-			var err error
-			if order, steps, err = j.reshardEpoch(s, epoch, pos.Reshard); err != nil {
-				return pos, 0, err
-			}
-			if steps == 0 { // nothing of it was left
-				j.endReshard(s)
-				pos = Position{Epoch: epoch + 1, Steps: pos.Steps}
-				continue
-			}
-		default:
-			order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), epoch, cfg.Shuffle)
+		a := epochAcc{epoch: pos.Epoch, t0: time.Now(), steps: j.sched.stepsPerEpoch()}
+		order, next, err := j.epochOrder(s, &a, pos, paced)
+		if err != nil {
+			return pos, 0, err
 		}
-		j.epochLen = steps
-		bc, counts := s.(byteCounter)
-		var sent0 int64
-		if counts {
-			sent0 = bc.sentBytes()
+		if next != nil { // nothing of a re-dealt epoch was left
+			pos = *next
+			continue
 		}
-		var lossSum, correct, seen, commSec, stepSec float64
-		ran := 0
-		for ; paced || pos.Step < steps; pos.Step++ {
+		for ; paced || pos.Step < a.steps; pos.Step++ {
 			var idx []int
-			spEpoch, spStep := epoch, pos.Step
 			if paced {
-				// After a point, a step comes before the next question (as
-				// in the loop AD-PSGD had: asked at once, rank 0 could call
-				// point after point on the others' progress and never step
-				// itself, TestDecentralizedLearns).
-				if !justSynced {
-					pt, err := p.syncPoint()
-					if err != nil {
-						return pos, 0, err
-					}
-					if pt != nil {
-						epoch, done, justSynced = pt.epoch, pt.final, true
-						pos = Position{Epoch: pt.epoch, Step: steps, Steps: res.Steps}
-						break
-					}
+				var pt *syncPoint
+				if idx, pt, err = own.next(); err != nil {
+					return pos, 0, err
 				}
-				justSynced = false
-				idx = own.next()
-				spEpoch, spStep = own.epoch, own.step-1
+				if pt != nil {
+					a.epoch, done = pt.epoch, pt.final
+					pos = Position{Epoch: pt.epoch, Step: a.steps, Steps: res.Steps}
+					break
+				}
 			} else {
 				if limit() {
 					done = true
@@ -265,58 +236,15 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 				lo, hi := min(pos.Step*cfg.Batch, len(order)), min((pos.Step+1)*cfg.Batch, len(order))
 				idx = order[lo:hi]
 			}
-			step := pos.Step
-			j.augEpoch = spEpoch
-			if paced {
-				step = res.Steps // the strategy's own count
-			}
-			ts := time.Now()
-			// The step boundary after this step.
-			next := Position{Epoch: epoch, Step: step + 1, Steps: res.Steps + 1, Reshard: pos.Reshard}
-			if next.Step >= steps {
-				next = Position{Epoch: epoch + 1, Steps: res.Steps + 1}
-			}
-			if j.lw != nil && !paced {
-				j.lw.stepBegins(next)
-			}
-			lr := cfg.Opt.LR
-			if j.lrs != nil {
-				e := epochAt(epoch, pos.Step, steps)
-				if paced {
-					e = epochAt(own.epoch, own.step-1, own.steps)
-				}
-				lr = j.lrs.at(e)
-				j.epochLR = append(j.epochLR, lr)
-			}
-			j.setStep(s, lr, res.Steps+1)
-			j.markStep(res.Steps + 1)
-			sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
-			st, err := j.step(s, idx, step)
-			sp.Err(err).End()
+			next, samples, err := j.runStep(s, &a, &pos, res, idx, own.walk())
 			if err != nil {
-				who, counter := j.who(), "global step"
-				if paced {
-					who, counter = fmt.Sprintf("rank %d, ", j.Comm.Rank()), "this rank's step"
-				}
-				return pos, 0, fmt.Errorf("%sepoch %d step %d (%s %d): %w", who, spEpoch, spStep, counter, res.Steps+1, err)
+				return pos, 0, err
 			}
-			lossSum += st.LossSum
-			correct += st.Correct
-			seen += st.Samples
-			commSec += st.CommSec
-			stepSec += time.Since(ts).Seconds()
-			res.Steps++
-			pos.Steps = res.Steps
-			if f := j.FirstStep; f != nil && !j.stepped {
-				j.stepped = true
-				f(res.Steps)
-			}
-			ran++
 			if paced {
-				p.stepped(st.Samples)
+				p.stepped(samples)
 				continue
 			}
-			bar.update(epoch, step+1, steps, lossSum/math.Max(seen, 1))
+			bar.update(a.epoch, pos.Step+1, a.steps, a.lossSum/math.Max(a.seen, 1))
 			// The step boundary: stop vote and checkpoint (checkpoint.go).
 			stop, err := j.boundary(s, next)
 			if err != nil {
@@ -331,82 +259,248 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		// Reaching --max-steps on the epoch's last step ends training here,
 		// so that this epoch's evaluation sees the final weights.
 		done = done || limit()
-		if pos.Step >= steps {
-			pos = Position{Epoch: epoch + 1, Steps: pos.Steps}
+		if pos.Step >= a.steps {
+			pos = Position{Epoch: a.epoch + 1, Steps: pos.Steps}
 		}
 		if len(pos.Reshard) == 0 {
 			j.endReshard(s)
 		}
 		bar.clear()
-		if ran == 0 && !paced {
+		if a.ran == 0 && !paced {
 			break
 		}
-		total += seen
-		wall := time.Since(t0).Seconds()
-		lrs := j.epochLR
-		j.epochLR = nil
-		st := EpochStats{Epoch: epoch, Steps: ran, LR: lrs, LossScope: scope, Loss: lossSum / math.Max(seen, 1),
-			TrainAcc: correct / math.Max(seen, 1), SamplesPerSec: seen / wall, TrainSec: wall}
-		if counts && ran > 0 {
-			b := float64(bc.sentBytes()-sent0) / float64(ran)
-			st.BytesPerStep = &b
-		}
-		if err := s.EndEpoch(&st, commSec, stepSec, wall); err != nil {
+		total += a.seen
+		st, err := j.endEpoch(s, &a, res, done)
+		if err != nil {
 			return pos, 0, err
 		}
-		if j.evalDue(epoch, done) && !j.interrupted {
-			sp := j.tr.Begin("evaluate").Arg("epoch", epoch)
-			acc, err := s.Evaluate()
-			sp.Err(err).End()
-			if err != nil {
-				return pos, 0, err
-			}
-			st.TestAcc = &acc
-			res.TestAcc = acc
+		if err := j.pacedMeeting(s, p, a.epoch, res, done); err != nil {
+			return pos, 0, err
 		}
-		st.WallSec = time.Since(t0).Seconds()
-		res.Epochs = append(res.Epochs, st)
-		if paced {
-			// The ranks meet here: a checkpoint when one is due (every
-			// --checkpoint-every Ne epochs, and at the end).
-			if _, ok := s.(checkpointer); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
-				n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
-				if err == nil {
-					err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
-				}
-				if err != nil {
-					return pos, 0, err
-				}
-			}
-			p.resumeAfter(&syncPoint{epoch: epoch, final: done})
-		}
-		if !j.reports() {
-			continue
-		}
-		j.printf("%s\n", st)
-		if err := metrics.write(st); err != nil {
-			j.warnf("%v; training goes on", err)
-		}
+		j.report(metrics, st)
 	}
 	if paced {
 		n, err := p.totalSteps(res.Steps)
 		res.Steps = n
 		return pos, total, err
 	}
-	// Stopped mid-way: the last evaluation was of earlier weights, so the
-	// summary's accuracy is measured again, on the weights it stopped with
-	// (every rank stopped at the same boundary, so all take part).
+	return pos, total, j.endTraining(s, start, pos, res)
+}
+
+// outputs opens the run's metrics file and progress bar (the reporting
+// rank's; the bar on a terminal, for a scheduled run).
+func (j *job) outputs(start Position, paced bool) (*metricsFile, *progress, error) {
+	metrics, err := openMetrics(pick(j.reports(), j.cfg.Metrics), start.Steps > 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var bar *progress
+	if j.Progress && j.reports() && j.Out != nil && !paced {
+		bar = &progress{w: j.Out}
+	}
+	return metrics, bar, nil
+}
+
+// report prints the epoch's line and writes its metrics, on the
+// reporting rank.
+func (j *job) report(metrics *metricsFile, st EpochStats) {
+	if !j.reports() {
+		return
+	}
+	j.printf("%s\n", st)
+	if err := metrics.write(st); err != nil {
+		j.warnf("%v; training goes on", err)
+	}
+}
+
+// pacedSteps is where a pacer's steps come from: its own walk through its
+// shard (ownPace), with the pacer asked before each step whether a
+// synchronisation point ends the epoch first.
+type pacedSteps struct {
+	*ownPace
+	p          pacer
+	justSynced bool // a point ended the last epoch
+}
+
+// next returns the next step's samples, or the point that comes first.
+// After a point, a step comes before the next question (as in the loop
+// AD-PSGD had: asked at once, rank 0 could call point after point on the
+// others' progress and never step itself, TestDecentralizedLearns).
+func (ps *pacedSteps) next() ([]int, *syncPoint, error) {
+	if !ps.justSynced {
+		pt, err := ps.p.syncPoint()
+		if err != nil || pt != nil {
+			ps.justSynced = pt != nil
+			return nil, pt, err
+		}
+	}
+	ps.justSynced = false
+	return ps.ownPace.next(), nil, nil
+}
+
+// walk is the pacer's own walk (nil for a scheduled run).
+func (ps *pacedSteps) walk() *ownPace {
+	if ps == nil {
+		return nil
+	}
+	return ps.ownPace
+}
+
+// epochAcc is one epoch's running figures.
+type epochAcc struct {
+	epoch, steps int // the epoch, and its steps (a re-dealt one's fewer)
+	ran          int // steps run
+	t0           time.Time
+	sent0        int64 // the strategy's bytes sent before it (byteCounter)
+
+	lossSum, correct, seen, commSec, stepSec float64
+}
+
+// epochOrder is where the epoch's steps come from: its samples' order on
+// this rank (none for a pacer, which walks its own: ownPace), and for an
+// epoch begun by another number of ranks the part of it left (a.steps).
+// Where nothing of that part is left, next is the position to go on from
+// instead.
+func (j *job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (order []int, next *Position, err error) {
+	switch {
+	case paced:
+	case len(pos.Reshard) > 0: // begun by another number of ranks
+		if order, a.steps, err = j.reshardEpoch(s, a.epoch, pos.Reshard); err != nil {
+			return nil, nil, err
+		}
+		if a.steps == 0 {
+			j.endReshard(s)
+			return nil, &Position{Epoch: a.epoch + 1, Steps: pos.Steps}, nil
+		}
+	default:
+		order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), a.epoch, j.cfg.Shuffle)
+	}
+	j.epochLen = a.steps
+	if bc, ok := s.(byteCounter); ok {
+		a.sent0 = bc.sentBytes()
+	}
+	return order, nil, nil
+}
+
+// runStep runs one step on the samples idx at pos (a pacer's: own's next
+// step) and adds its figures to a and res; next is the step boundary
+// after it, and samples the samples it covered.
+func (j *job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx []int, own *ownPace) (next Position, samples float64, err error) {
+	paced := own != nil
+	spEpoch, spStep, step := a.epoch, pos.Step, pos.Step
+	if paced {
+		spEpoch, spStep = own.epoch, own.step-1
+		step = res.Steps // the strategy's own count
+	}
+	j.augEpoch = spEpoch
+	ts := time.Now()
+	next = Position{Epoch: a.epoch, Step: step + 1, Steps: res.Steps + 1, Reshard: pos.Reshard}
+	if next.Step >= a.steps {
+		next = Position{Epoch: a.epoch + 1, Steps: res.Steps + 1}
+	}
+	if j.lw != nil && !paced {
+		j.lw.stepBegins(next)
+	}
+	lr := j.cfg.Opt.LR
+	if j.lrs != nil {
+		e := epochAt(a.epoch, pos.Step, a.steps)
+		if paced {
+			e = epochAt(own.epoch, own.step-1, own.steps)
+		}
+		lr = j.lrs.at(e)
+		j.epochLR = append(j.epochLR, lr)
+	}
+	j.setStep(s, lr, res.Steps+1)
+	j.markStep(res.Steps + 1)
+	sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
+	st, err := j.step(s, idx, step)
+	sp.Err(err).End()
+	if err != nil {
+		who, counter := j.who(), "global step"
+		if paced {
+			who, counter = fmt.Sprintf("rank %d, ", j.Comm.Rank()), "this rank's step"
+		}
+		return next, 0, fmt.Errorf("%sepoch %d step %d (%s %d): %w", who, spEpoch, spStep, counter, res.Steps+1, err)
+	}
+	a.lossSum += st.LossSum
+	a.correct += st.Correct
+	a.seen += st.Samples
+	a.commSec += st.CommSec
+	a.stepSec += time.Since(ts).Seconds()
+	res.Steps++
+	pos.Steps = res.Steps
+	if f := j.FirstStep; f != nil && !j.stepped {
+		j.stepped = true
+		f(res.Steps)
+	}
+	a.ran++
+	return next, st.Samples, nil
+}
+
+// endEpoch makes the epoch's statistics (the strategy adds its own) and
+// evaluates where due, recording them in res.
+func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochStats, error) {
+	wall := time.Since(a.t0).Seconds()
+	lrs := j.epochLR
+	j.epochLR = nil
+	st := EpochStats{Epoch: a.epoch, Steps: a.ran, LR: lrs, LossScope: s.Scope(), Loss: a.lossSum / math.Max(a.seen, 1),
+		TrainAcc: a.correct / math.Max(a.seen, 1), SamplesPerSec: a.seen / wall, TrainSec: wall}
+	if bc, ok := s.(byteCounter); ok && a.ran > 0 {
+		b := float64(bc.sentBytes()-a.sent0) / float64(a.ran)
+		st.BytesPerStep = &b
+	}
+	if err := s.EndEpoch(&st, a.commSec, a.stepSec, wall); err != nil {
+		return st, err
+	}
+	if j.evalDue(a.epoch, done) && !j.interrupted {
+		sp := j.tr.Begin("evaluate").Arg("epoch", a.epoch)
+		acc, err := s.Evaluate()
+		sp.Err(err).End()
+		if err != nil {
+			return st, err
+		}
+		st.TestAcc = &acc
+		res.TestAcc = acc
+	}
+	st.WallSec = time.Since(a.t0).Seconds()
+	res.Epochs = append(res.Epochs, st)
+	return st, nil
+}
+
+// pacedMeeting is a pacer's epoch end, where the ranks meet: a checkpoint
+// when one is due (every --checkpoint-every Ne epochs, and at the end),
+// then the pacer goes on. Without a pacer (p nil) there is none.
+func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done bool) error {
+	if p == nil {
+		return nil
+	}
+	if _, ok := s.(checkpointer); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+		n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
+		if err == nil {
+			err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	p.resumeAfter(&syncPoint{epoch: epoch, final: done})
+	return nil
+}
+
+// endTraining ends a scheduled run at pos: stopped mid-way, the last
+// evaluation was of earlier weights, so the summary's accuracy is
+// measured again, on the weights it stopped with (every rank stopped at
+// the same boundary, so all take part); at the end of training (the last
+// epoch, or --max-steps) a final checkpoint, unless the last boundary
+// wrote one.
+func (j *job) endTraining(s Strategy, start, pos Position, res *Result) error {
 	if j.interrupted {
 		res.TestAcc = math.NaN()
 	}
-	// The end of training (the last epoch, or --max-steps): a final
-	// checkpoint, unless the last boundary wrote one.
 	if j.Checkpoint.enabled() && !j.interrupted && pos.Steps > start.Steps && j.lastCheckpointSteps != pos.Steps {
-		if err := j.writeCheckpoint(s, pos); err != nil {
-			return pos, 0, err
-		}
+		return j.writeCheckpoint(s, pos)
 	}
-	return pos, total, nil
+	return nil
 }
 
 // loadHook, when set (tests), is told what every step's batch loads on a
