@@ -154,41 +154,59 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
 	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams(), chunkFloats: chunkFloats(b)}
+	if err := m.findOps(); err != nil {
+		return nil, err
+	}
+	a := &allocator{m: m}
+	m.Params = a.alloc("parameters", m.np)
+	m.Grads = a.alloc("gradient", m.np+GradStats)
+	m.batch = a.alloc("batch", maxRows*(arch.Sizes[0]+1))
+	m.nodeBuffers(a)
+	if arch.hasForks() {
+		m.scratch = a.alloc("gradient scratch", maxRows*arch.largestOutput())
+	}
+	if ns := arch.NumState(); ns > 0 {
+		m.State = a.alloc("batch-norm running statistics", ns)
+		m.one = a.alloc("one", 1)
+		a.then(func() error { return b.Fill(m.one, 1) })
+		a.then(func() error { return b.Upload(m.State, arch.InitState()) })
+	}
+	m.placeConvs(b, choice)
+	m.convBuffers(a)
+	m.evalGrad = a.alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
+	m.evalStats = a.alloc("evaluation statistics", GradStats)
+	if a.failed != nil {
+		return nil, errors.Join(a.failed, m.Free())
+	}
+	if err := m.hostBuffers(); err != nil {
+		return nil, errors.Join(err, m.Free())
+	}
+	return m, nil
+}
+
+// findOps finds the optional op sets the model's layers need on its
+// backend (an error where one is missing), and the batch norms it runs
+// fused with their ReLU where the backend fuses them.
+func (m *Model) findOps() error {
+	b, arch := m.B, m.Arch
 	for _, n := range m.nodes {
 		if n.Kind == KindConv || n.Kind == KindMaxPool || n.Kind == KindAvgPool {
 			if m.conv == nil {
 				var ok bool
 				if m.conv, ok = kernels.ConvOf(b); !ok {
-					return nil, fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", arch.Describe(), n.Kind, b.Name(), kernels.ErrNoConv)
+					return fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", arch.Describe(), n.Kind, b.Name(), kernels.ErrNoConv)
 				}
 			}
 		}
 		if n.Kind == KindBatchNorm && m.norm == nil {
 			var ok bool
 			if m.norm, ok = kernels.NormOf(b); !ok {
-				return nil, fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", arch.Describe(), b.Name(), kernels.ErrNoConv)
+				return fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", arch.Describe(), b.Name(), kernels.ErrNoConv)
 			}
 		}
 	}
-	var failed error
-	alloc := func(what string, n int) kernels.Buffer {
-		if failed != nil {
-			return nil
-		}
-		buf, err := b.Alloc(n)
-		if err != nil {
-			failed = fmt.Errorf("model %s: allocating the %s (%d floats): %w", arch.Describe(), what, n, err)
-			return nil
-		}
-		m.owned = append(m.owned, buf)
-		return buf
-	}
-	m.Params = alloc("parameters", m.np)
-	m.Grads = alloc("gradient", m.np+GradStats)
-	m.batch = alloc("batch", maxRows*(arch.Sizes[0]+1))
-	m.stats = make([]kernels.Buffer, len(m.nodes))
-	inp := inPlace(m.nodes)
 	if nr, ok := kernels.NormReluOf(b); ok {
+		inp := inPlace(m.nodes)
 		m.normRelu, m.fused = nr, make([]bool, len(m.nodes))
 		for i, n := range m.nodes {
 			if n.Kind == KindReLU && inp[i] && m.nodes[n.from].Kind == KindBatchNorm {
@@ -196,40 +214,70 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 			}
 		}
 	}
-	for i, in := range inp {
+	return nil
+}
+
+// allocator allocates a model's buffers on its backend, each owned by the
+// model, keeping the first error and doing nothing after it.
+type allocator struct {
+	m      *Model
+	failed error
+}
+
+// alloc returns a zeroed buffer of n floats for what (nil after an
+// error).
+func (a *allocator) alloc(what string, n int) kernels.Buffer {
+	if a.failed != nil {
+		return nil
+	}
+	buf, err := a.m.B.Alloc(n)
+	if err != nil {
+		a.failed = fmt.Errorf("model %s: allocating the %s (%d floats): %w", a.m.Arch.Describe(), what, n, err)
+		return nil
+	}
+	a.m.owned = append(a.m.owned, buf)
+	return buf
+}
+
+// then runs f (filling a buffer) unless an error came before.
+func (a *allocator) then(f func() error) {
+	if a.failed == nil {
+		a.failed = f()
+	}
+}
+
+// nodeBuffers allocates each node's output and output gradient (shared
+// with its input's where it works in place: a ReLU, a flatten, a residual
+// add, as inPlace says) and a batch norm's statistics.
+func (m *Model) nodeBuffers(a *allocator) {
+	maxRows := m.MaxRows
+	m.stats = make([]kernels.Buffer, len(m.nodes))
+	for i, in := range inPlace(m.nodes) {
 		n := m.nodes[i]
 		name := n.Name
 		if name == "" {
 			name = fmt.Sprintf("layer %d (%s)", i, n.Kind)
 		}
 		if n.Kind == KindBatchNorm {
-			m.stats[i] = alloc(name+" batch statistics", 2*n.Out)
+			m.stats[i] = a.alloc(name+" batch statistics", 2*n.Out)
 		}
-		// A ReLU, a flatten and a residual add may work in their input's
-		// buffers (inPlace says where).
 		if in {
 			m.acts = append(m.acts, m.acts[n.from])
 			m.dacts = append(m.dacts, m.dacts[n.from])
 			continue
 		}
-		m.acts = append(m.acts, alloc(name+" output", maxRows*n.out.Size()))
-		m.dacts = append(m.dacts, alloc(name+" output gradient", maxRows*n.out.Size()))
+		m.acts = append(m.acts, a.alloc(name+" output", maxRows*n.out.Size()))
+		m.dacts = append(m.dacts, a.alloc(name+" output gradient", maxRows*n.out.Size()))
 	}
 	m.have = make([]bool, len(m.nodes))
-	if arch.hasForks() {
-		m.scratch = alloc("gradient scratch", maxRows*arch.largestOutput())
-	}
-	if ns := arch.NumState(); ns > 0 {
-		m.State = alloc("batch-norm running statistics", ns)
-		m.one = alloc("one", 1)
-		if failed == nil {
-			failed = b.Fill(m.one, 1)
-		}
-		if failed == nil {
-			failed = b.Upload(m.State, arch.InitState())
-		}
-	}
-	m.placeConvs(b, choice)
+}
+
+// convBuffers allocates what the convolutions placed (placeConvs) need
+// beside their outputs: columns kept or chunked, the GEMM layout's
+// output, ones, the kernel flips and flipped weights, the direct
+// kernels' weights.
+func (m *Model) convBuffers(a *allocator) {
+	b, arch, maxRows := m.B, m.Arch, m.MaxRows
 	m.kept = make([]kernels.Buffer, len(m.nodes))
 	// The chunks of samples (and their scratch) serve every convolution
 	// but a direct one whose input gradient is direct too or not wanted;
@@ -242,23 +290,21 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 		}
 		chunked = true
 		if keep && !m.directFwd[i] {
-			m.kept[i] = alloc(n.Name+" columns", n.columns()*maxRows)
+			m.kept[i] = a.alloc(n.Name+" columns", n.columns()*maxRows)
 		} else {
 			unkept = true
 		}
 	}
 	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); chunked && colsLen > 0 {
 		if unkept {
-			m.cols = alloc("convolution columns", colsLen)
+			m.cols = a.alloc("convolution columns", colsLen)
 		}
-		m.convOut = alloc("convolution output (GEMM layout)", outLen)
-		m.ones = alloc("ones", onesLen)
-		if failed == nil {
-			failed = b.Fill(m.ones, 1)
-		}
+		m.convOut = a.alloc("convolution output (GEMM layout)", outLen)
+		m.ones = a.alloc("ones", onesLen)
+		a.then(func() error { return b.Fill(m.ones, 1) })
 	}
 	m.anti = map[int]kernels.Buffer{}
-	flipLen := 0
+	flipLen, wdLen := 0, 0
 	for i, n := range m.nodes {
 		if m.lib[i] || !n.flipped() && !m.directDX[i] {
 			continue
@@ -266,44 +312,40 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 		kk := n.Kernel * n.Kernel
 		flipLen = max(flipLen, 2*n.Out*n.in.C*kk)
 		if m.anti[n.Kernel] == nil {
-			j := alloc(fmt.Sprintf("%d×%d kernel flip", n.Kernel, n.Kernel), kk*kk)
+			j := a.alloc(fmt.Sprintf("%d×%d kernel flip", n.Kernel, n.Kernel), kk*kk)
 			m.anti[n.Kernel] = j
-			if failed == nil {
-				failed = b.Upload(j, antiIdentity(kk))
-			}
+			a.then(func() error { return b.Upload(j, antiIdentity(kk)) })
 		}
 	}
 	if flipLen > 0 {
-		m.flip = alloc("flipped convolution weights", flipLen)
+		m.flip = a.alloc("flipped convolution weights", flipLen)
 	}
-	wdLen := 0
 	for i, n := range m.nodes {
 		if m.directFwd[i] {
 			wdLen = max(wdLen, n.Out*n.in.C*n.Kernel*n.Kernel)
 		}
 	}
 	if wdLen > 0 {
-		m.wdirect = alloc("direct convolution weights", wdLen)
+		m.wdirect = a.alloc("direct convolution weights", wdLen)
 	}
-	m.evalGrad = alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
-	m.evalStats = alloc("evaluation statistics", GradStats)
-	if failed != nil {
-		return nil, errors.Join(failed, m.Free())
-	}
-	nx := maxRows * (arch.Sizes[0] + 1)
-	if ha, ok := b.(kernels.HostAllocator); ok {
+}
+
+// hostBuffers makes the host side: the batch's staging (pinned where the
+// backend has host allocations) and the labels' and statistics' copies.
+func (m *Model) hostBuffers() error {
+	nx := m.MaxRows * (m.Arch.Sizes[0] + 1)
+	if ha, ok := m.B.(kernels.HostAllocator); ok {
 		x, err := ha.HostAlloc(nx)
 		if err != nil {
-			err = fmt.Errorf("model %v: allocating the batch's pinned host staging (%d floats): %w", arch.Sizes, nx, err)
-			return nil, errors.Join(err, m.Free())
+			return fmt.Errorf("model %v: allocating the batch's pinned host staging (%d floats): %w", m.Arch.Sizes, nx, err)
 		}
 		m.hostX, m.pinnedX = x, true
 	} else {
 		m.hostX = make([]float32, nx)
 	}
-	m.hostY = make([]int32, maxRows)
+	m.hostY = make([]int32, m.MaxRows)
 	m.statsHost = make([]float32, GradStats)
-	return m, nil
+	return nil
 }
 
 // graphKey is what a recorded step depends on besides the model's own
