@@ -196,11 +196,32 @@ func (c Config) Validate() error {
 	if _, err := data.ParseAugment(c.Augment); err != nil {
 		return bad("Augment", "%v", err)
 	}
-	if ls, err := parseLossScale(c.LossScale); err != nil {
-		return bad("LossScale", "%v", err)
-	} else if ls != nil && (c.Sync != SyncAllreduce || c.LocalSteps > 1) {
-		return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
+	for _, check := range []func() error{c.validateModel, c.validateRun, c.validateExchange} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
+		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
+	}
+	if err := c.Sync.unit().validate(c); err != nil {
+		return err
+	}
+	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
+		return bad("Allreduce", "%v", err)
+	}
+	if err := c.Opt.Validate(); err != nil {
+		var se *optim.SettingError
+		if errors.As(err, &se) {
+			return &ConfigError{Field: "Opt." + se.Setting, Msg: se.Msg}
+		}
+		return bad("Opt", "%v", err)
+	}
+	return c.Data.Validate()
+}
+
+// validateModel: the model and its own settings.
+func (c Config) validateModel() error {
 	if c.Model != NetFile && len(c.Net) > 0 {
 		return bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)
 	}
@@ -229,6 +250,12 @@ func (c Config) Validate() error {
 	default:
 		return bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
 	}
+	return nil
+}
+
+// validateRun: the batch, epochs, strategy and topology names, the
+// learning-rate schedule, clipping, Downpour's periods.
+func (c Config) validateRun() error {
 	switch {
 	case c.Batch <= 0:
 		return bad("Batch", "%d must be greater than 0", c.Batch)
@@ -268,6 +295,12 @@ func (c Config) Validate() error {
 	case c.Sync != SyncPS && c.PS.PushEvery > 1:
 		return bad("PS.PushEvery", "%d: pushing every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.PushEvery, c.Sync)
 	}
+	return nil
+}
+
+// validateExchange: how gradients or models travel: compression, local
+// SGD, loss scaling.
+func (c Config) validateExchange() error {
 	switch c.Compress {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
 	default:
@@ -295,23 +328,12 @@ func (c Config) Validate() error {
 		}
 		return bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
 	}
-	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
-		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
+	if ls, err := parseLossScale(c.LossScale); err != nil {
+		return bad("LossScale", "%v", err)
+	} else if ls != nil && (c.Sync != SyncAllreduce || c.LocalSteps > 1) {
+		return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 	}
-	if err := c.Sync.unit().validate(c); err != nil {
-		return err
-	}
-	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
-		return bad("Allreduce", "%v", err)
-	}
-	if err := c.Opt.Validate(); err != nil {
-		var se *optim.SettingError
-		if errors.As(err, &se) {
-			return &ConfigError{Field: "Opt." + se.Setting, Msg: se.Msg}
-		}
-		return bad("Opt", "%v", err)
-	}
-	return c.Data.Validate()
+	return nil
 }
 
 func (p PSConfig) validate() error {
