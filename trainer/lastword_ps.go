@@ -165,20 +165,61 @@ func joinParts(dir string, p int) (written string, problems []string) {
 	if err != nil {
 		return "", nil
 	}
-	type partFile struct {
-		path string
-		rank int
-		c    *checkpoint
+	all, bySteps, problems := readParts(dir, ents, p)
+	defer func() {
+		for _, path := range all {
+			os.Remove(path)
+		}
+	}()
+	var order []int
+	for steps := range bySteps {
+		order = append(order, steps)
 	}
-	var all []partFile
-	bySteps := map[int][]partFile{}
+	slices.Sort(order)
+	slices.Reverse(order)
+	for _, steps := range order {
+		whole := filepath.Join(dir, checkpointName(steps))
+		if _, err := os.Stat(whole); err == nil {
+			continue
+		}
+		out, found := mergeParts(bySteps[steps], p, steps)
+		problems = append(problems, found...)
+		if out == nil {
+			continue
+		}
+		b, err := out.encode()
+		if err == nil {
+			err = writeFileAtomic(whole, b)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("joining the parts of step %d: %v", steps, err))
+			continue
+		}
+		return whole, problems
+	}
+	return "", problems
+}
+
+// partFile is a server's emergency part, read (partOf names it).
+type partFile struct {
+	path string
+	rank int
+	c    *checkpoint
+}
+
+// readParts reads the parts among dir's entries ents (all: every part
+// file's path, to be removed), by step; a file that does not decode, or
+// is no part of a p-key checkpoint of the step its name says, is a
+// problem.
+func readParts(dir string, ents []os.DirEntry, p int) (all []string, bySteps map[int][]partFile, problems []string) {
+	bySteps = map[int][]partFile{}
 	for _, e := range ents {
 		steps, rank, ok := partOf(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		all = append(all, partFile{path: path})
+		all = append(all, path)
 		b, err := regfile.ReadFile(path, maxPartBytes)
 		var c *checkpoint
 		if err == nil {
@@ -194,95 +235,75 @@ func joinParts(dir string, p int) (written string, problems []string) {
 		}
 		bySteps[steps] = append(bySteps[steps], partFile{path, rank, c})
 	}
-	defer func() {
-		for _, pf := range all {
-			os.Remove(pf.path)
+	return all, bySteps, problems
+}
+
+// mergeParts joins one step's parts of the newest death into a whole
+// checkpoint of p keys, or nil where they do not hold every key or
+// disagree where they overlap (a problem); a part of another job or
+// death is left out (a problem).
+func mergeParts(parts []partFile, p, steps int) (*checkpoint, []string) {
+	var problems []string
+	newest := parts[0].c.Meta
+	for _, pf := range parts {
+		if pf.c.Meta.Emergency.Time > newest.Emergency.Time {
+			newest = pf.c.Meta
 		}
-	}()
-	var order []int
-	for steps := range bySteps {
-		order = append(order, steps)
 	}
-	slices.Sort(order)
-	slices.Reverse(order)
-	for _, steps := range order {
-		whole := filepath.Join(dir, checkpointName(steps))
-		if _, err := os.Stat(whole); err == nil {
+	same := func(m checkpointMeta) bool {
+		a, b := m.Emergency, newest.Emergency
+		return m.ConfigHash == newest.ConfigHash && m.Ranks == newest.Ranks && m.Workers == newest.Workers &&
+			m.Servers == newest.Servers && a.DeadRank == b.DeadRank && len(m.Reshard) == len(newest.Reshard)
+	}
+	covered := make([]bool, p)
+	n := 0
+	out := &checkpoint{Meta: newest, Params: make([]float32, p)}
+	per := 0
+	if o := parts[0].c.OptState; o != nil {
+		per = len(o) / p
+		out.OptState = make([]float32, per*p)
+	}
+	var from []int
+	clash := ""
+	for _, pf := range parts {
+		if !same(pf.c.Meta) {
+			problems = append(problems, fmt.Sprintf("%s: of another job or death than the newest parts of step %d", filepath.Base(pf.path), steps))
 			continue
 		}
-		parts := bySteps[steps]
-		// The newest death's parts only.
-		newest := parts[0].c.Meta
-		for _, pf := range parts {
-			if pf.c.Meta.Emergency.Time > newest.Emergency.Time {
-				newest = pf.c.Meta
-			}
-		}
-		same := func(m checkpointMeta) bool {
-			a, b := m.Emergency, newest.Emergency
-			return m.ConfigHash == newest.ConfigHash && m.Ranks == newest.Ranks && m.Workers == newest.Workers &&
-				m.Servers == newest.Servers && a.DeadRank == b.DeadRank && len(m.Reshard) == len(newest.Reshard)
-		}
-		covered := make([]bool, p)
-		n := 0
-		out := &checkpoint{Meta: newest, Params: make([]float32, p)}
-		per := 0
-		if o := parts[0].c.OptState; o != nil {
-			per = len(o) / p
-			out.OptState = make([]float32, per*p)
-		}
-		var from []int
-		clash := ""
-		for _, pf := range parts {
-			if !same(pf.c.Meta) {
-				problems = append(problems, fmt.Sprintf("%s: of another job or death than the newest parts of step %d", filepath.Base(pf.path), steps))
-				continue
-			}
-			for _, r := range pf.c.Meta.Emergency.Held {
-				for k := max(r[0], 0); k < min(r[1], p); k++ {
-					st := func(c *checkpoint) []float32 {
-						if per == 0 || len(c.OptState) != per*p {
-							return nil
-						}
-						return c.OptState[per*k : per*(k+1)]
+		for _, r := range pf.c.Meta.Emergency.Held {
+			for k := max(r[0], 0); k < min(r[1], p); k++ {
+				st := func(c *checkpoint) []float32 {
+					if per == 0 || len(c.OptState) != per*p {
+						return nil
 					}
-					if covered[k] {
-						if out.Params[k] != pf.c.Params[k] || !slices.Equal(st(out), st(pf.c)) {
-							clash = fmt.Sprintf("parts of step %d disagree at key %d", steps, k)
-						}
-						continue
+					return c.OptState[per*k : per*(k+1)]
+				}
+				if covered[k] {
+					if out.Params[k] != pf.c.Params[k] || !slices.Equal(st(out), st(pf.c)) {
+						clash = fmt.Sprintf("parts of step %d disagree at key %d", steps, k)
 					}
-					covered[k] = true
-					n++
-					out.Params[k] = pf.c.Params[k]
-					if s := st(pf.c); s != nil {
-						copy(out.OptState[per*k:per*(k+1)], s)
-					}
+					continue
+				}
+				covered[k] = true
+				n++
+				out.Params[k] = pf.c.Params[k]
+				if s := st(pf.c); s != nil {
+					copy(out.OptState[per*k:per*(k+1)], s)
 				}
 			}
-			from = append(from, pf.rank)
 		}
-		switch {
-		case clash != "":
-			problems = append(problems, clash)
-			continue
-		case n != p:
-			continue
-		}
-		e := *newest.Emergency
-		e.Part, e.Held, e.MergedFrom = false, nil, from
-		out.Meta.Emergency = &e
-		b, err := out.encode()
-		if err == nil {
-			err = writeFileAtomic(whole, b)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("joining the parts of step %d: %v", steps, err))
-			continue
-		}
-		return whole, problems
+		from = append(from, pf.rank)
 	}
-	return "", problems
+	switch {
+	case clash != "":
+		return nil, append(problems, clash)
+	case n != p:
+		return nil, problems
+	}
+	e := *newest.Emergency
+	e.Part, e.Held, e.MergedFrom = false, nil, from
+	out.Meta.Emergency = &e
+	return out, problems
 }
 
 // maxPartBytes bounds a part file read (a model of 2^28 floats with
