@@ -196,33 +196,8 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 			s.host = make([]float32, n)
 		}
 	}
-	pos := startPosition
-	st := j.Start
-	if r := j.resume; r != nil {
-		st = &TrainState{Arch: m.Arch, Params: r.params, OptState: r.opt, Position: r.Position}
-	}
-	if st != nil {
-		if err := st.check(m.Arch, opt.StateLen()); err != nil {
-			return nil, err
-		}
-		if j.resume == nil && len(st.Reshard) > 0 {
-			// Trainer.Start hands a state over on as many ranks as ran
-			// it; an epoch re-dealt to them is a checkpoint's to record.
-			return nil, fmt.Errorf("Trainer.Start: the state is inside an epoch re-dealt to another number of ranks (Position.Reshard): resume it from its checkpoint")
-		}
-		params, pos = st.Params, st.Position
-		if err := opt.LoadState(st.OptState); err != nil {
-			return nil, err
-		}
-		// A checkpoint's statistics are on the device already (run);
-		// a Trainer.Start state brings its own.
-		if j.resume == nil && len(st.ModelState) > 0 {
-			if err := j.Backend.Upload(m.State, st.ModelState); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := j.Backend.Upload(m.Params, params); err != nil {
+	pos, err := j.startFrom(m, opt, params)
+	if err != nil {
 		return nil, err
 	}
 	j.keepLastWord(m.Arch, m.Params, opt.StateBuffer(), m.State, pos)
@@ -238,22 +213,65 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 			return nil, err
 		}
 	}
-	res.Params = make([]float32, m.NumParams())
-	if err := j.Backend.Download(res.Params, m.Params); err != nil {
+	if err := j.fillResult(res, m, opt, pos); err != nil {
 		return nil, err
 	}
-	optState, err := opt.SaveState()
-	if err != nil {
-		return nil, err
-	}
-	if res.ModelState, err = j.syncState(m, true); err != nil {
-		return nil, err
-	}
-	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState,
-		ModelState: slices.Clone(res.ModelState), Position: pos}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
 	return j.finishRun(res)
+}
+
+// startFrom puts the state training starts from on the backend: the
+// checkpoint resumed, or Trainer.Start, or params at the first step; it
+// returns the position.
+func (j *job) startFrom(m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
+	pos := startPosition
+	st := j.Start
+	if r := j.resume; r != nil {
+		st = &TrainState{Arch: m.Arch, Params: r.params, OptState: r.opt, Position: r.Position}
+	}
+	if st != nil {
+		if err := st.check(m.Arch, opt.StateLen()); err != nil {
+			return pos, err
+		}
+		if j.resume == nil && len(st.Reshard) > 0 {
+			// Trainer.Start hands a state over on as many ranks as ran
+			// it; an epoch re-dealt to them is a checkpoint's to record.
+			return pos, fmt.Errorf("Trainer.Start: the state is inside an epoch re-dealt to another number of ranks (Position.Reshard): resume it from its checkpoint")
+		}
+		params, pos = st.Params, st.Position
+		if err := opt.LoadState(st.OptState); err != nil {
+			return pos, err
+		}
+		// A checkpoint's statistics are on the device already (run);
+		// a Trainer.Start state brings its own.
+		if j.resume == nil && len(st.ModelState) > 0 {
+			if err := j.Backend.Upload(m.State, st.ModelState); err != nil {
+				return pos, err
+			}
+		}
+	}
+	return pos, j.Backend.Upload(m.Params, params)
+}
+
+// fillResult records the final weights, optimizer state and the ranks'
+// averaged batch-norm statistics in res (collective), and the state to
+// go on from at pos.
+func (j *job) fillResult(res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
+	res.Params = make([]float32, m.NumParams())
+	if err := j.Backend.Download(res.Params, m.Params); err != nil {
+		return err
+	}
+	optState, err := opt.SaveState()
+	if err != nil {
+		return err
+	}
+	if res.ModelState, err = j.syncState(m, true); err != nil {
+		return err
+	}
+	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState,
+		ModelState: slices.Clone(res.ModelState), Position: pos}
+	return nil
 }
 
 func (s *allreduceStrategy) Describe() string {
