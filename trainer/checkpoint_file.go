@@ -166,6 +166,23 @@ func sumEntry(h io.Writer, name string, data []byte) {
 // the checksum and the shapes against the architecture in meta.json. Its
 // errors say what is wrong with the file.
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	entries, err := checkpointEntries(b)
+	if err != nil {
+		return nil, err
+	}
+	c := &checkpoint{}
+	if err := c.decodeMeta(entries[metaEntry], len(b)); err != nil {
+		return nil, err
+	}
+	if err := c.decodeArrays(entries, len(b)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkpointEntries reads the zip file b's entries by name, checking each
+// entry's CRC and the checksum over them all.
+func checkpointEntries(b []byte) (map[string][]byte, error) {
 	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("truncated or not a checkpoint (%d bytes): %w", len(b), err)
@@ -202,27 +219,40 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
 		return nil, fmt.Errorf("corrupted: checksum %s, the file says %s", got[:16], want[:min(16, len(want))])
 	}
-	c := &checkpoint{}
-	if err := json.Unmarshal(entries[metaEntry], &c.Meta); err != nil {
-		return nil, fmt.Errorf("%s: %w", metaEntry, err)
+	return entries, nil
+}
+
+// decodeMeta reads meta.json into c.Meta and checks its format, version
+// and architecture (which a file of size bytes could hold).
+func (c *checkpoint) decodeMeta(meta []byte, size int) error {
+	if err := json.Unmarshal(meta, &c.Meta); err != nil {
+		return fmt.Errorf("%s: %w", metaEntry, err)
 	}
 	if c.Meta.Format != checkpointFormat || c.Meta.Version != checkpointVersion && c.Meta.Version != reshardVersion {
-		return nil, fmt.Errorf("format %q version %d, want %q version %d or %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion, reshardVersion)
+		return fmt.Errorf("format %q version %d, want %q version %d or %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion, reshardVersion)
 	}
 	if (c.Meta.Version == reshardVersion) != (len(c.Meta.Reshard) > 0) {
-		return nil, fmt.Errorf("version %d with %d re-dealt stretches", c.Meta.Version, len(c.Meta.Reshard))
+		return fmt.Errorf("version %d with %d re-dealt stretches", c.Meta.Version, len(c.Meta.Reshard))
 	}
 	arch := c.Meta.Arch
-	if len(arch.Sizes) < 2 || slices.ContainsFunc(arch.Sizes, func(s int) bool { return s <= 0 || s > len(b) }) {
-		return nil, fmt.Errorf("bad architecture %v", arch.Sizes)
+	if len(arch.Sizes) < 2 || slices.ContainsFunc(arch.Sizes, func(s int) bool { return s <= 0 || s > size }) {
+		return fmt.Errorf("bad architecture %v", arch.Sizes)
 	}
 	if err := arch.Check(); err != nil {
-		return nil, fmt.Errorf("bad architecture: %w", err)
+		return fmt.Errorf("bad architecture: %w", err)
 	}
-	if arch.NumParams() > len(b)/4 {
-		return nil, fmt.Errorf("architecture %s has %d parameters, more than a file of %d bytes holds", arch.Describe(), arch.NumParams(), len(b))
+	if arch.NumParams() > size/4 {
+		return fmt.Errorf("architecture %s has %d parameters, more than a file of %d bytes holds", arch.Describe(), arch.NumParams(), size)
 	}
-	c.Params = make([]float32, 0, min(arch.NumParams(), len(b)/4))
+	return nil
+}
+
+// decodeArrays reads the weights, statistics, optimizer state, residues
+// and rank states from entries, each in the shape c.Meta says.
+func (c *checkpoint) decodeArrays(entries map[string][]byte, size int) error {
+	arch := c.Meta.Arch
+	var err error
+	c.Params = make([]float32, 0, min(arch.NumParams(), size/4))
 	array := func(name string, shape ...int) ([]float32, error) {
 		data, ok := entries[name]
 		if !ok {
@@ -240,14 +270,14 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	for _, t := range arch.Tensors() {
 		v, err := array(t.Name+".npy", t.Shape...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Params = append(c.Params, v...)
 	}
 	p := arch.NumParams()
 	if ns := arch.NumState(); ns > 0 {
 		if c.ModelState, err = array(stateEntry, ns); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if _, ok := entries[optEntry]; ok {
@@ -256,13 +286,13 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 			per = k.StatePer()
 		}
 		if c.OptState, err = array(optEntry, per*p); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for w := range c.Meta.Residues {
 		r, err := array(fmt.Sprintf("residue.worker%d.npy", w), p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.Residues = append(c.Residues, r)
 	}
@@ -270,18 +300,18 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		name := fmt.Sprintf("rank%d.state.npy", r)
 		data, ok := entries[name]
 		if !ok {
-			return nil, fmt.Errorf("no %s", name)
+			return fmt.Errorf("no %s", name)
 		}
 		st, sh, err := npy.Decode(data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if len(sh) != 1 || sh[0] < p {
-			return nil, fmt.Errorf("%s has shape %v, want at least the model's %d values", name, sh, p)
+			return fmt.Errorf("%s has shape %v, want at least the model's %d values", name, sh, p)
 		}
 		c.RankStates = append(c.RankStates, st)
 	}
-	return c, nil
+	return nil
 }
 
 // writeFileAtomic writes data to path so that path holds either its old
