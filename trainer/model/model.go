@@ -686,28 +686,9 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 			return err
 		}
 	}
-	flip := dx != nil && (n.flipped() || m.directDX[i])
-	var wT kernels.Buffer
-	if flip {
-		kk, wn := n.Kernel*n.Kernel, l.Out*n.in.C*n.Kernel*n.Kernel
-		wf := b.View(m.flip, 0, wn)
-		wT = b.View(m.flip, wn, wn)
-		if err := b.Gemm(false, false, l.Out*n.in.C, kk, kk, 1, m.weight(m.Params, l), m.anti[n.Kernel], 0, wf); err != nil {
-			return err
-		}
-		if err := m.conv.Transpose01(wT, wf, l.Out, n.in.C, kk); err != nil {
-			return err
-		}
-		if m.directDX[i] { // dx for the whole batch at once, on the direct convolution
-			if err := m.conv.Transpose01(wf, wT, n.in.C, l.Out*kk, 1); err != nil {
-				return err
-			}
-			if err := m.direct.Conv(dx, dy, wf, nil, m.rows, l.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad); err != nil {
-				return err
-			}
-			flip = false
-			dx = nil
-		}
+	wT, dx, err := m.flippedDX(i, n, dy, dx)
+	if err != nil {
+		return err
 	}
 	// A direct forward pass has a direct weight gradient, for the whole
 	// batch; the chunks then only make dx, if it is still wanted.
@@ -751,28 +732,65 @@ func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
 				}
 			}
 		}
-		switch {
-		case dx == nil:
-		case flip: // dY's columns (out·k·k × k·h·w, as many as x's) and dxᵀ (in × k·h·w) reuse cols and dyt
-			if err := m.conv.Im2col(cols, dys, k, l.Out, n.out.H, n.out.W, n.Kernel, 1, n.Kernel-1-n.Pad); err != nil {
-				return err
-			}
-			if err := b.Gemm(false, false, n.in.C, k*p, l.Out*n.Kernel*n.Kernel, 1, wT, cols, 0, dyt); err != nil {
-				return err
-			}
-			if err := m.conv.Transpose01(b.View(dx, s0*in, k*in), dyt, n.in.C, k, p); err != nil {
-				return err
-			}
-		default:
-			if err := b.Gemm(true, false, l.In, k*p, l.Out, 1, m.weight(m.Params, l), dyt, 0, cols); err != nil {
-				return err
-			}
-			if err := m.conv.Col2im(b.View(dx, s0*in, k*in), cols, k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
-				return err
-			}
+		if dx == nil {
+			continue
+		}
+		if err := m.chunkDX(n, wT, cols, dyt, dys, b.View(dx, s0*in, k*in), k); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// flippedDX prepares the input gradient of node i's convolution where it
+// runs as the convolution of dY with the flipped, transposed kernels
+// (flip: ResNet's "same" 3×3 layers, or a direct one): it returns those
+// kernels, wT, for the chunks (nil: Col2im makes dx), and dx, nil where
+// the direct convolution has made it already for the whole batch.
+func (m *Model) flippedDX(i int, n node, dy, dx kernels.Buffer) (wT, dxLeft kernels.Buffer, err error) {
+	if dx == nil || !n.flipped() && !m.directDX[i] {
+		return nil, dx, nil
+	}
+	b, l := m.B, m.layers[n.param]
+	kk, wn := n.Kernel*n.Kernel, l.Out*n.in.C*n.Kernel*n.Kernel
+	wf := b.View(m.flip, 0, wn)
+	wT = b.View(m.flip, wn, wn)
+	if err := b.Gemm(false, false, l.Out*n.in.C, kk, kk, 1, m.weight(m.Params, l), m.anti[n.Kernel], 0, wf); err != nil {
+		return nil, nil, err
+	}
+	if err := m.conv.Transpose01(wT, wf, l.Out, n.in.C, kk); err != nil {
+		return nil, nil, err
+	}
+	if !m.directDX[i] {
+		return wT, dx, nil
+	}
+	// dx for the whole batch at once, on the direct convolution.
+	if err := m.conv.Transpose01(wf, wT, n.in.C, l.Out*kk, 1); err != nil {
+		return nil, nil, err
+	}
+	return nil, nil, m.direct.Conv(dx, dy, wf, nil, m.rows, l.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad)
+}
+
+// chunkDX makes a chunk of k samples' input gradient dx from its dY
+// (dys, and dyt in the GEMM's layout): with the flipped kernels wT, dY's
+// columns (out·k·k × k·h·w, as many as x's) and dxᵀ (in × k·h·w) reuse
+// cols and dyt; without, the columns' gradient Wᵀ·dYᵀ scattered back by
+// Col2im.
+func (m *Model) chunkDX(n node, wT, cols, dyt, dys, dx kernels.Buffer, k int) error {
+	b, l, p := m.B, m.layers[n.param], n.out.H*n.out.W
+	if wT != nil {
+		if err := m.conv.Im2col(cols, dys, k, l.Out, n.out.H, n.out.W, n.Kernel, 1, n.Kernel-1-n.Pad); err != nil {
+			return err
+		}
+		if err := b.Gemm(false, false, n.in.C, k*p, l.Out*n.Kernel*n.Kernel, 1, wT, cols, 0, dyt); err != nil {
+			return err
+		}
+		return m.conv.Transpose01(dx, dyt, n.in.C, k, p)
+	}
+	if err := b.Gemm(true, false, l.In, k*p, l.Out, 1, m.weight(m.Params, l), dyt, 0, cols); err != nil {
+		return err
+	}
+	return m.conv.Col2im(dx, cols, k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
 }
 
 func (m *Model) outputs() int { return m.Arch.Sizes[len(m.Arch.Sizes)-1] }
