@@ -108,81 +108,13 @@ func readNPZ(r io.ReaderAt, size int64) (Arch, []float32, *npzEntry, error) {
 	if err != nil {
 		return Arch{}, nil, nil, fmt.Errorf("not an .npz archive (numpy.savez writes a zip file): %v", err)
 	}
-	// A dml checkpoint (it holds meta.json) carries optimizer state and
-	// more beside the weights: those entries are skipped, unread.
-	checkpoint := false
-	for _, zf := range zr.File {
-		checkpoint = checkpoint || zf.Name == "meta.json"
+	weights, biases, labels, err := npzLayers(zr, size)
+	if err != nil {
+		return Arch{}, nil, nil, err
 	}
-	weights, biases := map[int]*npzEntry{}, map[int]*npzEntry{}
-	var labels *npzEntry
-	var claimed int64
-	for _, zf := range zr.File {
-		k, kind, ok := layerKey(zf.Name)
-		if strings.TrimSuffix(zf.Name, ".npy") == ClassLabelsKey {
-			if labels != nil {
-				return Arch{}, nil, nil, fmt.Errorf("two %s arrays", ClassLabelsKey)
-			}
-			if zf.UncompressedSize64 > 1<<20 {
-				return Arch{}, nil, nil, fmt.Errorf("%s claims %d bytes", zf.Name, zf.UncompressedSize64)
-			}
-			e, err := readNPZHeader(zf, size)
-			if err != nil {
-				return Arch{}, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
-			}
-			labels = e
-			continue
-		}
-		if !ok && checkpoint {
-			continue
-		}
-		if !ok {
-			return Arch{}, nil, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
-		}
-		m := weights
-		if kind == "bias" {
-			m = biases
-		}
-		if prev := m[k]; prev != nil {
-			return Arch{}, nil, nil, fmt.Errorf("arrays %q and %q are both layer%d.%s", prev.name, zf.Name, k, kind)
-		}
-		if zf.UncompressedSize64 > uint64(inflate.Limit(size)) || claimed+int64(zf.UncompressedSize64) > inflate.Limit(size) {
-			return Arch{}, nil, nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s",
-				inflate.Limit(size), size, inflate.Reason(size))
-		}
-		claimed += int64(zf.UncompressedSize64)
-		e, err := readNPZHeader(zf, size)
-		if err != nil {
-			return Arch{}, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
-		}
-		m[k] = e
-	}
-	if len(weights) == 0 {
-		return Arch{}, nil, nil, fmt.Errorf("no layerK.weight arrays")
-	}
-	var sizes []int
-	for k := 0; k < len(weights); k++ {
-		w, b := weights[k], biases[k]
-		if w == nil {
-			return Arch{}, nil, nil, fmt.Errorf("layers must be numbered 0..%d, layer%d.weight is missing", len(weights)-1, k)
-		}
-		if b == nil {
-			return Arch{}, nil, nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
-		}
-		ws, bs := w.h.Shape, b.h.Shape
-		if len(ws) != 2 || len(bs) != 1 || bs[0] != ws[0] {
-			return Arch{}, nil, nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
-		}
-		out, in := ws[0], ws[1]
-		if k == 0 {
-			sizes = append(sizes, in)
-		} else if in != sizes[len(sizes)-1] {
-			return Arch{}, nil, nil, fmt.Errorf("layer%d takes %d inputs but layer%d gives %d", k, in, k-1, sizes[len(sizes)-1])
-		}
-		sizes = append(sizes, out)
-	}
-	if len(biases) != len(weights) {
-		return Arch{}, nil, nil, fmt.Errorf("%d layerK.bias arrays for %d layerK.weight arrays", len(biases), len(weights))
+	sizes, err := npzSizes(weights, biases)
+	if err != nil {
+		return Arch{}, nil, nil, err
 	}
 	loss := SoftmaxCE
 	if sizes[len(sizes)-1] == 1 {
@@ -192,15 +124,114 @@ func readNPZ(r io.ReaderAt, size int64) (Arch, []float32, *npzEntry, error) {
 	if err != nil {
 		return Arch{}, nil, nil, err
 	}
+	params, err := npzParams(arch, weights, biases)
+	if err != nil {
+		return Arch{}, nil, nil, err
+	}
+	return arch, params, labels, nil
+}
+
+// npzLayers finds the archive's layerK.weight and layerK.bias arrays (by
+// K) and its class labels, reading their headers; the sizes they claim
+// are bounded by the file's (inflate.Limit).
+func npzLayers(zr *zip.Reader, size int64) (weights, biases map[int]*npzEntry, labels *npzEntry, err error) {
+	// A dml checkpoint (it holds meta.json) carries optimizer state and
+	// more beside the weights: those entries are skipped, unread.
+	checkpoint := false
+	for _, zf := range zr.File {
+		checkpoint = checkpoint || zf.Name == "meta.json"
+	}
+	weights, biases = map[int]*npzEntry{}, map[int]*npzEntry{}
+	var claimed int64
+	for _, zf := range zr.File {
+		k, kind, ok := layerKey(zf.Name)
+		if strings.TrimSuffix(zf.Name, ".npy") == ClassLabelsKey {
+			if labels != nil {
+				return nil, nil, nil, fmt.Errorf("two %s arrays", ClassLabelsKey)
+			}
+			if zf.UncompressedSize64 > 1<<20 {
+				return nil, nil, nil, fmt.Errorf("%s claims %d bytes", zf.Name, zf.UncompressedSize64)
+			}
+			e, err := readNPZHeader(zf, size)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
+			}
+			labels = e
+			continue
+		}
+		if !ok && checkpoint {
+			continue
+		}
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("unexpected array %q (want layerK.weight and layerK.bias)", zf.Name)
+		}
+		m := weights
+		if kind == "bias" {
+			m = biases
+		}
+		if prev := m[k]; prev != nil {
+			return nil, nil, nil, fmt.Errorf("arrays %q and %q are both layer%d.%s", prev.name, zf.Name, k, kind)
+		}
+		if zf.UncompressedSize64 > uint64(inflate.Limit(size)) || claimed+int64(zf.UncompressedSize64) > inflate.Limit(size) {
+			return nil, nil, nil, fmt.Errorf("arrays claim more than %d bytes in a file of %d bytes: %s",
+				inflate.Limit(size), size, inflate.Reason(size))
+		}
+		claimed += int64(zf.UncompressedSize64)
+		e, err := readNPZHeader(zf, size)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", zf.Name, err)
+		}
+		m[k] = e
+	}
+	return weights, biases, labels, nil
+}
+
+// npzSizes checks the layers' shapes against each other (numbered from 0,
+// each with its bias, each taking what the last gives) and returns the
+// MLP's sizes, input first.
+func npzSizes(weights, biases map[int]*npzEntry) ([]int, error) {
+	if len(weights) == 0 {
+		return nil, fmt.Errorf("no layerK.weight arrays")
+	}
+	var sizes []int
+	for k := 0; k < len(weights); k++ {
+		w, b := weights[k], biases[k]
+		if w == nil {
+			return nil, fmt.Errorf("layers must be numbered 0..%d, layer%d.weight is missing", len(weights)-1, k)
+		}
+		if b == nil {
+			return nil, fmt.Errorf("layer%d needs both .weight and .bias", k)
+		}
+		ws, bs := w.h.Shape, b.h.Shape
+		if len(ws) != 2 || len(bs) != 1 || bs[0] != ws[0] {
+			return nil, fmt.Errorf("layer%d has weight shape %v and bias shape %v, want [out, in] and [out]", k, ws, bs)
+		}
+		out, in := ws[0], ws[1]
+		if k == 0 {
+			sizes = append(sizes, in)
+		} else if in != sizes[len(sizes)-1] {
+			return nil, fmt.Errorf("layer%d takes %d inputs but layer%d gives %d", k, in, k-1, sizes[len(sizes)-1])
+		}
+		sizes = append(sizes, out)
+	}
+	if len(biases) != len(weights) {
+		return nil, fmt.Errorf("%d layerK.bias arrays for %d layerK.weight arrays", len(biases), len(weights))
+	}
+	return sizes, nil
+}
+
+// npzParams reads the arrays' values into arch's parameter vector, and
+// refuses a NaN or ±Inf.
+func npzParams(arch Arch, weights, biases map[int]*npzEntry) ([]float32, error) {
 	// The shapes were checked against the entries' sizes, whose sum was
 	// checked against the file: this allocation is bounded by the input.
 	params := make([]float32, arch.NumParams())
 	for k, l := range arch.Layers() {
 		if err := readNPZData(weights[k], params[l.WOff:l.BOff]); err != nil {
-			return Arch{}, nil, nil, fmt.Errorf("%s: %w", weights[k].name, err)
+			return nil, fmt.Errorf("%s: %w", weights[k].name, err)
 		}
 		if err := readNPZData(biases[k], params[l.BOff:l.BOff+l.Out]); err != nil {
-			return Arch{}, nil, nil, fmt.Errorf("%s: %w", biases[k].name, err)
+			return nil, fmt.Errorf("%s: %w", biases[k].name, err)
 		}
 	}
 	for k, l := range arch.Layers() {
@@ -209,11 +240,11 @@ func readNPZ(r io.ReaderAt, size int64) (Arch, []float32, *npzEntry, error) {
 			v    []float32
 		}{{"weight", params[l.WOff:l.BOff]}, {"bias", params[l.BOff : l.BOff+l.Out]}} {
 			if !AllFinite(t.v) {
-				return Arch{}, nil, nil, fmt.Errorf("layer%d.%s holds NaN or ±Inf", k, t.name)
+				return nil, fmt.Errorf("layer%d.%s holds NaN or ±Inf", k, t.name)
 			}
 		}
 	}
-	return arch, params, labels, nil
+	return params, nil
 }
 
 // layerKey parses "layerK.weight" or "layerK.bias", optionally with a
