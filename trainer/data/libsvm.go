@@ -100,14 +100,14 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 	if opts.MaxFeatures < 0 {
 		return nil, errorf(ErrConfig, "libsvm: MaxFeatures = %d, want 0 (default) or more", opts.MaxFeatures)
 	}
-	var fixed map[int64]int32
+	p := &libsvmParser{opts: opts, s: &Sparse{Indptr: []int64{0}}}
 	if opts.Labels != nil {
-		fixed = make(map[int64]int32, len(opts.Labels))
+		p.fixed = make(map[int64]int32, len(opts.Labels))
 		for k, l := range opts.Labels {
-			if _, dup := fixed[l]; dup {
+			if _, dup := p.fixed[l]; dup {
 				return nil, errorf(ErrConfig, "libsvm: label %d appears twice in Labels", l)
 			}
-			fixed[l] = int32(k)
+			p.fixed[l] = int32(k)
 		}
 	}
 	src, _, err := maybeGunzip(r)
@@ -119,58 +119,15 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 	rec := &errRecorder{r: src}
 	sc := bufio.NewScanner(rec)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLIBSVMLine)
-
-	s := &Sparse{Indptr: []int64{0}}
-	var raw []int64 // source labels, when the mapping is inferred
-	maxIndex, maxLine, maxTok := 0, 0, ""
 	line := 0
 	for sc.Scan() {
 		if rec.err != nil {
 			break
 		}
 		line++
-		text := sc.Text()
-		if i := strings.IndexByte(text, '#'); i >= 0 {
-			text = text[:i]
+		if err := p.parseLine(line, sc.Text()); err != nil {
+			return nil, err
 		}
-		tok, rest := nextField(text)
-		if tok == "" {
-			continue
-		}
-		label, reason := parseLabel(tok)
-		if reason != "" {
-			return nil, &LIBSVMError{Line: line, Token: tok, Reason: reason}
-		}
-		if fixed != nil {
-			c, ok := fixed[label]
-			if !ok {
-				return nil, &LIBSVMError{Line: line, Token: tok, Reason: fmt.Sprintf("label %d is not one of the given labels %v", label, opts.Labels)}
-			}
-			s.Y = append(s.Y, c)
-		} else {
-			raw = append(raw, label)
-		}
-		prev := 0
-		for {
-			tok, rest = nextField(rest)
-			if tok == "" {
-				break
-			}
-			idx, val, reason := parseFeature(tok, prev, opts.Cols)
-			if reason != "" {
-				return nil, &LIBSVMError{Line: line, Token: tok, Reason: reason}
-			}
-			prev = idx
-			if idx > maxIndex {
-				maxIndex, maxLine = idx, line
-				if opts.Cols == 0 {
-					maxTok = strings.Clone(tok)
-				}
-			}
-			s.Indices = append(s.Indices, int32(idx-1))
-			s.Values = append(s.Values, val)
-		}
-		s.Indptr = append(s.Indptr, int64(len(s.Indices)))
 	}
 	if err := cmp.Or(rec.err, sc.Err()); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -178,24 +135,91 @@ func ParseLIBSVM(r io.Reader, opts LIBSVMOptions) (*Sparse, error) {
 		}
 		return nil, readErr(err, "libsvm: reading after line %d", line)
 	}
+	return p.finish(rec.n)
+}
 
-	if limit := cmp.Or(opts.MaxFeatures, DefaultMaxFeatures(rec.n)); opts.Cols == 0 && maxIndex > limit {
-		why := fmt.Sprintf("the default limit for %d bytes of input, max(2^20, 64 × bytes), a guard against hostile files", rec.n)
+// libsvmParser is ParseLIBSVM's state: the rows so far, their labels
+// (mapped through fixed, or raw to be mapped at the end), and the largest
+// feature index with where it was.
+type libsvmParser struct {
+	opts     LIBSVMOptions
+	fixed    map[int64]int32 // opts.Labels' classes; nil: inferred
+	s        *Sparse
+	raw      []int64 // source labels, when the mapping is inferred
+	maxIndex int
+	maxLine  int
+	maxTok   string
+}
+
+// parseLine adds line number line's row (a blank or comment-only line
+// adds none).
+func (p *libsvmParser) parseLine(line int, text string) error {
+	s := p.s
+	if i := strings.IndexByte(text, '#'); i >= 0 {
+		text = text[:i]
+	}
+	tok, rest := nextField(text)
+	if tok == "" {
+		return nil
+	}
+	label, reason := parseLabel(tok)
+	if reason != "" {
+		return &LIBSVMError{Line: line, Token: tok, Reason: reason}
+	}
+	if p.fixed != nil {
+		c, ok := p.fixed[label]
+		if !ok {
+			return &LIBSVMError{Line: line, Token: tok, Reason: fmt.Sprintf("label %d is not one of the given labels %v", label, p.opts.Labels)}
+		}
+		s.Y = append(s.Y, c)
+	} else {
+		p.raw = append(p.raw, label)
+	}
+	prev := 0
+	for {
+		tok, rest = nextField(rest)
+		if tok == "" {
+			break
+		}
+		idx, val, reason := parseFeature(tok, prev, p.opts.Cols)
+		if reason != "" {
+			return &LIBSVMError{Line: line, Token: tok, Reason: reason}
+		}
+		prev = idx
+		if idx > p.maxIndex {
+			p.maxIndex, p.maxLine = idx, line
+			if p.opts.Cols == 0 {
+				p.maxTok = strings.Clone(tok)
+			}
+		}
+		s.Indices = append(s.Indices, int32(idx-1))
+		s.Values = append(s.Values, val)
+	}
+	s.Indptr = append(s.Indptr, int64(len(s.Indices)))
+	return nil
+}
+
+// finish checks the inferred width against the limit for n bytes of
+// input and sets the matrix's shape and classes.
+func (p *libsvmParser) finish(n int64) (*Sparse, error) {
+	s, opts := p.s, p.opts
+	if limit := cmp.Or(opts.MaxFeatures, DefaultMaxFeatures(n)); opts.Cols == 0 && p.maxIndex > limit {
+		why := fmt.Sprintf("the default limit for %d bytes of input, max(2^20, 64 × bytes), a guard against hostile files", n)
 		if opts.MaxFeatures > 0 {
 			why = "the limit given"
 		}
 		return nil, errorf(ErrTooLarge, "line %d: field %q: feature index %d exceeds %d, %s: if the data really has %d features, raise the limit (Config.Data.MaxFeatures %d)",
-			maxLine, maxTok, maxIndex, limit, why, maxIndex, maxIndex)
+			p.maxLine, p.maxTok, p.maxIndex, limit, why, p.maxIndex, p.maxIndex)
 	}
 	s.Rows = len(s.Indptr) - 1
-	s.Cols = maxIndex
+	s.Cols = p.maxIndex
 	if opts.Cols > 0 {
 		s.Cols = opts.Cols
 	}
-	if fixed != nil {
+	if p.fixed != nil {
 		s.Classes, s.LabelValues = len(opts.Labels), slices.Clone(opts.Labels)
 	} else {
-		s.Y, s.LabelValues = mapLabels(raw)
+		s.Y, s.LabelValues = mapLabels(p.raw)
 		s.Classes = len(s.LabelValues)
 	}
 	return s, nil
