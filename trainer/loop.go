@@ -184,10 +184,11 @@ func (w *ownPace) next() []int {
 // res. It returns the position it stopped at and the samples trained on,
 // in the strategy's Scope. A pacer's epochs end where it says instead.
 //
-// Its pieces: epochOrder (where an epoch's steps come from), runStep (one
-// step), the boundary after it (stop vote, checkpoint: checkpoint.go),
-// endEpoch (statistics and evaluation), pacedMeeting (a pacer's epoch
-// end) and endTraining (the end of training).
+// Its pieces: epochOrder (where an epoch's steps come from), runEpoch
+// (its steps: runStep, one step, and the boundary after it, stop vote and
+// checkpoint: checkpoint.go), endEpoch (statistics and evaluation),
+// pacedMeeting (a pacer's epoch end) and endTraining (the end of
+// training).
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
 	p, paced := s.(pacer)
@@ -216,49 +217,13 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 			pos = *next
 			continue
 		}
-		for ; paced || pos.Step < a.steps; pos.Step++ {
-			var idx []int
-			if paced {
-				var pt *syncPoint
-				if idx, pt, err = own.next(); err != nil {
-					return pos, 0, err
-				}
-				if pt != nil {
-					a.epoch, done = pt.epoch, pt.final
-					pos = Position{Epoch: pt.epoch, Step: a.steps, Steps: res.Steps}
-					break
-				}
-			} else {
-				if limit() {
-					done = true
-					break
-				}
-				lo, hi := min(pos.Step*cfg.Batch, len(order)), min((pos.Step+1)*cfg.Batch, len(order))
-				idx = order[lo:hi]
-			}
-			next, samples, err := j.runStep(s, &a, &pos, res, idx, own.walk())
-			if err != nil {
-				return pos, 0, err
-			}
-			if paced {
-				p.stepped(samples)
-				continue
-			}
-			bar.update(a.epoch, pos.Step+1, a.steps, a.lossSum/math.Max(a.seen, 1))
-			// The step boundary: stop vote and checkpoint (checkpoint.go).
-			stop, err := j.boundary(s, next)
-			if err != nil {
-				return pos, 0, err
-			}
-			if stop {
-				j.interrupted, j.stoppedAt, done = true, next, true
-				pos.Step++
-				break
-			}
+		stepsDone, err := j.runEpoch(s, &a, &pos, res, order, own, bar, limit)
+		if err != nil {
+			return pos, 0, err
 		}
 		// Reaching --max-steps on the epoch's last step ends training here,
 		// so that this epoch's evaluation sees the final weights.
-		done = done || limit()
+		done = stepsDone || limit()
 		if pos.Step >= a.steps {
 			pos = Position{Epoch: a.epoch + 1, Steps: pos.Steps}
 		}
@@ -344,6 +309,54 @@ func (ps *pacedSteps) walk() *ownPace {
 		return nil
 	}
 	return ps.ownPace
+}
+
+// runEpoch runs the epoch's steps from pos — a scheduled run's until
+// the epoch ends, --max-steps is reached (limit) or a boundary stops it; a
+// pacer's until its synchronisation point — and reports whether training
+// is done.
+func (j *job) runEpoch(s Strategy, a *epochAcc, pos *Position, res *Result, order []int, own *pacedSteps, bar *progress, limit func() bool) (bool, error) {
+	paced, b := own != nil, j.cfg.Batch
+	for ; paced || pos.Step < a.steps; pos.Step++ {
+		var idx []int
+		if paced {
+			var pt *syncPoint
+			var err error
+			if idx, pt, err = own.next(); err != nil {
+				return false, err
+			}
+			if pt != nil {
+				a.epoch = pt.epoch
+				*pos = Position{Epoch: pt.epoch, Step: a.steps, Steps: res.Steps}
+				return pt.final, nil
+			}
+		} else {
+			if limit() {
+				return true, nil
+			}
+			idx = order[min(pos.Step*b, len(order)):min((pos.Step+1)*b, len(order))]
+		}
+		next, samples, err := j.runStep(s, a, pos, res, idx, own.walk())
+		if err != nil {
+			return false, err
+		}
+		if paced {
+			own.p.stepped(samples)
+			continue
+		}
+		bar.update(a.epoch, pos.Step+1, a.steps, a.lossSum/math.Max(a.seen, 1))
+		// The step boundary: stop vote and checkpoint (checkpoint.go).
+		stop, err := j.boundary(s, next)
+		if err != nil {
+			return false, err
+		}
+		if stop {
+			j.interrupted, j.stoppedAt = true, next
+			pos.Step++
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // epochAcc is one epoch's running figures.
