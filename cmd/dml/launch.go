@@ -850,6 +850,48 @@ func (e exitCode) Unwrap() error { return e.err }
 // runOnce runs one attempt, passing the job's output through and reading
 // its events; interrupted says dml launch itself was asked to stop.
 func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (interrupted bool, err error) {
+	cmd, pr, err := sv.startJob(args)
+	if err != nil {
+		return false, err
+	}
+	var lastLine string
+	read := sv.relay(pr, a, &lastLine)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	interrupted, werr := sv.watch(a, cmd, sigs, waited)
+	sv.mu.Lock()
+	dead := a.Death != nil
+	sv.mu.Unlock()
+	if !dead { // what the job printed last, for its error (a daemon may hold the pipe)
+		select {
+		case <-read:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	sv.mu.Lock()
+	last := lastLine
+	a.closed = true // a daemon's late lines are not this attempt's any more
+	sv.mu.Unlock()
+	if werr == nil {
+		return interrupted, nil
+	}
+	a.Exit = -1
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		a.Exit = ee.ExitCode()
+	}
+	switch {
+	case a.deathLine != "":
+		last = a.deathLine
+	case last == "":
+		last = fmt.Sprintf("%s: %v", args[0], werr)
+	}
+	return interrupted, errors.New(last)
+}
+
+// startJob starts the job's command line args with the ranks' stderr
+// through the pipe it returns.
+func (sv *supervisor) startJob(args []string) (*exec.Cmd, *os.File, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	events := "1"
 	if sv.events != "" {
@@ -871,16 +913,22 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 	// itself once a job failed, and the restart need not wait for them.
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return false, launcherError{fmt.Errorf("launch: %w", err)}
+		return nil, nil, launcherError{fmt.Errorf("launch: %w", err)}
 	}
 	cmd.Stderr = pw
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		return false, launcherError{fmt.Errorf("launch: starting %s: %w", args[0], err)}
+		return nil, nil, launcherError{fmt.Errorf("launch: starting %s: %w", args[0], err)}
 	}
-	var lastLine string
+	return cmd, pr, nil
+}
+
+// relay copies the job's stderr (pr) to dml launch's, routing the launch
+// events in it to attempt a and keeping the last "dml: " line in
+// *lastLine (under sv.mu); the channel closes when the pipe ends.
+func (sv *supervisor) relay(pr *os.File, a *attempt, lastLine *string) <-chan struct{} {
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -898,21 +946,26 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 			fmt.Fprintln(sv.stderr, line)
 			if strings.HasPrefix(line, "dml: ") && !strings.Contains(line, ": stopping at the next step boundary") {
 				sv.mu.Lock()
-				lastLine = strings.TrimPrefix(line, "dml: ")
+				*lastLine = strings.TrimPrefix(line, "dml: ")
 				sv.mu.Unlock()
 			}
 		}
 		io.Copy(io.Discard, pr)
 		pr.Close()
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	return read
+}
+
+// watch supervises the running attempt a until its command ends (waited):
+// growing the job where hosts allow, passing signals on as stop requests,
+// ending the job once every survivor has said its last word. It returns
+// whether a signal interrupted it, and the command's end.
+func (sv *supervisor) watch(a *attempt, cmd *exec.Cmd, sigs chan os.Signal, waited <-chan error) (interrupted bool, werr error) {
 	sv.mu.Lock()
 	allSaid := make(chan struct{})
 	a.allSaid = allSaid
 	sv.mu.Unlock()
 	var ending <-chan time.Time
-	var werr error
 	nsig := 0
 	var poll <-chan time.Time
 	if !sv.pool.local {
@@ -968,34 +1021,7 @@ func (sv *supervisor) runOnce(a *attempt, args []string, sigs chan os.Signal) (i
 			done = true
 		}
 	}
-	sv.mu.Lock()
-	dead := a.Death != nil
-	sv.mu.Unlock()
-	if !dead { // what the job printed last, for its error (a daemon may hold the pipe)
-		select {
-		case <-read:
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	sv.mu.Lock()
-	last := lastLine
-	a.closed = true // a daemon's late lines are not this attempt's any more
-	sv.mu.Unlock()
-	if werr == nil {
-		return interrupted, nil
-	}
-	a.Exit = -1
-	var ee *exec.ExitError
-	if errors.As(werr, &ee) {
-		a.Exit = ee.ExitCode()
-	}
-	switch {
-	case a.deathLine != "":
-		last = a.deathLine
-	case last == "":
-		last = fmt.Sprintf("%s: %v", args[0], werr)
-	}
-	return interrupted, errors.New(last)
+	return interrupted, werr
 }
 
 // listenEvents opens dml launch's socket for the ranks' events, on the
