@@ -63,11 +63,49 @@ Example:
 func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	spec := sweep.DefaultSpec()
 	fs := newFlags("bench sweep", fmt.Sprintf(sweepSynopsis, strings.Join(sweep.StrategyNames(), ", ")), stdout)
-	config := fs.String("config", "", "a YAML sweep file (keys: ranks, sync, model, batch, epochs, servers, data, samples, features, classes, noise, target, train_args, launcher, run_timeout); flags given win")
-	out := fs.String("out", "sweep", "output folder (created)")
+	f := registerSweepFlags(fs, &spec)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if f.replot {
+		return replotSweep(f.out, stdout)
+	}
+	if pf := (profFlags{profile: f.profile, profileDir: "."}); pf.check() != nil {
+		return usageErr("bench sweep: --profile %q: want cpu, mem, block, mutex or trace", f.profile)
+	}
+	if mpi.Launched() {
+		return usageErr("bench sweep: run it without mpirun (as plain `dml bench sweep`): it launches every run itself with --launcher")
+	}
+	spec, err := f.settle(fs, spec)
+	if err != nil {
+		return err
+	}
+	plan, err := planSweep(spec)
+	if err != nil {
+		return err
+	}
+	if note := binaryClassesNote(spec); note != "" {
+		fmt.Fprintln(stderr, note)
+	}
+	return f.run(spec, plan, stdout, stderr)
+}
+
+// sweepFlags are dml bench sweep's flags that are not the Spec's own.
+type sweepFlags struct {
+	config, out, syncs, models, trainArgs, launcher string
+	hosts                                           int
+	link, clusterDir, profile                       string
+	timeline, replot                                bool
+}
+
+// registerSweepFlags registers the sweep's flags, the Spec's into spec.
+func registerSweepFlags(fs *flag.FlagSet, spec *sweep.Spec) *sweepFlags {
+	f := &sweepFlags{}
+	fs.StringVar(&f.config, "config", "", "a YAML sweep file (keys: ranks, sync, model, batch, epochs, servers, data, samples, features, classes, noise, target, train_args, launcher, run_timeout); flags given win")
+	fs.StringVar(&f.out, "out", "sweep", "output folder (created)")
 	fs.Var(intList{&spec.Ranks}, "ranks", "rank counts, comma-separated")
-	syncs := fs.String("sync", strings.Join(spec.Strategies, ","), "strategies, comma-separated (see above)")
-	models := fs.String("model", strings.Join(spec.Models, ";"), "models, separated by ';' (an mlp's hidden sizes use commas: mlp:256,128;softmax)")
+	fs.StringVar(&f.syncs, "sync", strings.Join(spec.Strategies, ","), "strategies, comma-separated (see above)")
+	fs.StringVar(&f.models, "model", strings.Join(spec.Models, ";"), "models, separated by ';' (an mlp's hidden sizes use commas: mlp:256,128;softmax)")
 	fs.Var(intList{&spec.Batches}, "batch", "per-rank batch sizes, comma-separated")
 	fs.IntVar(&spec.Epochs, "epochs", spec.Epochs, "epochs per run")
 	fs.IntVar(&spec.Servers, "servers", spec.Servers, "parameter servers of the ps-* strategies")
@@ -77,84 +115,79 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&spec.Classes, "classes", spec.Classes, "synthetic: classes")
 	fs.Float64Var(&spec.Noise, "noise", spec.Noise, "synthetic: noise")
 	fs.Float64Var(&spec.Target, "target", spec.Target, "test accuracy for the time-to-target column")
-	trainArgs := fs.String("train-args", "", "more dml train flags for every run, e.g. \"--backend cpu --lr 0.1\"")
-	launcher := fs.String("launcher", strings.Join(spec.Launcher, " "), "the command that starts an MPI job; {np} in it is the rank count, else -np N is appended (e.g. \"srun --mpi=pmix -n {np}\")")
+	fs.StringVar(&f.trainArgs, "train-args", "", "more dml train flags for every run, e.g. \"--backend cpu --lr 0.1\"")
+	fs.StringVar(&f.launcher, "launcher", strings.Join(spec.Launcher, " "), "the command that starts an MPI job; {np} in it is the rank count, else -np N is appended (e.g. \"srun --mpi=pmix -n {np}\")")
 	fs.DurationVar(&spec.RunTimeout, "run-timeout", spec.RunTimeout, "kill a run (and fail it) after this long")
-	hosts := fs.Int("hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
-	link := fs.String("link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
-	clusterDir := fs.String("cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
-	profMode := fs.String("profile", "", "profile every rank of every run: cpu, mem, block, mutex or trace (runs/ID/rank-R.cpu.pprof, …)")
-	timeline := fs.Bool("timeline", false, "write every run's timeline to runs/ID/timeline.json (dml train --timeline)")
-	replot := fs.Bool("replot", false, "run nothing: read --out's results.jsonl (of a sweep that ended, or died) and print its table and draw its plots again")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *replot {
-		return replotSweep(*out, stdout)
-	}
-	if pf := (profFlags{profile: *profMode, profileDir: "."}); pf.check() != nil {
-		return usageErr("bench sweep: --profile %q: want cpu, mem, block, mutex or trace", *profMode)
-	}
-	if mpi.Launched() {
-		return usageErr("bench sweep: run it without mpirun (as plain `dml bench sweep`): it launches every run itself with --launcher")
-	}
+	fs.IntVar(&f.hosts, "hosts", 0, "run each job on a test cluster of this many hosts (network namespaces on this machine, bench/cluster/run.sh; needs root or CAP_NET_ADMIN)")
+	fs.StringVar(&f.link, "link", "", "with --hosts: every host's link, RATE[,DELAY[,LOSS]] in tc's units (e.g. 1gbit,200us)")
+	fs.StringVar(&f.clusterDir, "cluster-dir", filepath.Join("bench", "cluster"), "with --hosts: the folder of the test cluster's scripts")
+	fs.StringVar(&f.profile, "profile", "", "profile every rank of every run: cpu, mem, block, mutex or trace (runs/ID/rank-R.cpu.pprof, …)")
+	fs.BoolVar(&f.timeline, "timeline", false, "write every run's timeline to runs/ID/timeline.json (dml train --timeline)")
+	fs.BoolVar(&f.replot, "replot", false, "run nothing: read --out's results.jsonl (of a sweep that ended, or died) and print its table and draw its plots again")
+	return f
+}
+
+// settle makes the sweep's Spec: the --config file's, with the flags given
+// winning, and the test cluster's launcher with --hosts.
+func (f *sweepFlags) settle(fs *flag.FlagSet, spec sweep.Spec) (sweep.Spec, error) {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *config != "" {
-		fromFile, err := sweep.LoadSpec(*config, sweep.DefaultSpec())
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.config != "" {
+		fromFile, err := sweep.LoadSpec(f.config, sweep.DefaultSpec())
 		if err != nil {
-			return usageErr("bench sweep: %s", sweepMessage(err))
+			return spec, usageErr("bench sweep: %s", sweepMessage(err))
 		}
 		spec = overrideSpec(fromFile, spec, set)
 	}
-	if set["sync"] || *config == "" {
-		spec.Strategies = splitList(*syncs, ",")
+	if set["sync"] || f.config == "" {
+		spec.Strategies = splitList(f.syncs, ",")
 	}
-	if set["model"] || *config == "" {
-		spec.Models = splitList(*models, ";")
+	if set["model"] || f.config == "" {
+		spec.Models = splitList(f.models, ";")
 	}
-	if set["train-args"] || *config == "" {
-		spec.TrainArgs = strings.Fields(*trainArgs)
+	if set["train-args"] || f.config == "" {
+		spec.TrainArgs = strings.Fields(f.trainArgs)
 	}
-	if set["launcher"] || *config == "" {
-		spec.Launcher = strings.Fields(*launcher)
+	if set["launcher"] || f.config == "" {
+		spec.Launcher = strings.Fields(f.launcher)
 	}
-	if *hosts > 0 || *link != "" {
+	if f.hosts > 0 || f.link != "" {
 		if set["launcher"] {
-			return usageErr("bench sweep: give --launcher or --hosts, not both")
+			return spec, usageErr("bench sweep: give --launcher or --hosts, not both")
 		}
-		l, err := clusterLauncher(*hosts, *link, *clusterDir)
+		l, err := clusterLauncher(f.hosts, f.link, f.clusterDir)
 		if err != nil {
-			return err
+			return spec, err
 		}
 		spec.Launcher = l
 	}
-	plan, err := planSweep(spec)
-	if err != nil {
-		return err
-	}
-	if note := binaryClassesNote(spec); note != "" {
-		fmt.Fprintln(stderr, note)
-	}
+	return spec, nil
+}
+
+// run runs the plan's jobs, recording each into --out as it ends, then
+// prints the table and draws the plots; a run that failed fails the
+// sweep.
+func (f *sweepFlags) run(spec sweep.Spec, plan []sweep.Planned, stdout, stderr io.Writer) error {
 	bin, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench sweep: finding the dml binary: %w", err)
 	}
 	// The runs get absolute paths: a launcher may start ranks elsewhere
 	// (another folder, another host with the same file system).
-	if abs, err := filepath.Abs(*out); err == nil {
-		*out = abs
+	out := f.out
+	if abs, err := filepath.Abs(out); err == nil {
+		out = abs
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return usageErr("bench sweep: --out: %v", err)
 	}
-	app, err := sweep.OpenAppender(filepath.Join(*out, "results.csv"), filepath.Join(*out, "results.jsonl"))
+	app, err := sweep.OpenAppender(filepath.Join(out, "results.csv"), filepath.Join(out, "results.jsonl"))
 	if err != nil {
 		return fmt.Errorf("bench sweep: %w", err)
 	}
 	defer app.Close()
-	r := &sweep.Runner{Launcher: spec.Launcher, Binary: bin, Timeout: spec.RunTimeout, Target: spec.Target, Dir: *out, Progress: stderr,
-		Profile: *profMode, Timeline: *timeline}
+	r := &sweep.Runner{Launcher: spec.Launcher, Binary: bin, Timeout: spec.RunTimeout, Target: spec.Target, Dir: out, Progress: stderr,
+		Profile: f.profile, Timeline: f.timeline}
 	if os.Geteuid() == 0 { // OpenMPI refuses root without these
 		r.Env = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
 	}
@@ -168,11 +201,11 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bench sweep: %w", err)
 	}
-	files, err := sweep.Plot(rows, *out)
+	files, err := sweep.Plot(rows, out)
 	if err != nil {
 		return fmt.Errorf("bench sweep: plots: %w", err)
 	}
-	fmt.Fprintf(stdout, "\nwrote %s, %s and %d plots (%s …) into %s\n", "results.csv", "results.jsonl", len(files), filepath.Base(files[0]), *out)
+	fmt.Fprintf(stdout, "\nwrote %s, %s and %d plots (%s …) into %s\n", "results.csv", "results.jsonl", len(files), filepath.Base(files[0]), out)
 	failed := 0
 	for _, row := range rows {
 		if row.Status == sweep.Failed {
@@ -180,7 +213,7 @@ func cmdBenchSweep(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("bench sweep: %d of %d runs failed (their commands and logs are above and in %s)", failed, len(rows), filepath.Join(*out, "results.csv"))
+		return fmt.Errorf("bench sweep: %d of %d runs failed (their commands and logs are above and in %s)", failed, len(rows), filepath.Join(out, "results.csv"))
 	}
 	return nil
 }
