@@ -329,11 +329,8 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.MaxFeatures, "max-features", 0, "libsvm: largest feature index accepted (default max(2^20, 64 × the file's bytes), a guard against hostile files)")
 }
 
-func cmdTrain(args []string, stdout, stderr io.Writer) error {
-	defer catchEarlyStop()()
-	cfg := trainer.DefaultConfig()
-	var cf commonFlags
-	fs := newFlags("train", `Usage: mpirun -np N dml train [flags]
+// trainUsage is dml train --help's text before the flags.
+const trainUsage = `Usage: mpirun -np N dml train [flags]
 
 Trains a model data-parallel: every rank holds a strided shard of the data,
 computes the gradient of its part of each global batch (N × --batch
@@ -354,7 +351,13 @@ Examples:
   mpirun -np 2 dml train --model mlp --hidden 256,128 --data fashion-mnist \
       --epochs 5 --batch 64 --lr 0.05 --sync allreduce
   mpirun -np 5 dml train --sync ps --servers 1 --consistency ssp --staleness 3 \
-      --model mlp --data fashion-mnist`, stdout)
+      --model mlp --data fashion-mnist`
+
+func cmdTrain(args []string, stdout, stderr io.Writer) error {
+	defer catchEarlyStop()()
+	cfg := trainer.DefaultConfig()
+	var cf commonFlags
+	fs := newFlags("train", trainUsage, stdout)
 	tf := registerAllTrainFlags(fs, &cfg, &cf, stderr)
 	overlap, progress, runReportPrefix, ckf := tf.overlap, tf.progress, tf.runReport, tf.ckf
 	if err := parse(fs, resumeArgs(args)); err != nil {
