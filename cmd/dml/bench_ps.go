@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,12 +12,8 @@ import (
 	"github.com/dml-project/dml/ps"
 )
 
-// psBenchFlags parses `dml bench ps` flags into a bench.PSConfig and the
-// output format, and the profiling flags into pf; every problem is a
-// usage error (exit 2).
-func psBenchFlags(args []string, stdout io.Writer, pf *profFlags) (bench.PSConfig, string, error) {
-	cfg := bench.DefaultPSConfig()
-	fs := newFlags("bench ps", `Usage: mpirun -np N dml bench ps [flags]
+// psBenchUsage is dml bench ps --help's text before the flags.
+const psBenchUsage = `Usage: mpirun -np N dml bench ps [flags]
 
 Push/pull throughput of the parameter server, as ps-lite's benchmark
 measures it: ranks 0..S-1 serve, the other ranks are workers that each
@@ -33,7 +28,14 @@ calls. --fused sends each push and pull as one request (PushPull).
 Examples:
   mpirun -np 2 dml bench ps --params 235146
   mpirun -np 3 dml bench ps --keys 5000 --of 1000000 --fused
-  mpirun -np 4 dml bench ps --servers 2 --consistency bsp,asp --filters none,fp16,sigmod:0.001`, stdout)
+  mpirun -np 4 dml bench ps --servers 2 --consistency bsp,asp --filters none,fp16,sigmod:0.001`
+
+// psBenchFlags parses `dml bench ps` flags into a bench.PSConfig and the
+// output format, and the profiling flags into pf; every problem is a
+// usage error (exit 2).
+func psBenchFlags(args []string, stdout io.Writer, pf *profFlags) (bench.PSConfig, string, error) {
+	cfg := bench.DefaultPSConfig()
+	fs := newFlags("bench ps", psBenchUsage, stdout)
 	fs.IntVar(&cfg.Params, "params", cfg.Params, "dense: keys pushed and pulled each round trip (the model size)")
 	fs.IntVar(&cfg.Keys, "keys", 0, "sparse: keys per round trip (with --of)")
 	fs.IntVar(&cfg.Of, "of", 0, "sparse: model size the --keys are drawn from")
@@ -59,8 +61,7 @@ Examples:
 	if err := pf.check(); err != nil {
 		return cfg, "", err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := given(fs)
 	// The spellings before dml train's names: still taken, saying so.
 	for old, now := range map[string]string{"models": "consistency", "staleness-low": "staleness-range", "staleness-high": "staleness-range"} {
 		if !set[old] {

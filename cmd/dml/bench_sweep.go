@@ -130,8 +130,7 @@ func registerSweepFlags(fs *flag.FlagSet, spec *sweep.Spec) *sweepFlags {
 // settle makes the sweep's Spec: the --config file's, with the flags given
 // winning, and the test cluster's launcher with --hosts.
 func (f *sweepFlags) settle(fs *flag.FlagSet, spec sweep.Spec) (sweep.Spec, error) {
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set := given(fs)
 	if f.config != "" {
 		fromFile, err := sweep.LoadSpec(f.config, sweep.DefaultSpec())
 		if err != nil {

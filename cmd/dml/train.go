@@ -274,16 +274,20 @@ func setTimeout(c collectives.Comm, d time.Duration) {
 // lossScaleDefault: --precision fp16 trains with dynamic loss scaling
 // unless --loss-scale says otherwise.
 func lossScaleDefault(fs *flag.FlagSet, cfg *trainer.Config, precision string) {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "loss-scale" })
-	if !set && precision == kernels.FP16.String() {
+	if !given(fs)["loss-scale"] && precision == kernels.FP16.String() {
 		cfg.LossScale = "dynamic"
 	}
 }
 
-func adamDefaults(fs *flag.FlagSet, o *optim.Config) {
+// given is the set of flags the command line gave fs (flag.Visit's).
+func given(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+func adamDefaults(fs *flag.FlagSet, o *optim.Config) {
+	set := given(fs)
 	if o.Kind != optim.LARS {
 		o.TrustCoef = 0
 	} else if !set["trust-coef"] {
