@@ -13,25 +13,26 @@ import (
 
 var _ kernels.ConvOps = (*tracedBackend)(nil)
 
-func (tb *tracedBackend) conv(op string) (kernels.ConvOps, error) {
-	c, ok := tb.b.(kernels.ConvOps)
-	if !ok {
-		return nil, fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
-	}
-	return c, nil
-}
-
-func (tb *tracedBackend) convSpan(op string, f func(kernels.ConvOps) error, args ...any) error {
+// opSpan runs f on the backend as the optional op set T in a span named
+// op with args (name, int value pairs), failing with ErrNoConv where the
+// backend lacks T. Every op set's spans are made here.
+func opSpan[T any](tb *tracedBackend, op string, f func(T) error, args ...any) error {
 	sp := tb.t.Begin(op).Cat(Compute)
-	c, err := tb.conv(op)
-	if err == nil {
-		err = f(c)
+	var err error
+	if o, ok := tb.b.(T); ok {
+		err = f(o)
+	} else {
+		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
 	}
 	for i := 0; i+1 < len(args); i += 2 {
 		sp = sp.Arg(args[i].(string), args[i+1].(int))
 	}
 	sp.Err(err).End()
 	return err
+}
+
+func (tb *tracedBackend) convSpan(op string, f func(kernels.ConvOps) error, args ...any) error {
+	return opSpan(tb, op, f, args...)
 }
 
 func (tb *tracedBackend) Im2col(cols, x kernels.Buffer, n, c, h, w, k, stride, pad int) error {
@@ -72,16 +73,7 @@ func (tb *tracedBackend) AvgPoolGrad(dx, dy kernels.Buffer, planes, h, w, k, str
 var _ kernels.NormOps = (*tracedBackend)(nil)
 
 func (tb *tracedBackend) normSpan(op string, f func(kernels.NormOps) error, n, c, hw int) error {
-	sp := tb.t.Begin(op).Cat(Compute)
-	nb, ok := tb.b.(kernels.NormOps)
-	var err error
-	if !ok {
-		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
-	} else {
-		err = f(nb)
-	}
-	sp.Arg("n", n).Arg("c", c).Arg("hw", hw).Err(err).End()
-	return err
+	return opSpan(tb, op, f, "n", n, "c", c, "hw", hw)
 }
 
 func (tb *tracedBackend) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
@@ -111,18 +103,8 @@ func (tb *tracedBackend) NormRelu() bool {
 	return ok && f.NormRelu()
 }
 
-// normReluSpan runs f on the backend's NormReluOps in a span (failing
-// without the op set), as normSpan does.
 func (tb *tracedBackend) normReluSpan(op string, f func(kernels.NormReluOps) error, n, c, hw int) error {
-	sp := tb.t.Begin(op).Cat(Compute)
-	var err error
-	if nr, ok := tb.b.(kernels.NormReluOps); ok {
-		err = f(nr)
-	} else {
-		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
-	}
-	sp.Arg("n", n).Arg("c", c).Arg("hw", hw).Err(err).End()
-	return err
+	return opSpan(tb, op, f, "n", n, "c", c, "hw", hw)
 }
 
 func (tb *tracedBackend) BatchNormReluTrain(y, mean, invstd, runMean, runVar, x, gamma, beta kernels.Buffer, n, c, hw int, eps, momentum float32) error {
@@ -146,18 +128,8 @@ func (tb *tracedBackend) ConvSupports(c, h, w, o, k, pad int) bool {
 	return ok && d.ConvSupports(c, h, w, o, k, pad)
 }
 
-// directSpan runs f on the backend's DirectConvOps in a span with the
-// shape arguments (failing without the op set), as convSpan does.
 func (tb *tracedBackend) directSpan(op string, f func(kernels.DirectConvOps) error, n, c, h, w, o, k, pad int) error {
-	sp := tb.t.Begin(op).Cat(Compute)
-	var err error
-	if d, ok := tb.b.(kernels.DirectConvOps); ok {
-		err = f(d)
-	} else {
-		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
-	}
-	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Arg("k", k).Arg("pad", pad).Err(err).End()
-	return err
+	return opSpan(tb, op, f, "n", n, "c", c, "h", h, "w", w, "o", o, "k", k, "pad", pad)
 }
 
 func (tb *tracedBackend) Conv(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, pad int) error {
@@ -177,18 +149,8 @@ func (tb *tracedBackend) WholeConv() bool {
 	return ok && w.WholeConv()
 }
 
-// wholeSpan runs f on the backend's WholeConvOps in a span with the shape
-// arguments (failing without the op set), as directSpan does.
 func (tb *tracedBackend) wholeSpan(op string, f func(kernels.WholeConvOps) error, n, c, h, w, o, k, stride, pad int) error {
-	sp := tb.t.Begin(op).Cat(Compute)
-	var err error
-	if d, ok := tb.b.(kernels.WholeConvOps); ok {
-		err = f(d)
-	} else {
-		err = fmt.Errorf("%s on backend %s: %w", op, tb.b.Name(), kernels.ErrNoConv)
-	}
-	sp.Arg("n", n).Arg("c", c).Arg("h", h).Arg("w", w).Arg("o", o).Arg("k", k).Arg("stride", stride).Arg("pad", pad).Err(err).End()
-	return err
+	return opSpan(tb, op, f, "n", n, "c", c, "h", h, "w", w, "o", o, "k", k, "stride", stride, "pad", pad)
 }
 
 func (tb *tracedBackend) ConvForward(y, x, wt, bias kernels.Buffer, n, c, h, w, o, k, stride, pad int) error {
