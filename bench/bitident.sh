@@ -23,6 +23,23 @@ fail=0
 short=(--epochs 1 --max-steps 50)
 sparse=(--model sparse-logreg --data synthetic-sparse --features 100000 --nnz 20 --samples 10000 --optimizer adagrad --lr 0.5)
 synth=(--data synthetic --samples 3000 --features 20 --classes 4 --shuffle)
+# The networks (issue 32): our own kernels, so that the bytes are the
+# reference's (a library's convolutions are deterministic run to run, not
+# across builds of the library).
+lenet=(--model lenet5 --data synthetic-images --shape 1x28x28 --classes 10 --samples 512 --batch 32 --kernels dml)
+resnet=(--model resnet20 --data synthetic-images --shape 3x32x32 --classes 10 --samples 256 --batch 16 --kernels dml)
+cat >"$dir/bn.yaml" <<'YAML'
+layers:
+  - {kind: conv, name: conv1, out: 4, kernel: 3, pad: 1}
+  - {kind: batchnorm, name: bn1}
+  - {kind: relu}
+  - {kind: maxpool, kernel: 2}
+  - {kind: block, name: layer1.0, out: 8, stride: 2}
+  - {kind: avgpool}
+  - {kind: flatten}
+  - {kind: linear, name: fc, out: 10}
+YAML
+netfile=(--model-file "$dir/bn.yaml" --data synthetic-images --shape 1x28x28 --classes 10 --samples 512 --batch 32 --kernels dml)
 
 # name | ranks | flags
 cases=(
@@ -38,6 +55,14 @@ cases=(
 	"sparse-logreg-bsp-2servers|4|--epochs 1 --sync ps --servers 2 --consistency bsp ${sparse[*]}"
 	"dpsgd-4|4|${short[*]} --sync dpsgd"
 	"dpsgd-3-adagrad-synthetic|3|--epochs 2 --sync dpsgd --optimizer adagrad --lr 0.05 --hidden 32 ${synth[*]}"
+	"lenet5-2|2|--epochs 1 --max-steps 8 ${lenet[*]}"
+	"resnet20-2|2|--epochs 1 --max-steps 4 ${resnet[*]}"
+	"netfile-bn-2|2|--epochs 2 ${netfile[*]}"
+	"netfile-bn-2-adam|2|--epochs 1 --optimizer adam --lr 0.001 ${netfile[*]}"
+	"lenet5-2-lars|2|--epochs 1 --max-steps 8 --optimizer lars --lr 0.1 ${lenet[*]}"
+	"lenet5-2-localsgd|2|--epochs 1 --max-steps 8 --local-steps 4 ${lenet[*]}"
+	"netfile-bn-2-bf16-compress|2|--epochs 1 --compress bf16 ${netfile[*]}"
+	"lenet5-ps-2servers|4|--epochs 1 --max-steps 8 --sync ps --servers 2 --consistency bsp ${lenet[*]}"
 )
 for c in "${cases[@]}"; do
 	IFS='|' read -r name np flags <<<"$c"
