@@ -1,10 +1,12 @@
-// Package model is what a rank trains: the architecture (Arch: a stack of
-// linear layers with ReLU between them and a loss on top) and its flat
-// parameter layout, the Model that runs forward and backward passes on a
-// kernels.Backend, the Optimizer that applies an update rule
-// (kernels/optim) to the parameters on the same backend, and the .npz
-// weight files (SaveNPZ, LoadNPZ). It knows nothing of ranks or sync
-// strategies: package trainer drives it.
+// Package model is what a rank trains: the architecture (Arch: an MLP's
+// sizes, or a network of layers from a preset or a model file, with a
+// loss on top) and its flat parameter layout, the Model that runs forward
+// and backward passes on a kernels.Backend, the Optimizer that applies an
+// update rule (kernels/optim) to the parameters on the same backend, and
+// the .npz weight files (SaveNPZ, LoadNPZ) with PyTorch's state_dict
+// names. Each layer kind is one unit (layer.go: the layerKind interface
+// and the registry; layer_*.go: one kind each). It knows nothing of ranks
+// or sync strategies: package trainer drives it.
 package model
 
 import (
@@ -29,7 +31,7 @@ const (
 // vector: its weight, row-major in PyTorch's layout (nn.Linear's [out, in],
 // nn.Conv2d's [out, in, k, k]), then its bias of Out values, if it has one.
 type Layer struct {
-	Kind    string // KindLinear, KindConv, KindBatchNorm
+	Kind    string // a kind with parameters: KindLinear, KindConv, KindBatchNorm
 	Name    string // the parameters' prefix: layerK for an MLP, the network's name ("conv1")
 	In, Out int    // In: the inputs each output sums over (fan-in: in features, or in channels × k × k)
 	WShape  []int  // the weight's shape
@@ -100,15 +102,8 @@ func (a Arch) Layers() []Layer {
 		if n.param < 0 {
 			continue
 		}
-		l := Layer{Kind: n.Kind, Name: n.Name, In: n.fanIn(), Out: n.Out, WOff: off}
-		switch n.Kind {
-		case KindConv:
-			l.WShape = []int{n.Out, n.in.C, n.Kernel, n.Kernel}
-		case KindBatchNorm:
-			l.WShape = []int{n.Out}
-		default:
-			l.WShape = []int{n.Out, n.in.Size()}
-		}
+		w, fan := n.kind().weight(n)
+		l := Layer{Kind: n.Kind, Name: n.Name, In: fan, Out: n.Out, WShape: w, WOff: off}
 		l.BOff = off + l.In*l.Out
 		l.End = l.BOff
 		if !n.NoBias {
@@ -170,23 +165,15 @@ func (a Arch) LayerOf(i int) string {
 	return fmt.Sprintf("index %d", i)
 }
 
-// InitParams fills a flat vector as PyTorch's nn.Linear and nn.Conv2d do
-// by default (kaiming_uniform with a = √5): weights and biases uniform in
-// ±1/√fan_in, layer by layer, from the given seed.
+// InitParams fills a flat vector as PyTorch's modules do by default,
+// layer by layer (layerKind.init), from the given seed: nn.Linear and
+// nn.Conv2d's weights and biases uniform in ±1/√fan_in (kaiming_uniform
+// with a = √5), batch norm's γ = 1, β = 0.
 func (a Arch) InitParams(seed uint64) []float32 {
 	p := make([]float32, a.NumParams())
 	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
 	for _, l := range a.Layers() {
-		if l.Kind == KindBatchNorm { // γ = 1, β = 0, as nn.BatchNorm2d
-			for i := l.WOff; i < l.BOff; i++ {
-				p[i] = 1
-			}
-			continue
-		}
-		bound := 1 / math.Sqrt(float64(l.In))
-		for i := l.WOff; i < l.End; i++ {
-			p[i] = float32((2*rng.Float64() - 1) * bound)
-		}
+		kinds[l.Kind].(layerKind).init(l, p[l.WOff:l.End], rng)
 	}
 	return p
 }

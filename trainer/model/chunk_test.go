@@ -49,13 +49,13 @@ func TestConvChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Free()
-		m.chunkFloats = chunkSamples * m.nodes[firstConv(m.nodes)].columns()
+		m.cv.chunkFloats = chunkSamples * m.nodes[firstConv(m.nodes)].columns()
 		if !keep {
-			clear(m.kept)
+			clear(m.cv.kept)
 		}
 		// scratch for the smaller chunks: every conv's columns at this bound
-		cols, _, _ := arch.convScratch(rows, m.chunkFloats)
-		if m.cols, err = b.Alloc(cols); err != nil {
+		cols, _, _ := arch.convScratch(rows, m.cv.chunkFloats)
+		if m.cv.cols, err = b.Alloc(cols); err != nil {
 			t.Fatal(err)
 		}
 		return gradAndLogits(t, m, arch, batch, rows)
@@ -155,10 +155,10 @@ func TestDirectConv(t *testing.T) {
 				defer m.Free()
 				direct := 0
 				for i := range m.nodes {
-					if m.directFwd[i] {
+					if m.cv.directFwd[i] {
 						direct++
 					}
-					if m.directDX[i] {
+					if m.cv.directDX[i] {
 						direct++
 					}
 				}

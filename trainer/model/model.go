@@ -56,49 +56,16 @@ type Model struct {
 	owned  []kernels.Buffer // everything Alloc returned, for Free
 	rows   int              // rows of the batch loaded
 
-	// Convolutional networks: the backend's ConvOps, one chunk's columns
-	// (the largest c·k·k × chunk·oh·ow of any conv layer; none when they
-	// are kept), one chunk's output (or output gradient) in the GEMM's
-	// layout, out × chunk·oh·ow, and ones (chunk·oh·ow) for the bias as a
-	// rank-1 GEMM (Arch.convScratch).
-	conv        kernels.ConvOps
-	chunkFloats int // chunkFloats(B)
-	// flip: for the conv layers whose input gradient runs as a convolution
-	// of dY (node.flipped, or directDX), the weights flipped and transposed
-	// (two buffers of the largest out·in·k·k), and anti[k], the k²×k²
-	// anti-identity that flips a k×k kernel as a GEMM.
-	flip kernels.Buffer
-	anti map[int]kernels.Buffer
-	// direct: the backend's direct stride-1 convolution, when it has one;
-	// directFwd[i], directDX[i]: conv node i's forward pass and weight
-	// gradient, and its input gradient, run on it (directConvs); wdirect
-	// holds the weights in its layout.
-	direct              kernels.DirectConvOps
-	directFwd, directDX []bool
-	wdirect             kernels.Buffer
-	cols                kernels.Buffer
-	convOut             kernels.Buffer
-	ones                kernels.Buffer
-	// whole: the backend's library-served convolutions (cuDNN, oneDNN),
-	// when they run; lib[i], conv node i runs on them (every one, but
-	// where a ConvChoice said otherwise), with no columns, no chunks and
-	// no flipped weights.
-	whole kernels.WholeConvOps
-	lib   []bool
-	// Batch norm: State holds every batch norm's running statistics
-	// (Arch.StateTensors; Upload Arch.InitState to start), stats[i] node
-	// i's batch mean and inverse deviation of the last training forward
-	// pass, one a single 1 (the batch count's increment).
+	// conv: the backend's kernels.ConvOps, where a layer needs them
+	// (convolution, pooling); cv: what the convolutions run with
+	// (layer_conv.go); bn: what the batch norms run with
+	// (layer_norm.go).
+	conv kernels.ConvOps
+	cv   convRun
+	bn   normRun
+	// State holds every layer's buffers, batch norm's running statistics
+	// (Arch.StateTensors; Upload Arch.InitState to start).
 	State kernels.Buffer
-	stats []kernels.Buffer
-	one   kernels.Buffer
-	norm  kernels.NormOps
-	// normRelu, where the backend fuses a batch norm with its ReLU
-	// (kernels.NormReluOf), runs the batch norms fused[i] marks: those
-	// whose output only a ReLU in place reads. In training that ReLU is
-	// then done by its batch norm, both ways.
-	normRelu kernels.NormReluOps
-	fused    []bool
 	// training: Forward normalises with the batch's statistics (Step);
 	// otherwise with the running ones (Predict, Score).
 	training bool
@@ -106,11 +73,8 @@ type Model struct {
 	// already received (a block's input is read twice).
 	scratch kernels.Buffer
 	have    []bool // backward: node i's output gradient has a first part
-	// kept[i], for conv node i when every conv layer's columns for a whole
-	// batch fit keepColsFloats: the forward pass's columns of each chunk
-	// of samples, back to back, which the backward pass reuses instead of
-	// running Im2col again.
-	kept []kernels.Buffer
+	// kinds[i] is node i's kind.
+	kinds []layerKind
 
 	// UseGraph makes Step, where the backend records graphs
 	// (kernels.GraphOf) and no hook is given, replay one recording of
@@ -153,10 +117,8 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	if maxRows < 1 {
 		return nil, fmt.Errorf("model: %d rows per batch: need at least 1", maxRows)
 	}
-	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams(), chunkFloats: chunkFloats(b)}
-	if err := m.findOps(); err != nil {
-		return nil, err
-	}
+	m := &Model{Arch: arch, B: b, MaxRows: maxRows, Tracer: trace.Nop, nodes: arch.mustNodes(), layers: arch.Layers(), np: arch.NumParams()}
+	m.cv.choice = choice
 	a := &allocator{m: m}
 	m.Params = a.alloc("parameters", m.np)
 	m.Grads = a.alloc("gradient", m.np+GradStats)
@@ -167,12 +129,11 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	}
 	if ns := arch.NumState(); ns > 0 {
 		m.State = a.alloc("batch-norm running statistics", ns)
-		m.one = a.alloc("one", 1)
-		a.then(func() error { return b.Fill(m.one, 1) })
 		a.then(func() error { return b.Upload(m.State, arch.InitState()) })
 	}
-	m.placeConvs(b, choice)
-	m.convBuffers(a)
+	if err := m.setupKinds(a); err != nil {
+		return nil, errors.Join(err, m.Free())
+	}
 	m.evalGrad = a.alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
 	m.evalStats = a.alloc("evaluation statistics", GradStats)
 	if a.failed != nil {
@@ -184,34 +145,20 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	return m, nil
 }
 
-// findOps finds the optional op sets the model's layers need on its
-// backend (an error where one is missing), and the batch norms it runs
-// fused with their ReLU where the backend fuses them.
-func (m *Model) findOps() error {
-	b, arch := m.B, m.Arch
-	for _, n := range m.nodes {
-		if n.Kind == KindConv || n.Kind == KindMaxPool || n.Kind == KindAvgPool {
-			if m.conv == nil {
-				var ok bool
-				if m.conv, ok = kernels.ConvOf(b); !ok {
-					return fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", arch.Describe(), n.Kind, b.Name(), kernels.ErrNoConv)
-				}
-			}
+// setupKinds has each kind of layer in the network, in order of first
+// use, find its ops and allocate its buffers (layerKind.setup).
+func (m *Model) setupKinds(a *allocator) error {
+	m.kinds = make([]layerKind, len(m.nodes))
+	done := map[layerKind]bool{}
+	for i, n := range m.nodes {
+		k := n.kind()
+		m.kinds[i] = k
+		if done[k] {
+			continue
 		}
-		if n.Kind == KindBatchNorm && m.norm == nil {
-			var ok bool
-			if m.norm, ok = kernels.NormOf(b); !ok {
-				return fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", arch.Describe(), b.Name(), kernels.ErrNoConv)
-			}
-		}
-	}
-	if nr, ok := kernels.NormReluOf(b); ok {
-		inp := inPlace(m.nodes)
-		m.normRelu, m.fused = nr, make([]bool, len(m.nodes))
-		for i, n := range m.nodes {
-			if n.Kind == KindReLU && inp[i] && m.nodes[n.from].Kind == KindBatchNorm {
-				m.fused[n.from] = true
-			}
+		done[k] = true
+		if err := k.setup(m, a); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -248,18 +195,14 @@ func (a *allocator) then(f func() error) {
 
 // nodeBuffers allocates each node's output and output gradient (shared
 // with its input's where it works in place: a ReLU, a flatten, a residual
-// add, as inPlace says) and a batch norm's statistics.
+// add, as inPlace says).
 func (m *Model) nodeBuffers(a *allocator) {
 	maxRows := m.MaxRows
-	m.stats = make([]kernels.Buffer, len(m.nodes))
 	for i, in := range inPlace(m.nodes) {
 		n := m.nodes[i]
 		name := n.Name
 		if name == "" {
 			name = fmt.Sprintf("layer %d (%s)", i, n.Kind)
-		}
-		if n.Kind == KindBatchNorm {
-			m.stats[i] = a.alloc(name+" batch statistics", 2*n.Out)
 		}
 		if in {
 			m.acts = append(m.acts, m.acts[n.from])
@@ -270,64 +213,6 @@ func (m *Model) nodeBuffers(a *allocator) {
 		m.dacts = append(m.dacts, a.alloc(name+" output gradient", maxRows*n.out.Size()))
 	}
 	m.have = make([]bool, len(m.nodes))
-}
-
-// convBuffers allocates what the convolutions placed (placeConvs) need
-// beside their outputs: columns kept or chunked, the GEMM layout's
-// output, ones, the kernel flips and flipped weights, the direct
-// kernels' weights.
-func (m *Model) convBuffers(a *allocator) {
-	b, arch, maxRows := m.B, m.Arch, m.MaxRows
-	m.kept = make([]kernels.Buffer, len(m.nodes))
-	// The chunks of samples (and their scratch) serve every convolution
-	// but a direct one whose input gradient is direct too or not wanted;
-	// a direct convolution keeps no columns (its weight gradient needs
-	// none; an input gradient by Col2im uses the scratch).
-	chunked, unkept, keep := false, false, arch.KeptColumns(maxRows) > 0
-	for i, n := range m.nodes {
-		if n.Kind != KindConv || m.lib[i] || m.directFwd[i] && (n.from < 0 || m.directDX[i]) {
-			continue
-		}
-		chunked = true
-		if keep && !m.directFwd[i] {
-			m.kept[i] = a.alloc(n.Name+" columns", n.columns()*maxRows)
-		} else {
-			unkept = true
-		}
-	}
-	if colsLen, outLen, onesLen := arch.convScratch(maxRows, m.chunkFloats); chunked && colsLen > 0 {
-		if unkept {
-			m.cols = a.alloc("convolution columns", colsLen)
-		}
-		m.convOut = a.alloc("convolution output (GEMM layout)", outLen)
-		m.ones = a.alloc("ones", onesLen)
-		a.then(func() error { return b.Fill(m.ones, 1) })
-	}
-	m.anti = map[int]kernels.Buffer{}
-	flipLen, wdLen := 0, 0
-	for i, n := range m.nodes {
-		if m.lib[i] || !n.flipped() && !m.directDX[i] {
-			continue
-		}
-		kk := n.Kernel * n.Kernel
-		flipLen = max(flipLen, 2*n.Out*n.in.C*kk)
-		if m.anti[n.Kernel] == nil {
-			j := a.alloc(fmt.Sprintf("%d×%d kernel flip", n.Kernel, n.Kernel), kk*kk)
-			m.anti[n.Kernel] = j
-			a.then(func() error { return b.Upload(j, antiIdentity(kk)) })
-		}
-	}
-	if flipLen > 0 {
-		m.flip = a.alloc("flipped convolution weights", flipLen)
-	}
-	for i, n := range m.nodes {
-		if m.directFwd[i] {
-			wdLen = max(wdLen, n.Out*n.in.C*n.Kernel*n.Kernel)
-		}
-	}
-	if wdLen > 0 {
-		m.wdirect = a.alloc("direct convolution weights", wdLen)
-	}
 }
 
 // hostBuffers makes the host side: the batch's staging (pinned where the
@@ -478,319 +363,20 @@ func (m *Model) give(j int, write func(dst kernels.Buffer) error) error {
 	return m.B.Axpy(1, tmp, dst)
 }
 
-// batchNorm runs node i's batch norm forward.
-func (m *Model) batchNorm(i int, n node, x, y kernels.Buffer) error {
-	l, c := m.layers[n.param], n.Out
-	g, be := m.weight(m.Params, l), m.bias(m.Params, l)
-	rm, rv := m.B.View(m.State, n.state, c), m.B.View(m.State, n.state+c, c)
-	if !m.training {
-		return m.norm.BatchNormInfer(y, x, rm, rv, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps)
-	}
-	mean, inv := m.B.View(m.stats[i], 0, c), m.B.View(m.stats[i], c, c)
-	train := m.norm.BatchNormTrain
-	if m.fusedNorm(i) {
-		train = m.normRelu.BatchNormReluTrain
-	}
-	if err := train(y, mean, inv, rm, rv, x, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps, BatchNormMomentum); err != nil {
-		return err
-	}
-	return m.B.Axpy(1, m.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
-}
-
-// keepColsFloats bounds the columns a Model keeps from the forward pass
-// for the backward pass (256 MiB: LeNet-5 at batch 64 keeps 2.2 million
-// floats, ResNet-20 at batch 64 58 million — 17% faster steps than running
-// Im2col again — and at batch 128 recomputes them).
-const keepColsFloats = 64 << 20
-
-// colsOf is the buffer the chunk of k samples from s0 of conv node i
-// writes its columns to: its part of the kept columns (the chunks lie
-// back to back), or the shared scratch.
-func (m *Model) colsOf(i, s0, k int, n node) kernels.Buffer {
-	per := n.columns()
-	if m.kept[i] != nil {
-		return m.B.View(m.kept[i], s0*per, k*per)
-	}
-	return m.B.View(m.cols, 0, k*per)
-}
-
-// placeConvs decides where each conv node runs: on the backend's library
-// (m.lib) as choice says, else on its direct convolution where it has the
-// shape (directConvs), else on columns and GEMMs.
-func (m *Model) placeConvs(b kernels.Backend, choice ConvChoice) {
-	m.whole, _ = kernels.WholeConvOf(b)
-	m.direct, m.directFwd, m.directDX = m.directConvs(b)
-	m.lib = make([]bool, len(m.nodes))
-	conv := 0
-	for i, n := range m.nodes {
-		if n.Kind != KindConv {
-			continue
-		}
-		m.lib[i] = m.whole != nil && (choice == nil || conv < len(choice) && choice[conv])
-		if m.lib[i] {
-			m.directFwd[i], m.directDX[i] = false, false
-		}
-		conv++
-	}
-}
-
-// directConvs decides which conv nodes run on b's direct convolution
-// (kernels.DirectConvOps): stride-1 convolutions with kernels larger than
-// 1×1 (a 1×1 one's Im2col is a copy, and its GEMM beats the direct
-// kernels), their forward pass and weight gradient where the backend runs
-// the shape, and their input gradient, the convolution of dY with the
-// flipped kernels at padding k−1−pad, where it runs that one.
-func (m *Model) directConvs(b kernels.Backend) (kernels.DirectConvOps, []bool, []bool) {
-	fwd, dx := make([]bool, len(m.nodes)), make([]bool, len(m.nodes))
-	d, ok := kernels.DirectConvOf(b)
-	if !ok {
-		return nil, fwd, dx
-	}
-	for i, n := range m.nodes {
-		if n.Kind != KindConv || n.Stride != 1 || n.Kernel < 2 {
-			continue
-		}
-		fwd[i] = d.ConvSupports(n.in.C, n.in.H, n.in.W, n.Out, n.Kernel, n.Pad)
-		// The network's input (n.from < 0) takes no gradient.
-		dx[i] = n.from >= 0 && d.ConvSupports(n.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad)
-	}
-	return d, fwd, dx
-}
-
-// antiIdentity is the n×n matrix with ones on its anti-diagonal: W·J
-// reverses each row of W.
-func antiIdentity(n int) []float32 {
-	j := make([]float32, n*n)
-	for i := range n {
-		j[i*n+n-1-i] = 1
-	}
-	return j
-}
-
 // Forward runs the batch last uploaded through the layers and returns the
 // logits (rows × outputs).
 func (m *Model) Forward() (kernels.Buffer, error) {
-	b, rows := m.B, m.rows
+	rows := m.rows
 	for i, n := range m.nodes {
 		x, y := m.input(i), m.view(m.acts[i], rows, n.out.Size())
 		sp := m.layerSpan(n, "")
-		var err error
-		switch n.Kind {
-		case KindLinear:
-			l := m.layers[n.param]
-			err = b.Gemm(false, true, rows, l.Out, l.In, 1, x, m.weight(m.Params, l), 0, y)
-			if err == nil && l.HasBias() {
-				err = b.AddBias(y, m.bias(m.Params, l), rows, l.Out)
-			}
-		case KindConv:
-			err = m.convForward(i, n, x, y)
-		case KindReLU:
-			if !m.training || !m.fusedNorm(n.from) {
-				err = b.Relu(y, x)
-			}
-		case KindMaxPool:
-			err = m.conv.MaxPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
-		case KindAvgPool:
-			err = m.conv.AvgPool(y, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
-		case KindBatchNorm:
-			err = m.batchNorm(i, n, x, y)
-		case kindAdd:
-			err = b.Sum(y, x, m.output(n.plus))
-		case KindFlatten:
-			if !m.sameBuffer(i) {
-				err = b.Copy(y, x)
-			}
-		}
+		err := m.kinds[i].forward(m, i, n, x, y)
 		sp.Err(err).End()
 		if err != nil {
 			return nil, fmt.Errorf("%s forward: %w", n.label(i), err)
 		}
 	}
 	return m.view(m.acts[len(m.nodes)-1], rows, m.outputs()), nil
-}
-
-// convForward is a convolution, in chunks of samples (node.chunk): the
-// chunk's columns (Im2col, c·k·k × k·oh·ow), then Yᵀ = W·cols, out ×
-// k·oh·ow, with the bias added as the rank-1 product bias·onesᵀ, and
-// Transpose01 into the chunk's NCHW output.
-func (m *Model) convForward(i int, n node, x, y kernels.Buffer) error {
-	b, l := m.B, m.layers[n.param]
-	if m.lib[i] {
-		var bias kernels.Buffer
-		if l.HasBias() {
-			bias = m.bias(m.Params, l)
-		}
-		return m.whole.ConvForward(y, x, m.weight(m.Params, l), bias, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad)
-	}
-	if m.directFwd[i] { // the whole batch at once, no columns
-		kk := n.Kernel * n.Kernel
-		wd := b.View(m.wdirect, 0, l.Out*n.in.C*kk)
-		if err := m.conv.Transpose01(wd, m.weight(m.Params, l), l.Out, n.in.C*kk, 1); err != nil {
-			return err
-		}
-		var bias kernels.Buffer
-		if l.HasBias() {
-			bias = m.bias(m.Params, l)
-		}
-		return m.direct.Conv(y, x, wd, bias, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Pad)
-	}
-	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
-	cs := n.chunk(m.rows, m.chunkFloats)
-	for s0 := 0; s0 < m.rows; s0 += cs {
-		k := min(cs, m.rows-s0)
-		cols, yt := m.colsOf(i, s0, k, n), b.View(m.convOut, 0, k*out)
-		if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
-			return err
-		}
-		if err := b.Gemm(false, false, l.Out, k*p, l.In, 1, m.weight(m.Params, l), cols, 0, yt); err != nil {
-			return err
-		}
-		if l.HasBias() {
-			if err := b.Gemm(false, false, l.Out, k*p, 1, 1, m.bias(m.Params, l), b.View(m.ones, 0, k*p), 1, yt); err != nil {
-				return err
-			}
-		}
-		if err := m.conv.Transpose01(b.View(y, s0*out, k*out), yt, l.Out, k, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// convBackward is a convolution's gradients, in the forward pass's
-// chunks: the chunk's dY in the GEMM's layout (Transpose01, out ×
-// k·oh·ow), dW += dYᵀ·colsᵀ and db += dYᵀ·ones over the chunks, and, when
-// dx is wanted, the columns' gradient Wᵀ·dYᵀ scattered back into the
-// chunk's dx (Col2im) — or, for a "same" convolution with as many outputs
-// as inputs (node.flipped: ResNet's 3×3 layers), dx as the convolution
-// of dY with the flipped, transposed kernels (Im2col of dY at padding
-// k−1−pad, a GEMM as wide as the forward pass's, Transpose01): Im2col
-// runs 1.7–3× faster than Col2im, and the GEMM has k·k·out rows of
-// depth instead of out.
-func (m *Model) convBackward(i int, n node, x, dy, dx kernels.Buffer) error {
-	b, l := m.B, m.layers[n.param]
-	p, in, out := n.out.H*n.out.W, n.in.Size(), n.out.Size()
-	dw := m.weight(m.Grads, l)
-	if m.lib[i] { // the library's three products, the whole batch at once
-		var db kernels.Buffer
-		if l.HasBias() {
-			db = m.bias(m.Grads, l)
-		}
-		if err := m.whole.ConvBackwardFilter(dw, db, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad); err != nil || dx == nil {
-			return err
-		}
-		return m.whole.ConvBackwardData(dx, dy, m.weight(m.Params, l), m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Stride, n.Pad)
-	}
-	if m.rows == 0 {
-		if err := b.Fill(m.B.View(m.Grads, l.WOff, l.End-l.WOff), 0); err != nil {
-			return err
-		}
-	}
-	wT, dx, err := m.flippedDX(i, n, dy, dx)
-	if err != nil {
-		return err
-	}
-	// A direct forward pass has a direct weight gradient, for the whole
-	// batch; the chunks then only make dx, if it is still wanted.
-	wDone := m.directFwd[i]
-	if wDone {
-		var db kernels.Buffer
-		if l.HasBias() {
-			db = m.bias(m.Grads, l)
-		}
-		if err := m.direct.ConvFilter(dw, db, x, dy, m.rows, n.in.C, n.in.H, n.in.W, l.Out, n.Kernel, n.Pad); err != nil {
-			return err
-		}
-		if dx == nil {
-			return nil
-		}
-	}
-	cs := n.chunk(m.rows, m.chunkFloats)
-	for s0 := 0; s0 < m.rows; s0 += cs {
-		k := min(cs, m.rows-s0)
-		beta := float32(1)
-		if s0 == 0 {
-			beta = 0
-		}
-		cols, dyt := m.colsOf(i, s0, k, n), b.View(m.convOut, 0, k*out)
-		dys := b.View(dy, s0*out, k*out)
-		if err := m.conv.Transpose01(dyt, dys, k, l.Out, p); err != nil {
-			return err
-		}
-		if m.kept[i] == nil && !wDone {
-			if err := m.conv.Im2col(cols, b.View(x, s0*in, k*in), k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad); err != nil {
-				return err
-			}
-		}
-		if !wDone {
-			if err := b.Gemm(false, true, l.Out, l.In, k*p, 1, dyt, cols, beta, dw); err != nil {
-				return err
-			}
-			if l.HasBias() {
-				if err := b.Gemm(false, false, l.Out, 1, k*p, 1, dyt, b.View(m.ones, 0, k*p), beta, m.bias(m.Grads, l)); err != nil {
-					return err
-				}
-			}
-		}
-		if dx == nil {
-			continue
-		}
-		if err := m.chunkDX(n, wT, cols, dyt, dys, b.View(dx, s0*in, k*in), k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// flippedDX prepares the input gradient of node i's convolution where it
-// runs as the convolution of dY with the flipped, transposed kernels
-// (flip: ResNet's "same" 3×3 layers, or a direct one): it returns those
-// kernels, wT, for the chunks (nil: Col2im makes dx), and dx, nil where
-// the direct convolution has made it already for the whole batch.
-func (m *Model) flippedDX(i int, n node, dy, dx kernels.Buffer) (wT, dxLeft kernels.Buffer, err error) {
-	if dx == nil || !n.flipped() && !m.directDX[i] {
-		return nil, dx, nil
-	}
-	b, l := m.B, m.layers[n.param]
-	kk, wn := n.Kernel*n.Kernel, l.Out*n.in.C*n.Kernel*n.Kernel
-	wf := b.View(m.flip, 0, wn)
-	wT = b.View(m.flip, wn, wn)
-	if err := b.Gemm(false, false, l.Out*n.in.C, kk, kk, 1, m.weight(m.Params, l), m.anti[n.Kernel], 0, wf); err != nil {
-		return nil, nil, err
-	}
-	if err := m.conv.Transpose01(wT, wf, l.Out, n.in.C, kk); err != nil {
-		return nil, nil, err
-	}
-	if !m.directDX[i] {
-		return wT, dx, nil
-	}
-	// dx for the whole batch at once, on the direct convolution.
-	if err := m.conv.Transpose01(wf, wT, n.in.C, l.Out*kk, 1); err != nil {
-		return nil, nil, err
-	}
-	return nil, nil, m.direct.Conv(dx, dy, wf, nil, m.rows, l.Out, n.out.H, n.out.W, n.in.C, n.Kernel, n.Kernel-1-n.Pad)
-}
-
-// chunkDX makes a chunk of k samples' input gradient dx from its dY
-// (dys, and dyt in the GEMM's layout): with the flipped kernels wT, dY's
-// columns (out·k·k × k·h·w, as many as x's) and dxᵀ (in × k·h·w) reuse
-// cols and dyt; without, the columns' gradient Wᵀ·dYᵀ scattered back by
-// Col2im.
-func (m *Model) chunkDX(n node, wT, cols, dyt, dys, dx kernels.Buffer, k int) error {
-	b, l, p := m.B, m.layers[n.param], n.out.H*n.out.W
-	if wT != nil {
-		if err := m.conv.Im2col(cols, dys, k, l.Out, n.out.H, n.out.W, n.Kernel, 1, n.Kernel-1-n.Pad); err != nil {
-			return err
-		}
-		if err := b.Gemm(false, false, n.in.C, k*p, l.Out*n.Kernel*n.Kernel, 1, wT, cols, 0, dyt); err != nil {
-			return err
-		}
-		return m.conv.Transpose01(dx, dyt, n.in.C, k, p)
-	}
-	if err := b.Gemm(true, false, l.In, k*p, l.Out, 1, m.weight(m.Params, l), dyt, 0, cols); err != nil {
-		return err
-	}
-	return m.conv.Col2im(dx, cols, k, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
 }
 
 func (m *Model) outputs() int { return m.Arch.Sizes[len(m.Arch.Sizes)-1] }
@@ -901,92 +487,14 @@ func (m *Model) step(scale float32, hook GradHook) error {
 // backward runs the layers' backward passes, last first. Node 0's input
 // gradient is never needed (the batch is data).
 func (m *Model) backward(hook GradHook) error {
-	b, rows := m.B, m.rows
+	rows := m.rows
 	clear(m.have)
 	m.have[len(m.nodes)-1] = true // the loss wrote the logits' gradient
 	for i := len(m.nodes) - 1; i >= 0; i-- {
 		n := m.nodes[i]
 		x, dy := m.input(i), m.view(m.dacts[i], rows, n.out.Size())
 		sp := m.layerSpan(n, " backward")
-		var err error
-		switch n.Kind {
-		case KindLinear:
-			l := m.layers[n.param]
-			err = b.Gemm(true, false, l.Out, l.In, rows, 1, dy, x, 0, m.weight(m.Grads, l))
-			if err == nil && l.HasBias() {
-				err = b.SumRows(m.bias(m.Grads, l), dy, rows, l.Out, 0)
-			}
-			if err == nil {
-				err = m.hooked(hook, n, i)
-			}
-			if err == nil && n.from >= 0 {
-				beta := float32(0)
-				if m.have[n.from] {
-					beta = 1 // add to the part already there
-				}
-				m.have[n.from] = true
-				err = b.Gemm(false, false, rows, l.In, l.Out, 1, dy, m.weight(m.Params, l), beta, m.view(m.dacts[n.from], rows, l.In))
-			}
-		case KindConv:
-			if n.from < 0 {
-				err = m.convBackward(i, n, x, dy, nil)
-			} else {
-				err = m.give(n.from, func(dst kernels.Buffer) error { return m.convBackward(i, n, x, dy, dst) })
-			}
-			if err == nil {
-				err = m.hooked(hook, n, i)
-			}
-		case KindBatchNorm:
-			l, c := m.layers[n.param], n.Out
-			mean, inv := b.View(m.stats[i], 0, c), b.View(m.stats[i], c, c)
-			dg, db := m.weight(m.Grads, l), m.bias(m.Grads, l)
-			if n.from < 0 {
-				err = fmt.Errorf("a batch norm on the input needs its input gradient's buffer")
-			} else {
-				err = m.give(n.from, func(dst kernels.Buffer) error {
-					if m.fusedNorm(i) { // dy is the ReLU's output gradient
-						y := m.view(m.acts[i], rows, n.out.Size())
-						return m.normRelu.BatchNormReluGrad(dst, dg, db, dy, y, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
-					}
-					return m.norm.BatchNormGrad(dst, dg, db, dy, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
-				})
-			}
-			if err == nil {
-				err = m.hooked(hook, n, i)
-			}
-		case KindReLU:
-			if m.fusedNorm(n.from) {
-				m.have[n.from] = true // in place: its batch norm's backward applies it
-				break
-			}
-			y := m.view(m.acts[i], rows, n.out.Size())
-			err = m.give(n.from, func(dst kernels.Buffer) error { return b.ReluGrad(dst, dy, y) })
-		case KindMaxPool:
-			err = m.give(n.from, func(dst kernels.Buffer) error {
-				return m.conv.MaxPoolGrad(dst, dy, x, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
-			})
-		case KindAvgPool:
-			err = m.give(n.from, func(dst kernels.Buffer) error {
-				return m.conv.AvgPoolGrad(dst, dy, rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
-			})
-		case kindAdd:
-			// In place (inPlace), the first input's gradient is dy's
-			// buffer already.
-			if m.sameBuffer(i) {
-				m.have[n.from] = true
-			} else {
-				err = m.give(n.from, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
-			}
-			if err == nil {
-				err = m.give(n.plus, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
-			}
-		case KindFlatten:
-			if m.sameBuffer(i) {
-				m.have[n.from] = true
-			} else {
-				err = m.give(n.from, func(dst kernels.Buffer) error { return b.Copy(dst, dy) })
-			}
-		}
+		err := m.kinds[i].backward(m, i, n, x, dy, hook)
 		sp.Err(err).End()
 		if err != nil {
 			return fmt.Errorf("%s backward: %w", n.label(i), err)
@@ -994,10 +502,6 @@ func (m *Model) backward(hook GradHook) error {
 	}
 	return nil
 }
-
-// fusedNorm reports whether node i is a batch norm run with its ReLU
-// (fused).
-func (m *Model) fusedNorm(i int) bool { return i >= 0 && m.fused != nil && m.fused[i] }
 
 // sameBuffer reports whether node i works in its input's buffers.
 func (m *Model) sameBuffer(i int) bool {

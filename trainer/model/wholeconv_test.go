@@ -57,8 +57,8 @@ func testWholeConvPath(t *testing.T, backends map[string]func() kernels.Backend)
 					t.Fatal(err)
 				}
 				defer m.Free()
-				if (m.whole != nil) != whole {
-					t.Fatalf("whole convolutions used: %v, want %v", m.whole != nil, whole)
+				if (m.cv.whole != nil) != whole {
+					t.Fatalf("whole convolutions used: %v, want %v", m.cv.whole != nil, whole)
 				}
 				if err := be.Upload(m.Params, init); err != nil {
 					t.Fatal(err)

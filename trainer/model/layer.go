@@ -1,0 +1,138 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// A layerKind is one kind of layer: all that the model knows of it, in
+// the kind's own file (layer_*.go). The placer (net.go) asks it for its
+// output shape and parameters, Arch for its parameter layout, initial
+// values, buffers, FLOPs and one-line description, and the Model
+// (model.go) for its ops and its forward and backward passes. Adding a
+// kind is its file, its ops on the backends if it needs new ones, and one
+// line in registry.
+type layerKind interface {
+	// place checks node n's settings against its input shape n.in,
+	// fills in the defaults it takes (a stride, a pool's window), and
+	// sets n.out. Its error says what did not fit; the caller names the
+	// layer.
+	place(n *node) error
+	// weight is the shape of the layer's weight (PyTorch's layout) and
+	// its fan-in, the inputs each output sums over; nil for a kind
+	// without parameters. A bias of n.Out values follows the weight
+	// unless n.NoBias.
+	weight(n node) (shape []int, fanIn int)
+	// init fills the layer's parameters p (its weight, then its bias) as
+	// PyTorch's module does, drawing from rng in order.
+	init(l Layer, p []float32, rng *rand.Rand)
+	// buffers are the values the layer keeps besides its parameters and
+	// saves with them (PyTorch's module buffers: batch norm's running
+	// statistics), in the order of the state vector.
+	buffers(n node) []buffer
+	// inPlace reports whether node i works in its input's buffers (its
+	// output and output gradient are its input's), given which earlier
+	// nodes do; it is asked only where node i is its input's only
+	// reader and that input is not the batch.
+	inPlace(ns []node, i int, in []bool) bool
+	// setup finds the ops the model's nodes of this kind need on its
+	// backend (an error naming what is missing) and allocates their
+	// buffers, once per model, after the nodes' outputs.
+	setup(m *Model, a *allocator) error
+	// forward writes node i's output y from its input x for the batch
+	// loaded (m.rows rows).
+	forward(m *Model, i int, n node, x, y kernels.Buffer) error
+	// backward takes node i's output gradient dy, writes its parameters'
+	// gradient (then tells hook, m.hooked) and hands its input its part
+	// of the input gradient (m.give).
+	backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error
+	// flops is the floating-point operations of the layer's forward
+	// matrix product per sample (0 for a layer without one): TrainFLOPs
+	// counts it thrice (twice for the first layer).
+	flops(n node) int64
+	// describe is the layer in Arch.Describe's line ("conv1 6k5p2").
+	describe(n node) string
+}
+
+// A composite is a kind that places as several layers (a residual
+// block): it is never a node itself.
+type composite interface {
+	expand(p *placer, i int, l LayerSpec, from int, shape Shape) (int, Shape, error)
+}
+
+// buffer is one of a layer's buffers: its name after the layer's
+// ("running_mean"), shape ([] for a scalar) and initial value.
+type buffer struct {
+	name  string
+	shape []int
+	init  float32
+}
+
+// registry is every kind a network may use, in the order error messages
+// list them; kindAdd, a residual block's sum, is placed by the block
+// alone.
+var registry = []struct {
+	name string
+	kind any // a layerKind or a composite
+}{
+	{KindLinear, linear{}},
+	{KindConv, conv{}},
+	{KindReLU, relu{}},
+	{KindMaxPool, pool{max: true}},
+	{KindAvgPool, pool{}},
+	{KindFlatten, flatten{}},
+	{KindBatchNorm, batchNorm{}},
+	{KindBlock, block{}},
+}
+
+// LayerKinds lists the kinds a network may use.
+var LayerKinds = func() []string {
+	var names []string
+	for _, r := range registry {
+		names = append(names, r.name)
+	}
+	return names
+}()
+
+// kinds finds a registered kind (and the internal add) by name.
+var kinds = func() map[string]any {
+	k := map[string]any{kindAdd: add{}}
+	for _, r := range registry {
+		k[r.name] = r.kind
+	}
+	return k
+}()
+
+// kind is node n's kind (n is placed: its kind is a layerKind).
+func (n node) kind() layerKind { return kinds[n.Kind].(layerKind) }
+
+// fanIn is the inputs each output of a layer with parameters sums over:
+// PyTorch's fan_in (in features, or in channels × k × k).
+func (n node) fanIn() int {
+	_, f := n.kind().weight(n)
+	return f
+}
+
+// base is what a kind without parameters, buffers, ops of its own or a
+// matrix product has; kinds embed it and override what they have (place,
+// forward and backward each kind writes).
+type base struct{}
+
+func (base) weight(node) ([]int, int) { return nil, 0 }
+
+// init is nn.Linear's and nn.Conv2d's default (kaiming_uniform with a =
+// √5): weights and biases uniform in ±1/√fan_in.
+func (base) init(l Layer, p []float32, rng *rand.Rand) {
+	bound := 1 / math.Sqrt(float64(l.In))
+	for i := range p {
+		p[i] = float32((2*rng.Float64() - 1) * bound)
+	}
+}
+
+func (base) buffers(node) []buffer            { return nil }
+func (base) inPlace([]node, int, []bool) bool { return false }
+func (base) setup(*Model, *allocator) error   { return nil }
+func (base) flops(node) int64                 { return 0 }
+func (base) describe(n node) string           { return n.Kind }

@@ -1,0 +1,57 @@
+package model
+
+import "fmt"
+
+// KindBlock is He et al.'s basic residual block (Out channels, Stride):
+// NAME.conv1 3×3 (stride), NAME.bn1, ReLU, NAME.conv2 3×3, NAME.bn2,
+// plus the shortcut — the input itself, or, where the shape changes,
+// NAME.shortcut.0 (1×1 conv, stride) and NAME.shortcut.1 (batch norm)
+// — then ReLU. Its convolutions have no bias.
+const KindBlock = "block"
+
+// block is He et al.'s basic residual block (KindBlock: Out channels,
+// Stride), torchvision's BasicBlock with the option-B shortcut: the
+// input itself, or, where the shape changes, NAME.shortcut.0 (1×1 conv,
+// stride) and NAME.shortcut.1 (batch norm). Its convolutions have no
+// bias. It is a composite: it places as its layers and is never a node.
+type block struct{}
+
+// expand places the block as its layers: NAME.conv1 3×3 (stride),
+// NAME.bn1, ReLU, NAME.conv2 3×3, NAME.bn2, the shortcut, their sum (an
+// add node) and a ReLU.
+func (block) expand(p *placer, i int, l LayerSpec, from int, shape Shape) (int, Shape, error) {
+	if l.Name == "" || l.Out <= 0 || l.Stride < 0 || l.Kernel != 0 || l.Pad != 0 {
+		return 0, shape, fmt.Errorf("%s: a block needs a name and out channels (and optionally a stride), nothing else", l.label(i))
+	}
+	stride := max(l.Stride, 1)
+	sub := func(kind, name string, out, k, s, pad int) LayerSpec {
+		return LayerSpec{Kind: kind, Name: l.Name + "." + name, Out: out, Kernel: k, Stride: s, Pad: pad, NoBias: kind == KindConv}
+	}
+	x := from
+	at, sh, err := p.place(i, sub(KindConv, "conv1", l.Out, 3, stride, 1), x, shape)
+	for _, s := range []LayerSpec{sub(KindBatchNorm, "bn1", 0, 0, 0, 0), {Kind: KindReLU}, sub(KindConv, "conv2", l.Out, 3, 1, 1), sub(KindBatchNorm, "bn2", 0, 0, 0, 0)} {
+		if err != nil {
+			return 0, shape, err
+		}
+		at, sh, err = p.place(i, s, at, sh)
+	}
+	if err != nil {
+		return 0, shape, err
+	}
+	short := x
+	if stride != 1 || shape.C != l.Out {
+		s, ssh, err := p.place(i, sub(KindConv, "shortcut.0", l.Out, 1, stride, 0), x, shape)
+		if err == nil {
+			s, ssh, err = p.place(i, sub(KindBatchNorm, "shortcut.1", 0, 0, 0, 0), s, ssh)
+		}
+		if err != nil {
+			return 0, shape, err
+		}
+		if ssh != sh {
+			return 0, shape, fmt.Errorf("%s: the shortcut gives %v, the block's path %v", l.label(i), ssh, sh)
+		}
+		short = s
+	}
+	p.ns = append(p.ns, node{LayerSpec: LayerSpec{Kind: kindAdd}, in: sh, out: sh, param: -1, from: at, plus: short})
+	return p.place(i, LayerSpec{Kind: KindReLU}, len(p.ns)-1, sh)
+}

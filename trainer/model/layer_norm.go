@@ -1,0 +1,133 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// BatchNorm's constants (PyTorch's defaults).
+const (
+	BatchNormEps      = 1e-5
+	BatchNormMomentum = 0.1
+)
+
+// KindBatchNorm is BatchNorm2d (per channel; eps 1e-5, momentum 0.1):
+// the batch's statistics in training, the running ones in evaluation.
+const KindBatchNorm = "batchnorm"
+
+// batchNorm is BatchNorm2d (per channel; eps 1e-5, momentum 0.1): the
+// batch's statistics in training, the running ones in evaluation. Its
+// weight γ and bias β are C values each; its buffers are PyTorch's
+// running_mean, running_var and num_batches_tracked. Where the backend
+// fuses a batch norm with its ReLU (kernels.NormReluOf), a batch norm
+// whose output only a ReLU in place reads runs fused (normRun.fused).
+type batchNorm struct{ base }
+
+// normRun is what a Model's batch norms run with: the backend's ops, the
+// fused ones, stats[i] node i's batch mean and inverse deviation of the
+// last training forward pass, and one, a single 1 (the batch count's
+// increment).
+type normRun struct {
+	norm     kernels.NormOps
+	normRelu kernels.NormReluOps
+	fused    []bool
+	stats    []kernels.Buffer
+	one      kernels.Buffer
+}
+
+func (batchNorm) place(n *node) error {
+	if n.Out != 0 && n.Out != n.in.C || n.Kernel != 0 || n.Stride != 0 || n.Pad != 0 || n.NoBias {
+		return fmt.Errorf("takes no settings but its name (out %d: its input has %d channels)", n.Out, n.in.C)
+	}
+	if n.from < 0 {
+		return fmt.Errorf("a batch norm cannot read the data itself (its backward pass would need the data's gradient): put a conv or linear layer before it")
+	}
+	n.Out = n.in.C
+	n.out = n.in
+	return nil
+}
+
+func (batchNorm) weight(n node) ([]int, int) { return []int{n.Out}, 1 }
+
+// init is γ = 1, β = 0, as nn.BatchNorm2d (no draws from rng).
+func (batchNorm) init(l Layer, p []float32, rng *rand.Rand) {
+	for i := range l.BOff - l.WOff {
+		p[i] = 1
+	}
+}
+
+func (batchNorm) buffers(n node) []buffer {
+	return []buffer{{"running_mean", []int{n.Out}, 0}, {"running_var", []int{n.Out}, 1}, {"num_batches_tracked", []int{}, 0}}
+}
+
+func (batchNorm) describe(n node) string { return n.Name }
+
+// setup finds the backend's normalisation ops (and its fused ones, where
+// it has them: for the batch norms whose output only a ReLU in place
+// reads), and allocates each batch norm's statistics and the one.
+func (batchNorm) setup(m *Model, a *allocator) error {
+	nr := &m.bn
+	var ok bool
+	if nr.norm, ok = kernels.NormOf(m.B); !ok {
+		return fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", m.Arch.Describe(), m.B.Name(), kernels.ErrNoConv)
+	}
+	if f, ok := kernels.NormReluOf(m.B); ok {
+		inp := inPlace(m.nodes)
+		nr.normRelu, nr.fused = f, make([]bool, len(m.nodes))
+		for i, n := range m.nodes {
+			if n.Kind == KindReLU && inp[i] && m.nodes[n.from].Kind == KindBatchNorm {
+				nr.fused[n.from] = true
+			}
+		}
+	}
+	nr.stats = make([]kernels.Buffer, len(m.nodes))
+	for i, n := range m.nodes {
+		if n.Kind == KindBatchNorm {
+			nr.stats[i] = a.alloc(n.Name+" batch statistics", 2*n.Out)
+		}
+	}
+	nr.one = a.alloc("one", 1)
+	a.then(func() error { return m.B.Fill(nr.one, 1) })
+	return nil
+}
+
+// fusedNorm reports whether node i is a batch norm run with its ReLU
+// (fused).
+func (m *Model) fusedNorm(i int) bool { return i >= 0 && m.bn.fused != nil && m.bn.fused[i] }
+
+func (batchNorm) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
+	l, c, nr := m.layers[n.param], n.Out, &m.bn
+	g, be := m.weight(m.Params, l), m.bias(m.Params, l)
+	rm, rv := m.B.View(m.State, n.state, c), m.B.View(m.State, n.state+c, c)
+	if !m.training {
+		return nr.norm.BatchNormInfer(y, x, rm, rv, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps)
+	}
+	mean, inv := m.B.View(nr.stats[i], 0, c), m.B.View(nr.stats[i], c, c)
+	train := nr.norm.BatchNormTrain
+	if m.fusedNorm(i) {
+		train = nr.normRelu.BatchNormReluTrain
+	}
+	if err := train(y, mean, inv, rm, rv, x, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps, BatchNormMomentum); err != nil {
+		return err
+	}
+	return m.B.Axpy(1, nr.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
+}
+
+func (batchNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
+	l, c, nr, rows := m.layers[n.param], n.Out, &m.bn, m.rows
+	mean, inv := m.B.View(nr.stats[i], 0, c), m.B.View(nr.stats[i], c, c)
+	dg, db := m.weight(m.Grads, l), m.bias(m.Grads, l)
+	err := m.give(n.from, func(dst kernels.Buffer) error {
+		if m.fusedNorm(i) { // dy is the ReLU's output gradient
+			y := m.view(m.acts[i], rows, n.out.Size())
+			return nr.normRelu.BatchNormReluGrad(dst, dg, db, dy, y, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
+		}
+		return nr.norm.BatchNormGrad(dst, dg, db, dy, x, mean, inv, m.weight(m.Params, l), rows, c, n.in.H*n.in.W)
+	})
+	if err != nil {
+		return err
+	}
+	return m.hooked(hook, n, i)
+}

@@ -1,0 +1,74 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// Pooling kinds: k×k windows at stride (default k), no padding, the
+// maximum or the mean; an average pool of kernel 0 is global (the whole
+// plane).
+const (
+	KindMaxPool = "maxpool"
+	KindAvgPool = "avgpool"
+)
+
+// pool is max pooling (nn.MaxPool2d) or average pooling (nn.AvgPool2d):
+// k×k windows at a stride (default k), no padding; an average pool of
+// kernel 0 is global (the whole plane, which must be square). Its ops are
+// the backend's kernels.ConvOps.
+type pool struct {
+	base
+	max bool
+}
+
+func (p pool) place(n *node) error {
+	k := n.Kernel
+	if k == 0 && !p.max {
+		if n.in.H != n.in.W {
+			return fmt.Errorf("a global pool needs a square input, it gets %v", n.in)
+		}
+		k = n.in.H
+	}
+	asked := n.LayerSpec
+	n.Kernel = k
+	if n.Stride == 0 {
+		n.Stride = k
+	}
+	if k <= 0 || n.Stride <= 0 || n.Pad != 0 {
+		return fmt.Errorf("kernel %d, stride %d, pad %d: want a positive kernel and stride, no padding", asked.Kernel, asked.Stride, asked.Pad)
+	}
+	oh, ow := convOut(n.in.H, n.in.W, k, n.Stride, 0)
+	if oh == 0 {
+		return fmt.Errorf("a %d×%d window is larger than its %d×%d input", k, k, n.in.H, n.in.W)
+	}
+	n.out = Shape{C: n.in.C, H: oh, W: ow}
+	return nil
+}
+
+func (p pool) setup(m *Model, a *allocator) error {
+	kind := KindAvgPool
+	if p.max {
+		kind = KindMaxPool
+	}
+	return m.findConvOps(kind)
+}
+
+func (pool) describe(n node) string { return fmt.Sprintf("%s %d", n.Kind, n.Kernel) }
+
+func (p pool) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
+	if p.max {
+		return m.conv.MaxPool(y, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+	}
+	return m.conv.AvgPool(y, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+}
+
+func (p pool) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
+	return m.give(n.from, func(dst kernels.Buffer) error {
+		if p.max {
+			return m.conv.MaxPoolGrad(dst, dy, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+		}
+		return m.conv.AvgPoolGrad(dst, dy, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
+	})
+}
