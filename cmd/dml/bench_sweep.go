@@ -326,11 +326,8 @@ func checkTrainArgs(trainArgs []string, runs []sweep.Run) error {
 	if len(trainArgs) == 0 {
 		return nil
 	}
-	cfg := trainer.DefaultConfig()
-	var cf commonFlags
-	fs := newFlags("train", "", io.Discard)
-	registerAllTrainFlags(fs, &cfg, &cf, io.Discard)
-	if err := parse(fs, resumeArgs(trainArgs)); err != nil {
+	ta, err := parseTrainArgs(trainArgs)
+	if err != nil {
 		return usageErr("bench sweep: --train-args: %s", message(err))
 	}
 	set := map[string]bool{}
@@ -341,8 +338,7 @@ func checkTrainArgs(trainArgs []string, runs []sweep.Run) error {
 			}
 		}
 	}
-	var err error
-	fs.Visit(func(f *flag.Flag) {
+	ta.fs.Visit(func(f *flag.Flag) {
 		use, owned := sweepSets[f.Name]
 		if err != nil || !(owned || set[f.Name]) {
 			return

@@ -78,8 +78,8 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 		}
 		return usageErr("launch: %v (see 'dml launch --help')", err)
 	}
-	train := fs.Args()
-	if err := lf.check(train); err != nil {
+	train, err := lf.check(fs.Args())
+	if err != nil {
 		return err
 	}
 	pool, err := lf.pool()
@@ -94,97 +94,62 @@ func cmdLaunch(args []string, stdout, stderr io.Writer) error {
 	return sv.run()
 }
 
-// check refuses what cannot run: the command after --, the counts.
-func (lf *launchFlags) check(train []string) error {
+// check refuses what cannot run: the command after --, the counts; it
+// returns the training command parsed.
+func (lf *launchFlags) check(train []string) (*trainArgs, error) {
 	switch {
 	case len(train) == 0:
-		return usageErr("launch: nothing to run: give the training command after --, e.g. dml launch --np 3 -- train --checkpoint-dir ck …")
+		return nil, usageErr("launch: nothing to run: give the training command after --, e.g. dml launch --np 3 -- train --checkpoint-dir ck …")
 	case train[0] != "train":
-		return usageErr("launch: %q: dml launch supervises dml train (give -- train [flags])", train[0])
+		return nil, usageErr("launch: %q: dml launch supervises dml train (give -- train [flags])", train[0])
 	case lf.np == 0 && lf.hosts == "" && lf.discovery == "":
-		return usageErr("launch: give --np N (ranks on this machine), --hosts h1:2,h2:2 or --host-discovery CMD")
+		return nil, usageErr("launch: give --np N (ranks on this machine), --hosts h1:2,h2:2 or --host-discovery CMD")
 	case (lf.np != 0) && (lf.hosts != "" || lf.discovery != "") || lf.hosts != "" && lf.discovery != "":
-		return usageErr("launch: give one of --np, --hosts and --host-discovery")
+		return nil, usageErr("launch: give one of --np, --hosts and --host-discovery")
 	case lf.liveness < 0 || lf.liveness > 0 && lf.liveness < minLiveness:
-		return usageErr("launch: --liveness %v: want 0 or at least %v", lf.liveness, minLiveness)
+		return nil, usageErr("launch: --liveness %v: want 0 or at least %v", lf.liveness, minLiveness)
 	case lf.discoverEvery <= 0:
-		return usageErr("launch: --discover-every %v: want a positive duration", lf.discoverEvery)
+		return nil, usageErr("launch: --discover-every %v: want a positive duration", lf.discoverEvery)
 	case lf.np < 0:
-		return usageErr("launch: --np %d: want at least 1 rank", lf.np)
+		return nil, usageErr("launch: --np %d: want at least 1 rank", lf.np)
 	case lf.minNP < 1:
-		return usageErr("launch: --min-np %d: want at least 1", lf.minNP)
+		return nil, usageErr("launch: --min-np %d: want at least 1", lf.minNP)
 	case lf.maxNP < 0:
-		return usageErr("launch: --max-np %d: want 0 (every slot) or more", lf.maxNP)
+		return nil, usageErr("launch: --max-np %d: want 0 (every slot) or more", lf.maxNP)
 	case lf.maxNP > 0 && lf.maxNP < lf.minNP:
-		return usageErr("launch: --max-np %d is below --min-np %d", lf.maxNP, lf.minNP)
+		return nil, usageErr("launch: --max-np %d is below --min-np %d", lf.maxNP, lf.minNP)
 	case lf.maxRestarts < 0:
-		return usageErr("launch: --max-restarts %d: want 0 or more", lf.maxRestarts)
+		return nil, usageErr("launch: --max-restarts %d: want 0 or more", lf.maxRestarts)
 	case lf.cooldown < 0:
-		return usageErr("launch: --cooldown %v: want 0 or more", lf.cooldown)
+		return nil, usageErr("launch: --cooldown %v: want 0 or more", lf.cooldown)
 	}
-	if v, ok := flagValue(train[1:], "checkpoint-dir"); !ok || v == "" || v == "true" {
-		return usageErr("launch: the training command needs --checkpoint-dir DIR: a restart resumes from it")
+	ta, err := parseTrainArgs(train[1:])
+	if err != nil {
+		return nil, usageErr("launch: the training command: %s", strings.TrimPrefix(message(err), "train: "))
+	}
+	if v, _ := ta.value("checkpoint-dir"); v == "" {
+		return nil, usageErr("launch: the training command needs --checkpoint-dir DIR: a restart resumes from it")
 	}
 	// Launch's own outputs, checked before anything runs (issue 29: a
 	// FIFO hung launch after the job, a folder lost the report at the end).
 	if err := checkOutputDir(lf.report); err != nil {
-		return usageErr("launch: --report %s: %v", lf.report, err)
+		return nil, usageErr("launch: --report %s: %v", lf.report, err)
 	}
-	if v, ok := flagValue(train[1:], "timeline"); ok && v != "" && v != "true" {
+	if v, _ := ta.value("timeline"); v != "" {
 		if err := checkOutputDir(v); err != nil {
-			return usageErr("launch: the training command's --timeline %s: %v", v, err)
+			return nil, usageErr("launch: the training command's --timeline %s: %v", v, err)
 		}
 	}
 	// The strategy says whether its ranks share step boundaries, where a
 	// restart's emergency checkpoint and a stop are taken (adpsgd's do
 	// not), not its name here.
-	if v, _ := flagValue(train[1:], "sync"); v != "" {
-		var c trainer.Config
-		if err := c.Sync.Set(v); err == nil && !c.StopsAtBoundaries() {
-			return usageErr("launch: --sync %s cannot be stopped at a step boundary and checkpoints only at its synchronisation points: dml launch does not run it (resume it with dml train --resume)", v)
-		}
+	if !ta.cfg.StopsAtBoundaries() {
+		return nil, usageErr("launch: --sync %s cannot be stopped at a step boundary and checkpoints only at its synchronisation points: dml launch does not run it (resume it with dml train --resume)", ta.cfg.Sync)
 	}
-	if v, ok := flagValue(train[1:], "emergency-checkpoint"); ok && v == "false" {
+	if v, ok := ta.value("emergency-checkpoint"); ok && v == "false" {
 		fmt.Fprintln(os.Stderr, "dml launch: --emergency-checkpoint=false: a restart goes back to the last scheduled checkpoint")
 	}
-	return nil
-}
-
-// hasFlag says whether args set flag name (-name, --name, with =value or not).
-func hasFlag(args []string, name string) bool {
-	_, ok := flagValue(args, name)
-	return ok
-}
-
-// flagValue is the value args give flag name ("true" for a bare flag).
-func flagValue(args []string, name string) (string, bool) {
-	val, found := "", false
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		k := strings.TrimLeft(a, "-")
-		if k == a {
-			continue
-		}
-		v, hasEq := "", false
-		if p := strings.IndexByte(k, '='); p >= 0 {
-			k, v, hasEq = k[:p], k[p+1:], true
-		}
-		if k != name {
-			continue
-		}
-		found = true
-		switch {
-		case hasEq:
-			val = v
-		case i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
-			val = args[i+1]
-		default:
-			val = "true"
-		}
-	}
-	return val, found
+	return ta, nil
 }
 
 // pool builds the slots from --np or --hosts.
@@ -575,7 +540,7 @@ type supervisor struct {
 	lf             launchFlags
 	pool           *slotPool
 	dml            string
-	train          []string
+	train          *trainArgs
 	stdout, stderr io.Writer
 	now            func() time.Time
 	attempts       []*attempt
@@ -785,43 +750,23 @@ func (sv *supervisor) command(world []hostSlots, np int, attempt int) []string {
 	}
 	out = append(out, sv.dml)
 	train := sv.train
-	if sv.lf.liveness > 0 && !hasFlag(train[1:], "liveness") {
-		train = append(slices.Clone(train), "--liveness", sv.lf.liveness.String())
+	if sv.lf.liveness > 0 && !train.has("liveness") {
+		train = train.with("liveness", sv.lf.liveness.String())
 	}
-	if !hasFlag(train[1:], "data-cache") { // a restart reads the data inflated already
-		ck, _ := flagValue(train[1:], "checkpoint-dir")
-		train = append(slices.Clone(train), "--data-cache", filepath.Join(ck, "data-cache"))
+	if !train.has("data-cache") { // a restart reads the data inflated already
+		ck, _ := train.value("checkpoint-dir")
+		train = train.with("data-cache", filepath.Join(ck, "data-cache"))
 	}
 	if tl := sv.timeline(); tl != "" { // each attempt's own; finish concatenates them
-		train = append(withoutFlag(train, "timeline"), "--timeline", attemptTimeline(tl, attempt))
+		train = train.with("timeline", attemptTimeline(tl, attempt))
 	}
-	if attempt == 0 {
-		return append(out, train...)
+	if attempt > 0 {
+		// A restart resumes from the newest checkpoint in
+		// --checkpoint-dir, whatever --resume the first run had (a file,
+		// or false).
+		train = train.with("resume", "true")
 	}
-	// A restart resumes from the newest checkpoint in --checkpoint-dir,
-	// whatever --resume the first run had (a file, or false).
-	return append(append(out, withoutFlag(train, "resume")...), "--resume")
-}
-
-// withoutFlag is args without flag name (and a value after it that is
-// not a flag: --resume FILE).
-func withoutFlag(args []string, name string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		k := strings.TrimLeft(a, "-")
-		if k != a && (k == name || strings.HasPrefix(k, name+"=")) {
-			if k == name && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-			}
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
+	return append(out, train.args()...)
 }
 
 // stopSignal asks the job to stop at the next step boundary: mpirun
@@ -1266,10 +1211,7 @@ func (sv *supervisor) finish(err error) {
 
 // timeline is the training command's --timeline ("": none).
 func (sv *supervisor) timeline() string {
-	v, ok := flagValue(sv.train[1:], "timeline")
-	if !ok || v == "true" {
-		return ""
-	}
+	v, _ := sv.train.value("timeline")
 	return v
 }
 

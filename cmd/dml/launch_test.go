@@ -219,7 +219,9 @@ func TestLaunchUsage(t *testing.T) {
 		{append([]string{"--hosts", "a:1", "--discover-every", "0s"}, ok...), "--discover-every 0s"},
 		{[]string{"--np", "2", "--", "train", "--sync", "adpsgd", "--checkpoint-dir", "x"}, "--sync adpsgd cannot be stopped at a step boundary"},
 		{[]string{"--np", "2", "--", "train", "--checkpoint-dir="}, "needs --checkpoint-dir"},
-		{[]string{"--np", "2", "--", "train", "--checkpoint-dir"}, "needs --checkpoint-dir"},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir"}, "the training command: flag needs an argument: -checkpoint-dir"},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir", "x", "--epochs", "many"}, `the training command: invalid value "many" for flag -epochs`},
+		{[]string{"--np", "2", "--", "train", "--checkpoint-dir", "x", "--sync", "gossip"}, `the training command: invalid value "gossip" for flag -sync`},
 		{append([]string{"--np", "-1"}, ok...), "--np -1"},
 		{append([]string{"--np", "2", "--min-np", "3"}, ok...), "--min-np 3 is more than the 2 slot(s)"},
 		{append([]string{"--hosts", "a:2,b:1", "--min-np", "4"}, ok...), "--min-np 4 is more than the 3 slot(s)"},
@@ -290,19 +292,6 @@ func TestSlotPool(t *testing.T) {
 	}
 }
 
-// TestFlagValue: the training command's flags as dml launch reads them.
-func TestFlagValue(t *testing.T) {
-	args := []string{"--checkpoint-dir", "ck", "-emergency-checkpoint=false", "--resume", "--", "--epochs", "3"}
-	for _, c := range []struct {
-		name, want string
-		ok         bool
-	}{{"checkpoint-dir", "ck", true}, {"emergency-checkpoint", "false", true}, {"resume", "true", true}, {"epochs", "", false}} {
-		if v, ok := flagValue(args, c.name); v != c.want || ok != c.ok {
-			t.Errorf("%s: %q %v, want %q %v", c.name, v, ok, c.want, c.ok)
-		}
-	}
-}
-
 // TestLaunchGrows: a host count that --host-discovery raises while the job
 // runs (here the command's second answer) is taken in at a step boundary:
 // the job stops there with a checkpoint (SIGUSR1, passed on by mpirun) and
@@ -345,22 +334,6 @@ func TestLaunchInterrupted(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(ck, "ckpt-s*.npz"))
 	if code != 130 || !strings.Contains(so, "interrupted after step") || len(files) == 0 || strings.Contains(se, "restart 1") {
 		t.Fatalf("exit %d (want 130), checkpoints %v\nstdout:\n%s\nstderr:\n%s", code, files, so, se)
-	}
-}
-
-// TestWithoutFlag: a restart's command drops the first run's --resume,
-// alone, with =, or with its file.
-func TestWithoutFlag(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"train --resume --epochs 3", "train --epochs 3"},
-		{"train --resume ck/a.npz --epochs 3", "train --epochs 3"},
-		{"train --resume=false -resume=x.npz --seed 2", "train --seed 2"},
-		{"train --epochs 3 --resume", "train --epochs 3"},
-		{"train --resumed 1 -- --resume", "train --resumed 1 -- --resume"},
-	} {
-		if got := strings.Join(withoutFlag(strings.Fields(c.in), "resume"), " "); got != c.want {
-			t.Errorf("%q: %q, want %q", c.in, got, c.want)
-		}
 	}
 }
 
