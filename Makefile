@@ -17,7 +17,7 @@ APT_PKGS := openmpi-bin libopenmpi-dev pkg-config dataset-fashion-mnist python3-
 include mk/cuda.mk
 include mk/cuda-build.mk
 
-.PHONY: help deps build test test-short cluster-test vet fmt-check demo bench bench-exchange bench-go fuzz clean docs
+.PHONY: help deps build test test-short cluster-test vet fmt-check demo bench bench-exchange bench-go fuzz clean docs shape
 
 help:
 	@echo "make deps            install what is missing (OpenMPI, pkg-config, Fashion-MNIST, iproute2, Slurm, Go modules)"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-go        Go benchmarks (kernels, reductions)"
 	@echo "make fuzz            run each fuzzer for FUZZTIME (default 20s)"
 	@echo "make docs            regenerate docs/flags.md from every command's --help"
+	@echo "make shape           each package's uses between its files, the share pointing upward, its longest and most complex functions"
 	@echo "make cuda-toolchain  fetch Debian's CUDA 11.8 nvcc/ptxas/cuda.h into .cache (no install, no driver)"
 	@echo "make kernels         compile kernels/cu/*.cu to the committed PTX in kernels/ptx"
 	@echo "make kernels-check   committed PTX == sources, ptxas sm_70/sm_90 registers and spills"
@@ -55,6 +56,11 @@ build: deps
 # docs/flags.md is every command's --help (TestFlagReference keeps them equal).
 docs:
 	$(GO) test -count=1 -run '^TestFlagReference$$' ./cmd/dml/ -update
+
+# The shape of the packages (issue 32): bench/shape says how it measures.
+SHAPE ?= ./trainer/... ./cmd/... ./kernels/... ./collectives/... ./ps/... ./cuda/...
+shape: deps
+	$(GO) run ./bench/shape $(SHAPE)
 
 vet: deps
 	$(GO) vet ./...

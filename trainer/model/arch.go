@@ -5,7 +5,7 @@
 // update rule (kernels/optim) to the parameters on the same backend, and
 // the .npz weight files (SaveNPZ, LoadNPZ) with PyTorch's state_dict
 // names. Each layer kind is one unit (layer.go: the layerKind interface
-// and the registry; layer_*.go: one kind each). It knows nothing of ranks
+// and the registry; layer_*.go: one kind each, registering itself). It knows nothing of ranks
 // or sync strategies: package trainer drives it.
 package model
 

@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/dml-project/dml/kernels"
 )
@@ -12,8 +13,8 @@ import (
 // output shape and parameters, Arch for its parameter layout, initial
 // values, buffers, FLOPs and one-line description, and the Model
 // (model.go) for its ops and its forward and backward passes. Adding a
-// kind is its file, its ops on the backends if it needs new ones, and one
-// line in registry.
+// kind is its file (with the one line that registers it) and its ops on
+// the backends if it needs new ones.
 type layerKind interface {
 	// place checks node n's settings against its input shape n.in,
 	// fills in the defaults it takes (a stride, a pool's window), and
@@ -70,40 +71,37 @@ type buffer struct {
 	init  float32
 }
 
-// registry is every kind a network may use, in the order error messages
-// list them; kindAdd, a residual block's sum, is placed by the block
-// alone.
-var registry = []struct {
-	name string
-	kind any // a layerKind or a composite
-}{
-	{KindLinear, linear{}},
-	{KindConv, conv{}},
-	{KindReLU, relu{}},
-	{KindMaxPool, pool{max: true}},
-	{KindAvgPool, pool{}},
-	{KindFlatten, flatten{}},
-	{KindBatchNorm, batchNorm{}},
-	{KindBlock, block{}},
+// kinds is every kind a network may use, by name, and kindAdd, a
+// residual block's sum, which the block alone places. Each kind's file
+// registers it (register, in an init function): adding a kind touches
+// that file alone, and its ops if it needs new ones.
+var kinds = map[string]any{} // a layerKind or a composite
+
+// kindAdd is a block's sum of its two paths (a node, not a LayerSpec:
+// layer_add.go).
+const kindAdd = "add"
+
+// register adds a kind (a layerKind or a composite) under name.
+func register(name string, kind any) {
+	_, leaf := kind.(layerKind)
+	_, comp := kind.(composite)
+	if !leaf && !comp || kinds[name] != nil {
+		panic("model: register " + name + ": not a kind, or a second one of that name")
+	}
+	kinds[name] = kind
 }
 
-// LayerKinds lists the kinds a network may use.
-var LayerKinds = func() []string {
+// LayerKinds lists the kinds a network may use, sorted.
+func LayerKinds() []string {
 	var names []string
-	for _, r := range registry {
-		names = append(names, r.name)
+	for name := range kinds {
+		if name != kindAdd {
+			names = append(names, name)
+		}
 	}
+	slices.Sort(names)
 	return names
-}()
-
-// kinds finds a registered kind (and the internal add) by name.
-var kinds = func() map[string]any {
-	k := map[string]any{kindAdd: add{}}
-	for _, r := range registry {
-		k[r.name] = r.kind
-	}
-	return k
-}()
+}
 
 // kind is node n's kind (n is placed: its kind is a layerKind).
 func (n node) kind() layerKind { return kinds[n.Kind].(layerKind) }

@@ -2,8 +2,9 @@ package model
 
 import "github.com/dml-project/dml/kernels"
 
-// kindAdd is a block's sum of its two paths (a node, not a LayerSpec).
-const kindAdd = "add"
+func init() {
+	register(kindAdd, add{})
+}
 
 // add is a residual block's sum of its two paths, node from's output and
 // node plus's (placed by the block, never named in a network). In place

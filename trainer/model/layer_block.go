@@ -9,6 +9,10 @@ import "fmt"
 // — then ReLU. Its convolutions have no bias.
 const KindBlock = "block"
 
+func init() {
+	register(KindBlock, block{})
+}
+
 // block is He et al.'s basic residual block (KindBlock: Out channels,
 // Stride), torchvision's BasicBlock with the option-B shortcut: the
 // input itself, or, where the shape changes, NAME.shortcut.0 (1×1 conv,

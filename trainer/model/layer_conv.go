@@ -202,6 +202,10 @@ const (
 	deviceChunkFloats = 32 << 20
 )
 
+func init() {
+	register(KindConv, conv{})
+}
+
 // chunkFloats is the chunk bound for backend b (or the one a decorator
 // such as trace.Backend wraps).
 func chunkFloats(b kernels.Backend) int {

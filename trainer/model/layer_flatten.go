@@ -5,6 +5,10 @@ import "github.com/dml-project/dml/kernels"
 // KindFlatten is C×H×W → C·H·W (no data moves).
 const KindFlatten = "flatten"
 
+func init() {
+	register(KindFlatten, flatten{})
+}
+
 // flatten is C×H×W → C·H·W: no data moves where it works in place (its
 // input has no other reader), a copy otherwise.
 type flatten struct{ base }

@@ -9,6 +9,10 @@ import (
 // KindLinear is y = x Wᵀ + b, W [out, in] (nn.Linear).
 const KindLinear = "linear"
 
+func init() {
+	register(KindLinear, linear{})
+}
+
 // linear is nn.Linear: y = x Wᵀ + b, W [out, in], on a flat input.
 type linear struct{ base }
 

@@ -13,6 +13,10 @@ const (
 	BatchNormMomentum = 0.1
 )
 
+func init() {
+	register(KindBatchNorm, batchNorm{})
+}
+
 // KindBatchNorm is BatchNorm2d (per channel; eps 1e-5, momentum 0.1):
 // the batch's statistics in training, the running ones in evaluation.
 const KindBatchNorm = "batchnorm"

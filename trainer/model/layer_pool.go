@@ -14,6 +14,11 @@ const (
 	KindAvgPool = "avgpool"
 )
 
+func init() {
+	register(KindMaxPool, pool{max: true})
+	register(KindAvgPool, pool{})
+}
+
 // pool is max pooling (nn.MaxPool2d) or average pooling (nn.AvgPool2d):
 // k×k windows at a stride (default k), no padding; an average pool of
 // kernel 0 is global (the whole plane, which must be square). Its ops are

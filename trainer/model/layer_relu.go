@@ -5,6 +5,10 @@ import "github.com/dml-project/dml/kernels"
 // KindReLU is max(x, 0).
 const KindReLU = "relu"
 
+func init() {
+	register(KindReLU, relu{})
+}
+
 // relu is max(x, 0). It works in place where its input has no other
 // reader (its backward pass needs only its output); in training, a ReLU
 // in place on a batch norm that the backend fuses with it is done by the

@@ -126,7 +126,7 @@ func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, e
 	}
 	k, ok := kinds[l.Kind].(layerKind)
 	if !ok || l.Kind == kindAdd {
-		return 0, shape, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds, ", "))
+		return 0, shape, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds(), ", "))
 	}
 	if err := k.place(&n); err != nil {
 		return 0, shape, bad("%v", err)

@@ -106,7 +106,7 @@ func ParseNetFile(r io.Reader) ([]LayerSpec, error) {
 	}
 	for i, l := range f.Layers {
 		if l.Kind == "" {
-			return nil, fmt.Errorf("layer %d: no kind (want one of %s)", i, strings.Join(LayerKinds, ", "))
+			return nil, fmt.Errorf("layer %d: no kind (want one of %s)", i, strings.Join(LayerKinds(), ", "))
 		}
 	}
 	return f.Layers, nil

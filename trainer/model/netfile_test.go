@@ -78,7 +78,7 @@ func TestNetFileRefuses(t *testing.T) {
 		{[]LayerSpec{{Kind: KindBatchNorm, Name: "bn"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "cannot read the data itself"},
 		// A block's sum is placed by the block only (it has no input to
 		// add); unregistered kinds are named with the registry's list.
-		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want linear, conv, relu, maxpool, avgpool, flatten, batchnorm, block)`},
+		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want avgpool, batchnorm, block, conv, flatten, linear, maxpool, relu)`},
 		{[]LayerSpec{{Kind: "gelu"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `unknown kind "gelu"`},
 	} {
 		if _, err := NewNet(in, c.layers, 4, SoftmaxCE); err == nil || !strings.Contains(err.Error(), c.want) {
