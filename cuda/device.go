@@ -39,7 +39,10 @@ type kernelSet struct {
 	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
 	bnPartial, bnFinish, bnCoef, bnApply       function
 	bnGradPartial, bnGradFinish, bnGradApply   function
-	gemm                                       map[string]function // by name, for ptx.PickGemm
+	// module transformer (TransformerOps)
+	gelu, geluGrad                                  function
+	layerNorm, layerNormGradRows, layerNormGradCols function
+	gemm                                            map[string]function // by name, for ptx.PickGemm
 }
 
 // tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
@@ -197,6 +200,8 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.avgPool, "dml_avgpool"}, {&k.avgPoolGrad, "dml_avgpool_grad"},
 		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
+		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},
+		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

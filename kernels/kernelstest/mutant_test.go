@@ -53,6 +53,9 @@ var mutants = map[string]struct {
 	"avgpool-grad-unscaled":    {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
 	"maxpool-writes-first":     {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
 	"batchnorm-biased-running": {"BatchNorm", func(b kernels.Backend) kernels.Backend { return bnBiasedRunning{b.(*cpu.Backend)} }},
+	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
+	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
+	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -500,5 +503,61 @@ func (m bnBiasedRunning) BatchNormTrain(y, mean, invstd, runMean, runVar, x, gam
 			v[0][i] = (1-momentum)*before[i] + newPart*(cnt-1)/cnt
 		}
 	}, runVar)
+	return nil
+}
+
+// geluTanhAlways computes the tanh approximation whatever is asked
+// (1e-3 away from erf's GELU near |x| = 2).
+type geluTanhAlways struct{ *cpu.Backend }
+
+func (m geluTanhAlways) Gelu(y, x kernels.Buffer, _ bool) error { return m.Backend.Gelu(y, x, true) }
+
+// layerNormGradNoMean forgets the mean(γ·dy) term of dx.
+type layerNormGradNoMean struct{ *cpu.Backend }
+
+func (m layerNormGradNoMean) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, rows, cols int) error {
+	if err := m.Backend.LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, cols); err != nil {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		dxs, dys, gs, inv := h[0], h[1], h[2], h[3]
+		for r := range rows {
+			var s float64
+			for j := range cols {
+				s += float64(gs[j]) * float64(dys[r*cols+j])
+			}
+			for j := range cols {
+				dxs[r*cols+j] += float32(float64(inv[r]) * s / float64(cols))
+			}
+		}
+	}, dx, dy, gamma, invstd)
+	return nil
+}
+
+// layerNormOnePass takes each row's variance as E[x²] − E[x]² in
+// float32: right near 0, lost far from it.
+type layerNormOnePass struct{ *cpu.Backend }
+
+func (m layerNormOnePass) LayerNorm(y, mean, invstd, x, gamma, beta kernels.Buffer, rows, cols int, eps float32) error {
+	if err := m.Backend.LayerNorm(y, mean, invstd, x, gamma, beta, rows, cols, eps); err != nil {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		ys, ms, is, xs, gs, bs := h[0], h[1], h[2], h[3], h[4], h[5]
+		for r := range rows {
+			var s, s2 float32
+			for j := range cols {
+				v := xs[r*cols+j]
+				s += v
+				s2 += v * v
+			}
+			mu := s / float32(cols)
+			inv := float32(1 / math.Sqrt(float64(max(s2/float32(cols)-mu*mu, 0)+eps)))
+			ms[r], is[r] = mu, inv
+			for j := range cols {
+				ys[r*cols+j] = (xs[r*cols+j]-mu)*inv*gs[j] + bs[j]
+			}
+		}
+	}, y, mean, invstd, x, gamma, beta)
 	return nil
 }

@@ -123,6 +123,8 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"ConvErrShape", plain(testConvErrShape)},
 		{"BatchNorm", plain(testBatchNorm)},
 		{"BatchNormReLU", plain(testBatchNormRelu)},
+		{"Gelu", plain(testGelu)},
+		{"LayerNorm", plain(testLayerNorm)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

@@ -100,7 +100,7 @@ func TestModulesPerArch(t *testing.T) {
 			t.Errorf("%s.compute_%d contains a NUL byte", m.Name, m.Arch)
 		}
 	}
-	want := []string{"conv.70", "conv.90", "elementwise.70", "elementwise.90", "gemm.70", "gemm.90", "gemm_tf32.80", "loss.70", "loss.90", "reduce.70", "reduce.90"}
+	want := []string{"conv.70", "conv.90", "elementwise.70", "elementwise.90", "gemm.70", "gemm.90", "gemm_tf32.80", "loss.70", "loss.90", "reduce.70", "reduce.90", "transformer.70", "transformer.90"}
 	if !slices.Equal(names, want) {
 		t.Errorf("embedded modules %v, want %v", names, want)
 	}
@@ -149,10 +149,10 @@ func TestForDevice(t *testing.T) {
 		want         []string
 	}{
 		{6, 1, nil},
-		{7, 0, []string{"conv.70", "elementwise.70", "gemm.70", "loss.70", "reduce.70"}},
-		{8, 6, []string{"conv.70", "elementwise.70", "gemm.70", "gemm_tf32.80", "loss.70", "reduce.70"}},
-		{9, 0, []string{"conv.90", "elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90"}},
-		{12, 0, []string{"conv.90", "elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90"}},
+		{7, 0, []string{"conv.70", "elementwise.70", "gemm.70", "loss.70", "reduce.70", "transformer.70"}},
+		{8, 6, []string{"conv.70", "elementwise.70", "gemm.70", "gemm_tf32.80", "loss.70", "reduce.70", "transformer.70"}},
+		{9, 0, []string{"conv.90", "elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90", "transformer.90"}},
+		{12, 0, []string{"conv.90", "elementwise.90", "gemm.90", "gemm_tf32.80", "loss.90", "reduce.90", "transformer.90"}},
 	}
 	for _, c := range cases {
 		if got := names(ForDevice(c.major, c.minor)); !slices.Equal(got, c.want) {

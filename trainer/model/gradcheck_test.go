@@ -96,6 +96,12 @@ func TestNetGradient(t *testing.T) {
 		// shortcut (ResNet's), then global pooling.
 		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
 			{Kind: KindBlock, Name: "b1", Out: 3}, {Kind: KindBlock, Name: "b2", Out: 4, Stride: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+		// A transformer's MLP: layer norm, GELU in both forms (the input
+		// gradient of a layer norm read by one layer, and of a flatten
+		// read by a layer norm).
+		{Shape{C: 2, H: 2, W: 2}, []LayerSpec{{Kind: KindFlatten}, {Kind: KindLayerNorm, Name: "ln0"}, {Kind: KindLinear, Name: "fc1", Out: 6},
+			{Kind: KindGELU}, {Kind: KindLayerNorm, Name: "ln1"}, {Kind: KindLinear, Name: "fc2", Out: 5}, {Kind: KindGELU, Approximate: "tanh"},
+			{Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 	} {
 		arch, err := NewNet(tc.in, tc.layers, tc.out, SoftmaxCE)
 		if err != nil {

@@ -63,6 +63,11 @@ type Model struct {
 	conv kernels.ConvOps
 	cv   convRun
 	bn   normRun
+	// tf: the backend's kernels.TransformerOps, where a layer needs them
+	// (GELU, layer norm); own[i]: node i's own scratch, which its kind
+	// allocates in setup (layer norm's per-row statistics).
+	tf  kernels.TransformerOps
+	own []kernels.Buffer
 	// State holds every layer's buffers, batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start).
 	State kernels.Buffer
@@ -148,7 +153,7 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 // setupKinds has each kind of layer in the network, in order of first
 // use, find its ops and allocate its buffers (layerKind.setup).
 func (m *Model) setupKinds(a *allocator) error {
-	m.kinds = make([]layerKind, len(m.nodes))
+	m.kinds, m.own = make([]layerKind, len(m.nodes)), make([]kernels.Buffer, len(m.nodes))
 	done := map[layerKind]bool{}
 	for i, n := range m.nodes {
 		k := n.kind()

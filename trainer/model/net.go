@@ -24,6 +24,9 @@ type LayerSpec struct {
 	Stride int    `json:"stride,omitempty" yaml:"stride"` // conv: default 1; pooling: default the kernel
 	Pad    int    `json:"pad,omitempty" yaml:"pad"`       // conv: zero padding on every side
 	NoBias bool   `json:"no_bias,omitempty" yaml:"no_bias"`
+	// Approximate is GELU's form: "" or "none" (erf), or "tanh"
+	// (nn.GELU's approximate).
+	Approximate string `json:"approximate,omitempty" yaml:"approximate"`
 }
 
 // node is a layer placed in a network: its input and output shapes, and

@@ -14,6 +14,7 @@
 #include "../gemm_tf32.cu"
 #include "../loss.cu"
 #include "../reduce.cu"
+#include "../transformer.cu"
 
 static int failures = 0;
 #define CHECK(cond, ...)                                           \
@@ -625,6 +626,83 @@ static void test_batchnorm() {
   }
 }
 
+// test_transformer: GELU (both forms, in place too) and layer norm with
+// its gradient, against double formulas; one row far from 0 (mean 1e4).
+static void test_transformer() {
+  auto x = normals(500, 3);
+  for (float v : {0.f, 10.f, -10.f, 40.f, -40.f, 1e4f, -1e4f}) x.push_back(v);
+  const long long n = x.size();
+  auto dy = normals(n);
+  for (long long tf = 0; tf < 2; tf++) {
+    std::vector<float> y(n, 7), dx(n, 7), yi = x, dyi = dy;
+    emu_launch(dml_gelu, G1, B1, y.data(), (const float*)x.data(), n, tf);
+    emu_launch(dml_gelu_grad, G1, B1, dx.data(), (const float*)dy.data(), (const float*)x.data(), n, tf);
+    emu_launch(dml_gelu, G1, B1, yi.data(), (const float*)yi.data(), n, tf);
+    emu_launch(dml_gelu_grad, G1, B1, dyi.data(), (const float*)dyi.data(), (const float*)x.data(), n, tf);
+    for (long long i = 0; i < n; i++) {
+      double v = x[i], want, dwant;
+      if (tf) {
+        double c = std::sqrt(2 / M_PI), t = std::tanh(c * (v + 0.044715 * v * v * v));
+        want = 0.5 * v * (1 + t);
+        dwant = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v);
+      } else {
+        want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        dwant = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI);
+      }
+      dwant *= dy[i];
+      CHECK(close(y[i], want, 1e-6) && same_bits(yi[i], y[i]), "gelu %lld form %lld x %g: %g want %g", i, tf, v, y[i], want);
+      CHECK(close(dx[i], dwant, 1e-6) && same_bits(dyi[i], dx[i]), "gelu grad %lld form %lld x %g: %g want %g", i, tf, v, dx[i], dwant);
+    }
+  }
+  struct S {
+    long long rows, cols;
+  } shapes[] = {{1, 1}, {1, 7}, {5, 3}, {4, 300}, {6, 128}};
+  const float eps = 1e-5f;
+  for (auto s : shapes) {
+    const long long all = s.rows * s.cols;
+    auto x = normals(all, 2), dy = normals(all), g = normals(s.cols), b = normals(s.cols);
+    for (long long i = 0; i < all; i++) x[i] += (float)(i / s.cols);
+    if (s.rows > 1)
+      for (long long j = 0; j < s.cols; j++) x[s.cols + j] = 1e4f + (float)(j % 3) - 1;
+    std::vector<float> y(all, 7), mean(s.rows, 7), inv(s.rows, 7), dg(s.cols, 7), db(s.cols, 7), dxx = dy;
+    emu_launch(dml_layer_norm, dim3{2, 1, 1}, dim3{256, 1, 1}, y.data(), mean.data(), inv.data(), (const float*)x.data(),
+               (const float*)g.data(), (const float*)b.data(), s.rows, s.cols, eps);
+    emu_launch(dml_layer_norm_grad_cols, G1, B1, dg.data(), db.data(), (const float*)dy.data(), (const float*)x.data(),
+               (const float*)mean.data(), (const float*)inv.data(), s.rows, s.cols);
+    // in place: dx aliases dy, after the column sums have read dy
+    emu_launch(dml_layer_norm_grad_rows, dim3{2, 1, 1}, dim3{256, 1, 1}, dxx.data(), (const float*)dxx.data(), (const float*)x.data(),
+               (const float*)mean.data(), (const float*)inv.data(), (const float*)g.data(), s.rows, s.cols);
+    std::vector<double> sg(s.cols), sb(s.cols);
+    for (long long r = 0; r < s.rows; r++) {
+      double mu = 0, v = 0;
+      for (long long j = 0; j < s.cols; j++) mu += x[r * s.cols + j];
+      mu /= s.cols;
+      for (long long j = 0; j < s.cols; j++) v += (x[r * s.cols + j] - mu) * (x[r * s.cols + j] - mu);
+      double iv = 1 / std::sqrt(v / s.cols + eps), mg = 0, mgx = 0;
+      CHECK(close(mean[r], mu, 1e-7) && close(inv[r], iv, 1e-6), "layer norm stats row %lld: %g %g want %g %g", r, mean[r], inv[r], mu, iv);
+      for (long long j = 0; j < s.cols; j++) {
+        long long p = r * s.cols + j;
+        double xh = (x[p] - mu) * iv;
+        CHECK(close(y[p], g[j] * xh + b[j], 1e-5), "layer norm row %lld col %lld: %g want %g", r, j, y[p], g[j] * xh + b[j]);
+        sg[j] += dy[p] * xh;
+        sb[j] += dy[p];
+        mg += g[j] * dy[p];
+        mgx += g[j] * dy[p] * xh;
+      }
+      mg /= s.cols;
+      mgx /= s.cols;
+      for (long long j = 0; j < s.cols; j++) {
+        long long p = r * s.cols + j;
+        double xh = (x[p] - mu) * iv, want = iv * (g[j] * dy[p] - mg - xh * mgx);
+        double bound = iv * (std::fabs(g[j] * dy[p]) + std::fabs(mg) + std::fabs(xh * mgx)) + 1e-30;
+        CHECK(std::fabs(dxx[p] - want) <= 1e-5 * bound, "layer norm grad row %lld col %lld: %g want %g", r, j, dxx[p], want);
+      }
+    }
+    for (long long j = 0; j < s.cols; j++)
+      CHECK(close(dg[j], sg[j], 1e-5 * s.rows) && close(db[j], sb[j], 1e-5 * s.rows), "layer norm dgamma/dbeta col %lld", j);
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -637,7 +715,9 @@ int main() {
   test_conv();
   test_pool();
   test_batchnorm();
-  std::printf("emu: conv done (%d failures)\n", failures);
+  std::printf("emu: conv done (%d failures so far)\n", failures);
+  test_transformer();
+  std::printf("emu: transformer done (%d failures)\n", failures);
   if (failures) {
     std::printf("emu: FAIL (%d)\n", failures);
     return 1;

@@ -1,0 +1,181 @@
+package kernelstest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+// testGelu checks Gelu and GeluGrad, both forms, against float64
+// formulas, over normals, wide values and the tails (where erf saturates
+// and the tanh form's cube grows), and in place (y = x, dx = dy).
+func testGelu(t *testing.T, be kernels.Backend) {
+	tb, has := kernels.TransformerOf(be)
+	if !has {
+		t.Skipf("backend %s has no TransformerOps: GELU does not run on it", be.Name())
+	}
+	r := newRand(900)
+	x := append(normals(r, 300, 1), normals(r, 200, 6)...)
+	x = append(x, 0, -0.5, 0.5, 3, -3, 10, -10, 40, -40, 1e4, -1e4)
+	dy := normals(r, len(x), 1)
+	for _, tanh := range []bool{false, true} {
+		name := "erf"
+		f, df := refGelu, refGeluGrad
+		if tanh {
+			name, f, df = "tanh", refGeluTanh, refGeluTanhGrad
+		}
+		wantY, wantDx := make([]float64, len(x)), make([]float64, len(x))
+		boundY, boundDx := make([]float64, len(x)), make([]float64, len(x))
+		for i, v := range x {
+			wantY[i], wantDx[i] = f(float64(v)), float64(dy[i])*df(float64(v))
+			boundY[i] = 2e-6 * (1 + math.Abs(wantY[i]))
+			boundDx[i] = 2e-6 * (1 + math.Abs(float64(dy[i]))*(1+math.Abs(float64(v))))
+		}
+		xb, dyb := load(t, be, x), load(t, be, dy)
+		y := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, tb.Gelu(y.buf, xb, tanh))
+		checkWithin(t, name+": y", y.read(t, name), wantY, boundY)
+		dx := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, tb.GeluGrad(dx.buf, dyb, xb, tanh))
+		checkWithin(t, name+": dx", dx.read(t, name), wantDx, boundDx)
+		// In place.
+		in := loadGuarded(t, be, x)
+		ok(t, name+" in place", tb.Gelu(in.buf, in.buf, tanh))
+		checkWithin(t, name+": y in place", in.read(t, name), wantY, boundY)
+		din := loadGuarded(t, be, dy)
+		ok(t, name+" in place", tb.GeluGrad(din.buf, din.buf, xb, tanh))
+		checkWithin(t, name+": dx in place", din.read(t, name), wantDx, boundDx)
+	}
+	// Lengths that differ: ErrShape, the output untouched.
+	x3, y4 := load(t, be, filled(3, 1)), loadGuarded(t, be, filled(4, 5))
+	for _, err := range []error{tb.Gelu(y4.buf, x3, false), tb.GeluGrad(y4.buf, y4.buf, x3, true)} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "after bad shapes", y4.read(t, "bad"), filled(4, 5))
+}
+
+func refGelu(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+
+func refGeluGrad(x float64) float64 {
+	return 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+}
+
+func refGeluTanh(x float64) float64 {
+	return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+}
+
+func refGeluTanhGrad(x float64) float64 {
+	c := math.Sqrt(2 / math.Pi)
+	t := math.Tanh(c * (x + 0.044715*x*x*x))
+	return 0.5*(1+t) + 0.5*x*(1-t*t)*c*(1+3*0.044715*x*x)
+}
+
+// layerNormShapes: one value per row, a row, odd sizes, a transformer's
+// width.
+var layerNormShapes = []struct{ rows, cols int }{{1, 1}, {1, 7}, {5, 3}, {4, 33}, {6, 128}}
+
+// testLayerNorm checks LayerNorm and LayerNormGrad against float64
+// formulas; one row lies far from 0 (mean 1e4, deviation 1), where a
+// one-pass variance in float32 would lose every digit.
+func testLayerNorm(t *testing.T, be kernels.Backend) {
+	tb, has := kernels.TransformerOf(be)
+	if !has {
+		t.Skipf("backend %s has no TransformerOps: layer norm does not run on it", be.Name())
+	}
+	const eps = 1e-5
+	for k, s := range layerNormShapes {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(950 + k))
+		x := normals(r, s.rows*s.cols, 2)
+		for i := range x {
+			x[i] += float32(i / s.cols) // a mean per row
+		}
+		if s.rows > 1 {
+			for j := range s.cols {
+				x[s.cols+j] = 1e4 + float32(j%3) - 1
+			}
+		}
+		g, b, dy := normals(r, s.cols, 1), normals(r, s.cols, 1), normals(r, len(x), 1)
+		ref := refLayerNorm(s.rows, s.cols, x, g, b, dy, eps)
+		xb, gb, bb, dyb := load(t, be, x), load(t, be, g), load(t, be, b), load(t, be, dy)
+		y, m, inv := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.rows, 7)), loadGuarded(t, be, filled(s.rows, 7))
+		ok(t, name, tb.LayerNorm(y.buf, m.buf, inv.buf, xb, gb, bb, s.rows, s.cols, eps))
+		checkWithin(t, name+": y", y.read(t, name), ref.y, ref.boundY)
+		checkWithin(t, name+": mean", m.read(t, name), ref.mu, perC(ref.mu, 1e-7))
+		checkWithin(t, name+": invstd", inv.read(t, name), ref.inv, perC(ref.inv, 1e-5))
+		dx, dg, db := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(s.cols, 7)), loadGuarded(t, be, filled(s.cols, 7))
+		ok(t, name, tb.LayerNormGrad(dx.buf, dg.buf, db.buf, dyb, xb, m.buf, inv.buf, gb, s.rows, s.cols))
+		checkWithin(t, name+": dx", dx.read(t, name), ref.dx, ref.boundDx)
+		checkWithin(t, name+": dgamma", dg.read(t, name), ref.dg, perC(ref.dg, 1e-4*float64(s.rows)))
+		checkWithin(t, name+": dbeta", db.read(t, name), ref.db, perC(ref.db, 1e-5*float64(s.rows)))
+	}
+	// Shapes that do not fit: ErrShape, outputs untouched.
+	x := load(t, be, filled(12, 1))
+	c3, y := loadGuarded(t, be, filled(3, 5)), loadGuarded(t, be, filled(12, 5))
+	c4 := loadGuarded(t, be, filled(4, 5))
+	for _, err := range []error{
+		tb.LayerNorm(y.buf, c3.buf, c3.buf, x, c3.buf, c3.buf, 3, 3, eps),               // 9 ≠ 12
+		tb.LayerNorm(y.buf, c3.buf, c3.buf, x, c3.buf, c4.buf, 3, 4, eps),               // per-row 3, β 4: γ 3 ≠ 4
+		tb.LayerNormGrad(y.buf, c4.buf, c4.buf, y.buf, x, c4.buf, c3.buf, c4.buf, 3, 4), // per-row 4 ≠ 3
+	} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "y after bad shapes", y.read(t, "bad"), filled(12, 5))
+	checkExact(t, "per-row after bad shapes", c3.read(t, "bad"), filled(3, 5))
+	checkExact(t, "per-column after bad shapes", c4.read(t, "bad"), filled(4, 5))
+}
+
+// layerNormRef is a layer norm in float64: the statistics, y, and the
+// gradients given dy, with the bounds the checks allow.
+type layerNormRef struct {
+	mu, inv, y, dx, dg, db []float64
+	boundY, boundDx        []float64
+}
+
+func refLayerNorm(rows, cols int, x, g, b, dy []float32, eps float64) layerNormRef {
+	ref := layerNormRef{mu: make([]float64, rows), inv: make([]float64, rows), y: make([]float64, len(x)), dx: make([]float64, len(x)),
+		dg: make([]float64, cols), db: make([]float64, cols), boundY: make([]float64, len(x)), boundDx: make([]float64, len(x))}
+	for r := range rows {
+		xs := widen(x[r*cols : (r+1)*cols])
+		mu, v := 0.0, 0.0
+		for _, xv := range xs {
+			mu += xv
+		}
+		mu /= float64(cols)
+		for _, xv := range xs {
+			v += (xv - mu) * (xv - mu)
+		}
+		inv := 1 / math.Sqrt(v/float64(cols)+eps)
+		ref.mu[r], ref.inv[r] = mu, inv
+		var mg, mgx, mag float64
+		for j, xv := range xs {
+			xh := (xv - mu) * inv
+			p := r*cols + j
+			ref.y[p] = float64(g[j])*xh + float64(b[j])
+			ref.boundY[p] = 1e-5 * (1 + math.Abs(float64(g[j]))*(1+math.Abs(xh)) + math.Abs(float64(b[j])))
+			d := float64(dy[p])
+			ref.dg[j] += d * xh
+			ref.db[j] += d
+			gd := float64(g[j]) * d
+			mg += gd
+			mgx += gd * xh
+			mag += math.Abs(gd)
+		}
+		mg /= float64(cols)
+		mgx /= float64(cols)
+		for j, xv := range xs {
+			xh := (xv - mu) * inv
+			p := r*cols + j
+			ref.dx[p] = inv * (float64(g[j])*float64(dy[p]) - mg - xh*mgx)
+			ref.boundDx[p] = 1e-5 * inv * (1 + math.Abs(float64(g[j])*float64(dy[p])) + mag/float64(cols)*(1+math.Abs(xh)))
+		}
+	}
+	return ref
+}
