@@ -42,6 +42,7 @@ type kernelSet struct {
 	// module transformer (TransformerOps)
 	gelu, geluGrad                                  function
 	layerNorm, layerNormGradRows, layerNormGradCols function
+	dropout                                         function
 	gemm                                            map[string]function // by name, for ptx.PickGemm
 }
 
@@ -201,7 +202,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},
-		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"},
+		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"}, {&k.dropout, "dml_dropout"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

@@ -108,3 +108,20 @@ func (be *Backend) layerNormCheck(op string, x *Buffer, rows, cols int, perRow, 
 
 // maxRowBlocks caps a row kernel's grid (its blocks stride over the rest).
 const maxRowBlocks = 1 << 16
+
+// Dropout: see kernels.TransformerOps.
+func (be *Backend) Dropout(y, x, keys kernels.Buffer, rows, cols int, salt, threshold uint32, scale float32) error {
+	const op = "Dropout"
+	yd, xd, kd := be.buf(y), be.buf(x), be.buf(keys)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if rows < 0 || cols < 0 || xd.n != rows*cols || yd.n != xd.n || kd.n != rows {
+		return be.shapeErr(op, "x %d, y %d and keys %d elements for %d rows × %d cols", xd.n, yd.n, kd.n, rows, cols)
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.dropout, xd.n, ptr(yd), ptr(xd), ptr(kd), i64(rows), i64(cols),
+		uint64(salt), uint64(threshold), f32(scale)), rows, cols)
+}

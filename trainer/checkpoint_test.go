@@ -140,6 +140,13 @@ func ckptCases() []ckptCase {
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
 		{"lenet5-ps-bsp", 3, func(c *Config) { c.Model, c.Data, c.Sync, c.PS.Servers = LeNet5, cnnCfg().Data, SyncPS, 1 }},
 		{"batchnorm", 2, func(c *Config) { b := bnCfg(); c.Model, c.Net, c.Data = b.Model, b.Net, b.Data }},
+		// Dropout: the masks after a resume are the ones the straight
+		// run drew (a function of the sample, the epoch and the seed).
+		{"dropout", 2, func(c *Config) { d := dropoutCfg(); c.Model, c.Net, c.Data = d.Model, d.Net, d.Data }},
+		{"dropout-ps-bsp", 3, func(c *Config) {
+			d := dropoutCfg()
+			c.Model, c.Net, c.Data, c.Sync, c.PS.Servers = d.Model, d.Net, d.Data, SyncPS, 1
+		}},
 		{"batchnorm-dpsgd", 3, func(c *Config) {
 			b := bnCfg()
 			c.Model, c.Net, c.Data, c.Sync, c.Topology, c.Epochs = b.Model, b.Net, b.Data, SyncDPSGD, gossip.Ring, 4
@@ -157,7 +164,7 @@ func TestCheckpointResume(t *testing.T) {
 			// The networks' cases take one optimizer (the MLP's cover
 			// every optimizer's state; a CNN's is the same vectors): they
 			// are the slow ones under -race.
-			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm") || strings.HasPrefix(tc.name, "compress")) && opt != optim.Momentum {
+			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm") || strings.HasPrefix(tc.name, "compress") || strings.HasPrefix(tc.name, "dropout")) && opt != optim.Momentum {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {

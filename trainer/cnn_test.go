@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,17 @@ func cnnCfg() Config {
 	return cfg
 }
 
+// dropoutCfg is a model file's network with dropout (in place after a
+// linear layer, and after a GELU), layer norm and GELU, on the CNN tests'
+// images.
+func dropoutCfg() Config {
+	cfg := cnnCfg()
+	cfg.Model, cfg.Epochs = NetFile, 2
+	cfg.Net = []model.LayerSpec{{Kind: model.KindFlatten}, {Kind: model.KindLinear, Name: "fc1", Out: 32}, {Kind: model.KindDropout, P: 0.3},
+		{Kind: model.KindLayerNorm, Name: "ln1"}, {Kind: model.KindGELU}, {Kind: model.KindDropout, P: 0.5}, {Kind: model.KindLinear, Name: "fc2", Out: 3}}
+	return cfg
+}
+
 // TestCNNSyncEquivalence: a CNN (LeNet-5, no batch norm) trained on N
 // ranks × batch b has the weights of 1 rank × batch N·b, as the MLP does
 // (TestSyncEquivalence), with augmentation too: a sample is transformed
@@ -35,6 +47,18 @@ func TestCNNSyncEquivalence(t *testing.T) {
 				checkOneRankEquivalent(t, n, cfg)
 			})
 		}
+	}
+	// Dropout too: a sample's mask is a function of its index in the
+	// whole set, the epoch and the seed.
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("dropout/ranks=%d", n), func(t *testing.T) {
+			checkOneRankEquivalent(t, n, dropoutCfg())
+		})
+	}
+	noDrop := dropoutCfg()
+	noDrop.Net = slices.DeleteFunc(slices.Clone(noDrop.Net), func(l model.LayerSpec) bool { return l.Kind == model.KindDropout })
+	if equalFloats(mustRun(t, 1, noDrop)[0].Params, mustRun(t, 1, dropoutCfg())[0].Params) {
+		t.Error("dropout trained the same weights as no dropout")
 	}
 	// And augmentation changes training (the check above is not vacuous).
 	plain, aug := cnnCfg(), cnnCfg()

@@ -268,6 +268,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err
 	}
+	j.dropoutKeys(m)
 	// Identical initial weights everywhere: rank 0's, broadcast.
 	params := arch.InitParams(cfg.Seed)
 	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
@@ -444,6 +445,20 @@ func (j *job) augment(m *model.Model, shape data.Shape) error {
 		img = a.Apply(x, shape, global, j.cfg.Seed, j.augEpoch, img)
 	}
 	return nil
+}
+
+// dropoutKeys sets m's dropout row keys (used where its network has
+// dropout): a hash of the seed, the epoch the loop is in (augEpoch) and
+// the sample's index in the whole training set, so that every sample is
+// masked as on any other number of ranks, and as before a resume.
+func (j *job) dropoutKeys(m *model.Model) {
+	var global []int
+	m.RowKeys = func(keys []uint32, idx []int) {
+		global = j.globalRows(idx, global[:0])
+		for r, g := range global {
+			keys[r] = kernels.DropoutRowKey(j.cfg.Seed, j.augEpoch, g)
+		}
+	}
 }
 
 // globalRows appends to dst the training set's rows of the batch idx

@@ -75,6 +75,8 @@ def from_model_file(path, in_shape=(1, 28, 28)):
             mod = nn.ReLU()
         elif kind == "gelu":
             mod = nn.GELU(approximate=spec.get("approximate", "none") or "none")
+        elif kind == "dropout":
+            mod = nn.Dropout(spec["p"])
         elif kind == "layernorm":
             mod = nn.LayerNorm(c)
         elif kind == "batchnorm":

@@ -142,3 +142,29 @@ func (be *Backend) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 	}
 	return nil
 }
+
+// Dropout: see kernels.TransformerOps. y = x·scale in float32 where the
+// element is kept.
+func (be *Backend) Dropout(y, x, keys kernels.Buffer, rows, cols int, salt, threshold uint32, scale float32) error {
+	yd, xd, kd := be.raw(y), be.data(x), be.data(keys)
+	if err := firstError(
+		checkMatrix("Dropout", "x", len(xd), rows, cols),
+		checkLen("Dropout", "y", len(yd), len(xd)),
+		checkLen("Dropout", "keys", len(kd), rows),
+	); err != nil {
+		return err
+	}
+	be.output(yd)
+	for r := range rows {
+		key := math.Float32bits(kd[r])
+		xs, ys := xd[r*cols:(r+1)*cols], yd[r*cols:(r+1)*cols]
+		for j, v := range xs {
+			if kernels.DropoutKeep(key, salt, uint32(j), threshold) {
+				ys[j] = v * scale
+			} else {
+				ys[j] = 0
+			}
+		}
+	}
+	return nil
+}

@@ -113,3 +113,27 @@ DML_EXTERN void dml_layer_norm_grad_cols(float* __restrict__ dgamma, float* __re
     dbeta[j] = (float)sb;
   }
 }
+
+// ---- dropout (kernels.DropoutBits: MurmurHash3's finaliser) --------------
+__device__ __forceinline__ unsigned dml_fmix32(unsigned h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+// dml_dropout: y = x·scale (float32) where the element's bits,
+// fmix32(key ^ fmix32(col·0x9e3779b9 + salt)), are ≥ threshold, else 0;
+// keys[r] is row r's key as float32 bits. 1-D over rows·cols; y may be x.
+DML_EXTERN void dml_dropout(float* y, const float* x, const float* __restrict__ keys, long long rows, long long cols,
+                            unsigned salt, unsigned threshold, float scale) {
+  const long long total = rows * cols;
+  DML_GRID_STRIDE(i, total) {
+    const long long r = i / cols;
+    const unsigned col = (unsigned)(i - r * cols);
+    const unsigned bits = dml_fmix32(__float_as_uint(keys[r]) ^ dml_fmix32(col * 0x9e3779b9u + salt));
+    y[i] = bits >= threshold ? __fmul_rn(x[i], scale) : 0.f;
+  }
+}

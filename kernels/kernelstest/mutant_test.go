@@ -56,6 +56,7 @@ var mutants = map[string]struct {
 	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
 	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
 	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
+	"dropout-row-key-ignored":  {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -559,5 +560,25 @@ func (m layerNormOnePass) LayerNorm(y, mean, invstd, x, gamma, beta kernels.Buff
 			}
 		}
 	}, y, mean, invstd, x, gamma, beta)
+	return nil
+}
+
+// dropoutOneKey draws every row's mask from the first row's key.
+type dropoutOneKey struct{ *cpu.Backend }
+
+func (m dropoutOneKey) Dropout(y, x, keys kernels.Buffer, rows, cols int, salt, threshold uint32, scale float32) error {
+	if err := m.Backend.Dropout(y, x, keys, rows, cols, salt, threshold, scale); err != nil || rows == 0 {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		ys, xs, ks := h[0], h[1], h[2]
+		key := math.Float32bits(ks[0])
+		for i := range rows * cols {
+			ys[i] = 0
+			if kernels.DropoutKeep(key, salt, uint32(i%cols), threshold) {
+				ys[i] = xs[i] * scale
+			}
+		}
+	}, y, x, keys)
 	return nil
 }

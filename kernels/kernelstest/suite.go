@@ -125,6 +125,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"BatchNormReLU", plain(testBatchNormRelu)},
 		{"Gelu", plain(testGelu)},
 		{"LayerNorm", plain(testLayerNorm)},
+		{"Dropout", plain(testDropout)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

@@ -179,3 +179,74 @@ func refLayerNorm(rows, cols int, x, g, b, dy []float32, eps float64) layerNormR
 	}
 	return ref
 }
+
+// testDropout checks Dropout against kernels.DropoutKeep exactly (x·scale
+// in float32 where kept, 0 elsewhere), in place, for several rates, and
+// that the share dropped is p (within five standard deviations over
+// 64k elements) and differs between salts.
+func testDropout(t *testing.T, be kernels.Backend) {
+	tb, has := kernels.TransformerOf(be)
+	if !has {
+		t.Skipf("backend %s has no TransformerOps: dropout does not run on it", be.Name())
+	}
+	r := newRand(990)
+	const rows, cols = 64, 1024
+	x := normals(r, rows*cols, 1)
+	keys := make([]float32, rows)
+	for i := range keys {
+		keys[i] = math.Float32frombits(r.Uint32())
+	}
+	kb, xb := load(t, be, keys), load(t, be, x)
+	for _, c := range []struct {
+		p    float64
+		salt uint32
+	}{{0.1, 3}, {0.5, 3}, {0.5, 4}, {0.9, 7}, {0, 1}} {
+		name := fmt.Sprintf("p %v salt %d", c.p, c.salt)
+		th := kernels.DropoutThreshold(c.p)
+		scale := float32(1 / (1 - c.p))
+		want := make([]float32, len(x))
+		dropped := 0
+		for i := range rows {
+			key := math.Float32bits(keys[i])
+			for j := range cols {
+				if kernels.DropoutKeep(key, c.salt, uint32(j), th) {
+					want[i*cols+j] = x[i*cols+j] * scale
+				} else {
+					dropped++
+				}
+			}
+		}
+		n := float64(rows * cols)
+		if sd := math.Sqrt(n * c.p * (1 - c.p)); math.Abs(float64(dropped)-c.p*n) > 5*sd+0.5 {
+			t.Errorf("%s: the mask drops %d of %v", name, dropped, n)
+		}
+		y := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, tb.Dropout(y.buf, xb, kb, rows, cols, c.salt, th, scale))
+		checkExact(t, name+": y", y.read(t, name), want)
+		in := loadGuarded(t, be, x)
+		ok(t, name+" in place", tb.Dropout(in.buf, in.buf, kb, rows, cols, c.salt, th, scale))
+		checkExact(t, name+": y in place", in.read(t, name), want)
+	}
+	// Two salts (layers) draw different masks.
+	same := 0
+	for j := range cols {
+		if kernels.DropoutKeep(1, 3, uint32(j), kernels.DropoutThreshold(0.5)) == kernels.DropoutKeep(1, 4, uint32(j), kernels.DropoutThreshold(0.5)) {
+			same++
+		}
+	}
+	if same > cols*3/4 {
+		t.Errorf("salts 3 and 4 agree on %d of %d elements", same, cols)
+	}
+	// Shapes that do not fit: ErrShape, the output untouched.
+	k3, y := load(t, be, filled(3, 0)), loadGuarded(t, be, filled(8, 5))
+	x8 := load(t, be, filled(8, 1))
+	for _, err := range []error{
+		tb.Dropout(y.buf, x8, k3, 2, 4, 1, 0, 1), // 3 keys ≠ 2 rows
+		tb.Dropout(y.buf, x8, k3, 3, 3, 1, 0, 1), // 9 ≠ 8
+	} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "after bad shapes", y.read(t, "bad"), filled(8, 5))
+}

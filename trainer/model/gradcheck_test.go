@@ -101,7 +101,11 @@ func TestNetGradient(t *testing.T) {
 		// read by a layer norm).
 		{Shape{C: 2, H: 2, W: 2}, []LayerSpec{{Kind: KindFlatten}, {Kind: KindLayerNorm, Name: "ln0"}, {Kind: KindLinear, Name: "fc1", Out: 6},
 			{Kind: KindGELU}, {Kind: KindLayerNorm, Name: "ln1"}, {Kind: KindLinear, Name: "fc2", Out: 5}, {Kind: KindGELU, Approximate: "tanh"},
-			{Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+			{Kind: KindDropout, P: 0.3}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+		// Dropout in place (on a linear's output) and not (on a GELU's,
+		// which the GELU's backward reads): a fixed mask per row key.
+		{Shape{C: 6, H: 1, W: 1}, []LayerSpec{{Kind: KindLinear, Name: "fc1", Out: 8}, {Kind: KindDropout, P: 0.5}, {Kind: KindGELU},
+			{Kind: KindDropout, P: 0.2}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 	} {
 		arch, err := NewNet(tc.in, tc.layers, tc.out, SoftmaxCE)
 		if err != nil {

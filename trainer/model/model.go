@@ -41,6 +41,13 @@ type Model struct {
 	// LoadBatch gathered it (rows of x, the samples idx of the set), before
 	// it is uploaded; evaluation (Score) never calls it.
 	Augment func(x []float32, idx []int)
+	// RowKeys, if not nil, writes each row's dropout key for a training
+	// batch LoadBatch gathered from rows idx of the set (package trainer:
+	// kernels.DropoutRowKey of the seed, the epoch and the sample's index
+	// in the whole training set, so that a sample's mask is the same on
+	// any number of ranks and after a resume); nil: DropoutRowKey(0, 0,
+	// idx[r]). Only a network with dropout calls it.
+	RowKeys func(keys []uint32, idx []int)
 	// Tracer receives "forward" and "backward" spans (trace.Nop from New),
 	// and for a network (Arch.Net) one span per layer inside them, named
 	// by the layer ("conv1", "relu", "maxpool"; "conv1 backward" in the
@@ -68,6 +75,12 @@ type Model struct {
 	// allocates in setup (layer norm's per-row statistics).
 	tf  kernels.TransformerOps
 	own []kernels.Buffer
+	// keys: each row's dropout key (kernels.DropoutRowKey, as float32
+	// bits) for the training batch LoadBatch loaded, where the network
+	// has dropout (layer_dropout.go); hostKeys, keyBits: its host side.
+	keys     kernels.Buffer
+	hostKeys []float32
+	keyBits  []uint32
 	// State holds every layer's buffers, batch norm's running statistics
 	// (Arch.StateTensors; Upload Arch.InitState to start).
 	State kernels.Buffer
@@ -298,7 +311,11 @@ func (m *Model) Upload(hv []float32, rows int) error {
 // LoadBatch gathers rows idx of set (features and labels) into the host
 // staging buffer and uploads them in one piece. It returns the rows loaded.
 func (m *Model) LoadBatch(set *data.Dense, idx []int) (int, error) {
-	return m.loadBatch(set, idx, m.Augment)
+	rows, err := m.loadBatch(set, idx, m.Augment)
+	if err != nil || m.keys == nil {
+		return rows, err
+	}
+	return rows, m.uploadKeys(idx)
 }
 
 func (m *Model) loadBatch(set *data.Dense, idx []int, augment func([]float32, []int)) (int, error) {

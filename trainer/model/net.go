@@ -27,6 +27,8 @@ type LayerSpec struct {
 	// Approximate is GELU's form: "" or "none" (erf), or "tanh"
 	// (nn.GELU's approximate).
 	Approximate string `json:"approximate,omitempty" yaml:"approximate"`
+	// P is dropout's rate: the share of elements zeroed (0 < p < 1).
+	P float64 `json:"p,omitempty" yaml:"p"`
 }
 
 // node is a layer placed in a network: its input and output shapes, and

@@ -26,3 +26,9 @@ func (tb *tracedBackend) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, g
 		return t.LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma, rows, cols)
 	}, "rows", rows, "cols", cols)
 }
+
+func (tb *tracedBackend) Dropout(y, x, keys kernels.Buffer, rows, cols int, salt, threshold uint32, scale float32) error {
+	return opSpan(tb, "Dropout", func(t kernels.TransformerOps) error {
+		return t.Dropout(y, x, keys, rows, cols, salt, threshold, scale)
+	}, "rows", rows, "cols", cols)
+}

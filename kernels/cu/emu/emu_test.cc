@@ -703,6 +703,46 @@ static void test_transformer() {
   }
 }
 
+// ref_dropout_bits: MurmurHash3's fmix32, as kernels.DropoutBits uses it.
+static uint32_t ref_fmix(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+static void test_dropout() {
+  const long long rows = 7, cols = 300;
+  auto x = normals(rows * cols);
+  std::vector<float> keys(rows);
+  for (auto& k : keys) {
+    uint32_t b = (uint32_t)rng();
+    std::memcpy(&k, &b, 4);
+  }
+  for (float p : {0.f, 0.1f, 0.5f, 0.9f}) {
+    const uint32_t th = (uint32_t)std::min(std::floor(std::ldexp((double)p, 32)), 4294967295.0);
+    const float scale = (float)(1 / (1 - (double)p));
+    std::vector<float> y(x.size(), 7), yi = x;
+    emu_launch(dml_dropout, G1, B1, y.data(), (const float*)x.data(), (const float*)keys.data(), rows, cols, 5u, th, scale);
+    emu_launch(dml_dropout, G1, B1, yi.data(), (const float*)yi.data(), (const float*)keys.data(), rows, cols, 5u, th, scale);
+    long long dropped = 0;
+    for (long long r = 0; r < rows; r++) {
+      uint32_t key;
+      std::memcpy(&key, &keys[r], 4);
+      for (long long j = 0; j < cols; j++) {
+        bool keep = ref_fmix(key ^ ref_fmix((uint32_t)j * 0x9e3779b9u + 5u)) >= th;
+        float want = keep ? x[r * cols + j] * scale : 0.f;
+        dropped += !keep;
+        CHECK(same_bits(y[r * cols + j], want) && same_bits(yi[r * cols + j], want), "dropout p %g row %lld col %lld: %g want %g", p, r, j, y[r * cols + j], want);
+      }
+    }
+    const double n = rows * cols, sd = std::sqrt(n * p * (1 - p));
+    CHECK(std::fabs(dropped - p * n) <= 5 * sd + 0.5, "dropout p %g drops %lld of %g", p, dropped, n);
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -717,6 +757,7 @@ int main() {
   test_batchnorm();
   std::printf("emu: conv done (%d failures so far)\n", failures);
   test_transformer();
+  test_dropout();
   std::printf("emu: transformer done (%d failures)\n", failures);
   if (failures) {
     std::printf("emu: FAIL (%d)\n", failures);
