@@ -50,8 +50,17 @@ type DataConfig struct {
 	Cache string `json:"-"`
 }
 
+// openCIFAR opens CIFAR-10's or CIFAR-100's files in Dir (cifar100: the
+// fine labels; cifar100-coarse: the 20 superclasses).
+func (d DataConfig) openCIFAR() (train, test *data.CIFARSource, err error) {
+	if d.Name == "cifar10" {
+		return data.OpenCIFAR10(d.Dir)
+	}
+	return data.OpenCIFAR100(d.Dir, d.Name == "cifar100-coarse")
+}
+
 // DataNames lists the data sources.
-var DataNames = []string{"fashion-mnist", "cifar10", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
+var DataNames = []string{"fashion-mnist", "cifar10", "cifar100", "cifar100-coarse", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
@@ -59,7 +68,7 @@ func (d DataConfig) Validate() error {
 		return err
 	}
 	switch d.Name {
-	case "fashion-mnist", "cifar10":
+	case "fashion-mnist", "cifar10", "cifar100", "cifar100-coarse":
 	case "idx":
 		if len(strings.Split(d.Train, ",")) != 2 {
 			return bad("Data.Train", "IMAGES,LABELS is needed with data idx (and optionally a test set, IMAGES,LABELS)")
@@ -229,8 +238,8 @@ func (d DataConfig) openSources(seed uint64, check memoryCheck) (train, test dat
 			return nil, nil, err
 		}
 		return tr, te, nil
-	case "cifar10":
-		tr, te, err := data.OpenCIFAR10(d.Dir)
+	case "cifar10", "cifar100", "cifar100-coarse":
+		tr, te, err := d.openCIFAR()
 		if err != nil {
 			return nil, nil, usageData{err}
 		}
@@ -310,8 +319,8 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 	switch d.Name {
 	case "fashion-mnist":
 		return data.LoadFashionMNIST(d.Dir)
-	case "cifar10":
-		tr, te, err := data.OpenCIFAR10(d.Dir)
+	case "cifar10", "cifar100", "cifar100-coarse":
+		tr, te, err := d.openCIFAR()
 		if err != nil {
 			return nil, nil, err
 		}

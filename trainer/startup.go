@@ -161,7 +161,7 @@ func SourceFingerprint(sets ...data.DenseSource) (uint64, error) {
 		case interface {
 			data.DenseSource
 			Digest() (uint64, error)
-		}: // IDX and CIFAR-10 files
+		}: // IDX, CIFAR-10 and CIFAR-100 files
 			rows, cols, classes := s.Shape()
 			d, err := s.Digest()
 			if err != nil {

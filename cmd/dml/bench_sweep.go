@@ -378,6 +378,10 @@ func knownShape(d trainer.DataConfig) (shape data.Shape, classes int, ok bool) {
 		return data.Shape{C: 1, H: 28, W: 28}, 10, true
 	case "cifar10":
 		return data.Shape{C: 3, H: 32, W: 32}, data.CIFARClasses, true
+	case "cifar100":
+		return data.Shape{C: 3, H: 32, W: 32}, data.CIFAR100Classes, true
+	case "cifar100-coarse":
+		return data.Shape{C: 3, H: 32, W: 32}, data.CIFAR100CoarseClasses, true
 	case "synthetic-images":
 		shape := trainer.DefaultImageShape
 		if d.Shape != "" {

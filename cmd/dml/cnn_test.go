@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,53 @@ func TestModelFile(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("%q %v: exit %d, stderr %q; want exit 2 and one line with %q", tc.body, tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// TestCIFAR100Data: --data cifar100 trains a network of 100 outputs on
+// CIFAR-100's binary files (generated), cifar100-coarse one of 20 on the
+// same files; a network of the wrong class count and a bad fine label are
+// refused in one line, exit 2.
+func TestCIFAR100Data(t *testing.T) {
+	dir := t.TempDir()
+	for f, name := range []string{"train.bin", "test.bin"} {
+		var b []byte
+		for r := range 60 - 30*f {
+			fine := (r*7 + f) % 100
+			b = append(b, byte(fine/5), byte(fine))
+			for j := range 3072 {
+				b = append(b, byte((fine*3+j)%256))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net := func(out int) string {
+		p := filepath.Join(dir, fmt.Sprintf("net%d.yaml", out))
+		os.WriteFile(p, []byte(fmt.Sprintf("layers:\n  - {kind: conv, name: c1, out: 4, kernel: 3, stride: 2}\n  - {kind: relu}\n  - {kind: avgpool}\n  - {kind: flatten}\n  - {kind: linear, name: fc, out: %d}\n", out)), 0o644)
+		return p
+	}
+	for _, c := range []struct {
+		data string
+		out  int
+	}{{"cifar100", 100}, {"cifar100-coarse", 20}} {
+		r := dml(t, 2, "train", "--model-file", net(c.out), "--data", c.data, "--data-dir", dir, "--epochs", "1", "--backend", "cpu")
+		if r.code != 0 || !strings.Contains(r.stdout, "training file 3×32×32: c1 4k3s2") || !strings.Contains(r.stdout, "on 60 samples") {
+			t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", c.data, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := dml(t, 0, "train", "--model-file", net(20), "--data", "cifar100", "--data-dir", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, "100 classes") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("20 outputs on cifar100: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	}
+	p := filepath.Join(dir, "test.bin")
+	b, _ := os.ReadFile(p)
+	b[3*3074+1] = 140
+	os.WriteFile(p, b, 0o644)
+	r = dml(t, 0, "train", "--model-file", net(100), "--data", "cifar100", "--data-dir", dir)
+	if r.code != 2 || !strings.Contains(r.stderr, "test.bin: record 3 has label 140 (fine), want 0–99") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("bad fine label: exit %d, stderr %q; want exit 2 and one line naming it", r.code, r.stderr)
 	}
 }
 

@@ -312,8 +312,8 @@ func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
 }
 
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
-	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, cifar10 (its binary files in --data-dir), idx, libsvm, synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
-	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST's folder (the four IDX .gz files), or CIFAR-10's (data_batch_1.bin … data_batch_5.bin, test_batch.bin)")
+	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, cifar10 (its binary files in --data-dir), cifar100 (its binary files in --data-dir; its 100 fine labels, or cifar100-coarse: its 20 superclasses), idx, libsvm, synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
+	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST's folder (the four IDX .gz files), CIFAR-10's (data_batch_1.bin … data_batch_5.bin, test_batch.bin) or CIFAR-100's (train.bin, test.bin)")
 	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm")
 	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")

@@ -18,7 +18,10 @@ import (
 // page): data_batch_1.bin … data_batch_5.bin (training) and test_batch.bin,
 // each a sequence of records of 1 label byte (0–9) then 3,072 pixel bytes,
 // the 32×32 red plane, then green, then blue (C×H×W, row-major). The
-// official files hold 10,000 records each.
+// official files hold 10,000 records each. CIFAR-100's ("CIFAR-100 binary
+// version"): train.bin (50,000 records) and test.bin (10,000), each record
+// a coarse label byte (0–19, the superclass), a fine label byte (0–99),
+// then the pixels as CIFAR-10's.
 const (
 	CIFARClasses    = 10
 	cifarPixels     = 3 * 32 * 32
@@ -32,11 +35,46 @@ var (
 	CIFARTestFile   = "test_batch.bin"
 )
 
-// CIFARSource is rows of CIFAR-10 binary files. The labels are read and
-// checked when it is opened (the whole files are checked for their
-// length), the pixels of a row only when Subset asks for it, so a rank
-// holds its shard, not the 600 MB of the training set as float32.
+// CIFAR100Classes and CIFAR100CoarseClasses are CIFAR-100's fine and
+// coarse class counts; CIFAR100TrainFile and CIFAR100TestFile its files.
+const (
+	CIFAR100Classes       = 100
+	CIFAR100CoarseClasses = 20
+	CIFAR100TrainFile     = "train.bin"
+	CIFAR100TestFile      = "test.bin"
+)
+
+// cifarFormat is one of the binary forms: its name in messages, the label
+// bytes before each record's pixels and their class counts, which of them
+// is the class, and the files.
+type cifarFormat struct {
+	name        string
+	labels      []int // each label byte's class count
+	label       int   // the one that is the sample's class
+	train       []string
+	test        string
+	description string // the files, for a message
+}
+
+var (
+	cifar10Format = cifarFormat{name: "cifar10", labels: []int{CIFARClasses}, train: CIFARTrainFiles, test: CIFARTestFile,
+		description: "CIFAR-10's binary files (" + CIFARTrainFiles[0] + ", " + CIFARTestFile + ")"}
+	cifar100Format = cifarFormat{name: "cifar100", labels: []int{CIFAR100CoarseClasses, CIFAR100Classes}, label: 1,
+		train: []string{CIFAR100TrainFile}, test: CIFAR100TestFile, description: "CIFAR-100's binary files (" + CIFAR100TrainFile + ", " + CIFAR100TestFile + ")"}
+)
+
+// record is a record's bytes: its labels and pixels.
+func (f cifarFormat) record() int { return len(f.labels) + cifarPixels }
+
+// classes is the class count of the label that is the sample's class.
+func (f cifarFormat) classes() int { return f.labels[f.label] }
+
+// CIFARSource is rows of CIFAR-10 or CIFAR-100 binary files. The labels
+// are read and checked when it is opened (the whole files are checked for
+// their length), the pixels of a row only when Subset asks for it, so a
+// rank holds its shard, not the 600 MB of the training set as float32.
 type CIFARSource struct {
+	format cifarFormat
 	files  []string
 	starts []int   // starts[i]: the first row in files[i]; one more entry: the total
 	labels []int32 // every row's
@@ -49,24 +87,40 @@ var _ DenseSource = (*CIFARSource)(nil)
 // missing, empty, not a whole number of records, too large, or that holds
 // a label outside 0–9 is an error naming it (and the record).
 func OpenCIFAR10(dir string) (train, test *CIFARSource, err error) {
-	var paths []string
-	for _, f := range CIFARTrainFiles {
-		paths = append(paths, filepath.Join(dir, f))
+	return openCIFARDir(dir, cifar10Format)
+}
+
+// OpenCIFAR100 opens CIFAR-100's training and test files in dir, with the
+// fine labels (100 classes) as the samples' classes, or the coarse ones
+// (20 superclasses) where coarse. Both label bytes of every record are
+// checked (coarse below 20, fine below 100), as OpenCIFAR10 checks its.
+func OpenCIFAR100(dir string, coarse bool) (train, test *CIFARSource, err error) {
+	f := cifar100Format
+	if coarse {
+		f.name, f.label = "cifar100-coarse", 0
 	}
-	if train, err = openCIFAR(paths); err != nil {
+	return openCIFARDir(dir, f)
+}
+
+func openCIFARDir(dir string, f cifarFormat) (train, test *CIFARSource, err error) {
+	var paths []string
+	for _, name := range f.train {
+		paths = append(paths, filepath.Join(dir, name))
+	}
+	if train, err = openCIFAR(paths, f); err != nil {
 		return nil, nil, err
 	}
-	if test, err = openCIFAR([]string{filepath.Join(dir, CIFARTestFile)}); err != nil {
+	if test, err = openCIFAR([]string{filepath.Join(dir, f.test)}, f); err != nil {
 		return nil, nil, err
 	}
 	return train, test, nil
 }
 
-func openCIFAR(paths []string) (*CIFARSource, error) {
-	s := &CIFARSource{files: paths, digest: &idxDigest{}}
+func openCIFAR(paths []string, format cifarFormat) (*CIFARSource, error) {
+	s := &CIFARSource{format: format, files: paths, digest: &idxDigest{}}
 	for _, p := range paths {
 		s.starts = append(s.starts, len(s.labels))
-		labels, err := readCIFARLabels(p)
+		labels, err := format.readLabels(p)
 		if err != nil {
 			return nil, err
 		}
@@ -76,46 +130,55 @@ func openCIFAR(paths []string) (*CIFARSource, error) {
 	return s, nil
 }
 
-// readCIFARLabels checks a file's length and reads its records' labels.
-func readCIFARLabels(path string) ([]int32, error) {
+// readLabels checks a file's length and reads its records' labels,
+// checking every label byte.
+func (c cifarFormat) readLabels(path string) ([]int32, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errorf(ErrFormat, "cifar10: %s not found: pass --data-dir with the folder of CIFAR-10's binary files (%s, %s)", path, CIFARTrainFiles[0], CIFARTestFile)
+			return nil, errorf(ErrFormat, "%s: %s not found: pass --data-dir with the folder of %s", c.name, path, c.description)
 		}
-		return nil, fmt.Errorf("cifar10: %w", err)
+		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("cifar10: %w", err)
+		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
-	n := st.Size()
+	n, rec := st.Size(), int64(c.record())
 	switch {
 	case n == 0:
-		return nil, errorf(ErrFormat, "cifar10: %s is empty", path)
-	case n%cifarRecord != 0:
-		return nil, errorf(ErrFormat, "cifar10: %s has %d bytes, not a whole number of %d-byte records (1 label + 3×32×32 pixels): truncated or not CIFAR-10", path, n, cifarRecord)
-	case n/cifarRecord > maxCIFARRecords:
-		return nil, errorf(ErrTooLarge, "cifar10: %s holds %d records, more than %d: not a CIFAR-10 file", path, n/cifarRecord, maxCIFARRecords)
+		return nil, errorf(ErrFormat, "%s: %s is empty", c.name, path)
+	case n%rec != 0:
+		return nil, errorf(ErrFormat, "%s: %s has %d bytes, not a whole number of %d-byte records (%d label byte(s) + 3×32×32 pixels): truncated or not %s", c.name, path, n, rec, len(c.labels), c.description)
+	case n/rec > maxCIFARRecords:
+		return nil, errorf(ErrTooLarge, "%s: %s holds %d records, more than %d: not one of %s", c.name, path, n/rec, maxCIFARRecords, c.description)
 	}
-	labels := make([]int32, n/cifarRecord)
-	var b [1]byte
+	labels := make([]int32, n/rec)
+	b := make([]byte, len(c.labels))
 	for i := range labels {
-		if _, err := f.ReadAt(b[:], int64(i)*cifarRecord); err != nil {
-			return nil, fmt.Errorf("cifar10: %s: record %d: %w", path, i, err)
+		if _, err := f.ReadAt(b, int64(i)*rec); err != nil {
+			return nil, fmt.Errorf("%s: %s: record %d: %w", c.name, path, i, err)
 		}
-		if b[0] >= CIFARClasses {
-			return nil, errorf(ErrFormat, "cifar10: %s: record %d has label %d, want 0–%d", path, i, b[0], CIFARClasses-1)
+		for k, classes := range c.labels {
+			if int(b[k]) < classes {
+				continue
+			}
+			which := ""
+			if len(c.labels) > 1 {
+				which = [...]string{" (coarse)", " (fine)"}[k]
+			}
+			return nil, errorf(ErrFormat, "%s: %s: record %d has label %d%s, want 0–%d", c.name, path, i, b[k], which, classes-1)
 		}
-		labels[i] = int32(b[0])
+		labels[i] = int32(b[c.label])
 	}
 	return labels, nil
 }
 
-// Shape is the rows, 3,072 values per image and 10 classes (DenseSource).
+// Shape is the rows, 3,072 values per image and the classes (10, 100 or
+// 20) (DenseSource).
 func (s *CIFARSource) Shape() (rows, cols, classes int) {
-	return len(s.labels), cifarPixels, CIFARClasses
+	return len(s.labels), cifarPixels, s.format.classes()
 }
 
 // SampleShape is 3×32×32 (Imager).
@@ -124,10 +187,10 @@ func (s *CIFARSource) SampleShape() Shape { return Shape{C: 3, H: 32, W: 32} }
 // Subset reads rows idx[0], idx[1], … (pixels / 255, as float32).
 func (s *CIFARSource) Subset(idx []int) (*Dense, error) {
 	if err := checkIndices(idx, len(s.labels)); err != nil {
-		return nil, fmt.Errorf("cifar10 subset: %w", err)
+		return nil, fmt.Errorf("%s subset: %w", s.format.name, err)
 	}
 	out := &Dense{X: make([]float32, len(idx)*cifarPixels), Y: make([]int32, len(idx)), Rows: len(idx), Cols: cifarPixels,
-		Classes: CIFARClasses, Image: s.SampleShape()}
+		Classes: s.format.classes(), Image: s.SampleShape()}
 	order := make([]int, len(idx))
 	for i := range order {
 		order[i] = i
@@ -151,13 +214,13 @@ func (s *CIFARSource) Subset(idx []int) (*Dense, error) {
 			}
 			var err error
 			if f, err = regfile.Open(s.files[fi]); err != nil {
-				return nil, fmt.Errorf("cifar10: %w", err)
+				return nil, fmt.Errorf("%s: %w", s.format.name, err)
 			}
 			cur = fi
 		}
-		at := int64(row-s.starts[fi])*cifarRecord + 1
+		at := int64(row-s.starts[fi])*int64(s.format.record()) + int64(len(s.format.labels))
 		if _, err := f.ReadAt(px, at); err != nil {
-			return nil, fmt.Errorf("cifar10: %s: record %d: %w (the file changed since it was opened?)", s.files[fi], row-s.starts[fi], err)
+			return nil, fmt.Errorf("%s: %s: record %d: %w (the file changed since it was opened?)", s.format.name, s.files[fi], row-s.starts[fi], err)
 		}
 		scaleBytes(out.X[o*cifarPixels:(o+1)*cifarPixels], px)
 		out.Y[o] = s.labels[row]

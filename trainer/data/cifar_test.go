@@ -115,3 +115,108 @@ func TestCIFAR10Hostile(t *testing.T) {
 		}
 	}
 }
+
+// writeCIFAR100 writes a CIFAR-100 folder of n training and n/2 test
+// records: record i has coarse label i mod 20, fine label (7·i+f) mod 100
+// (f = 0 training, 1 test) and pixel j = (i·5 + j) mod 256.
+func writeCIFAR100(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for f, c := range []struct {
+		name string
+		n    int
+	}{{CIFAR100TrainFile, n}, {CIFAR100TestFile, n / 2}} {
+		var b []byte
+		for i := range c.n {
+			b = append(b, byte(i%20), byte((7*i+f)%100))
+			for j := range cifarPixels {
+				b = append(b, byte((i*5+j)%256))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestCIFAR100: records of a coarse and a fine label byte then the
+// pixels; the fine labels are the classes (100), or the coarse ones (20).
+func TestCIFAR100(t *testing.T) {
+	dir := writeCIFAR100(t, 30)
+	for _, coarse := range []bool{false, true} {
+		train, test, err := OpenCIFAR100(dir, coarse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantK := 100
+		if coarse {
+			wantK = 20
+		}
+		if r, c, k := train.Shape(); r != 30 || c != 3072 || k != wantK {
+			t.Fatalf("coarse %v: train shape %d×%d, %d classes", coarse, r, c, k)
+		}
+		if r, _, _ := test.Shape(); r != 15 {
+			t.Fatalf("test rows %d", r)
+		}
+		d, err := train.Subset([]int{29, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, i := range []int{29, 3} {
+			want := int32((7 * i) % 100)
+			if coarse {
+				want = int32(i % 20)
+			}
+			if d.Y[k] != want || d.Classes != wantK {
+				t.Errorf("coarse %v row %d: label %d of %d classes, want %d", coarse, i, d.Y[k], d.Classes, want)
+			}
+			for _, j := range []int{0, 1, 3071} {
+				if px := float32((i*5+j)%256) / 255; d.X[k*3072+j] != px {
+					t.Errorf("row %d pixel %d: %v, want %v", i, j, d.X[k*3072+j], px)
+				}
+			}
+		}
+	}
+}
+
+// TestCIFAR100Hostile: CIFAR-10's checks, on 3074-byte records, and
+// either label byte out of range (whichever labels are used).
+func TestCIFAR100Hostile(t *testing.T) {
+	rec := 2 + cifarPixels
+	for _, tc := range []struct {
+		name string
+		edit func(dir string)
+		want string
+	}{
+		{"missing", func(d string) { os.Remove(filepath.Join(d, "test.bin")) }, "test.bin not found: pass --data-dir with the folder of CIFAR-100's binary files"},
+		{"empty", func(d string) { os.WriteFile(filepath.Join(d, "train.bin"), nil, 0o644) }, "train.bin is empty"},
+		{"cifar-10 records", func(d string) {
+			os.WriteFile(filepath.Join(d, "train.bin"), make([]byte, 4*cifarRecord), 0o644)
+		}, "train.bin has 12292 bytes, not a whole number of 3074-byte records (2 label byte(s)"},
+		{"coarse 20", func(d string) {
+			p := filepath.Join(d, "train.bin")
+			b, _ := os.ReadFile(p)
+			b[3*rec] = 20
+			os.WriteFile(p, b, 0o644)
+		}, "train.bin: record 3 has label 20 (coarse), want 0–19"},
+		{"fine 100", func(d string) {
+			p := filepath.Join(d, "test.bin")
+			b, _ := os.ReadFile(p)
+			b[rec+1] = 100
+			os.WriteFile(p, b, 0o644)
+		}, "test.bin: record 1 has label 100 (fine), want 0–99"},
+	} {
+		for _, coarse := range []bool{false, true} {
+			dir := writeCIFAR100(t, 6)
+			tc.edit(dir)
+			_, _, err := OpenCIFAR100(dir, coarse)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s (coarse %v): %v, want one line containing %q", tc.name, coarse, err, tc.want)
+			}
+			if tc.name != "missing" && !errors.Is(err, ErrFormat) {
+				t.Errorf("%s: %v does not match ErrFormat", tc.name, err)
+			}
+		}
+	}
+}
