@@ -364,9 +364,9 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 }
 
 // batchOf is the batch per rank a job of workers training ranks ran at:
-// --batch, capped at the largest shard (newSchedule).
+// --batch (times --accumulate), capped at the largest shard (newSchedule).
 func (j *job) batchOf(workers int) int {
-	return newSchedule(j.sched.n, workers, j.askedBatch).batch
+	return newSchedule(j.sched.n, workers, stepBatch(j.askedBatch, j.cfg.Accumulate)).batch
 }
 
 // stepsOf is the steps of the epoch checkpoint m is in, as the job that

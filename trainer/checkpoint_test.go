@@ -135,6 +135,9 @@ func ckptCases() []ckptCase {
 		// Compressed AllReduce: the error-feedback residues are each rank's.
 		{"compress-fp16-ef", 3, func(c *Config) { c.Compress, c.ErrorFeedback, c.Epochs = CompressFP16, true, 4 }},
 		{"compress-bf16", 2, func(c *Config) { c.Compress = CompressBF16 }},
+		// Gradient accumulation: steps of 3 micro-batches (checkpoints at
+		// step boundaries).
+		{"accumulate", 2, func(c *Config) { c.Accumulate, c.Epochs = 3, 7 }},
 		// Local SGD: every rank's own model and optimizer state.
 		{"localsgd", 3, func(c *Config) { c.LocalSteps, c.Epochs = 3, 4 }},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},

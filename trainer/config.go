@@ -63,6 +63,12 @@ type Config struct {
 	// rank steps its own model, and the models are averaged every
 	// LocalSteps steps. 0 and 1: the gradients are summed every step.
 	LocalSteps int `json:"local_steps,omitempty"`
+	// Accumulate > 1 is gradient accumulation under allreduce: a step is
+	// Accumulate micro-batches of Batch rows per rank, their gradients
+	// summed on each rank, then one exchange and one update (as a batch
+	// Accumulate times larger, with a model that holds Batch rows). 0 and
+	// 1: a step is one batch.
+	Accumulate int `json:"accumulate,omitempty"`
 	// LossScale is loss scaling under allreduce (lossscale.go): "" or
 	// "off" (none), "dynamic" (PyTorch's GradScaler: the step of a
 	// gradient that overflows is skipped and the scale halved), or a
@@ -317,6 +323,14 @@ func (c Config) validateExchange() error {
 		return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
 	case c.LocalSteps > 1 && c.Model == SparseLogreg:
 		return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
+	case c.Accumulate < 0:
+		return bad("Accumulate", "%d: want 1 or more (1: a step is one batch)", c.Accumulate)
+	case c.Accumulate > 1 && c.Sync != SyncAllreduce:
+		return bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
+	case c.Accumulate > 1 && c.LocalSteps > 1:
+		return bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
+	case c.Accumulate > 1 && c.Model == SparseLogreg:
+		return bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
 	}
 	if (c.compresses() || c.ErrorFeedback) && c.Sync != SyncAllreduce {
 		f, v := "Compress", c.Compress

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync/atomic"
 
@@ -257,7 +258,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	// Buffers for at most a batch, and never more rows than a shard holds
 	// (a --batch far above the data size must not allocate for it).
-	rows := max(1, min(cfg.Batch, max(j.sched.shard, testShard.Rows)))
+	rows := max(1, min(j.micro, max(j.sched.shard, testShard.Rows)))
 	m, err := j.newModel(arch, rows)
 	if err != nil {
 		return nil, err
@@ -510,7 +511,9 @@ type job struct {
 	trainSrc           data.DenseSource
 	partRows, partLens []int
 	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
-	// largest shard).
+	// largest shard, and is the step's rows: Accumulate micro-batches);
+	// micro is a micro-batch's rows, what the model holds.
+	micro      int
 	askedBatch int
 	// lw keeps the state of the last step boundary for LastWord (nil:
 	// not kept).
@@ -535,17 +538,31 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	if err := data.CheckShards(nTrain, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
-	j.sched = newSchedule(nTrain, members, cfg.Batch)
+	j.sched = newSchedule(nTrain, members, stepBatch(cfg.Batch, cfg.Accumulate))
 	if plan := newLRPlan(cfg, members); !plan.constant() {
 		j.lrs = &plan
 	}
 	// Every strategy computes with the batch the schedule keeps (at most
 	// the largest shard), so none can overflow on a huge --batch.
 	j.cfg.Batch = j.sched.batch
+	// The model holds a micro-batch: --batch rows (at most the step's).
+	j.micro = min(cfg.Batch, j.sched.batch)
 	if j.shardIdx >= 0 {
 		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
 	}
 	return j, nil
+}
+
+// stepBatch is the rows a rank takes per step: batch, times accumulate
+// micro-batches (saturating: newSchedule caps it at a shard).
+func stepBatch(batch, accumulate int) int {
+	if accumulate <= 1 {
+		return batch
+	}
+	if batch > math.MaxInt/accumulate {
+		return math.MaxInt
+	}
+	return batch * accumulate
 }
 
 // newSchedule is the schedule of n training samples on ranks ranks at

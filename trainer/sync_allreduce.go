@@ -32,10 +32,11 @@ type allreduceStrategy struct {
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
-	ls          *lossScaler // --loss-scale (lossscale.go); nil: none
-	train, test *data.Dense // this rank's shards (train: a re-dealt epoch's part, setTrain)
-	shard       *data.Dense // this rank's training shard
-	gb          int         // the current step's global batch
+	ls          *lossScaler  // --loss-scale (lossscale.go); nil: none
+	train, test *data.Dense  // this rank's shards (train: a re-dealt epoch's part, setTrain)
+	shard       *data.Dense  // this rank's training shard
+	gb          int          // the current step's global batch
+	accum       *accumulator // --accumulate (accumulate.go); nil: a step is one batch
 
 	plan        []bucket
 	wire        *gradWire    // --compress (nil: float32)
@@ -159,6 +160,12 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	s := &allreduceStrategy{j: j, m: m, opt: opt, ar: collectives.NewAllreducer(j.Comm, cfg.Allreduce), train: train, shard: train, test: test}
 	if s.ls, err = parseLossScale(cfg.LossScale); err != nil {
 		return nil, err
+	}
+	if cfg.Accumulate > 1 {
+		if s.accum, err = newAccumulator(m, j.Backend, j.micro); err != nil {
+			return nil, err
+		}
+		defer s.accum.free()
 	}
 	// Every rank built the same model (CheckSameConfig), so the gradient
 	// lengths agree: no need to check them again at every step.
@@ -289,8 +296,12 @@ func (s *allreduceStrategy) Describe() string {
 			how += " (" + w.note + ")"
 		}
 	}
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
-		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
+	batch := fmt.Sprint(cfg.Batch)
+	if s.accum != nil {
+		batch = fmt.Sprintf("%d (%d micro-batches of %d accumulated)", cfg.Batch, (cfg.Batch+s.accum.micro-1)/s.accum.micro, s.accum.micro)
+	}
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
+		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
 		len(s.plan), how, kernels.Describe(s.j.Backend))
 }
 
@@ -304,17 +315,20 @@ func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 // partial last batch too.
 func (s *allreduceStrategy) Compute() error {
 	scale := 1 / float32(s.gb) * s.ls.factor()
-	if s.ov != nil {
-		s.ov.start(s.m.Grads.(kernels.HostBuffer).Data())
-		err := s.m.Step(scale, s.ov.hook)
-		s.backwardEnd = time.Now()
+	if err := s.accum.earlier(scale, s.train, s.j.tr); err != nil {
 		return err
 	}
+	if s.ov != nil {
+		s.ov.start(s.m.Grads.(kernels.HostBuffer).Data())
+		err := s.m.Step(scale, s.accum.wrap(s.ov.hook))
+		s.backwardEnd = time.Now()
+		return s.accum.finish(err)
+	}
 	if s.async == nil {
-		return s.m.Step(scale, nil)
+		return s.accum.finish(s.m.Step(scale, s.accum.wrap(nil)))
 	}
 	s.queued = len(s.host)
-	return s.m.Step(scale, s.downloadLayer)
+	return s.accum.finish(s.m.Step(scale, s.accum.wrap(s.downloadLayer)))
 }
 
 // downloadLayer is the gradient hook of a step on an AsyncDownloader: it
@@ -336,8 +350,9 @@ func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 		s.ar.Scale = wireScale(s.gb)
 	}
 	s.j.loaded(step, s.train, idx, s.gb)
-	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	_, err := s.m.LoadBatch(s.train, idx)
+	first := s.accum.first(idx)
+	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
+	_, err := s.m.LoadBatch(s.train, first)
 	sp.Err(err).End()
 	return err
 }

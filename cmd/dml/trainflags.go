@@ -437,7 +437,8 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	fs.Var(algoFlag{&cfg.Allreduce}, "allreduce", "allreduce algorithm: ring, tree, mpi or auto (per bucket, by its size, the rank count and whether MPI's own AllReduce is there: collectives/auto.go)")
 	fs.Var(bucketFlag{&cfg.BucketBytes}, "bucket-mb", "allreduce: gradient bucket cap in MiB (whole layers, last layer first, PyTorch DDP-style); 0: one bucket, the whole gradient")
 	fs.StringVar(&cfg.Compress, "compress", "none", "allreduce: gradient buckets travel as none (fp32), fp16 or bf16, summed in fp32 (the loss and accuracy stay fp32); auto: fp16 where timing both at start-up finds it 10% faster (a slow link)")
-	fs.Var(localStepsFlag{&cfg.LocalSteps}, "local-steps", "allreduce: local SGD: each rank steps its own model H times, then the models are averaged (one AllReduce of the weights every H steps, and at each epoch's end); 1: every step's gradients are summed")
+	fs.Var(countFlag{&cfg.Accumulate, "micro-batches", "a step is one batch"}, "accumulate", "allreduce: gradient accumulation: a step is N micro-batches of --batch rows per rank, their gradients summed on the rank, then one AllReduce and one update (as --batch N times larger, on a model that holds --batch rows); batch norm normalises each micro-batch by itself; checkpoints at step boundaries")
+	fs.Var(countFlag{&cfg.LocalSteps, "steps", "every step's gradients are summed"}, "local-steps", "allreduce: local SGD: each rank steps its own model H times, then the models are averaged (one AllReduce of the weights every H steps, and at each epoch's end); 1: every step's gradients are summed")
 	fs.StringVar(&cfg.LossScale, "loss-scale", "", "allreduce: loss scaling: dynamic (PyTorch's GradScaler: the loss's gradient times S from 65536, the summed gradient divided by S; a step whose gradient overflows is skipped on every rank and S halved, S doubled after 2000 finite steps), dynamic:S0 (starting at S0, a power of two), off, or a static S; default: dynamic with --precision fp16, else off")
 	fs.BoolVar(&cfg.ErrorFeedback, "error-feedback", false, "allreduce with --compress: add each rank's rounding residue to its next gradient")
 	fs.Var(overlap, "overlap", "allreduce: reduce each bucket while the backward pass of earlier layers runs; dpsgd, adpsgd: exchange models while the gradient is computed: true, false (after it; same weights), or auto (true where this rank has a core to spare for it beside its --blas-threads)")
@@ -564,24 +565,29 @@ func spareCoreForComm(cpus, online, localRanks, threads int) bool {
 	return cpus >= share*(threads+1)
 }
 
-// localStepsFlag parses --local-steps: 1 or more; 1 is Config's 0 (the
-// default, which leaves the configuration's fingerprint as it was).
-type localStepsFlag struct{ v *int }
+// countFlag parses a count of 1 or more where 1 is Config's 0 (the
+// default, which leaves the configuration's fingerprint as it was):
+// --local-steps, --accumulate. unit names what is counted, one what 1
+// means.
+type countFlag struct {
+	v         *int
+	unit, one string
+}
 
-func (f localStepsFlag) String() string {
+func (f countFlag) String() string {
 	if f.v == nil || *f.v <= 1 {
 		return "1"
 	}
 	return strconv.Itoa(*f.v)
 }
 
-func (f localStepsFlag) Set(s string) error {
+func (f countFlag) Set(s string) error {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	switch {
 	case err != nil:
-		return fmt.Errorf("%q is not a whole number of steps", s)
+		return fmt.Errorf("%q is not a whole number of %s", s, f.unit)
 	case n < 1:
-		return fmt.Errorf("%d: want 1 or more (1: every step's gradients are summed)", n)
+		return fmt.Errorf("%d: want 1 or more (1: %s)", n, f.one)
 	case n == 1:
 		n = 0
 	}
@@ -636,7 +642,7 @@ func (f algoFlag) Set(s string) (err error) {
 // flagNames maps trainer.ConfigError fields to the flags that set them.
 var flagNames = map[string]string{
 	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps", "LossScale": "--loss-scale",
+	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps", "Accumulate": "--accumulate", "LossScale": "--loss-scale",
 	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
 	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2", "Opt.TrustCoef": "--trust-coef",
 	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
