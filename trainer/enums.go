@@ -3,6 +3,8 @@ package trainer
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // Sync is how the ranks combine their gradients (--sync). Each is a unit
@@ -73,9 +75,36 @@ const (
 	// ResNet20 is He et al.'s CIFAR ResNet-20 (model.ResNet20), with batch
 	// norm and residual blocks, on images (CIFAR-10's 3×32×32).
 	ResNet20
+	// VGG16 is VGG-16 with batch norm and dropout (model.VGG16,
+	// torchvision's vgg16_bn layout).
+	VGG16
+	// ResNet50 is ResNet-50's bottleneck blocks (model.ResNet50,
+	// torchvision's resnet50 layout, CIFAR's stem).
+	ResNet50
 )
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20"}
+// netPresets are the network presets by model kind: their layers for
+// samples of a shape and classes, and the samples they are for (an
+// error's hint).
+var netPresets = map[ModelKind]struct {
+	layers func(classes int, in model.Shape) []model.LayerSpec
+	takes  string
+}{
+	LeNet5:   {func(c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
+	ResNet20: {func(c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
+	VGG16:    {model.VGG16, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
+	ResNet50: {model.ResNet50, "images such as CIFAR-10's 3×32×32"},
+}
+
+// IsPreset reports whether m is a network preset (lenet5, resnet20, vgg16,
+// resnet50).
+func (m ModelKind) IsPreset() bool { _, ok := netPresets[m]; return ok }
+
+// IsNetwork reports whether m is a network of layers: a preset or a model
+// file.
+func (m ModelKind) IsNetwork() bool { return m.IsPreset() || m == NetFile }
+
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20", VGG16: "vgg16", ResNet50: "resnet50"}
 
 // Models lists the model names.
 var Models = modelNames[:]

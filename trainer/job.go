@@ -357,30 +357,26 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
-	case LeNet5, ResNet20, NetFile:
-		a, err := model.NewNet(shape, NetLayers(cfg, classes), classes, model.SoftmaxCE)
+	case LeNet5, ResNet20, VGG16, ResNet50, NetFile:
+		a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, model.SoftmaxCE)
 		switch {
 		case err == nil:
 			return a, nil
 		case cfg.Model == NetFile:
 			return a, bad("Net", "on samples of %v: %v", shape, err)
-		case cfg.Model == LeNet5:
-			return a, bad("Model", "lenet5 on samples of %v: %v (it takes images such as Fashion-MNIST's 1×28×28)", shape, err)
 		}
-		return a, bad("Model", "resnet20 on samples of %v: %v (it takes images such as CIFAR-10's 3×32×32)", shape, err)
+		return a, bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
 	}
 	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
 }
 
-// NetLayers is a network model's layers for classes classes: a preset's
-// (lenet5, resnet20) or the model file's; nil for the MLP family.
-func NetLayers(cfg Config, classes int) []model.LayerSpec {
-	switch cfg.Model {
-	case LeNet5:
-		return model.LeNet5(classes)
-	case ResNet20:
-		return model.ResNet20(classes)
-	case NetFile:
+// NetLayers is a network model's layers for samples of shape and classes
+// classes: a preset's or the model file's; nil for the MLP family.
+func NetLayers(cfg Config, classes int, shape data.Shape) []model.LayerSpec {
+	if p, ok := netPresets[cfg.Model]; ok {
+		return p.layers(classes, shape)
+	}
+	if cfg.Model == NetFile {
 		return cfg.Net
 	}
 	return nil

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ddp"))
-from models import SHAPES, build  # noqa: E402
+from models import HEADS, SHAPES, build  # noqa: E402
 from ddp_mlp import load_split  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main():
     if a.model_file:
         net, shape = from_model_file(a.model_file), (1, 28, 28)
     else:
-        classes = state["fc3.weight" if a.model == "lenet5" else "fc.weight"].shape[0]
+        classes = state[HEADS[a.model]].shape[0]
         net, shape = build(a.model, classes=classes, in_channels=SHAPES[a.model][0]), SHAPES[a.model]
     net.load_state_dict(state, strict=True)  # every key, every shape, nothing more
     net.eval()

@@ -72,13 +72,88 @@ class ResNet20(nn.Module):
         return self.fc(x)
 
 
+class VGG16(nn.Module):
+    """dml's --model vgg16 (trainer/model/presets.go): torchvision's
+    vgg16_bn layout (features.N, classifier.N) with a classifier of width
+    512 for 32×32 images (4096 from 224×224, where it is vgg16_bn)."""
+
+    def __init__(self, classes=10, in_channels=3, size=32):
+        super().__init__()
+        layers, c = [], in_channels
+        for ch, convs in [(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)]:
+            for _ in range(convs):
+                layers += [nn.Conv2d(c, ch, 3, padding=1), nn.BatchNorm2d(ch), nn.ReLU(inplace=True)]
+                c = ch
+            layers.append(nn.MaxPool2d(2))
+        self.features = nn.Sequential(*layers)
+        width, flat = (4096, 512 * (size // 32) ** 2) if size >= 224 else (512, 512 * (size // 32) ** 2)
+        self.classifier = nn.Sequential(nn.Linear(flat, width), nn.ReLU(True), nn.Dropout(0.5),
+                                        nn.Linear(width, width), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(width, classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x).flatten(1))
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (stride on conv2), as dml's bottleneck."""
+
+    def __init__(self, inp, width, stride):
+        super().__init__()
+        out = 4 * width
+        self.conv1 = nn.Conv2d(inp, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.downsample = None
+        if stride != 1 or inp != out:
+            self.downsample = nn.Sequential(nn.Conv2d(inp, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet50(nn.Module):
+    """dml's --model resnet50: torchvision's resnet50 keys, CIFAR's stem
+    (conv1 3×3, stride 1, no max pool)."""
+
+    def __init__(self, classes=10, in_channels=3):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 64, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        inp = 64
+        for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+            layer = []
+            for b in range(blocks):
+                layer.append(Bottleneck(inp, width, 2 if b == 0 and stage > 0 else 1))
+                inp = 4 * width
+            setattr(self, f"layer{stage + 1}", nn.Sequential(*layer))
+        self.fc = nn.Linear(2048, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
 def build(name, classes=10, in_channels=1):
     if name == "lenet5":
         return LeNet5(classes, in_channels)
     if name == "resnet20":
         return ResNet20(classes, in_channels)
-    raise SystemExit(f"unknown model {name!r} (want lenet5 or resnet20)")
+    if name == "vgg16":
+        return VGG16(classes, in_channels)
+    if name == "resnet50":
+        return ResNet50(classes, in_channels)
+    raise SystemExit(f"unknown model {name!r} (want lenet5, resnet20, vgg16 or resnet50)")
 
 
 # Input shape (C, H, W) each preset is evaluated on in these scripts.
-SHAPES = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32)}
+SHAPES = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32), "vgg16": (3, 32, 32), "resnet50": (3, 32, 32)}
+
+# The array whose first dimension is the classes.
+HEADS = {"lenet5": "fc3.weight", "resnet20": "fc.weight", "vgg16": "classifier.6.weight", "resnet50": "fc.weight"}

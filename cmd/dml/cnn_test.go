@@ -172,13 +172,13 @@ func TestCIFAR10Data(t *testing.T) {
 	}
 }
 
-// TestResNet20 trains --model resnet20 on generated CIFAR-10 files under
-// mpirun with 2 ranks; dml eval reads the weights and the batch-norm
-// running statistics back (PyTorch's state_dict names, buffers included)
-// with the accuracy training reported, and when python3-torch is there,
-// the PyTorch module of bench/torch loads them with strict=True and gives
-// the same accuracy.
-func TestResNet20(t *testing.T) {
+// TestCIFARPresets trains --model resnet20, vgg16 and resnet50 on
+// generated CIFAR-10 files under mpirun with 2 ranks; dml eval reads the
+// weights and the batch-norm running statistics back (PyTorch's
+// state_dict names, buffers included) with the accuracy training
+// reported, and when python3-torch is there, the PyTorch module of
+// bench/torch loads them with strict=True and gives the same accuracy.
+func TestCIFARPresets(t *testing.T) {
 	dir := t.TempDir()
 	for i, name := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"} {
 		var b []byte
@@ -193,23 +193,32 @@ func TestResNet20(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := filepath.Join(dir, "rn.npz")
-	r := dml(t, 2, "train", "--model", "resnet20", "--data", "cifar10", "--data-dir", dir, "--epochs", "1", "--batch", "8", "--save", w)
-	acc := regexp.MustCompile(`test accuracy (\d\.\d{4})`).FindStringSubmatch(r.stdout)
-	if r.code != 0 || acc == nil || !strings.Contains(r.stdout, "272474 params") {
-		t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
-	}
-	e := dml(t, 0, "eval", "--model", "resnet20", "--weights", w, "--data", "cifar10", "--data-dir", dir)
-	if e.code != 0 || !strings.Contains(e.stdout, "accuracy "+acc[1]) {
-		t.Fatalf("eval: exit %d, stdout %q, want accuracy %s\nstderr %s", e.code, e.stdout, acc[1], e.stderr)
-	}
-	py := "/usr/bin/python3"
-	if exec.Command(py, "-c", "import torch").Run() != nil {
-		t.Skipf("no python3-torch: the PyTorch check of the saved ResNet-20 did not run")
-	}
-	out, err := exec.Command(py, "../../bench/torch/check_npz.py", "--model", "resnet20", "--cifar-dir", dir, w).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "accuracy "+acc[1]) {
-		t.Fatalf("check_npz.py: %v: %s; want accuracy %s", err, out, acc[1])
+	// ResNet-20 for an epoch; VGG-16 and ResNet-50 (torchvision's keys,
+	// 15 and 23 million parameters) for two steps.
+	for _, c := range []struct {
+		model, params string
+		steps         []string
+	}{{"resnet20", "272474 params", nil}, {"vgg16", "15253578 params", []string{"--max-steps", "2"}}, {"resnet50", "23520842 params", []string{"--max-steps", "2"}}} {
+		t.Run(c.model, func(t *testing.T) {
+			w := filepath.Join(dir, c.model+".npz")
+			r := dml(t, 2, append([]string{"train", "--model", c.model, "--data", "cifar10", "--data-dir", dir, "--epochs", "1", "--batch", "8", "--save", w}, c.steps...)...)
+			acc := regexp.MustCompile(`test accuracy (\d\.\d{4})`).FindStringSubmatch(r.stdout)
+			if r.code != 0 || acc == nil || !strings.Contains(r.stdout, c.params) {
+				t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+			}
+			e := dml(t, 0, "eval", "--model", c.model, "--weights", w, "--data", "cifar10", "--data-dir", dir)
+			if e.code != 0 || !strings.Contains(e.stdout, "accuracy "+acc[1]) {
+				t.Fatalf("eval: exit %d, stdout %q, want accuracy %s\nstderr %s", e.code, e.stdout, acc[1], e.stderr)
+			}
+			py := "/usr/bin/python3"
+			if exec.Command(py, "-c", "import torch").Run() != nil {
+				t.Skipf("no python3-torch: the PyTorch check of the saved %s did not run", c.model)
+			}
+			out, err := exec.Command(py, "../../bench/torch/check_npz.py", "--model", c.model, "--cifar-dir", dir, w).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "accuracy "+acc[1]) {
+				t.Fatalf("check_npz.py: %v: %s; want accuracy %s", err, out, acc[1])
+			}
+		})
 	}
 }
 

@@ -19,7 +19,7 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 	cfg := trainer.DefaultConfig()
 	cfg.Model, cfg.Net = kind, layers
 	last := ""
-	for _, l := range trainer.NetLayers(cfg, 1) {
+	for _, l := range trainer.NetLayers(cfg, 1, shape) {
 		if l.Kind == model.KindLinear || l.Kind == model.KindConv {
 			last = l.Name + ".weight"
 		}
@@ -98,12 +98,12 @@ accuracy and mean loss. Under mpirun the ranks split the test set. Weights
 of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 …, as PyTorch's state_dict names them), for the data's sample shape.`, stdout)
 	fs.StringVar(&e.weights, "weights", "", "the .npz weights file (required)")
-	fs.Func("model", "the network the weights are of: lenet5 or resnet20 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
+	fs.Func("model", "the network the weights are of: lenet5, resnet20, vgg16 or resnet50 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
 		k, err := trainer.ParseModel(v)
-		if err == nil && k != trainer.LeNet5 && k != trainer.ResNet20 && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
+		if err == nil && !k.IsPreset() && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
 			err = fmt.Errorf("%s weights are read without --model", v)
 		}
-		e.net, e.netSet = k, err == nil && (k == trainer.LeNet5 || k == trainer.ResNet20)
+		e.net, e.netSet = k, err == nil && k.IsPreset()
 		return err
 	})
 	fs.Func("model-file", "the network (a model file, as dml train's --model-file) the weights are of", func(path string) (err error) {

@@ -96,6 +96,10 @@ func TestNetGradient(t *testing.T) {
 		// shortcut (ResNet's), then global pooling.
 		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
 			{Kind: KindBlock, Name: "b1", Out: 3}, {Kind: KindBlock, Name: "b2", Out: 4, Stride: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
+		// A bottleneck block with a downsample shortcut (the identity one is
+		// the basic block's add, above).
+		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 8, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
+			{Kind: KindBottleneck, Name: "b2", Out: 3, Stride: 2}, {Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		// A transformer's MLP: layer norm, GELU in both forms (the input
 		// gradient of a layer norm read by one layer, and of a flatten
 		// read by a layer norm).

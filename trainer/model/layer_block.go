@@ -42,11 +42,19 @@ func (block) expand(p *placer, i int, l LayerSpec, from int, shape Shape) (int, 
 	if err != nil {
 		return 0, shape, err
 	}
-	short := x
-	if stride != 1 || shape.C != l.Out {
-		s, ssh, err := p.place(i, sub(KindConv, "shortcut.0", l.Out, 1, stride, 0), x, shape)
+	return p.residual(i, l, x, shape, at, sh, "shortcut", stride)
+}
+
+// residual finishes a residual block (layer i, l) whose path, from node x
+// of the given shape, ends at node at of shape sh: the shortcut — x
+// itself, or where the shape changes NAME.SHORT.0 (1×1 conv, stride, no
+// bias) and NAME.SHORT.1 (batch norm) — their sum and a ReLU.
+func (p *placer) residual(i int, l LayerSpec, x int, shape Shape, at int, sh Shape, short string, stride int) (int, Shape, error) {
+	from := x
+	if stride != 1 || shape.C != sh.C {
+		s, ssh, err := p.place(i, LayerSpec{Kind: KindConv, Name: l.Name + "." + short + ".0", Out: sh.C, Kernel: 1, Stride: stride, NoBias: true}, x, shape)
 		if err == nil {
-			s, ssh, err = p.place(i, sub(KindBatchNorm, "shortcut.1", 0, 0, 0, 0), s, ssh)
+			s, ssh, err = p.place(i, LayerSpec{Kind: KindBatchNorm, Name: l.Name + "." + short + ".1"}, s, ssh)
 		}
 		if err != nil {
 			return 0, shape, err
@@ -54,8 +62,8 @@ func (block) expand(p *placer, i int, l LayerSpec, from int, shape Shape) (int, 
 		if ssh != sh {
 			return 0, shape, fmt.Errorf("%s: the shortcut gives %v, the block's path %v", l.label(i), ssh, sh)
 		}
-		short = s
+		from = s
 	}
-	p.ns = append(p.ns, node{LayerSpec: LayerSpec{Kind: kindAdd}, in: sh, out: sh, param: -1, from: at, plus: short})
+	p.ns = append(p.ns, node{LayerSpec: LayerSpec{Kind: kindAdd}, in: sh, out: sh, param: -1, from: at, plus: from})
 	return p.place(i, LayerSpec{Kind: KindReLU}, len(p.ns)-1, sh)
 }

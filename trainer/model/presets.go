@@ -48,3 +48,62 @@ func ResNet20(classes int) []LayerSpec {
 	}
 	return append(ls, LayerSpec{Kind: KindAvgPool}, LayerSpec{Kind: KindFlatten}, LayerSpec{Kind: KindLinear, Name: "fc", Out: classes})
 }
+
+// VGG16 is Simonyan and Zisserman's VGG-16 with batch norm, torchvision's
+// vgg16_bn layout: features.0 … features.43 (thirteen 3×3 convolutions
+// with bias, each followed by batch norm and ReLU, in stages of 64, 128,
+// 256, 512 and 512 channels, each stage ending in a 2×2 max pool), then
+// classifier.0 (linear), ReLU, dropout 0.5, classifier.3 (linear), ReLU,
+// dropout 0.5, classifier.6 (linear to the classes). For 3×224×224 images
+// it is torchvision's vgg16_bn (whose adaptive pool to 7×7 is then the
+// identity), classifier width 4096; for CIFAR's 3×32×32 the features end
+// in 512×1×1 and the classifier is 512 wide (the AD-PSGD paper's CIFAR
+// VGG-16; torchvision would pool 1×1 up to 7×7 and keep 4096).
+func VGG16(classes int, in Shape) []LayerSpec {
+	var ls []LayerSpec
+	i := 0 // torchvision's index in features
+	for _, stage := range []struct{ ch, convs int }{{64, 2}, {128, 2}, {256, 3}, {512, 3}, {512, 3}} {
+		for range stage.convs {
+			ls = append(ls, LayerSpec{Kind: KindConv, Name: fmt.Sprintf("features.%d", i), Out: stage.ch, Kernel: 3, Pad: 1},
+				LayerSpec{Kind: KindBatchNorm, Name: fmt.Sprintf("features.%d", i+1)}, LayerSpec{Kind: KindReLU})
+			i += 3
+		}
+		ls = append(ls, LayerSpec{Kind: KindMaxPool, Kernel: 2})
+		i++
+	}
+	width := 512
+	if in.H >= 224 && in.W >= 224 {
+		width = 4096
+	}
+	return append(ls, LayerSpec{Kind: KindFlatten},
+		LayerSpec{Kind: KindLinear, Name: "classifier.0", Out: width}, LayerSpec{Kind: KindReLU}, LayerSpec{Kind: KindDropout, P: 0.5},
+		LayerSpec{Kind: KindLinear, Name: "classifier.3", Out: width}, LayerSpec{Kind: KindReLU}, LayerSpec{Kind: KindDropout, P: 0.5},
+		LayerSpec{Kind: KindLinear, Name: "classifier.6", Out: classes})
+}
+
+// ResNet50 is He et al.'s ResNet-50, torchvision's resnet50 layout: conv1,
+// bn1, ReLU, then four stages of 3, 4, 6 and 3 bottleneck blocks (layer1
+// … layer4; 64, 128, 256 and 512 wide, expansion 4, stride 2 on the first
+// block of stages 2 to 4, a downsample shortcut where the shape changes),
+// global average pooling, fc 2048 → classes. Its stem is CIFAR's, for
+// images of fewer than 64 pixels a side (conv1 3×3, stride 1, no max pool:
+// the usual CIFAR ResNet-50); torchvision's 7×7 stride-2 stem with its
+// padded 3×3 max pool is not built yet (the pool has no padding here), so
+// larger images take the same stem and the keys stay torchvision's.
+func ResNet50(classes int, in Shape) []LayerSpec {
+	ls := []LayerSpec{
+		{Kind: KindConv, Name: "conv1", Out: 64, Kernel: 3, Pad: 1, NoBias: true},
+		{Kind: KindBatchNorm, Name: "bn1"},
+		{Kind: KindReLU},
+	}
+	for stage, st := range []struct{ width, blocks int }{{64, 3}, {128, 4}, {256, 6}, {512, 3}} {
+		for b := range st.blocks {
+			s := 1
+			if b == 0 && stage > 0 {
+				s = 2
+			}
+			ls = append(ls, LayerSpec{Kind: KindBottleneck, Name: fmt.Sprintf("layer%d.%d", stage+1, b), Out: st.width, Stride: s})
+		}
+	}
+	return append(ls, LayerSpec{Kind: KindAvgPool}, LayerSpec{Kind: KindFlatten}, LayerSpec{Kind: KindLinear, Name: "fc", Out: classes})
+}
