@@ -252,3 +252,35 @@ func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 	return be.done(op, be.launch1D(k.bnGradApply, xd.n, ptr(dd), ptr(gy), ptr(xd), ptr(md), ptr(id), ptr(gd), ptrAt(sums.ptr),
 		i64(n), i64(c), i64(hw)), n, c, hw)
 }
+
+var _ kernels.PadPoolOps = (*Backend)(nil)
+
+// MaxPoolPad: see kernels.PadPoolOps.
+func (be *Backend) MaxPoolPad(y, x kernels.Buffer, planes, h, w, k, stride, pad int) error {
+	yd, xd := be.buf(y), be.buf(x)
+	return be.padPoolOp("MaxPoolPad", be.dev.k.maxPoolPad, xd.n, yd.n, yd.n, []uint64{ptr(yd), ptr(xd)}, planes, h, w, k, stride, pad)
+}
+
+// MaxPoolPadGrad: see kernels.PadPoolOps (one thread per input pixel).
+func (be *Backend) MaxPoolPadGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride, pad int) error {
+	dd, gd, xd := be.buf(dx), be.buf(dy), be.buf(x)
+	if dd.n != xd.n {
+		return be.shapeErr("MaxPoolPadGrad", "dx has %d elements, the input %d", dd.n, xd.n)
+	}
+	return be.padPoolOp("MaxPoolPadGrad", be.dev.k.maxPoolPadGrad, xd.n, gd.n, xd.n, []uint64{ptr(dd), ptr(gd), ptr(xd)}, planes, h, w, k, stride, pad)
+}
+
+func (be *Backend) padPoolOp(op string, f function, xLen, yLen, work int, lead []uint64, planes, h, w, k, stride, pad int) error {
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if err := kernels.CheckPadPool("cuda."+op, xLen, yLen, planes, h, w, k, stride, pad); err != nil {
+		return err
+	}
+	if work == 0 {
+		return nil
+	}
+	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
+	args := append(lead, i64(planes), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow))
+	return be.done(op, be.launch1D(f, work, args...), planes, h, w, k, stride, pad)
+}

@@ -263,3 +263,39 @@ func CheckDirectConv(op string, yLen, xLen, wLen, bLen, n, c, h, w, o, k, pad in
 func UnsupportedConv(op string, c, h, w, o, k, pad int) error {
 	return fmt.Errorf("%s: %d→%d channels of %d×%d, kernel %d, padding %d is not a shape it runs (ConvSupports): %w", op, c, o, h, w, k, pad, ErrShape)
 }
+
+// PadPoolOps is the optional op set (PadPoolOf) of max pooling with
+// padding, as PyTorch's MaxPool2d(k, stride, padding): each window
+// reaches pad cells past every edge, where nothing is (−∞), so its
+// maximum is over the cells inside the image (pad ≤ k/2 keeps one in
+// every window); the output is oh = (h + 2·pad − k)/stride + 1 by ow.
+// The maximum and the gradient's routing are MaxPool's (the first
+// maximum in row-major order; NaN wins nothing unless all are NaN).
+type PadPoolOps interface {
+	MaxPoolPad(y, x Buffer, planes, h, w, k, stride, pad int) error
+	MaxPoolPadGrad(dx, dy, x Buffer, planes, h, w, k, stride, pad int) error
+}
+
+// PadPoolOf returns b's PadPoolOps (looking through decorators).
+func PadPoolOf(b Backend) (PadPoolOps, bool) { return optional[PadPoolOps](b) }
+
+// CheckPadPool validates a padded pool's shapes: x of planes·h·w, y of
+// planes·oh·ow, a positive kernel and stride, 0 ≤ pad ≤ k/2.
+func CheckPadPool(op string, xLen, yLen, planes, h, w, k, stride, pad int) error {
+	if planes < 0 || h <= 0 || w <= 0 || k <= 0 || stride <= 0 || pad < 0 || 2*pad > k {
+		return fmt.Errorf("%s: planes %d, %d×%d, kernel %d, stride %d, pad %d: bad dimensions (0 ≤ pad ≤ kernel/2): %w", op, planes, h, w, k, stride, pad, ErrShape)
+	}
+	oh, ow := ConvOut(h, w, k, stride, pad)
+	if oh == 0 {
+		return fmt.Errorf("%s: a %d×%d window does not fit a %d×%d image padded by %d: %w", op, k, k, h, w, pad, ErrShape)
+	}
+	img, ok1 := mulAll(planes, h, w)
+	out, ok2 := mulAll(planes, oh, ow)
+	switch {
+	case !ok1 || !ok2:
+		return fmt.Errorf("%s: planes %d × %d×%d: too large: %w", op, planes, h, w, ErrShape)
+	case xLen != img || yLen != out:
+		return fmt.Errorf("%s: x has %d elements and y %d, want %d and %d: %w", op, xLen, yLen, img, out, ErrShape)
+	}
+	return nil
+}

@@ -79,7 +79,7 @@ const (
 	// torchvision's vgg16_bn layout).
 	VGG16
 	// ResNet50 is ResNet-50's bottleneck blocks (model.ResNet50,
-	// torchvision's resnet50 layout, CIFAR's stem).
+	// torchvision's resnet50; CIFAR's stem below 64×64).
 	ResNet50
 )
 
@@ -93,7 +93,7 @@ var netPresets = map[ModelKind]struct {
 	LeNet5:   {func(c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
 	ResNet20: {func(c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
 	VGG16:    {model.VGG16, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
-	ResNet50: {model.ResNet50, "images such as CIFAR-10's 3×32×32"},
+	ResNet50: {model.ResNet50, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
 }
 
 // IsPreset reports whether m is a network preset (lenet5, resnet20, vgg16,

@@ -118,12 +118,17 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """dml's --model resnet50: torchvision's resnet50 keys, CIFAR's stem
-    (conv1 3×3, stride 1, no max pool)."""
+    """dml's --model resnet50: torchvision's resnet50 (its 7×7 stride-2
+    stem and padded max pool) for images of 64 pixels a side or more,
+    CIFAR's stem (conv1 3×3, stride 1, no max pool) below."""
 
-    def __init__(self, classes=10, in_channels=3):
+    def __init__(self, classes=10, in_channels=3, size=32):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 64, 3, padding=1, bias=False)
+        self.imagenet = size >= 64
+        if self.imagenet:
+            self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
+        else:
+            self.conv1 = nn.Conv2d(in_channels, 64, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         inp = 64
         for stage, (width, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
@@ -136,6 +141,8 @@ class ResNet50(nn.Module):
 
     def forward(self, x):
         x = F.relu(self.bn1(self.conv1(x)))
+        if self.imagenet:
+            x = F.max_pool2d(x, 3, 2, 1)
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 

@@ -128,6 +128,62 @@ DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict
   }
 }
 
+// dml_pad_window_argmax is dml_window_argmax over the cells of the k×k
+// window at (y0, x0) inside the h×w plane (y0, x0 may be negative: the
+// padding, −∞, wins nothing). As kernels/cpu's argmaxPadWindow.
+__device__ __forceinline__ long long dml_pad_window_argmax(const float* xp, long long h, long long w, long long y0,
+                                                           long long x0, long long k) {
+  const long long ylo = y0 > 0 ? y0 : 0, xlo = x0 > 0 ? x0 : 0;
+  const long long yhi = y0 + k < h ? y0 + k : h, xhi = x0 + k < w ? x0 + k : w;
+  long long best = -1;
+  float bv = 0.f;
+  for (long long i = ylo; i < yhi; i++)
+    for (long long j = xlo; j < xhi; j++) {
+      const float v = xp[i * w + j];
+      if ((best < 0 && v == v) || (best >= 0 && v > bv)) {
+        best = i * w + j;
+        bv = v;
+      }
+    }
+  return best < 0 ? ylo * w + xlo : best;
+}
+
+// dml_maxpool_pad: y (planes × oh × ow) = each padded window's maximum
+// (PyTorch's MaxPool2d padding).
+DML_EXTERN void dml_maxpool_pad(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
+                                long long w, long long k, long long stride, long long pad, long long oh,
+                                long long ow) {
+  const long long total = planes * oh * ow;
+  DML_GRID_STRIDE(i, total) {
+    const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+    const float* xp = x + pl * h * w;
+    y[i] = xp[dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k)];
+  }
+}
+
+// dml_maxpool_pad_grad: dx = dy routed to each padded window's argmax, 0
+// elsewhere; one thread per input pixel adds the windows it is the
+// maximum of, in row-major order.
+DML_EXTERN void dml_maxpool_pad_grad(float* __restrict__ dx, const float* __restrict__ dy,
+                                     const float* __restrict__ x, long long planes, long long h, long long w,
+                                     long long k, long long stride, long long pad, long long oh, long long ow) {
+  const long long total = planes * h * w;
+  DML_GRID_STRIDE(i, total) {
+    const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
+    const float* xp = x + pl * h * w;
+    const float* dyp = dy + pl * oh * ow;
+    long long ylo, yhi, xlo, xhi;
+    dml_windows_over(iy + pad, k, stride, oh, &ylo, &yhi);
+    dml_windows_over(ix + pad, k, stride, ow, &xlo, &xhi);
+    float s = 0.f;
+    for (long long oy = ylo; oy <= yhi; oy++)
+      for (long long ox = xlo; ox <= xhi; ox++)
+        if (dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k) == at)
+          s = __fadd_rn(s, dyp[oy * ow + ox]);
+    dx[i] = s;
+  }
+}
+
 // dml_avgpool: y = the window's values summed in row-major order, times
 // 1/(k·k) (both in float32, as the CPU).
 DML_EXTERN void dml_avgpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,

@@ -56,6 +56,7 @@ var mutants = map[string]struct {
 	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
 	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
 	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
+	"maxpool-pad-zeros":        {"MaxPoolPad", func(b kernels.Backend) kernels.Backend { return maxPoolPadZeros{b.(*cpu.Backend)} }},
 	"dropout-row-key-ignored":  {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
 }
 
@@ -580,5 +581,30 @@ func (m dropoutOneKey) Dropout(y, x, keys kernels.Buffer, rows, cols int, salt, 
 			}
 		}
 	}, y, x, keys)
+	return nil
+}
+
+// maxPoolPadZeros pads with zeros, not −∞: a window of negative values at
+// an edge gives 0.
+type maxPoolPadZeros struct{ *cpu.Backend }
+
+func (m maxPoolPadZeros) MaxPoolPad(y, x kernels.Buffer, planes, h, w, k, stride, pad int) error {
+	if err := m.Backend.MaxPoolPad(y, x, planes, h, w, k, stride, pad); err != nil || pad == 0 {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
+	hostOp(m, func(hs [][]float32) {
+		ys := hs[0]
+		for p := range planes {
+			for oy := range oh {
+				for ox := range ow {
+					y0, x0 := oy*stride-pad, ox*stride-pad
+					if y0 < 0 || x0 < 0 || y0+k > h || x0+k > w {
+						ys[(p*oh+oy)*ow+ox] = max(ys[(p*oh+oy)*ow+ox], 0)
+					}
+				}
+			}
+		}
+	}, y)
 	return nil
 }

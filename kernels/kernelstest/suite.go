@@ -126,6 +126,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"Gelu", plain(testGelu)},
 		{"LayerNorm", plain(testLayerNorm)},
 		{"Dropout", plain(testDropout)},
+		{"MaxPoolPad", plain(testMaxPoolPad)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

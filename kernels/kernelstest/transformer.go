@@ -250,3 +250,75 @@ func testDropout(t *testing.T, be kernels.Backend) {
 	}
 	checkExact(t, "after bad shapes", y.read(t, "bad"), filled(8, 5))
 }
+
+// testMaxPoolPad checks MaxPoolPad and MaxPoolPadGrad against a reference
+// that pads with −∞: windows of negative values at the edges (where a zero
+// padding would win), ResNet's 3×3 stride-2 pad-1 pool, odd sizes, and
+// pixels that are the maximum of several windows (their gradients add).
+func testMaxPoolPad(t *testing.T, be kernels.Backend) {
+	pp, has := kernels.PadPoolOf(be)
+	if !has {
+		t.Skipf("backend %s has no PadPoolOps: padded max pooling does not run on it", be.Name())
+	}
+	for k, s := range []struct{ planes, h, w, k, stride, pad int }{{2, 8, 8, 3, 2, 1}, {3, 7, 5, 3, 2, 1}, {1, 6, 6, 2, 2, 1}, {2, 5, 5, 5, 1, 2}, {1, 4, 4, 3, 1, 1}} {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(970 + k))
+		x := normals(r, s.planes*s.h*s.w, 1)
+		for i := range x {
+			x[i] -= 3 // mostly negative: a zero padding would be the maximum
+		}
+		oh, ow := kernels.ConvOut(s.h, s.w, s.k, s.stride, s.pad)
+		dy := normals(r, s.planes*oh*ow, 1)
+		wantY, wantDx := make([]float32, len(dy)), make([]float32, len(x))
+		acc := make([]float64, len(x))
+		for p := range s.planes {
+			for oy := range oh {
+				for ox := range ow {
+					best, bv := -1, math.Inf(-1)
+					for i := oy*s.stride - s.pad; i < oy*s.stride-s.pad+s.k; i++ {
+						for j := ox*s.stride - s.pad; j < ox*s.stride-s.pad+s.k; j++ {
+							if i < 0 || j < 0 || i >= s.h || j >= s.w {
+								continue
+							}
+							if v := float64(x[(p*s.h+i)*s.w+j]); v > bv {
+								best, bv = (p*s.h+i)*s.w+j, v
+							}
+						}
+					}
+					o := (p*oh+oy)*ow + ox
+					wantY[o] = x[best]
+					acc[best] += float64(dy[o])
+				}
+			}
+		}
+		for i, v := range acc {
+			wantDx[i] = float32(v)
+		}
+		xb, dyb := load(t, be, x), load(t, be, dy)
+		y := loadGuarded(t, be, filled(len(dy), 7))
+		ok(t, name, pp.MaxPoolPad(y.buf, xb, s.planes, s.h, s.w, s.k, s.stride, s.pad))
+		checkExact(t, name+": y", y.read(t, name), wantY)
+		dx := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, pp.MaxPoolPadGrad(dx.buf, dyb, xb, s.planes, s.h, s.w, s.k, s.stride, s.pad))
+		bound := make([]float64, len(x))
+		want64 := make([]float64, len(x))
+		for i := range bound {
+			bound[i], want64[i] = 1e-6*(1+math.Abs(acc[i])), acc[i]
+		}
+		checkWithin(t, name+": dx", dx.read(t, name), want64, bound)
+	}
+	// A pad past half the window, and shapes that do not fit: ErrShape,
+	// the output untouched.
+	x := load(t, be, filled(16, 1))
+	y := loadGuarded(t, be, filled(4, 5))
+	for _, err := range []error{
+		pp.MaxPoolPad(y.buf, x, 1, 4, 4, 2, 2, 2),            // pad 2 > 2/2
+		pp.MaxPoolPad(y.buf, x, 1, 4, 4, 3, 1, 1),            // 16 outputs ≠ 4
+		pp.MaxPoolPadGrad(y.buf, y.buf, x, 1, 4, 4, 3, 2, 1), // dx 4 ≠ 16
+	} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "after bad shapes", y.read(t, "bad"), filled(4, 5))
+}

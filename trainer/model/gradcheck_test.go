@@ -92,6 +92,9 @@ func TestNetGradient(t *testing.T) {
 		{Shape{C: 1, H: 6, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c0", Out: 2, Kernel: 3, Pad: 1}, {Kind: KindReLU},
 			{Kind: KindConv, Name: "c1", Out: 2, Kernel: 5, Pad: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		{Shape{C: 3, H: 4, W: 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
+		// A padded max pool (ResNet-50's stem's) after a ReLU.
+		{Shape{C: 3, H: 5, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Pad: 1}, {Kind: KindReLU},
+			{Kind: KindMaxPool, Kernel: 3, Stride: 2, Pad: 1}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		// Batch norm and residual blocks, with an identity and a projection
 		// shortcut (ResNet's), then global pooling.
 		{Shape{C: 2, H: 6, W: 6}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 3, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
@@ -158,7 +161,7 @@ func TestNetGradient(t *testing.T) {
 			}
 			x := make([]float32, rows*nd.in.Size())
 			b.Download(x, m.input(i))
-			if gap := minMaxGap(x, rows*nd.in.C, nd.in.H, nd.in.W, nd.Kernel, nd.Stride); gap <= 4*eps {
+			if gap := minMaxGap(x, rows*nd.in.C, nd.in.H, nd.in.W, nd.Kernel, nd.Stride, nd.Pad); gap <= 4*eps {
 				t.Fatalf("%s: a pooling window's two largest inputs are %.3g apart: pick an input farther from a tie", arch.Describe(), gap)
 			}
 		}
@@ -209,14 +212,15 @@ func TestNetGradient(t *testing.T) {
 // minMaxGap is the smallest difference between the two largest values of
 // any k×k window (at stride) of planes h×w planes, leaving out windows a
 // ReLU zeroed (two exact zeros on top).
-func minMaxGap(x []float32, planes, h, w, k, stride int) float64 {
+func minMaxGap(x []float32, planes, h, w, k, stride, pad int) float64 {
 	gap := math.Inf(1)
+	oh, ow := convOut(h, w, k, stride, pad)
 	for p := range planes {
-		for oy := 0; oy*stride+k <= h; oy++ {
-			for ox := 0; ox*stride+k <= w; ox++ {
+		for oy := range oh {
+			for ox := range ow {
 				best, second := math.Inf(-1), math.Inf(-1)
-				for i := oy * stride; i < oy*stride+k; i++ {
-					for j := ox * stride; j < ox*stride+k; j++ {
+				for i := max(oy*stride-pad, 0); i < min(oy*stride-pad+k, h); i++ {
+					for j := max(ox*stride-pad, 0); j < min(ox*stride-pad+k, w); j++ {
 						v := float64(x[(p*h+i)*w+j])
 						if v > best {
 							best, second = v, best

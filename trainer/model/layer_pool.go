@@ -20,9 +20,10 @@ func init() {
 }
 
 // pool is max pooling (nn.MaxPool2d) or average pooling (nn.AvgPool2d):
-// k×k windows at a stride (default k), no padding; an average pool of
-// kernel 0 is global (the whole plane, which must be square). Its ops are
-// the backend's kernels.ConvOps.
+// k×k windows at a stride (default k); a max pool may have padding (at
+// most k/2, PyTorch's −∞: kernels.PadPoolOps), an average pool none, and
+// one of kernel 0 is global (the whole plane, which must be square). Its
+// ops are the backend's kernels.ConvOps.
 type pool struct {
 	base
 	max bool
@@ -41,10 +42,15 @@ func (p pool) place(n *node) error {
 	if n.Stride == 0 {
 		n.Stride = k
 	}
-	if k <= 0 || n.Stride <= 0 || n.Pad != 0 {
-		return fmt.Errorf("kernel %d, stride %d, pad %d: want a positive kernel and stride, no padding", asked.Kernel, asked.Stride, asked.Pad)
+	switch {
+	case k <= 0 || n.Stride <= 0 || n.Pad < 0:
+		return fmt.Errorf("kernel %d, stride %d, pad %d: want a positive kernel and stride", asked.Kernel, asked.Stride, asked.Pad)
+	case n.Pad != 0 && !p.max:
+		return fmt.Errorf("pad %d: an average pool takes no padding", n.Pad)
+	case 2*n.Pad > k:
+		return fmt.Errorf("pad %d: at most half the %d×%d window (PyTorch's rule)", n.Pad, k, k)
 	}
-	oh, ow := convOut(n.in.H, n.in.W, k, n.Stride, 0)
+	oh, ow := convOut(n.in.H, n.in.W, k, n.Stride, n.Pad)
 	if oh == 0 {
 		return fmt.Errorf("a %d×%d window is larger than its %d×%d input", k, k, n.in.H, n.in.W)
 	}
@@ -57,12 +63,31 @@ func (p pool) setup(m *Model, a *allocator) error {
 	if p.max {
 		kind = KindMaxPool
 	}
-	return m.findConvOps(kind)
+	if err := m.findConvOps(kind); err != nil {
+		return err
+	}
+	for _, n := range m.nodes {
+		if n.Kind == kind && n.Pad > 0 && m.padPool == nil {
+			var ok bool
+			if m.padPool, ok = kernels.PadPoolOf(m.B); !ok {
+				return fmt.Errorf("model %s: a padded max pool needs kernels.PadPoolOps, which backend %s lacks: %w", m.Arch.Describe(), m.B.Name(), kernels.ErrNoConv)
+			}
+		}
+	}
+	return nil
 }
 
-func (pool) describe(n node) string { return fmt.Sprintf("%s %d", n.Kind, n.Kernel) }
+func (pool) describe(n node) string {
+	if n.Pad > 0 {
+		return fmt.Sprintf("%s %ds%dp%d", n.Kind, n.Kernel, n.Stride, n.Pad)
+	}
+	return fmt.Sprintf("%s %d", n.Kind, n.Kernel)
+}
 
 func (p pool) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
+	if n.Pad > 0 {
+		return m.padPool.MaxPoolPad(y, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
+	}
 	if p.max {
 		return m.conv.MaxPool(y, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 	}
@@ -71,6 +96,9 @@ func (p pool) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 
 func (p pool) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
 	return m.give(n.from, func(dst kernels.Buffer) error {
+		if n.Pad > 0 {
+			return m.padPool.MaxPoolPadGrad(dst, dy, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
+		}
 		if p.max {
 			return m.conv.MaxPoolGrad(dst, dy, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride)
 		}

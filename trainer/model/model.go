@@ -75,6 +75,9 @@ type Model struct {
 	// allocates in setup (layer norm's per-row statistics).
 	tf  kernels.TransformerOps
 	own []kernels.Buffer
+	// padPool: the backend's kernels.PadPoolOps, where a max pool has
+	// padding.
+	padPool kernels.PadPoolOps
 	// keys: each row's dropout key (kernels.DropoutRowKey, as float32
 	// bits) for the training batch LoadBatch loaded, where the network
 	// has dropout (layer_dropout.go); hostKeys, keyBits: its host side.

@@ -85,16 +85,20 @@ func VGG16(classes int, in Shape) []LayerSpec {
 // bn1, ReLU, then four stages of 3, 4, 6 and 3 bottleneck blocks (layer1
 // … layer4; 64, 128, 256 and 512 wide, expansion 4, stride 2 on the first
 // block of stages 2 to 4, a downsample shortcut where the shape changes),
-// global average pooling, fc 2048 → classes. Its stem is CIFAR's, for
-// images of fewer than 64 pixels a side (conv1 3×3, stride 1, no max pool:
-// the usual CIFAR ResNet-50); torchvision's 7×7 stride-2 stem with its
-// padded 3×3 max pool is not built yet (the pool has no padding here), so
-// larger images take the same stem and the keys stay torchvision's.
+// global average pooling, fc 2048 → classes. For images of 64 pixels a
+// side or more its stem is torchvision's (conv1 7×7, stride 2, pad 3, and
+// a 3×3 max pool, stride 2, pad 1): on 3×224×224 it is torchvision's
+// resnet50; below, CIFAR's (conv1 3×3, stride 1, no max pool), the usual
+// CIFAR ResNet-50, with the same keys.
 func ResNet50(classes int, in Shape) []LayerSpec {
 	ls := []LayerSpec{
 		{Kind: KindConv, Name: "conv1", Out: 64, Kernel: 3, Pad: 1, NoBias: true},
 		{Kind: KindBatchNorm, Name: "bn1"},
 		{Kind: KindReLU},
+	}
+	if in.H >= 64 && in.W >= 64 {
+		ls[0] = LayerSpec{Kind: KindConv, Name: "conv1", Out: 64, Kernel: 7, Stride: 2, Pad: 3, NoBias: true}
+		ls = append(ls, LayerSpec{Kind: KindMaxPool, Kernel: 3, Stride: 2, Pad: 1})
 	}
 	for stage, st := range []struct{ width, blocks int }{{64, 3}, {128, 4}, {256, 6}, {512, 3}} {
 		for b := range st.blocks {

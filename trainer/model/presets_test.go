@@ -17,8 +17,18 @@ func TestPresetSizes(t *testing.T) {
 	}{
 		{"lenet5", Shape{C: 1, H: 28, W: 28}, LeNet5(10), 61706, 2263920, "conv1.weight", "fc3.bias"},
 		{"resnet20", Shape{C: 3, H: 32, W: 32}, ResNet20(10), 272474, 243994368, "conv1.weight", "fc.bias"},
+		// torchvision's vgg16_bn and resnet50 at 1000 classes (their
+		// published counts), and the CIFAR forms at 10.
+		{"vgg16-224", Shape{C: 3, H: 224, W: 224}, VGG16(1000, Shape{C: 3, H: 224, W: 224}), 138365992, 0, "features.0.weight", "classifier.6.bias"},
+		{"resnet50-224", Shape{C: 3, H: 224, W: 224}, ResNet50(1000, Shape{C: 3, H: 224, W: 224}), 25557032, 0, "conv1.weight", "fc.bias"},
+		{"vgg16", Shape{C: 3, H: 32, W: 32}, VGG16(10, Shape{C: 3, H: 32, W: 32}), 15253578, 0, "features.0.weight", "classifier.6.bias"},
+		{"resnet50", Shape{C: 3, H: 32, W: 32}, ResNet50(10, Shape{C: 3, H: 32, W: 32}), 23520842, 0, "conv1.weight", "fc.bias"},
 	} {
-		a, err := NewNet(tc.in, tc.layers, 10, SoftmaxCE)
+		classes := 10
+		if tc.in.H == 224 {
+			classes = 1000
+		}
+		a, err := NewNet(tc.in, tc.layers, classes, SoftmaxCE)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,3 +170,15 @@ func (tb *tracedBackend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, 
 		return d.ConvBackwardFilter(dw, db, x, dy, n, c, h, w, o, k, stride, pad)
 	}, n, c, h, w, o, k, stride, pad)
 }
+
+var _ kernels.PadPoolOps = (*tracedBackend)(nil)
+
+func (tb *tracedBackend) MaxPoolPad(y, x kernels.Buffer, planes, h, w, k, stride, pad int) error {
+	return opSpan(tb, "MaxPoolPad", func(p kernels.PadPoolOps) error { return p.MaxPoolPad(y, x, planes, h, w, k, stride, pad) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
+func (tb *tracedBackend) MaxPoolPadGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride, pad int) error {
+	return opSpan(tb, "MaxPoolPadGrad", func(p kernels.PadPoolOps) error { return p.MaxPoolPadGrad(dx, dy, x, planes, h, w, k, stride, pad) },
+		"planes", planes, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}

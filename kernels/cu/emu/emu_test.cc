@@ -743,6 +743,41 @@ static void test_dropout() {
   }
 }
 
+// test_maxpool_pad: padded max pooling (−∞ padding) and its gradient
+// against a double reference, on mostly negative inputs.
+static void test_maxpool_pad() {
+  struct S {
+    long long planes, h, w, k, stride, pad;
+  } shapes[] = {{2, 8, 8, 3, 2, 1}, {3, 7, 5, 3, 2, 1}, {1, 6, 6, 2, 2, 1}, {2, 5, 5, 5, 1, 2}};
+  for (auto s : shapes) {
+    const long long oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
+    auto x = normals(s.planes * s.h * s.w);
+    for (auto& v : x) v -= 3;
+    auto dy = normals(s.planes * oh * ow);
+    std::vector<float> y(dy.size(), 7), dx(x.size(), 7);
+    emu_launch(dml_maxpool_pad, G1, B1, y.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
+    emu_launch(dml_maxpool_pad_grad, G1, B1, dx.data(), (const float*)dy.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride,
+               s.pad, oh, ow);
+    std::vector<double> want(x.size(), 0);
+    for (long long p = 0; p < s.planes; p++)
+      for (long long oy = 0; oy < oh; oy++)
+        for (long long ox = 0; ox < ow; ox++) {
+          long long best = -1;
+          double bv = -INFINITY;
+          for (long long i = oy * s.stride - s.pad; i < oy * s.stride - s.pad + s.k; i++)
+            for (long long j = ox * s.stride - s.pad; j < ox * s.stride - s.pad + s.k; j++)
+              if (i >= 0 && j >= 0 && i < s.h && j < s.w && x[(p * s.h + i) * s.w + j] > bv) {
+                best = (p * s.h + i) * s.w + j;
+                bv = x[best];
+              }
+          const long long o = (p * oh + oy) * ow + ox;
+          CHECK(same_bits(y[o], x[best]), "maxpool pad plane %lld (%lld,%lld): %g want %g", p, oy, ox, y[o], x[best]);
+          want[best] += dy[o];
+        }
+    for (size_t i = 0; i < x.size(); i++) CHECK(close(dx[i], want[i], 1e-6), "maxpool pad grad %zu: %g want %g", i, dx[i], want[i]);
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -755,6 +790,7 @@ int main() {
   test_conv();
   test_pool();
   test_batchnorm();
+  test_maxpool_pad();
   std::printf("emu: conv done (%d failures so far)\n", failures);
   test_transformer();
   test_dropout();
