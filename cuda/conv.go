@@ -284,3 +284,39 @@ func (be *Backend) padPoolOp(op string, f function, xLen, yLen, work int, lead [
 	args := append(lead, i64(planes), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow))
 	return be.done(op, be.launch1D(f, work, args...), planes, h, w, k, stride, pad)
 }
+
+var _ kernels.LRNOps = (*Backend)(nil)
+
+// LRN: see kernels.LRNOps (dml_lrn, one thread per element).
+func (be *Backend) LRN(y, s, x kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
+	const op = "LRN"
+	yd, sd, xd := be.buf(y), be.buf(s), be.buf(x)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if err := kernels.CheckLRN("cuda."+op, xd.n, n, c, hw, size, yd.n, sd.n); err != nil {
+		return err
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.lrn, xd.n, ptr(yd), ptr(sd), ptr(xd), i64(n), i64(c), i64(hw), i64(size),
+		f32(alpha), f32(beta), f32(k)), n, c, hw, size)
+}
+
+// LRNGrad: see kernels.LRNOps.
+func (be *Backend) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
+	const op = "LRNGrad"
+	dd, gd, xd, sd := be.buf(dx), be.buf(dy), be.buf(x), be.buf(s)
+	if err := be.usable(op); err != nil {
+		return err
+	}
+	if err := kernels.CheckLRN("cuda."+op, xd.n, n, c, hw, size, dd.n, gd.n, sd.n); err != nil {
+		return err
+	}
+	if xd.n == 0 {
+		return nil
+	}
+	return be.done(op, be.launch1D(be.dev.k.lrnGrad, xd.n, ptr(dd), ptr(gd), ptr(xd), ptr(sd), i64(n), i64(c), i64(hw), i64(size),
+		f32(alpha), f32(beta), f32(k)), n, c, hw, size)
+}

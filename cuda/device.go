@@ -38,6 +38,7 @@ type kernelSet struct {
 	im2col, col2im, transpose01                function
 	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
 	maxPoolPad, maxPoolPadGrad                 function
+	lrn, lrnGrad                               function
 	bnPartial, bnFinish, bnCoef, bnApply       function
 	bnGradPartial, bnGradFinish, bnGradApply   function
 	// module transformer (TransformerOps)
@@ -201,6 +202,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.im2col, "dml_im2col"}, {&k.col2im, "dml_col2im"}, {&k.transpose01, "dml_transpose01"}, {&k.maxPool, "dml_maxpool"}, {&k.maxPoolGrad, "dml_maxpool_grad"},
 		{&k.avgPool, "dml_avgpool"}, {&k.avgPoolGrad, "dml_avgpool_grad"},
 		{&k.maxPoolPad, "dml_maxpool_pad"}, {&k.maxPoolPadGrad, "dml_maxpool_pad_grad"},
+		{&k.lrn, "dml_lrn"}, {&k.lrnGrad, "dml_lrn_grad"},
 		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},

@@ -299,3 +299,36 @@ func CheckPadPool(op string, xLen, yLen, planes, h, w, k, stride, pad int) error
 	}
 	return nil
 }
+
+// LRNOps is the optional op set (LRNOf) of local response normalisation
+// across channels, as PyTorch's LocalResponseNorm(size, alpha, beta, k)
+// computes it, for n samples of c channels of hw values (NCHW): y = x /
+// s^β with s = k + α/size · Σ x² over the channels c − ⌊size/2⌋ …
+// c + ⌊(size−1)/2⌋ that exist (PyTorch pads with zeros). Every output is
+// overwritten.
+type LRNOps interface {
+	// LRN writes y and s (x's shape: the backward pass's).
+	LRN(y, s, x Buffer, n, c, hw, size int, alpha, beta, k float32) error
+	// LRNGrad is LRN's backward pass given the s it wrote: dx_j = dy_j ·
+	// s_j^−β − (2αβ/size) · x_j · Σ dy_i·x_i·s_i^(−β−1) over the channels i
+	// whose window holds j.
+	LRNGrad(dx, dy, x, s Buffer, n, c, hw, size int, alpha, beta, k float32) error
+}
+
+// LRNOf returns b's LRNOps (looking through decorators).
+func LRNOf(b Backend) (LRNOps, bool) { return optional[LRNOps](b) }
+
+// CheckLRN validates local response normalisation's shapes: every buffer
+// of n·c·hw (their lengths in same), a window of at least one channel.
+func CheckLRN(op string, xLen, n, c, hw, size int, same ...int) error {
+	all, ok := mulAll(n, c, hw)
+	if n < 0 || c <= 0 || hw <= 0 || size <= 0 || !ok || xLen != all {
+		return fmt.Errorf("%s: %d elements for n %d × c %d × hw %d, size %d: %w", op, xLen, n, c, hw, size, ErrShape)
+	}
+	for i, l := range same {
+		if l != xLen {
+			return fmt.Errorf("%s: argument %d has %d elements, want %d: %w", op, i, l, xLen, ErrShape)
+		}
+	}
+	return nil
+}

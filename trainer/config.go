@@ -241,7 +241,7 @@ func (c Config) validateModel() error {
 				return bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
-	case Softmax, Logreg, LeNet5, ResNet20, VGG16, ResNet50:
+	case Softmax, Logreg, LeNet5, ResNet20, VGG16, ResNet50, AlexNet:
 	case NetFile:
 		if len(c.Net) == 0 {
 			return bad("Net", "is empty: a network from a model file needs its layers")

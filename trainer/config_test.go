@@ -18,7 +18,7 @@ var badConfigs = []struct {
 	field string
 	edit  func(*Config)
 }{
-	{"Model", func(c *Config) { c.Model = 9 }},
+	{"Model", func(c *Config) { c.Model = 99 }},
 	{"Model", func(c *Config) { c.Model = SparseLogreg }},
 	{"Hidden", func(c *Config) { c.Hidden = nil }},
 	{"Hidden", func(c *Config) { c.Hidden = []int{4, 0} }},

@@ -81,6 +81,9 @@ const (
 	// ResNet50 is ResNet-50's bottleneck blocks (model.ResNet50,
 	// torchvision's resnet50; CIFAR's stem below 64×64).
 	ResNet50
+	// AlexNet is AlexNet with local response normalisation and dropout
+	// for CIFAR-sized images (model.AlexNet).
+	AlexNet
 )
 
 // netPresets are the network presets by model kind: their layers for
@@ -94,6 +97,7 @@ var netPresets = map[ModelKind]struct {
 	ResNet20: {func(c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
 	VGG16:    {model.VGG16, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
 	ResNet50: {model.ResNet50, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
+	AlexNet:  {func(c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
 }
 
 // IsPreset reports whether m is a network preset (lenet5, resnet20, vgg16,
@@ -104,7 +108,7 @@ func (m ModelKind) IsPreset() bool { _, ok := netPresets[m]; return ok }
 // file.
 func (m ModelKind) IsNetwork() bool { return m.IsPreset() || m == NetFile }
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20", VGG16: "vgg16", ResNet50: "resnet50"}
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20", VGG16: "vgg16", ResNet50: "resnet50", AlexNet: "alexnet"}
 
 // Models lists the model names.
 var Models = modelNames[:]

@@ -357,7 +357,7 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
-	case LeNet5, ResNet20, VGG16, ResNet50, NetFile:
+	case LeNet5, ResNet20, VGG16, ResNet50, AlexNet, NetFile:
 		a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, model.SoftmaxCE)
 		switch {
 		case err == nil:

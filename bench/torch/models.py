@@ -147,6 +147,28 @@ class ResNet50(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class AlexNet(nn.Module):
+    """dml's --model alexnet: AlexNet for 32×32 images with local response
+    normalisation (size 5, alpha 1e-4, beta 0.75, k 2) after the first two
+    convolutions; torchvision's alexnet names (features.N, classifier.N)."""
+
+    def __init__(self, classes=10, in_channels=3):
+        super().__init__()
+        lrn = lambda: nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)  # noqa: E731
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 64, 5, padding=2), nn.ReLU(True), lrn(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(True), lrn(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(True),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(True),
+            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(True), nn.MaxPool2d(3, 2))
+        self.classifier = nn.Sequential(
+            nn.Dropout(0.5), nn.Linear(256 * 3 * 3, 4096), nn.ReLU(True),
+            nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(True), nn.Linear(4096, classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x).flatten(1))
+
+
 def build(name, classes=10, in_channels=1):
     if name == "lenet5":
         return LeNet5(classes, in_channels)
@@ -156,11 +178,13 @@ def build(name, classes=10, in_channels=1):
         return VGG16(classes, in_channels)
     if name == "resnet50":
         return ResNet50(classes, in_channels)
-    raise SystemExit(f"unknown model {name!r} (want lenet5, resnet20, vgg16 or resnet50)")
+    if name == "alexnet":
+        return AlexNet(classes, in_channels)
+    raise SystemExit(f"unknown model {name!r} (want lenet5, resnet20, vgg16, resnet50 or alexnet)")
 
 
 # Input shape (C, H, W) each preset is evaluated on in these scripts.
-SHAPES = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32), "vgg16": (3, 32, 32), "resnet50": (3, 32, 32)}
+SHAPES = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32), "vgg16": (3, 32, 32), "resnet50": (3, 32, 32), "alexnet": (3, 32, 32)}
 
 # The array whose first dimension is the classes.
-HEADS = {"lenet5": "fc3.weight", "resnet20": "fc.weight", "vgg16": "classifier.6.weight", "resnet50": "fc.weight"}
+HEADS = {"lenet5": "fc3.weight", "resnet20": "fc.weight", "vgg16": "classifier.6.weight", "resnet50": "fc.weight", "alexnet": "classifier.6.weight"}

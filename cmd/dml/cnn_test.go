@@ -172,7 +172,7 @@ func TestCIFAR10Data(t *testing.T) {
 	}
 }
 
-// TestCIFARPresets trains --model resnet20, vgg16 and resnet50 on
+// TestCIFARPresets trains --model resnet20, vgg16, resnet50 and alexnet on
 // generated CIFAR-10 files under mpirun with 2 ranks; dml eval reads the
 // weights and the batch-norm running statistics back (PyTorch's
 // state_dict names, buffers included) with the accuracy training
@@ -198,7 +198,8 @@ func TestCIFARPresets(t *testing.T) {
 	for _, c := range []struct {
 		model, params string
 		steps         []string
-	}{{"resnet20", "272474 params", nil}, {"vgg16", "15253578 params", []string{"--max-steps", "2"}}, {"resnet50", "23520842 params", []string{"--max-steps", "2"}}} {
+	}{{"resnet20", "272474 params", nil}, {"vgg16", "15253578 params", []string{"--max-steps", "2"}}, {"resnet50", "23520842 params", []string{"--max-steps", "2"}},
+		{"alexnet", "28714826 params", []string{"--max-steps", "2"}}} {
 		t.Run(c.model, func(t *testing.T) {
 			w := filepath.Join(dir, c.model+".npz")
 			r := dml(t, 2, append([]string{"train", "--model", c.model, "--data", "cifar10", "--data-dir", dir, "--epochs", "1", "--batch", "8", "--save", w}, c.steps...)...)

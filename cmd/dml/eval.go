@@ -98,7 +98,7 @@ accuracy and mean loss. Under mpirun the ranks split the test set. Weights
 of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 …, as PyTorch's state_dict names them), for the data's sample shape.`, stdout)
 	fs.StringVar(&e.weights, "weights", "", "the .npz weights file (required)")
-	fs.Func("model", "the network the weights are of: lenet5, resnet20, vgg16 or resnet50 (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
+	fs.Func("model", "the network the weights are of: lenet5, resnet20, vgg16, resnet50 or alexnet (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
 		k, err := trainer.ParseModel(v)
 		if err == nil && !k.IsPreset() && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
 			err = fmt.Errorf("%s weights are read without --model", v)

@@ -389,7 +389,7 @@ func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) 
 // the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
-	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), vgg16 (VGG-16 with batch norm and dropout, torchvision's vgg16_bn keys), resnet50 (ResNet-50's bottleneck blocks: torchvision's resnet50, with CIFAR's stem below 64×64), or file (the network --model-file describes)")
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), vgg16 (VGG-16 with batch norm and dropout, torchvision's vgg16_bn keys), resnet50 (ResNet-50's bottleneck blocks: torchvision's resnet50, with CIFAR's stem below 64×64), alexnet (AlexNet with local response normalisation and dropout, for 3×32×32), or file (the network --model-file describes)")
 	fs.Func("model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file", func(path string) error {
 		layers, err := readNetFile(path)
 		if err != nil {

@@ -392,3 +392,47 @@ DML_EXTERN void dml_bn_grad_apply(float* dx, const float* dy, const float* __res
     dx[i] = (float)__dmul_rn(k1, t);
   }
 }
+
+// ---- local response normalisation (across channels; NCHW) ---------------
+// One thread per element; each value in float64, rounded once (the CPU
+// backend's maths, kernels/cpu/lrn.go).
+
+// dml_lrn: s = k + α/size · Σ x² over channels c − ⌊size/2⌋ … c +
+// ⌊(size−1)/2⌋ that exist, y = x·s^−β.
+DML_EXTERN void dml_lrn(float* __restrict__ y, float* __restrict__ s, const float* __restrict__ x, long long n,
+                        long long c, long long hw, long long size, float alpha, float beta, float k) {
+  const long long total = n * c * hw;
+  DML_GRID_STRIDE(at, total) {
+    const long long p = at % hw, ch = (at / hw) % c, i = at / (hw * c);
+    const long long lo = ch - size / 2 > 0 ? ch - size / 2 : 0;
+    const long long hi = ch + (size - 1) / 2 < c - 1 ? ch + (size - 1) / 2 : c - 1;
+    double sum = 0;
+    for (long long q = lo; q <= hi; q++) {
+      const double v = (double)x[(i * c + q) * hw + p];
+      sum = __dadd_rn(sum, __dmul_rn(v, v));
+    }
+    const double sc = __dadd_rn((double)k, __dmul_rn(__ddiv_rn((double)alpha, (double)size), sum));
+    s[at] = (float)sc;
+    y[at] = (float)__dmul_rn((double)x[at], pow(sc, -(double)beta));
+  }
+}
+
+// dml_lrn_grad: dx_j = dy_j·s_j^−β − (2αβ/size)·x_j·Σ dy_i·x_i·s_i^(−β−1)
+// over the channels i whose window holds j (dx may not be dy).
+DML_EXTERN void dml_lrn_grad(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
+                             const float* __restrict__ s, long long n, long long c, long long hw, long long size,
+                             float alpha, float beta, float k) {
+  const long long total = n * c * hw;
+  const double b = (double)beta, f = __ddiv_rn(2.0 * (double)alpha * b, (double)size);
+  DML_GRID_STRIDE(at, total) {
+    const long long p = at % hw, ch = (at / hw) % c, i = at / (hw * c);
+    const long long lo = ch - (size - 1) / 2 > 0 ? ch - (size - 1) / 2 : 0;
+    const long long hi = ch + size / 2 < c - 1 ? ch + size / 2 : c - 1;
+    double sum = 0;
+    for (long long q = lo; q <= hi; q++) {
+      const long long o = (i * c + q) * hw + p;
+      sum = __dadd_rn(sum, __dmul_rn(__dmul_rn((double)dy[o], (double)x[o]), pow((double)s[o], -b - 1.0)));
+    }
+    dx[at] = (float)__dsub_rn(__dmul_rn((double)dy[at], pow((double)s[at], -b)), __dmul_rn(__dmul_rn(f, (double)x[at]), sum));
+  }
+}

@@ -56,6 +56,7 @@ var mutants = map[string]struct {
 	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
 	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
 	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
+	"lrn-grad-no-cross-term":   {"LRN", func(b kernels.Backend) kernels.Backend { return lrnGradLocal{b.(*cpu.Backend)} }},
 	"maxpool-pad-zeros":        {"MaxPoolPad", func(b kernels.Backend) kernels.Backend { return maxPoolPadZeros{b.(*cpu.Backend)} }},
 	"dropout-row-key-ignored":  {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
 }
@@ -606,5 +607,21 @@ func (m maxPoolPadZeros) MaxPoolPad(y, x kernels.Buffer, planes, h, w, k, stride
 			}
 		}
 	}, y)
+	return nil
+}
+
+// lrnGradLocal forgets the other channels' terms of the gradient: dx =
+// dy·s^−β only.
+type lrnGradLocal struct{ *cpu.Backend }
+
+func (m lrnGradLocal) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
+	if err := m.Backend.LRNGrad(dx, dy, x, s, n, c, hw, size, alpha, beta, k); err != nil {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		for i := range h[0] {
+			h[0][i] = float32(float64(h[1][i]) * math.Pow(float64(h[2][i]), -float64(beta)))
+		}
+	}, dx, dy, s)
 	return nil
 }

@@ -127,6 +127,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"LayerNorm", plain(testLayerNorm)},
 		{"Dropout", plain(testDropout)},
 		{"MaxPoolPad", plain(testMaxPoolPad)},
+		{"LRN", plain(testLRN)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

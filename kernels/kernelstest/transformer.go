@@ -322,3 +322,71 @@ func testMaxPoolPad(t *testing.T, be kernels.Backend) {
 	}
 	checkExact(t, "after bad shapes", y.read(t, "bad"), filled(4, 5))
 }
+
+// testLRN checks LRN and LRNGrad against float64 formulas from PyTorch's
+// definition (windows clipped at the first and last channels; an even
+// size's window reaches one channel further down than up), AlexNet's
+// settings and others.
+func testLRN(t *testing.T, be kernels.Backend) {
+	lb, has := kernels.LRNOf(be)
+	if !has {
+		t.Skipf("backend %s has no LRNOps: local response normalisation does not run on it", be.Name())
+	}
+	for k, s := range []struct {
+		n, c, hw, size  int
+		alpha, beta, kk float32
+	}{{2, 7, 5, 5, 1e-4, 0.75, 2}, {3, 6, 4, 4, 0.3, 0.5, 1}, {1, 3, 9, 5, 1, 0.75, 1}, {2, 8, 1, 1, 0.5, 1, 0.5}} {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(980 + k))
+		x, dy := normals(r, s.n*s.c*s.hw, 3), normals(r, s.n*s.c*s.hw, 1)
+		wantY, wantS, wantDx := make([]float64, len(x)), make([]float64, len(x)), make([]float64, len(x))
+		at := func(i, ch, p int) int { return (i*s.c+ch)*s.hw + p }
+		a, b := float64(s.alpha)/float64(s.size), float64(s.beta)
+		for i := range s.n {
+			for p := range s.hw {
+				for ch := range s.c {
+					sum := 0.0
+					for q := ch - s.size/2; q <= ch+(s.size-1)/2; q++ {
+						if q >= 0 && q < s.c {
+							v := float64(x[at(i, q, p)])
+							sum += v * v
+						}
+					}
+					wantS[at(i, ch, p)] = float64(s.kk) + a*sum
+					wantY[at(i, ch, p)] = float64(x[at(i, ch, p)]) * math.Pow(wantS[at(i, ch, p)], -b)
+				}
+				for j := range s.c {
+					sum := 0.0
+					for ch := range s.c {
+						if j >= ch-s.size/2 && j <= ch+(s.size-1)/2 {
+							sum += float64(dy[at(i, ch, p)]) * float64(x[at(i, ch, p)]) * math.Pow(wantS[at(i, ch, p)], -b-1)
+						}
+					}
+					wantDx[at(i, j, p)] = float64(dy[at(i, j, p)])*math.Pow(wantS[at(i, j, p)], -b) - 2*a*b*float64(x[at(i, j, p)])*sum
+				}
+			}
+		}
+		bound := func(w []float64) []float64 { return perC(w, 1e-5) }
+		xb, dyb := load(t, be, x), load(t, be, dy)
+		y, sc := loadGuarded(t, be, filled(len(x), 7)), loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, lb.LRN(y.buf, sc.buf, xb, s.n, s.c, s.hw, s.size, s.alpha, s.beta, s.kk))
+		checkWithin(t, name+": y", y.read(t, name), wantY, bound(wantY))
+		checkWithin(t, name+": s", sc.read(t, name), wantS, bound(wantS))
+		dx := loadGuarded(t, be, filled(len(x), 7))
+		ok(t, name, lb.LRNGrad(dx.buf, dyb, xb, sc.buf, s.n, s.c, s.hw, s.size, s.alpha, s.beta, s.kk))
+		checkWithin(t, name+": dx", dx.read(t, name), wantDx, bound(wantDx))
+	}
+	// Shapes that do not fit: ErrShape, the output untouched.
+	x, y := load(t, be, filled(12, 1)), loadGuarded(t, be, filled(12, 5))
+	s8 := loadGuarded(t, be, filled(8, 5))
+	for _, err := range []error{
+		lb.LRN(y.buf, s8.buf, x, 2, 3, 2, 3, 1e-4, 0.75, 1),           // s 8 ≠ 12
+		lb.LRN(y.buf, y.buf, x, 2, 3, 3, 3, 1e-4, 0.75, 1),            // 18 ≠ 12
+		lb.LRNGrad(y.buf, y.buf, x, y.buf, 2, 3, 2, 0, 1e-4, 0.75, 1), // size 0
+	} {
+		if !errors.Is(err, kernels.ErrShape) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+	checkExact(t, "after bad shapes", y.read(t, "bad"), filled(12, 5))
+}

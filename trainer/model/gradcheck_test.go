@@ -92,6 +92,10 @@ func TestNetGradient(t *testing.T) {
 		{Shape{C: 1, H: 6, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c0", Out: 2, Kernel: 3, Pad: 1}, {Kind: KindReLU},
 			{Kind: KindConv, Name: "c1", Out: 2, Kernel: 5, Pad: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		{Shape{C: 3, H: 4, W: 4}, []LayerSpec{{Kind: KindAvgPool, Kernel: 2}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 2}}, 2},
+		// Local response normalisation (AlexNet's, and an even window with
+		// a large alpha, where the cross-channel terms matter).
+		{Shape{C: 2, H: 5, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 6, Kernel: 3, Pad: 1}, {Kind: KindLRN, Size: 5, Alpha: 1e-4, Beta: 0.75, K: 2},
+			{Kind: KindConv, Name: "c2", Out: 4, Kernel: 3}, {Kind: KindLRN, Size: 4, Alpha: 0.5, Beta: 0.75, K: 1}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},
 		// A padded max pool (ResNet-50's stem's) after a ReLU.
 		{Shape{C: 3, H: 5, W: 5}, []LayerSpec{{Kind: KindConv, Name: "c1", Out: 2, Kernel: 3, Pad: 1}, {Kind: KindReLU},
 			{Kind: KindMaxPool, Kernel: 3, Stride: 2, Pad: 1}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3}}, 3},

@@ -78,6 +78,9 @@ type Model struct {
 	// padPool: the backend's kernels.PadPoolOps, where a max pool has
 	// padding.
 	padPool kernels.PadPoolOps
+	// lrn: the backend's kernels.LRNOps, where a layer normalises across
+	// channels (layer_lrn.go).
+	lrn kernels.LRNOps
 	// keys: each row's dropout key (kernels.DropoutRowKey, as float32
 	// bits) for the training batch LoadBatch loaded, where the network
 	// has dropout (layer_dropout.go); hostKeys, keyBits: its host side.

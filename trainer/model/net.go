@@ -29,6 +29,13 @@ type LayerSpec struct {
 	Approximate string `json:"approximate,omitempty" yaml:"approximate"`
 	// P is dropout's rate: the share of elements zeroed (0 < p < 1).
 	P float64 `json:"p,omitempty" yaml:"p"`
+	// Size, Alpha, Beta and K are local response normalisation's
+	// (nn.LocalResponseNorm's; 0: its defaults, but Size, which is
+	// needed).
+	Size  int     `json:"size,omitempty" yaml:"size"`
+	Alpha float64 `json:"alpha,omitempty" yaml:"alpha"`
+	Beta  float64 `json:"beta,omitempty" yaml:"beta"`
+	K     float64 `json:"k,omitempty" yaml:"k"`
 }
 
 // node is a layer placed in a network: its input and output shapes, and

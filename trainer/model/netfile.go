@@ -45,7 +45,7 @@ func oneLine(err error) error {
 }
 
 // intKeys are LayerSpec's whole-number keys.
-var intKeys = map[string]bool{"out": true, "kernel": true, "stride": true, "pad": true}
+var intKeys = map[string]bool{"out": true, "kernel": true, "stride": true, "pad": true, "size": true}
 
 // wholeNumbers refuses a layer whose out, kernel, stride or pad is not
 // written as a whole number: YAML decodes 7.9 into an int field as 7

@@ -78,11 +78,12 @@ func TestNetFileRefuses(t *testing.T) {
 		{[]LayerSpec{{Kind: KindBatchNorm, Name: "bn"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "cannot read the data itself"},
 		// A block's sum is placed by the block only (it has no input to
 		// add); unregistered kinds are named with the registry's list.
-		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want avgpool, batchnorm, block, bottleneck, conv, dropout, flatten, gelu, layernorm, linear, maxpool, relu)`},
+		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want avgpool, batchnorm, block, bottleneck, conv, dropout, flatten, gelu, layernorm, linear, lrn, maxpool, relu)`},
 		{[]LayerSpec{{Kind: "swish"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `unknown kind "swish"`},
 		{[]LayerSpec{{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc0", Out: 4}, {Kind: KindGELU, Approximate: "erf"}, {Kind: KindLinear, Name: "fc", Out: 4}}, `approximate "erf": want none or tanh`},
 		{[]LayerSpec{{Kind: KindConv, Name: "c", Out: 2, Kernel: 3}, {Kind: KindLayerNorm, Name: "ln"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "put a flatten before it"},
 		{[]LayerSpec{{Kind: KindFlatten}, {Kind: KindDropout}, {Kind: KindLinear, Name: "fc", Out: 4}}, "p 0: want 0 < p < 1"},
+		{[]LayerSpec{{Kind: KindConv, Name: "c", Out: 2, Kernel: 3}, {Kind: KindLRN}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "size 0: want the channels each window spans"},
 		{[]LayerSpec{{Kind: KindFlatten}, {Kind: KindDropout, P: 1}, {Kind: KindLinear, Name: "fc", Out: 4}}, "p 1: want 0 < p < 1"},
 		{[]LayerSpec{{Kind: KindFlatten}, {Kind: KindDropout, P: 0.5, Out: 3}, {Kind: KindLinear, Name: "fc", Out: 4}}, "takes no settings but p"},
 	} {

@@ -111,3 +111,33 @@ func ResNet50(classes int, in Shape) []LayerSpec {
 	}
 	return append(ls, LayerSpec{Kind: KindAvgPool}, LayerSpec{Kind: KindFlatten}, LayerSpec{Kind: KindLinear, Name: "fc", Out: classes})
 }
+
+// AlexNet is Krizhevsky et al.'s AlexNet for CIFAR-sized images (the
+// DSSP paper's AlexNet on CIFAR-10 is not spelt out there; this is the
+// original's structure at 32×32): five convolutions with ReLU, local
+// response normalisation (size 5, α 1e-4, β 0.75, k 2, the original's)
+// after the first two, overlapping 3×3 stride-2 max pools after the
+// first, second and fifth; then dropout 0.5, a linear layer of 4096,
+// ReLU, dropout, 4096, ReLU and the classes. Names are torchvision's
+// alexnet layout (features.N, classifier.1, .4, .6), whose indices the
+// two LRN layers shift; torchvision's own has no LRN, an 11×11 stride-4
+// first layer and 6×6 pooled features, for 224×224 images.
+func AlexNet(classes int) []LayerSpec {
+	lrn := LayerSpec{Kind: KindLRN, Size: 5, Alpha: 1e-4, Beta: 0.75, K: 2}
+	pool := LayerSpec{Kind: KindMaxPool, Kernel: 3, Stride: 2}
+	conv := func(i, out, k, pad int) LayerSpec {
+		return LayerSpec{Kind: KindConv, Name: fmt.Sprintf("features.%d", i), Out: out, Kernel: k, Pad: pad}
+	}
+	relu := LayerSpec{Kind: KindReLU}
+	return []LayerSpec{
+		conv(0, 64, 5, 2), relu, lrn, pool, // 32 → 15
+		conv(4, 192, 5, 2), relu, lrn, pool, // 15 → 7
+		conv(8, 384, 3, 1), relu,
+		conv(10, 256, 3, 1), relu,
+		conv(12, 256, 3, 1), relu, pool, // 7 → 3
+		{Kind: KindFlatten},
+		{Kind: KindDropout, P: 0.5}, {Kind: KindLinear, Name: "classifier.1", Out: 4096}, relu,
+		{Kind: KindDropout, P: 0.5}, {Kind: KindLinear, Name: "classifier.4", Out: 4096}, relu,
+		{Kind: KindLinear, Name: "classifier.6", Out: classes},
+	}
+}

@@ -182,3 +182,15 @@ func (tb *tracedBackend) MaxPoolPadGrad(dx, dy, x kernels.Buffer, planes, h, w, 
 	return opSpan(tb, "MaxPoolPadGrad", func(p kernels.PadPoolOps) error { return p.MaxPoolPadGrad(dx, dy, x, planes, h, w, k, stride, pad) },
 		"planes", planes, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
 }
+
+var _ kernels.LRNOps = (*tracedBackend)(nil)
+
+func (tb *tracedBackend) LRN(y, s, x kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
+	return opSpan(tb, "LRN", func(l kernels.LRNOps) error { return l.LRN(y, s, x, n, c, hw, size, alpha, beta, k) },
+		"n", n, "c", c, "hw", hw, "size", size)
+}
+
+func (tb *tracedBackend) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
+	return opSpan(tb, "LRNGrad", func(l kernels.LRNOps) error { return l.LRNGrad(dx, dy, x, s, n, c, hw, size, alpha, beta, k) },
+		"n", n, "c", c, "hw", hw, "size", size)
+}

@@ -778,6 +778,46 @@ static void test_maxpool_pad() {
   }
 }
 
+// test_lrn: local response normalisation and its gradient against double
+// formulas from PyTorch's definition.
+static void test_lrn() {
+  struct S {
+    long long n, c, hw, size;
+    float alpha, beta, k;
+  } shapes[] = {{2, 7, 5, 5, 1e-4f, 0.75f, 2}, {3, 6, 4, 4, 0.3f, 0.5f, 1}, {1, 3, 9, 5, 1, 0.75f, 1}};
+  for (auto s : shapes) {
+    const long long all = s.n * s.c * s.hw;
+    auto x = normals(all, 3), dy = normals(all);
+    std::vector<float> y(all, 7), sc(all, 7), dx(all, 7);
+    emu_launch(dml_lrn, G1, B1, y.data(), sc.data(), (const float*)x.data(), s.n, s.c, s.hw, s.size, s.alpha, s.beta, s.k);
+    emu_launch(dml_lrn_grad, G1, B1, dx.data(), (const float*)dy.data(), (const float*)x.data(), (const float*)sc.data(), s.n, s.c, s.hw,
+               s.size, s.alpha, s.beta, s.k);
+    auto at = [&](long long i, long long ch, long long p) { return (i * s.c + ch) * s.hw + p; };
+    const double a = (double)s.alpha / s.size, b = s.beta;
+    std::vector<double> ws(all);
+    for (long long i = 0; i < s.n; i++)
+      for (long long p = 0; p < s.hw; p++)
+        for (long long ch = 0; ch < s.c; ch++) {
+          double sum = 0;
+          for (long long q = ch - s.size / 2; q <= ch + (s.size - 1) / 2; q++)
+            if (q >= 0 && q < s.c) sum += (double)x[at(i, q, p)] * x[at(i, q, p)];
+          ws[at(i, ch, p)] = s.k + a * sum;
+          double wy = x[at(i, ch, p)] * std::pow(ws[at(i, ch, p)], -b);
+          CHECK(close(sc[at(i, ch, p)], ws[at(i, ch, p)], 1e-6) && close(y[at(i, ch, p)], wy, 1e-6), "lrn %lld %lld %lld: %g want %g", i, ch, p,
+                y[at(i, ch, p)], wy);
+        }
+    for (long long i = 0; i < s.n; i++)
+      for (long long p = 0; p < s.hw; p++)
+        for (long long j = 0; j < s.c; j++) {
+          double sum = 0;
+          for (long long ch = 0; ch < s.c; ch++)
+            if (j >= ch - s.size / 2 && j <= ch + (s.size - 1) / 2) sum += (double)dy[at(i, ch, p)] * x[at(i, ch, p)] * std::pow(ws[at(i, ch, p)], -b - 1);
+          double want = dy[at(i, j, p)] * std::pow(ws[at(i, j, p)], -b) - 2 * a * b * x[at(i, j, p)] * sum;
+          CHECK(close(dx[at(i, j, p)], want, 1e-5), "lrn grad %lld %lld %lld: %g want %g", i, j, p, dx[at(i, j, p)], want);
+        }
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -791,6 +831,7 @@ int main() {
   test_pool();
   test_batchnorm();
   test_maxpool_pad();
+  test_lrn();
   std::printf("emu: conv done (%d failures so far)\n", failures);
   test_transformer();
   test_dropout();
