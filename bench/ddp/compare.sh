@@ -20,9 +20,9 @@
 # Environment (defaults in brackets):
 #   MODEL [mlp]       mlp, or lenet5 (issue 19's CNN: --model lenet5 on both
 #                     sides; HIDDEN is then unused, and FLOPs count the
-#                     convolutions as im2col GEMMs), or resnet20 (on
-#                     SAMPLES [4096] random 3×32×32 images on each side:
-#                     throughput only)
+#                     convolutions as im2col GEMMs), or resnet20, vgg16,
+#                     resnet50, alexnet (on SAMPLES [4096] random 3×32×32
+#                     images on each side: throughput only)
 #   R [3]             repetitions of each side
 #   EPOCHS [3]  NP [2]  BATCH [64] (per rank)  HIDDEN [512,256]
 #   LR [0.05]  MOMENTUM [0.9]  SEED [1]   (weight decay: 0 on both sides,
@@ -122,12 +122,12 @@ mpi+=(-x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MKL_NUM_THREADS)
 case $MODEL in
 mlp) model_flags=(--model mlp --hidden "$HIDDEN") ;;
 lenet5) model_flags=(--model lenet5) ;;
-resnet20) model_flags=(--model resnet20) ;;
-*) die "MODEL=$MODEL: want mlp, lenet5 or resnet20" ;;
+resnet20 | vgg16 | resnet50 | alexnet) model_flags=(--model "$MODEL") ;;
+*) die "MODEL=$MODEL: want mlp, lenet5, resnet20, vgg16, resnet50 or alexnet" ;;
 esac
 data_flags=(--data fashion-mnist)
 ddp_data=()
-if [[ $MODEL == resnet20 ]]; then
+if [[ $MODEL != mlp && $MODEL != lenet5 ]]; then
 	data_flags=(--data synthetic-images --shape 3x32x32 --classes 10 --samples "$SAMPLES")
 	ddp_data=(--synthetic "$SAMPLES")
 fi
@@ -177,10 +177,11 @@ if model == "lenet5":
     prod = [2*o*k*p for o, k, p in layers]
     flops = 2*sum(prod) + sum(prod[1:])
     title = "LeNet-5"
-if model == "resnet20":
-    # dml's Arch.TrainFLOPs for ResNet-20 on 3×32×32 (TestPresetSizes pins it).
-    flops = 243_994_368
-    title = "ResNet-20 (synthetic 3×32×32 images: throughput only, the accuracies mean nothing)"
+# dml's Arch.TrainFLOPs on 3×32×32 (TestPresetSizes logs them; ResNet-20's pinned).
+synthetic = {"resnet20": ("ResNet-20", 243_994_368), "vgg16": ("VGG-16", 1_878_816_768), "resnet50": ("ResNet-50", 7_783_440_384), "alexnet": ("AlexNet", 1_220_517_888)}
+if model in synthetic:
+    name, flops = synthetic[model]
+    title = f"{name} (synthetic 3×32×32 images: throughput only, the accuracies mean nothing)"
 
 mean = lambda xs: sum(xs) / len(xs)
 
@@ -207,7 +208,7 @@ for r in range(1, R + 1):
                     f" | {mean(sps):,.0f} | {acc:.4f} | {loss:.4f} | {flops*mean(sps)/NP/1e9:.2f} | {comm} | " +
                     (f"{ratios[-1]:.2f}×" if name == "dml" else "") + " |")
 ne = len(d)
-print(f"{title}, {'synthetic images' if model == 'resnet20' else 'Fashion-MNIST'}, {NP} ranks, batch $BATCH per rank, "
+print(f"{title}, {'synthetic images' if model in synthetic else 'Fashion-MNIST'}, {NP} ranks, batch $BATCH per rank, "
       f"SGD momentum $MOMENTUM lr $LR, {ne} epoch{'s'[:ne>1]}, {R} run{'s'[:R>1]} each, alternating (dml first)\n")
 print(f"| run | side | samples/s per epoch | mean samples/s | test acc | train loss (last epoch) | GFLOP/s per rank | AllReduce share | dml/DDP |")
 print("|---|---|---|---|---|---|---|---|---|")

@@ -96,6 +96,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
 
+# The models trained on random 3×32×32 images (throughput only).
+SYNTHETIC = ["resnet20", "vgg16", "resnet50", "alexnet"]
+
 def read_idx(path):
     """Reads a (gzip) IDX file into a numpy uint8 array of its shape."""
     op = gzip.open if path.endswith(".gz") else open
@@ -163,7 +166,7 @@ def worker(rank, args, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
 
-    if args.model == "resnet20":
+    if args.model in SYNTHETIC:
         # Throughput only (as dml's --data synthetic-images): random images,
         # a quarter as many more for the test set.
         g = torch.Generator().manual_seed(args.seed)
@@ -176,7 +179,7 @@ def worker(rank, args, port):
     xte_mine, yte_mine = xte[rank::world].contiguous(), yte[rank::world].contiguous()
 
     torch.manual_seed(args.seed)
-    if args.model in ("lenet5", "resnet20"):
+    if args.model != "mlp":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
         from models import SHAPES, build
         net = build(args.model, classes=10, in_channels=SHAPES[args.model][0])
@@ -268,9 +271,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64, help="per rank")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5", "resnet20"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5"] + SYNTHETIC)
     ap.add_argument("--synthetic", type=int, default=4096,
-                    help="resnet20: training samples of random 3x32x32 images (throughput only)")
+                    help="resnet20, vgg16, resnet50, alexnet: training samples of random 3x32x32 images (throughput only)")
     ap.add_argument("--hidden", default="512,256")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)

@@ -254,6 +254,16 @@ func argmaxWindow(x []float32, w, y0, x0, k int) int {
 		}
 		return best
 	}
+	if k == 3 { // AlexNet's overlapping pools: the same rule, unrolled
+		i := y0*w + x0
+		best, bv := i, x[i]
+		for _, j := range [8]int{i + 1, i + 2, i + w, i + w + 1, i + w + 2, i + 2*w, i + 2*w + 1, i + 2*w + 2} {
+			if v := x[j]; v > bv || bv != bv && v == v {
+				best, bv = j, v
+			}
+		}
+		return best
+	}
 	best, bv := -1, float32(math.Inf(-1))
 	for i := y0; i < y0+k; i++ {
 		for j := x0; j < x0+k; j++ {
