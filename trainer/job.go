@@ -13,12 +13,15 @@
 //   - config.go, enums.go: the typed Config, validated in one place.
 //   - job.go: set-up and dispatch (Trainer.Run).
 //   - loop.go: the epoch/step loop and the Strategy interface.
-//   - sync_*.go: one file per strategy.
+//   - sync_*.go: one file per strategy; accumulate.go: gradient
+//     accumulation (--accumulate) under allreduce.
 //   - state.go: TrainState, the resumable training state; checkpoint*.go,
 //     ckptlock.go, lastword*.go (emergency checkpoints), reshard.go.
 //   - convchoice.go: which kernels run each convolution, agreed by all
 //     ranks (--kernels auto).
-//   - model/: the architecture, the Model on a Backend, optimizers, .npz files.
+//   - model/: the architecture (a layer kind per layer_*.go, and the
+//     presets netPresets names), the Model on a Backend, optimizers, .npz
+//     files.
 //   - data/: datasets, shards and the sample order.
 package trainer
 
