@@ -176,7 +176,11 @@ func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (flo
 	rows := max(1, min(cfg.Batch, max(shard, testShard)))
 	// Only device backends hand out pinned host memory (HostAllocator).
 	_, device := t.Backend.(kernels.HostAllocator)
-	return modelBytes(arch, cfg.Opt.Kind, rows, device), rows
+	need := modelBytes(arch, cfg.Opt.Kind, rows, device)
+	if cfg.Accumulate > 1 && !device { // the earlier micro-batches' gradient (accumulate.go)
+		need += 4 * float64(arch.NumParams()+model.GradStats)
+	}
+	return need, rows
 }
 
 // checkModelMemory builds the dense model's architecture for the loaded

@@ -237,3 +237,18 @@ func TestCNNMemoryRefused(t *testing.T) {
 		t.Errorf("batch 4: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestAccumulateFlag: --accumulate 3 at --batch 8 trains steps of 24 rows
+// per rank (the start line says how) under mpirun; under --sync ps it is
+// refused in one line, exit 2.
+func TestAccumulateFlag(t *testing.T) {
+	r := dml(t, 2, "train", "--data", "synthetic", "--samples", "400", "--features", "8", "--classes", "3", "--hidden", "8",
+		"--epochs", "1", "--batch", "8", "--accumulate", "3", "--backend", "cpu")
+	if r.code != 0 || !strings.Contains(r.stdout, "2 ranks × batch 24 (3 micro-batches of 8 accumulated)") || !strings.Contains(r.stdout, "done: 9 steps") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	r = dml(t, 0, "train", "--data", "synthetic", "--accumulate", "2", "--sync", "ps", "--servers", "1")
+	if r.code != 2 || !strings.Contains(r.stderr, "--accumulate 2: gradient accumulation is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("under ps: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	}
+}
