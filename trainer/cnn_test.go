@@ -10,6 +10,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
+	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -65,6 +66,52 @@ func TestCNNSyncEquivalence(t *testing.T) {
 	aug.Augment = "crop,flip"
 	if equalFloats(mustRun(t, 1, plain)[0].Params, mustRun(t, 1, aug)[0].Params) {
 		t.Error("--augment crop,flip trained the same weights as no augmentation")
+	}
+}
+
+// TestNewLayersEveryStrategy: a network of the transformer's layers
+// (layer norm, GELU, dropout) and one of the seeds' (local response
+// normalisation, a padded max pool, a bottleneck block) train under every
+// --sync strategy, every rank ending with the same weights, and keep
+// learning (the loss falls).
+func TestNewLayersEveryStrategy(t *testing.T) {
+	seeds := cnnCfg()
+	seeds.Model, seeds.Epochs = NetFile, 3
+	seeds.Net = []model.LayerSpec{{Kind: model.KindConv, Name: "c1", Out: 8, Kernel: 3, Pad: 1}, {Kind: model.KindReLU},
+		{Kind: model.KindLRN, Size: 3, K: 2}, {Kind: model.KindMaxPool, Kernel: 3, Stride: 2, Pad: 1},
+		{Kind: model.KindBottleneck, Name: "b1", Out: 2, Stride: 2}, {Kind: model.KindAvgPool}, {Kind: model.KindFlatten},
+		{Kind: model.KindDropout, P: 0.2}, {Kind: model.KindLinear, Name: "fc", Out: 3}}
+	for _, net := range []struct {
+		name string
+		cfg  Config
+	}{{"transformer-layers", dropoutCfg()}, {"seeds-layers", seeds}} {
+		for _, tc := range []struct {
+			name  string
+			ranks int
+			set   func(*Config)
+		}{
+			{"allreduce", 2, func(c *Config) {}},
+			{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+			{"ps-ssp", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency, c.PS.Staleness = SyncPS, 1, ps.SSP, 2 }},
+			{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
+			{"adpsgd", 2, func(c *Config) { c.Sync, c.Topology = SyncADPSGD, gossip.Ring }},
+		} {
+			t.Run(net.name+"/"+tc.name, func(t *testing.T) {
+				cfg := net.cfg
+				cfg.Epochs = 3
+				tc.set(&cfg)
+				res := mustRun(t, tc.ranks, cfg)
+				last := res[len(res)-1]
+				if eps := last.Epochs; len(eps) > 0 && !(eps[len(eps)-1].Loss < eps[0].Loss) {
+					t.Errorf("loss %v → %v: not learning", eps[0].Loss, eps[len(eps)-1].Loss)
+				}
+				for r := range res {
+					if res[r].Params != nil && !equalFloats(res[r].Params, res[len(res)-1].Params) {
+						t.Fatalf("rank %d's final weights differ", r)
+					}
+				}
+			})
+		}
 	}
 }
 
