@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -26,7 +27,7 @@ x read twice and y written forward, x and dy read twice and dx written
 backward; the library's data made by its own convolutions, so that it
 lies in the library's layout, as in training). --kernels auto picks, in a training run, the faster of the two
 per convolution shape, measured the same way.`, stdout)
-	modelName := fs.String("model", "resnet20", "preset network: resnet20 (3×32×32) or lenet5 (1×28×28)")
+	modelName := fs.String("model", "resnet20", "preset network: resnet20, vgg16, resnet50, alexnet (3×32×32) or lenet5 (1×28×28)")
 	batch := fs.Int("batch", 64, "samples per step (a rank's batch)")
 	rounds := fs.Int("rounds", 5, "rounds of each shape on each provider (the best counts)")
 	backend := fs.String("backend", "blas", "backend: blas (library: onednn) or cuda (cudnn)")
@@ -37,15 +38,17 @@ per convolution shape, measured the same way.`, stdout)
 	}
 	var arch model.Arch
 	var err error
-	switch *modelName {
-	case "resnet20":
-		arch, err = model.NewNet(model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 10, model.SoftmaxCE)
-	case "lenet5":
-		arch, err = model.NewNet(model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 10, model.SoftmaxCE)
-	default:
-		return usageErr("bench ops: --model %q: want resnet20 or lenet5", *modelName)
+	kind, err := trainer.ParseModel(*modelName)
+	if err != nil || !kind.IsPreset() {
+		return usageErr("bench ops: --model %q: want a preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", *modelName)
 	}
-	if err != nil {
+	shape := model.Shape{C: 3, H: 32, W: 32} // the presets' CIFAR size
+	if kind == trainer.LeNet5 {
+		shape = model.Shape{C: 1, H: 28, W: 28}
+	}
+	cfg := trainer.DefaultConfig()
+	cfg.Model = kind
+	if arch, err = model.NewNet(shape, trainer.NetLayers(cfg, 10, shape), 10, model.SoftmaxCE); err != nil {
 		return err
 	}
 	if *batch < 1 || *rounds < 1 {

@@ -17,7 +17,7 @@ func TestBenchOps(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model", "vgg"}, `bench ops: --model "vgg": want resnet20 or lenet5`},
+		{[]string{"--model", "vgg"}, `bench ops: --model "vgg": want a preset network: lenet5, resnet20, vgg16, resnet50 or alexnet`},
 		{[]string{"--backend", "cpu"}, "bench ops: --backend cpu: want blas or cuda"},
 		{[]string{"--kernels", "dml"}, `bench ops: --kernels "dml": want a library`},
 		{[]string{"--rounds", "0"}, "bench ops: --batch 64, --rounds 0: want 1 or more"},
