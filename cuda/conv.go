@@ -320,3 +320,92 @@ func (be *Backend) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, alph
 	return be.done(op, be.launch1D(be.dev.k.lrnGrad, xd.n, ptr(dd), ptr(gd), ptr(xd), ptr(sd), i64(n), i64(c), i64(hw), i64(size),
 		f32(alpha), f32(beta), f32(k)), n, c, hw, size)
 }
+
+var _ kernels.SyncNormOps = (*Backend)(nil)
+
+// BatchNormSums: see kernels.SyncNormOps (dml_bn_partial, then the sums
+// rounded per channel; our kernels, cuDNN or not).
+func (be *Backend) BatchNormSums(sums, x kernels.Buffer, n, c, hw int) error {
+	const op = "BatchNormSums"
+	sd, xd := be.buf(sums), be.buf(x)
+	if err := be.normCheck(op, xd, n, c, hw, nil); err != nil {
+		return err
+	}
+	if sd.n != 2*c {
+		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	}
+	splits := bnSplits(n, hw)
+	part, err := be.scratch(op, 4*c*splits, n, c, hw)
+	if err != nil {
+		return err
+	}
+	defer be.release(part)
+	k := &be.dev.k
+	if err := be.launch(k.bnPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part.ptr), ptr(xd), i64(n), i64(c), i64(hw), i64(splits)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return be.done(op, be.launch1D(k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+}
+
+// BatchNormTrainSums: see kernels.SyncNormOps.
+func (be *Backend) BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums kernels.Buffer, count, n, c, hw int, eps, momentum float32) error {
+	const op = "BatchNormTrainSums"
+	yd, md, id, rm, rv, xd, gd, bd, sd := be.buf(y), be.buf(mean), be.buf(invstd), be.buf(runMean), be.buf(runVar), be.buf(x), be.buf(gamma), be.buf(beta), be.buf(sums)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, rm, rv, gd, bd}, yd); err != nil {
+		return err
+	}
+	if sd.n != 2*c {
+		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	}
+	ss, err := be.scratch(op, 4*c, n, c, hw) // 2c float64
+	if err != nil {
+		return err
+	}
+	defer be.release(ss)
+	if err := be.launch1D(be.dev.k.bnFinishSums, c, ptrAt(ss.ptr), ptr(md), ptr(id), ptr(rm), ptr(rv), ptr(sd), ptr(gd), ptr(bd),
+		i64(count), i64(c), f32(eps), f32(momentum)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return be.normApply(op, yd, xd, ss, n, c, hw)
+}
+
+// BatchNormGradSums: see kernels.SyncNormOps.
+func (be *Backend) BatchNormGradSums(sums, dy, x, mean, invstd kernels.Buffer, n, c, hw int) error {
+	const op = "BatchNormGradSums"
+	sd, gy, xd, md, id := be.buf(sums), be.buf(dy), be.buf(x), be.buf(mean), be.buf(invstd)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id}, gy); err != nil {
+		return err
+	}
+	if sd.n != 2*c {
+		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	}
+	splits := bnSplits(n, hw)
+	part, err := be.scratch(op, 4*c*splits, n, c, hw)
+	if err != nil {
+		return err
+	}
+	defer be.release(part)
+	k := &be.dev.k
+	if err := be.launch(k.bnGradPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part.ptr), ptr(gy), ptr(xd), ptr(md), ptr(id),
+		i64(n), i64(c), i64(hw), i64(splits)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return be.done(op, be.launch1D(k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+}
+
+// BatchNormGradInput: see kernels.SyncNormOps.
+func (be *Backend) BatchNormGradInput(dx, dy, x, mean, invstd, gamma, sums kernels.Buffer, count, n, c, hw int) error {
+	const op = "BatchNormGradInput"
+	dd, gy, xd, md, id, gd, sd := be.buf(dx), be.buf(dy), be.buf(x), be.buf(mean), be.buf(invstd), be.buf(gamma), be.buf(sums)
+	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, gd}, gy, dd); err != nil {
+		return err
+	}
+	if sd.n != 2*c {
+		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	}
+	if xd.n == 0 {
+		return be.record(op, n, c, hw)
+	}
+	return be.done(op, be.launch1D(be.dev.k.bnGradInput, xd.n, ptr(dd), ptr(gy), ptr(xd), ptr(md), ptr(id), ptr(gd), ptr(sd),
+		i64(count), i64(n), i64(c), i64(hw)), n, c, hw)
+}

@@ -39,6 +39,7 @@ type kernelSet struct {
 	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
 	maxPoolPad, maxPoolPadGrad                 function
 	lrn, lrnGrad                               function
+	bnSumsFinish, bnFinishSums, bnGradInput    function
 	bnPartial, bnFinish, bnCoef, bnApply       function
 	bnGradPartial, bnGradFinish, bnGradApply   function
 	// module transformer (TransformerOps)
@@ -203,6 +204,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.avgPool, "dml_avgpool"}, {&k.avgPoolGrad, "dml_avgpool_grad"},
 		{&k.maxPoolPad, "dml_maxpool_pad"}, {&k.maxPoolPadGrad, "dml_maxpool_pad_grad"},
 		{&k.lrn, "dml_lrn"}, {&k.lrnGrad, "dml_lrn_grad"},
+		{&k.bnSumsFinish, "dml_bn_sums_finish"}, {&k.bnFinishSums, "dml_bn_finish_sums"}, {&k.bnGradInput, "dml_bn_grad_input"},
 		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},

@@ -332,3 +332,29 @@ func CheckLRN(op string, xLen, n, c, hw, size int, same ...int) error {
 	}
 	return nil
 }
+
+// SyncNormOps is the optional op set (SyncNormOf) of batch normalisation
+// over several ranks' batches at once (PyTorch's SyncBatchNorm): each
+// rank's per-channel sums, which the caller sums over the ranks, then the
+// normalisation and the input gradient from those sums and the values
+// they cover (count). Every output is overwritten.
+type SyncNormOps interface {
+	// BatchNormSums writes sums[ch] = Σx and sums[c+ch] = Σx² over this
+	// batch's n·hw values of channel ch (float64 sums, rounded).
+	BatchNormSums(sums, x Buffer, n, c, hw int) error
+	// BatchNormTrainSums is BatchNormTrain with the statistics of count
+	// values whose BatchNormSums (over every rank) are sums: μ = Σx/count,
+	// σ² = max(Σx²/count − μ², 0); mean, invstd, the running statistics
+	// (the unbiased σ²·count/(count − 1)) and y as BatchNormTrain writes
+	// them.
+	BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums Buffer, count, n, c, hw int, eps, momentum float32) error
+	// BatchNormGradSums writes sums[ch] = Σdy and sums[c+ch] = Σdy·x̂ over
+	// this batch (x̂ = (x − mean)·invstd): its dβ and dγ.
+	BatchNormGradSums(sums, dy, x, mean, invstd Buffer, n, c, hw int) error
+	// BatchNormGradInput writes dx = γ·invstd·(dy − Σdy/count −
+	// x̂·Σdy·x̂/count) from the BatchNormGradSums over every rank.
+	BatchNormGradInput(dx, dy, x, mean, invstd, gamma, sums Buffer, count, n, c, hw int) error
+}
+
+// SyncNormOf returns b's SyncNormOps (looking through decorators).
+func SyncNormOf(b Backend) (SyncNormOps, bool) { return optional[SyncNormOps](b) }

@@ -70,3 +70,44 @@ func TestAccumulateRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncBN: with SyncBatchNorm a batch-norm network on N ranks × batch
+// b trains the weights of 1 rank × N·b (within float32 rounding), and
+// without it (each rank its own statistics) it does not; the running
+// statistics are every rank's too. Other strategies refuse it.
+func TestSyncBN(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			cfg := bnCfg()
+			// --overlap asked for: the buckets wait for the backward
+			// pass's own collectives.
+			cfg.SyncBN, cfg.Batch, cfg.Overlap = true, 6, n == 2
+			got := checkOneRankEquivalent(t, n, cfg)
+			one := cfg
+			one.Batch = cfg.Batch * n
+			ref := mustRun(t, 1, one)[0]
+			if d := numtest.MaxRelDiff(got[0].ModelState, ref.ModelState); d > 2e-5 {
+				t.Errorf("running statistics differ from 1 rank × batch %d by %.3g", one.Batch, d)
+			}
+			plain := cfg
+			plain.SyncBN = false
+			if d := numtest.MaxRelDiff(mustRun(t, n, plain)[0].Params, ref.Params); d < 1e-4 {
+				t.Errorf("without SyncBN the weights are 1 rank's too (%.3g): the check proves nothing", d)
+			}
+		})
+	}
+	for _, set := range []func(*Config){
+		func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 },
+		func(c *Config) { c.Sync = SyncDPSGD },
+		func(c *Config) { c.Sync = SyncADPSGD },
+		func(c *Config) { c.LocalSteps = 3 },
+	} {
+		cfg := bnCfg()
+		cfg.SyncBN = true
+		set(&cfg)
+		var ce *ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "SyncBN" {
+			t.Errorf("%v: %v, want a ConfigError on SyncBN", cfg.Sync, err)
+		}
+	}
+}

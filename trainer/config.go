@@ -69,6 +69,11 @@ type Config struct {
 	// Accumulate times larger, with a model that holds Batch rows). 0 and
 	// 1: a step is one batch.
 	Accumulate int `json:"accumulate,omitempty"`
+	// SyncBN makes batch norm normalise each training batch with the
+	// statistics of every rank's batch (SyncBatchNorm, under allreduce):
+	// N ranks × batch b then train the weights of 1 rank × N·b with batch
+	// norm too.
+	SyncBN bool `json:"sync_bn,omitempty"`
 	// LossScale is loss scaling under allreduce (lossscale.go): "" or
 	// "off" (none), "dynamic" (PyTorch's GradScaler: the step of a
 	// gradient that overflows is skipped and the scale halved), or a
@@ -331,6 +336,10 @@ func (c Config) validateExchange() error {
 		return bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
 	case c.Accumulate > 1 && c.Model == SparseLogreg:
 		return bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
+	case c.SyncBN && c.Sync != SyncAllreduce:
+		return bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
+	case c.SyncBN && c.LocalSteps > 1:
+		return bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
 	}
 	if (c.compresses() || c.ErrorFeedback) && c.Sync != SyncAllreduce {
 		f, v := "Compress", c.Compress

@@ -161,6 +161,10 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	if s.ls, err = parseLossScale(cfg.LossScale); err != nil {
 		return nil, err
 	}
+	if cfg.SyncBN { // SyncBatchNorm: the statistics summed over the ranks, in order
+		m.SyncBN = func(v []float32) error { return collectives.Allreduce(j.Comm, v, collectives.Sum, collectives.Tree) }
+		defer func() { m.SyncBN = nil }()
+	}
 	if cfg.Accumulate > 1 {
 		if s.accum, err = newAccumulator(m, j.Backend, j.micro); err != nil {
 			return nil, err
@@ -181,7 +185,9 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		}
 	}
 	_, hostGrads := m.Grads.(kernels.HostBuffer)
-	if hostGrads && cfg.Overlap && j.Comm.Size() > 1 {
+	// Under SyncBN the backward pass runs collectives of its own: the
+	// buckets wait for it.
+	if hostGrads && cfg.Overlap && !cfg.SyncBN && j.Comm.Size() > 1 {
 		s.ovTr = trace.OnLane(j.tr, trace.LaneComm)
 		s.ov = newOverlapper(s.reduceBucket, s.plan)
 		defer s.ov.close()

@@ -252,3 +252,17 @@ func TestAccumulateFlag(t *testing.T) {
 		t.Errorf("under ps: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
 	}
 }
+
+// TestSyncBNFlag: --sync-bn trains ResNet-20 under mpirun; under dpsgd it
+// is refused in one line, exit 2.
+func TestSyncBNFlag(t *testing.T) {
+	r := dml(t, 2, "train", "--model", "resnet20", "--data", "synthetic-images", "--samples", "64", "--batch", "8", "--epochs", "1",
+		"--max-steps", "2", "--sync-bn", "--backend", "cpu")
+	if r.code != 0 || !strings.Contains(r.stdout, "done: 2 steps") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	r = dml(t, 0, "train", "--data", "synthetic", "--sync-bn", "--sync", "dpsgd")
+	if r.code != 2 || !strings.Contains(r.stderr, "--sync-bn is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("under dpsgd: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	}
+}

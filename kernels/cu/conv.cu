@@ -436,3 +436,69 @@ DML_EXTERN void dml_lrn_grad(float* __restrict__ dx, const float* __restrict__ d
     dx[at] = (float)__dsub_rn(__dmul_rn((double)dy[at], pow((double)s[at], -b)), __dmul_rn(__dmul_rn(f, (double)x[at]), sum));
   }
 }
+
+// ---- batch norm over several ranks (SyncBatchNorm; kernels.SyncNormOps) ----
+// The runtime runs dml_bn_partial (or dml_bn_grad_partial) and then
+// dml_bn_sums_finish for a rank's sums; the caller sums them over the
+// ranks; dml_bn_finish_sums and dml_bn_apply (or dml_bn_grad_input) use
+// them.
+
+// dml_bn_sums_finish: one thread per channel adds its slices in order:
+// sums[ch], sums[c+ch] = the two float64 partial sums, rounded.
+DML_EXTERN void dml_bn_sums_finish(float* __restrict__ sums, const double* __restrict__ part, long long c,
+                                   long long splits) {
+  DML_GRID_STRIDE(ch, c) {
+    double a = 0, q = 0;
+    for (long long p = 0; p < splits; p++) {
+      a = __dadd_rn(a, part[2 * (ch * splits + p)]);
+      q = __dadd_rn(q, part[2 * (ch * splits + p) + 1]);
+    }
+    sums[ch] = (float)a;
+    sums[c + ch] = (float)q;
+  }
+}
+
+// dml_bn_finish_sums: dml_bn_finish from summed sums over count values:
+// μ = Σx/count, σ² = max(Σx²/count − μ², 0), mean, invstd, the running
+// statistics (unbiased σ²·count/(count−1)), and ss for dml_bn_apply.
+DML_EXTERN void dml_bn_finish_sums(double* __restrict__ ss, float* __restrict__ mean, float* __restrict__ invstd,
+                                   float* __restrict__ runMean, float* __restrict__ runVar,
+                                   const float* __restrict__ sums, const float* __restrict__ gamma,
+                                   const float* __restrict__ beta, long long count, long long c, float eps,
+                                   float momentum) {
+  const double dcnt = count > 1 ? (double)count : 1.0;
+  DML_GRID_STRIDE(ch, c) {
+    const double mu = __ddiv_rn((double)sums[ch], dcnt);
+    const double v = fmax(__dsub_rn(__ddiv_rn((double)sums[c + ch], dcnt), __dmul_rn(mu, mu)), 0.0);
+    const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
+    mean[ch] = (float)mu;
+    invstd[ch] = (float)inv;
+    const double unbiased = count > 1 ? __ddiv_rn(__dmul_rn(v, (double)count), (double)(count - 1)) : v;
+    const double m = (double)momentum;
+    runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
+    runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
+    const double scale = __dmul_rn((double)gamma[ch], inv);
+    ss[2 * ch] = scale;
+    ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+  }
+}
+
+// dml_bn_grad_input: dx = γ·invstd·(dy − Σdy/count − x̂·Σdy·x̂/count), the
+// sums (sums[ch] = Σdy, sums[c+ch] = Σdy·x̂) over every rank; float64 (dx
+// may be dy). Grid-stride over the n·c·hw elements.
+DML_EXTERN void dml_bn_grad_input(float* dx, const float* dy, const float* __restrict__ x,
+                                  const float* __restrict__ mean, const float* __restrict__ invstd,
+                                  const float* __restrict__ gamma, const float* __restrict__ sums, long long count,
+                                  long long n, long long c, long long hw) {
+  const long long total = n * c * hw;
+  const double cnt = count > 1 ? (double)count : 1.0;
+  DML_GRID_STRIDE(i, total) {
+    const long long ch = (i / hw) % c;
+    const double inv = (double)invstd[ch];
+    const double k1 = __dmul_rn((double)gamma[ch], inv);
+    const double xh = __dmul_rn(__dsub_rn((double)x[i], (double)mean[ch]), inv);
+    const double t = __dsub_rn(__dsub_rn((double)dy[i], __ddiv_rn((double)sums[ch], cnt)),
+                               __ddiv_rn(__dmul_rn(xh, (double)sums[c + ch]), cnt));
+    dx[i] = (float)__dmul_rn(k1, t);
+  }
+}

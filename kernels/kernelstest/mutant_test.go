@@ -56,6 +56,7 @@ var mutants = map[string]struct {
 	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
 	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
 	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
+	"syncbn-local-count":       {"SyncBatchNorm", func(b kernels.Backend) kernels.Backend { return syncBNLocalCount{b.(*cpu.Backend)} }},
 	"lrn-grad-no-cross-term":   {"LRN", func(b kernels.Backend) kernels.Backend { return lrnGradLocal{b.(*cpu.Backend)} }},
 	"maxpool-pad-zeros":        {"MaxPoolPad", func(b kernels.Backend) kernels.Backend { return maxPoolPadZeros{b.(*cpu.Backend)} }},
 	"dropout-row-key-ignored":  {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
@@ -624,4 +625,12 @@ func (m lrnGradLocal) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, a
 		}
 	}, dx, dy, s)
 	return nil
+}
+
+// syncBNLocalCount divides the summed sums by this batch's count, not by
+// every rank's.
+type syncBNLocalCount struct{ *cpu.Backend }
+
+func (m syncBNLocalCount) BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums kernels.Buffer, count, n, c, hw int, eps, momentum float32) error {
+	return m.Backend.BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums, n*hw, n, c, hw, eps, momentum)
 }

@@ -189,3 +189,75 @@ func testBatchNormRelu(t *testing.T, be kernels.Backend) {
 		checkWithin(t, name+": dbeta", dbb.read(t, name), mref.db, perC(mref.db, 1e-5*cnt))
 	}
 }
+
+// testSyncBatchNorm checks SyncNormOps: a batch split in two halves,
+// each half's sums added (as the ranks' AllReduce does), normalises each
+// half as BatchNormTrain normalises the whole batch (the float64
+// reference), with the whole batch's running statistics; the halves'
+// gradient sums, added, give each half the whole batch's input gradient,
+// and each half's own sums are its part of dγ and dβ.
+func testSyncBatchNorm(t *testing.T, be kernels.Backend) {
+	sb, has := kernels.SyncNormOf(be)
+	if !has {
+		t.Skipf("backend %s has no SyncNormOps: SyncBatchNorm does not run on it", be.Name())
+	}
+	const eps, mom = 1e-5, 0.1
+	for k, s := range []struct{ n, c, hw int }{{4, 3, 5}, {2, 16, 64}, {6, 2, 1}} {
+		name := fmt.Sprintf("%+v", s)
+		r := newRand(uint64(860 + k))
+		x := normals(r, s.n*s.c*s.hw, 2)
+		for i := range x {
+			x[i] += float32((i/s.hw)%s.c) - 1
+		}
+		g, b := normals(r, s.c, 1), normals(r, s.c, 1)
+		dy := normals(r, len(x), 1)
+		ref := refBatchNorm(s, x, g, b, dy, eps)
+		cnt := s.n * s.hw
+		half := s.n / 2
+		per := s.c * s.hw
+		parts := [][2]int{{0, half}, {half, s.n}}
+		sums := make([]float32, 2*s.c)
+		for _, p := range parts {
+			xs := load(t, be, x[p[0]*per:p[1]*per])
+			sb1 := loadGuarded(t, be, filled(2*s.c, 7))
+			ok(t, name, sb.BatchNormSums(sb1.buf, xs, p[1]-p[0], s.c, s.hw))
+			for i, v := range sb1.read(t, name) {
+				sums[i] += v
+			}
+		}
+		sumsB := load(t, be, sums)
+		gb, bb := load(t, be, g), load(t, be, b)
+		gradSums := make([]float32, 2*s.c)
+		type halfState struct{ mean, inv kernels.Buffer }
+		states := make([]halfState, 2)
+		for h, p := range parts {
+			xs := load(t, be, x[p[0]*per:p[1]*per])
+			y, m, iv := loadGuarded(t, be, filled((p[1]-p[0])*per, 7)), loadGuarded(t, be, filled(s.c, 7)), loadGuarded(t, be, filled(s.c, 7))
+			rm, rv := load(t, be, filled(s.c, 0)), load(t, be, filled(s.c, 1))
+			ok(t, name, sb.BatchNormTrainSums(y.buf, m.buf, iv.buf, rm, rv, xs, gb, bb, sumsB, cnt, p[1]-p[0], s.c, s.hw, eps, mom))
+			checkWithin(t, name+": y", y.read(t, name), ref.y[p[0]*per:p[1]*per], ref.boundY[p[0]*per:p[1]*per])
+			wantRv := make([]float64, s.c)
+			for ch := range s.c {
+				unb := ref.v[ch] * float64(cnt) / float64(cnt-1)
+				wantRv[ch] = (1 - mom) + mom*unb
+			}
+			checkWithin(t, name+": running var", read(t, be, rv), wantRv, perC(wantRv, 1e-5))
+			states[h] = halfState{m.buf, iv.buf}
+			gs := loadGuarded(t, be, filled(2*s.c, 7))
+			ok(t, name, sb.BatchNormGradSums(gs.buf, load(t, be, dy[p[0]*per:p[1]*per]), xs, m.buf, iv.buf, p[1]-p[0], s.c, s.hw))
+			for i, v := range gs.read(t, name) {
+				gradSums[i] += v
+			}
+		}
+		dbWant, dgWant := ref.db, ref.dg
+		checkWithin(t, name+": summed dbeta", gradSums[:s.c], dbWant, perC(dbWant, 1e-4*float64(cnt)))
+		checkWithin(t, name+": summed dgamma", gradSums[s.c:], dgWant, perC(dgWant, 1e-4*float64(cnt)))
+		gsB := load(t, be, gradSums)
+		for h, p := range parts {
+			xs, dys := load(t, be, x[p[0]*per:p[1]*per]), load(t, be, dy[p[0]*per:p[1]*per])
+			dx := loadGuarded(t, be, filled((p[1]-p[0])*per, 7))
+			ok(t, name, sb.BatchNormGradInput(dx.buf, dys, xs, states[h].mean, states[h].inv, gb, gsB, cnt, p[1]-p[0], s.c, s.hw))
+			checkWithin(t, name+": dx", dx.read(t, name), ref.dx[p[0]*per:p[1]*per], ref.boundDx[p[0]*per:p[1]*per])
+		}
+	}
+}

@@ -123,6 +123,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"ConvErrShape", plain(testConvErrShape)},
 		{"BatchNorm", plain(testBatchNorm)},
 		{"BatchNormReLU", plain(testBatchNormRelu)},
+		{"SyncBatchNorm", plain(testSyncBatchNorm)},
 		{"Gelu", plain(testGelu)},
 		{"LayerNorm", plain(testLayerNorm)},
 		{"Dropout", plain(testDropout)},

@@ -39,6 +39,13 @@ type normRun struct {
 	fused    []bool
 	stats    []kernels.Buffer
 	one      kernels.Buffer
+	// Under Model.SyncBN: the backend's SyncNormOps, a batch norm's sums
+	// (2·C on the device, 2·C + 1 on the host: the count last), and the
+	// values node i's last training batch normalised over (every rank's).
+	sync  kernels.SyncNormOps
+	sums  kernels.Buffer
+	host  []float32
+	count []int
 }
 
 func (batchNorm) place(n *node) error {
@@ -94,12 +101,24 @@ func (batchNorm) setup(m *Model, a *allocator) error {
 	}
 	nr.one = a.alloc("one", 1)
 	a.then(func() error { return m.B.Fill(nr.one, 1) })
+	if sn, ok := kernels.SyncNormOf(m.B); ok {
+		maxC := 0
+		for _, n := range m.nodes {
+			if n.Kind == KindBatchNorm {
+				maxC = max(maxC, n.Out)
+			}
+		}
+		nr.sync, nr.host, nr.count = sn, make([]float32, 2*maxC+1), make([]int, len(m.nodes))
+		nr.sums = a.alloc("batch-norm sums (SyncBatchNorm)", 2*maxC)
+	}
 	return nil
 }
 
 // fusedNorm reports whether node i is a batch norm run with its ReLU
 // (fused).
-func (m *Model) fusedNorm(i int) bool { return i >= 0 && m.bn.fused != nil && m.bn.fused[i] }
+func (m *Model) fusedNorm(i int) bool {
+	return i >= 0 && m.bn.fused != nil && m.bn.fused[i] && m.SyncBN == nil
+}
 
 func (batchNorm) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 	l, c, nr := m.layers[n.param], n.Out, &m.bn
@@ -109,6 +128,9 @@ func (batchNorm) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 		return nr.norm.BatchNormInfer(y, x, rm, rv, g, be, m.rows, c, n.in.H*n.in.W, BatchNormEps)
 	}
 	mean, inv := m.B.View(nr.stats[i], 0, c), m.B.View(nr.stats[i], c, c)
+	if m.SyncBN != nil {
+		return m.syncNormForward(i, n, x, y, mean, inv, rm, rv, g, be)
+	}
 	train := nr.norm.BatchNormTrain
 	if m.fusedNorm(i) {
 		train = nr.normRelu.BatchNormReluTrain
@@ -123,6 +145,12 @@ func (batchNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook Gr
 	l, c, nr, rows := m.layers[n.param], n.Out, &m.bn, m.rows
 	mean, inv := m.B.View(nr.stats[i], 0, c), m.B.View(nr.stats[i], c, c)
 	dg, db := m.weight(m.Grads, l), m.bias(m.Grads, l)
+	if m.SyncBN != nil {
+		if err := m.syncNormBackward(i, n, x, dy, mean, inv, dg, db); err != nil {
+			return err
+		}
+		return m.hooked(hook, n, i)
+	}
 	err := m.give(n.from, func(dst kernels.Buffer) error {
 		if m.fusedNorm(i) { // dy is the ReLU's output gradient
 			y := m.view(m.acts[i], rows, n.out.Size())
@@ -134,4 +162,66 @@ func (batchNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook Gr
 		return err
 	}
 	return m.hooked(hook, n, i)
+}
+
+// syncNormForward is node i's training forward pass under SyncBN: this
+// batch's per-channel sums, summed over the ranks (with the values they
+// cover) by m.SyncBN, then the normalisation with those statistics.
+func (m *Model) syncNormForward(i int, n node, x, y, mean, inv, rm, rv, g, be kernels.Buffer) error {
+	nr, c, hw := &m.bn, n.Out, n.in.H*n.in.W
+	if nr.sync == nil {
+		return fmt.Errorf("SyncBatchNorm needs kernels.SyncNormOps, which backend %s lacks: %w", m.B.Name(), kernels.ErrNoConv)
+	}
+	sums := m.B.View(nr.sums, 0, 2*c)
+	if err := nr.sync.BatchNormSums(sums, x, m.rows, c, hw); err != nil {
+		return err
+	}
+	h := nr.host[:2*c+1]
+	if err := m.B.Download(h[:2*c], sums); err != nil {
+		return err
+	}
+	h[2*c] = float32(m.rows * hw)
+	if err := m.SyncBN(h); err != nil {
+		return fmt.Errorf("summing the batch statistics over the ranks: %w", err)
+	}
+	if err := m.B.Upload(sums, h[:2*c]); err != nil {
+		return err
+	}
+	nr.count[i] = int(h[2*c])
+	if err := nr.sync.BatchNormTrainSums(y, mean, inv, rm, rv, x, g, be, sums, nr.count[i], m.rows, c, hw, BatchNormEps, BatchNormMomentum); err != nil {
+		return err
+	}
+	return m.B.Axpy(1, nr.one, m.B.View(m.State, n.state+2*c, 1)) // num_batches_tracked
+}
+
+// syncNormBackward is node i's backward pass under SyncBN: this batch's
+// Σdy and Σdy·x̂ are its dβ and dγ (the gradient's AllReduce sums them
+// over the ranks with the rest); summed over the ranks by m.SyncBN they
+// give the input gradient over every rank's batch.
+func (m *Model) syncNormBackward(i int, n node, x, dy, mean, inv, dg, db kernels.Buffer) error {
+	nr, c, hw := &m.bn, n.Out, n.in.H*n.in.W
+	sums := m.B.View(nr.sums, 0, 2*c)
+	if err := nr.sync.BatchNormGradSums(sums, dy, x, mean, inv, m.rows, c, hw); err != nil {
+		return err
+	}
+	if err := m.B.Copy(db, m.B.View(sums, 0, c)); err != nil {
+		return err
+	}
+	if err := m.B.Copy(dg, m.B.View(sums, c, c)); err != nil {
+		return err
+	}
+	h := nr.host[:2*c]
+	if err := m.B.Download(h, sums); err != nil {
+		return err
+	}
+	if err := m.SyncBN(h); err != nil {
+		return fmt.Errorf("summing the batch-norm gradient sums over the ranks: %w", err)
+	}
+	if err := m.B.Upload(sums, h); err != nil {
+		return err
+	}
+	gamma := m.weight(m.Params, m.layers[n.param])
+	return m.give(n.from, func(dst kernels.Buffer) error {
+		return nr.sync.BatchNormGradInput(dst, dy, x, mean, inv, gamma, sums, nr.count[i], m.rows, c, hw)
+	})
 }

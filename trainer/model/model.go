@@ -48,6 +48,13 @@ type Model struct {
 	// any number of ranks and after a resume); nil: DropoutRowKey(0, 0,
 	// idx[r]). Only a network with dropout calls it.
 	RowKeys func(keys []uint32, idx []int)
+	// SyncBN, where not nil, makes every batch norm normalise a training
+	// batch with the statistics of every rank's batch (PyTorch's
+	// SyncBatchNorm, layer_norm.go): it sums a short vector over the
+	// ranks (package trainer: an AllReduce), twice per batch norm per
+	// step, in the same order on every rank. Batch norms then run
+	// unfused, and Step records no graph.
+	SyncBN func(v []float32) error
 	// Tracer receives "forward" and "backward" spans (trace.Nop from New),
 	// and for a network (Arch.Net) one span per layer inside them, named
 	// by the layer ("conv1", "relu", "maxpool"; "conv1 backward" in the
@@ -433,7 +440,7 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 // correct count. hook (may be nil) is told as each layer's gradient
 // completes, last layer first. Nothing is read back to the host.
 func (m *Model) Step(scale float32, hook GradHook) error {
-	if m.UseGraph && hook == nil {
+	if m.UseGraph && hook == nil && m.SyncBN == nil {
 		if g, ok := kernels.GraphOf(m.B); ok {
 			return m.graphStep(g, scale)
 		}

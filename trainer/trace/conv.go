@@ -194,3 +194,26 @@ func (tb *tracedBackend) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int
 	return opSpan(tb, "LRNGrad", func(l kernels.LRNOps) error { return l.LRNGrad(dx, dy, x, s, n, c, hw, size, alpha, beta, k) },
 		"n", n, "c", c, "hw", hw, "size", size)
 }
+
+var _ kernels.SyncNormOps = (*tracedBackend)(nil)
+
+func (tb *tracedBackend) BatchNormSums(sums, x kernels.Buffer, n, c, hw int) error {
+	return opSpan(tb, "BatchNormSums", func(s kernels.SyncNormOps) error { return s.BatchNormSums(sums, x, n, c, hw) }, "n", n, "c", c, "hw", hw)
+}
+
+func (tb *tracedBackend) BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums kernels.Buffer, count, n, c, hw int, eps, momentum float32) error {
+	return opSpan(tb, "BatchNormTrainSums", func(s kernels.SyncNormOps) error {
+		return s.BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums, count, n, c, hw, eps, momentum)
+	}, "n", n, "c", c, "hw", hw, "count", count)
+}
+
+func (tb *tracedBackend) BatchNormGradSums(sums, dy, x, mean, invstd kernels.Buffer, n, c, hw int) error {
+	return opSpan(tb, "BatchNormGradSums", func(s kernels.SyncNormOps) error { return s.BatchNormGradSums(sums, dy, x, mean, invstd, n, c, hw) },
+		"n", n, "c", c, "hw", hw)
+}
+
+func (tb *tracedBackend) BatchNormGradInput(dx, dy, x, mean, invstd, gamma, sums kernels.Buffer, count, n, c, hw int) error {
+	return opSpan(tb, "BatchNormGradInput", func(s kernels.SyncNormOps) error {
+		return s.BatchNormGradInput(dx, dy, x, mean, invstd, gamma, sums, count, n, c, hw)
+	}, "n", n, "c", c, "hw", hw, "count", count)
+}

@@ -818,6 +818,56 @@ static void test_lrn() {
   }
 }
 
+// test_syncbn: SyncBatchNorm's kernels on one batch (count = n·hw): the
+// sums, the normalisation from them, the gradient sums and input gradient
+// against double formulas.
+static void test_syncbn() {
+  struct S {
+    long long n, c, hw;
+  } shapes[] = {{2, 3, 5}, {4, 16, 64}, {3, 2, 1}};
+  const float eps = 1e-5f, mom = 0.1f;
+  for (auto s : shapes) {
+    const long long all = s.n * s.c * s.hw, cnt = s.n * s.hw, splits = 2;
+    auto x = normals(all, 2), dy = normals(all), g = normals(s.c), b = normals(s.c);
+    std::vector<double> part(2 * s.c * splits), ss(2 * s.c);
+    std::vector<float> sums(2 * s.c, 7), gs(2 * s.c, 7), y(all, 7), mean(s.c), inv(s.c), rm(s.c, 0), rv(s.c, 1), dx(all, 7);
+    emu_launch(dml_bn_partial, dim3{3, 1, 1}, dim3{256, 1, 1}, part.data(), (const float*)x.data(), s.n, s.c, s.hw, splits);
+    emu_launch(dml_bn_sums_finish, G1, B1, sums.data(), (const double*)part.data(), s.c, splits);
+    emu_launch(dml_bn_finish_sums, G1, B1, ss.data(), mean.data(), inv.data(), rm.data(), rv.data(), (const float*)sums.data(), (const float*)g.data(),
+               (const float*)b.data(), cnt, s.c, eps, mom);
+    emu_launch(dml_bn_apply, G1, B1, y.data(), (const float*)x.data(), (const double*)ss.data(), s.n, s.c, s.hw);
+    emu_launch(dml_bn_grad_partial, dim3{3, 1, 1}, dim3{256, 1, 1}, part.data(), (const float*)dy.data(), (const float*)x.data(),
+               (const float*)mean.data(), (const float*)inv.data(), s.n, s.c, s.hw, splits);
+    emu_launch(dml_bn_sums_finish, G1, B1, gs.data(), (const double*)part.data(), s.c, splits);
+    emu_launch(dml_bn_grad_input, G1, B1, dx.data(), (const float*)dy.data(), (const float*)x.data(), (const float*)mean.data(),
+               (const float*)inv.data(), (const float*)g.data(), (const float*)gs.data(), cnt, s.n, s.c, s.hw);
+    auto at = [&](long long e, long long ch) { return ((e / s.hw) * s.c + ch) * s.hw + e % s.hw; };
+    for (long long ch = 0; ch < s.c; ch++) {
+      double sx = 0, sq = 0;
+      for (long long e = 0; e < cnt; e++) sx += x[at(e, ch)], sq += (double)x[at(e, ch)] * x[at(e, ch)];
+      CHECK(close(sums[ch], sx, 1e-6) && close(sums[s.c + ch], sq, 1e-6), "syncbn sums ch %lld", ch);
+      double mu = sx / cnt, v = 0;
+      for (long long e = 0; e < cnt; e++) v += (x[at(e, ch)] - mu) * (x[at(e, ch)] - mu);
+      v /= cnt;
+      double iv = 1 / std::sqrt(v + eps), sdy = 0, sdyx = 0;
+      CHECK(close(mean[ch], mu, 1e-5) && close(inv[ch], iv, 1e-4), "syncbn stats ch %lld", ch);
+      for (long long e = 0; e < cnt; e++) {
+        double xh = (x[at(e, ch)] - mu) * iv;
+        CHECK(close(y[at(e, ch)], g[ch] * xh + b[ch], 1e-4), "syncbn y ch %lld e %lld: %g want %g", ch, e, y[at(e, ch)], g[ch] * xh + b[ch]);
+        sdy += dy[at(e, ch)];
+        sdyx += dy[at(e, ch)] * xh;
+      }
+      CHECK(close(gs[ch], sdy, 1e-4) && close(gs[s.c + ch], sdyx, 1e-4), "syncbn grad sums ch %lld", ch);
+      for (long long e = 0; e < cnt; e++) {
+        double xh = (x[at(e, ch)] - mu) * iv;
+        double want = g[ch] * iv * (dy[at(e, ch)] - sdy / cnt - xh * sdyx / cnt);
+        double bound = std::fabs(g[ch] * iv) * (std::fabs(dy[at(e, ch)]) + std::fabs(sdy) / cnt + std::fabs(xh * sdyx) / cnt);
+        CHECK(std::fabs(dx[at(e, ch)] - want) <= 1e-4 * (bound + 1e-30), "syncbn dx ch %lld e %lld: %g want %g", ch, e, dx[at(e, ch)], want);
+      }
+    }
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -832,6 +882,7 @@ int main() {
   test_batchnorm();
   test_maxpool_pad();
   test_lrn();
+  test_syncbn();
   std::printf("emu: conv done (%d failures so far)\n", failures);
   test_transformer();
   test_dropout();
