@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,5 +265,55 @@ func TestSyncBNFlag(t *testing.T) {
 	r = dml(t, 0, "train", "--data", "synthetic", "--sync-bn", "--sync", "dpsgd")
 	if r.code != 2 || !strings.Contains(r.stderr, "--sync-bn is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Errorf("under dpsgd: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	}
+}
+
+// TestPresetsOneStepEqualPyTorch: one SGD step of resnet20, vgg16,
+// alexnet and resnet50 from the same weights and batch (generated
+// CIFAR-10 files) gives the weights and batch-norm statistics of the
+// PyTorch module's step in float64 within float32 rounding
+// (bench/torch/one_step.py: at most 1e-4 relative, or ten times what
+// PyTorch's own float32 step differs by, ResNet-50's 50 layers amplifying
+// it); the dropout layers draw dml's mask on both sides.
+func TestPresetsOneStepEqualPyTorch(t *testing.T) {
+	py := "/usr/bin/python3"
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		t.Skip("no python3-torch: the PyTorch step cannot be computed")
+	}
+	dir := t.TempDir()
+	for i, name := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"} {
+		// Random pixels: structured images (shifted copies) put batch-norm
+		// outputs on ReLU's kink, where float32 and float64 may take
+		// different sides.
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		var b []byte
+		for r := range 6 {
+			b = append(b, byte((r*7+i)%10))
+			for range 3072 {
+				b = append(b, byte(rng.IntN(256)))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []string{"resnet20", "vgg16", "alexnet", "resnet50"} {
+		t.Run(m, func(t *testing.T) {
+			common := []string{"train", "--model", m, "--data", "cifar10", "--data-dir", dir, "--batch", "4", "--shuffle=false",
+				"--optimizer", "sgd", "--lr", "0.1", "--epochs", "1", "--kernels", "dml"}
+			init, after := filepath.Join(dir, m+"-init.npz"), filepath.Join(dir, m+"-after.npz")
+			for _, run := range []struct {
+				steps, save string
+			}{{"0", init}, {"1", after}} {
+				if r := dml(t, 0, append(common, "--max-steps", run.steps, "--save", run.save)...); r.code != 0 {
+					t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+				}
+			}
+			out, err := exec.Command(py, "../../bench/torch/one_step.py", "--model", m, "--cifar-dir", dir, "--batch", "4", "--lr", "0.1", init, after).CombinedOutput()
+			if err != nil {
+				t.Fatalf("one_step.py: %v: %s", err, out)
+			}
+			t.Logf("%s", out)
+		})
 	}
 }
