@@ -49,6 +49,10 @@ type layerKind interface {
 	// gradient (then tells hook, m.hooked) and hands its input its part
 	// of the input gradient (m.give).
 	backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error
+	// scratch is the floats per sample of the batch the layer keeps in
+	// its own buffers (setup) besides its output and output gradient:
+	// the memory check's share of it (Arch.ScratchFloats).
+	scratch(n node) int
 	// flops is the floating-point operations of the layer's forward
 	// matrix product per sample (0 for a layer without one): TrainFLOPs
 	// counts it thrice (twice for the first layer).
@@ -133,4 +137,5 @@ func (base) buffers(node) []buffer            { return nil }
 func (base) inPlace([]node, int, []bool) bool { return false }
 func (base) setup(*Model, *allocator) error   { return nil }
 func (base) flops(node) int64                 { return 0 }
+func (base) scratch(node) int                 { return 0 }
 func (base) describe(n node) string           { return n.Kind }

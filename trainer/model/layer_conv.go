@@ -147,7 +147,8 @@ func convOut(h, w, k, stride, pad int) (int, int) {
 	return (h+2*pad-k)/stride + 1, (w+2*pad-k)/stride + 1
 }
 
-// ScratchFloats is what a Model of rows rows holds besides: the columns
+// ScratchFloats is what a Model of rows rows holds besides (and each
+// layer's own scratch per sample, layerKind.scratch): the columns
 // of one chunk of samples of a convolution (when they are not kept), its
 // output in the GEMM's layout (out × chunk·oh·ow, for Transpose01), and
 // the ones its bias products use.
@@ -156,7 +157,11 @@ func (a Arch) ScratchFloats(rows int) int {
 	if a.KeptColumns(rows) > 0 {
 		cols = 0
 	}
-	return cols + out + ones
+	own := 0
+	for _, n := range a.mustNodes() {
+		own += n.kind().scratch(n)
+	}
+	return cols + out + ones + rows*own
 }
 
 // convScratch is, over the conv layers at rows rows per batch in chunks

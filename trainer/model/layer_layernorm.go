@@ -83,3 +83,5 @@ func (k layerNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook 
 	}
 	return m.hooked(hook, n, i)
 }
+
+func (layerNorm) scratch(node) int { return 2 } // the mean and inverse deviation

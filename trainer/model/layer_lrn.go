@@ -76,3 +76,5 @@ func (lrn) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook
 		return m.lrn.LRNGrad(dst, dy, x, s, m.rows, n.in.C, n.in.H*n.in.W, n.Size, alpha, beta, k)
 	})
 }
+
+func (lrn) scratch(n node) int { return n.out.Size() } // the scale s
