@@ -69,6 +69,22 @@ func TestCNNSyncEquivalence(t *testing.T) {
 	}
 }
 
+// syncCase is a --sync strategy on a number of ranks, as the network
+// tests run it.
+type syncCase struct {
+	name  string
+	ranks int
+	set   func(*Config)
+}
+
+// everySync is each --sync strategy once.
+var everySync = []syncCase{
+	{"allreduce", 2, func(c *Config) {}},
+	{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+	{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
+	{"adpsgd", 2, func(c *Config) { c.Sync, c.Topology = SyncADPSGD, gossip.Ring }},
+}
+
 // TestNewLayersEveryStrategy: a network of the transformer's layers
 // (layer norm, GELU, dropout) and one of the seeds' (local response
 // normalisation, a padded max pool, a bottleneck block) train under every
@@ -85,17 +101,9 @@ func TestNewLayersEveryStrategy(t *testing.T) {
 		name string
 		cfg  Config
 	}{{"transformer-layers", dropoutCfg()}, {"seeds-layers", seeds}} {
-		for _, tc := range []struct {
-			name  string
-			ranks int
-			set   func(*Config)
-		}{
-			{"allreduce", 2, func(c *Config) {}},
-			{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
-			{"ps-ssp", 3, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency, c.PS.Staleness = SyncPS, 1, ps.SSP, 2 }},
-			{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
-			{"adpsgd", 2, func(c *Config) { c.Sync, c.Topology = SyncADPSGD, gossip.Ring }},
-		} {
+		for _, tc := range append(everySync, syncCase{"ps-ssp", 3, func(c *Config) {
+			c.Sync, c.PS.Servers, c.PS.Consistency, c.PS.Staleness = SyncPS, 1, ps.SSP, 2
+		}}) {
 			t.Run(net.name+"/"+tc.name, func(t *testing.T) {
 				cfg := net.cfg
 				cfg.Epochs = 3
@@ -119,16 +127,7 @@ func TestNewLayersEveryStrategy(t *testing.T) {
 // well above chance on the synthetic images, and every rank ends with the
 // same weights.
 func TestCNNEveryStrategy(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		ranks int
-		set   func(*Config)
-	}{
-		{"allreduce", 2, func(c *Config) {}},
-		{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
-		{"dpsgd", 3, func(c *Config) { c.Sync, c.Topology = SyncDPSGD, gossip.Ring }},
-		{"adpsgd", 2, func(c *Config) { c.Sync, c.Topology = SyncADPSGD, gossip.Ring }},
-	} {
+	for _, tc := range everySync {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cnnCfg()
 			cfg.Epochs = 8

@@ -246,7 +246,7 @@ func (c Config) validateModel() error {
 				return bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
-	case Softmax, Logreg, LeNet5, ResNet20, VGG16, ResNet50, AlexNet:
+	case Softmax, Logreg:
 	case NetFile:
 		if len(c.Net) == 0 {
 			return bad("Net", "is empty: a network from a model file needs its layers")
@@ -259,7 +259,9 @@ func (c Config) validateModel() error {
 			return bad("Model", "sparse-logreg reads sparse data: data libsvm or synthetic-sparse")
 		}
 	default:
-		return bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
+		if !c.Model.IsPreset() {
+			return bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
+		}
 	}
 	return nil
 }

@@ -360,17 +360,18 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
-	case LeNet5, ResNet20, VGG16, ResNet50, AlexNet, NetFile:
-		a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, model.SoftmaxCE)
-		switch {
-		case err == nil:
-			return a, nil
-		case cfg.Model == NetFile:
-			return a, bad("Net", "on samples of %v: %v", shape, err)
-		}
-		return a, bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
 	}
-	return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
+	if !cfg.Model.IsNetwork() {
+		return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
+	}
+	a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, model.SoftmaxCE)
+	switch {
+	case err == nil:
+		return a, nil
+	case cfg.Model == NetFile:
+		return a, bad("Net", "on samples of %v: %v", shape, err)
+	}
+	return a, bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
 }
 
 // NetLayers is a network model's layers for samples of shape and classes

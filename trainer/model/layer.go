@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -105,6 +106,17 @@ func LayerKinds() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// needOps returns the optional op set of m's backend that of finds, or
+// an error "model …: need, which backend … lacks" (need says which layers
+// need what) wrapping kernels.ErrNoConv.
+func needOps[T any](m *Model, of func(kernels.Backend) (T, bool), need string) (T, error) {
+	ops, ok := of(m.B)
+	if !ok {
+		return ops, fmt.Errorf("model %s: %s, which backend %s lacks: %w", m.Arch.Describe(), need, m.B.Name(), kernels.ErrNoConv)
+	}
+	return ops, nil
 }
 
 // kind is node n's kind (n is placed: its kind is a layerKind).

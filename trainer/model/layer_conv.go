@@ -112,11 +112,9 @@ func (m *Model) findConvOps(kind string) error {
 	if m.conv != nil {
 		return nil
 	}
-	var ok bool
-	if m.conv, ok = kernels.ConvOf(m.B); !ok {
-		return fmt.Errorf("model %s: %s layers need convolution ops, which backend %s lacks: %w", m.Arch.Describe(), kind, m.B.Name(), kernels.ErrNoConv)
-	}
-	return nil
+	var err error
+	m.conv, err = needOps(m, kernels.ConvOf, kind+" layers need convolution ops")
+	return err
 }
 
 func (conv) forward(m *Model, i int, n node, x, y kernels.Buffer) error {

@@ -52,9 +52,7 @@ func (m *Model) findTransformerOps(kind string) error {
 	if m.tf != nil {
 		return nil
 	}
-	var ok bool
-	if m.tf, ok = kernels.TransformerOf(m.B); !ok {
-		return fmt.Errorf("model %s: %s layers need the transformer ops, which backend %s lacks: %w", m.Arch.Describe(), kind, m.B.Name(), kernels.ErrNoConv)
-	}
-	return nil
+	var err error
+	m.tf, err = needOps(m, kernels.TransformerOf, kind+" layers need the transformer ops")
+	return err
 }

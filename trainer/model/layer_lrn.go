@@ -51,9 +51,9 @@ func (lrn) describe(n node) string { return fmt.Sprintf("lrn %d", n.Size) }
 
 // setup finds the backend's LRNOps and allocates each layer's scale.
 func (lrn) setup(m *Model, a *allocator) error {
-	var ok bool
-	if m.lrn, ok = kernels.LRNOf(m.B); !ok {
-		return fmt.Errorf("model %s: local response normalisation needs kernels.LRNOps, which backend %s lacks: %w", m.Arch.Describe(), m.B.Name(), kernels.ErrNoConv)
+	var err error
+	if m.lrn, err = needOps(m, kernels.LRNOf, "local response normalisation needs kernels.LRNOps"); err != nil {
+		return err
 	}
 	for i, n := range m.nodes {
 		if n.Kind == KindLRN {

@@ -80,9 +80,9 @@ func (batchNorm) describe(n node) string { return n.Name }
 // reads), and allocates each batch norm's statistics and the one.
 func (batchNorm) setup(m *Model, a *allocator) error {
 	nr := &m.bn
-	var ok bool
-	if nr.norm, ok = kernels.NormOf(m.B); !ok {
-		return fmt.Errorf("model %s: batch norm needs normalisation ops, which backend %s lacks: %w", m.Arch.Describe(), m.B.Name(), kernels.ErrNoConv)
+	var err error
+	if nr.norm, err = needOps(m, kernels.NormOf, "batch norm needs normalisation ops"); err != nil {
+		return err
 	}
 	if f, ok := kernels.NormReluOf(m.B); ok {
 		inp := inPlace(m.nodes)

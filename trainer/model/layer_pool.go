@@ -68,9 +68,9 @@ func (p pool) setup(m *Model, a *allocator) error {
 	}
 	for _, n := range m.nodes {
 		if n.Kind == kind && n.Pad > 0 && m.padPool == nil {
-			var ok bool
-			if m.padPool, ok = kernels.PadPoolOf(m.B); !ok {
-				return fmt.Errorf("model %s: a padded max pool needs kernels.PadPoolOps, which backend %s lacks: %w", m.Arch.Describe(), m.B.Name(), kernels.ErrNoConv)
+			var err error
+			if m.padPool, err = needOps(m, kernels.PadPoolOf, "a padded max pool needs kernels.PadPoolOps"); err != nil {
+				return err
 			}
 		}
 	}
