@@ -331,8 +331,15 @@ func (be *Backend) BatchNormSums(sums, x kernels.Buffer, n, c, hw int) error {
 	if err := be.normCheck(op, xd, n, c, hw, nil); err != nil {
 		return err
 	}
-	if sd.n != 2*c {
-		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	return be.channelSums(op, sd, be.dev.k.bnPartial, []uint64{ptr(xd)}, n, c, hw)
+}
+
+// channelSums queues partial (dml_bn_partial or dml_bn_grad_partial, its
+// arguments after the partial sums lead) and dml_bn_sums_finish: each
+// channel's two sums, rounded into sd (2·c).
+func (be *Backend) channelSums(op string, sd *Buffer, partial function, lead []uint64, n, c, hw int) error {
+	if err := be.sumsCheck(op, sd, c); err != nil {
+		return err
 	}
 	splits := bnSplits(n, hw)
 	part, err := be.scratch(op, 4*c*splits, n, c, hw)
@@ -340,11 +347,19 @@ func (be *Backend) BatchNormSums(sums, x kernels.Buffer, n, c, hw int) error {
 		return err
 	}
 	defer be.release(part)
-	k := &be.dev.k
-	if err := be.launch(k.bnPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part.ptr), ptr(xd), i64(n), i64(c), i64(hw), i64(splits)); err != nil {
+	args := append(append([]uint64{ptrAt(part.ptr)}, lead...), i64(n), i64(c), i64(hw), i64(splits))
+	if err := be.launch(partial, be.bnPartialGrid(c*splits), 1, threads, args...); err != nil {
 		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
 	}
-	return be.done(op, be.launch1D(k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+	return be.done(op, be.launch1D(be.dev.k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+}
+
+// sumsCheck refuses a sums buffer that is not 2·c long.
+func (be *Backend) sumsCheck(op string, sd *Buffer, c int) error {
+	if sd.n != 2*c {
+		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	}
+	return nil
 }
 
 // BatchNormTrainSums: see kernels.SyncNormOps.
@@ -354,8 +369,8 @@ func (be *Backend) BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, rm, rv, gd, bd}, yd); err != nil {
 		return err
 	}
-	if sd.n != 2*c {
-		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	if err := be.sumsCheck(op, sd, c); err != nil {
+		return err
 	}
 	ss, err := be.scratch(op, 4*c, n, c, hw) // 2c float64
 	if err != nil {
@@ -376,21 +391,7 @@ func (be *Backend) BatchNormGradSums(sums, dy, x, mean, invstd kernels.Buffer, n
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id}, gy); err != nil {
 		return err
 	}
-	if sd.n != 2*c {
-		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
-	}
-	splits := bnSplits(n, hw)
-	part, err := be.scratch(op, 4*c*splits, n, c, hw)
-	if err != nil {
-		return err
-	}
-	defer be.release(part)
-	k := &be.dev.k
-	if err := be.launch(k.bnGradPartial, be.bnPartialGrid(c*splits), 1, threads, ptrAt(part.ptr), ptr(gy), ptr(xd), ptr(md), ptr(id),
-		i64(n), i64(c), i64(hw), i64(splits)); err != nil {
-		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
-	}
-	return be.done(op, be.launch1D(k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+	return be.channelSums(op, sd, be.dev.k.bnGradPartial, []uint64{ptr(gy), ptr(xd), ptr(md), ptr(id)}, n, c, hw)
 }
 
 // BatchNormGradInput: see kernels.SyncNormOps.
@@ -400,8 +401,8 @@ func (be *Backend) BatchNormGradInput(dx, dy, x, mean, invstd, gamma, sums kerne
 	if err := be.normCheck(op, xd, n, c, hw, []*Buffer{md, id, gd}, gy, dd); err != nil {
 		return err
 	}
-	if sd.n != 2*c {
-		return be.shapeErr(op, "sums has %d elements, want %d", sd.n, 2*c)
+	if err := be.sumsCheck(op, sd, c); err != nil {
+		return err
 	}
 	if xd.n == 0 {
 		return be.record(op, n, c, hw)

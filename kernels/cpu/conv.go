@@ -264,18 +264,7 @@ func argmaxWindow(x []float32, w, y0, x0, k int) int {
 		}
 		return best
 	}
-	best, bv := -1, float32(math.Inf(-1))
-	for i := y0; i < y0+k; i++ {
-		for j := x0; j < x0+k; j++ {
-			if v := x[i*w+j]; best < 0 && !math.IsNaN(float64(v)) || v > bv {
-				best, bv = i*w+j, v
-			}
-		}
-	}
-	if best < 0 { // all NaN
-		best = y0*w + x0
-	}
-	return best
+	return argmaxPadWindow(x, len(x)/w, w, y0, x0, k) // the window lies inside: no cell is clipped
 }
 
 // MaxPoolGrad: see kernels.ConvOps.

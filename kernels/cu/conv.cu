@@ -66,71 +66,12 @@ DML_EXTERN void dml_transpose01(float* __restrict__ dst, const float* __restrict
   }
 }
 
-// dml_window_argmax is the index, in its plane, of the maximum of the k×k
-// window at (y0, x0): the first non-NaN value, then any strictly larger one
-// (row-major order, ties keep the first); the window's first index when
-// every value is NaN. As kernels/cpu's argmaxWindow.
-__device__ __forceinline__ long long dml_window_argmax(const float* xp, long long w, long long y0, long long x0,
-                                                       long long k) {
-  long long best = -1;
-  float bv = 0.f;
-  for (long long i = y0; i < y0 + k; i++)
-    for (long long j = x0; j < x0 + k; j++) {
-      const float v = xp[i * w + j];
-      if ((best < 0 && v == v) || (best >= 0 && v > bv)) {
-        best = i * w + j;
-        bv = v;
-      }
-    }
-  return best < 0 ? y0 * w + x0 : best;
-}
-
-// dml_maxpool: y (planes × oh × ow) = each window's maximum, x[argmax].
-DML_EXTERN void dml_maxpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
-                            long long w, long long k, long long stride, long long oh, long long ow) {
-  const long long total = planes * oh * ow;
-  DML_GRID_STRIDE(i, total) {
-    const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
-    const float* xp = x + pl * h * w;
-    y[i] = xp[dml_window_argmax(xp, w, oy * stride, ox * stride, k)];
-  }
-}
-
-// The windows (oy, ox) that contain pixel (iy, ix) along one axis:
-// [lo, hi] with oy·stride ≤ iy < oy·stride + k and 0 ≤ oy < oh.
-__device__ __forceinline__ void dml_windows_over(long long iy, long long k, long long stride, long long oh,
-                                                 long long* lo, long long* hi) {
-  const long long a = iy - k + 1;
-  *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-  const long long b = iy / stride;
-  *hi = b < oh - 1 ? b : oh - 1;
-}
-
-// dml_maxpool_grad: dx = dy routed to each window's argmax, 0 elsewhere;
-// a pixel that is the argmax of several windows adds their dy in the
-// windows' row-major order (as the CPU's scatter does).
-DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
-                                 long long planes, long long h, long long w, long long k, long long stride,
-                                 long long oh, long long ow) {
-  const long long total = planes * h * w;
-  DML_GRID_STRIDE(i, total) {
-    const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
-    const float* xp = x + pl * h * w;
-    const float* dyp = dy + pl * oh * ow;
-    long long ylo, yhi, xlo, xhi;
-    dml_windows_over(iy, k, stride, oh, &ylo, &yhi);
-    dml_windows_over(ix, k, stride, ow, &xlo, &xhi);
-    float s = 0.f;
-    for (long long oy = ylo; oy <= yhi; oy++)
-      for (long long ox = xlo; ox <= xhi; ox++)
-        if (dml_window_argmax(xp, w, oy * stride, ox * stride, k) == at) s = __fadd_rn(s, dyp[oy * ow + ox]);
-    dx[i] = s;
-  }
-}
-
-// dml_pad_window_argmax is dml_window_argmax over the cells of the k×k
-// window at (y0, x0) inside the h×w plane (y0, x0 may be negative: the
-// padding, −∞, wins nothing). As kernels/cpu's argmaxPadWindow.
+// dml_pad_window_argmax is the index, in its h×w plane, of the maximum of
+// the cells of the k×k window at (y0, x0) that lie inside the plane (y0,
+// x0 may be negative: the padding, −∞, wins nothing; without padding
+// every cell is inside): the first non-NaN value, then any strictly
+// larger one (row-major order, ties keep the first); the window's first
+// cell when every value is NaN. As kernels/cpu's argmaxPadWindow.
 __device__ __forceinline__ long long dml_pad_window_argmax(const float* xp, long long h, long long w, long long y0,
                                                            long long x0, long long k) {
   const long long ylo = y0 > 0 ? y0 : 0, xlo = x0 > 0 ? x0 : 0;
@@ -148,40 +89,78 @@ __device__ __forceinline__ long long dml_pad_window_argmax(const float* xp, long
   return best < 0 ? ylo * w + xlo : best;
 }
 
+// dml_maxpool_at is output i's value (i over planes·oh·ow): its window's
+// (padded by pad) maximum.
+__device__ __forceinline__ float dml_maxpool_at(const float* __restrict__ x, long long i, long long h, long long w,
+                                                long long k, long long stride, long long pad, long long oh,
+                                                long long ow) {
+  const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+  const float* xp = x + pl * h * w;
+  return xp[dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k)];
+}
+
+// dml_maxpool: y (planes × oh × ow) = each window's maximum, x[argmax].
+DML_EXTERN void dml_maxpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
+                            long long w, long long k, long long stride, long long oh, long long ow) {
+  const long long total = planes * oh * ow;
+  DML_GRID_STRIDE(i, total) { y[i] = dml_maxpool_at(x, i, h, w, k, stride, 0, oh, ow); }
+}
+
+// The windows (oy, ox) that contain pixel (iy, ix) along one axis:
+// [lo, hi] with oy·stride ≤ iy < oy·stride + k and 0 ≤ oy < oh.
+__device__ __forceinline__ void dml_windows_over(long long iy, long long k, long long stride, long long oh,
+                                                 long long* lo, long long* hi) {
+  const long long a = iy - k + 1;
+  *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+  const long long b = iy / stride;
+  *hi = b < oh - 1 ? b : oh - 1;
+}
+
+// dml_maxpool_grad_at is input pixel i's gradient (i over planes·h·w):
+// the dy of the windows (padded by pad) whose argmax it is, added in the
+// windows' row-major order (as the CPU's scatter does).
+__device__ __forceinline__ float dml_maxpool_grad_at(const float* __restrict__ dy, const float* __restrict__ x,
+                                                     long long i, long long h, long long w, long long k,
+                                                     long long stride, long long pad, long long oh, long long ow) {
+  const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
+  const float* xp = x + pl * h * w;
+  const float* dyp = dy + pl * oh * ow;
+  long long ylo, yhi, xlo, xhi;
+  dml_windows_over(iy + pad, k, stride, oh, &ylo, &yhi);
+  dml_windows_over(ix + pad, k, stride, ow, &xlo, &xhi);
+  float s = 0.f;
+  for (long long oy = ylo; oy <= yhi; oy++)
+    for (long long ox = xlo; ox <= xhi; ox++)
+      if (dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k) == at)
+        s = __fadd_rn(s, dyp[oy * ow + ox]);
+  return s;
+}
+
+// dml_maxpool_grad: dx = dy routed to each window's argmax, 0 elsewhere
+// (dml_maxpool_grad_at).
+DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
+                                 long long planes, long long h, long long w, long long k, long long stride,
+                                 long long oh, long long ow) {
+  const long long total = planes * h * w;
+  DML_GRID_STRIDE(i, total) { dx[i] = dml_maxpool_grad_at(dy, x, i, h, w, k, stride, 0, oh, ow); }
+}
+
 // dml_maxpool_pad: y (planes × oh × ow) = each padded window's maximum
 // (PyTorch's MaxPool2d padding).
 DML_EXTERN void dml_maxpool_pad(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
                                 long long w, long long k, long long stride, long long pad, long long oh,
                                 long long ow) {
   const long long total = planes * oh * ow;
-  DML_GRID_STRIDE(i, total) {
-    const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
-    const float* xp = x + pl * h * w;
-    y[i] = xp[dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k)];
-  }
+  DML_GRID_STRIDE(i, total) { y[i] = dml_maxpool_at(x, i, h, w, k, stride, pad, oh, ow); }
 }
 
 // dml_maxpool_pad_grad: dx = dy routed to each padded window's argmax, 0
-// elsewhere; one thread per input pixel adds the windows it is the
-// maximum of, in row-major order.
+// elsewhere (dml_maxpool_grad_at).
 DML_EXTERN void dml_maxpool_pad_grad(float* __restrict__ dx, const float* __restrict__ dy,
                                      const float* __restrict__ x, long long planes, long long h, long long w,
                                      long long k, long long stride, long long pad, long long oh, long long ow) {
   const long long total = planes * h * w;
-  DML_GRID_STRIDE(i, total) {
-    const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
-    const float* xp = x + pl * h * w;
-    const float* dyp = dy + pl * oh * ow;
-    long long ylo, yhi, xlo, xhi;
-    dml_windows_over(iy + pad, k, stride, oh, &ylo, &yhi);
-    dml_windows_over(ix + pad, k, stride, ow, &xlo, &xhi);
-    float s = 0.f;
-    for (long long oy = ylo; oy <= yhi; oy++)
-      for (long long ox = xlo; ox <= xhi; ox++)
-        if (dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k) == at)
-          s = __fadd_rn(s, dyp[oy * ow + ox]);
-    dx[i] = s;
-  }
+  DML_GRID_STRIDE(i, total) { dx[i] = dml_maxpool_grad_at(dy, x, i, h, w, k, stride, pad, oh, ow); }
 }
 
 // dml_avgpool: y = the window's values summed in row-major order, times
