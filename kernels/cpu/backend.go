@@ -55,6 +55,9 @@ type Backend struct {
 	// their operands at BF16 and FP16 (precision.go).
 	prec    kernels.Precision
 	scratch [2][]float32
+	// wide is float64 scratch of the ops that keep a plane or a sample of
+	// sums (lrn.go), reused from call to call (f64).
+	wide [3][]float64
 	// closed is set by Close; every later call panics.
 	closed bool
 }

@@ -19,7 +19,7 @@ func (be *Backend) LRN(y, s, x kernels.Buffer, n, c, hw, size int, alpha, beta, 
 	be.output(yd)
 	be.output(sd)
 	a, b, kk := float64(alpha)/float64(size), float64(beta), float64(k)
-	sq, acc := make([]float64, c*hw), make([]float64, hw)
+	sq, acc := be.f64(0, c*hw), be.f64(1, hw)
 	for i := range n {
 		xs := xd[i*c*hw : (i+1)*c*hw]
 		for j, v := range xs {
@@ -54,7 +54,7 @@ func (be *Backend) LRNGrad(dx, dy, x, s kernels.Buffer, n, c, hw, size int, alph
 	be.output(dxd)
 	b := float64(beta)
 	f := 2 * float64(alpha) * b / float64(size)
-	pw, t, acc := make([]float64, c*hw), make([]float64, c*hw), make([]float64, hw)
+	pw, t, acc := be.f64(0, c*hw), be.f64(1, c*hw), be.f64(2, hw)
 	for i := range n {
 		off := i * c * hw
 		for j := range c * hw {
@@ -92,4 +92,13 @@ func powNeg(s, b float64) float64 {
 		return 1 / s
 	}
 	return math.Pow(s, -b)
+}
+
+// f64 is the backend's float64 scratch slot i, at least n long (its
+// contents are the last user's).
+func (be *Backend) f64(i, n int) []float64 {
+	if len(be.wide[i]) < n {
+		be.wide[i] = make([]float64, n)
+	}
+	return be.wide[i][:n]
 }
