@@ -150,6 +150,9 @@ func ckptCases() []ckptCase {
 			d := dropoutCfg()
 			c.Model, c.Net, c.Data, c.Sync, c.PS.Servers = d.Model, d.Net, d.Data, SyncPS, 1
 		}},
+		// A GPT (the text's windows, AdamW's state, a tied head).
+		{"gpt", 2, func(c *Config) { gptInto(c) }},
+		{"gpt-ps-bsp", 3, func(c *Config) { gptInto(c); c.Sync, c.PS.Servers = SyncPS, 1 }},
 		{"batchnorm-dpsgd", 3, func(c *Config) {
 			b := bnCfg()
 			c.Model, c.Net, c.Data, c.Sync, c.Topology, c.Epochs = b.Model, b.Net, b.Data, SyncDPSGD, gossip.Ring, 4
@@ -167,7 +170,8 @@ func TestCheckpointResume(t *testing.T) {
 			// The networks' cases take one optimizer (the MLP's cover
 			// every optimizer's state; a CNN's is the same vectors): they
 			// are the slow ones under -race.
-			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm") || strings.HasPrefix(tc.name, "compress") || strings.HasPrefix(tc.name, "dropout")) && opt != optim.Momentum {
+			if (strings.HasPrefix(tc.name, "lenet5") || strings.HasPrefix(tc.name, "batchnorm") || strings.HasPrefix(tc.name, "compress") || strings.HasPrefix(tc.name, "dropout")) && opt != optim.Momentum ||
+				strings.HasPrefix(tc.name, "gpt") && opt != optim.AdamW {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/%v", tc.name, opt), func(t *testing.T) {

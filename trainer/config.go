@@ -29,6 +29,9 @@ type Config struct {
 	// Net is a network's layers (Model NetFile: read from a model file;
 	// their content, not the file's path, is what ranks compare).
 	Net []model.LayerSpec `json:"net,omitempty"`
+	// GPT is the gpt model's shape (0s: DefaultGPT's); its sequence
+	// length is the text's (Data.SeqLen).
+	GPT GPTShape `json:"gpt,omitzero"`
 	// Augment is the training images' augmentation (data.ParseAugment:
 	// "crop", "flip", "crop,flip"; "": none).
 	Augment string `json:"augment,omitempty"`
@@ -247,6 +250,16 @@ func (c Config) validateModel() error {
 			}
 		}
 	case Softmax, Logreg:
+	case GPT:
+		g := c.GPT.orDefaults()
+		switch {
+		case c.GPT.Layers < 0 || c.GPT.Heads < 0 || c.GPT.Embed < 0:
+			return bad("GPT.Layers", "layers %d, heads %d and embed %d must be positive (0: the defaults)", c.GPT.Layers, c.GPT.Heads, c.GPT.Embed)
+		case g.Embed%g.Heads != 0:
+			return bad("GPT.Heads", "%d does not divide the width %d: embed must be a multiple of heads", g.Heads, g.Embed)
+		case c.Data.Name != "text":
+			return bad("Model", "gpt trains on a token sequence: --data text --train FILE")
+		}
 	case NetFile:
 		if len(c.Net) == 0 {
 			return bad("Net", "is empty: a network from a model file needs its layers")

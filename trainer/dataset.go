@@ -43,6 +43,10 @@ type DataConfig struct {
 	// a label not in it is an error (dml eval passes the labels a saved
 	// model was trained with). nil: inferred from the training file.
 	Labels []int64 `json:"-"`
+	// SeqLen is text's sequence length: the tokens a sample's window
+	// feeds the model (the window holds one more, the last target; 0:
+	// DefaultSeqLen).
+	SeqLen int `json:"seq_len,omitempty"`
 	// Cache is a folder for inflated copies of gzip IDX image files
 	// (fashion-mnist, idx), read in their place by later runs
 	// (data.IDXSource.WithCache; --data-cache). "": none. The same
@@ -60,7 +64,25 @@ func (d DataConfig) openCIFAR() (train, test *data.CIFARSource, err error) {
 }
 
 // DataNames lists the data sources.
-var DataNames = []string{"fashion-mnist", "cifar10", "cifar100", "cifar100-coarse", "idx", "libsvm", "synthetic", "synthetic-images", "synthetic-sparse"}
+var DataNames = []string{"fashion-mnist", "cifar10", "cifar100", "cifar100-coarse", "idx", "libsvm", "text", "synthetic", "synthetic-images", "synthetic-sparse"}
+
+// DefaultSeqLen is text's sequence length when none is given.
+const DefaultSeqLen = 128
+
+// MaxSeqLen bounds text's sequence length (attention keeps seq² values per
+// head and sample).
+const MaxSeqLen = 1 << 14
+
+// seqLen is text's sequence length: SeqLen, or DefaultSeqLen.
+func (d DataConfig) seqLen() int {
+	if d.SeqLen > 0 {
+		return d.SeqLen
+	}
+	return DefaultSeqLen
+}
+
+// TextShape is a text's samples' shape: a sequence of seqLen tokens.
+func (d DataConfig) TextShape() data.Shape { return data.Shape{C: 1, H: 1, W: 1, T: d.seqLen()} }
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
@@ -79,6 +101,13 @@ func (d DataConfig) Validate() error {
 	case "libsvm":
 		if d.Train == "" {
 			return bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
+		}
+	case "text":
+		switch {
+		case d.Train == "":
+			return bad("Data.Train", "FILE is needed with data text (any file: its bytes are the tokens; optionally a test FILE)")
+		case d.SeqLen < 0 || d.SeqLen > MaxSeqLen:
+			return bad("Data.SeqLen", "%d must be in 1..%d (0: %d)", d.SeqLen, MaxSeqLen, DefaultSeqLen)
 		}
 		if d.MaxFeatures < 0 {
 			return bad("Data.MaxFeatures", "%d must not be negative (0: the default limit)", d.MaxFeatures)
@@ -298,6 +327,12 @@ func sparseBytes(s *data.Sparse) float64 {
 // 188 MB file of 400 lines × 40,000 features, the process peaked at 2.6
 // times the text). A gzip file's parse is bounded later, by what it holds.
 func checkFiles(check memoryCheck, paths ...string) error {
+	return checkFilesTimes(check, 3, paths...)
+}
+
+// checkFilesTimes refuses files whose load would need more than times
+// their size.
+func checkFilesTimes(check memoryCheck, times float64, paths ...string) error {
 	if check == nil {
 		return nil
 	}
@@ -312,7 +347,7 @@ func checkFiles(check memoryCheck, paths ...string) error {
 	if total == 0 {
 		return nil
 	}
-	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), gb(total)), 3*total)
+	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), gb(total)), times*total)
 }
 
 func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *data.Dense, err error) {
@@ -383,6 +418,22 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 		}
 		if test, err = te.ToDense(); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", d.Test, err)
+		}
+		return train, test, nil
+	case "text":
+		// A byte becomes a float32 token in about (T+1)/T windows, read
+		// whole first: about 5 bytes per byte of text.
+		if err := checkFilesTimes(check, 5, d.Train, d.Test); err != nil {
+			return nil, nil, err
+		}
+		if train, err = data.LoadText(d.Train, d.seqLen()); err != nil {
+			return nil, nil, usageData{err}
+		}
+		if d.Test == "" {
+			return holdOut(train)
+		}
+		if test, err = data.LoadText(d.Test, d.seqLen()); err != nil {
+			return nil, nil, usageData{err}
 		}
 		return train, test, nil
 	case "synthetic":

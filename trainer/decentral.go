@@ -292,16 +292,16 @@ func (l *localModel) averageInto(dst []float32) error {
 
 // evaluate measures the test accuracy of the consensus model l.avg over
 // every rank's test shard (collective), leaving x as it was.
-func (l *localModel) evaluate() (float64, error) {
+func (l *localModel) evaluate() (EvalResult, error) {
 	b, m := l.j.Backend, l.m
 	if _, err := l.j.syncState(m, true); err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
 	if l.shared {
 		l.keep = append(l.keep[:0], l.x...)
 	}
 	if err := b.Upload(m.Params, l.avg); err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
 	acc, err := evaluateShard(l.j.Comm, m, l.test)
 	if l.shared {
@@ -347,7 +347,8 @@ func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy,
 		return nil, err
 	}
 	if math.IsNaN(res.TestAcc) {
-		if res.TestAcc, err = l.evaluate(); err != nil {
+		ev, err := l.evaluate()
+		if res.TestAcc = ev.Accuracy; err != nil {
 			return nil, err
 		}
 	}

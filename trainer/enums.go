@@ -84,20 +84,53 @@ const (
 	// AlexNet is AlexNet with local response normalisation and dropout
 	// for CIFAR-sized images (model.AlexNet).
 	AlexNet
+	// GPT is nanoGPT's GPT on a byte-level text (model.GPT; Config.GPT,
+	// Data.SeqLen).
+	GPT
 )
+
+// GPTShape is the gpt model's blocks, heads and width (0: the
+// default's, DefaultGPT).
+type GPTShape struct {
+	Layers int `json:"layers,omitempty"`
+	Heads  int `json:"heads,omitempty"`
+	Embed  int `json:"embed,omitempty"`
+}
+
+// DefaultGPT is the gpt model's default shape: small enough for a CPU (4
+// blocks of 4 heads, 128 wide; about 0.85M parameters at 128 tokens).
+var DefaultGPT = GPTShape{Layers: 4, Heads: 4, Embed: 128}
+
+// orDefaults is g with DefaultGPT's values where g has 0.
+func (g GPTShape) orDefaults() GPTShape {
+	if g.Layers == 0 {
+		g.Layers = DefaultGPT.Layers
+	}
+	if g.Heads == 0 {
+		g.Heads = DefaultGPT.Heads
+	}
+	if g.Embed == 0 {
+		g.Embed = DefaultGPT.Embed
+	}
+	return g
+}
 
 // netPresets are the network presets by model kind: their layers for
 // samples of a shape and classes, and the samples they are for (an
 // error's hint).
 var netPresets = map[ModelKind]struct {
-	layers func(classes int, in model.Shape) []model.LayerSpec
+	layers func(cfg Config, classes int, in model.Shape) []model.LayerSpec
 	takes  string
 }{
-	LeNet5:   {func(c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
-	ResNet20: {func(c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
-	VGG16:    {model.VGG16, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
-	ResNet50: {model.ResNet50, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
-	AlexNet:  {func(c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
+	LeNet5:   {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
+	ResNet20: {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
+	VGG16:    {func(_ Config, c int, in model.Shape) []model.LayerSpec { return model.VGG16(c, in) }, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
+	ResNet50: {func(_ Config, c int, in model.Shape) []model.LayerSpec { return model.ResNet50(c, in) }, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
+	AlexNet:  {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
+	GPT: {func(cfg Config, c int, in model.Shape) []model.LayerSpec {
+		g := cfg.GPT.orDefaults()
+		return model.GPT(model.GPTConfig{Layers: g.Layers, Heads: g.Heads, Embed: g.Embed, SeqLen: in.T}, c)
+	}, "a byte-level text: --data text --train FILE"},
 }
 
 // IsPreset reports whether m is a network preset (lenet5, resnet20, vgg16,
@@ -108,7 +141,7 @@ func (m ModelKind) IsPreset() bool { _, ok := netPresets[m]; return ok }
 // file.
 func (m ModelKind) IsNetwork() bool { return m.IsPreset() || m == NetFile }
 
-var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20", VGG16: "vgg16", ResNet50: "resnet50", AlexNet: "alexnet"}
+var modelNames = [...]string{MLP: "mlp", Softmax: "softmax", Logreg: "logreg", SparseLogreg: "sparse-logreg", LeNet5: "lenet5", NetFile: "file", ResNet20: "resnet20", VGG16: "vgg16", ResNet50: "resnet50", AlexNet: "alexnet", GPT: "gpt"}
 
 // Models lists the model names.
 var Models = modelNames[:]

@@ -56,15 +56,18 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params, st
 }
 
 // evaluateShard scores m's weights on this rank's test shard and returns
-// the accuracy over every rank of c.
-func evaluateShard(c collectives.Comm, m *model.Model, shard *data.Dense) (float64, error) {
+// the result over every rank of c.
+func evaluateShard(c collectives.Comm, m *model.Model, shard *data.Dense) (EvalResult, error) {
 	s, err := m.Score(shard)
 	if err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
-	ev, err := sumScores(c, s)
-	return ev.Accuracy, err
+	return sumScores(c, s)
 }
+
+// notEvaluated is the result of a rank that does not evaluate (a ps
+// worker other than the reporting one).
+var notEvaluated = EvalResult{Accuracy: math.NaN(), Loss: math.NaN()}
 
 // sumScores adds the scores of every rank of c (nil: this rank alone) and
 // turns them into an EvalResult.

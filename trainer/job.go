@@ -350,6 +350,9 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 // data: its samples' shape (data.SampleShape) and its classes.
 func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 	features := shape.Size()
+	if shape.T > 0 && !cfg.Model.IsNetwork() {
+		return model.Arch{}, bad("Model", "%v on a token sequence (--data text): it trains --model gpt, or a model file of sequence layers", cfg.Model)
+	}
 	switch cfg.Model {
 	case MLP:
 		return model.NewArch(features, cfg.Hidden, classes, model.SoftmaxCE)
@@ -364,7 +367,11 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 	if !cfg.Model.IsNetwork() {
 		return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
 	}
-	a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, model.SoftmaxCE)
+	loss := model.SoftmaxCE
+	if shape.T > 0 { // a token sequence: --data text
+		loss = model.TokenCE
+	}
+	a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, loss)
 	switch {
 	case err == nil:
 		return a, nil
@@ -378,7 +385,7 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 // classes: a preset's or the model file's; nil for the MLP family.
 func NetLayers(cfg Config, classes int, shape data.Shape) []model.LayerSpec {
 	if p, ok := netPresets[cfg.Model]; ok {
-		return p.layers(classes, shape)
+		return p.layers(cfg, classes, shape)
 	}
 	if cfg.Model == NetFile {
 		return cfg.Net

@@ -41,7 +41,7 @@ type Strategy interface {
 	// an epoch the evaluation schedule picks. Every training rank calls
 	// it; a strategy whose evaluation is not collective returns NaN on the
 	// ranks that do not report.
-	Evaluate() (float64, error)
+	Evaluate() (EvalResult, error)
 	// setStep gives the step about to run its rate (the schedule's) and
 	// its count from 1 (Adam's bias correction). Required: a strategy
 	// that let it fall away would train at the first step's rate, and
@@ -458,6 +458,9 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 	j.epochLR = nil
 	st := EpochStats{Epoch: a.epoch, Steps: a.ran, LR: lrs, LossScope: s.Scope(), Loss: a.lossSum / math.Max(a.seen, 1),
 		TrainAcc: a.correct / math.Max(a.seen, 1), SamplesPerSec: a.seen / wall, TrainSec: wall}
+	if j.cfg.Data.Name == "text" {
+		st.SeqLen = j.cfg.Data.seqLen()
+	}
 	if bc, ok := s.(byteCounter); ok && a.ran > 0 {
 		b := float64(bc.sentBytes()-a.sent0) / float64(a.ran)
 		st.BytesPerStep = &b
@@ -467,13 +470,16 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 	}
 	if j.evalDue(a.epoch, done) && !j.interrupted {
 		sp := j.tr.Begin("evaluate").Arg("epoch", a.epoch)
-		acc, err := s.Evaluate()
+		ev, err := s.Evaluate()
 		sp.Err(err).End()
 		if err != nil {
 			return st, err
 		}
-		st.TestAcc = &acc
-		res.TestAcc = acc
+		st.TestAcc = &ev.Accuracy
+		if !math.IsNaN(ev.Loss) {
+			st.TestLoss = &ev.Loss
+		}
+		res.TestAcc = ev.Accuracy
 	}
 	st.WallSec = time.Since(a.t0).Seconds()
 	res.Epochs = append(res.Epochs, st)

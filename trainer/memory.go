@@ -201,5 +201,12 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	// (data.IDXSource).
 	need += 4 * float64(trainRows+testRows) * float64(cols+1)
 	what := fmt.Sprintf("model %s (%d parameters, %v, batch %d) with its data", arch.Describe(), arch.NumParams(), cfg.Opt.Kind, rows)
-	return t.refuse(what, need, "shrink Config.Hidden or Config.Batch, or run fewer ranks per node")
+	hint := "shrink Config.Hidden or Config.Batch, or run fewer ranks per node"
+	switch {
+	case arch.Loss == model.TokenCE: // attention keeps batch × heads × seq² per block
+		hint = "lower Config.Batch or Config.Data.SeqLen, or run fewer ranks per node"
+	case cfg.Model.IsNetwork():
+		hint = "lower Config.Batch, or run fewer ranks per node"
+	}
+	return t.refuse(what, need, hint)
 }

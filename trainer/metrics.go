@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -11,12 +12,15 @@ import (
 
 // EpochStats is one epoch's line: what rank 0 prints and --metrics records.
 type EpochStats struct {
-	Epoch         int      `json:"epoch"`
-	Steps         int      `json:"steps"`
-	LossScope     Scope    `json:"loss_scope"` // what Loss and TrainAcc cover: "global" (every rank's samples, allreduce) or "worker" (the reporting worker's own, ps)
-	Loss          float64  `json:"loss"`       // mean training loss over the epoch's samples (in LossScope)
-	TrainAcc      float64  `json:"train_acc"`  // accuracy on the epoch's training batches (in LossScope)
-	TestAcc       *float64 `json:"test_acc"`   // null when not evaluated this epoch
+	Epoch     int      `json:"epoch"`
+	Steps     int      `json:"steps"`
+	LossScope Scope    `json:"loss_scope"` // what Loss and TrainAcc cover: "global" (every rank's samples, allreduce) or "worker" (the reporting worker's own, ps)
+	Loss      float64  `json:"loss"`       // mean training loss over the epoch's samples (in LossScope)
+	TrainAcc  float64  `json:"train_acc"`  // accuracy on the epoch's training batches (in LossScope)
+	TestAcc   *float64 `json:"test_acc"`   // null when not evaluated this epoch
+	// TestLoss is the mean loss over the test set (per token for a text:
+	// its perplexity is e^TestLoss), where evaluated.
+	TestLoss      *float64 `json:"test_loss,omitempty"`
 	SamplesPerSec float64  `json:"samples_per_sec"`
 	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks), or in Pull and Push (ps)
 	// CommHidden is the share of the AllReduce time that ran while the
@@ -24,6 +28,10 @@ type EpochStats struct {
 	// overlap only, else null): 1 − CommHidden of it was waited for.
 	CommHidden *float64 `json:"comm_hidden"`
 	WallSec    float64  `json:"wall_sec"`
+	// SeqLen is a text's tokens per sample (0: not a text): the line then
+	// shows tokens/s, the test loss and perplexity (Loss and TrainAcc are
+	// per token).
+	SeqLen int `json:"seq_len,omitempty"`
 	// TrainSec is the epoch's training time: WallSec without the evaluation.
 	TrainSec float64 `json:"train_sec"`
 	// LR is the learning rate of each of the epoch's steps (with
@@ -56,6 +64,12 @@ func (e EpochStats) String() string {
 		e.Epoch, e.Loss, e.TrainAcc, test, e.SamplesPerSec, 100*e.CommFraction, e.WallSec)
 	if e.CommHidden != nil {
 		line += fmt.Sprintf("  (%.0f%% of it hidden)", 100**e.CommHidden)
+	}
+	if e.SeqLen > 0 {
+		line += fmt.Sprintf("  %.0f tokens/s", e.SamplesPerSec*float64(e.SeqLen))
+		if e.TestLoss != nil {
+			line += fmt.Sprintf("  test_loss %.4f  ppl %.2f", *e.TestLoss, math.Exp(*e.TestLoss))
+		}
 	}
 	if e.LossScale != nil {
 		line += fmt.Sprintf("  loss scale %g (%d skipped)", *e.LossScale, e.SkippedSteps)

@@ -322,7 +322,7 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 }
 
 // Evaluate measures the consensus model of the last synchronisation point.
-func (s *adpsgdStrategy) Evaluate() (float64, error) { return s.evaluate() }
+func (s *adpsgdStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
 
 // stepped counts a finished step for the next progress report, and its
 // samples for the epoch's figures.

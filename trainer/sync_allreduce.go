@@ -222,7 +222,8 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 		return nil, err
 	}
 	if math.IsNaN(res.TestAcc) {
-		if res.TestAcc, err = s.Evaluate(); err != nil {
+		ev, err := s.Evaluate()
+		if res.TestAcc = ev.Accuracy; err != nil {
 			return nil, err
 		}
 	}
@@ -660,9 +661,9 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 }
 
 // Evaluate measures the test accuracy over every rank's test shard.
-func (s *allreduceStrategy) Evaluate() (float64, error) {
+func (s *allreduceStrategy) Evaluate() (EvalResult, error) {
 	if _, err := s.j.syncState(s.m, true); err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
 	return evaluateShard(s.j.Comm, s.m, s.test)
 }

@@ -244,4 +244,4 @@ func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float
 }
 
 // Evaluate measures the consensus model EndEpoch averaged.
-func (s *dpsgdStrategy) Evaluate() (float64, error) { return s.evaluate() }
+func (s *dpsgdStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }

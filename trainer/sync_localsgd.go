@@ -105,7 +105,7 @@ func (s *localSGDStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec fl
 }
 
 // Evaluate measures the average model (EndEpoch's).
-func (s *localSGDStrategy) Evaluate() (float64, error) { return s.evaluate() }
+func (s *localSGDStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
 
 // sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
 func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }

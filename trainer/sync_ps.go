@@ -164,7 +164,8 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 		if j.finalState, err = j.syncState(d.m, j.shardIdx >= 0); err != nil {
 			return 0, err
 		}
-		return evaluateShard(j.Comm, d.m, d.testShard)
+		ev, err := evaluateShard(j.Comm, d.m, d.testShard)
+		return ev.Accuracy, err
 	}
 	return j.runPS(d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
 		testAll, err := d.test.Subset(data.StridedShard(d.testRows, 0, 1))
@@ -506,16 +507,15 @@ func (d *denseWorker) modelState() ([]float32, error) {
 // Evaluate measures the whole test set with the weights last pulled, on
 // the reporting worker only (the others return NaN), with its own
 // batch-norm statistics.
-func (d *denseWorker) Evaluate() (float64, error) {
+func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if !d.j.reports() {
-		return math.NaN(), nil
+		return notEvaluated, nil
 	}
 	s, err := d.m.Score(d.testAll)
 	if err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
-	ev, err := sumScores(nil, s)
-	return ev.Accuracy, err
+	return sumScores(nil, s)
 }
 
 // psDelta is what a worker measured between two snapshots of its stats.

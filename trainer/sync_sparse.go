@@ -107,16 +107,15 @@ func (s *sparseWorker) Exchange(int) (StepStats, error) {
 
 // Evaluate pulls the whole model and measures the whole test set, on the
 // reporting worker only (the others return NaN).
-func (s *sparseWorker) Evaluate() (float64, error) {
+func (s *sparseWorker) Evaluate() (EvalResult, error) {
 	if !s.j.reports() {
-		return math.NaN(), nil
+		return notEvaluated, nil
 	}
 	s.full = grow(s.full, s.f+1)
 	if err := s.w.Pull(s.full); err != nil {
-		return 0, err
+		return EvalResult{}, err
 	}
-	ev, err := sumScores(nil, sparseScore(s.test, s.full))
-	return ev.Accuracy, err
+	return sumScores(nil, sparseScore(s.test, s.full))
 }
 
 // EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)

@@ -3,6 +3,8 @@
 
     /usr/bin/python3 bench/torch/one_step.py --model vgg16 --cifar-dir DIR \\
         --batch 4 --lr 0.1 INIT.npz AFTER.npz
+    /usr/bin/python3 bench/torch/one_step.py --model gpt --text FILE \\
+        --seq-len 16 --heads 2 --batch 4 --lr 0.1 INIT.npz AFTER.npz
 
 INIT.npz is `dml train --max-steps 0 --save INIT.npz` (the initial weights),
 AFTER.npz the weights after `--max-steps 1` with the same flags: one rank,
@@ -14,6 +16,11 @@ mode. Dropout draws dml's own mask (kernels.DropoutBits of each sample's
 key, the layer's salt and the element), so both sides drop the same
 elements. Prints the largest difference over every parameter and buffer,
 relative to each tensor's largest value, and exits 1 above --tol.
+
+For gpt (bench/torch/gpt.py, nanoGPT's module, its head tied), the batch is
+the first --batch windows of --text (dml's --data text: window r is bytes
+r·T … r·T+T, T = --seq-len) and the loss nanoGPT's, the mean over every
+position; --heads is the model's (the .npz's shapes do not say it).
 """
 
 import argparse
@@ -26,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt import gpt_from_state, windows  # noqa: E402
 from models import HEADS, SHAPES, build  # noqa: E402
 
 M = 0xFFFFFFFF
@@ -81,7 +89,10 @@ SALTS = {"vgg16": [47, 50], "alexnet": [16, 19], "resnet50": [], "resnet20": []}
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--cifar-dir", required=True)
+    ap.add_argument("--cifar-dir")
+    ap.add_argument("--text", help="gpt: the --data text file")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
@@ -93,12 +104,25 @@ def main():
     init, after = np.load(a.init), np.load(a.after)
     state = {k: torch.from_numpy(init[k].astype(np.float64)) for k in init.files if k != "class_labels"}
     keys = [row_key(a.seed, 1, r) for r in range(a.batch)]
-    raw = np.fromfile(os.path.join(a.cifar_dir, "data_batch_1.bin"), dtype=np.uint8).reshape(-1, 3073)[: a.batch]
-    y = torch.from_numpy(raw[:, 0].astype(np.int64))
-    x32 = torch.from_numpy(raw[:, 1:].astype(np.float32) / np.float32(255)).reshape((-1,) + SHAPES[a.model])
+    if a.model == "gpt":
+        with open(a.text, "rb") as f:
+            x32, y = windows(f.read(), a.seq_len, a.batch)
+    else:
+        raw = np.fromfile(os.path.join(a.cifar_dir, "data_batch_1.bin"), dtype=np.uint8).reshape(-1, 3073)[: a.batch]
+        y = torch.from_numpy(raw[:, 0].astype(np.int64))
+        x32 = torch.from_numpy(raw[:, 1:].astype(np.float32) / np.float32(255)).reshape((-1,) + SHAPES[a.model])
 
     def step(dtype):
         """The step in dtype: the module's state after it, and the loss."""
+        if a.model == "gpt":
+            net = gpt_from_state(state, a.heads).to(dtype)
+            net.load_state_dict(state, strict=True)
+            loss = net.loss(x32, y)
+            loss.backward()
+            with torch.no_grad():
+                for p in net.parameters():
+                    p -= a.lr * p.grad
+            return {k: v.detach().double().numpy() for k, v in net.state_dict().items()}, loss.item()
         net = build(a.model, classes=state[HEADS[a.model]].shape[0], in_channels=SHAPES[a.model][0]).to(dtype)
         net.load_state_dict(state, strict=True)  # every key, every shape
         salts = list(SALTS[a.model])

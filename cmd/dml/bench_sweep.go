@@ -374,6 +374,8 @@ func knownShape(d trainer.DataConfig) (shape data.Shape, classes int, ok bool) {
 	switch d.Name {
 	case "synthetic":
 		return data.Shape{C: d.Features, H: 1, W: 1}, d.Classes, true
+	case "text":
+		return d.TextShape(), data.TextVocab, true
 	case "fashion-mnist":
 		return data.Shape{C: 1, H: 28, W: 28}, 10, true
 	case "cifar10":

@@ -18,6 +18,9 @@ import (
 func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
 	cfg := trainer.DefaultConfig()
 	cfg.Model, cfg.Net = kind, layers
+	if kind == trainer.GPT {
+		return gptWeights(cfg, arrays, shape)
+	}
 	last := ""
 	for _, l := range trainer.NetLayers(cfg, 1, shape) {
 		if l.Kind == model.KindLinear || l.Kind == model.KindConv {
@@ -29,6 +32,38 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 		return model.Arch{}, nil, fmt.Errorf("--weights: no array %s: these are not %v weights", last, kind)
 	}
 	arch, err := trainer.BuildArch(cfg, shape, w.Shape[0])
+	if err != nil {
+		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
+	}
+	params, _, err := arch.ParamsFrom(arrays)
+	if err != nil {
+		return model.Arch{}, nil, fmt.Errorf("--weights: %w", err)
+	}
+	return arch, params, nil
+}
+
+// gptHeads is dml eval's --heads: a GPT's heads, which its arrays'
+// shapes do not say.
+var gptHeads = trainer.DefaultGPT.Heads
+
+// gptWeights builds a GPT's architecture from its arrays' shapes (the
+// width and vocabulary from transformer.wte, the blocks by counting
+// them; the heads are --heads) and lays the weights out.
+func gptWeights(cfg trainer.Config, arrays map[string]model.Array, shape data.Shape) (model.Arch, []float32, error) {
+	wte, ok := arrays["transformer.wte.weight"]
+	if !ok || len(wte.Shape) != 2 {
+		return model.Arch{}, nil, fmt.Errorf("--weights: no array transformer.wte.weight [vocabulary, width]: these are not gpt weights")
+	}
+	for k := range arrays {
+		if strings.HasPrefix(k, "transformer.h.") && strings.HasSuffix(k, ".ln_1.weight") {
+			cfg.GPT.Layers++
+		}
+	}
+	cfg.GPT.Embed, cfg.GPT.Heads = wte.Shape[1], gptHeads
+	if wpe, ok := arrays["transformer.wpe.weight"]; ok && len(wpe.Shape) == 2 && wpe.Shape[0] != shape.T {
+		return model.Arch{}, nil, usageErr("eval: the weights' position table (transformer.wpe.weight) has %d rows, for sequences of %d tokens, not --seq-len %d: evaluate them with --seq-len %d (the default)", wpe.Shape[0], wpe.Shape[0], shape.T, wpe.Shape[0])
+	}
+	arch, err := trainer.BuildArch(cfg, shape, wte.Shape[0])
 	if err != nil {
 		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
 	}
@@ -64,7 +99,11 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--weights %s: the loss on the test set is %v: the weights overflow (the largest is %s)", e.weights, ev.Loss, largestWeight(e.arch, e.params))
 		}
 		if c.Rank() == 0 {
-			fmt.Fprintf(stdout, "%s on %d test samples: accuracy %.4f  loss %.4f\n", e.weights, ev.Samples, ev.Accuracy, ev.Loss)
+			fmt.Fprintf(stdout, "%s on %d test samples: accuracy %.4f  loss %.4f", e.weights, ev.Samples, ev.Accuracy, ev.Loss)
+			if e.dc.Name == "text" {
+				fmt.Fprintf(stdout, " (per token: perplexity %.2f)", math.Exp(ev.Loss))
+			}
+			fmt.Fprintln(stdout)
 		}
 		return nil
 	})
@@ -98,7 +137,8 @@ accuracy and mean loss. Under mpirun the ranks split the test set. Weights
 of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 …, as PyTorch's state_dict names them), for the data's sample shape.`, stdout)
 	fs.StringVar(&e.weights, "weights", "", "the .npz weights file (required)")
-	fs.Func("model", "the network the weights are of: lenet5, resnet20, vgg16, resnet50 or alexnet (default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
+	fs.IntVar(&gptHeads, "heads", trainer.DefaultGPT.Heads, "gpt: the attention heads per block the weights were trained with (their shapes give the rest)")
+	fs.Func("model", "the network the weights are of: lenet5, resnet20, vgg16, resnet50, alexnet or gpt (with --data text; default: an MLP, softmax or logreg, read from its layerK arrays)", func(v string) error {
 		k, err := trainer.ParseModel(v)
 		if err == nil && !k.IsPreset() && k != trainer.MLP && k != trainer.Softmax && k != trainer.Logreg {
 			err = fmt.Errorf("%s weights are read without --model", v)
@@ -146,6 +186,9 @@ func (e *evalJob) loadWeights() (sparse bool, err error) {
 		}
 		if dc.Sparse() {
 			return false, usageErr("eval: --model %v takes dense image data, not --data %s", e.net, dc.Name)
+		}
+		if wpe, ok := e.arrays["transformer.wpe.weight"]; ok && e.net == trainer.GPT && dc.SeqLen == 0 && len(wpe.Shape) == 2 {
+			dc.SeqLen = wpe.Shape[0] // the windows the weights were trained on
 		}
 		if l, ok := e.arrays[model.ClassLabelsKey]; ok {
 			for _, f := range l.Exact {

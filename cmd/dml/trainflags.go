@@ -312,9 +312,10 @@ func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
 }
 
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
-	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, cifar10 (its binary files in --data-dir), cifar100 (its binary files in --data-dir; its 100 fine labels, or cifar100-coarse: its 20 superclasses), idx, libsvm, synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
+	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, cifar10 (its binary files in --data-dir), cifar100 (its binary files in --data-dir; its 100 fine labels, or cifar100-coarse: its 20 superclasses), idx, libsvm, text (a file's bytes as tokens, vocabulary 256, in windows of --seq-len + 1: for --model gpt), synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
 	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST's folder (the four IDX .gz files), CIFAR-10's (data_batch_1.bin … data_batch_5.bin, test_batch.bin) or CIFAR-100's (train.bin, test.bin)")
-	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm")
+	fs.StringVar(&d.Train, "train", "", "training data: IMAGES,LABELS for idx; FILE for libsvm and text")
+	fs.IntVar(&d.SeqLen, "seq-len", 0, fmt.Sprintf("text: tokens per sample (its window holds one more, the last target); the gpt's position table has as many rows (default %d)", trainer.DefaultSeqLen))
 	fs.StringVar(&d.Test, "test", "", "test data, as --train (default: hold the last tenth of --train out)")
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")
 	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
@@ -389,7 +390,7 @@ func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) 
 // the Config's typed fields.
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
-	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), vgg16 (VGG-16 with batch norm and dropout, torchvision's vgg16_bn keys), resnet50 (ResNet-50's bottleneck blocks: torchvision's resnet50, with CIFAR's stem below 64×64), alexnet (AlexNet with local response normalisation and dropout, for 3×32×32), or file (the network --model-file describes)")
+	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), vgg16 (VGG-16 with batch norm and dropout, torchvision's vgg16_bn keys), resnet50 (ResNet-50's bottleneck blocks: torchvision's resnet50, with CIFAR's stem below 64×64), alexnet (AlexNet with local response normalisation and dropout, for 3×32×32), gpt (nanoGPT's GPT on --data text: --layers, --heads, --embed, --seq-len; nanoGPT's state_dict keys, its head tied to the token embedding), or file (the network --model-file describes)")
 	fs.Func("model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file", func(path string) error {
 		layers, err := readNetFile(path)
 		if err != nil {
@@ -399,6 +400,9 @@ func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 		return nil
 	})
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
+	fs.IntVar(&cfg.GPT.Layers, "layers", 0, fmt.Sprintf("gpt: transformer blocks (default %d)", trainer.DefaultGPT.Layers))
+	fs.IntVar(&cfg.GPT.Heads, "heads", 0, fmt.Sprintf("gpt: attention heads per block, dividing --embed (default %d)", trainer.DefaultGPT.Heads))
+	fs.IntVar(&cfg.GPT.Embed, "embed", 0, fmt.Sprintf("gpt: the width of each position's vector (default %d)", trainer.DefaultGPT.Embed))
 	fs.StringVar(&cfg.Augment, "augment", "", "augment training images: crop (a random crop of the image padded by 4), flip (mirrored half the time), or crop,flip; the same for every run with the same --seed, on any number of ranks")
 	registerData(fs, &cfg.Data)
 	fs.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "passes over the training set")
@@ -652,8 +656,9 @@ var flagNames = map[string]string{
 	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
 	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
 	"Data.Noise": "--noise", "Data.NNZ": "--nnz", "Data.Shape": "--shape",
-	"Data.MaxFeatures": "--max-features",
-	"Seed":             "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
+	"Data.MaxFeatures": "--max-features", "Data.SeqLen": "--seq-len",
+	"GPT.Layers": "--layers", "GPT.Heads": "--heads", "GPT.Embed": "--embed",
+	"Seed": "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
 	"Data.ExpectClasses": "--classes",
 }
 

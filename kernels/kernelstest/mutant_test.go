@@ -25,41 +25,44 @@ var mutants = map[string]struct {
 	caughtBy string
 	wrap     func(inner kernels.Backend) kernels.Backend
 }{
-	"view-copies":              {"View", func(b kernels.Backend) kernels.Backend { return viewCopies{b} }},
-	"gemm-drops-beta":          {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmDropsBeta{b} }},
-	"gemm-ignores-transB":      {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransB{b} }},
-	"addbias-skips-last-row":   {"AddBias", func(b kernels.Backend) kernels.Backend { return addBiasSkipsLastRow{b} }},
-	"sumrows-drops-beta":       {"SumRows", func(b kernels.Backend) kernels.Backend { return sumRowsDropsBeta{b} }},
-	"relugrad-passes-zero":     {"ReluGrad", func(b kernels.Backend) kernels.Backend { return reluGradPassesZero{b} }},
-	"softmax-ignores-scale":    {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return softmaxIgnoresScale{b} }},
-	"sigmoid-naive-log":        {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return sigmoidNaive{b} }},
-	"predict-ge-zero":          {"Predict", func(b kernels.Backend) kernels.Backend { return predictGEZero{b} }},
-	"sum-drops-last-src":       {"Sum", func(b kernels.Backend) kernels.Backend { return sumDropsLast{b} }},
-	"nonfinite-misses-inf":     {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
-	"momentum-drops-wd":        {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
-	"adagrad-eps-inside-sqrt":  {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
-	"axpy-writes-then-checks":  {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
-	"gemm-ignores-transA":      {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
-	"softmax-ignores-stats":    {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
-	"sigmoid-ignores-stats":    {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
-	"gemm-writes-past-c":       {"Gemm", func(b kernels.Backend) kernels.Backend { return &gemmWritesPast{Backend: b} }},
-	"bad-labels-clamped":       {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
-	"free-pool-not-zeroed":     {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
-	"alloc-negative-panics":    {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
-	"im2col-skips-padding":     {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
-	"transpose01-copies":       {"Transpose01", func(b kernels.Backend) kernels.Backend { return transposeCopies{b.(*cpu.Backend)} }},
-	"col2im-overwrites":        {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
-	"maxpool-last-on-ties":     {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
-	"avgpool-grad-unscaled":    {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
-	"maxpool-writes-first":     {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
-	"batchnorm-biased-running": {"BatchNorm", func(b kernels.Backend) kernels.Backend { return bnBiasedRunning{b.(*cpu.Backend)} }},
-	"gelu-tanh-always":         {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
-	"layernorm-grad-no-mean":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
-	"layernorm-one-pass-f32":   {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
-	"syncbn-local-count":       {"SyncBatchNorm", func(b kernels.Backend) kernels.Backend { return syncBNLocalCount{b.(*cpu.Backend)} }},
-	"lrn-grad-no-cross-term":   {"LRN", func(b kernels.Backend) kernels.Backend { return lrnGradLocal{b.(*cpu.Backend)} }},
-	"maxpool-pad-zeros":        {"MaxPoolPad", func(b kernels.Backend) kernels.Backend { return maxPoolPadZeros{b.(*cpu.Backend)} }},
-	"dropout-row-key-ignored":  {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
+	"view-copies":               {"View", func(b kernels.Backend) kernels.Backend { return viewCopies{b} }},
+	"gemm-drops-beta":           {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmDropsBeta{b} }},
+	"gemm-ignores-transB":       {"Gemm", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransB{b} }},
+	"addbias-skips-last-row":    {"AddBias", func(b kernels.Backend) kernels.Backend { return addBiasSkipsLastRow{b} }},
+	"sumrows-drops-beta":        {"SumRows", func(b kernels.Backend) kernels.Backend { return sumRowsDropsBeta{b} }},
+	"relugrad-passes-zero":      {"ReluGrad", func(b kernels.Backend) kernels.Backend { return reluGradPassesZero{b} }},
+	"softmax-ignores-scale":     {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return softmaxIgnoresScale{b} }},
+	"sigmoid-naive-log":         {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return sigmoidNaive{b} }},
+	"predict-ge-zero":           {"Predict", func(b kernels.Backend) kernels.Backend { return predictGEZero{b} }},
+	"sum-drops-last-src":        {"Sum", func(b kernels.Backend) kernels.Backend { return sumDropsLast{b} }},
+	"nonfinite-misses-inf":      {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
+	"momentum-drops-wd":         {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
+	"adagrad-eps-inside-sqrt":   {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
+	"axpy-writes-then-checks":   {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
+	"gemm-ignores-transA":       {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
+	"softmax-ignores-stats":     {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"sigmoid-ignores-stats":     {"SigmoidCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
+	"gemm-writes-past-c":        {"Gemm", func(b kernels.Backend) kernels.Backend { return &gemmWritesPast{Backend: b} }},
+	"bad-labels-clamped":        {"BadLabels", func(b kernels.Backend) kernels.Backend { return badLabelsClamped{b} }},
+	"free-pool-not-zeroed":      {"Free", func(b kernels.Backend) kernels.Backend { return &dirtyPool{Backend: b} }},
+	"alloc-negative-panics":     {"Alloc", func(b kernels.Backend) kernels.Backend { return allocNegativePanics{b} }},
+	"im2col-skips-padding":      {"Im2col", func(b kernels.Backend) kernels.Backend { return im2colNoPad{b.(*cpu.Backend)} }},
+	"transpose01-copies":        {"Transpose01", func(b kernels.Backend) kernels.Backend { return transposeCopies{b.(*cpu.Backend)} }},
+	"col2im-overwrites":         {"Col2im", func(b kernels.Backend) kernels.Backend { return col2imOverwrites{b.(*cpu.Backend)} }},
+	"maxpool-last-on-ties":      {"MaxPool", func(b kernels.Backend) kernels.Backend { return maxPoolLastTie{b.(*cpu.Backend)} }},
+	"avgpool-grad-unscaled":     {"AvgPool", func(b kernels.Backend) kernels.Backend { return avgPoolGradUnscaled{b.(*cpu.Backend)} }},
+	"maxpool-writes-first":      {"ConvErrShape", func(b kernels.Backend) kernels.Backend { return maxPoolWritesFirst{b.(*cpu.Backend)} }},
+	"batchnorm-biased-running":  {"BatchNorm", func(b kernels.Backend) kernels.Backend { return bnBiasedRunning{b.(*cpu.Backend)} }},
+	"gelu-tanh-always":          {"Gelu", func(b kernels.Backend) kernels.Backend { return geluTanhAlways{b.(*cpu.Backend)} }},
+	"layernorm-grad-no-mean":    {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormGradNoMean{b.(*cpu.Backend)} }},
+	"layernorm-one-pass-f32":    {"LayerNorm", func(b kernels.Backend) kernels.Backend { return layerNormOnePass{b.(*cpu.Backend)} }},
+	"syncbn-local-count":        {"SyncBatchNorm", func(b kernels.Backend) kernels.Backend { return syncBNLocalCount{b.(*cpu.Backend)} }},
+	"lrn-grad-no-cross-term":    {"LRN", func(b kernels.Backend) kernels.Backend { return lrnGradLocal{b.(*cpu.Backend)} }},
+	"maxpool-pad-zeros":         {"MaxPoolPad", func(b kernels.Backend) kernels.Backend { return maxPoolPadZeros{b.(*cpu.Backend)} }},
+	"dropout-row-key-ignored":   {"Dropout", func(b kernels.Backend) kernels.Backend { return dropoutOneKey{b.(*cpu.Backend)} }},
+	"embedding-grad-overwrites": {"Embedding", func(b kernels.Backend) kernels.Backend { return embeddingGradOverwrites{b.(*cpu.Backend)} }},
+	"attention-not-causal":      {"Attention", func(b kernels.Backend) kernels.Backend { return attentionNotCausal{b.(*cpu.Backend)} }},
+	"attention-grad-no-rowsum":  {"Attention", func(b kernels.Backend) kernels.Backend { return attentionGradNoRowSum{b.(*cpu.Backend)} }},
 }
 
 // TestMutant runs the suite on the mutant named by $KERNELSTEST_MUTANT; it
@@ -633,4 +636,81 @@ type syncBNLocalCount struct{ *cpu.Backend }
 
 func (m syncBNLocalCount) BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums kernels.Buffer, count, n, c, hw int, eps, momentum float32) error {
 	return m.Backend.BatchNormTrainSums(y, mean, invstd, runMean, runVar, x, gamma, beta, sums, n*hw, n, c, hw, eps, momentum)
+}
+
+// embeddingGradOverwrites sets each used row to the last dy row for it,
+// instead of adding every one onto what dtable held.
+type embeddingGradOverwrites struct{ *cpu.Backend }
+
+func (m embeddingGradOverwrites) EmbeddingGrad(dtable, ids, dy kernels.Buffer, n, vocab, cols int) error {
+	if err := m.Backend.EmbeddingGrad(dtable, ids, dy, n, vocab, cols); err != nil {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		dt, id, d := h[0], h[1], h[2]
+		for r, v := range id {
+			copy(dt[int(v)*cols:(int(v)+1)*cols], d[r*cols:(r+1)*cols])
+		}
+	}, dtable, ids, dy)
+	return nil
+}
+
+// attentionNotCausal lets every position see the whole sequence: each
+// row's probabilities spread over all seq positions (uniformly past the
+// diagonal, renormalised), as an attention without its mask would.
+type attentionNotCausal struct{ *cpu.Backend }
+
+func (m attentionNotCausal) Attention(y, probs, qkv kernels.Buffer, batch, seq, heads, width int) error {
+	if err := m.Backend.Attention(y, probs, qkv, batch, seq, heads, width); err != nil || seq < 2 {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		p := h[0]
+		for row := 0; row < len(p)/seq; row++ {
+			r := p[row*seq : (row+1)*seq]
+			for j := range r {
+				r[j] = (r[j] + 1/float32(seq)) / 2
+			}
+		}
+	}, probs)
+	return nil
+}
+
+// attentionGradNoRowSum forgets the softmax Jacobian's row term: dS =
+// P ⊙ dP, as if the probabilities did not sum to one.
+type attentionGradNoRowSum struct{ *cpu.Backend }
+
+func (m attentionGradNoRowSum) AttentionGrad(dqkv, dy, qkv, probs kernels.Buffer, batch, seq, heads, width int) error {
+	if err := m.Backend.AttentionGrad(dqkv, dy, qkv, probs, batch, seq, heads, width); err != nil || seq < 2 {
+		return err
+	}
+	hostOp(m, func(h [][]float32) {
+		dq, g, x, pr := h[0], h[1], h[2], h[3]
+		d, ld := width/heads, 3*width
+		sc := 1 / math.Sqrt(float64(d))
+		for b := range batch {
+			for hd := range heads {
+				at := func(t, part, e int) int { return (b*seq+t)*ld + part*width + hd*d + e }
+				for t := range seq {
+					for e := range d {
+						dq[at(t, 0, e)], dq[at(t, 1, e)] = 0, 0
+					}
+				}
+				for i := range seq {
+					for j := range i + 1 {
+						var dp float64
+						for e := range d {
+							dp += float64(g[(b*seq+i)*width+hd*d+e]) * float64(x[at(j, 2, e)])
+						}
+						ds := float64(pr[((b*heads+hd)*seq+i)*seq+j]) * dp * sc
+						for e := range d {
+							dq[at(i, 0, e)] += float32(ds * float64(x[at(j, 1, e)]))
+							dq[at(j, 1, e)] += float32(ds * float64(x[at(i, 0, e)]))
+						}
+					}
+				}
+			}
+		}
+	}, dqkv, dy, qkv, probs)
+	return nil
 }

@@ -129,6 +129,8 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"Dropout", plain(testDropout)},
 		{"MaxPoolPad", plain(testMaxPoolPad)},
 		{"LRN", plain(testLRN)},
+		{"Embedding", plain(testEmbedding)},
+		{"Attention", plain(testAttention)},
 		{"WholeConv", testWholeConv},
 	}
 	for _, c := range checks {

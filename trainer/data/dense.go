@@ -18,16 +18,17 @@ type Dense struct {
 	// (as Sparse's: a LIBSVM file's); nil means class k was labelled k.
 	LabelValues []int64
 	// Image, when set, is the shape of each row as an image (its Size is
-	// Cols); zero: a flat vector.
+	// Cols), or as a token sequence (its RowValues are Cols: text.go);
+	// zero: a flat vector.
 	Image Shape
 }
 
 // SampleShape is d.Image, or a flat vector of Cols (Imager).
 func (d *Dense) SampleShape() Shape {
-	if d.Image.Size() == d.Cols && d.Cols > 0 {
+	if d.Image.RowValues() == d.Cols && d.Cols > 0 {
 		return d.Image
 	}
-	return Shape{d.Cols, 1, 1}
+	return Shape{C: d.Cols, H: 1, W: 1}
 }
 
 // ClassLabels is d's LabelValues (nil: the identity).

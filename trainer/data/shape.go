@@ -7,24 +7,44 @@ import (
 )
 
 // Shape is one sample's shape: C channels of H×W, row-major (PyTorch's
-// NCHW without the batch). A flat vector of n features is n×1×1.
+// NCHW without the batch). A flat vector of n features is n×1×1. T > 0
+// makes it a sequence of T positions, each of that shape (a transformer's
+// (T, C), PyTorch's (B, T, C) without the batch); 0: not a sequence.
 type Shape struct {
 	C int `json:"c"`
 	H int `json:"h"`
 	W int `json:"w"`
+	T int `json:"t,omitempty"`
 }
 
-// Size is the number of values.
-func (s Shape) Size() int { return s.C * s.H * s.W }
+// Size is the number of values: C·H·W per position, times T positions.
+func (s Shape) Size() int { return s.C * s.H * s.W * s.Seq() }
 
-// Flat reports whether s is a vector (H = W = 1).
+// Seq is the positions of a sequence (T), 1 for a sample that is not one.
+func (s Shape) Seq() int { return max(s.T, 1) }
+
+// RowValues is the values a data row holds for a sample of this shape:
+// Size, but a token sequence (T > 0, C = H = W = 1) holds T+1 tokens, its
+// positions' inputs and, one further on, their targets (text.go).
+func (s Shape) RowValues() int {
+	if s.T > 0 {
+		return s.Size() + 1
+	}
+	return s.Size()
+}
+
+// Flat reports whether s is a vector (H = W = 1), or a sequence of them.
 func (s Shape) Flat() bool { return s.H == 1 && s.W == 1 }
 
 func (s Shape) String() string {
+	one := fmt.Sprintf("%d×%d×%d", s.C, s.H, s.W)
 	if s.Flat() {
-		return strconv.Itoa(s.C)
+		one = strconv.Itoa(s.C)
 	}
-	return fmt.Sprintf("%d×%d×%d", s.C, s.H, s.W)
+	if s.T > 0 {
+		return fmt.Sprintf("%d×%s", s.T, one)
+	}
+	return one
 }
 
 // ParseShape reads "CxHxW" (or "HxW", one channel), each a positive

@@ -25,6 +25,13 @@ const (
 	SoftmaxCE Loss = iota
 	// SigmoidCE is the binary logistic loss on one output.
 	SigmoidCE
+	// TokenCE is next-token softmax cross-entropy on a token sequence (an
+	// input Shape with T > 0): a row holds T+1 tokens, the network reads
+	// the first T and its logits at each position (Classes, the
+	// vocabulary) are scored against the token after it. The loss and
+	// the correct count are the means over the positions (nanoGPT's
+	// F.cross_entropy over B·T, per sample), so a sample weighs one.
+	TokenCE
 )
 
 // Layer is one layer with parameters, placed in the flat parameter
@@ -35,9 +42,13 @@ type Layer struct {
 	Name    string // the parameters' prefix: layerK for an MLP, the network's name ("conv1")
 	In, Out int    // In: the inputs each output sums over (fan-in: in features, or in channels × k × k)
 	WShape  []int  // the weight's shape
-	WOff    int    // offset of the weight in the flat vector
-	BOff    int    // offset of the bias (= End without one)
-	End     int    // one past the layer's last parameter
+	// Std, where not 0, draws the weight from N(0, Std²) and sets the
+	// bias to 0 (nanoGPT's init; LayerSpec.Std) instead of the kind's
+	// default.
+	Std  float64
+	WOff int // offset of the weight in the flat vector
+	BOff int // offset of the bias (= End without one)
+	End  int // one past the layer's last parameter
 }
 
 // HasBias reports whether the layer has a bias.
@@ -103,7 +114,7 @@ func (a Arch) Layers() []Layer {
 			continue
 		}
 		w, fan := n.kind().weight(n)
-		l := Layer{Kind: n.Kind, Name: n.Name, In: fan, Out: n.Out, WShape: w, WOff: off}
+		l := Layer{Kind: n.Kind, Name: n.Name, In: fan, Out: n.Out, WShape: w, WOff: off, Std: n.Std}
 		l.BOff = off + l.In*l.Out
 		l.End = l.BOff
 		if !n.NoBias {
@@ -173,9 +184,43 @@ func (a Arch) InitParams(seed uint64) []float32 {
 	p := make([]float32, a.NumParams())
 	rng := rand.New(rand.NewPCG(seed, 0x6d6c70))
 	for _, l := range a.Layers() {
+		if l.Std != 0 {
+			normalInit(l, p[l.WOff:l.End], rng)
+			continue
+		}
 		kinds[l.Kind].(layerKind).init(l, p[l.WOff:l.End], rng)
 	}
 	return p
+}
+
+// normalInit is nanoGPT's init of a Linear or an Embedding: the weight
+// from N(0, l.Std²), the bias 0.
+func normalInit(l Layer, p []float32, rng *rand.Rand) {
+	for i := range l.BOff - l.WOff {
+		p[i] = float32(rng.NormFloat64() * l.Std)
+	}
+	clear(p[l.BOff-l.WOff:])
+}
+
+// Aliases are the names under which a tied weight is saved a second time
+// (nanoGPT's lm_head.weight, the token embedding's table): .npz files
+// carry them, so that PyTorch's load_state_dict(strict=True) finds every
+// key, and ParamsFrom accepts them where they equal the weight they
+// alias. They are not in Tensors, which partition the flat vector.
+func (a Arch) Aliases() []Tensor {
+	var ts []Tensor
+	if len(a.Net) == 0 {
+		return nil
+	}
+	ns := a.mustNodes()
+	ls := a.Layers()
+	for _, n := range ns {
+		if n.Kind == KindTiedLinear {
+			l := ls[ns[n.tie].param]
+			ts = append(ts, Tensor{n.Name + ".weight", l.WShape, l.WOff})
+		}
+	}
+	return ts
 }
 
 // ErrNonFinite reports a loss or gradient that became NaN or ±Inf.

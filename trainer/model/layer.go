@@ -62,6 +62,13 @@ type layerKind interface {
 	describe(n node) string
 }
 
+// sequential marks a kind that takes a sequence of positions (an input
+// Shape with T > 0): each position's values as a row of its own (linear,
+// layer norm) or elementwise (GELU, dropout, the residual add), or the
+// sequence as a whole (attention, the embeddings). Others are refused a
+// sequence by the placer.
+type sequential interface{ sequence() }
+
 // A composite is a kind that places as several layers (a residual
 // block): it is never a node itself.
 type composite interface {

@@ -14,6 +14,8 @@ func init() {
 // block's last batch norm.
 type add struct{ base }
 
+func (add) sequence() {}
+
 func (add) place(n *node) error { n.out = n.in; return nil }
 
 func (add) describe(node) string { return "+" }

@@ -22,6 +22,8 @@ func init() { register(KindDropout, dropout{}) }
 // in place wherever its input has no other reader.
 type dropout struct{ base }
 
+func (dropout) sequence() {}
+
 func (dropout) place(n *node) error {
 	if n.Out != 0 || n.Kernel != 0 || n.Stride != 0 || n.Pad != 0 || n.NoBias || n.Approximate != "" {
 		return fmt.Errorf("takes no settings but p")

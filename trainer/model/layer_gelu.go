@@ -16,6 +16,8 @@ func init() { register(KindGELU, gelu{}) }
 // in place.
 type gelu struct{ base }
 
+func (gelu) sequence() {}
+
 func (gelu) place(n *node) error {
 	if n.Out != 0 || n.Kernel != 0 || n.Stride != 0 || n.Pad != 0 || n.NoBias {
 		return fmt.Errorf("takes no settings but approximate (none or tanh)")

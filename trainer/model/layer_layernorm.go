@@ -22,6 +22,8 @@ const LayerNormEps = 1e-5
 // deviation (node scratch, Model.own) are kept for the backward pass.
 type layerNorm struct{ base }
 
+func (layerNorm) sequence() {}
+
 func (layerNorm) place(n *node) error {
 	if n.Out != 0 && n.Out != n.in.C || n.Kernel != 0 || n.Stride != 0 || n.Pad != 0 || n.NoBias {
 		return fmt.Errorf("takes no settings but its name (out %d: its input has %d features)", n.Out, n.in.C)
@@ -56,27 +58,30 @@ func (layerNorm) setup(m *Model, a *allocator) error {
 	}
 	for i, n := range m.nodes {
 		if n.Kind == KindLayerNorm {
-			m.own[i] = a.alloc(n.Name+" row statistics", 2*m.MaxRows)
+			m.own[i] = a.alloc(n.Name+" row statistics", 2*m.MaxRows*n.in.Seq())
 		}
 	}
 	return nil
 }
 
-func (layerNorm) stats(m *Model, i int) (mean, inv kernels.Buffer) {
-	return m.B.View(m.own[i], 0, m.rows), m.B.View(m.own[i], m.MaxRows, m.rows)
+// stats are node i's rows' statistics: one row per position of each
+// sample.
+func (layerNorm) stats(m *Model, i int, n node) (mean, inv kernels.Buffer) {
+	rows := m.tokens(n)
+	return m.B.View(m.own[i], 0, rows), m.B.View(m.own[i], m.MaxRows*n.in.Seq(), rows)
 }
 
 func (k layerNorm) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 	l := m.layers[n.param]
-	mean, inv := k.stats(m, i)
-	return m.tf.LayerNorm(y, mean, inv, x, m.weight(m.Params, l), m.bias(m.Params, l), m.rows, n.Out, LayerNormEps)
+	mean, inv := k.stats(m, i, n)
+	return m.tf.LayerNorm(y, mean, inv, x, m.weight(m.Params, l), m.bias(m.Params, l), m.tokens(n), n.Out, LayerNormEps)
 }
 
 func (k layerNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
 	l := m.layers[n.param]
-	mean, inv := k.stats(m, i)
+	mean, inv := k.stats(m, i, n)
 	err := m.give(n.from, func(dst kernels.Buffer) error {
-		return m.tf.LayerNormGrad(dst, m.weight(m.Grads, l), m.bias(m.Grads, l), dy, x, mean, inv, m.weight(m.Params, l), m.rows, n.Out)
+		return m.tf.LayerNormGrad(dst, m.weight(m.Grads, l), m.bias(m.Grads, l), dy, x, mean, inv, m.weight(m.Params, l), m.tokens(n), n.Out)
 	})
 	if err != nil {
 		return err
@@ -84,4 +89,4 @@ func (k layerNorm) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook 
 	return m.hooked(hook, n, i)
 }
 
-func (layerNorm) scratch(node) int { return 2 } // the mean and inverse deviation
+func (layerNorm) scratch(n node) int { return 2 * n.in.Seq() } // the mean and inverse deviation

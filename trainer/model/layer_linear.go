@@ -13,8 +13,11 @@ func init() {
 	register(KindLinear, linear{})
 }
 
-// linear is nn.Linear: y = x Wᵀ + b, W [out, in], on a flat input.
+// linear is nn.Linear: y = x Wᵀ + b, W [out, in], on a flat input, or
+// on each position of a sequence of them (a (B, T, in) input).
 type linear struct{ base }
+
+func (linear) sequence() {}
 
 func (linear) place(n *node) error {
 	switch {
@@ -25,28 +28,28 @@ func (linear) place(n *node) error {
 	case n.Kernel != 0 || n.Stride != 0 || n.Pad != 0:
 		return fmt.Errorf("kernel, stride and pad are for conv and pooling layers")
 	}
-	n.out = Shape{C: n.Out, H: 1, W: 1}
+	n.out = Shape{C: n.Out, H: 1, W: 1, T: n.in.T}
 	return nil
 }
 
-func (linear) weight(n node) ([]int, int) { return []int{n.Out, n.in.Size()}, n.in.Size() }
+func (linear) weight(n node) ([]int, int) { return []int{n.Out, n.in.C}, n.in.C }
 
 func (linear) flops(n node) int64 { return 2 * int64(n.Out) * int64(n.in.Size()) }
 
 func (linear) describe(n node) string { return fmt.Sprintf("%s %d", n.Name, n.Out) }
 
 func (linear) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
-	b, l := m.B, m.layers[n.param]
-	if err := b.Gemm(false, true, m.rows, l.Out, l.In, 1, x, m.weight(m.Params, l), 0, y); err != nil || !l.HasBias() {
+	b, l, rows := m.B, m.layers[n.param], m.tokens(n)
+	if err := b.Gemm(false, true, rows, l.Out, l.In, 1, x, m.weight(m.Params, l), 0, y); err != nil || !l.HasBias() {
 		return err
 	}
-	return b.AddBias(y, m.bias(m.Params, l), m.rows, l.Out)
+	return b.AddBias(y, m.bias(m.Params, l), rows, l.Out)
 }
 
 // backward: dW = dYᵀ·X, db = the sum of dY's rows, then (unless the input
 // is the batch) dX = dY·W, added to a part already there.
 func (linear) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
-	b, l, rows := m.B, m.layers[n.param], m.rows
+	b, l, rows := m.B, m.layers[n.param], m.tokens(n)
 	err := b.Gemm(true, false, l.Out, l.In, rows, 1, dy, x, 0, m.weight(m.Grads, l))
 	if err == nil && l.HasBias() {
 		err = b.SumRows(m.bias(m.Grads, l), dy, rows, l.Out, 0)

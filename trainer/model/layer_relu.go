@@ -15,6 +15,8 @@ func init() {
 // batch norm, both ways (layer_norm.go).
 type relu struct{ base }
 
+func (relu) sequence() {}
+
 func (relu) place(n *node) error { n.out = n.in; return nil }
 
 func (relu) inPlace([]node, int, []bool) bool { return true }

@@ -88,6 +88,8 @@ type Model struct {
 	// lrn: the backend's kernels.LRNOps, where a layer normalises across
 	// channels (layer_lrn.go).
 	lrn kernels.LRNOps
+	// sq: what the sequence layers run with (layer_embedding.go).
+	sq seqRun
 	// keys: each row's dropout key (kernels.DropoutRowKey, as float32
 	// bits) for the training batch LoadBatch loaded, where the network
 	// has dropout (layer_dropout.go); hostKeys, keyBits: its host side.
@@ -123,6 +125,7 @@ type Model struct {
 	// the device copies from), and evaluation's buffers (reused).
 	hostX     []float32
 	pinnedX   bool
+	hostG     []float32 // a token sequence's windows, as gathered (loadBatch)
 	hostY     []int32
 	evalGrad  kernels.Buffer
 	evalStats kernels.Buffer
@@ -153,7 +156,8 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	a := &allocator{m: m}
 	m.Params = a.alloc("parameters", m.np)
 	m.Grads = a.alloc("gradient", m.np+GradStats)
-	m.batch = a.alloc("batch", maxRows*(arch.Sizes[0]+1))
+	in, labels := arch.rowLayout()
+	m.batch = a.alloc("batch", maxRows*(in+labels))
 	m.nodeBuffers(a)
 	if arch.hasForks() {
 		m.scratch = a.alloc("gradient scratch", maxRows*arch.largestOutput())
@@ -165,7 +169,7 @@ func NewChosen(arch Arch, b kernels.Backend, maxRows int, choice ConvChoice) (*M
 	if err := m.setupKinds(a); err != nil {
 		return nil, errors.Join(err, m.Free())
 	}
-	m.evalGrad = a.alloc("evaluation scratch", maxRows*arch.Sizes[len(arch.Sizes)-1])
+	m.evalGrad = a.alloc("evaluation scratch", maxRows*m.nodes[len(m.nodes)-1].out.Size())
 	m.evalStats = a.alloc("evaluation statistics", GradStats)
 	if a.failed != nil {
 		return nil, errors.Join(a.failed, m.Free())
@@ -249,7 +253,11 @@ func (m *Model) nodeBuffers(a *allocator) {
 // hostBuffers makes the host side: the batch's staging (pinned where the
 // backend has host allocations) and the labels' and statistics' copies.
 func (m *Model) hostBuffers() error {
-	nx := m.MaxRows * (m.Arch.Sizes[0] + 1)
+	in, labels := m.Arch.rowLayout()
+	nx := m.MaxRows * max(m.Arch.Sizes[0]+1, in+labels)
+	if m.Arch.Loss == TokenCE {
+		m.hostG = make([]float32, m.MaxRows*m.Arch.Sizes[0])
+	}
 	if ha, ok := m.B.(kernels.HostAllocator); ok {
 		x, err := ha.HostAlloc(nx)
 		if err != nil {
@@ -304,15 +312,27 @@ func (m *Model) GradView() kernels.Buffer { return m.B.View(m.Grads, 0, m.np) }
 // correct count, as the loss op wrote them (before any reduction).
 func (m *Model) Stats() kernels.Buffer { return m.B.View(m.Grads, m.np, GradStats) }
 
+// rowLayout is what a row of a batch holds on the backend: in inputs and
+// labels labels (float32 class indices): Sizes[0] features and one label,
+// or for a token sequence (TokenCE) its T input tokens and T targets.
+func (a Arch) rowLayout() (in, labels int) {
+	if a.Loss == TokenCE {
+		return a.Input.T, a.Input.T
+	}
+	return a.Sizes[0], 1
+}
+
 // Upload puts a batch on the backend: x holds rows × inputs features, y
-// the rows labels as float32 class indices, and y must directly follow x
+// the rows' labels as float32 class indices, and y must directly follow x
 // in one slice (x = hv[:rows*inputs], y = hv[rows*inputs:]) so that the
-// batch travels in one Upload. hv is rows×(inputs+1) long.
+// batch travels in one Upload. hv is rows×(inputs+1) long; for a token
+// sequence of T (TokenCE), x is rows × T tokens and y their rows × T
+// targets.
 func (m *Model) Upload(hv []float32, rows int) error {
-	in := m.Arch.Sizes[0]
-	if rows < 0 || rows > m.MaxRows || len(hv) != rows*(in+1) {
-		return fmt.Errorf("model: batch of %d floats for %d rows of %d features: want %d rows at most and rows×(features+1) floats: %w",
-			len(hv), rows, in, m.MaxRows, kernels.ErrShape)
+	in, labels := m.Arch.rowLayout()
+	if rows < 0 || rows > m.MaxRows || len(hv) != rows*(in+labels) {
+		return fmt.Errorf("model: batch of %d floats for %d rows of %d features and %d labels: want %d rows at most and rows×(features+labels) floats: %w",
+			len(hv), rows, in, labels, m.MaxRows, kernels.ErrShape)
 	}
 	if err := m.B.Upload(m.B.View(m.batch, 0, len(hv)), hv); err != nil {
 		return fmt.Errorf("uploading a batch of %d rows: %w", rows, err)
@@ -336,6 +356,9 @@ func (m *Model) loadBatch(set *data.Dense, idx []int, augment func([]float32, []
 	if rows > m.MaxRows {
 		return 0, fmt.Errorf("model: batch of %d rows, room for %d: %w", rows, m.MaxRows, kernels.ErrShape)
 	}
+	if m.Arch.Loss == TokenCE {
+		return rows, m.loadTokens(set, idx)
+	}
 	hv := m.hostX[:rows*(in+1)]
 	ys := m.hostY[:rows]
 	if err := set.Gather(hv[:rows*in], ys, idx); err != nil {
@@ -350,12 +373,31 @@ func (m *Model) loadBatch(set *data.Dense, idx []int, augment func([]float32, []
 	return rows, m.Upload(hv, rows)
 }
 
+// loadTokens loads windows idx of a token sequence's set: each window's
+// first T tokens as the inputs, and its last T, one further on, as their
+// targets.
+func (m *Model) loadTokens(set *data.Dense, idx []int) error {
+	rows, t := len(idx), m.Arch.Input.T
+	g := m.hostG[:rows*(t+1)]
+	if err := set.Gather(g, nil, idx); err != nil {
+		return err
+	}
+	hv := m.hostX[:2*rows*t]
+	for r := range rows {
+		w := g[r*(t+1) : (r+1)*(t+1)]
+		copy(hv[r*t:(r+1)*t], w[:t])
+		copy(hv[(rows+r)*t:(rows+r+1)*t], w[1:])
+	}
+	return m.Upload(hv, rows)
+}
+
 func (m *Model) view(buf kernels.Buffer, rows, cols int) kernels.Buffer {
 	return m.B.View(buf, 0, rows*cols)
 }
 
 func (m *Model) labels(rows int) kernels.Buffer {
-	return m.B.View(m.batch, rows*m.Arch.Sizes[0], rows)
+	in, labels := m.Arch.rowLayout()
+	return m.B.View(m.batch, rows*in, rows*labels)
 }
 
 func (m *Model) weight(buf kernels.Buffer, l Layer) kernels.Buffer {
@@ -373,7 +415,8 @@ func (m *Model) input(i int) kernels.Buffer { return m.output(m.nodes[i].from) }
 // output is node j's output for the batch (j = -1: the features).
 func (m *Model) output(j int) kernels.Buffer {
 	if j < 0 {
-		return m.view(m.batch, m.rows, m.Arch.Sizes[0])
+		in, _ := m.Arch.rowLayout()
+		return m.view(m.batch, m.rows, in)
 	}
 	return m.view(m.acts[j], m.rows, m.nodes[j].out.Size())
 }
@@ -411,10 +454,17 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 			return nil, fmt.Errorf("%s forward: %w", n.label(i), err)
 		}
 	}
-	return m.view(m.acts[len(m.nodes)-1], rows, m.outputs()), nil
+	return m.view(m.acts[len(m.nodes)-1], rows, m.nodes[len(m.nodes)-1].out.Size()), nil
 }
 
 func (m *Model) outputs() int { return m.Arch.Sizes[len(m.Arch.Sizes)-1] }
+
+// scored is the rows of logits the loss scores: the batch's rows, or
+// each of their positions for a token sequence.
+func (m *Model) scored() int {
+	_, labels := m.Arch.rowLayout()
+	return m.rows * labels
+}
 
 // loss runs the loss op on logits against the batch's labels, writing
 // scale × its gradient into grad and the summed loss and correct count
@@ -427,6 +477,14 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 		err = m.B.SoftmaxCrossEntropy(grad, logits, m.labels(rows), rows, m.outputs(), scale, stats)
 	case SigmoidCE:
 		err = m.B.SigmoidCrossEntropy(grad, logits, m.labels(rows), rows, scale, stats)
+	case TokenCE:
+		// Each position a row of its own, a sample the mean of its
+		// positions: the gradient and the statistics divided by T.
+		t := float32(m.Arch.Input.T)
+		err = m.B.SoftmaxCrossEntropy(grad, logits, m.labels(rows), m.scored(), m.outputs(), scale/t, stats)
+		if err == nil {
+			err = m.B.Scale(1/t, stats)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("loss: %w", err)
@@ -506,7 +564,7 @@ func (m *Model) step(scale float32, hook GradHook) error {
 	m.training = false
 	if err == nil {
 		last := len(m.nodes) - 1
-		dlogits := m.view(m.dacts[last], m.rows, m.outputs())
+		dlogits := m.view(m.dacts[last], m.rows, m.nodes[last].out.Size())
 		err = m.loss(dlogits, logits, scale, m.Stats())
 	}
 	sp.Err(err).End()
@@ -570,13 +628,14 @@ func (m *Model) hooked(hook GradHook, n node, i int) error {
 }
 
 // Predict writes the predicted class of each row of the batch last
-// uploaded into out (rows elements, float32 class indices).
+// uploaded into out (rows elements, float32 class indices; for a token
+// sequence, each position's next token: rows × T).
 func (m *Model) Predict(out kernels.Buffer) error {
 	logits, err := m.Forward()
 	if err != nil {
 		return err
 	}
-	return m.B.Predict(out, logits, m.rows, m.outputs())
+	return m.B.Predict(out, logits, m.scored(), m.outputs())
 }
 
 // Score is a model's summed results on a set of samples.
@@ -606,7 +665,7 @@ func (m *Model) Score(set *data.Dense) (Score, error) {
 		if err != nil {
 			return Score{}, err
 		}
-		g := m.B.View(m.evalGrad, 0, rows*m.outputs())
+		g := m.B.View(m.evalGrad, 0, m.scored()*m.outputs())
 		if err := m.loss(g, logits, 0, m.evalStats); err != nil {
 			return Score{}, fmt.Errorf("evaluation: %w", err)
 		}

@@ -36,6 +36,18 @@ type LayerSpec struct {
 	Alpha float64 `json:"alpha,omitempty" yaml:"alpha"`
 	Beta  float64 `json:"beta,omitempty" yaml:"beta"`
 	K     float64 `json:"k,omitempty" yaml:"k"`
+	// Heads is attention's (and a GPT block's) number of heads.
+	Heads int `json:"heads,omitempty" yaml:"heads"`
+	// Rows is an embedding's table rows: the vocabulary (embedding) or
+	// the longest sequence (posembed).
+	Rows int `json:"rows,omitempty" yaml:"rows"`
+	// Std, where not 0, draws a linear or embedding layer's weight from
+	// N(0, Std²) with a zero bias (nanoGPT's init) instead of the kind's
+	// default (PyTorch's module init).
+	Std float64 `json:"std,omitempty" yaml:"std"`
+	// Tie names the embedding whose table a tiedlinear layer uses as its
+	// weight (nanoGPT's lm_head, tied to transformer.wte).
+	Tie string `json:"tie,omitempty" yaml:"tie"`
 }
 
 // node is a layer placed in a network: its input and output shapes, and
@@ -49,6 +61,7 @@ type node struct {
 	from    int
 	plus    int // kindAdd only
 	state   int // batchnorm: its offset in the state vector
+	tie     int // tiedlinear: the embedding node whose table it uses
 }
 
 // label names a layer for an error: "layer 3 (conv2)".
@@ -67,14 +80,21 @@ func NewNet(input Shape, layers []LayerSpec, classes int, loss Loss) (Arch, erro
 	if input.C <= 0 || input.H <= 0 || input.W <= 0 {
 		return Arch{}, fmt.Errorf("input shape %v: every dimension must be positive", input)
 	}
+	if (loss == TokenCE) != (input.T > 0) {
+		return Arch{}, fmt.Errorf("input shape %v: a token sequence is trained with next-token loss, and only a token sequence", input)
+	}
 	in := input
-	a := Arch{Sizes: []int{input.Size(), classes}, Loss: loss, Input: &in, Net: layers}
+	a := Arch{Sizes: []int{input.RowValues(), classes}, Loss: loss, Input: &in, Net: layers}
 	nodes, err := a.nodes()
 	if err != nil {
 		return Arch{}, err
 	}
 	last := nodes[len(nodes)-1]
-	if !last.out.Flat() || last.out.C != classes {
+	if loss == TokenCE {
+		if !last.out.Flat() || last.out.C != classes || last.out.T != input.T {
+			return Arch{}, fmt.Errorf("the network ends in %v values per sample, the data has %d positions of %d tokens: its last layer must be a linear of %d outputs per position", last.out, input.T, classes, classes)
+		}
+	} else if !last.out.Flat() || last.out.C != classes || last.out.T > 0 {
 		return Arch{}, fmt.Errorf("the network ends in %v values per sample, the data has %d classes: its last layer must be a linear (or a global pool) of %d outputs", last.out, classes, classes)
 	}
 	if loss == SigmoidCE && classes != 1 {
@@ -139,6 +159,24 @@ func (p *placer) place(i int, l LayerSpec, from int, shape Shape) (int, Shape, e
 	k, ok := kinds[l.Kind].(layerKind)
 	if !ok || l.Kind == kindAdd {
 		return 0, shape, bad("unknown kind %q (want %s)", l.Kind, strings.Join(LayerKinds(), ", "))
+	}
+	if _, seq := k.(sequential); shape.T > 0 && !seq {
+		return 0, shape, bad("takes images or vectors, but it gets a sequence of %d positions (%v)", shape.T, shape)
+	}
+	if l.Kind == KindTiedLinear {
+		n.tie = -1
+		for j, o := range p.ns {
+			if o.Name == l.Tie && o.Kind == KindEmbedding {
+				n.tie = j
+			}
+		}
+		if n.tie < 0 {
+			return 0, shape, bad("tie %q: no embedding of that name before it", l.Tie)
+		}
+		if w := p.ns[n.tie].Out; w != shape.C {
+			return 0, shape, bad("its input has %d values per position, the table of %s rows of %d", shape.C, l.Tie, w)
+		}
+		n.Out = p.ns[n.tie].Rows
 	}
 	if err := k.place(&n); err != nil {
 		return 0, shape, bad("%v", err)

@@ -78,7 +78,7 @@ func TestNetFileRefuses(t *testing.T) {
 		{[]LayerSpec{{Kind: KindBatchNorm, Name: "bn"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "cannot read the data itself"},
 		// A block's sum is placed by the block only (it has no input to
 		// add); unregistered kinds are named with the registry's list.
-		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want avgpool, batchnorm, block, bottleneck, conv, dropout, flatten, gelu, layernorm, linear, lrn, maxpool, relu)`},
+		{[]LayerSpec{{Kind: kindAdd}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `layer 0 (add): unknown kind "add" (want attention, avgpool, batchnorm, block, bottleneck, conv, dropout, embedding, flatten, gelu, gptblock, layernorm, linear, lrn, maxpool, posembed, relu, tiedlinear)`},
 		{[]LayerSpec{{Kind: "swish"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, `unknown kind "swish"`},
 		{[]LayerSpec{{Kind: KindFlatten}, {Kind: KindLinear, Name: "fc0", Out: 4}, {Kind: KindGELU, Approximate: "erf"}, {Kind: KindLinear, Name: "fc", Out: 4}}, `approximate "erf": want none or tanh`},
 		{[]LayerSpec{{Kind: KindConv, Name: "c", Out: 2, Kernel: 3}, {Kind: KindLayerNorm, Name: "ln"}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 4}}, "put a flatten before it"},

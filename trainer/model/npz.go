@@ -103,6 +103,12 @@ func WriteNPZModel(f io.Writer, arch Arch, params, state []float32, labels []int
 			return err
 		}
 	}
+	for _, t := range arch.Aliases() {
+		if err := w.Add(t.Name, npy.Float32(params[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
+			w.Close()
+			return err
+		}
+	}
 	for _, t := range arch.StateTensors() {
 		if err := w.Add(t.Name, npy.Float32(state[t.Off:t.Off+t.Len()], t.Shape...)); err != nil {
 			w.Close()

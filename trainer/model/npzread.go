@@ -457,6 +457,12 @@ func (a Arch) ParamsFrom(arrays map[string]Array) ([]float32, []int64, error) {
 	for _, t := range a.StateTensors() {
 		want[t.Name] = true
 	}
+	for _, t := range a.Aliases() { // a tied weight's second name: optional, but the same values
+		want[t.Name] = true
+		if got, ok := arrays[t.Name]; ok && (!slices.Equal(got.Shape, t.Shape) || !slices.Equal(got.Data, params[t.Off:t.Off+t.Len()])) {
+			return nil, nil, fmt.Errorf("%s (shape %v) differs from the weight it is tied to (shape %v): the model ties them", t.Name, got.Shape, t.Shape)
+		}
+	}
 	var labels []int64
 	for name, arr := range arrays {
 		switch {

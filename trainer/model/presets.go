@@ -141,3 +141,29 @@ func AlexNet(classes int) []LayerSpec {
 		{Kind: KindLinear, Name: "classifier.6", Out: classes},
 	}
 }
+
+// GPTConfig is a GPT's shape (nanoGPT's GPTConfig): blocks, heads, the
+// width and the longest sequence (its position table's rows).
+type GPTConfig struct {
+	Layers, Heads, Embed, SeqLen int
+}
+
+// GPT is nanoGPT's GPT on a token sequence of vocab tokens: token and
+// position embeddings (transformer.wte, transformer.wpe), Layers pre-norm
+// blocks (transformer.h.K), a final layer norm (transformer.ln_f) and
+// lm_head tied to wte; no dropout (nanoGPT's default 0). Its .npz keys and
+// shapes are nanoGPT's state_dict's (bias=True), and its init nanoGPT's:
+// weights N(0, 0.02²), the output projections' 0.02/√(2·Layers), biases
+// 0, layer norms 1 and 0.
+func GPT(c GPTConfig, vocab int) []LayerSpec {
+	ls := []LayerSpec{
+		{Kind: KindEmbedding, Name: "transformer.wte", Rows: vocab, Out: c.Embed, Std: 0.02},
+		{Kind: KindPosEmbed, Name: "transformer.wpe", Rows: c.SeqLen, Std: 0.02},
+	}
+	for k := range c.Layers {
+		ls = append(ls, LayerSpec{Kind: KindGPTBlock, Name: fmt.Sprintf("transformer.h.%d", k), Heads: c.Heads, Rows: c.Layers, Std: 0.02})
+	}
+	return append(ls,
+		LayerSpec{Kind: KindLayerNorm, Name: "transformer.ln_f"},
+		LayerSpec{Kind: KindTiedLinear, Name: "lm_head", Tie: "transformer.wte"})
+}

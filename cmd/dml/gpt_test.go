@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeText writes a small structured text (about n bytes) to dir/name.
+func writeText(t *testing.T, dir, name string, n int, seed uint64) string {
+	t.Helper()
+	words := []string{"alpha", "beta", "gamma", "delta", "rank", "ring"}
+	r := rand.New(rand.NewPCG(seed, 3))
+	var b strings.Builder
+	for b.Len() < n {
+		fmt.Fprintf(&b, "the %s %s.\n", words[r.IntN(len(words))], words[r.IntN(len(words))])
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestGPTText: dml train --model gpt --data text trains under mpirun and
+// prints tokens/s, the test loss and perplexity; --save writes nanoGPT's
+// keys (lm_head.weight too), which dml eval reads back, giving the
+// accuracy and loss the last epoch printed.
+func TestGPTText(t *testing.T) {
+	dir := t.TempDir()
+	train, test := writeText(t, dir, "train.txt", 4000, 1), writeText(t, dir, "test.txt", 800, 2)
+	w := filepath.Join(dir, "gpt.npz")
+	r := dml(t, 2, "train", "--model", "gpt", "--layers", "1", "--heads", "2", "--embed", "16", "--seq-len", "16",
+		"--data", "text", "--train", train, "--test", test, "--batch", "8", "--epochs", "2", "--optimizer", "adamw", "--lr", "3e-3",
+		"--backend", "cpu", "--save", w)
+	if r.code != 0 || !strings.Contains(r.stdout, "training gpt 16×1: transformer.wte 256×16") || !strings.Contains(r.stdout, "tokens/s  test_loss") ||
+		!strings.Contains(r.stdout, "lm_head 256 (tied to transformer.wte)") {
+		t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	var acc, loss, ppl float64
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "epoch   2") {
+			f := strings.Fields(line)
+			fmt.Sscan(f[7], &acc)
+			for i := range f {
+				switch f[i] {
+				case "test_loss":
+					fmt.Sscan(f[i+1], &loss)
+				case "ppl":
+					fmt.Sscan(f[i+1], &ppl)
+				}
+			}
+		}
+	}
+	if !(loss > 0 && loss < 3.5) || !(ppl > 1) {
+		t.Fatalf("epoch 2: test loss %v, ppl %v:\n%s", loss, ppl, r.stdout)
+	}
+	e := dml(t, 0, "eval", "--model", "gpt", "--heads", "2", "--data", "text", "--train", train, "--test", test, "--weights", w, "--backend", "cpu")
+	want := fmt.Sprintf("accuracy %.4f  loss %.4f (per token: perplexity", acc, loss)
+	if e.code != 0 || !strings.Contains(e.stdout, want) {
+		t.Errorf("eval: exit %d, stdout %q, want %q\nstderr %s", e.code, e.stdout, want, e.stderr)
+	}
+}
+
+// TestGPTRefuses: text and gpt settings that cannot work stop with one
+// line and exit 2, before training.
+func TestGPTRefuses(t *testing.T) {
+	dir := t.TempDir()
+	ok := writeText(t, dir, "ok.txt", 2000, 1)
+	empty := filepath.Join(dir, "empty.txt")
+	os.WriteFile(empty, nil, 0o644)
+	short := filepath.Join(dir, "short.txt")
+	os.WriteFile(short, []byte("tiny"), 0o644)
+	big := writeText(t, dir, "big.txt", 1200000, 4)
+	gpt := []string{"train", "--model", "gpt", "--layers", "1", "--heads", "2", "--embed", "16", "--seq-len", "16", "--data", "text", "--backend", "cpu"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(gpt, "--train", empty), "empty"},
+		{append(gpt, "--train", short), "shorter than one window of 17"},
+		{append(gpt, "--train", dir), "folder"},
+		{append(gpt, "--train", ok, "--heads", "3"), "--heads 3 does not divide the width 16"},
+		{append(gpt, "--train", ok, "--seq-len", "100000"), "--seq-len 100000 must be in 1..16384"},
+		{[]string{"train", "--model", "gpt", "--data", "synthetic"}, "gpt trains on a token sequence"},
+		{[]string{"train", "--model", "mlp", "--data", "text", "--train", ok}, "on a token sequence"},
+		{[]string{"train", "--model", "lenet5", "--data", "text", "--train", ok}, "gets a sequence of 128 positions"},
+		// Attention's batch × heads × seq² among the rest: 64 × 4 × 16384²
+		// floats per block (over a TB in all), named before anything is
+		// allocated.
+		{[]string{"train", "--model", "gpt", "--data", "text", "--train", big, "--seq-len", "16384", "--batch", "64"}, "lower --batch or --seq-len"},
+	} {
+		r := dml(t, 0, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line saying %q", c.args[1:], r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// TestGPTOneStepEqualPyTorch: one SGD step of a two-block GPT from the
+// same weights and windows gives the weights of nanoGPT's module's step
+// (bench/torch/gpt.py, loaded strict, head tied) in float64, within
+// float32 rounding (bench/torch/one_step.py).
+func TestGPTOneStepEqualPyTorch(t *testing.T) {
+	py := "/usr/bin/python3"
+	if exec.Command(py, "-c", "import torch").Run() != nil {
+		t.Skip("no python3-torch: the PyTorch step cannot be computed")
+	}
+	dir := t.TempDir()
+	text := writeText(t, dir, "t.txt", 3000, 5)
+	common := []string{"train", "--model", "gpt", "--layers", "2", "--heads", "2", "--embed", "16", "--seq-len", "16", "--data", "text", "--train", text,
+		"--batch", "4", "--shuffle=false", "--optimizer", "sgd", "--lr", "0.1", "--epochs", "1", "--kernels", "dml"}
+	init, after := filepath.Join(dir, "init.npz"), filepath.Join(dir, "after.npz")
+	for _, run := range []struct{ steps, save string }{{"0", init}, {"1", after}} {
+		if r := dml(t, 0, append(common, "--max-steps", run.steps, "--save", run.save)...); r.code != 0 {
+			t.Fatalf("train: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	out, err := exec.Command(py, "../../bench/torch/one_step.py", "--model", "gpt", "--text", text, "--seq-len", "16", "--heads", "2",
+		"--batch", "4", "--lr", "0.1", init, after).CombinedOutput()
+	if err != nil {
+		t.Fatalf("one_step.py: %v: %s", err, out)
+	}
+	t.Logf("%s", out)
+}

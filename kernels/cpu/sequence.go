@@ -1,0 +1,148 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/dml-project/dml/kernels"
+)
+
+var _ kernels.SequenceOps = (*Backend)(nil)
+
+// tokenID is id as a row index of a table of vocab rows, or an error
+// naming op and position r.
+func tokenID(op string, id float32, r, vocab int) (int, error) {
+	if !(id >= 0 && id < float32(vocab)) || id != float32(math.Trunc(float64(id))) {
+		return 0, fmt.Errorf("%s: token %d is %v, not an id in [0, %d): %w", op, r, id, vocab, kernels.ErrShape)
+	}
+	return int(id), nil
+}
+
+// Embedding: see kernels.SequenceOps. The ids are checked before
+// anything is written.
+func (be *Backend) Embedding(y, ids, table kernels.Buffer, n, vocab, cols int) error {
+	yd, id, td := be.raw(y), be.data(ids), be.data(table)
+	if err := kernels.CheckEmbedding("cpu.Embedding", len(yd), len(id), len(td), n, vocab, cols); err != nil {
+		return err
+	}
+	for r, v := range id {
+		if _, err := tokenID("cpu.Embedding", v, r, vocab); err != nil {
+			return err
+		}
+	}
+	be.output(yd)
+	for r, v := range id {
+		copy(yd[r*cols:(r+1)*cols], td[int(v)*cols:(int(v)+1)*cols])
+	}
+	return nil
+}
+
+// EmbeddingGrad: see kernels.SequenceOps. Rows added in order r = 0, 1,
+// …, so the sums are the same run to run.
+func (be *Backend) EmbeddingGrad(dtable, ids, dy kernels.Buffer, n, vocab, cols int) error {
+	dt, id, dyd := be.data(dtable), be.data(ids), be.data(dy)
+	if err := kernels.CheckEmbedding("cpu.EmbeddingGrad", len(dyd), len(id), len(dt), n, vocab, cols); err != nil {
+		return err
+	}
+	for r, v := range id {
+		if _, err := tokenID("cpu.EmbeddingGrad", v, r, vocab); err != nil {
+			return err
+		}
+	}
+	for r, v := range id {
+		dst, src := dt[int(v)*cols:(int(v)+1)*cols], dyd[r*cols:(r+1)*cols]
+		for j, g := range src {
+			dst[j] += g
+		}
+	}
+	return nil
+}
+
+// Attention: see kernels.SequenceOps. Per sequence and head, the scores
+// Q·Kᵀ/√d and the output P·V are the backend's Sgemm on strided views
+// of qkv (the whole square: the masked half is zeroed, then multiplied,
+// rather than skipped), the softmax per row in float64 over the
+// positions up to the row's.
+func (be *Backend) Attention(y, probs, qkv kernels.Buffer, batch, seq, heads, width int) error {
+	yd, pd, qd := be.raw(y), be.raw(probs), be.data(qkv)
+	if err := kernels.CheckAttention("cpu.Attention", len(yd), len(pd), len(qd), batch, seq, heads, width); err != nil {
+		return err
+	}
+	be.output(yd)
+	be.output(pd)
+	d, ld := width/heads, 3*width
+	scale := float32(1 / math.Sqrt(float64(d)))
+	for b := range batch {
+		q0 := b * seq * ld
+		for h := range heads {
+			p := pd[(b*heads+h)*seq*seq : (b*heads+h+1)*seq*seq]
+			be.blas.Sgemm(blas.NoTrans, blas.Trans, seq, seq, d, scale, qd[q0+h*d:], ld, qd[q0+width+h*d:], ld, 0, p, seq)
+			for i := range seq {
+				softmaxCausal(p[i*seq:(i+1)*seq], i)
+			}
+			be.blas.Sgemm(blas.NoTrans, blas.NoTrans, seq, d, seq, 1, p, seq, qd[q0+2*width+h*d:], ld, 0, yd[b*seq*width+h*d:], width)
+		}
+	}
+	return nil
+}
+
+// softmaxCausal replaces row (the scores of position i) by the softmax of
+// its first i+1 values, zero after them; max subtracted, in float64.
+func softmaxCausal(row []float32, i int) {
+	top := math.Inf(-1)
+	for _, v := range row[:i+1] {
+		top = max(top, float64(v))
+	}
+	var s float64
+	for j, v := range row[:i+1] {
+		e := math.Exp(float64(v) - top)
+		s += e
+		row[j] = float32(e) // rescaled below
+	}
+	for j := range row[:i+1] {
+		row[j] = float32(float64(row[j]) / s)
+	}
+	clear(row[i+1:])
+}
+
+// AttentionGrad: see kernels.SequenceOps. With P the probabilities and
+// dP = dY·Vᵀ: dS = P ⊙ (dP − rowsum(P ⊙ dP)) (row sums in float64),
+// dQ = dS·K/√d, dK = dSᵀ·Q/√d, dV = Pᵀ·dY, each an Sgemm per sequence and
+// head.
+func (be *Backend) AttentionGrad(dqkv, dy, qkv, probs kernels.Buffer, batch, seq, heads, width int) error {
+	dq, dyd, qd, pd := be.raw(dqkv), be.data(dy), be.data(qkv), be.data(probs)
+	if err := firstError(
+		kernels.CheckAttention("cpu.AttentionGrad", len(dyd), len(pd), len(qd), batch, seq, heads, width),
+		checkLen("AttentionGrad", "dqkv", len(dq), len(qd)),
+	); err != nil {
+		return err
+	}
+	be.output(dq)
+	d, ld := width/heads, 3*width
+	scale := float32(1 / math.Sqrt(float64(d)))
+	ds := make([]float32, seq*seq)
+	for b := range batch {
+		q0, y0 := b*seq*ld, b*seq*width
+		for h := range heads {
+			p := pd[(b*heads+h)*seq*seq : (b*heads+h+1)*seq*seq]
+			be.blas.Sgemm(blas.NoTrans, blas.Trans, seq, seq, d, 1, dyd[y0+h*d:], width, qd[q0+2*width+h*d:], ld, 0, ds, seq)
+			for i := range seq {
+				pr, dr := p[i*seq:i*seq+i+1], ds[i*seq:(i+1)*seq]
+				var dot float64
+				for j, v := range pr {
+					dot += float64(v) * float64(dr[j])
+				}
+				for j, v := range pr {
+					dr[j] = float32(float64(v) * (float64(dr[j]) - dot))
+				}
+				clear(dr[i+1:])
+			}
+			be.blas.Sgemm(blas.NoTrans, blas.NoTrans, seq, d, seq, scale, ds, seq, qd[q0+width+h*d:], ld, 0, dq[q0+h*d:], ld)
+			be.blas.Sgemm(blas.Trans, blas.NoTrans, seq, d, seq, scale, ds, seq, qd[q0+h*d:], ld, 0, dq[q0+width+h*d:], ld)
+			be.blas.Sgemm(blas.Trans, blas.NoTrans, seq, d, seq, 1, p, seq, dyd[y0+h*d:], width, 0, dq[q0+2*width+h*d:], ld)
+		}
+	}
+	return nil
+}
