@@ -46,7 +46,11 @@ type kernelSet struct {
 	gelu, geluGrad                                  function
 	layerNorm, layerNormGradRows, layerNormGradCols function
 	dropout                                         function
-	gemm                                            map[string]function // by name, for ptx.PickGemm
+	// module transformer, too (SequenceOps)
+	embedding, embeddingGrad        function
+	attention, attentionGradDot     function
+	attentionGradKV, attentionGradQ function
+	gemm                            map[string]function // by name, for ptx.PickGemm
 }
 
 // tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
@@ -209,6 +213,8 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},
 		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"}, {&k.dropout, "dml_dropout"},
+		{&k.embedding, "dml_embedding"}, {&k.embeddingGrad, "dml_embedding_grad"}, {&k.attention, "dml_attention"},
+		{&k.attentionGradDot, "dml_attention_grad_dot"}, {&k.attentionGradKV, "dml_attention_grad_kv"}, {&k.attentionGradQ, "dml_attention_grad_q"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

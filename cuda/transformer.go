@@ -5,8 +5,9 @@ package cuda
 import "github.com/dml-project/dml/kernels"
 
 // The transformer layers' ops (kernels/cu/transformer.cu; ABI.md, module
-// transformer): our kernels, the CPU backend's maths (each value in
-// float64, sums in a fixed order). Shapes are checked with the CPU
+// transformer): our kernels, the CPU backend's reference maths (each
+// value in float64, sums in a fixed order; the CPU's erf-form GELU is
+// float32, within 1e-6). Shapes are checked with the CPU
 // backend's function (kernels.CheckLayerNorm) before anything is queued.
 
 var _ kernels.TransformerOps = (*Backend)(nil)

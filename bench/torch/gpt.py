@@ -21,7 +21,9 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head, self.n_embd = n_head, n_embd
-        self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size, dtype=torch.bool)), persistent=False)
+        # A plain attribute, not a buffer: not in the state_dict (nanoGPT's
+        # "bias" buffer is left out of it too), nor broadcast by DDP.
+        self.mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
 
     def forward(self, x):
         B, T, C = x.size()

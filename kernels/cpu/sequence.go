@@ -89,20 +89,27 @@ func (be *Backend) Attention(y, probs, qkv kernels.Buffer, batch, seq, heads, wi
 }
 
 // softmaxCausal replaces row (the scores of position i) by the softmax of
-// its first i+1 values, zero after them; max subtracted, in float64.
+// its first i+1 values, zero after them: their maximum subtracted, e^x in
+// float32 (expFast, over whole 8-value blocks: the masked scores past i
+// are finite and zeroed after), the sum in float64.
 func softmaxCausal(row []float32, i int) {
-	top := math.Inf(-1)
-	for _, v := range row[:i+1] {
-		top = max(top, float64(v))
+	r := row[:i+1]
+	top := r[0]
+	for _, v := range r {
+		top = max(top, v)
 	}
+	w := row[:min(len(row), (i+8)&^7)]
+	for j, v := range w {
+		w[j] = v - top
+	}
+	expFast(w, w)
 	var s float64
-	for j, v := range row[:i+1] {
-		e := math.Exp(float64(v) - top)
-		s += e
-		row[j] = float32(e) // rescaled below
+	for _, v := range r {
+		s += float64(v)
 	}
-	for j := range row[:i+1] {
-		row[j] = float32(float64(row[j]) / s)
+	inv := float32(1 / s)
+	for j := range r {
+		r[j] *= inv
 	}
 	clear(row[i+1:])
 }

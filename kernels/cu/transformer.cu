@@ -1,6 +1,7 @@
 // transformer.cu: GELU and layer normalisation (kernels.TransformerOps).
-// The maths is the CPU backend's (kernels/cpu/transformer.go): each value
-// in float64, rounded once; the sums float64 in a fixed order.
+// The maths is the CPU backend's reference (kernels/cpu/transformer.go):
+// each value in float64, rounded once; the sums float64 in a fixed order
+// (the CPU's erf-form GELU is float32, kernels/cpu/gelu.go: within 1e-6).
 #include "common.cuh"
 
 #define DML_SQRT1_2 0.70710678118654752440
@@ -135,5 +136,164 @@ DML_EXTERN void dml_dropout(float* y, const float* x, const float* __restrict__ 
     const unsigned col = (unsigned)(i - r * cols);
     const unsigned bits = dml_fmix32(__float_as_uint(keys[r]) ^ dml_fmix32(col * 0x9e3779b9u + salt));
     y[i] = bits >= threshold ? __fmul_rn(x[i], scale) : 0.f;
+  }
+}
+
+// ---- The sequence ops (kernels.SequenceOps): token embeddings and causal
+// multi-head self-attention. Our kernels: one thread per output row (or
+// table element), sums in float64 in a fixed order; the CPU backend's
+// attention runs on its GEMMs, so the two agree within float32 rounding,
+// not to the bit (the embedding's ops do agree to the bit).
+
+// dml_token reads a token id: -1 where f is not an integer in [0, vocab).
+__device__ __forceinline__ long long dml_token(float f, long long vocab) {
+  if (!(f >= 0.f && f < (float)vocab)) return -1;
+  const long long id = (long long)f;
+  return (float)id == f ? id : -1;
+}
+
+// dml_embedding: row r of y (n rows of cols) = row ids[r] of table, zeros
+// for an id outside it. 1-D over n·cols.
+DML_EXTERN void dml_embedding(float* __restrict__ y, const float* __restrict__ ids, const float* __restrict__ table,
+                              long long n, long long vocab, long long cols) {
+  const long long total = n * cols;
+  DML_GRID_STRIDE(i, total) {
+    const long long r = i / cols, id = dml_token(ids[r], vocab);
+    y[i] = id < 0 ? 0.f : table[id * cols + (i - r * cols)];
+  }
+}
+
+// dml_embedding_grad: dtable[v][j] += dy[r][j] for each r (in order) with
+// ids[r] = v, in float32, as the CPU adds them. 1-D over vocab·cols: each
+// element of the table is its thread's alone.
+DML_EXTERN void dml_embedding_grad(float* __restrict__ dtable, const float* __restrict__ ids,
+                                   const float* __restrict__ dy, long long n, long long vocab, long long cols) {
+  const long long total = vocab * cols;
+  DML_GRID_STRIDE(i, total) {
+    const long long v = i / cols, j = i - v * cols;
+    float acc = dtable[i];
+    for (long long r = 0; r < n; r++)
+      if (dml_token(ids[r], vocab) == v) acc = __fadd_rn(acc, dy[r * cols + j]);
+    dtable[i] = acc;
+  }
+}
+
+// DML_ATT_MAXD bounds a head's width (width/heads) for the kernels that
+// keep a head's vector per thread (cuda/sequence.go refuses wider).
+#define DML_ATT_MAXD 128
+
+// dml_attention: one thread per (sequence b, head h, position i), 1-D
+// over batch·heads·seq: the scores s_j = q_i·k_j/√d for j ≤ i (float64
+// sums), their softmax (max subtracted) into probs' row, zeros after i,
+// and y_i = Σ_j p_j v_j for the head's d values.
+DML_EXTERN void dml_attention(float* __restrict__ y, float* __restrict__ probs, const float* __restrict__ qkv,
+                              long long batch, long long seq, long long heads, long long width) {
+  const long long rows = batch * heads * seq, d = width / heads, ld = 3 * width;
+  const double scale = 1.0 / sqrt((double)d);
+  DML_GRID_STRIDE(t, rows) {
+    const long long i = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
+    const float* q = qkv + (b * seq + i) * ld + h * d;
+    float* p = probs + t * seq;
+    double top = -1.0 / 0.0;
+    for (long long j = 0; j <= i; j++) {
+      const float* k = qkv + (b * seq + j) * ld + width + h * d;
+      double s = 0;
+      for (long long e = 0; e < d; e++) s += (double)q[e] * (double)k[e];
+      s *= scale;
+      p[j] = (float)s;
+      top = s > top ? s : top;
+    }
+    double sum = 0;
+    for (long long j = 0; j <= i; j++) sum += exp((double)p[j] - top);
+    for (long long j = 0; j <= i; j++) p[j] = (float)(exp((double)p[j] - top) / sum);
+    for (long long j = i + 1; j < seq; j++) p[j] = 0.f;
+    float* yi = y + (b * seq + i) * width + h * d;
+    for (long long e = 0; e < d; e++) {
+      double acc = 0;
+      for (long long j = 0; j <= i; j++) acc += (double)p[j] * (double)qkv[(b * seq + j) * ld + 2 * width + h * d + e];
+      yi[e] = (float)acc;
+    }
+  }
+}
+
+// dml_attention_dp is dP_ij = dy_i·v_j for head h of sequence b.
+__device__ __forceinline__ double dml_attention_dp(const float* dy, const float* qkv, long long b, long long h,
+                                                   long long i, long long j, long long seq, long long width,
+                                                   long long d) {
+  const float* g = dy + (b * seq + i) * width + h * d;
+  const float* v = qkv + (b * seq + j) * 3 * width + 2 * width + h * d;
+  double s = 0;
+  for (long long e = 0; e < d; e++) s += (double)g[e] * (double)v[e];
+  return s;
+}
+
+// dml_attention_grad_dot: the first of AttentionGrad's three kernels, one
+// thread per (b, h, i): dot_i = Σ_j p_ij·dP_ij, kept (as float64's float32
+// rounding) in dqkv's first query slot of the head, which the third kernel
+// reads and then overwrites.
+DML_EXTERN void dml_attention_grad_dot(float* __restrict__ dqkv, const float* __restrict__ dy,
+                                       const float* __restrict__ qkv, const float* __restrict__ probs,
+                                       long long batch, long long seq, long long heads, long long width) {
+  const long long rows = batch * heads * seq, d = width / heads;
+  DML_GRID_STRIDE(t, rows) {
+    const long long i = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
+    const float* p = probs + t * seq;
+    double dot = 0;
+    for (long long j = 0; j <= i; j++) dot += (double)p[j] * dml_attention_dp(dy, qkv, b, h, i, j, seq, width, d);
+    dqkv[(b * seq + i) * 3 * width + h * d] = (float)dot;
+  }
+}
+
+// dml_attention_grad_kv: one thread per (b, h, j): dV_j = Σ_{i≥j} p_ij dy_i
+// and dK_j = Σ_{i≥j} dS_ij q_i/√d, dS_ij = p_ij (dP_ij − dot_i).
+DML_EXTERN void dml_attention_grad_kv(float* __restrict__ dqkv, const float* __restrict__ dy,
+                                      const float* __restrict__ qkv, const float* __restrict__ probs,
+                                      long long batch, long long seq, long long heads, long long width) {
+  const long long rows = batch * heads * seq, d = width / heads, ld = 3 * width;
+  const double scale = 1.0 / sqrt((double)d);
+  DML_GRID_STRIDE(t, rows) {
+    const long long j = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
+    double ak[DML_ATT_MAXD], av[DML_ATT_MAXD];
+    for (long long e = 0; e < d; e++) ak[e] = av[e] = 0;
+    for (long long i = j; i < seq; i++) {
+      const double p = (double)probs[(bh * seq + i) * seq + j];
+      const double dot = (double)dqkv[(b * seq + i) * ld + h * d];
+      const double ds = p * (dml_attention_dp(dy, qkv, b, h, i, j, seq, width, d) - dot) * scale;
+      const float* q = qkv + (b * seq + i) * ld + h * d;
+      const float* g = dy + (b * seq + i) * width + h * d;
+      for (long long e = 0; e < d; e++) {
+        ak[e] += ds * (double)q[e];
+        av[e] += p * (double)g[e];
+      }
+    }
+    float* out = dqkv + (b * seq + j) * ld + h * d;
+    for (long long e = 0; e < d; e++) {
+      out[width + e] = (float)ak[e];
+      out[2 * width + e] = (float)av[e];
+    }
+  }
+}
+
+// dml_attention_grad_q: one thread per (b, h, i): dQ_i = Σ_{j≤i} dS_ij
+// k_j/√d, reading dot_i from the slot the first kernel left, then writing
+// the head's d query gradients over it.
+DML_EXTERN void dml_attention_grad_q(float* __restrict__ dqkv, const float* __restrict__ dy,
+                                     const float* __restrict__ qkv, const float* __restrict__ probs,
+                                     long long batch, long long seq, long long heads, long long width) {
+  const long long rows = batch * heads * seq, d = width / heads, ld = 3 * width;
+  const double scale = 1.0 / sqrt((double)d);
+  DML_GRID_STRIDE(t, rows) {
+    const long long i = t % seq, bh = t / seq, h = bh % heads, b = bh / heads;
+    float* out = dqkv + (b * seq + i) * ld + h * d;
+    const double dot = (double)out[0];
+    const float* p = probs + t * seq;
+    double aq[DML_ATT_MAXD];
+    for (long long e = 0; e < d; e++) aq[e] = 0;
+    for (long long j = 0; j <= i; j++) {
+      const double ds = (double)p[j] * (dml_attention_dp(dy, qkv, b, h, i, j, seq, width, d) - dot) * scale;
+      const float* k = qkv + (b * seq + j) * ld + width + h * d;
+      for (long long e = 0; e < d; e++) aq[e] += ds * (double)k[e];
+    }
+    for (long long e = 0; e < d; e++) out[e] = (float)aq[e];
   }
 }

@@ -868,6 +868,87 @@ static void test_syncbn() {
   }
 }
 
+// test_sequence: embeddings (rows copied, a repeated id summed in order
+// as the CPU adds them, bit for bit; an id outside the table gives zeros)
+// and causal attention with its three gradient kernels, against double
+// loops, at scores of about 1e4 too (the softmax subtracts its maximum).
+static void test_sequence() {
+  const long long vocab = 7, cols = 5;
+  auto table = normals(vocab * cols);
+  std::vector<float> ids = {3, 0, 6, 3, 3, 1, 7, 2.5f};
+  const long long n = ids.size();
+  std::vector<float> y(n * cols, 9);
+  emu_launch(dml_embedding, G1, B1, y.data(), (const float*)ids.data(), (const float*)table.data(), n, vocab, cols);
+  auto dy = normals(n * cols);
+  auto dt = normals(vocab * cols);
+  std::vector<float> want = dt;
+  for (long long r = 0; r < n; r++) {
+    long long id = (long long)ids[r];
+    bool ok = ids[r] >= 0 && ids[r] < vocab && (float)id == ids[r];
+    for (long long j = 0; j < cols; j++) {
+      CHECK(same_bits(y[r * cols + j], ok ? table[id * cols + j] : 0.f), "embedding row %lld col %lld", r, j);
+      if (ok) want[id * cols + j] += dy[r * cols + j];
+    }
+  }
+  emu_launch(dml_embedding_grad, G1, B1, dt.data(), (const float*)ids.data(), (const float*)dy.data(), n, vocab, cols);
+  for (long long i = 0; i < vocab * cols; i++) CHECK(same_bits(dt[i], want[i]), "embedding grad %lld: %g want %g", i, dt[i], want[i]);
+
+  struct S {
+    long long batch, seq, heads, width;
+    double sigma;
+  } shapes[] = {{1, 1, 1, 2, 1}, {2, 3, 1, 4, 1}, {2, 5, 3, 9, 1}, {3, 17, 4, 32, 1}, {1, 9, 2, 16, 300}};
+  for (auto s : shapes) {
+    const long long d = s.width / s.heads, ld = 3 * s.width;
+    auto qkv = normals(s.batch * s.seq * ld, s.sigma);
+    auto g = normals(s.batch * s.seq * s.width);
+    std::vector<float> y(s.batch * s.seq * s.width, 7), p(s.batch * s.heads * s.seq * s.seq, 7), dq(qkv.size(), 7);
+    emu_launch(dml_attention, G1, B1, y.data(), p.data(), (const float*)qkv.data(), s.batch, s.seq, s.heads, s.width);
+    for (auto k : {dml_attention_grad_dot, dml_attention_grad_kv, dml_attention_grad_q})
+      emu_launch(k, G1, B1, dq.data(), (const float*)g.data(), (const float*)qkv.data(), (const float*)p.data(), s.batch, s.seq,
+                 s.heads, s.width);
+    std::vector<double> rp(p.size()), ry(y.size()), rd(qkv.size());
+    const double sc = 1 / std::sqrt((double)d);
+    auto at = [&](long long b, long long t, long long part, long long h, long long e) { return (b * s.seq + t) * ld + part * s.width + h * d + e; };
+    double scale = 0;
+    for (float v : qkv) scale = std::max(scale, (double)std::fabs(v));
+    for (long long b = 0; b < s.batch; b++)
+      for (long long h = 0; h < s.heads; h++)
+        for (long long i = 0; i < s.seq; i++) {
+          double* pr = &rp[((b * s.heads + h) * s.seq + i) * s.seq];
+          std::vector<double> sv(i + 1);
+          double top = -INFINITY, sum = 0, dot = 0;
+          for (long long j = 0; j <= i; j++) {
+            for (long long e = 0; e < d; e++) sv[j] += (double)qkv[at(b, i, 0, h, e)] * qkv[at(b, j, 1, h, e)];
+            sv[j] *= sc;
+            top = std::max(top, sv[j]);
+          }
+          for (long long j = 0; j <= i; j++) sum += std::exp(sv[j] - top);
+          std::vector<double> dp(i + 1);
+          for (long long j = 0; j <= i; j++) {
+            pr[j] = std::exp(sv[j] - top) / sum;
+            for (long long e = 0; e < d; e++) {
+              ry[(b * s.seq + i) * s.width + h * d + e] += pr[j] * qkv[at(b, j, 2, h, e)];
+              dp[j] += (double)g[(b * s.seq + i) * s.width + h * d + e] * qkv[at(b, j, 2, h, e)];
+            }
+            dot += pr[j] * dp[j];
+          }
+          for (long long j = 0; j <= i; j++) {
+            double ds = pr[j] * (dp[j] - dot) * sc;
+            for (long long e = 0; e < d; e++) {
+              rd[at(b, i, 0, h, e)] += ds * qkv[at(b, j, 1, h, e)];
+              rd[at(b, j, 1, h, e)] += ds * qkv[at(b, i, 0, h, e)];
+              rd[at(b, j, 2, h, e)] += pr[j] * g[(b * s.seq + i) * s.width + h * d + e];
+            }
+          }
+        }
+    const double tol = s.sigma > 1 ? 2e-3 : 2e-5;
+    for (size_t k = 0; k < p.size(); k++) CHECK(std::fabs(p[k] - rp[k]) <= tol * (1 + rp[k]), "attention probs %zu: %g want %g", k, p[k], rp[k]);
+    for (size_t k = 0; k < y.size(); k++) CHECK(std::fabs(y[k] - ry[k]) <= tol * (std::fabs(ry[k]) + scale), "attention y %zu: %g want %g", k, y[k], ry[k]);
+    for (size_t k = 0; k < dq.size(); k++)
+      CHECK(std::fabs(dq[k] - rd[k]) <= tol * s.sigma * (std::fabs(rd[k]) + scale), "attention dqkv %zu: %g want %g", k, dq[k], rd[k]);
+  }
+}
+
 int main() {
   test_elementwise();
   std::printf("emu: elementwise done (%d failures so far)\n", failures);
@@ -886,6 +967,7 @@ int main() {
   std::printf("emu: conv done (%d failures so far)\n", failures);
   test_transformer();
   test_dropout();
+  test_sequence();
   std::printf("emu: transformer done (%d failures)\n", failures);
   if (failures) {
     std::printf("emu: FAIL (%d)\n", failures);
