@@ -10,7 +10,7 @@
 # sanitizer.log. Optional in .gpu (bench/gpu/RESULTS.md, "staging" section,
 # says how they are built): trainer.test (-tags cuda), dml-before (for
 # before/after runs), and bins.tgz holding any of the binaries.
-# Sections can be skipped: SKIP="tests bench torch cnn train sanitizer".
+# Sections can be skipped: SKIP="tests bench torch cnn gpt train sanitizer".
 # BENCH is the benchmarks' -test.bench pattern (default: all of them).
 # DML_EXPECT_LIBS=1 (set here) makes TestLibraries fail unless cuBLAS and
 # cuDNN both serve: the GPU machine has them.
@@ -60,6 +60,21 @@ if ! skip cnn; then
   timeout 240 python3 bench/gpu/torch_cnn.py --out "$OUT/torch-cnn.json" > "$OUT/torch-cnn.log" 2>&1
   echo "torch_cnn rc=$?" >> "$S"
   sed 's/^/torch: /' "$OUT/torch-cnn.log" >> "$S"
+fi
+
+if ! skip gpt; then
+  # The GPT (issue 33) on any text the machine has (Python's own sources:
+  # no Go there), dml's step on cuda (our sequence kernels, cuBLAS's GEMMs)
+  # against PyTorch's eager and graph steps on the same GPU.
+  TX=$(mktemp); find /usr/lib/python3* -name '*.py' 2>/dev/null | sort | head -2000 | xargs cat 2>/dev/null | head -c 4000000 > "$TX"
+  G="--model gpt --data text --train $TX --batch 64 --seq-len 128 --epochs 1 --max-steps 100 --optimizer adamw --lr 1e-3 --eval-every 0 --progress never"
+  for k in auto dml; do
+    s=$(date +%s%N); timeout 200 .gpu/dml train --backend cuda $G --kernels $k > "$OUT/gpt-$k.log" 2>&1; rc=$?
+    echo "gpt cuda --kernels $k rc=$rc $(( ($(date +%s%N) - s) / 1000000 ))ms: $(grep -E '^epoch' "$OUT/gpt-$k.log" | tail -1)" >> "$S"
+    grep -E "^dml|rror" "$OUT/gpt-$k.log" | head -3 >> "$S"
+  done
+  timeout 200 python3 bench/gpu/torch_gpt.py > "$OUT/torch-gpt.log" 2>&1
+  echo "torch_gpt rc=$?" >> "$S"; sed 's/^/torch: /' "$OUT/torch-gpt.log" | grep -v RESULT >> "$S"
 fi
 
 if ! skip torch; then
