@@ -188,7 +188,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if c != nil {
-			c.ModelState = st
+			c.Buffers = st
 		}
 	}
 	if c == nil {
@@ -465,11 +465,11 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 // resumed is the state a job starts from, on this rank.
 type resumed struct {
 	Position
-	params, opt []float32
+	// State: the weights, the optimizer's state, and a network's
+	// batch-norm running statistics (Buffers; nil: none).
+	model.State
 	// own is this rank's own model and optimizer state (dpsgd).
 	own []float32
-	// state is a network's batch-norm running statistics (nil: none).
-	state []float32
 	// residues are this worker's filter residues, one per filter (nil
 	// entries for filters without one).
 	residues [][]float32
@@ -509,7 +509,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.sched.ranks)
 				}
 			}
-			head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.OptState)), uint64(len(ck.ModelState)), uint64(len(start.Reshard))}
+			head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.Opt)), uint64(len(ck.Buffers)), uint64(len(start.Reshard))}
 		}
 	}
 	if err := collectives.BroadcastUint64(c, head, 0); err != nil {
@@ -539,28 +539,28 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			r.Reshard[i] = Segment{Ranks: int(segs[3*i]), Steps: int(segs[3*i+1]), Batch: int(segs[3*i+2])}
 		}
 	}
-	r.params = make([]float32, p)
+	r.Params = make([]float32, p)
 	if ck != nil {
-		copy(r.params, ck.Params)
+		copy(r.Params, ck.Params)
 	}
-	if err := collectives.Broadcast(c, r.params, 0); err != nil {
+	if err := collectives.Broadcast(c, r.Params, 0); err != nil {
 		return nil, fmt.Errorf("resuming: weights: %w", err)
 	}
 	if n := int(head[4]); n > 0 {
-		r.opt = make([]float32, n)
+		r.Opt = make([]float32, n)
 		if ck != nil {
-			copy(r.opt, ck.OptState)
+			copy(r.Opt, ck.Opt)
 		}
-		if err := collectives.Broadcast(c, r.opt, 0); err != nil {
+		if err := collectives.Broadcast(c, r.Opt, 0); err != nil {
 			return nil, fmt.Errorf("resuming: optimizer state: %w", err)
 		}
 	}
 	if n := int(head[5]); n > 0 {
-		r.state = make([]float32, n)
+		r.Buffers = make([]float32, n)
 		if ck != nil {
-			copy(r.state, ck.ModelState)
+			copy(r.Buffers, ck.Buffers)
 		}
-		if err := collectives.Broadcast(c, r.state, 0); err != nil {
+		if err := collectives.Broadcast(c, r.Buffers, 0); err != nil {
 			return nil, fmt.Errorf("resuming: batch-norm statistics: %w", err)
 		}
 	}

@@ -88,13 +88,11 @@ type checkpointMeta struct {
 
 // checkpoint is a checkpoint file's contents.
 type checkpoint struct {
-	Meta     checkpointMeta
-	Params   []float32
-	OptState []float32 // nil for sgd
-	// ModelState is a network's batch-norm running statistics
-	// (model.Arch.StateTensors; nil without).
-	ModelState []float32
-	Residues   [][]float32 // per worker, or nil
+	Meta checkpointMeta
+	// State: the weights, the optimizer's state (nil for sgd) and the
+	// layers' buffers (model.Arch.StateTensors; nil without).
+	model.State
+	Residues [][]float32 // per worker, or nil
 	// RankStates holds, under dpsgd, each rank's model followed by its
 	// optimizer state (Params is then the ranks' average, the consensus
 	// model, for numpy).
@@ -117,13 +115,13 @@ func (c *checkpoint) encode() ([]byte, error) {
 			return nil, err
 		}
 	}
-	if c.OptState != nil {
-		if err := add(optEntry, npy.Float32(c.OptState, len(c.OptState))); err != nil {
+	if c.Opt != nil {
+		if err := add(optEntry, npy.Float32(c.Opt, len(c.Opt))); err != nil {
 			return nil, err
 		}
 	}
-	if c.ModelState != nil {
-		if err := add(stateEntry, npy.Float32(c.ModelState, len(c.ModelState))); err != nil {
+	if c.Buffers != nil {
+		if err := add(stateEntry, npy.Float32(c.Buffers, len(c.Buffers))); err != nil {
 			return nil, err
 		}
 	}
@@ -276,7 +274,7 @@ func (c *checkpoint) decodeArrays(entries map[string][]byte, size int) error {
 	}
 	p := arch.NumParams()
 	if ns := arch.NumState(); ns > 0 {
-		if c.ModelState, err = array(stateEntry, ns); err != nil {
+		if c.Buffers, err = array(stateEntry, ns); err != nil {
 			return err
 		}
 	}
@@ -285,7 +283,7 @@ func (c *checkpoint) decodeArrays(entries map[string][]byte, size int) error {
 		if k, err := optim.ParseKind(c.Meta.Optimizer); err == nil && k.StatePer() > 0 {
 			per = k.StatePer()
 		}
-		if c.OptState, err = array(optEntry, per*p); err != nil {
+		if c.Opt, err = array(optEntry, per*p); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	arch, _ := model.NewArch(3, []int{2}, 2, model.SoftmaxCE)
 	p := arch.InitParams(1)
 	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch, Position: Position{Epoch: 1}},
-		Params: p, OptState: make([]float32, len(p)), Residues: [][]float32{make([]float32, len(p))}}
+		State: model.State{Params: p, Opt: make([]float32, len(p))}, Residues: [][]float32{make([]float32, len(p))}}
 	good, err := c.encode()
 	if err != nil {
 		f.Fatal(err)

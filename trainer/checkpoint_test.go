@@ -403,7 +403,7 @@ func TestStopEvaluatesStoppedWeights(t *testing.T) {
 			}
 			var want EvalResult
 			noErrs(t, local.NewWorld(1).Run(func(c *local.Comm) error {
-				want, err = Evaluate(c, cpu.New(), r0.Arch, r0.Params, nil, test, 1000)
+				want, err = Evaluate(c, cpu.New(), r0.Arch, model.State{Params: r0.Params}, test, 1000)
 				return err
 			}))
 			if r0.TestAcc != want.Accuracy {
@@ -479,7 +479,7 @@ func TestNumpyReadsCheckpointFile(t *testing.T) {
 	}
 	dir := t.TempDir()
 	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch,
-		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, Params: p, OptState: opt}
+		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, State: model.State{Params: p, Opt: opt}}
 	b, err := c.encode()
 	if err != nil {
 		t.Fatal(err)

@@ -421,21 +421,7 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 		}
 		return train, test, nil
 	case "text":
-		// A byte becomes a float32 token in about (T+1)/T windows, read
-		// whole first: about 5 bytes per byte of text.
-		if err := checkFilesTimes(check, 5, d.Train, d.Test); err != nil {
-			return nil, nil, err
-		}
-		if train, err = data.LoadText(d.Train, d.seqLen()); err != nil {
-			return nil, nil, usageData{err}
-		}
-		if d.Test == "" {
-			return holdOut(train)
-		}
-		if test, err = data.LoadText(d.Test, d.seqLen()); err != nil {
-			return nil, nil, usageData{err}
-		}
-		return train, test, nil
+		return d.loadText(check)
 	case "synthetic":
 		nTest := max(1, d.Samples/4)
 		all, err := data.Synthetic(data.SyntheticConfig{Rows: d.Samples + nTest, Cols: d.Features,
@@ -458,6 +444,26 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 		return split(all, d.Samples)
 	}
 	return nil, nil, fmt.Errorf("unknown data source %q", d.Name)
+}
+
+// loadText reads --data text's windows (data.LoadText): the test file's,
+// or the last tenth of the training file's.
+func (d DataConfig) loadText(check memoryCheck) (train, test *data.Dense, err error) {
+	// A byte becomes a float32 token in about (T+1)/T windows, read whole
+	// first: about 5 bytes per byte of text.
+	if err := checkFilesTimes(check, 5, d.Train, d.Test); err != nil {
+		return nil, nil, err
+	}
+	if train, err = data.LoadText(d.Train, d.seqLen()); err != nil {
+		return nil, nil, usageData{err}
+	}
+	if d.Test == "" {
+		return holdOut(train)
+	}
+	if test, err = data.LoadText(d.Test, d.seqLen()); err != nil {
+		return nil, nil, usageData{err}
+	}
+	return train, test, nil
 }
 
 // holdOut keeps the last tenth of a training set (at least one row) as the test set.

@@ -426,7 +426,7 @@ func (s *localModel) saveState() (*checkpoint, error) {
 	if err != nil || c.Rank() != 0 {
 		return nil, err
 	}
-	return &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: avg, RankStates: states}, nil
+	return &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
 }
 
 // gatherAtZero collects every rank's mine (all of one length) on rank 0,

@@ -21,9 +21,10 @@ type EvalResult struct {
 // in batches of batch rows, and combines the ranks' counts. A rank reads
 // only its shard's rows (set may be a data.IDXSource).
 //
-// state is a network's batch-norm running statistics (nil: the initial
-// ones; an MLP has none).
-func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params, state []float32, set data.DenseSource, batch int) (EvalResult, error) {
+// st holds the weights and a network's buffers (Buffers, batch norm's
+// running statistics; nil: the initial ones; an MLP has none); its
+// optimizer state is not read.
+func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, st model.State, set data.DenseSource, batch int) (EvalResult, error) {
 	rows, cols, classes := set.Shape()
 	if cols != arch.Sizes[0] {
 		return EvalResult{}, fmt.Errorf("the data has %d features, the model takes %d", cols, arch.Sizes[0])
@@ -40,13 +41,8 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, params, st
 		return EvalResult{}, err
 	}
 	defer m.Free()
-	if err := b.Upload(m.Params, params); err != nil {
+	if err := (model.State{Params: st.Params, Buffers: st.Buffers}).Restore(b, m.Params, nil, m.State); err != nil {
 		return EvalResult{}, err
-	}
-	if state != nil && m.State != nil {
-		if err := b.Upload(m.State, state); err != nil {
-			return EvalResult{}, err
-		}
 	}
 	s, err := m.Score(shard)
 	if err != nil {

@@ -282,11 +282,11 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 		return nil, err
 	}
 	if j.resume != nil {
-		copy(params, j.resume.params)
+		copy(params, j.resume.Params)
 		// The batch norms' running statistics resume too (read by
 		// loadResume just above: uploading them before it did nothing).
-		if len(j.resume.state) > 0 {
-			if err := t.Backend.Upload(m.State, j.resume.state); err != nil {
+		if len(j.resume.Buffers) > 0 {
+			if err := t.Backend.Upload(m.State, j.resume.Buffers); err != nil {
 				return nil, err
 			}
 		}
@@ -321,7 +321,7 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		return nil, err
 	}
 	if j.resume != nil {
-		copy(params, j.resume.params)
+		copy(params, j.resume.Params)
 	}
 	evalAll := func(p []float32) (float64, error) {
 		ev, err := EvaluateSparse(t.Comm, arch, p, test)

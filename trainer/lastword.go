@@ -108,20 +108,10 @@ const (
 	phaseUpdate        // the weights change
 )
 
+// snapshot is a boundary's copy of a device backend's state.
 type snapshot struct {
-	params, opt, state []float32
-	pos                Position
-}
-
-func newSnapshot(params, opt, state kernels.Buffer) *snapshot {
-	s := &snapshot{params: make([]float32, params.Len())}
-	if opt != nil {
-		s.opt = make([]float32, opt.Len())
-	}
-	if state != nil {
-		s.state = make([]float32, state.Len())
-	}
-	return s
+	model.State
+	pos Position
 }
 
 // keepLastWord makes this rank keep what Trainer.LastWord needs, when the
@@ -142,7 +132,7 @@ func (j *job) keepLastWord(arch model.Arch, params, opt, state kernels.Buffer, s
 			w.stats = make([]float32, state.Len())
 		}
 	} else {
-		w.cur, w.spare = newSnapshot(params, opt, state), newSnapshot(params, opt, state)
+		w.cur, w.spare = &snapshot{}, &snapshot{}
 	}
 	j.lw = w
 	j.Trainer.lastWord.Store(w)
@@ -218,20 +208,9 @@ func (w *lastWord) boundary(next Position) error {
 	if said {
 		return nil
 	}
-	b := w.j.Backend
 	sp.pos = next
-	if err := b.Download(sp.params, w.params); err != nil {
-		return fmt.Errorf("emergency copy of the weights: %w", err)
-	}
-	if w.opt != nil {
-		if err := b.Download(sp.opt, w.opt); err != nil {
-			return fmt.Errorf("emergency copy of the optimizer state: %w", err)
-		}
-	}
-	if w.state != nil {
-		if err := b.Download(sp.state, w.state); err != nil {
-			return fmt.Errorf("emergency copy of the batch-norm statistics: %w", err)
-		}
+	if err := sp.Capture(w.j.Backend, w.params, w.opt, w.state); err != nil {
+		return fmt.Errorf("emergency copy: %w", err)
 	}
 	w.mu.Lock()
 	if !w.said {
@@ -296,13 +275,13 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	var pos Position
 	if w.live {
 		pos = w.pos
-		c = &checkpoint{Params: hostData(w.params), OptState: hostData(w.opt), ModelState: hostData(w.state)}
+		c = &checkpoint{State: model.State{Params: hostData(w.params), Opt: hostData(w.opt), Buffers: hostData(w.state)}}
 		if w.phase == phaseStep && w.state != nil {
-			c.ModelState = w.stats
+			c.Buffers = w.stats
 		}
 	} else {
 		pos = w.cur.pos
-		c = &checkpoint{Params: w.cur.params, OptState: w.cur.opt, ModelState: w.cur.state}
+		c = &checkpoint{State: w.cur.State}
 	}
 	j := w.j
 	path := filepath.Join(j.Checkpoint.Dir, checkpointName(pos.Steps))

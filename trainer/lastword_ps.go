@@ -117,15 +117,15 @@ func held(h ps.Held) int {
 // already there is kept.
 func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
 	j := w.j
-	c := &checkpoint{Params: make([]float32, w.p)}
+	c := &checkpoint{State: model.State{Params: make([]float32, w.p)}}
 	per := j.cfg.Opt.Kind.StatePer()
 	if per > 0 {
-		c.OptState = make([]float32, per*w.p)
+		c.Opt = make([]float32, per*w.p)
 	}
 	for _, r := range h.Ranges {
 		copy(c.Params[r.Range.Lo:r.Range.Hi], r.Weights)
-		if c.OptState != nil {
-			copy(c.OptState[per*r.Range.Lo:per*r.Range.Hi], r.OptState)
+		if c.Opt != nil {
+			copy(c.Opt[per*r.Range.Lo:per*r.Range.Hi], r.OptState)
 		}
 		if part {
 			e.Held = append(e.Held, [2]int{r.Range.Lo, r.Range.Hi})
@@ -257,11 +257,11 @@ func mergeParts(parts []partFile, p, steps int) (*checkpoint, []string) {
 	}
 	covered := make([]bool, p)
 	n := 0
-	out := &checkpoint{Meta: newest, Params: make([]float32, p)}
+	out := &checkpoint{Meta: newest, State: model.State{Params: make([]float32, p)}}
 	per := 0
-	if o := parts[0].c.OptState; o != nil {
+	if o := parts[0].c.Opt; o != nil {
 		per = len(o) / p
-		out.OptState = make([]float32, per*p)
+		out.Opt = make([]float32, per*p)
 	}
 	var from []int
 	clash := ""
@@ -273,10 +273,10 @@ func mergeParts(parts []partFile, p, steps int) (*checkpoint, []string) {
 		for _, r := range pf.c.Meta.Emergency.Held {
 			for k := max(r[0], 0); k < min(r[1], p); k++ {
 				st := func(c *checkpoint) []float32 {
-					if per == 0 || len(c.OptState) != per*p {
+					if per == 0 || len(c.Opt) != per*p {
 						return nil
 					}
-					return c.OptState[per*k : per*(k+1)]
+					return c.Opt[per*k : per*(k+1)]
 				}
 				if covered[k] {
 					if out.Params[k] != pf.c.Params[k] || !slices.Equal(st(out), st(pf.c)) {
@@ -288,7 +288,7 @@ func mergeParts(parts []partFile, p, steps int) (*checkpoint, []string) {
 				n++
 				out.Params[k] = pf.c.Params[k]
 				if s := st(pf.c); s != nil {
-					copy(out.OptState[per*k:per*(k+1)], s)
+					copy(out.Opt[per*k:per*(k+1)], s)
 				}
 			}
 		}

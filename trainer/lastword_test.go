@@ -80,7 +80,7 @@ func TestLastWord(t *testing.T) {
 		}
 		want := readCheckpointFile(t, filepath.Join(refDir, checkpointName(steps)))
 		got := readCheckpointFile(t, path)
-		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.OptState, want.OptState) {
+		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.Opt, want.Opt) {
 			t.Errorf("rank %d stuck: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", who.stuck, steps)
 		}
 		if got.Meta.Position.Steps != want.Meta.Position.Steps || got.Meta.Step != want.Meta.Step || got.Meta.Epoch != want.Meta.Epoch {
@@ -146,7 +146,7 @@ func TestServerLastWord(t *testing.T) {
 		}
 		want := readCheckpointFile(t, filepath.Join(refDir, checkpointName(steps)))
 		got := readCheckpointFile(t, path)
-		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.OptState, want.OptState) {
+		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.Opt, want.Opt) {
 			t.Errorf("server %d: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", caller, steps)
 		}
 		if got.Meta.Position.Steps != want.Meta.Position.Steps || got.Meta.Step != want.Meta.Step || got.Meta.Epoch != want.Meta.Epoch {
@@ -274,7 +274,7 @@ func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int,
 	t.Helper()
 	p := arch.NumParams()
 	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
-		Position: Position{Epoch: 1, Step: steps, Steps: steps}}, Params: make([]float32, p)}
+		Position: Position{Epoch: 1, Step: steps, Steps: steps}}, State: model.State{Params: make([]float32, p)}}
 	c.Meta.Emergency = &Emergency{DeadRank: 1, WrittenBy: rank, Part: true, Held: ranges, Time: at}
 	for _, r := range ranges {
 		for k := r[0]; k < r[1]; k++ {

@@ -515,7 +515,7 @@ func TestResumeOtherRanksKeepsStatistics(t *testing.T) {
 	cfg := synthCfg()
 	cfg.Model, cfg.Net, cfg.Data = b.Model, b.Net, b.Data
 	ck := checkpointAt(t, 2, cfg, 5, "")
-	want := readCheckpointFile(t, ck).ModelState
+	want := readCheckpointFile(t, ck).Buffers
 	if len(want) == 0 {
 		t.Fatal("the checkpoint holds no statistics")
 	}

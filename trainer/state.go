@@ -27,13 +27,11 @@ type Position struct {
 // to another Trainer (Trainer.Start) and training goes on bit for bit as
 // if it had never stopped.
 type TrainState struct {
-	Arch     model.Arch `json:"arch"`
-	Params   []float32  `json:"params"`
-	OptState []float32  `json:"opt_state"`
-	// ModelState is a network's batch-norm running statistics
-	// (Arch.StateTensors; empty for models without, or for a state from
-	// before they were kept: the statistics then start afresh).
-	ModelState []float32 `json:"model_state,omitempty"`
+	Arch model.Arch `json:"arch"`
+	// State: the weights, the optimizer's state and the layers' buffers
+	// (batch norm's running statistics: empty for models without, or for
+	// a state from before they were kept, which then start afresh).
+	model.State
 	Position
 }
 
@@ -41,9 +39,7 @@ type TrainState struct {
 func (s TrainState) Clone() TrainState {
 	s.Reshard = slices.Clone(s.Reshard)
 	s.Arch.Sizes = slices.Clone(s.Arch.Sizes)
-	s.Params = slices.Clone(s.Params)
-	s.OptState = slices.Clone(s.OptState)
-	s.ModelState = slices.Clone(s.ModelState)
+	s.State = s.State.Clone()
 	return s
 }
 
@@ -55,10 +51,10 @@ func (s *TrainState) check(arch model.Arch, optLen int) error {
 		return fmt.Errorf("resuming: the state is of a model %s, this job builds %s", s.Arch.Describe(), arch.Describe())
 	case len(s.Params) != arch.NumParams():
 		return fmt.Errorf("resuming: the state has %d weights, the model %d", len(s.Params), arch.NumParams())
-	case len(s.OptState) != optLen:
-		return fmt.Errorf("resuming: the state has %d floats of optimizer state, this optimizer keeps %d", len(s.OptState), optLen)
-	case len(s.ModelState) != 0 && len(s.ModelState) != arch.NumState():
-		return fmt.Errorf("resuming: the state has %d floats of batch-norm statistics, the model %d", len(s.ModelState), arch.NumState())
+	case len(s.Opt) != optLen:
+		return fmt.Errorf("resuming: the state has %d floats of optimizer state, this optimizer keeps %d", len(s.Opt), optLen)
+	case len(s.Buffers) != 0 && len(s.Buffers) != arch.NumState():
+		return fmt.Errorf("resuming: the state has %d floats of batch-norm statistics, the model %d", len(s.Buffers), arch.NumState())
 	case s.Epoch < 1 || s.Step < 0 || s.Steps < 0:
 		return fmt.Errorf("resuming: bad position %+v", s.Position)
 	}

@@ -1,13 +1,16 @@
 package trainer
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/internal/numtest"
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // TestResume: N steps, export the TrainState, load it into fresh trainers,
@@ -28,7 +31,7 @@ func TestResume(t *testing.T) {
 				first.MaxSteps = n
 				a := mustRun(t, 2, first)[0]
 				st := a.State
-				if st == nil || st.Steps != n || (opt != optim.SGD) != (len(st.OptState) > 0) {
+				if st == nil || st.Steps != n || (opt != optim.SGD) != (len(st.Opt) > 0) {
 					t.Fatalf("state after %d steps: %+v", n, st)
 				}
 				if wantPos := (Position{Epoch: 1 + n/13, Step: n % 13, Steps: n}); !reflect.DeepEqual(st.Position, wantPos) {
@@ -41,7 +44,7 @@ func TestResume(t *testing.T) {
 					}
 				}
 				got := res[0]
-				if got.Steps != n+m || !slices.Equal(got.Params, want.Params) || !slices.Equal(got.State.OptState, want.State.OptState) {
+				if got.Steps != n+m || !slices.Equal(got.Params, want.Params) || !slices.Equal(got.State.Opt, want.State.Opt) {
 					t.Errorf("resumed after %d steps: %d steps, weights differ by %.3g from %d steps straight",
 						n, got.Steps, numtest.MaxRelDiff(got.Params, want.Params), n+m)
 				}
@@ -83,8 +86,8 @@ func TestResumeBatchNorm(t *testing.T) {
 	first := cfg
 	first.MaxSteps = 5
 	a := mustRun(t, 2, first)[0]
-	if len(a.State.ModelState) == 0 || !slices.Equal(a.State.ModelState, a.ModelState) {
-		t.Fatalf("the state after 5 steps holds %d statistics, the result %d", len(a.State.ModelState), len(a.ModelState))
+	if len(a.State.Buffers) == 0 || !slices.Equal(a.State.Buffers, a.ModelState) {
+		t.Fatalf("the state after 5 steps holds %d statistics, the result %d", len(a.State.Buffers), len(a.ModelState))
 	}
 	res, errs := runWorldFrom(t, 2, straight, a.State, nil)
 	for r, err := range errs {
@@ -102,7 +105,7 @@ func TestResumeBatchNorm(t *testing.T) {
 	// Without them (a state from before they were kept) they start afresh
 	// and end elsewhere: the check above is not vacuous.
 	old := a.State.Clone()
-	old.ModelState = nil
+	old.Buffers = nil
 	res, errs = runWorldFrom(t, 2, straight, &old, nil)
 	for r, err := range errs {
 		if err != nil {
@@ -111,5 +114,19 @@ func TestResumeBatchNorm(t *testing.T) {
 	}
 	if d := numtest.MaxRelDiff(res[0].ModelState, want.ModelState); d < 1e-3 {
 		t.Errorf("resumed without statistics, they still end within %.3g of the straight run's", d)
+	}
+}
+
+// TestTrainStateJSON: the one State inside TrainState keeps its JSON
+// names (params, opt_state, model_state), those of the fields it replaced.
+func TestTrainStateJSON(t *testing.T) {
+	b, err := json.Marshal(TrainState{State: model.State{Params: []float32{1}, Opt: []float32{2}, Buffers: []float32{3}}, Position: Position{Epoch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"params":[1]`, `"opt_state":[2]`, `"model_state":[3]`, `"epoch":1`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("%s lacks %s", b, k)
+		}
 	}
 }

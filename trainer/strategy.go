@@ -133,7 +133,7 @@ func (baseUnit) resume(*job, *checkpoint, *resumed) error { return nil }
 // compatible: the checkpoint holds optimizer state exactly when the
 // job's optimizer keeps one.
 func (baseUnit) compatible(j *job, c *checkpoint) string {
-	if (c.OptState != nil) != j.cfg.Opt.Kind.HasState() {
+	if (c.Opt != nil) != j.cfg.Opt.Kind.HasState() {
 		return fmt.Sprintf("its optimizer state does not fit %v", j.cfg.Opt.Kind)
 	}
 	return ""

@@ -103,7 +103,7 @@ func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 	if count = int(v[0]); count == 0 {
 		return nil
 	}
-	n, size := len(r.params), j.Comm.Size()
+	n, size := len(r.Params), j.Comm.Size()
 	buf := make([]float32, n)
 	mine := make([]float32, n)
 	for e := range count {
@@ -242,7 +242,7 @@ func (j *job) startFrom(m *model.Model, opt *model.Optimizer, params []float32) 
 	pos := startPosition
 	st := j.Start
 	if r := j.resume; r != nil {
-		st = &TrainState{Arch: m.Arch, Params: r.params, OptState: r.opt, Position: r.Position}
+		st = &TrainState{Arch: m.Arch, State: model.State{Params: r.Params, Opt: r.Opt}, Position: r.Position}
 	}
 	if st != nil {
 		if err := st.check(m.Arch, opt.StateLen()); err != nil {
@@ -254,13 +254,13 @@ func (j *job) startFrom(m *model.Model, opt *model.Optimizer, params []float32) 
 			return pos, fmt.Errorf("Trainer.Start: the state is inside an epoch re-dealt to another number of ranks (Position.Reshard): resume it from its checkpoint")
 		}
 		params, pos = st.Params, st.Position
-		if err := opt.LoadState(st.OptState); err != nil {
+		if err := opt.LoadState(st.Opt); err != nil {
 			return pos, err
 		}
 		// A checkpoint's statistics are on the device already (run);
 		// a Trainer.Start state brings its own.
-		if j.resume == nil && len(st.ModelState) > 0 {
-			if err := j.Backend.Upload(m.State, st.ModelState); err != nil {
+		if j.resume == nil && len(st.Buffers) > 0 {
+			if err := j.Backend.Upload(m.State, st.Buffers); err != nil {
 				return pos, err
 			}
 		}
@@ -283,8 +283,8 @@ func (j *job) fillResult(res *Result, m *model.Model, opt *model.Optimizer, pos 
 	if res.ModelState, err = j.syncState(m, true); err != nil {
 		return err
 	}
-	res.State = &TrainState{Arch: m.Arch, Params: append([]float32(nil), res.Params...), OptState: optState,
-		ModelState: slices.Clone(res.ModelState), Position: pos}
+	res.State = &TrainState{Arch: m.Arch, State: model.State{Params: slices.Clone(res.Params), Opt: optState,
+		Buffers: slices.Clone(res.ModelState)}, Position: pos}
 	return nil
 }
 
@@ -678,12 +678,12 @@ func (s *allreduceStrategy) saveState() (*checkpoint, error) {
 	if err != nil || s.j.Comm.Rank() != 0 {
 		return nil, err
 	}
-	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, Params: make([]float32, s.m.NumParams())}
+	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, State: model.State{Params: make([]float32, s.m.NumParams())}}
 	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
 		return nil, err
 	}
 	if s.opt.StateLen() > 0 {
-		if c.OptState, err = s.opt.SaveState(); err != nil {
+		if c.Opt, err = s.opt.SaveState(); err != nil {
 			return nil, err
 		}
 	}

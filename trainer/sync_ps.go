@@ -124,7 +124,7 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 		return nil
 	}
 	specs, _ := ps.ParseFilters(j.cfg.PS.Filters)
-	buf := make([]float32, len(r.params))
+	buf := make([]float32, len(r.Params))
 	for e := range j.sched.ranks * perWorker {
 		if ck != nil {
 			copy(buf, ck.Residues[e])
@@ -198,8 +198,8 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	start0 := startPosition
 	var residues [][]float32
 	if r := j.resume; r != nil { // checkpoint.go
-		copy(params, r.params)
-		pcfg.Restore = &ps.Restore{OptState: r.opt, Clock: r.clock}
+		copy(params, r.Params)
+		pcfg.Restore = &ps.Restore{OptState: r.Opt, Clock: r.clock}
 		start0, residues = r.Position, r.residues
 	}
 	pcfg.LRAt = j.serverLR(start0) // nil without a schedule
@@ -599,11 +599,11 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 		return nil, nil
 	}
 	n := p.w.Size()
-	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, Params: make([]float32, n)}
+	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, State: model.State{Params: make([]float32, n)}}
 	if per := j.cfg.Opt.Kind.StatePer(); per > 0 {
-		c.OptState = make([]float32, per*n)
+		c.Opt = make([]float32, per*n)
 	}
-	if err := p.w.Snapshot(c.Params, c.OptState); err != nil {
+	if err := p.w.Snapshot(c.Params, c.Opt); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	for w := 0; w < j.sched.ranks; w++ {

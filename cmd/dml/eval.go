@@ -273,7 +273,7 @@ func (e *evalJob) evaluateDense(c collectives.Comm) (trainer.EvalResult, error) 
 	}
 	defer be.Close()
 	// --timeline: a span per kernel op (the evaluation has no steps).
-	return trainer.Evaluate(c, trace.Backend(be, e.cf.tracer()), e.arch, e.params, e.state, test, e.batch)
+	return trainer.Evaluate(c, trace.Backend(be, e.cf.tracer()), e.arch, model.State{Params: e.params, Buffers: e.state}, test, e.batch)
 }
 
 // largestWeight names the array holding the weight of largest magnitude,
