@@ -644,24 +644,6 @@ func (f algoFlag) Set(s string) (err error) {
 	return err
 }
 
-// flagNames maps trainer.ConfigError fields to the flags that set them.
-var flagNames = map[string]string{
-	"Model": "--model", "Net": "--model-file", "Augment": "--augment", "Hidden": "--hidden", "Epochs": "--epochs", "Batch": "--batch", "MaxSteps": "--max-steps",
-	"EvalEvery": "--eval-every", "Sync": "--sync", "Topology": "--topology", "Straggle": "--straggle", "Straggle.Factor": "--straggle", "Allreduce": "--allreduce", "BucketBytes": "--bucket-mb", "Compress": "--compress", "ErrorFeedback": "--error-feedback", "LocalSteps": "--local-steps", "Accumulate": "--accumulate", "SyncBN": "--sync-bn", "LossScale": "--loss-scale",
-	"LRSchedule": "--lr-schedule", "WarmupEpochs": "--warmup-epochs", "LRScaleRanks": "--lr-scale-ranks", "ClipNorm": "--clip-norm",
-	"Opt.Kind": "--optimizer", "Opt.LR": "--lr", "Opt.Momentum": "--momentum", "Opt.WeightDecay": "--weight-decay", "Opt.Eps": "--eps", "Opt.Beta1": "--beta1", "Opt.Beta2": "--beta2", "Opt.TrustCoef": "--trust-coef",
-	"PS.Servers": "--servers", "PS.Consistency": "--consistency", "PS.Staleness": "--staleness",
-	"PS.StalenessLow": "--staleness-range", "PS.StalenessHigh": "--staleness-range", "PS.Filters": "--filters", "PS.ReplicateEvery": "--replicate-every",
-	"PS.FetchEvery": "--fetch-every", "PS.PushEvery": "--push-every",
-	"Data.Name": "--data", "Data.Dir": "--data-dir", "Data.Train": "--train", "Data.Test": "--test",
-	"Data.Samples": "--samples", "Data.Features": "--features", "Data.Classes": "--classes",
-	"Data.Noise": "--noise", "Data.NNZ": "--nnz", "Data.Shape": "--shape",
-	"Data.MaxFeatures": "--max-features", "Data.SeqLen": "--seq-len",
-	"GPT.Layers": "--layers", "GPT.Heads": "--heads", "GPT.Embed": "--embed",
-	"Seed": "--seed", "Shuffle": "--shuffle", "Straggle.Rank": "--straggle",
-	"Data.ExpectClasses": "--classes",
-}
-
 // checkpointFlagNames maps the trainer.Checkpointing fields its messages
 // name to the flags that set them.
 var checkpointFlagNames = map[string]string{
@@ -681,7 +663,7 @@ func settingFlag(setting string) (string, bool) {
 		return name, ok
 	}
 	f := strings.TrimPrefix(setting, "Config.")
-	if f == "Timeout" { // per process: not compared, so not in flagNames
+	if f == "Timeout" { // per process: a common flag, not among the Config's
 		return "--timeout", true
 	}
 	name, ok := flagNames[f]
