@@ -23,6 +23,9 @@
 #                     convolutions as im2col GEMMs), or resnet20, vgg16,
 #                     resnet50, alexnet (on SAMPLES [4096] random 3×32×32
 #                     images on each side: throughput only)
+#   SIDE [32]         the synthetic images' side (3×SIDE×SIDE; MODEL=resnet50
+#                     SIDE=224 is torchvision's resnet50); FLOPs are printed
+#                     for 32 only
 #   R [3]             repetitions of each side
 #   EPOCHS [3]  NP [2]  BATCH [64] (per rank)  HIDDEN [512,256]
 #   LR [0.05]  MOMENTUM [0.9]  SEED [1]   (weight decay: 0 on both sides,
@@ -70,6 +73,7 @@ MODEL=${MODEL:-mlp}
 R=${R:-3}
 EPOCHS=${EPOCHS:-3}
 SAMPLES=${SAMPLES:-4096}
+SIDE=${SIDE:-32}
 NP=${NP:-2}
 BATCH=${BATCH:-64}
 HIDDEN=${HIDDEN:-512,256}
@@ -128,8 +132,8 @@ esac
 data_flags=(--data fashion-mnist)
 ddp_data=()
 if [[ $MODEL != mlp && $MODEL != lenet5 ]]; then
-	data_flags=(--data synthetic-images --shape 3x32x32 --classes 10 --samples "$SAMPLES")
-	ddp_data=(--synthetic "$SAMPLES")
+	data_flags=(--data synthetic-images --shape "3x${SIDE}x${SIDE}" --classes 10 --samples "$SAMPLES")
+	ddp_data=(--synthetic "$SAMPLES" --side "$SIDE")
 fi
 dml_cmd=("${mpi[@]}" "$dml" train "${model_flags[@]}" "${data_flags[@]}"
 	--epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --momentum "$MOMENTUM" --seed "$SEED"
@@ -162,9 +166,9 @@ fi
 model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 dml_version=$("$dml" version 2>/dev/null || echo "dml ?")
 
-"$PYTHON" - "$out" "$R" "$NP" "$HIDDEN" "$MODEL" <<EOF
+"$PYTHON" - "$out" "$R" "$NP" "$HIDDEN" "$MODEL" "$SIDE" <<EOF
 import json, sys
-out, R, NP, hidden, model = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+out, R, NP, hidden, model, side = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 sizes = [784] + [int(h) for h in hidden.split(",") if h] + [10]
 pairs = list(zip(sizes, sizes[1:]))
 flops = sum(2*a*b for a, b in pairs) * 2 + sum(2*a*b for a, b in pairs[1:])
@@ -181,7 +185,9 @@ if model == "lenet5":
 synthetic = {"resnet20": ("ResNet-20", 243_994_368), "vgg16": ("VGG-16", 1_878_816_768), "resnet50": ("ResNet-50", 7_783_440_384), "alexnet": ("AlexNet", 1_220_517_888)}
 if model in synthetic:
     name, flops = synthetic[model]
-    title = f"{name} (synthetic 3×32×32 images: throughput only, the accuracies mean nothing)"
+    if side != 32:
+        flops = 0  # GFLOP/s printed as 0: the counts above are for 32×32
+    title = f"{name} (synthetic 3×{side}×{side} images: throughput only, the accuracies mean nothing)"
 
 mean = lambda xs: sum(xs) / len(xs)
 

@@ -171,8 +171,9 @@ def worker(rank, args, port):
         # a quarter as many more for the test set.
         g = torch.Generator().manual_seed(args.seed)
         n = args.synthetic
-        xtr, ytr = torch.rand(n, 3 * 32 * 32, generator=g), torch.randint(0, 10, (n,), generator=g)
-        xte, yte = torch.rand(n // 4, 3 * 32 * 32, generator=g), torch.randint(0, 10, (n // 4,), generator=g)
+        px = 3 * args.side * args.side
+        xtr, ytr = torch.rand(n, px, generator=g), torch.randint(0, 10, (n,), generator=g)
+        xte, yte = torch.rand(n // 4, px, generator=g), torch.randint(0, 10, (n // 4,), generator=g)
     else:
         xtr, ytr = load_split(args.data_dir, "train")
         xte, yte = load_split(args.data_dir, "t10k")
@@ -184,6 +185,8 @@ def worker(rank, args, port):
         from models import SHAPES, build
         net = build(args.model, classes=10, in_channels=SHAPES[args.model][0])
         shape = (-1,) + SHAPES[args.model]
+        if args.model in SYNTHETIC:
+            shape = (-1, 3, args.side, args.side)
         xtr, xte_mine = xtr.reshape(shape).contiguous(), xte_mine.reshape(shape).contiguous()
     else:
         sizes = [xtr.shape[1]] + args.hidden + [10]
@@ -272,6 +275,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64, help="per rank")
     ap.add_argument("--model", default="mlp", choices=["mlp", "lenet5"] + SYNTHETIC)
+    ap.add_argument("--side", type=int, default=32,
+                    help="the synthetic images' side (3×side×side; resnet50 at 224 is torchvision's)")
     ap.add_argument("--synthetic", type=int, default=4096,
                     help="resnet20, vgg16, resnet50, alexnet: training samples of random 3x32x32 images (throughput only)")
     ap.add_argument("--hidden", default="512,256")
