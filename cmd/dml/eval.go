@@ -31,7 +31,13 @@ func netWeights(kind trainer.ModelKind, layers []model.LayerSpec, arrays map[str
 	if !ok || len(w.Shape) == 0 {
 		return model.Arch{}, nil, fmt.Errorf("--weights: no array %s: these are not %v weights", last, kind)
 	}
-	arch, err := trainer.BuildArch(cfg, shape, w.Shape[0])
+	return buildWeights(cfg, arrays, shape, w.Shape[0])
+}
+
+// buildWeights builds cfg's network for samples of shape and classes
+// classes and lays the weights out in it.
+func buildWeights(cfg trainer.Config, arrays map[string]model.Array, shape data.Shape, classes int) (model.Arch, []float32, error) {
+	arch, err := trainer.BuildArch(cfg, shape, classes)
 	if err != nil {
 		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
 	}
@@ -63,15 +69,7 @@ func gptWeights(cfg trainer.Config, arrays map[string]model.Array, shape data.Sh
 	if wpe, ok := arrays["transformer.wpe.weight"]; ok && len(wpe.Shape) == 2 && wpe.Shape[0] != shape.T {
 		return model.Arch{}, nil, usageErr("eval: the weights' position table (transformer.wpe.weight) has %d rows, for sequences of %d tokens, not --seq-len %d: evaluate them with --seq-len %d (the default)", wpe.Shape[0], wpe.Shape[0], shape.T, wpe.Shape[0])
 	}
-	arch, err := trainer.BuildArch(cfg, shape, wte.Shape[0])
-	if err != nil {
-		return model.Arch{}, nil, usageErr("eval: %s", flagError(err))
-	}
-	params, _, err := arch.ParamsFrom(arrays)
-	if err != nil {
-		return model.Arch{}, nil, fmt.Errorf("--weights: %w", err)
-	}
-	return arch, params, nil
+	return buildWeights(cfg, arrays, shape, wte.Shape[0])
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) error {

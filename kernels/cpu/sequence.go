@@ -11,13 +11,15 @@ import (
 
 var _ kernels.SequenceOps = (*Backend)(nil)
 
-// tokenID is id as a row index of a table of vocab rows, or an error
-// naming op and position r.
-func tokenID(op string, id float32, r, vocab int) (int, error) {
-	if !(id >= 0 && id < float32(vocab)) || id != float32(math.Trunc(float64(id))) {
-		return 0, fmt.Errorf("%s: token %d is %v, not an id in [0, %d): %w", op, r, id, vocab, kernels.ErrShape)
+// checkTokens reports the first of ids that is not a row index of a
+// table of vocab rows (an integer in [0, vocab)), naming op.
+func checkTokens(op string, ids []float32, vocab int) error {
+	for r, id := range ids {
+		if !(id >= 0 && id < float32(vocab)) || id != float32(math.Trunc(float64(id))) {
+			return fmt.Errorf("%s: token %d is %v, not an id in [0, %d): %w", op, r, id, vocab, kernels.ErrShape)
+		}
 	}
-	return int(id), nil
+	return nil
 }
 
 // Embedding: see kernels.SequenceOps. The ids are checked before
@@ -27,10 +29,8 @@ func (be *Backend) Embedding(y, ids, table kernels.Buffer, n, vocab, cols int) e
 	if err := kernels.CheckEmbedding("cpu.Embedding", len(yd), len(id), len(td), n, vocab, cols); err != nil {
 		return err
 	}
-	for r, v := range id {
-		if _, err := tokenID("cpu.Embedding", v, r, vocab); err != nil {
-			return err
-		}
+	if err := checkTokens("cpu.Embedding", id, vocab); err != nil {
+		return err
 	}
 	be.output(yd)
 	for r, v := range id {
@@ -46,10 +46,8 @@ func (be *Backend) EmbeddingGrad(dtable, ids, dy kernels.Buffer, n, vocab, cols 
 	if err := kernels.CheckEmbedding("cpu.EmbeddingGrad", len(dyd), len(id), len(dt), n, vocab, cols); err != nil {
 		return err
 	}
-	for r, v := range id {
-		if _, err := tokenID("cpu.EmbeddingGrad", v, r, vocab); err != nil {
-			return err
-		}
+	if err := checkTokens("cpu.EmbeddingGrad", id, vocab); err != nil {
+		return err
 	}
 	for r, v := range id {
 		dst, src := dt[int(v)*cols:(int(v)+1)*cols], dyd[r*cols:(r+1)*cols]
