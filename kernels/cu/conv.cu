@@ -247,6 +247,30 @@ DML_EXTERN void dml_bn_partial(double* __restrict__ part, const float* __restric
   }
 }
 
+// dml_bn_finish_channel finishes channel ch from its sums sx = Σx and
+// sq = Σx² over cnt values: μ = Σx/N, σ² = max(Σx²/N − μ², 0) (N = cnt,
+// 1 for cnt ≤ 1), mean and invstd, the running statistics (unbiased
+// σ²·cnt/(cnt−1), σ² when cnt ≤ 1) and ss's scale and shift
+// (dml_bn_finish and dml_bn_finish_sums share it).
+__device__ __forceinline__ void dml_bn_finish_channel(long long ch, double sx, double sq, long long cnt, float eps,
+                                                      float momentum, double* ss, float* mean, float* invstd,
+                                                      float* runMean, float* runVar, const float* gamma,
+                                                      const float* beta) {
+  const double dcnt = cnt > 1 ? (double)cnt : 1.0;
+  const double mu = __ddiv_rn(sx, dcnt);
+  const double v = fmax(__dsub_rn(__ddiv_rn(sq, dcnt), __dmul_rn(mu, mu)), 0.0);
+  const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
+  mean[ch] = (float)mu;
+  invstd[ch] = (float)inv;
+  const double unbiased = cnt > 1 ? __ddiv_rn(__dmul_rn(v, (double)cnt), (double)(cnt - 1)) : v;
+  const double m = (double)momentum;
+  runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
+  runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
+  const double scale = __dmul_rn((double)gamma[ch], inv);
+  ss[2 * ch] = scale;
+  ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+}
+
 // dml_bn_finish: one thread per channel adds its slices in order: μ =
 // Σx/N and the biased variance σ² = max(Σx²/N − μ², 0) (float64), written
 // as mean = μ and invstd = 1/√(σ² + eps) (float32); the running statistics
@@ -259,25 +283,13 @@ DML_EXTERN void dml_bn_finish(double* __restrict__ ss, float* __restrict__ mean,
                               const float* __restrict__ beta, long long n, long long c, long long hw,
                               long long splits, float eps, float momentum) {
   const long long cnt = n * hw;
-  const double dcnt = cnt > 1 ? (double)cnt : 1.0;
   DML_GRID_STRIDE(ch, c) {
     double sx = 0, sq = 0;
     for (long long p = 0; p < splits; p++) {
       sx = __dadd_rn(sx, part[2 * (ch * splits + p)]);
       sq = __dadd_rn(sq, part[2 * (ch * splits + p) + 1]);
     }
-    const double mu = __ddiv_rn(sx, dcnt);
-    const double v = fmax(__dsub_rn(__ddiv_rn(sq, dcnt), __dmul_rn(mu, mu)), 0.0);
-    const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
-    mean[ch] = (float)mu;
-    invstd[ch] = (float)inv;
-    const double unbiased = cnt > 1 ? __ddiv_rn(__dmul_rn(v, (double)cnt), (double)(cnt - 1)) : v;
-    const double m = (double)momentum;
-    runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
-    runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
-    const double scale = __dmul_rn((double)gamma[ch], inv);
-    ss[2 * ch] = scale;
-    ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+    dml_bn_finish_channel(ch, sx, sq, cnt, eps, momentum, ss, mean, invstd, runMean, runVar, gamma, beta);
   }
 }
 
@@ -445,20 +457,9 @@ DML_EXTERN void dml_bn_finish_sums(double* __restrict__ ss, float* __restrict__ 
                                    const float* __restrict__ sums, const float* __restrict__ gamma,
                                    const float* __restrict__ beta, long long count, long long c, float eps,
                                    float momentum) {
-  const double dcnt = count > 1 ? (double)count : 1.0;
   DML_GRID_STRIDE(ch, c) {
-    const double mu = __ddiv_rn((double)sums[ch], dcnt);
-    const double v = fmax(__dsub_rn(__ddiv_rn((double)sums[c + ch], dcnt), __dmul_rn(mu, mu)), 0.0);
-    const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
-    mean[ch] = (float)mu;
-    invstd[ch] = (float)inv;
-    const double unbiased = count > 1 ? __ddiv_rn(__dmul_rn(v, (double)count), (double)(count - 1)) : v;
-    const double m = (double)momentum;
-    runMean[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runMean[ch]), __dmul_rn(m, mu));
-    runVar[ch] = (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, m), (double)runVar[ch]), __dmul_rn(m, unbiased));
-    const double scale = __dmul_rn((double)gamma[ch], inv);
-    ss[2 * ch] = scale;
-    ss[2 * ch + 1] = __dsub_rn((double)beta[ch], __dmul_rn(scale, mu));
+    dml_bn_finish_channel(ch, (double)sums[ch], (double)sums[c + ch], count, eps, momentum, ss, mean, invstd, runMean,
+                          runVar, gamma, beta);
   }
 }
 
