@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestFlagNamesMatch(t *testing.T) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	registerTrainFlags(fs, &cfg)
-	for field, name := range flagNames {
+	for field, name := range flagNames() {
 		typ := reflect.TypeFor[trainer.Config]()
 		for _, part := range strings.Split(field, ".") {
 			f, ok := typ.FieldByName(part)
@@ -44,8 +45,17 @@ func TestFlagNamesMatch(t *testing.T) {
 	// A configuration mismatch between ranks names the flag of every
 	// setting the ranks compare.
 	for _, field := range trainer.ComparedFields() {
-		if _, ok := flagNames[field]; !ok {
-			t.Errorf("ranks compare Config field %s, but no flag is mapped to it (flagNames)", field)
+		if _, ok := flagNames()[field]; !ok {
+			t.Errorf("ranks compare Config field %s, but no flag's Value points at it (flagtable.go)", field)
+		}
+	}
+	// Read off the flags' targets (flagtable.go): a flag writing two
+	// fields (--staleness-range), a whole struct (--straggle), one held by
+	// pointer (--overlap), an indirect one (--model-file).
+	for field, flag := range map[string]string{"Opt.LR": "--lr", "PS.StalenessHigh": "--staleness-range", "Straggle.Factor": "--straggle",
+		"Hidden": "--hidden", "Opt.Kind": "--optimizer", "Overlap": "--overlap", "Net": "--model-file", "GPT.Heads": "--heads", "Data.SeqLen": "--seq-len"} {
+		if flagNames()[field] != flag {
+			t.Errorf("%s is worded %q, want %s", field, flagNames()[field], flag)
 		}
 	}
 	// A bad setting found inside the world reads as its flag.
@@ -170,10 +180,14 @@ func TestDocLinks(t *testing.T) {
 
 // TestTrainerSettingsHaveFlags: every setting package trainer names in a
 // message (its string literals: "lower Config.Opt.LR", "Checkpointing.Dir:
-// writing …") is worded as the flag that sets it, and the wording keeps
-// the error's chain.
+// writing …", and the fields of its bad("Field", …) errors) is worded as
+// the flag that sets it, and the wording keeps the error's chain.
 func TestTrainerSettingsHaveFlags(t *testing.T) {
-	found := 0
+	// bad(…) fields named in messages that speak for themselves: the
+	// checkpoint settings (their own wording, with flags), and the
+	// optimizer's settings as a whole (its Validate's error names each).
+	whole := map[string]bool{"Checkpoint": true, "Opt": true}
+	found, bads := 0, 0
 	err := filepath.WalkDir("../../trainer", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -183,11 +197,23 @@ func TestTrainerSettingsHaveFlags(t *testing.T) {
 			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok && len(call.Args) > 0 {
+				fn, ok1 := call.Fun.(*ast.Ident)
+				lit, ok2 := call.Args[0].(*ast.BasicLit)
+				// trainer's own bad (ConfigError); its subpackages' are local closures.
+				if ok1 && ok2 && fn.Name == "bad" && lit.Kind == token.STRING && filepath.Dir(path) == filepath.Join("..", "..", "trainer") {
+					bads++
+					field, _ := strconv.Unquote(lit.Value)
+					if _, ok := flagNames()[field]; !ok && !whole[field] {
+						t.Errorf("%s: bad(%s, …) names a setting no flag sets (or whose flag's Value holds no pointer to it)", path, lit.Value)
+					}
+				}
+			}
 			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
 				for _, s := range settingRE.FindAllString(lit.Value, -1) {
 					found++
 					if _, ok := settingFlag(s); !ok {
-						t.Errorf("%s: %s names %s, which no flag sets (add it to flagNames or checkpointFlagNames)", path, lit.Value, s)
+						t.Errorf("%s: %s names %s, which no flag sets (register a flag whose Value points at it, or add it to checkpointFlagNames)", path, lit.Value, s)
 					}
 				}
 			}
@@ -198,8 +224,8 @@ func TestTrainerSettingsHaveFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if found < 10 {
-		t.Errorf("found %d settings named in package trainer's messages; the scan is broken", found)
+	if found < 10 || bads < 40 {
+		t.Errorf("found %d settings named in package trainer's messages and %d bad(…) calls; the scan is broken", found, bads)
 	}
 	base := fmt.Errorf("loss is NaN: lower Config.Opt.LR or check the data: %w", trainer.ErrNonFinite)
 	got := wordFlags(fmt.Errorf("epoch 1: %w", base))

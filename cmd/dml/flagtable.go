@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"reflect"
+	"sync"
 
 	"github.com/dml-project/dml/trainer"
 )
@@ -13,8 +14,9 @@ import (
 // read off the flag set itself, the one table of dml train's flags: each
 // flag's Value holds the address of the Config field it writes, so a flag
 // registered once names its setting in every message, and no second list
-// can drift from the first (issue 32).
-var flagNames = configFlagNames()
+// can drift from the first (issue 32). It is made on first use (an
+// error's wording), not at every start.
+var flagNames = sync.OnceValue(configFlagNames)
 
 // indirectFlags are the settings no flag writes by address: a model
 // file's layers (--model-file reads them from a file), and the class

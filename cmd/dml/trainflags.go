@@ -666,7 +666,7 @@ func settingFlag(setting string) (string, bool) {
 	if f == "Timeout" { // per process: a common flag, not among the Config's
 		return "--timeout", true
 	}
-	name, ok := flagNames[f]
+	name, ok := flagNames()[f]
 	return name, ok
 }
 
@@ -721,13 +721,13 @@ func (f flagWords) Write(p []byte) (int, error) {
 func flagError(err error) string {
 	var ce *trainer.ConfigError
 	if errors.As(err, &ce) {
-		if name, ok := flagNames[ce.Field]; ok {
+		if name, ok := flagNames()[ce.Field]; ok {
 			return name + " " + ce.Msg
 		}
 	}
 	var me *trainer.ConfigMismatchError
 	if errors.As(err, &me) {
-		if name, ok := flagNames[me.Field]; ok {
+		if name, ok := flagNames()[me.Field]; ok {
 			return me.Describe(name)
 		}
 	}
