@@ -41,7 +41,7 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, st model.S
 		return EvalResult{}, err
 	}
 	defer m.Free()
-	if err := (model.State{Params: st.Params, Buffers: st.Buffers}).Restore(b, m.Params, nil, m.State); err != nil {
+	if err := st.Restore(b, m.Params, nil, m.State); err != nil {
 		return EvalResult{}, err
 	}
 	s, err := m.Score(shard)

@@ -13,11 +13,20 @@ import (
 	"github.com/dml-project/dml/ps"
 )
 
-// textOnce writes the GPT tests' text once per test binary.
+// textOnce writes the GPT tests' text once per test binary, into a
+// folder TestMain removes.
 var (
 	textOnce sync.Once
 	textPath string
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if textPath != "" {
+		os.RemoveAll(filepath.Dir(textPath))
+	}
+	os.Exit(code)
+}
 
 // gptText is a text with structure a small GPT learns in a few epochs:
 // words of a small vocabulary in sentences of a fixed pattern (about

@@ -51,13 +51,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
-from gpt import gpt_from_state  # noqa: E402
-
-
-def windows(text, seq):
-    n = (len(text) - 1) // seq
-    b = np.frombuffer(text, dtype=np.uint8)
-    return torch.from_numpy(np.stack([b[r * seq: r * seq + seq + 1] for r in range(n)]).astype(np.int64))
+from gpt import all_windows, gpt_from_state  # noqa: E402
 
 
 def worker(rank, args, port):
@@ -70,10 +64,10 @@ def worker(rank, args, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     with open(args.text, "rb") as f:
-        w = windows(f.read(), args.seq_len)
+        w = all_windows(f.read(), args.seq_len)
     if args.test:
         with open(args.test, "rb") as f:
-            test = windows(f.read(), args.seq_len)
+            test = all_windows(f.read(), args.seq_len)
         train = w
     else:
         cut = w.shape[0] - max(1, w.shape[0] // 10)

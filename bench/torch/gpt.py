@@ -93,7 +93,14 @@ def gpt_from_state(state, n_head):
     return GPT(vocab, block_size, n_layer, n_head, n_embd)
 
 
+def all_windows(text, seq_len):
+    """dml's --data text windows of bytes: window r is bytes r·T … r·T+T
+    (T = seq_len), (len(text) − 1) // T of them, int64 (n, T+1)."""
+    b = torch.tensor(list(text), dtype=torch.uint8)
+    return b.unfold(0, seq_len + 1, seq_len).long()
+
+
 def windows(text, seq_len, rows):
     """dml's --data text windows 0..rows-1: inputs and targets."""
-    w = torch.tensor([list(text[r * seq_len: r * seq_len + seq_len + 1]) for r in range(rows)], dtype=torch.long)
+    w = all_windows(text, seq_len)[:rows]
     return w[:, :-1], w[:, 1:]

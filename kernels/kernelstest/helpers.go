@@ -165,3 +165,14 @@ func ok(t *testing.T, what string, err error) {
 		t.Fatalf("%s: unexpected error: %v", what, err)
 	}
 }
+
+// wantShapeErrs fails t for each err (an op called with shapes that do not
+// fit) that does not wrap kernels.ErrShape.
+func wantShapeErrs(t *testing.T, errs ...error) {
+	t.Helper()
+	for _, err := range errs {
+		if !isShape(err) {
+			t.Errorf("bad shapes: %v, want ErrShape", err)
+		}
+	}
+}

@@ -48,18 +48,7 @@ func TestGPTGradient(t *testing.T) {
 		params[i] += float32(0.3 * r.NormFloat64())
 	}
 	batch := tokenBatch(rows, seq, 11, 7)
-	stats := make([]float32, GradStats)
-	loss := func(p []float32) float64 {
-		b.Upload(m.Params, p)
-		if err := m.Upload(batch, rows); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Step(1, nil); err != nil {
-			t.Fatal(err)
-		}
-		b.Download(stats, m.Stats())
-		return float64(stats[0])
-	}
+	loss := stepLoss(t, m, batch, rows)
 	l0 := loss(params)
 	if l0 < 0.5*float64(rows)*math.Log(11) || l0 > 4*float64(rows)*math.Log(11) {
 		t.Fatalf("loss %v for %d sequences over 11 tokens: want about %v each", l0, rows, math.Log(11))
@@ -69,12 +58,7 @@ func TestGPTGradient(t *testing.T) {
 	const eps = 1e-3
 	worst, at, big := 0.0, 0, 0
 	for i := range params {
-		p := append([]float32(nil), params...)
-		p[i] += eps
-		up := loss(p)
-		p[i] -= 2 * eps
-		down := loss(p)
-		num := (up - down) / (2 * eps)
+		num := central(loss, params, i, eps)
 		if math.Abs(num) > 1e-2 {
 			big++
 		}

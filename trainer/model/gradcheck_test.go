@@ -37,30 +37,14 @@ func TestModelGradient(t *testing.T) {
 			y = []float32{0, 1, 1, 0, 1}
 		}
 		batch := append(append([]float32(nil), x...), y...)
-		stats := make([]float32, GradStats)
-		loss := func(p []float32) float64 {
-			b.Upload(m.Params, p)
-			if err := m.Upload(batch, rows); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Step(1, nil); err != nil {
-				t.Fatal(err)
-			}
-			b.Download(stats, m.Stats())
-			return float64(stats[0])
-		}
+		loss := stepLoss(t, m, batch, rows)
 		loss(params)
 		grad := make([]float32, arch.NumParams()+GradStats)
 		b.Download(grad, m.Grads)
 		const eps = 2e-3
 		worst := 0.0
 		for i := range params {
-			p := append([]float32(nil), params...)
-			p[i] += eps
-			up := loss(p)
-			p[i] -= 2 * eps
-			down := loss(p)
-			num := (up - down) / (2 * eps)
+			num := central(loss, params, i, eps)
 			if e := math.Abs(num-float64(grad[i])) / math.Max(1, math.Abs(num)); e > 5e-3 {
 				t.Logf("%v %s i=%d num %v ana %v", arch.Sizes, arch.LayerOf(i), i, num, grad[i])
 			}
@@ -137,18 +121,7 @@ func TestNetGradient(t *testing.T) {
 		for r := range rows {
 			batch[rows*n+r] = float32(r % tc.out)
 		}
-		stats := make([]float32, GradStats)
-		loss := func(p []float32) float64 {
-			b.Upload(m.Params, p)
-			if err := m.Upload(batch, rows); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Step(1, nil); err != nil {
-				t.Fatal(err)
-			}
-			b.Download(stats, m.Stats())
-			return float64(stats[0])
-		}
+		loss := stepLoss(t, m, batch, rows)
 		loss(params)
 		grad := make([]float32, arch.NumParams()+GradStats)
 		b.Download(grad, m.Grads)
@@ -241,4 +214,38 @@ func minMaxGap(x []float32, planes, h, w, k, stride, pad int) float64 {
 		}
 	}
 	return gap
+}
+
+// stepLoss is the summed loss of one Step of m on batch (rows rows, the
+// layout Upload takes) at the weights given: the finite differences'
+// function. It leaves m.Grads holding that step's gradient.
+func stepLoss(t *testing.T, m *Model, batch []float32, rows int) func([]float32) float64 {
+	stats := make([]float32, GradStats)
+	return func(p []float32) float64 {
+		t.Helper()
+		if err := m.B.Upload(m.Params, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Upload(batch, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Step(1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.B.Download(stats, m.Stats()); err != nil {
+			t.Fatal(err)
+		}
+		return float64(stats[0])
+	}
+}
+
+// central is the central difference of loss at params along weight i,
+// moved by ±eps (as float32).
+func central(loss func([]float32) float64, params []float32, i int, eps float64) float64 {
+	p := append([]float32(nil), params...)
+	p[i] += float32(eps)
+	up := loss(p)
+	p[i] -= float32(2 * eps)
+	down := loss(p)
+	return (up - down) / (2 * eps)
 }
