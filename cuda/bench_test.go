@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -320,7 +321,7 @@ func benchMLPStep(b *testing.B, p kernels.Precision, mode string, kc kernels.Ker
 				return err
 			}
 		}
-		return be.Momentum(m.params, m.grads, m.vel, 0.05, 0.9, 0)
+		return be.Optimize(m.params, m.grads, m.vel, optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}))
 	}
 	const block, reps = 20, 10
 	for i := range 2 * block {

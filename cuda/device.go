@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/kernels/ptx"
 )
 
@@ -29,11 +30,13 @@ type device struct {
 type kernelSet struct {
 	fill, scale, axpy, add, relu, reluGrad, addBias function
 	round                                           function
-	sgd, momentum, adagrad, adam                    function
-	lars, sumsq2Partial, larsRate                   function
-	softmaxXent, sigmoidXent, predict               function
-	sumRowsPartial, sumRowsFinal, stats             function
-	dotPartial, dotFinal, nonFinite                 function
+	sumsq2Partial, larsRate                         function
+	// rules is each optimizer rule's kernel, by optim.Kind
+	// (optim.Kind.Kernel: several kinds may share one).
+	rules                               []function
+	softmaxXent, sigmoidXent, predict   function
+	sumRowsPartial, sumRowsFinal, stats function
+	dotPartial, dotFinal, nonFinite     function
 	// module conv (ConvOps, NormOps)
 	im2col, col2im, transpose01                function
 	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
@@ -199,8 +202,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 	}{
 		{&k.fill, "dml_fill"}, {&k.scale, "dml_scale"}, {&k.round, "dml_round"}, {&k.axpy, "dml_axpy"}, {&k.add, "dml_add"},
 		{&k.relu, "dml_relu"}, {&k.reluGrad, "dml_relu_grad"}, {&k.addBias, "dml_add_bias"},
-		{&k.sgd, "dml_sgd"}, {&k.momentum, "dml_momentum"}, {&k.adagrad, "dml_adagrad"}, {&k.adam, "dml_adam"},
-		{&k.lars, "dml_lars"}, {&k.sumsq2Partial, "dml_sumsq2_partial"}, {&k.larsRate, "dml_lars_rate"},
+		{&k.sumsq2Partial, "dml_sumsq2_partial"}, {&k.larsRate, "dml_lars_rate"},
 		{&k.softmaxXent, "dml_softmax_xent"}, {&k.sigmoidXent, "dml_sigmoid_xent"}, {&k.predict, "dml_predict"},
 		{&k.sumRowsPartial, "dml_sum_rows_partial"}, {&k.sumRowsFinal, "dml_sum_rows_final"}, {&k.stats, "dml_stats"},
 		{&k.dotPartial, "dml_dot_partial"}, {&k.dotFinal, "dml_dot_final"}, {&k.nonFinite, "dml_nonfinite"},
@@ -221,6 +223,14 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 			return fmt.Errorf("no kernel %s", e.name)
 		}
 		*e.f = f
+	}
+	k.rules = make([]function, len(optim.Kinds))
+	for _, r := range optim.Kinds {
+		f, ok := fns[r.Kernel()]
+		if !ok {
+			return fmt.Errorf("no kernel %s (optimizer %v)", r.Kernel(), r)
+		}
+		k.rules[r] = f
 	}
 	// Every FP32 name ptx.PickGemm can return: each family × four
 	// transposes.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // mlp is a ReLU MLP built from Backend ops alone, for the GPU-vs-CPU
@@ -157,7 +158,7 @@ func (m *mlp) step(x, labels []float32, lr, mu float32) error {
 	if err := m.forwardBackward(); err != nil {
 		return err
 	}
-	return m.be.Momentum(m.params, m.grads, m.vel, lr, mu, 0)
+	return m.be.Optimize(m.params, m.grads, m.vel, optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: lr, Momentum: mu}))
 }
 
 // teacherData draws n samples of dim inputs, labelled by a fixed random

@@ -340,107 +340,71 @@ func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
 	return int(v), nil
 }
 
-// SGD: w -= lr·(g + wd·w).
-func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
-	const op = "SGD"
-	wd_, gd := be.buf(w), be.buf(g)
+// Optimize applies the update u with its rule's kernel (optim.Kind.Kernel,
+// looked up once per device from optim.Kinds): (w, g, state, n) (no state
+// for a rule that keeps none) and then u.Scalars(), the same for every rule
+// (ABI.md). A per-tensor rule (LARS)
+// first computes its tensor's rate on the device: the two sums of squares
+// in optim.SumSquares's chunks, then dml_lars_rate (one thread adds the
+// chunks in order), which the rule's kernel reads. Nothing waits for the
+// device.
+func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
+	op := "Optimize(" + u.Kind.String() + ")"
+	if !u.Kind.Valid() {
+		return be.shapeErr(op, "no such rule")
+	}
+	x, y := be.buf(w), be.buf(g)
+	var slots [16]uint64
+	args := append(slots[:0], ptr(x), ptr(y))
+	per, zn := u.Kind.StatePer(), 0
+	if per > 0 {
+		z := be.buf(s)
+		args, zn = append(args, ptr(z)), z.n
+	}
 	if err := be.usable(op); err != nil {
 		return err
 	}
-	if wd_.n != gd.n {
-		return be.shapeErr(op, "w has %d elements, g %d", wd_.n, gd.n)
-	}
-	if wd_.n == 0 {
-		return nil
-	}
-	return be.done(op, be.launch1D(be.dev.k.sgd, wd_.n, ptr(wd_), ptr(gd), i64(wd_.n), f32(lr), f32(wd)), wd_.n)
-}
-
-// Momentum (PyTorch's form): v = mu·v + (g + wd·w); w -= lr·v.
-func (be *Backend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	const op = "Momentum"
-	a, b, c := be.buf(w), be.buf(g), be.buf(v)
-	if err := be.usable(op); err != nil {
-		return err
-	}
-	if a.n != b.n || a.n != c.n {
-		return be.shapeErr(op, "w has %d elements, g %d, v %d", a.n, b.n, c.n)
-	}
-	if a.n == 0 {
-		return nil
-	}
-	return be.done(op, be.launch1D(be.dev.k.momentum, a.n, ptr(a), ptr(b), ptr(c), i64(a.n), f32(lr), f32(mu), f32(wd)), a.n)
-}
-
-// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
-func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	const op = "Adagrad"
-	a, b, c := be.buf(w), be.buf(g), be.buf(h)
-	if err := be.usable(op); err != nil {
-		return err
-	}
-	if a.n != b.n || a.n != c.n {
-		return be.shapeErr(op, "w has %d elements, g %d, h %d", a.n, b.n, c.n)
-	}
-	if a.n == 0 {
-		return nil
-	}
-	return be.done(op, be.launch1D(be.dev.k.adagrad, a.n, ptr(a), ptr(b), ptr(c), i64(a.n), f32(lr), f32(eps), f32(wd)), a.n)
-}
-
-// Adam is PyTorch's Adam or AdamW with one update's constants a; s holds
-// m and v interleaved, twice as long as w.
-func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
-	const op = "Adam"
-	x, y, z := be.buf(w), be.buf(g), be.buf(s)
-	if err := be.usable(op); err != nil {
-		return err
-	}
-	if x.n != y.n || z.n != 2*x.n {
-		return be.shapeErr(op, "w has %d elements, g %d, s %d (want twice w's)", x.n, y.n, z.n)
+	if x.n != y.n || zn != per*x.n {
+		return be.shapeErr(op, "w has %d elements, g %d, state %d (want %d)", x.n, y.n, zn, per*x.n)
 	}
 	if x.n == 0 {
 		return nil
 	}
-	dec := 0
-	if a.Decoupled {
-		dec = 1
+	args = append(args, i64(x.n))
+	if u.Kind.PerTensor() {
+		sc, err := be.trustRate(op, x, y, &u.LARS)
+		if err != nil {
+			return err
+		}
+		defer be.release(sc)
+		args = append(args, ptrAt(sc.ptr))
 	}
-	return be.done(op, be.launch1D(be.dev.k.adam, x.n, ptr(x), ptr(y), ptr(z), i64(x.n),
-		f32(a.Beta1), f32(a.OneMinusBeta1), f32(a.Beta2), f32(a.OneMinusBeta2), f32(a.StepSize),
-		f32(a.BiasCorrection2Sqrt), f32(a.Eps), f32(a.WeightDecay), f32(a.Decay), i64(dec)), x.n)
+	for _, v := range u.Scalars() {
+		args = append(args, f32(v))
+	}
+	return be.done(op, be.launch1D(be.dev.k.rules[u.Kind], x.n, args...), x.n)
 }
 
-// LARS applies one LARS step to the tensor w (optim.LARSUpdate's bits):
-// the two sums of squares in optim.SumSquares's chunks, the rate on the
-// device (dml_lars_rate: one thread adds the chunks in order), then the
-// element-wise step reading it. Nothing waits for the device.
-func (be *Backend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
-	const op = "LARS"
-	x, y, z := be.buf(w), be.buf(g), be.buf(v)
-	if err := be.usable(op); err != nil {
-		return err
-	}
-	if x.n != y.n || x.n != z.n {
-		return be.shapeErr(op, "w has %d elements, g %d, v %d", x.n, y.n, z.n)
-	}
-	if x.n == 0 {
-		return nil
-	}
+// trustRate queues LARS's rate (lr·trust, a float32) for the tensor x with
+// gradient y into a scratch it returns (release it once the rule's kernel
+// is queued): optim.LARSUpdate's bits.
+func (be *Backend) trustRate(op string, x, y *Buffer, s *optim.LARSStep) (*allocation, error) {
 	parts := ceilDiv(x.n, optim.NormChunk)
-	// 2·parts float64 partial sums, then the rate (a float32 in 8 bytes).
+	// 2·parts float64 partial sums, then the rate (a float32 in 8 bytes),
+	// which the returned allocation's pointer is moved to.
 	sc, err := be.scratch(op, 4*parts+2, x.n)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer be.release(sc)
 	rate := sc.ptr + uint64(parts)*16
 	k := &be.dev.k
 	if err := be.launch1D(k.sumsq2Partial, parts, ptrAt(sc.ptr), ptr(x), ptr(y), i64(x.n), i64(optim.NormChunk)); err != nil {
-		return be.deviceErr(op, dimsString([]int{x.n}), err)
+		be.release(sc)
+		return nil, be.deviceErr(op, dimsString([]int{x.n}), err)
 	}
 	if err := be.launch(k.larsRate, 1, 1, 1, ptrAt(rate), ptrAt(sc.ptr), i64(parts), f64(s.LR), f64(s.TrustCoef), f64(s.WeightDecay64)); err != nil {
-		return be.deviceErr(op, dimsString([]int{x.n}), err)
+		be.release(sc)
+		return nil, be.deviceErr(op, dimsString([]int{x.n}), err)
 	}
-	return be.done(op, be.launch1D(k.lars, x.n, ptr(x), ptr(y), ptr(z), i64(x.n), ptrAt(rate), f32(s.Momentum), f32(s.WeightDecay)), x.n)
+	return sc, nil
 }

@@ -135,23 +135,14 @@ type Backend interface {
 	// gradient instead.
 	NonFinite(x Buffer) (int, error)
 
-	// SGD: w -= lr·(g + wd·w).
-	SGD(w, g Buffer, lr, wd float32) error
-	// Momentum (PyTorch's form): v = mu·v + (g + wd·w); w -= lr·v.
-	Momentum(w, g, v Buffer, lr, mu, wd float32) error
-	// Adagrad (PyTorch's form): g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
-	Adagrad(w, g, h Buffer, lr, eps, wd float32) error
-	// Adam is PyTorch's Adam or AdamW (a.Decoupled) with the constants of
-	// one update (optim.NewAdamStep): s holds m and v interleaved (m of
-	// weight i at 2i, v at 2i+1), twice as long as w.
-	Adam(w, g, s Buffer, a optim.AdamStep) error
-	// LARS (optim.LARS) applies one LARS step to the tensor w, all of it
-	// one tensor: its trust ratio from ‖w‖ and ‖g‖ (sums of squares in
-	// optim.SumSquares's order, the rate by LARSStep.Rate, computed where
-	// the buffers are: a device does not wait), then v = mu·v + rate·g',
-	// w -= v. v is as long as w. The result is optim.LARSUpdate's bit for
-	// bit.
-	LARS(w, g, v Buffer, s optim.LARSStep) error
+	// Optimize applies one optimizer update u (optim.NewUpdate: the rule
+	// and its constants, computed once on the host) to the weights w with
+	// gradient g and the rule's state s (u.Kind.StatePer()·w.Len() floats:
+	// the momentum or LARS velocity, Adagrad's sum of squares, Adam's m and
+	// v interleaved; ignored, and may be nil, for SGD). A per-tensor rule
+	// (LARS) takes all of w as one tensor: its norms are computed where the
+	// buffers are, without waiting. The result is u.Apply's bit for bit.
+	Optimize(w, g, s Buffer, u optim.Update) error
 }
 
 // HostBuffer is a Buffer that lives in host memory and shows it. Code that

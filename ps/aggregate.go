@@ -2,8 +2,6 @@ package ps
 
 import (
 	"math"
-
-	"github.com/dml-project/dml/kernels/optim"
 )
 
 // applyPush applies a served push: at once under SSP, ASP and DSSP (each
@@ -112,9 +110,9 @@ func (s *Server) applyRound() {
 	}
 	s.upd.cfg.Step = b.number + 1 // Adam's count: the round's
 	scale := float32(n)
-	if s.upd.cfg.Kind == optim.LARS && (b.all || len(b.keys) == len(b.acc)) {
-		// LARS's trust ratios need each tensor's whole gradient: the
-		// round's average first, then one dense step.
+	if s.upd.cfg.Kind.PerTensor() && (b.all || len(b.keys) == len(b.acc)) {
+		// A per-tensor rule (LARS's trust ratios) needs each tensor's
+		// whole gradient: the round's average first, then one dense step.
 		divide(b.acc, scale)
 		s.upd.dense(0, b.acc)
 		clear(b.acc)

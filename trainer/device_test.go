@@ -104,20 +104,8 @@ func (d *deviceBackend) Sum(dst kernels.Buffer, srcs ...kernels.Buffer) error {
 }
 func (d *deviceBackend) Dot(x, y kernels.Buffer) (float64, error) { return d.b.Dot(un(x), un(y)) }
 func (d *deviceBackend) NonFinite(x kernels.Buffer) (int, error)  { return d.b.NonFinite(un(x)) }
-func (d *deviceBackend) SGD(w, g kernels.Buffer, lr, wd float32) error {
-	return d.b.SGD(un(w), un(g), lr, wd)
-}
-func (d *deviceBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	return d.b.Momentum(un(w), un(g), un(v), lr, mu, wd)
-}
-func (d *deviceBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	return d.b.Adagrad(un(w), un(g), un(h), lr, eps, wd)
-}
-func (d *deviceBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
-	return d.b.Adam(un(w), un(g), un(s), a)
-}
-func (d *deviceBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
-	return d.b.LARS(un(w), un(g), un(v), s)
+func (d *deviceBackend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
+	return d.b.Optimize(un(w), un(g), un(s), u)
 }
 
 var _ kernels.Backend = (*deviceBackend)(nil)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
@@ -189,7 +188,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Opt.Kind == optim.LARS {
+	if cfg.Opt.Kind.PerTensor() {
 		pcfg.TensorStarts = model.TensorStarts(arch) // each tensor its trust ratio
 	}
 	res := &Result{Arch: arch, TestAcc: math.NaN()}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -203,9 +204,13 @@ func BenchmarkOptimizer(b *testing.B) {
 			streams int // floats read and written per element
 			run     func() error
 		}{
-			{"momentum", 5, func() error { return be.Momentum(w, g, s, 0.05, 0.9, 0) }},
-			{"sgd", 3, func() error { return be.SGD(w, g, 0.05, 0) }},
-			{"momentum-wd", 5, func() error { return be.Momentum(w, g, s, 0.05, 0.9, 1e-4) }},
+			{"momentum", 5, func() error {
+				return be.Optimize(w, g, s, optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9}))
+			}},
+			{"sgd", 3, func() error { return be.Optimize(w, g, nil, optim.NewUpdate(optim.Config{Kind: optim.SGD, LR: 0.05})) }},
+			{"momentum-wd", 5, func() error {
+				return be.Optimize(w, g, s, optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}))
+			}},
 		} {
 			b.Run(fmt.Sprintf("rule=%s/n=%d/backend=%s", rule.name, n, be.Name()), func(b *testing.B) {
 				b.SetBytes(int64(4 * rule.streams * n))

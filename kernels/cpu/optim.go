@@ -5,69 +5,26 @@ import (
 	"github.com/dml-project/dml/kernels/optim"
 )
 
-// The update rules are package optim's, the same code the parameter server
-// runs; these methods only check shapes.
-
-// SGD sets w -= lr·(g + wd·w).
-func (be *Backend) SGD(w, g kernels.Buffer, lr, wd float32) error {
+// Optimize applies the update u (package optim's rule: the same code the
+// parameter server runs) to w with gradient g and the rule's state s; this
+// method only checks shapes.
+func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
+	op := "Optimize(" + u.Kind.String() + ")"
+	if !u.Kind.Valid() {
+		return shapeError(op, "no such rule")
+	}
 	wv, gv := be.data(w), be.data(g)
-	if err := checkLen("SGD", "g", len(gv), len(wv)); err != nil {
-		return err
+	var sv []float32
+	per := u.Kind.StatePer()
+	if per > 0 {
+		sv = be.data(s)
 	}
-	optim.SGDUpdate(wv, gv, lr, wd)
-	return nil
-}
-
-// Momentum is PyTorch's heavy-ball SGD: v = mu·v + (g + wd·w); w -= lr·v.
-func (be *Backend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	wv, gv, vv := be.data(w), be.data(g), be.data(v)
 	if err := firstError(
-		checkLen("Momentum", "g", len(gv), len(wv)),
-		checkLen("Momentum", "v", len(vv), len(wv)),
+		checkLen(op, "g", len(gv), len(wv)),
+		checkLen(op, "state", len(sv), per*len(wv)),
 	); err != nil {
 		return err
 	}
-	optim.MomentumUpdate(wv, gv, vv, lr, mu, wd)
-	return nil
-}
-
-// Adagrad is PyTorch's form: g' = g + wd·w; h += g'²; w -= lr·g'/(√h + eps).
-func (be *Backend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	wv, gv, hv := be.data(w), be.data(g), be.data(h)
-	if err := firstError(
-		checkLen("Adagrad", "g", len(gv), len(wv)),
-		checkLen("Adagrad", "h", len(hv), len(wv)),
-	); err != nil {
-		return err
-	}
-	optim.AdagradUpdate(wv, gv, hv, lr, eps, wd)
-	return nil
-}
-
-// Adam is PyTorch's Adam or AdamW with one update's constants a (optim's
-// rule); s holds m and v interleaved, twice as long as w.
-func (be *Backend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
-	wv, gv, sv := be.data(w), be.data(g), be.data(s)
-	if err := firstError(
-		checkLen("Adam", "g", len(gv), len(wv)),
-		checkLen("Adam", "s", len(sv), 2*len(wv)),
-	); err != nil {
-		return err
-	}
-	optim.AdamUpdate(wv, gv, sv, a)
-	return nil
-}
-
-// LARS applies one LARS step (optim's rule) to the tensor w with velocity
-// v: the trust ratio from w's and g's norms, then the element-wise step.
-func (be *Backend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
-	wv, gv, vv := be.data(w), be.data(g), be.data(v)
-	if err := firstError(
-		checkLen("LARS", "g", len(gv), len(wv)),
-		checkLen("LARS", "v", len(vv), len(wv)),
-	); err != nil {
-		return err
-	}
-	optim.LARSUpdate(wv, gv, vv, s)
+	u.Apply(wv, gv, sv)
 	return nil
 }

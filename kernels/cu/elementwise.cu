@@ -123,14 +123,15 @@ DML_EXTERN void dml_adagrad(float* __restrict__ w, const float* __restrict__ g, 
 // weight i interleaved in s (2i, 2i+1); the update's constants (1−β1,
 // 1−β2, lr/(1−β1^t), √(1−β2^t), AdamW's 1 − lr·wd) come from the host
 // (optim.NewAdamStep), so that the same float32 operations run in the
-// same order.
+// same order. decoupled is 1 for AdamW, 0 for Adam: every parameter after n
+// is a float, as optim.Update.Scalars gives them.
 DML_EXTERN void dml_adam(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ s,
                          long long n, float b1, float omb1, float b2, float omb2, float step_size,
-                         float bc2_sqrt, float eps, float wd, float decay, long long decoupled) {
+                         float bc2_sqrt, float eps, float wd, float decay, float decoupled) {
   DML_GRID_STRIDE(i, n) {
     float wi = w[i];
     float gi = g[i];
-    if (decoupled) {
+    if (decoupled != 0.f) {
       wi = __fmul_rn(wi, decay);
     } else {
       gi = __fadd_rn(gi, __fmul_rn(wd, wi));

@@ -49,11 +49,11 @@ func testForeignBuffer(t *testing.T, be kernels.Backend) {
 		{"Sum", func() { _ = be.Sum(x(), x(), f) }},
 		{"Dot", func() { _, _ = be.Dot(x(), f) }},
 		{"NonFinite", func() { _, _ = be.NonFinite(f) }},
-		{"SGD", func() { _ = be.SGD(x(), f, 0.1, 0) }},
-		{"Momentum", func() { _ = be.Momentum(x(), x(), f, 0.1, 0.9, 0) }},
-		{"Adagrad", func() { _ = be.Adagrad(f, x(), x(), 0.1, 1e-6, 0) }},
-		{"Adam", func() { _ = be.Adam(x(), x(), f, adamStep) }},
-		{"LARS", func() { _ = be.LARS(x(), f, x(), larsStep) }},
+		{"Optimize(sgd)", func() { _ = be.Optimize(x(), f, nil, sgdUpdate) }},
+		{"Optimize(momentum)", func() { _ = be.Optimize(x(), x(), f, momentumUpdate) }},
+		{"Optimize(adagrad)", func() { _ = be.Optimize(f, x(), x(), adagradUpdate) }},
+		{"Optimize(adam)", func() { _ = be.Optimize(x(), x(), f, adamUpdate) }},
+		{"Optimize(lars)", func() { _ = be.Optimize(x(), f, x(), larsUpdate) }},
 	} {
 		if !panics(c.call) {
 			t.Errorf("%s with a foreign buffer did not panic", c.name)

@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/kernelstest"
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // The suite is only worth running if it can fail. Each mutant below is the
@@ -38,6 +39,7 @@ var mutants = map[string]struct {
 	"nonfinite-misses-inf":      {"NonFinite", func(b kernels.Backend) kernels.Backend { return nonFiniteNaNOnly{b} }},
 	"momentum-drops-wd":         {"Momentum", func(b kernels.Backend) kernels.Backend { return momentumDropsWD{b} }},
 	"adagrad-eps-inside-sqrt":   {"Adagrad", func(b kernels.Backend) kernels.Backend { return adagradEpsInside{b} }},
+	"adamw-not-decoupled":       {"Adam", func(b kernels.Backend) kernels.Backend { return adamwNotDecoupled{b} }},
 	"axpy-writes-then-checks":   {"ErrShape", func(b kernels.Backend) kernels.Backend { return axpyWritesFirst{b} }},
 	"gemm-ignores-transA":       {"Gradients", func(b kernels.Backend) kernels.Backend { return gemmIgnoresTransA{b} }},
 	"softmax-ignores-stats":     {"SoftmaxCrossEntropy", func(b kernels.Backend) kernels.Backend { return statsIgnored{b} }},
@@ -249,16 +251,29 @@ func (m nonFiniteNaNOnly) NonFinite(x kernels.Buffer) (int, error) {
 
 type momentumDropsWD struct{ kernels.Backend }
 
-func (m momentumDropsWD) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	return m.Backend.Momentum(w, g, v, lr, mu, 0)
+func (m momentumDropsWD) Optimize(w, g, v kernels.Buffer, u optim.Update) error {
+	if u.Kind == optim.Momentum {
+		u.WeightDecay = 0
+	}
+	return m.Backend.Optimize(w, g, v, u)
+}
+
+// adamwNotDecoupled runs AdamW as Adam without weight decay: the
+// decoupled decay is dropped.
+type adamwNotDecoupled struct{ kernels.Backend }
+
+func (m adamwNotDecoupled) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
+	u.Adam.Decoupled, u.Adam.Decay = false, 1
+	return m.Backend.Optimize(w, g, s, u)
 }
 
 type adagradEpsInside struct{ kernels.Backend }
 
-func (m adagradEpsInside) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	if g.Len() != w.Len() || h.Len() != w.Len() {
-		return m.Backend.Adagrad(w, g, h, lr, eps, wd)
+func (m adagradEpsInside) Optimize(w, g, h kernels.Buffer, u optim.Update) error {
+	if u.Kind != optim.Adagrad || g.Len() != w.Len() || h.Len() != w.Len() {
+		return m.Backend.Optimize(w, g, h, u)
 	}
+	lr, eps, wd := u.LR, u.Eps, u.WeightDecay
 	hostOp(m.Backend, func(x [][]float32) {
 		w, g, h := x[0], x[1], x[2]
 		for i := range w {

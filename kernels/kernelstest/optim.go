@@ -50,7 +50,9 @@ func testSGD(t *testing.T, be kernels.Backend) {
 		lr := float32(0.1)
 		runOptim(t, be, 16, optimCase{
 			name: fmt.Sprintf("lr=%v,wd=%v", lr, wd),
-			step: func(be kernels.Backend, w, g, _ kernels.Buffer) error { return be.SGD(w, g, lr, wd) },
+			step: func(be kernels.Backend, w, g, _ kernels.Buffer) error {
+				return be.Optimize(w, g, nil, optim.NewUpdate(optim.Config{Kind: optim.SGD, LR: lr, WeightDecay: wd}))
+			},
 			ref: func(w, g, _ []float64) {
 				for i := range w {
 					w[i] -= float64(lr) * (g[i] + float64(wd)*w[i])
@@ -66,7 +68,9 @@ func testMomentum(t *testing.T, be kernels.Backend) {
 		lr, mu := float32(0.1), float32(0.9)
 		runOptim(t, be, 17, optimCase{
 			name: fmt.Sprintf("lr=%v,mu=%v,wd=%v", lr, mu, wd),
-			step: func(be kernels.Backend, w, g, v kernels.Buffer) error { return be.Momentum(w, g, v, lr, mu, wd) },
+			step: func(be kernels.Backend, w, g, v kernels.Buffer) error {
+				return be.Optimize(w, g, v, optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: lr, Momentum: mu, WeightDecay: wd}))
+			},
 			ref: func(w, g, v []float64) {
 				for i := range w {
 					v[i] = float64(mu)*v[i] + g[i] + float64(wd)*w[i]
@@ -85,7 +89,9 @@ func testAdagrad(t *testing.T, be kernels.Backend) {
 			lr := float32(0.1)
 			runOptim(t, be, 18, optimCase{
 				name: fmt.Sprintf("lr=%v,eps=%v,wd=%v", lr, eps, wd),
-				step: func(be kernels.Backend, w, g, h kernels.Buffer) error { return be.Adagrad(w, g, h, lr, eps, wd) },
+				step: func(be kernels.Backend, w, g, h kernels.Buffer) error {
+					return be.Optimize(w, g, h, optim.NewUpdate(optim.Config{Kind: optim.Adagrad, LR: lr, Eps: eps, WeightDecay: wd}))
+				},
 				ref: func(w, g, h []float64) {
 					for i := range w {
 						gi := g[i] + float64(wd)*w[i]
@@ -114,7 +120,7 @@ func testAdam(t *testing.T, be kernels.Backend) {
 					n++
 					c := cfg
 					c.Step = n
-					return be.Adam(w, g, s, optim.NewAdamStep(c))
+					return be.Optimize(w, g, s, optim.NewUpdate(c))
 				},
 				ref: func(w, g, s []float64) {
 					nr++
@@ -151,7 +157,7 @@ func testLARS(t *testing.T, be kernels.Backend) {
 		runOptim(t, be, 20, optimCase{
 			name: fmt.Sprintf("lars,wd=%v", wd),
 			step: func(be kernels.Backend, w, g, v kernels.Buffer) error {
-				return be.LARS(w, g, v, optim.NewLARSStep(cfg))
+				return be.Optimize(w, g, v, optim.NewUpdate(cfg))
 			},
 			ref: func(w, g, v []float64) {
 				var sw, sg float64
@@ -175,7 +181,7 @@ func testLARS(t *testing.T, be kernels.Backend) {
 		zero bool
 	}{{"1", 1, false}, {"NormChunk+1", optim.NormChunk + 1, false}, {"5000", 5000, false}, {"zero weights", 3000, true}} {
 		cfg := optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, WeightDecay: 1e-3, TrustCoef: 0.001}
-		s := optim.NewLARSStep(cfg)
+		u := optim.NewUpdate(cfg)
 		w := normals(r, c.n, 1)
 		if c.zero {
 			clear(w)
@@ -186,8 +192,8 @@ func testLARS(t *testing.T, be kernels.Backend) {
 			g := normals(r, c.n, 0.1)
 			gb := load(t, be, g)
 			name := fmt.Sprintf("lars n=%s step %d", c.name, step+1)
-			ok(t, name, be.LARS(wb, gb, vb, s))
-			optim.LARSUpdate(w, g, v, s)
+			ok(t, name, be.Optimize(wb, gb, vb, u))
+			u.Apply(w, g, v)
 			checkExact(t, name+": w", read(t, be, wb), w)
 			checkExact(t, name+": v", read(t, be, vb), v)
 			checkExact(t, name+": g after", read(t, be, gb), g)

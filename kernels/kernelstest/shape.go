@@ -144,22 +144,28 @@ var shapeCases = []struct {
 	{"Sum last src", func(g *guard) error { return g.be.Sum(g.buf(3), g.buf(3), g.buf(3), g.buf(2)) }},
 	{"Dot", func(g *guard) error { _, err := g.be.Dot(g.buf(3), g.buf(4)); return err }},
 
-	{"SGD", func(g *guard) error { return g.be.SGD(g.buf(3), g.buf(4), 0.1, 0) }},
-	{"Momentum g", func(g *guard) error { return g.be.Momentum(g.buf(3), g.buf(2), g.buf(3), 0.1, 0.9, 0) }},
-	{"Momentum v", func(g *guard) error { return g.be.Momentum(g.buf(3), g.buf(3), g.buf(4), 0.1, 0.9, 0) }},
-	{"Adagrad g", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(4), g.buf(3), 0.1, 1e-6, 0) }},
-	{"Adagrad h", func(g *guard) error { return g.be.Adagrad(g.buf(3), g.buf(3), g.buf(2), 0.1, 1e-6, 0) }},
-	{"Adam g", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(2), g.buf(6), adamStep) }},
-	{"Adam s", func(g *guard) error { return g.be.Adam(g.buf(3), g.buf(3), g.buf(3), adamStep) }},
-	{"LARS g", func(g *guard) error { return g.be.LARS(g.buf(3), g.buf(2), g.buf(3), larsStep) }},
-	{"LARS v", func(g *guard) error { return g.be.LARS(g.buf(3), g.buf(3), g.buf(4), larsStep) }},
+	{"SGD", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(4), nil, sgdUpdate) }},
+	{"Momentum g", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(2), g.buf(3), momentumUpdate) }},
+	{"Momentum v", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(3), g.buf(4), momentumUpdate) }},
+	{"Adagrad g", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(4), g.buf(3), adagradUpdate) }},
+	{"Adagrad h", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(3), g.buf(2), adagradUpdate) }},
+	{"Adam g", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(2), g.buf(6), adamUpdate) }},
+	{"Adam s", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(3), g.buf(3), adamUpdate) }},
+	{"LARS g", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(2), g.buf(3), larsUpdate) }},
+	{"LARS v", func(g *guard) error { return g.be.Optimize(g.buf(3), g.buf(3), g.buf(4), larsUpdate) }},
+	{"no such rule", func(g *guard) error {
+		return g.be.Optimize(g.buf(3), g.buf(3), g.buf(3), optim.Update{Kind: optim.Kind(len(optim.Kinds))})
+	}},
 }
 
-// adamStep is an Adam update's constants for the shape checks.
-var adamStep = optim.NewAdamStep(optim.Config{Kind: optim.Adam, LR: 0.1, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, Step: 1})
-
-// larsStep is a LARS update's constants for the shape checks.
-var larsStep = optim.NewLARSStep(optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, TrustCoef: 0.001})
+// An update of each rule for the shape and foreign-buffer checks.
+var (
+	sgdUpdate      = optim.NewUpdate(optim.Config{Kind: optim.SGD, LR: 0.1})
+	momentumUpdate = optim.NewUpdate(optim.Config{Kind: optim.Momentum, LR: 0.1, Momentum: 0.9})
+	adagradUpdate  = optim.NewUpdate(optim.Config{Kind: optim.Adagrad, LR: 0.1, Eps: 1e-6})
+	adamUpdate     = optim.NewUpdate(optim.Config{Kind: optim.Adam, LR: 0.1, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, Step: 1})
+	larsUpdate     = optim.NewUpdate(optim.Config{Kind: optim.LARS, LR: 0.1, Momentum: 0.9, TrustCoef: 0.001})
+)
 
 // testErrShape runs every shape case: the error must wrap kernels.ErrShape
 // and every buffer and host slice involved must be as it was.

@@ -69,7 +69,7 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case !c.Kind.Valid():
-		return bad("Kind", "unknown optimizer %v (want sgd, momentum, adagrad, adam, adamw or lars)", c.Kind)
+		return bad("Kind", "unknown optimizer %v (want %s)", c.Kind, wantNames())
 	case !(c.LR > 0):
 		return bad("LR", "learning rate %v must be greater than 0", c.LR)
 	case isInf(c.LR):

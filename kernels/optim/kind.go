@@ -62,54 +62,100 @@ const (
 	LARS
 )
 
-// Kinds lists every Kind, in the order of their values.
-var Kinds = []Kind{SGD, Momentum, Adagrad, Adam, AdamW, LARS}
+// rules is the one list of what each Kind is, besides its maths (rules.go,
+// Update) and its device kernel (kernels/cu/elementwise.cu): the name the
+// command line and the checkpoints use, the floats of state it keeps per
+// weight, whether a step takes its tensor's norms (so that it applies to
+// whole tensors only), and the name of its device kernel, whose
+// parameters are (w, g, state, n, Update.Scalars()…) (kernels/cu/ABI.md).
+// Adding a rule is a Kind, a row here, its arithmetic in Update and its
+// kernel.
+var rules = [...]struct {
+	name      string
+	statePer  int
+	perTensor bool
+	kernel    string
+}{
+	SGD:      {"sgd", 0, false, "dml_sgd"},
+	Momentum: {"momentum", 1, false, "dml_momentum"},
+	Adagrad:  {"adagrad", 1, false, "dml_adagrad"},
+	Adam:     {"adam", 2, false, "dml_adam"},
+	AdamW:    {"adamw", 2, false, "dml_adam"},
+	LARS:     {"lars", 1, true, "dml_lars"},
+}
 
-var kindNames = [...]string{SGD: "sgd", Momentum: "momentum", Adagrad: "adagrad", Adam: "adam", AdamW: "adamw", LARS: "lars"}
+// Kinds lists every Kind, in the order of their values.
+var Kinds = func() []Kind {
+	ks := make([]Kind, len(rules))
+	for i := range ks {
+		ks[i] = Kind(i)
+	}
+	return ks
+}()
+
+// wantNames is the kinds' names for a message: "sgd, momentum, … or lars".
+func wantNames() string {
+	n := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		n[i] = k.String()
+	}
+	return strings.Join(n[:len(n)-1], ", ") + " or " + n[len(n)-1]
+}
 
 // String returns the name the command line uses ("sgd", "momentum",
-// "adagrad").
+// "adagrad", …).
 func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+	if k.Valid() {
+		return rules[k].name
 	}
 	return fmt.Sprintf("optim.Kind(%d)", uint8(k))
 }
 
 // Valid reports whether k is one of the defined kinds.
-func (k Kind) Valid() bool { return int(k) < len(kindNames) }
+func (k Kind) Valid() bool { return int(k) < len(rules) }
 
 // HasState reports whether the rule keeps state beside the weights (the
 // momentum buffer, Adagrad's sum of squares, Adam's two moments, LARS's
-// velocity); SGD
-// keeps none.
+// velocity); SGD keeps none.
 func (k Kind) HasState() bool { return k.StatePer() > 0 }
 
 // StatePer is the floats of state the rule keeps per weight: 0 (SGD), 1
-// (Momentum, Adagrad, LARS: its velocity) or 2 (Adam, AdamW: m and v of weight i at 2i and
-// 2i+1, interleaved, so that the state of weights [lo, hi) is the
-// contiguous [2lo, 2hi)). A rule's state for n weights is StatePer()·n
-// floats.
+// (Momentum, Adagrad, LARS: its velocity) or 2 (Adam, AdamW: m and v of
+// weight i at 2i and 2i+1, interleaved, so that the state of weights
+// [lo, hi) is the contiguous [2lo, 2hi)). A rule's state for n weights is
+// StatePer()·n floats.
 func (k Kind) StatePer() int {
-	switch k {
-	case Momentum, Adagrad, LARS:
-		return 1
-	case Adam, AdamW:
-		return 2
+	if k.Valid() {
+		return rules[k].statePer
 	}
 	return 0
+}
+
+// PerTensor reports whether a step of the rule reads its tensor's norms
+// (LARS's trust ratio): it applies to whole parameter tensors only, each
+// one call, and an update of part of a tensor is not the whole update's.
+// The other rules are element-wise.
+func (k Kind) PerTensor() bool { return k.Valid() && rules[k].perTensor }
+
+// Kernel is the name of the rule's device kernel (kernels/cu/ABI.md), ""
+// for an undefined Kind.
+func (k Kind) Kernel() string {
+	if k.Valid() {
+		return rules[k].kernel
+	}
+	return ""
 }
 
 // ParseKind reads "sgd", "momentum", "adagrad", "adam", "adamw" or "lars"
 // (any case).
 func ParseKind(s string) (Kind, error) {
-	for i, n := range kindNames {
-		if strings.EqualFold(s, n) {
-			return Kind(i), nil
+	for _, k := range Kinds {
+		if strings.EqualFold(s, k.String()) {
+			return k, nil
 		}
 	}
 	return 0, &SettingError{Setting: "Kind",
-		Msg: fmt.Sprintf("unknown optimizer %q (want sgd, momentum, adagrad, adam, adamw or lars)", s)}
+		Msg: fmt.Sprintf("unknown optimizer %q (want %s)", s, wantNames())}
 }
 
 // MarshalText returns the name, so that a Config reads as JSON

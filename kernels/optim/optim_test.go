@@ -215,6 +215,52 @@ func TestParseKind(t *testing.T) {
 	if SGD.HasState() || !Momentum.HasState() || !Adagrad.HasState() || !Adam.HasState() || AdamW.StatePer() != 2 || Momentum.StatePer() != 1 {
 		t.Error("HasState or StatePer wrong")
 	}
+	for _, k := range Kinds {
+		if k.PerTensor() != (k == LARS) || k.Kernel() == "" {
+			t.Errorf("%v: PerTensor %v, Kernel %q", k, k.PerTensor(), k.Kernel())
+		}
+	}
+	if k := Kind(len(Kinds)); k.Valid() || k.PerTensor() || k.StatePer() != 0 || k.Kernel() != "" {
+		t.Errorf("%v: an undefined kind has a rule", k)
+	}
+	if !strings.Contains(err.Error(), "(want sgd, momentum, adagrad, adam, adamw or lars)") {
+		t.Errorf("ParseKind(lamb) error = %v: not every kind named", err)
+	}
+}
+
+// TestUpdateApplyIsRule: a backend's one optimizer op computes
+// Update.Apply, which must be each rule's own function bit for bit.
+func TestUpdateApplyIsRule(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n = 41
+	for _, k := range Kinds {
+		cfg := Config{Kind: k, LR: 0.05, Momentum: 0.9, WeightDecay: 0.01, Eps: 1e-3, Beta1: 0.9, Beta2: 0.99, TrustCoef: 0.01, Step: 3}
+		w, g, st := make([]float32, n), make([]float32, n), make([]float32, k.StatePer()*n)
+		for i := range w {
+			w[i], g[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		for i := range st {
+			st[i] = float32(r.Float64())
+		}
+		w2, st2 := slices.Clone(w), slices.Clone(st)
+		u := NewUpdate(cfg)
+		u.Apply(w, g, st)
+		switch k {
+		case SGD:
+			SGDUpdate(w2, g, cfg.LR, cfg.WeightDecay)
+		case Momentum:
+			MomentumUpdate(w2, g, st2, cfg.LR, cfg.Momentum, cfg.WeightDecay)
+		case Adagrad:
+			AdagradUpdate(w2, g, st2, cfg.LR, cfg.Eps, cfg.WeightDecay)
+		case Adam, AdamW:
+			AdamUpdate(w2, g, st2, NewAdamStep(cfg))
+		case LARS:
+			LARSUpdate(w2, g, st2, NewLARSStep(cfg))
+		}
+		if !slices.Equal(w, w2) || !slices.Equal(st, st2) {
+			t.Errorf("%v: Update.Apply differs from the rule's function", k)
+		}
+	}
 }
 
 func TestConfigJSON(t *testing.T) {

@@ -251,28 +251,90 @@ func AdagradUpdate(w, g, h []float32, lr, eps, wd float32) {
 	}
 }
 
-// Step applies the rule cfg.Kind with cfg's hyper-parameters to the weights
-// w with gradient g (LARS: w is one tensor). state is the rule's state for these weights
-// (Kind.StatePer()·len(w) floats), ignored for SGD. cfg is not validated here. A
-// length mismatch or an undefined Kind is a programmer error (panic).
-func Step(cfg Config, w, g, state []float32) {
-	if len(g) != len(w) || len(state) != cfg.Kind.StatePer()*len(w) && cfg.Kind.HasState() {
-		panic(fmt.Sprintf("optim.Step(%v): %d weights, %d gradients, %d state", cfg.Kind, len(w), len(g), len(state)))
-	}
+// Update is one update of a rule with its constants, computed on the host
+// once per step (NewUpdate): the tagged step a backend's Optimize op
+// takes, so that a backend has one optimizer op whatever the rule. Only the
+// fields Kind's rule reads are set.
+type Update struct {
+	Kind Kind
+	// LR, Momentum, WeightDecay and Eps are the settings as given (SGD,
+	// Momentum, Adagrad).
+	LR, Momentum, WeightDecay, Eps float32
+	Adam                           AdamStep // Adam, AdamW
+	LARS                           LARSStep // LARS
+}
+
+// NewUpdate is the update cfg describes: its update number cfg.Step's
+// constants (Adam's bias corrections).
+func NewUpdate(cfg Config) Update {
+	u := Update{Kind: cfg.Kind, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay, Eps: cfg.Eps}
 	switch cfg.Kind {
-	case SGD:
-		SGDUpdate(w, g, cfg.LR, cfg.WeightDecay)
-	case Momentum:
-		MomentumUpdate(w, g, state, cfg.LR, cfg.Momentum, cfg.WeightDecay)
-	case Adagrad:
-		AdagradUpdate(w, g, state, cfg.LR, cfg.Eps, cfg.WeightDecay)
 	case Adam, AdamW:
-		AdamUpdate(w, g, state, NewAdamStep(cfg))
+		u.Adam = NewAdamStep(cfg)
 	case LARS:
-		LARSUpdate(w, g, state, NewLARSStep(cfg))
-	default:
-		panic(fmt.Sprintf("optim.Step: %v", cfg.Kind))
+		u.LARS = NewLARSStep(cfg)
 	}
+	return u
+}
+
+// Apply applies the update to the weights w with gradient g and the rule's
+// state for them (Kind.StatePer()·len(w) floats, ignored for SGD); a
+// per-tensor rule (Kind.PerTensor) takes all of w as one tensor. A length
+// mismatch or an undefined Kind is a programmer error (panic): a backend
+// checks shapes before.
+func (u *Update) Apply(w, g, state []float32) {
+	if len(g) != len(w) || len(state) != u.Kind.StatePer()*len(w) && u.Kind.HasState() {
+		panic(fmt.Sprintf("optim: %v update of %d weights with %d gradients, %d state", u.Kind, len(w), len(g), len(state)))
+	}
+	switch u.Kind {
+	case SGD:
+		SGDUpdate(w, g, u.LR, u.WeightDecay)
+	case Momentum:
+		MomentumUpdate(w, g, state, u.LR, u.Momentum, u.WeightDecay)
+	case Adagrad:
+		AdagradUpdate(w, g, state, u.LR, u.Eps, u.WeightDecay)
+	case Adam, AdamW:
+		AdamUpdate(w, g, state, u.Adam)
+	case LARS:
+		LARSUpdate(w, g, state, u.LARS)
+	default:
+		panic(fmt.Sprintf("optim: update by %v", u.Kind))
+	}
+}
+
+// Scalars is the float32 parameters of the rule's device kernel
+// (Kind.Kernel) after (w, g, state, n), in the kernel's order
+// (kernels/cu/ABI.md): the values Apply computes with, so that the device
+// computes the same bits. A per-tensor rule's kernel takes its rate
+// (device memory, computed from the norms there) before these.
+func (u *Update) Scalars() []float32 {
+	switch u.Kind {
+	case SGD:
+		return []float32{u.LR, u.WeightDecay}
+	case Momentum:
+		return []float32{u.LR, u.Momentum, u.WeightDecay}
+	case Adagrad:
+		return []float32{u.LR, u.Eps, u.WeightDecay}
+	case Adam, AdamW:
+		a := &u.Adam
+		var decoupled float32
+		if a.Decoupled {
+			decoupled = 1
+		}
+		return []float32{a.Beta1, a.OneMinusBeta1, a.Beta2, a.OneMinusBeta2, a.StepSize,
+			a.BiasCorrection2Sqrt, a.Eps, a.WeightDecay, a.Decay, decoupled}
+	case LARS:
+		return []float32{u.LARS.Momentum, u.LARS.WeightDecay}
+	}
+	panic(fmt.Sprintf("optim: scalars of %v", u.Kind))
+}
+
+// Step applies the rule cfg.Kind with cfg's hyper-parameters to the
+// weights w with gradient g (NewUpdate(cfg).Apply). cfg is not validated
+// here.
+func Step(cfg Config, w, g, state []float32) {
+	u := NewUpdate(cfg)
+	u.Apply(w, g, state)
 }
 
 // StepKeys applies the rule to the weights w[keys[i]-off] with gradients

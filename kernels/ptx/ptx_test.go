@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dml-project/dml/kernels/optim"
 )
 
 // abiKernels returns the dml_* kernel names ABI.md's tables list (the first
@@ -239,5 +241,52 @@ func TestCubins(t *testing.T) {
 	}
 	if Cubin("not a module", 9, 0) != nil {
 		t.Error("Cubin of unknown PTX is not nil")
+	}
+}
+
+// TestOptimizerKernelsABI: each optimizer rule's kernel (optim.Kind.Kernel)
+// is in ABI.md with the parameters the runtime launches it with: w, g, the
+// state where the rule keeps one, n, a rate pointer for a per-tensor rule,
+// then one float per optim.Update.Scalars value.
+func TestOptimizerKernelsABI(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "cu", "ABI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{} // kernel: its parameters' types
+	for _, line := range strings.Split(string(b), "\n") {
+		cols := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| dml_") || len(cols) < 3 {
+			continue
+		}
+		var types []string
+		for _, p := range strings.Split(strings.Trim(strings.TrimSpace(cols[2]), "()"), ",") {
+			f := strings.Fields(p)
+			types = append(types, strings.Join(f[:len(f)-1], " "))
+		}
+		rows[strings.TrimSpace(cols[1])] = types
+	}
+	for _, k := range optim.Kinds {
+		cfg := optim.Config{Kind: k, LR: 0.1, Momentum: 0.9, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999, TrustCoef: 0.001}
+		u := optim.NewUpdate(cfg)
+		want := []string{"float*", "const float*"}
+		if k.HasState() {
+			want = append(want, "float*")
+		}
+		want = append(want, "long long")
+		if k.PerTensor() {
+			want = append(want, "const float*")
+		}
+		for range u.Scalars() {
+			want = append(want, "float")
+		}
+		got, ok := rows[k.Kernel()]
+		if !ok {
+			t.Errorf("%v: ABI.md has no kernel %q", k, k.Kernel())
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: ABI.md's %s takes %q; the runtime launches it with %q", k, k.Kernel(), got, want)
+		}
 	}
 }

@@ -60,50 +60,48 @@ func TensorStarts(arch Arch) []int {
 
 // Update applies the rule: w ← rule(w, g).
 func (o *Optimizer) Update(w, g kernels.Buffer) error {
-	c := o.Config
-	switch c.Kind {
-	case optim.LARS:
-		return o.lars(w, g, 0, o.n)
-	case optim.Momentum:
-		return o.b.Momentum(w, g, o.state, c.LR, c.Momentum, c.WeightDecay)
-	case optim.Adagrad:
-		return o.b.Adagrad(w, g, o.state, c.LR, c.Eps, c.WeightDecay)
-	case optim.Adam, optim.AdamW:
-		return o.b.Adam(w, g, o.state, optim.NewAdamStep(c))
-	}
-	return o.b.SGD(w, g, c.LR, c.WeightDecay)
+	return o.UpdateRange(w, g, 0, o.n)
 }
 
 // UpdateRange applies the rule to elements [lo, lo+n) of the flat
-// parameter buffer w and gradient g only (and of the state): the rule is
-// element-wise, so updating a vector piece by piece gives Update's result
-// bit for bit. The AllReduce strategy updates each gradient bucket as soon
-// as its sum arrives. LARS is element-wise within a tensor only: its range
-// must hold whole tensors (ErrShape otherwise).
+// parameter buffer w and gradient g only (and of the state): an
+// element-wise rule updates a vector piece by piece to Update's result bit
+// for bit, and the AllReduce strategy updates each gradient bucket as soon
+// as its sum arrives. A per-tensor rule (LARS) is element-wise within a
+// tensor only: its range must hold whole tensors (ErrShape otherwise),
+// each updated by its own call, with its own norms.
 func (o *Optimizer) UpdateRange(w, g kernels.Buffer, lo, n int) error {
 	if lo < 0 || n < 0 || lo+n > o.n {
 		return fmt.Errorf("optimizer update of [%d,%d) outside its %d parameters: %w", lo, lo+n, o.n, kernels.ErrShape)
 	}
-	c, b := o.Config, o.b
-	wv, gv := b.View(w, lo, n), b.View(g, lo, n)
-	switch c.Kind {
-	case optim.Momentum:
-		return b.Momentum(wv, gv, b.View(o.state, lo, n), c.LR, c.Momentum, c.WeightDecay)
-	case optim.Adagrad:
-		return b.Adagrad(wv, gv, b.View(o.state, lo, n), c.LR, c.Eps, c.WeightDecay)
-	case optim.Adam, optim.AdamW:
-		return b.Adam(wv, gv, b.View(o.state, 2*lo, 2*n), optim.NewAdamStep(c))
-	case optim.LARS:
-		return o.lars(w, g, lo, n)
+	u := optim.NewUpdate(o.Config)
+	if u.Kind.PerTensor() {
+		return o.perTensor(w, g, lo, n, u)
 	}
-	return b.SGD(wv, gv, c.LR, c.WeightDecay)
+	return o.apply(w, g, lo, n, u)
 }
 
-// lars applies LARS to the tensors in [lo, lo+n), each with its own trust
-// ratio (the backend's LARS op, one tensor a call). The range must hold
-// whole tensors (the AllReduce buckets are whole layers): a trust ratio of
-// part of a tensor would not be the whole update's.
-func (o *Optimizer) lars(w, g kernels.Buffer, lo, n int) error {
+// apply is one backend update of the elements [lo, lo+n): views of w, g
+// and the state where they are not already that range.
+func (o *Optimizer) apply(w, g kernels.Buffer, lo, n int, u optim.Update) error {
+	b, st := o.b, o.state
+	view := func(x kernels.Buffer, per int) kernels.Buffer {
+		if lo == 0 && x.Len() == per*n {
+			return x
+		}
+		return b.View(x, per*lo, per*n)
+	}
+	if per := u.Kind.StatePer(); per > 0 {
+		st = view(st, per)
+	}
+	return b.Optimize(view(w, 1), view(g, 1), st, u)
+}
+
+// perTensor applies a per-tensor rule to the tensors in [lo, lo+n), one
+// call each. The range must hold whole tensors (the AllReduce buckets are
+// whole layers): the norms of part of a tensor would not be the whole
+// update's.
+func (o *Optimizer) perTensor(w, g kernels.Buffer, lo, n int, u optim.Update) error {
 	starts := o.starts
 	if len(starts) == 0 {
 		starts = []int{0}
@@ -114,16 +112,15 @@ func (o *Optimizer) lars(w, g kernels.Buffer, lo, n int) error {
 		}
 		return o.n
 	}
-	b, s := o.b, optim.NewLARSStep(o.Config)
 	for t, a := range starts {
 		e := end(t)
 		if e <= lo || a >= lo+n || a == e {
 			continue
 		}
 		if a < lo || e > lo+n {
-			return fmt.Errorf("lars update of [%d,%d) cuts the tensor [%d,%d): %w", lo, lo+n, a, e, kernels.ErrShape)
+			return fmt.Errorf("%v update of [%d,%d) cuts the tensor [%d,%d): %w", u.Kind, lo, lo+n, a, e, kernels.ErrShape)
 		}
-		if err := b.LARS(b.View(w, a, e-a), b.View(g, a, e-a), b.View(o.state, a, e-a), s); err != nil {
+		if err := o.apply(w, g, a, e-a, u); err != nil {
 			return err
 		}
 	}

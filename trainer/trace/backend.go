@@ -15,8 +15,8 @@ import (
 // before. Arguments and results pass through unchanged, errors included; a
 // span whose op failed carries the error.
 //
-// Categories: Upload and Download are IO, Sync is Wait, SGD, Momentum and
-// Adagrad are Update, everything else Compute.
+// Categories: Upload and Download are IO, Sync is Wait, Optimize is
+// Update, everything else Compute.
 //
 // What a span measures: the time the op took to return. For the CPU backend
 // that is the op itself. A device backend returns once the op is queued, so
@@ -216,37 +216,11 @@ func (tb *tracedBackend) NonFinite(x kernels.Buffer) (int, error) {
 	return i, err
 }
 
-func (tb *tracedBackend) SGD(w, g kernels.Buffer, lr, wd float32) error {
-	sp := tb.t.Begin("SGD").Cat(Update)
-	err := tb.b.SGD(w, g, lr, wd)
-	sp.Arg("n", blen(w)).Err(err).End()
-	return err
-}
-
-func (tb *tracedBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	sp := tb.t.Begin("Momentum").Cat(Update)
-	err := tb.b.Momentum(w, g, v, lr, mu, wd)
-	sp.Arg("n", blen(w)).Err(err).End()
-	return err
-}
-
-func (tb *tracedBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	sp := tb.t.Begin("Adagrad").Cat(Update)
-	err := tb.b.Adagrad(w, g, h, lr, eps, wd)
-	sp.Arg("n", blen(w)).Err(err).End()
-	return err
-}
-
-func (tb *tracedBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
-	sp := tb.t.Begin("Adam").Cat(Update)
-	err := tb.b.Adam(w, g, s, a)
-	sp.Arg("n", blen(w)).Err(err).End()
-	return err
-}
-
-func (tb *tracedBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
-	sp := tb.t.Begin("LARS").Cat(Update)
-	err := tb.b.LARS(w, g, v, s)
-	sp.Arg("n", blen(w)).Err(err).End()
+// Optimize is one Update span, named "Optimize", its arg "rule" the
+// optim.Kind.
+func (tb *tracedBackend) Optimize(w, g, st kernels.Buffer, u optim.Update) error {
+	sp := tb.t.Begin("Optimize").Cat(Update)
+	err := tb.b.Optimize(w, g, st, u)
+	sp.Arg("rule", int(u.Kind)).Arg("n", blen(w)).Err(err).End()
 	return err
 }

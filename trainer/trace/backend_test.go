@@ -88,20 +88,8 @@ func (f *fakeBackend) Dot(x, y kernels.Buffer) (float64, error) {
 func (f *fakeBackend) NonFinite(x kernels.Buffer) (int, error) {
 	return 7, f.record("NonFinite", x)
 }
-func (f *fakeBackend) SGD(w, g kernels.Buffer, lr, wd float32) error {
-	return f.record("SGD", w, g, lr, wd)
-}
-func (f *fakeBackend) Momentum(w, g, v kernels.Buffer, lr, mu, wd float32) error {
-	return f.record("Momentum", w, g, v, lr, mu, wd)
-}
-func (f *fakeBackend) Adagrad(w, g, h kernels.Buffer, lr, eps, wd float32) error {
-	return f.record("Adagrad", w, g, h, lr, eps, wd)
-}
-func (f *fakeBackend) Adam(w, g, s kernels.Buffer, a optim.AdamStep) error {
-	return f.record("Adam", w, g, s, a)
-}
-func (f *fakeBackend) LARS(w, g, v kernels.Buffer, s optim.LARSStep) error {
-	return f.record("LARS", w, g, v, s)
+func (f *fakeBackend) Optimize(w, g, st kernels.Buffer, u optim.Update) error {
+	return f.record("Optimize", w, g, st, u)
 }
 
 var backendCases = map[string]methodCase{
@@ -117,8 +105,7 @@ var backendCases = map[string]methodCase{
 	"Axpy": {span: true, cat: Compute}, "Scale": {span: true, cat: Compute},
 	"Sum": {span: true, cat: Compute}, "Dot": {span: true, cat: Compute},
 	"NonFinite": {span: true, cat: Compute},
-	"SGD":       {span: true, cat: Update}, "Momentum": {span: true, cat: Update},
-	"Adagrad": {span: true, cat: Update}, "Adam": {span: true, cat: Update}, "LARS": {span: true, cat: Update},
+	"Optimize":  {span: true, cat: Update},
 }
 
 func TestBackendForwardsEveryOp(t *testing.T) {

@@ -27,7 +27,7 @@ func TestTracedCPUConformance(t *testing.T) {
 	}
 	for _, op := range []string{"Alloc", "Free", "Upload", "Download", "Copy", "Fill", "Sync", "Close",
 		"Gemm", "AddBias", "SumRows", "Relu", "ReluGrad", "SoftmaxCrossEntropy", "SigmoidCrossEntropy",
-		"Predict", "Axpy", "Scale", "Sum", "Dot", "NonFinite", "SGD", "Momentum", "Adagrad"} {
+		"Predict", "Axpy", "Scale", "Sum", "Dot", "NonFinite", "Optimize"} {
 		if !ops[op] {
 			t.Errorf("no %s span recorded while the suite ran", op)
 		}

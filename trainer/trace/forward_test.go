@@ -50,6 +50,8 @@ func (g *argGen) value(t reflect.Type) reflect.Value {
 		v.Set(reflect.ValueOf(fmt.Errorf("argument error %d", n)))
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64: // int, time.Duration
 		v.SetInt(int64(n))
+	case t.Kind() == reflect.Uint8: // optim.Kind
+		v.SetUint(uint64(n % 256))
 	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64: // float64: optim.LARSStep
 		v.SetFloat(float64(n) + 0.5)
 	case t.Kind() == reflect.Bool:
@@ -59,7 +61,7 @@ func (g *argGen) value(t reflect.Type) reflect.Value {
 		v = reflect.Append(v, g.value(t.Elem()), g.value(t.Elem()))
 	case t.Kind() == reflect.Slice:
 		v = reflect.MakeSlice(t, n, n)
-	case t.Kind() == reflect.Struct: // each field its own value (optim.AdamStep)
+	case t.Kind() == reflect.Struct: // each field its own value (optim.Update)
 		for i := range t.NumField() {
 			v.Field(i).Set(g.value(t.Field(i).Type))
 		}

@@ -136,7 +136,7 @@ static void test_elementwise() {
       // Adam (decoupled 0) and AdamW (1), m and v interleaved; constants
       // as optim.NewAdamStep gives them for step 3 of lr 0.05, betas 0.9,
       // 0.999: the reference is kernels/optim's adamAt.
-      for (long long dec : {0LL, 1LL}) {
+      for (float dec : {0.f, 1.f}) {
         const float b1 = 0.9f, omb1 = 0.1f, b2 = 0.999f, omb2 = 0.001f, step_size = 0.18450184f,
                     bc2s = 0.054744864f, decay = 1.f - 0.05f * 1e-3f;
         w = y;
@@ -147,12 +147,12 @@ static void test_elementwise() {
                    eps, wd, decay, dec);
         for (long long i = 0; i < n; i++) {
           float wi = y[i], gi = g[i];
-          if (dec) wi = wi * decay; else gi = gi + wd * wi;
+          if (dec != 0.f) wi = wi * decay; else gi = gi + wd * wi;
           float mi = b1 * s0[2 * i] + omb1 * gi;
           float vi = b2 * s0[2 * i + 1] + omb2 * gi * gi;
           float denom = (float)std::sqrt((double)vi) / bc2s + eps;
           float want = wi - step_size * (mi / denom);
-          CHECK(same_bits(s[2 * i], mi) && same_bits(s[2 * i + 1], vi) && same_bits(w[i], want), "adam(decoupled %lld) %lld", dec, i);
+          CHECK(same_bits(s[2 * i], mi) && same_bits(s[2 * i + 1], vi) && same_bits(w[i], want), "adam(decoupled %g) %lld", (double)dec, i);
         }
       }
     }
