@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/internal/elastic"
 	"github.com/dml-project/dml/internal/syncbuf"
 )
 
@@ -107,7 +108,7 @@ func TestLaunchRecovers(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	if strings.Contains(r.stderr, launchEventPrefix) {
+	if strings.Contains(r.stderr, elastic.EventPrefix) {
 		t.Errorf("dml launch passed its event lines through:\n%s", r.stderr)
 	}
 	if !strings.Contains(r.stdout, "the rest of the epoch goes to these 2") || !strings.Contains(r.stdout, "done: ") {
@@ -248,50 +249,6 @@ func TestLaunchUsage(t *testing.T) {
 	}
 }
 
-// TestSlotPool: a failed slot of this machine is gone for good; a failed
-// host is out for the cool-down, then back; --max-np caps the world; a
-// rank's host is found by the slots in order, or by the name the ring
-// reported where it is one of the pool's.
-func TestSlotPool(t *testing.T) {
-	lf := launchFlags{np: 3, minNP: 1}
-	p, err := lf.pool()
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1000, 0)
-	if w, n := p.world(now, 0); n != 3 || len(w) != 1 {
-		t.Fatalf("--np 3: world %v, %d ranks", w, n)
-	}
-	p.fail(p.hostOf(nil, 2, "vm"), now)
-	if _, n := p.world(now.Add(time.Hour), 0); n != 2 {
-		t.Errorf("--np 3, one slot failed: %d ranks, want 2 (for good)", n)
-	}
-
-	lf = launchFlags{hosts: "h1:2,h2:2,h3:1", minNP: 1, cooldown: time.Minute}
-	if p, err = lf.pool(); err != nil {
-		t.Fatal(err)
-	}
-	w, n := p.world(now, 0)
-	if n != 5 {
-		t.Fatalf("world %v, %d ranks", w, n)
-	}
-	for rank, want := range []string{"h1", "h1", "h2", "h2", "h3"} {
-		if got := p.hostOf(w, rank, "elsewhere"); got != want {
-			t.Errorf("rank %d on %s, want %s", rank, got, want)
-		}
-	}
-	if got := p.hostOf(w, 0, "h3"); got != "h3" {
-		t.Errorf("the ring's h3 for rank 0: %s", got)
-	}
-	p.fail("h2", now)
-	if w, n := p.world(now.Add(30*time.Second), 0); n != 3 || slices.ContainsFunc(w, func(h hostSlots) bool { return h.Name == "h2" }) {
-		t.Errorf("h2 in its cool-down: world %v, %d ranks", w, n)
-	}
-	if w, n := p.world(now.Add(2*time.Minute), 4); n != 4 || len(w) != 2 || w[1] != (hostSlots{"h2", 2}) {
-		t.Errorf("after the cool-down, --max-np 4: world %v, %d ranks", w, n)
-	}
-}
-
 // TestLaunchGrows: a host count that --host-discovery raises while the job
 // runs (here the command's second answer) is taken in at a step boundary:
 // the job stops there with a checkpoint (SIGUSR1, passed on by mpirun) and
@@ -337,24 +294,9 @@ func TestLaunchInterrupted(t *testing.T) {
 	}
 }
 
-// TestDiscoverHosts: what a discovery command prints, and what it may not.
-func TestDiscoverHosts(t *testing.T) {
-	got, err := discoverHosts("printf 'a:2\\n# comment\\n\\n  b  # one slot\\n'")
-	if err != nil || !slices.Equal(got, []hostSlots{{"a", 2}, {"b", 1}}) {
-		t.Errorf("got %v, %v", got, err)
-	}
-	for _, c := range []struct{ cmd, want string }{
-		{"exit 3", "exit status 3"},
-		{"echo broken >&2; exit 1", "exit status 1: broken"},
-		{"true", "printed no host"},
-		{"echo 'a b'", `line 1 "a b": want host or host:slots`},
-		{"printf 'a\\na:2\\n'", "host a is given twice"},
-		{"echo a:x", `slots "x"`},
-	} {
-		if _, err := discoverHosts(c.cmd); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v, want %q", c.cmd, err, c.want)
-		}
-	}
+// TestLaunchDiscoveryFailsAtStart: a discovery command that fails at the
+// start is a usage error naming the flag.
+func TestLaunchDiscoveryFailsAtStart(t *testing.T) {
 	var so, se strings.Builder
 	if code := run([]string{"launch", "--host-discovery", "exit 3", "--", "train", "--checkpoint-dir", t.TempDir()}, &so, &se); code != 2 || !strings.Contains(se.String(), "--host-discovery") {
 		t.Errorf("a failing discovery at the start: exit %d, %q", code, se.String())

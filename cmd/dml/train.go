@@ -12,6 +12,7 @@ import (
 	"github.com/dml-project/dml/bench"
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/collectives/mpi"
+	"github.com/dml-project/dml/internal/elastic"
 	_ "github.com/dml-project/dml/kernels/blas" // registers the "blas" backend (OpenBLAS, loaded at run time)
 	_ "github.com/dml-project/dml/kernels/cpu"  // registers the "cpu" backend
 	"github.com/dml-project/dml/trainer"
@@ -96,10 +97,10 @@ func cmdTrain(args []string, stdout, stderr io.Writer) error {
 		if ck.Emergency && ck.Dir != "" {
 			defer keepLastWord(c.Rank(), tr, stderr, cf.ownTimeline)()
 		}
-		if launchEvents() && c.Rank() == cfg.ReportingRank() {
-			launchEvent(map[string]any{"event": "up", "ranks": c.Size()})
+		if elastic.EventsOn() && c.Rank() == cfg.ReportingRank() {
+			elastic.Send(map[string]any{"event": "up", "ranks": c.Size()})
 			tr.FirstStep = func(steps int) {
-				launchEvent(map[string]any{"event": "first-step", "steps": steps, "ranks": c.Size()})
+				elastic.Send(map[string]any{"event": "first-step", "steps": steps, "ranks": c.Size()})
 			}
 		}
 		got := func() os.Signal { return nil }
@@ -110,7 +111,7 @@ func cmdTrain(args []string, stdout, stderr io.Writer) error {
 		}
 		res, err := tr.Run(cfg)
 		if err == nil && c.Rank() == cfg.ReportingRank() {
-			launchEvent(map[string]any{"event": "done", "steps": res.Steps})
+			elastic.Send(map[string]any{"event": "done", "steps": res.Steps})
 		}
 		if rerr := rep.finish(res, err); err == nil {
 			err = rerr

@@ -16,6 +16,7 @@ import (
 	"github.com/dml-project/dml/collectives/mpi"
 	"github.com/dml-project/dml/collectives/watch"
 	"github.com/dml-project/dml/internal/crash"
+	"github.com/dml-project/dml/internal/elastic"
 	"github.com/dml-project/dml/trainer"
 )
 
@@ -235,7 +236,7 @@ func watchGone(c *mpi.Comm) (stop func()) {
 		// finder_step: where this rank, a survivor, had come: the dead
 		// rank's last record may be old (issue 29: a dpsgd rank last heard
 		// of in step 662 died after the checkpoint of step 700).
-		launchEvent(map[string]any{"event": "death", "rank": d.Rank, "host": d.Host, "pid": d.PID,
+		elastic.Send(map[string]any{"event": "death", "rank": d.Rank, "host": d.Host, "pid": d.PID,
 			"step": d.Op.Step, "op": d.Op.String(), "silent": d.Silent, "found_by": d.By, "finder_step": c.CurrentOp().Step})
 		sayLastWord(d)
 		exitNow(1)
