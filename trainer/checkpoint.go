@@ -23,7 +23,7 @@ import (
 // (strategy.go and sync_*.go).
 //
 // A checkpoint is written at a step boundary by the reporting rank, from
-// the state the strategy's saveState collects (checkpointer), as one .npz
+// the state the strategy's saveState collects (hooks.saveState), as one .npz
 // file (checkpoint_file.go), atomically; the newest Keep stay. The sample
 // order is a pure function of (seed, shard, epoch), so the Position is the
 // data-order position.
@@ -37,7 +37,7 @@ import (
 // Stopping (Trainer.Stop): the ranks that train vote at every step boundary
 // whether any of them wants to stop, so that all stop after the same step:
 // a one-float AllReduce over every rank (voteAll), unless the strategy
-// votes its own way (stopVoter: ps).
+// votes its own way (hooks.voteStop: ps).
 
 // ErrInterrupted is returned (wrapped) by Run when Trainer.Stop asked for a
 // stop: training ended early at a step boundary, after writing a final
@@ -97,28 +97,6 @@ func (c Config) checkpointHash() uint64 {
 	return c.Hash()
 }
 
-// stateSaver is a Strategy whose model may keep state beside its weights
-// (batch norms' running statistics): every training rank calls
-// modelState at the same step boundary as saveState (it may be a
-// collective); the reporting rank's result goes into the checkpoint.
-type stateSaver interface {
-	modelState() ([]float32, error)
-}
-
-// checkpointer is a Strategy that can write checkpoints. Every training
-// rank calls saveState at the same step boundary; the reporting rank gets
-// the state to write, the others nil.
-type checkpointer interface {
-	saveState() (*checkpoint, error)
-}
-
-// stopVoter is a Strategy that combines the ranks' wishes to stop itself;
-// without it, the loop takes a one-float AllReduce over every rank of the
-// Comm (right for strategies where every rank trains).
-type stopVoter interface {
-	voteStop(local bool) (bool, error)
-}
-
 // boundary runs at the step boundary before next: the stop vote, then the
 // checkpoint when one is due or the job stops. It returns whether to stop.
 func (j *job) boundary(s Strategy, next Position) (bool, error) {
@@ -132,8 +110,8 @@ func (j *job) boundary(s Strategy, next Position) (bool, error) {
 		collectives.EnterOp(j.Comm, "stop vote")
 		sp := j.tr.Begin("stop-vote").Cat(trace.Wait)
 		var err error
-		if v, ok := s.(stopVoter); ok {
-			stop, err = v.voteStop(j.Stop())
+		if vote := s.hooks().voteStop; vote != nil {
+			stop, err = vote(j.Stop())
 		} else {
 			stop, err = voteAll(j.Comm, j.Stop())
 		}
@@ -170,20 +148,20 @@ func voteAll(c collectives.Comm, local bool) (bool, error) {
 
 // writeCheckpoint saves the state at the boundary before next.
 func (j *job) writeCheckpoint(s Strategy, next Position) error {
-	cp, ok := s.(checkpointer)
-	if !ok {
+	h := s.hooks()
+	if h.saveState == nil {
 		return fmt.Errorf("checkpoints: %T cannot write them", s)
 	}
 	t0 := time.Now()
 	j.lastCheckpointSteps = next.Steps
-	c, err := cp.saveState()
+	c, err := h.saveState()
 	if err != nil {
 		return err
 	}
 	// A network's batch-norm statistics: every rank that trains takes
-	// part (stateSaver), the reporting rank keeps them.
-	if ss, ok := s.(stateSaver); ok {
-		st, err := ss.modelState()
+	// part (hooks.modelState), the reporting rank keeps them.
+	if h.modelState != nil {
+		st, err := h.modelState()
 		if err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}

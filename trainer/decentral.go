@@ -127,7 +127,13 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 
 func (l *localModel) free() { l.opt.Free() }
 
-// setTrain: see trainSwapper.
+// setTrain: see hooks.setTrain.
+// hooks are the parts every decentralized strategy has from its local
+// model: checkpoints, the model's state, a re-dealt epoch's rows.
+func (l *localModel) hooks() hooks {
+	return hooks{saveState: l.saveState, modelState: l.modelState, setTrain: l.setTrain}
+}
+
 func (l *localModel) setTrain(t *data.Dense) {
 	if t == nil {
 		t = l.shard

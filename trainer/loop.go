@@ -42,6 +42,8 @@ type Strategy interface {
 	// it; a strategy whose evaluation is not collective returns NaN on the
 	// ranks that do not report.
 	Evaluate() (EvalResult, error)
+	// hooks are the strategy's optional parts.
+	hooks() hooks
 	// setStep gives the step about to run its rate (the schedule's) and
 	// its count from 1 (Adam's bias correction). Required: a strategy
 	// that let it fall away would train at the first step's rate, and
@@ -49,10 +51,33 @@ type Strategy interface {
 	setStep(lr float32, t int)
 }
 
-// byteCounter is a Strategy that counts the bytes it sends (the
-// BytesPerStep figure).
-type byteCounter interface {
-	sentBytes() int64
+// hooks are a strategy's optional parts, each nil where it has none: the
+// loop, the checkpoints and resharding read them here (Strategy.hooks), in
+// one place, rather than finding methods by type assertions that a renamed
+// or re-typed method would miss without a word.
+type hooks struct {
+	// saveState writes checkpoints: every training rank calls it at the
+	// same step boundary; the reporting rank gets the state to write, the
+	// others nil. nil: the strategy cannot write them.
+	saveState func() (*checkpoint, error)
+	// modelState is the model's state beside its weights (batch norms'
+	// running statistics) for a checkpoint: every training rank calls it
+	// at the same boundary as saveState (it may be a collective); the
+	// reporting rank's goes into the checkpoint.
+	modelState func() ([]float32, error)
+	// voteStop combines the ranks' wishes to stop; nil: a one-float
+	// AllReduce over every rank of the Comm (right where every rank
+	// trains).
+	voteStop func(local bool) (bool, error)
+	// pace is set by a strategy whose ranks run at their own pace
+	// (AD-PSGD): the loop asks it where an epoch ends.
+	pace pacer
+	// sentBytes counts the bytes the strategy sent (BytesPerStep).
+	sentBytes func() int64
+	// setTrain replaces the training rows for a re-dealt epoch
+	// (setTrain(nil): the rank's own shard again); nil: the strategy
+	// cannot re-deal an epoch.
+	setTrain func(d *data.Dense)
 }
 
 // Scope is what a strategy's reported loss and accuracy mean (the
@@ -191,7 +216,8 @@ func (w *ownPace) next() []int {
 // training).
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
-	p, paced := s.(pacer)
+	p := s.hooks().pace
+	paced := p != nil
 	metrics, bar, err := j.outputs(start, paced)
 	if err != nil {
 		return start, 0, err
@@ -364,7 +390,7 @@ type epochAcc struct {
 	epoch, steps int // the epoch, and its steps (a re-dealt one's fewer)
 	ran          int // steps run
 	t0           time.Time
-	sent0        int64 // the strategy's bytes sent before it (byteCounter)
+	sent0        int64 // the strategy's bytes sent before it (hooks.sentBytes)
 
 	lossSum, correct, seen, commSec, stepSec float64
 }
@@ -389,8 +415,8 @@ func (j *job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (ord
 		order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), a.epoch, j.cfg.Shuffle)
 	}
 	j.epochLen = a.steps
-	if bc, ok := s.(byteCounter); ok {
-		a.sent0 = bc.sentBytes()
+	if sent := s.hooks().sentBytes; sent != nil {
+		a.sent0 = sent()
 	}
 	return order, nil, nil
 }
@@ -461,8 +487,8 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 	if j.cfg.Data.Name == "text" {
 		st.SeqLen = j.cfg.Data.seqLen()
 	}
-	if bc, ok := s.(byteCounter); ok && a.ran > 0 {
-		b := float64(bc.sentBytes()-a.sent0) / float64(a.ran)
+	if sent := s.hooks().sentBytes; sent != nil && a.ran > 0 {
+		b := float64(sent()-a.sent0) / float64(a.ran)
 		st.BytesPerStep = &b
 	}
 	if err := s.EndEpoch(&st, a.commSec, a.stepSec, wall); err != nil {
@@ -493,7 +519,7 @@ func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done boo
 	if p == nil {
 		return nil
 	}
-	if _, ok := s.(checkpointer); ok && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+	if s.hooks().saveState != nil && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
 		n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
 		if err == nil {
 			err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})

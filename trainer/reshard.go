@@ -12,7 +12,7 @@ import (
 // servers lays them anew) and whose workers are at one step; under dpsgd,
 // from the consensus model (consensusState). The strategy's unit says
 // which (reshards), and its Strategy trains a re-dealt epoch's rows
-// (trainSwapper).
+// (hooks.setTrain).
 //
 // An epoch's sample order is a pure function of (seed, shard, epoch) for
 // a given number of ranks: rank q of R walks its strided shard
@@ -124,11 +124,11 @@ func checkSegments(segs []Segment, n int) error {
 
 // reshardEpoch is this rank's order of epoch and the epoch's steps when
 // it was begun by other ranks (reshard): its part of the rest, as rows of
-// the training set. It tells the strategy (trainSwapper) to train on
+// the training set. It tells the strategy (hooks.setTrain) to train on
 // those rows for the epoch; endReshard gives it its shard back.
 func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []int, steps int, err error) {
-	sw, ok := s.(trainSwapper)
-	if !ok || j.trainSrc == nil {
+	setTrain := s.hooks().setTrain
+	if setTrain == nil || j.trainSrc == nil {
 		return nil, 0, fmt.Errorf("resuming epoch %d, begun by %d ranks: %s cannot re-deal an epoch", epoch, reshard[len(reshard)-1].Ranks, j.cfg.Sync)
 	}
 	parts := epochParts(j.sched.n, j.cfg.Seed, epoch, j.cfg.Shuffle, reshard, j.sched.ranks)
@@ -137,7 +137,7 @@ func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []in
 	if err != nil {
 		return nil, 0, fmt.Errorf("resuming epoch %d: this rank's part of its rest: %w", epoch, err)
 	}
-	sw.setTrain(part)
+	setTrain(part)
 	j.partRows = mine
 	j.partLens = make([]int, len(parts))
 	for r, p := range parts {
@@ -153,14 +153,8 @@ func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []in
 // endReshard ends a re-dealt epoch: the strategy trains on its shard
 // again.
 func (j *job) endReshard(s Strategy) {
-	if sw, ok := s.(trainSwapper); ok && j.partRows != nil {
-		sw.setTrain(nil)
+	if setTrain := s.hooks().setTrain; setTrain != nil && j.partRows != nil {
+		setTrain(nil)
 	}
 	j.partRows, j.partLens = nil, nil
-}
-
-// trainSwapper is a Strategy whose training rows the loop can replace for
-// a re-dealt epoch (setTrain(nil): its own shard again).
-type trainSwapper interface {
-	setTrain(d *data.Dense)
 }

@@ -221,6 +221,13 @@ func (s *adpsgdStrategy) close() {
 	s.free()
 }
 
+// hooks: the local model's, and the pace of the ranks' own steps.
+func (s *adpsgdStrategy) hooks() hooks {
+	h := s.localModel.hooks()
+	h.pace = s
+	return h
+}
+
 func (s *adpsgdStrategy) Describe() string {
 	na := 0
 	for r := range s.graph.N {

@@ -288,6 +288,10 @@ func (j *job) fillResult(res *Result, m *model.Model, opt *model.Optimizer, pos 
 	return nil
 }
 
+func (s *allreduceStrategy) hooks() hooks {
+	return hooks{saveState: s.saveState, modelState: s.modelState, sentBytes: s.sentBytes, setTrain: s.setTrain}
+}
+
 func (s *allreduceStrategy) Describe() string {
 	cfg, a := s.j.cfg, s.m.Arch
 	how := "after the backward pass"
@@ -364,7 +368,7 @@ func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 	return err
 }
 
-// setTrain: see trainSwapper.
+// setTrain: see hooks.setTrain.
 func (s *allreduceStrategy) setTrain(d *data.Dense) {
 	if d == nil {
 		d = s.shard

@@ -107,6 +107,15 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 func (s *dpsgdStrategy) local() *localModel { return s.localModel }
 func (s *dpsgdStrategy) close()             { s.free() }
 
+// sentBytes: the models sent to the neighbours.
+func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }
+
+func (s *dpsgdStrategy) hooks() hooks {
+	h := s.localModel.hooks()
+	h.sentBytes = s.sentBytes
+	return h
+}
+
 func (s *dpsgdStrategy) Describe() string {
 	deg := make([]string, 0, 2)
 	lo, hi := len(s.graph.Adj[0]), 0

@@ -61,6 +61,12 @@ func (s *localSGDStrategy) Describe() string {
 
 func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }
 
+func (s *localSGDStrategy) hooks() hooks {
+	h := s.localModel.hooks()
+	h.sentBytes = s.sentBytes
+	return h
+}
+
 func (s *localSGDStrategy) Prepare(idx []int, _ int) error { return s.loadBatch(idx) }
 
 // Exchange applies the rank's gradient to its own model and, at the end
@@ -106,9 +112,3 @@ func (s *localSGDStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec fl
 
 // Evaluate measures the average model (EndEpoch's).
 func (s *localSGDStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
-
-// sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
-func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
-
-// sentBytes: the models sent to the neighbours.
-func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }

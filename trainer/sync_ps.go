@@ -305,6 +305,23 @@ func (p *psWorker) bspBatch(step int) int {
 	return p.j.globalBatch(step)
 }
 
+// sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
+func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
+
+// hooks: every worker writes checkpoints (the servers' state), votes on a
+// stop among the workers and counts its pushes and pulls.
+func (p *psWorker) hooks() hooks {
+	return hooks{saveState: p.saveState, voteStop: p.voteStop, sentBytes: p.sentBytes}
+}
+
+// hooks: a dense worker's adds its model's state and a re-dealt epoch's
+// rows.
+func (d *denseWorker) hooks() hooks {
+	h := d.psWorker.hooks()
+	h.saveState, h.modelState, h.setTrain = d.saveState, d.modelState, d.setTrain
+	return h
+}
+
 func (p *psWorker) Describe() string {
 	cfg := p.j.cfg
 	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
@@ -382,7 +399,7 @@ func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.D
 		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}, nil
 }
 
-// setTrain: see trainSwapper.
+// setTrain: see hooks.setTrain.
 func (d *denseWorker) setTrain(t *data.Dense) {
 	if t == nil {
 		t = d.shard
