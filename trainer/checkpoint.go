@@ -172,7 +172,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 	if c == nil {
 		return nil
 	}
-	c.Meta = j.checkpointMeta(c.Meta.Arch, next)
+	c.Meta = j.checkpointMeta(c.Meta, next)
 	b, err := c.encode()
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -279,13 +279,15 @@ func (j *job) removeLeftovers() {
 // ListCheckpoints returns the checkpoint files in dir, newest first.
 func ListCheckpoints(dir string) ([]string, error) { return listCheckpoints(dir) }
 
-// checkpointMeta describes this job at position pos.
-func (j *job) checkpointMeta(arch model.Arch, pos Position) checkpointMeta {
+// checkpointMeta describes this job at position pos, from what the
+// strategy's saveState said of it (from: the model's Arch, Downpour's
+// Pushes).
+func (j *job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
 	cfg := j.cfg
 	m := checkpointMeta{
 		Format: checkpointFormat, Version: checkpointVersion, ConfigHash: fmt.Sprintf("%016x", cfg.checkpointHash()),
-		Model: cfg.Model.String(), Arch: arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
-		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos,
+		Model: cfg.Model.String(), Arch: from.Arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
+		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos, Pushes: from.Pushes,
 	}
 	if len(pos.Reshard) > 0 {
 		m.Version = reshardVersion

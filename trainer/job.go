@@ -323,9 +323,9 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 	if j.resume != nil {
 		copy(params, j.resume.Params)
 	}
-	evalAll := func(p []float32) (float64, error) {
+	evalAll := func(p []float32) (float64, []float32, error) {
 		ev, err := EvaluateSparse(t.Comm, arch, p, test)
-		return ev.Accuracy, err
+		return ev.Accuracy, nil, err
 	}
 	return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
 		return &sparseWorker{psWorker: newPSWorker(j, w, arch), f: train.Cols, train: shard, test: test}, nil
@@ -505,13 +505,9 @@ type job struct {
 	ckptSeen   map[string]ckptSeen
 	ckptSize   int64
 	augEpoch   int       // the epoch of the step the loop runs (augmentation)
-	finalState []float32 // ps: the batch-norm statistics the final evaluation used
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int
-	// psClock is, under Downpour (ps --push-every), the reporting worker's
-	// clock (pushes) at the checkpoint being written.
-	psClock int
 	// trainSrc is the training set (dense data), for the rows of a
 	// re-dealt epoch (reshard.go); partRows are this rank's rows in it,
 	// partLens every rank's count (nil outside such an epoch).

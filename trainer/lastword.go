@@ -296,7 +296,7 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 
 // writeEmergency writes c, at pos and marked with e, to path.
 func (j *job) writeEmergency(path string, c *checkpoint, arch model.Arch, pos Position, e Emergency) (string, int, error) {
-	c.Meta = j.checkpointMeta(arch, pos)
+	c.Meta = j.checkpointMeta(checkpointMeta{Arch: arch}, pos)
 	c.Meta.Emergency = &e
 	b, err := c.encode()
 	if err != nil {

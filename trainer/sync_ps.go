@@ -76,11 +76,10 @@ func (psUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
 	return nil
 }
 
+// checkpointMeta: the servers and the consistency model (Downpour's clock,
+// Pushes, is the worker's own, set by its saveState).
 func (psUnit) checkpointMeta(j *job, m *checkpointMeta) {
 	m.Servers, m.Consistency = j.cfg.PS.Servers, j.cfg.PS.Consistency.String()
-	if j.cfg.PS.downpour() {
-		m.Pushes = j.psClock
-	}
 }
 
 // reshards: under bsp, where every worker is at the same step, the
@@ -154,17 +153,17 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 // run: the servers serve, the workers train the dense model (denseWorker)
 // and the reporting worker evaluates the whole test set.
 func (psUnit) run(j *job, d denseSetup) (*Result, error) {
-	evalAll := func(p []float32) (float64, error) {
+	evalAll := func(p []float32) (float64, []float32, error) {
 		if err := j.Backend.Upload(d.m.Params, p); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		// The workers' batch-norm statistics, averaged (servers have none).
-		var err error
-		if j.finalState, err = j.syncState(d.m, j.shardIdx >= 0); err != nil {
-			return 0, err
+		state, err := j.syncState(d.m, j.shardIdx >= 0)
+		if err != nil {
+			return 0, nil, err
 		}
 		ev, err := evaluateShard(j.Comm, d.m, d.testShard)
-		return ev.Accuracy, err
+		return ev.Accuracy, state, err
 	}
 	return j.runPS(d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
 		testAll, err := d.test.Subset(data.StridedShard(d.testRows, 0, 1))
@@ -181,7 +180,7 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 // rank takes the final weights from the servers into params, evaluates them
 // together with evalAll, and the reporting worker saves them.
 func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
-	evalAll func([]float32) (float64, error)) (*Result, error) {
+	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
 	start := time.Now()
 	cfg, c := j.cfg, j.Comm
 	pcfg, err := cfg.psConfig()
@@ -252,14 +251,13 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 			return nil, fmt.Errorf("collecting the final weights from server rank %d: %w", s, err)
 		}
 	}
-	if res.TestAcc, err = evalAll(params); err != nil {
+	if res.TestAcc, res.ModelState, err = evalAll(params); err != nil {
 		return nil, err
 	}
 	if res.PS, res.SamplesPerSec, err = j.runStats(ws, samples, time.Since(start)); err != nil {
 		return nil, err
 	}
 	res.Params = params
-	res.ModelState = j.finalState
 	res.WallSec = time.Since(start).Seconds()
 	return j.finishRun(res)
 }
@@ -501,13 +499,18 @@ func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) e
 // the checkpoint takes is the whole of it; the checkpoint records the
 // workers' clock (checkpointMeta.Pushes).
 func (d *denseWorker) saveState() (*checkpoint, error) {
-	if d.dp != nil {
-		if _, err := d.flush(); err != nil {
-			return nil, fmt.Errorf("checkpoint: pushing the accumulated gradient: %w", err)
-		}
-		d.j.psClock = d.w.Clock()
+	if d.dp == nil {
+		return d.psWorker.saveState()
 	}
-	return d.psWorker.saveState()
+	if _, err := d.flush(); err != nil {
+		return nil, fmt.Errorf("checkpoint: pushing the accumulated gradient: %w", err)
+	}
+	clock := d.w.Clock()
+	c, err := d.psWorker.saveState()
+	if c != nil {
+		c.Meta.Pushes = clock
+	}
+	return c, err
 }
 
 // modelState: this worker's own batch-norm statistics (a checkpoint under
