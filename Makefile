@@ -58,7 +58,7 @@ docs:
 	$(GO) test -count=1 -run '^TestFlagReference$$' ./cmd/dml/ -update
 
 # The shape of the packages (issue 32): bench/shape says how it measures.
-SHAPE ?= ./trainer/... ./cmd/... ./kernels/... ./collectives/... ./ps/... ./cuda/...
+SHAPE ?= ./trainer/... ./cmd/... ./kernels/... ./collectives/... ./ps/... ./cuda/... ./internal/...
 shape: deps
 	$(GO) run ./bench/shape $(SHAPE)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/trainer/atomicfile"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -173,12 +174,12 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 		return nil
 	}
 	c.Meta = j.checkpointMeta(c.Meta, next)
-	b, err := c.encode()
+	b, err := c.Encode()
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	path := filepath.Join(j.Checkpoint.Dir, checkpointName(next.Steps))
-	if err := writeFileAtomic(path, b); err != nil {
+	path := filepath.Join(j.Checkpoint.Dir, ckpt.Name(next.Steps))
+	if err := ckpt.WriteAtomic(path, b); err != nil {
 		return fmt.Errorf("Checkpointing.Dir: writing %s: %w", path, err)
 	}
 	j.markValid(path, len(b))
@@ -200,7 +201,7 @@ func (j *job) prune() {
 	if keep <= 0 {
 		keep = DefaultKeep
 	}
-	files, err := listCheckpoints(j.Checkpoint.Dir)
+	files, err := ckpt.List(j.Checkpoint.Dir)
 	if err != nil {
 		return
 	}
@@ -255,7 +256,7 @@ func (j *job) validCheckpoint(path string) bool {
 	b, err := regfile.ReadFile(path, 4*j.ckptSize+16<<20)
 	valid := err == nil
 	if valid {
-		_, err = decodeCheckpoint(b)
+		_, err = ckpt.Decode(b)
 		valid = err == nil
 	}
 	if !valid {
@@ -270,14 +271,14 @@ func (j *job) validCheckpoint(path string) bool {
 // were any. Only the reporting rank writes checkpoints, one at a time, so
 // no write of this job is under way when it runs.
 func (j *job) removeLeftovers() {
-	removed, err := atomicfile.RemoveLeftovers(j.Checkpoint.Dir, isCheckpointName)
+	removed, err := atomicfile.RemoveLeftovers(j.Checkpoint.Dir, ckpt.IsName)
 	if err == nil && len(removed) > 0 {
 		j.printf("removed %d temporary file(s) of interrupted checkpoint writes from %s (%s)\n", len(removed), j.Checkpoint.Dir, strings.Join(removed, ", "))
 	}
 }
 
 // ListCheckpoints returns the checkpoint files in dir, newest first.
-func ListCheckpoints(dir string) ([]string, error) { return listCheckpoints(dir) }
+func ListCheckpoints(dir string) ([]string, error) { return ckpt.List(dir) }
 
 // checkpointMeta describes this job at position pos, from what the
 // strategy's saveState said of it (from: the model's Arch, Downpour's
@@ -285,12 +286,12 @@ func ListCheckpoints(dir string) ([]string, error) { return listCheckpoints(dir)
 func (j *job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
 	cfg := j.cfg
 	m := checkpointMeta{
-		Format: checkpointFormat, Version: checkpointVersion, ConfigHash: fmt.Sprintf("%016x", cfg.checkpointHash()),
+		Format: ckpt.Format, Version: ckpt.Version, ConfigHash: fmt.Sprintf("%016x", cfg.checkpointHash()),
 		Model: cfg.Model.String(), Arch: from.Arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
 		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos, Pushes: from.Pushes,
 	}
 	if len(pos.Reshard) > 0 {
-		m.Version = reshardVersion
+		m.Version = ckpt.ReshardVersion
 	}
 	cfg.Sync.unit().checkpointMeta(j, &m)
 	if !model.IdentityLabels(j.labels) {
@@ -379,7 +380,7 @@ func (j *job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := decodeCheckpoint(b)
+	c, err := ckpt.Decode(b)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +416,7 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	for _, p := range problems {
 		say("resume: emergency part left alone: %s\n", p)
 	}
-	files, err := listCheckpoints(ck.Dir)
+	files, err := ckpt.List(ck.Dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("Checkpointing.ResumeLatest: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
@@ -189,8 +190,8 @@ func TestCheckpointResume(t *testing.T) {
 				first.MaxSteps = 11 // checkpoints at 4 and 8, and the final one at 11
 				_, errs = runCkpt(t, tc.ranks, first, Checkpointing{Dir: dir, Every: 4, Keep: 2}, 0)
 				noErrs(t, errs)
-				files, _ := listCheckpoints(dir)
-				if len(files) != 2 || filepath.Base(files[0]) != checkpointName(11) || filepath.Base(files[1]) != checkpointName(8) {
+				files, _ := ckpt.List(dir)
+				if len(files) != 2 || filepath.Base(files[0]) != ckpt.Name(11) || filepath.Base(files[1]) != ckpt.Name(8) {
 					t.Fatalf("checkpoints %v, want steps 11 and 8", files)
 				}
 				// From step 8 (as if killed before the final checkpoint), and from
@@ -232,8 +233,8 @@ func TestCheckpointResume(t *testing.T) {
 						t.Fatalf("rank %d: %v, want an interruption", r, err)
 					}
 				}
-				files, _ = listCheckpoints(dir2)
-				if len(files) != 1 || filepath.Base(files[0]) != checkpointName(13) {
+				files, _ = ckpt.List(dir2)
+				if len(files) != 1 || filepath.Base(files[0]) != ckpt.Name(13) {
 					t.Fatalf("after the stop: checkpoints %v, want one at step 13", files)
 				}
 				res, errs = runCkpt(t, tc.ranks, straight, Checkpointing{Dir: dir2, ResumeFile: files[0]}, 0)
@@ -255,7 +256,7 @@ func TestCheckpointRefused(t *testing.T) {
 	dir := t.TempDir()
 	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 3, Keep: 5}, 0)
 	noErrs(t, errs)
-	files, _ := listCheckpoints(dir) // 9 (the last step's), 6, 3
+	files, _ := ckpt.List(dir) // 9 (the last step's), 6, 3
 	if len(files) != 3 {
 		t.Fatalf("checkpoints %v", files)
 	}
@@ -436,7 +437,7 @@ func TestStopFromServerAndAsync(t *testing.T) {
 			t.Fatalf("worker rank %d: %v after %d steps (rank 1: %d), want an interruption at the same step", r, errs[r], res[r].Steps, res[1].Steps)
 		}
 	}
-	files, _ := listCheckpoints(dir)
+	files, _ := ckpt.List(dir)
 	if len(files) != 1 || res[1].Steps >= 30 {
 		t.Fatalf("checkpoints %v after stopping at step %d", files, res[1].Steps)
 	}
@@ -478,14 +479,14 @@ func TestNumpyReadsCheckpointFile(t *testing.T) {
 		opt[i] = float32(i) / 7
 	}
 	dir := t.TempDir()
-	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch,
+	c := &checkpoint{Meta: checkpointMeta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch,
 		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, State: model.State{Params: p, Opt: opt}}
-	b, err := c.encode()
+	b, err := c.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ck, save := filepath.Join(dir, "c.npz"), filepath.Join(dir, "w.npz")
-	if err := writeFileAtomic(ck, b); err != nil {
+	if err := ckpt.WriteAtomic(ck, b); err != nil {
 		t.Fatal(err)
 	}
 	if err := model.SaveNPZ(save, arch, p); err != nil {
@@ -536,12 +537,12 @@ func TestCheckpointAsyncResumes(t *testing.T) {
 // and leftover removal would then have counted as one).
 func TestCheckpointNames(t *testing.T) {
 	for name, want := range map[string]int{"ckpt-s000000469.npz": 469, "ckpt-s1.npz": 1} {
-		if got, ok := checkpointSteps(name); !ok || got != want {
+		if got, ok := ckpt.Steps(name); !ok || got != want {
 			t.Errorf("%s: %d, %v; want %d", name, got, ok, want)
 		}
 	}
 	for _, name := range []string{"123.npz", "ckpt-s12", "ckpt-sx.npz", "w.npz", "ckpt-s.npz", ".ckpt-s1.npz.tmp-3"} {
-		if _, ok := checkpointSteps(name); ok {
+		if _, ok := ckpt.Steps(name); ok {
 			t.Errorf("%s taken for a checkpoint", name)
 		}
 	}
@@ -559,7 +560,7 @@ func TestKeepCountsValidOnly(t *testing.T) {
 			dir := t.TempDir()
 			_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2, Keep: 1}, 0)
 			noErrs(t, errs)
-			fake := filepath.Join(dir, checkpointName(999999999))
+			fake := filepath.Join(dir, ckpt.Name(999999999))
 			switch bogus {
 			case "empty":
 				if err := os.WriteFile(fake, nil, 0o644); err != nil {
@@ -574,8 +575,8 @@ func TestKeepCountsValidOnly(t *testing.T) {
 			more.MaxSteps = 10
 			_, errs = runCkpt(t, 2, more, Checkpointing{Dir: dir, Every: 2, Keep: 1, ResumeLatest: true}, 0)
 			noErrs(t, errs)
-			files, _ := listCheckpoints(dir)
-			if len(files) != 2 || files[0] != fake || filepath.Base(files[1]) != checkpointName(10) {
+			files, _ := ckpt.List(dir)
+			if len(files) != 2 || files[0] != fake || filepath.Base(files[1]) != ckpt.Name(10) {
 				t.Fatalf("after --keep 1: %v, want the bogus file left alone and step 10's checkpoint", files)
 			}
 			// And the next resume finds step 10's.
@@ -594,15 +595,15 @@ func TestKeepCountsValidOnly(t *testing.T) {
 // holds is refused, naming the holder, and leaves the holder's
 // checkpoints alone; once the holder is done, a job may use the folder.
 func TestCheckpointDirLocked(t *testing.T) {
-	defer func(w time.Duration) { lockWait = w }(lockWait)
-	lockWait = 300 * time.Millisecond
+	defer func(w time.Duration) { ckpt.LockWait = w }(ckpt.LockWait)
+	ckpt.LockWait = 300 * time.Millisecond
 	dir := t.TempDir()
 	cfg := synthCfg()
 	cfg.MaxSteps = 4
 	_, errs := runCkpt(t, 2, cfg, Checkpointing{Dir: dir, Every: 2}, 0)
 	noErrs(t, errs)
-	before, _ := listCheckpoints(dir)
-	unlock, err := lockCheckpointDir(dir) // as another job would
+	before, _ := ckpt.List(dir)
+	unlock, err := ckpt.LockDir(dir) // as another job would
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +617,7 @@ func TestCheckpointDirLocked(t *testing.T) {
 			t.Errorf("rank %d went on", r)
 		}
 	}
-	if after, _ := listCheckpoints(dir); !slices.Equal(after, before) {
+	if after, _ := ckpt.List(dir); !slices.Equal(after, before) {
 		t.Errorf("the refused job changed the folder: %v, was %v", after, before)
 	}
 	unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
@@ -195,7 +196,7 @@ func TestDownpourCheckpointResume(t *testing.T) {
 			first.MaxSteps = 11
 			_, errs = runCkpt(t, 3, first, Checkpointing{Dir: dir, Every: 4, Keep: 3}, 0)
 			noErrs(t, errs)
-			at8 := filepath.Join(dir, checkpointName(8))
+			at8 := filepath.Join(dir, ckpt.Name(8))
 			ck := readCheckpointFile(t, at8)
 			// Steps 1-3, 4 (checkpoint), 5-7, 8 (checkpoint): 4 pushes.
 			if ck.Meta.Pushes != 4 {

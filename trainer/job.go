@@ -502,9 +502,9 @@ type job struct {
 	lastCheckpoint string   // the file last written (reporting rank)
 	// ckptSeen: the checkpoint files prune has judged; ckptSize: the
 	// largest this job wrote (checkpoint.go).
-	ckptSeen   map[string]ckptSeen
-	ckptSize   int64
-	augEpoch   int       // the epoch of the step the loop runs (augmentation)
+	ckptSeen map[string]ckptSeen
+	ckptSize int64
+	augEpoch int // the epoch of the step the loop runs (augmentation)
 	// lastCheckpointSteps is the position (steps run) of the last
 	// checkpoint, on every training rank (-1: none yet).
 	lastCheckpointSteps int

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -48,30 +49,8 @@ import (
 // the folder is shared: the same weights, written atomically, so either
 // copy is whole).
 
-// Emergency is the emergency record of a checkpoint written by
-// Trainer.LastWord: the death that made a survivor write it.
-type Emergency struct {
-	// DeadRank is the rank found dead, DeadHost its host (if known) and
-	// FoundBy the rank that found it.
-	DeadRank int    `json:"dead_rank"`
-	DeadHost string `json:"dead_host,omitempty"`
-	FoundBy  int    `json:"found_by"`
-	// WrittenBy is the rank that wrote the file (LastWord sets it).
-	WrittenBy int `json:"written_by"`
-	// OwnStatistics: the batch-norm statistics are WrittenBy's own, not
-	// the ranks' average.
-	OwnStatistics bool `json:"own_statistics,omitempty"`
-	// Time is when it was written (RFC 3339).
-	Time string `json:"time"`
-	// Part: a ps server's share of the state, the key ranges Held
-	// ([lo, hi) each; the rest of the file's vectors is zero), written
-	// as ckpt-s<steps>.part-r<rank>.npz, to be joined with the other
-	// survivors' parts of the same step (lastword_ps.go); MergedFrom
-	// names the ranks whose parts a joined checkpoint was made of.
-	Part       bool     `json:"part,omitempty"`
-	Held       [][2]int `json:"held_ranges,omitempty"`
-	MergedFrom []int    `json:"merged_from,omitempty"`
-}
+// Emergency marks an emergency checkpoint (ckpt.Emergency).
+type Emergency = ckpt.Emergency
 
 // lastWord keeps what LastWord needs (see above).
 type lastWord struct {
@@ -284,7 +263,7 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 		c = &checkpoint{State: w.cur.State}
 	}
 	j := w.j
-	path := filepath.Join(j.Checkpoint.Dir, checkpointName(pos.Steps))
+	path := filepath.Join(j.Checkpoint.Dir, ckpt.Name(pos.Steps))
 	if _, err := os.Stat(path); err == nil {
 		return path, pos.Steps, nil
 	}
@@ -298,11 +277,11 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 func (j *job) writeEmergency(path string, c *checkpoint, arch model.Arch, pos Position, e Emergency) (string, int, error) {
 	c.Meta = j.checkpointMeta(checkpointMeta{Arch: arch}, pos)
 	c.Meta.Emergency = &e
-	b, err := c.encode()
+	b, err := c.Encode()
 	if err != nil {
 		return "", 0, fmt.Errorf("emergency checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(path, b); err != nil {
+	if err := ckpt.WriteAtomic(path, b); err != nil {
 		return "", 0, fmt.Errorf("emergency checkpoint: writing %s: %w", path, err)
 	}
 	return path, pos.Steps, nil

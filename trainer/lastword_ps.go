@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/internal/regfile"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -133,7 +134,7 @@ func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, 
 	}
 	e.Part = part
 	pos := j.positionAfter(w.start, h.Clock)
-	path := filepath.Join(j.Checkpoint.Dir, checkpointName(pos.Steps))
+	path := filepath.Join(j.Checkpoint.Dir, ckpt.Name(pos.Steps))
 	if _, err := os.Stat(path); err == nil {
 		return path, pos.Steps, nil
 	}
@@ -178,7 +179,7 @@ func joinParts(dir string, p int) (written string, problems []string) {
 	slices.Sort(order)
 	slices.Reverse(order)
 	for _, steps := range order {
-		whole := filepath.Join(dir, checkpointName(steps))
+		whole := filepath.Join(dir, ckpt.Name(steps))
 		if _, err := os.Stat(whole); err == nil {
 			continue
 		}
@@ -187,9 +188,9 @@ func joinParts(dir string, p int) (written string, problems []string) {
 		if out == nil {
 			continue
 		}
-		b, err := out.encode()
+		b, err := out.Encode()
 		if err == nil {
-			err = writeFileAtomic(whole, b)
+			err = ckpt.WriteAtomic(whole, b)
 		}
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("joining the parts of step %d: %v", steps, err))
@@ -223,7 +224,7 @@ func readParts(dir string, ents []os.DirEntry, p int) (all []string, bySteps map
 		b, err := regfile.ReadFile(path, maxPartBytes)
 		var c *checkpoint
 		if err == nil {
-			c, err = decodeCheckpoint(b)
+			c, err = ckpt.Decode(b)
 		}
 		switch {
 		case err != nil:

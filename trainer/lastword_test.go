@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/collectives/local"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -75,10 +76,10 @@ func TestLastWord(t *testing.T) {
 		// The stuck rank has completed `at` steps; its peer too, or it
 		// may still be finishing step `at` (its AllReduce's last piece, its
 		// update): then its last word is step at-1's, as whole.
-		if steps != at && (steps != at-1 || who.stuck == who.caller) || filepath.Base(path) != checkpointName(steps) || filepath.Dir(path) != dir {
-			t.Fatalf("rank %d stuck, rank %d's last word: %s (%d steps), want %s in %s", who.stuck, who.caller, path, steps, checkpointName(at), dir)
+		if steps != at && (steps != at-1 || who.stuck == who.caller) || filepath.Base(path) != ckpt.Name(steps) || filepath.Dir(path) != dir {
+			t.Fatalf("rank %d stuck, rank %d's last word: %s (%d steps), want %s in %s", who.stuck, who.caller, path, steps, ckpt.Name(at), dir)
 		}
-		want := readCheckpointFile(t, filepath.Join(refDir, checkpointName(steps)))
+		want := readCheckpointFile(t, filepath.Join(refDir, ckpt.Name(steps)))
 		got := readCheckpointFile(t, path)
 		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.Opt, want.Opt) {
 			t.Errorf("rank %d stuck: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", who.stuck, steps)
@@ -144,7 +145,7 @@ func TestServerLastWord(t *testing.T) {
 		if steps != at && steps != at-1 {
 			t.Fatalf("server %d's last word: %s (%d steps), want step %d (or %d)", caller, path, steps, at, at-1)
 		}
-		want := readCheckpointFile(t, filepath.Join(refDir, checkpointName(steps)))
+		want := readCheckpointFile(t, filepath.Join(refDir, ckpt.Name(steps)))
 		got := readCheckpointFile(t, path)
 		if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.Opt, want.Opt) {
 			t.Errorf("server %d: the emergency checkpoint's weights or momentum differ from the regular checkpoint of step %d", caller, steps)
@@ -273,7 +274,7 @@ func TestServerPartsJoined(t *testing.T) {
 func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int, at string, val float32, ranges ...[2]int) {
 	t.Helper()
 	p := arch.NumParams()
-	c := &checkpoint{Meta: checkpointMeta{Format: checkpointFormat, Version: checkpointVersion, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
+	c := &checkpoint{Meta: checkpointMeta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
 		Position: Position{Epoch: 1, Step: steps, Steps: steps}}, State: model.State{Params: make([]float32, p)}}
 	c.Meta.Emergency = &Emergency{DeadRank: 1, WrittenBy: rank, Part: true, Held: ranges, Time: at}
 	for _, r := range ranges {
@@ -281,7 +282,7 @@ func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int,
 			c.Params[k] = val
 		}
 	}
-	b, err := c.encode()
+	b, err := c.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestJoinPartsHygiene(t *testing.T) {
 
 	dir = t.TempDir()
 	testPart(t, dir, arch, 7, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
-	os.WriteFile(filepath.Join(dir, checkpointName(7)), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(dir, ckpt.Name(7)), []byte("x"), 0o644)
 	joinParts(dir, p)
 	if n := parts(dir); n != 0 {
 		t.Errorf("a part of a step with a checkpoint is left")
@@ -331,7 +332,7 @@ func TestJoinPartsHygiene(t *testing.T) {
 	testPart(t, dir, arch, 9, 2, 5, "2026-01-01T00:00:02Z", 1, r1, r2)
 	testPart(t, dir, arch, 8, 2, 5, "2026-01-01T00:00:02Z", 1, r2) // an older round's, alone
 	w, probs := joinParts(dir, p)
-	if w != filepath.Join(dir, checkpointName(9)) || parts(dir) != 0 {
+	if w != filepath.Join(dir, ckpt.Name(9)) || parts(dir) != 0 {
 		t.Errorf("joined %q (%v), %d parts left", w, probs, parts(dir))
 	}
 }

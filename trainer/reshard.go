@@ -27,16 +27,6 @@ import (
 // Segment per size it ran at), so a checkpoint inside such an epoch
 // resumes bit for bit at the same size, and again at yet another size.
 
-// Segment is a stretch of an epoch that Ranks ranks ran: Steps steps of at
-// most Batch samples each. The first segment of an epoch walked the
-// standard order of Ranks ranks; each later one the rest its predecessors
-// left, dealt as the package comment says.
-type Segment struct {
-	Ranks int `json:"ranks"`
-	Steps int `json:"steps"`
-	Batch int `json:"batch"`
-}
-
 // shardSeed is shard idx's shuffling seed (job.shuffleSeed).
 func shardSeed(seed uint64, idx int) uint64 {
 	return seed ^ uint64(idx+1)*0x9E3779B97F4A7C15

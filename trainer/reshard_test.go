@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
@@ -218,8 +219,8 @@ func TestResumeOtherRanks(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "written by 2 training ranks at step 5 of epoch 1: the rest of the epoch goes to these 3") {
 		t.Errorf("the 3-rank run does not say it re-deals the epoch:\n%s", s)
 	}
-	filesB, _ := listCheckpoints(dirB)
-	if len(filesB) != 1 || filepath.Base(filesB[0]) != checkpointName(7) {
+	filesB, _ := ckpt.List(dirB)
+	if len(filesB) != 1 || filepath.Base(filesB[0]) != ckpt.Name(7) {
 		t.Fatalf("checkpoints %v, want one at step 7", filesB)
 	}
 	res, errs := runCkpt(t, 4, cfg, Checkpointing{ResumeFile: filesB[0]}, 0)
@@ -356,11 +357,11 @@ func TestResumeOtherRanksRefusesBadRecords(t *testing.T) {
 	cfg.Shuffle = true
 	ckA := checkpointAt(t, 2, cfg, 5, "")
 	ckB := checkpointAt(t, 3, cfg, 7, ckA)
-	if v := readCheckpointFile(t, ckA).Meta.Version; v != checkpointVersion {
+	if v := readCheckpointFile(t, ckA).Meta.Version; v != ckpt.Version {
 		t.Errorf("a checkpoint in the standard order is version %d", v)
 	}
 	ck := readCheckpointFile(t, ckB)
-	if ck.Meta.Version != reshardVersion || len(ck.Meta.Reshard) != 1 {
+	if ck.Meta.Version != ckpt.ReshardVersion || len(ck.Meta.Reshard) != 1 {
 		t.Fatalf("the checkpoint inside the re-dealt epoch: version %d, %+v", ck.Meta.Version, ck.Meta.Reshard)
 	}
 	for _, tc := range []struct {
@@ -413,8 +414,8 @@ func checkpointAt(t *testing.T, n int, cfg Config, steps int, resume string) str
 	dir := t.TempDir()
 	_, errs := runCkpt(t, n, cfg, Checkpointing{Dir: dir, Every: 100, ResumeFile: resume}, 0)
 	noErrs(t, errs)
-	files, _ := listCheckpoints(dir)
-	if len(files) != 1 || filepath.Base(files[0]) != checkpointName(steps) {
+	files, _ := ckpt.List(dir)
+	if len(files) != 1 || filepath.Base(files[0]) != ckpt.Name(steps) {
 		t.Fatalf("checkpoints %v, want one at step %d", files, steps)
 	}
 	return files[0]
@@ -427,7 +428,7 @@ func readCheckpointFile(t *testing.T, path string) *checkpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := decodeCheckpoint(raw)
+	ck, err := ckpt.Decode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,7 @@ func readCheckpointFile(t *testing.T, path string) *checkpoint {
 // path.
 func writeCheckpointFile(t *testing.T, ck *checkpoint) string {
 	t.Helper()
-	raw, err := ck.encode()
+	raw, err := ck.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestADPSGDCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	res, errs := runWorldCkpt(t, 3, cfg, Checkpointing{Dir: dir, EveryEpochs: 1, Keep: 10})
 	noErrs(t, errs)
-	files, _ := listCheckpoints(dir)
+	files, _ := ckpt.List(dir)
 	if len(files) != 3 {
 		t.Fatalf("checkpoints %v, want one at each of the 3 synchronisation points", files)
 	}

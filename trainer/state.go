@@ -4,22 +4,16 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/model"
 )
 
-// Position is where the loop is: the next step to run is step Step
-// (0-based) of epoch Epoch (1-based), and Steps steps have run before it,
-// in all epochs (what --max-steps counts). The sample order of an epoch is
-// a pure function of (seed, shard, epoch), so a Position is all the loop
-// needs to continue exactly where it stopped. Reshard, when the epoch was
-// begun by another number of ranks, records how (reshard.go): Step then
-// counts the steps of the rest this job's ranks were dealt.
-type Position struct {
-	Epoch   int       `json:"epoch"`
-	Step    int       `json:"step"`
-	Steps   int       `json:"steps"`
-	Reshard []Segment `json:"reshard,omitempty"`
-}
+// Position is where the loop is (ckpt.Position); Segment is a stretch of
+// an epoch begun by another number of ranks (ckpt.Segment).
+type (
+	Position = ckpt.Position
+	Segment  = ckpt.Segment
+)
 
 // TrainState is everything a run needs to continue: the weights, the
 // optimizer's state (momentum buffer or Adagrad accumulators; none for
@@ -63,3 +57,9 @@ func (s *TrainState) check(arch model.Arch, optLen int) error {
 
 // startPosition is the first step of a fresh run.
 var startPosition = Position{Epoch: 1}
+
+// The checkpoint file's contents and its meta.json (package ckpt).
+type (
+	checkpoint     = ckpt.File
+	checkpointMeta = ckpt.Meta
+)

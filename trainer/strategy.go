@@ -2,8 +2,9 @@ package trainer
 
 import (
 	"fmt"
-	"github.com/dml-project/dml/collectives"
 	"strings"
+
+	"github.com/dml-project/dml/collectives"
 
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"

@@ -1,4 +1,10 @@
-package trainer
+// Package ckpt is dml's checkpoint file and folder: the file's format (a
+// numpy .npz with a checksum, Encode and Decode), where training stands
+// (Position, with the re-dealt stretches of an epoch, Segment), the mark of
+// an emergency checkpoint (Emergency), the files' names and order (Name,
+// List), the atomic write, and the folder's lock (LockDir). What a
+// checkpoint holds, and whether it resumes a job, is package trainer's.
+package ckpt
 
 import (
 	"archive/zip"
@@ -10,15 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dml-project/dml/internal/npy"
 	"github.com/dml-project/dml/kernels/optim"
-	"github.com/dml-project/dml/trainer/atomicfile"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -37,27 +39,27 @@ import (
 // entries dropped or reordered. numpy's np.load(f)["layer0.weight"] reads
 // the weights; meta.json comes back as bytes.
 
-// checkpointFormat and checkpointVersion identify the layout above;
-// reshardVersion is the version of a checkpoint whose position is inside
+// Format and Version identify the layout above; ReshardVersion is the
+// version of a checkpoint whose position is inside
 // an epoch re-dealt to another number of ranks (Position.Reshard), which a
 // binary from before it would read as a position in the standard order:
 // it refuses version 2.
 const (
-	checkpointFormat  = "dml-checkpoint"
-	checkpointVersion = 1
-	reshardVersion    = 2
-	checksumEntry     = "checksum.sha256"
-	metaEntry         = "meta.json"
-	optEntry          = "optimizer.npy"
-	stateEntry        = "model_state.npy"
+	Format         = "dml-checkpoint"
+	Version        = 1
+	ReshardVersion = 2
+	checksumEntry  = "checksum.sha256"
+	metaEntry      = "meta.json"
+	optEntry       = "optimizer.npy"
+	stateEntry     = "model_state.npy"
 )
 
-// checkpointMeta is meta.json.
-type checkpointMeta struct {
+// Meta is meta.json.
+type Meta struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	// ConfigHash fingerprints every setting that shapes the weights
-	// (Config.checkpointHash): a checkpoint resumes only a job with the same.
+	// (trainer's Config.checkpointHash): a checkpoint resumes only a job with the same.
 	ConfigHash string     `json:"config_hash"`
 	Model      string     `json:"model"`
 	Arch       model.Arch `json:"arch"`
@@ -86,9 +88,9 @@ type checkpointMeta struct {
 	Emergency *Emergency `json:"emergency,omitempty"`
 }
 
-// checkpoint is a checkpoint file's contents.
-type checkpoint struct {
-	Meta checkpointMeta
+// File is a checkpoint file's contents.
+type File struct {
+	Meta Meta
 	// State: the weights, the optimizer's state (nil for sgd) and the
 	// layers' buffers (model.Arch.StateTensors; nil without).
 	model.State
@@ -99,8 +101,9 @@ type checkpoint struct {
 	RankStates [][]float32
 }
 
-// encode writes c as the .npz bytes described above.
-func (c *checkpoint) encode() ([]byte, error) {
+// Encode writes c as the .npz bytes described above (and sets
+// c.Meta.Residues and RankStates from c).
+func (c *File) Encode() ([]byte, error) {
 	var buf bytes.Buffer
 	zw := npy.NewWriter(&buf, zip.Store)
 	sum := sha256.New()
@@ -160,15 +163,15 @@ func sumEntry(h io.Writer, name string, data []byte) {
 	h.Write(data)
 }
 
-// decodeCheckpoint parses checkpoint bytes, checking every entry's CRC,
-// the checksum and the shapes against the architecture in meta.json. Its
+// Decode parses checkpoint bytes, checking every entry's CRC, the
+// checksum and the shapes against the architecture in meta.json. Its
 // errors say what is wrong with the file.
-func decodeCheckpoint(b []byte) (*checkpoint, error) {
-	entries, err := checkpointEntries(b)
+func Decode(b []byte) (*File, error) {
+	entries, err := Entries(b)
 	if err != nil {
 		return nil, err
 	}
-	c := &checkpoint{}
+	c := &File{}
 	if err := c.decodeMeta(entries[metaEntry], len(b)); err != nil {
 		return nil, err
 	}
@@ -178,9 +181,9 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// checkpointEntries reads the zip file b's entries by name, checking each
-// entry's CRC and the checksum over them all.
-func checkpointEntries(b []byte) (map[string][]byte, error) {
+// Entries reads the zip file b's entries by name, checking each entry's CRC
+// and the checksum over them all.
+func Entries(b []byte) (map[string][]byte, error) {
 	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("truncated or not a checkpoint (%d bytes): %w", len(b), err)
@@ -222,14 +225,14 @@ func checkpointEntries(b []byte) (map[string][]byte, error) {
 
 // decodeMeta reads meta.json into c.Meta and checks its format, version
 // and architecture (which a file of size bytes could hold).
-func (c *checkpoint) decodeMeta(meta []byte, size int) error {
+func (c *File) decodeMeta(meta []byte, size int) error {
 	if err := json.Unmarshal(meta, &c.Meta); err != nil {
 		return fmt.Errorf("%s: %w", metaEntry, err)
 	}
-	if c.Meta.Format != checkpointFormat || c.Meta.Version != checkpointVersion && c.Meta.Version != reshardVersion {
-		return fmt.Errorf("format %q version %d, want %q version %d or %d", c.Meta.Format, c.Meta.Version, checkpointFormat, checkpointVersion, reshardVersion)
+	if c.Meta.Format != Format || c.Meta.Version != Version && c.Meta.Version != ReshardVersion {
+		return fmt.Errorf("format %q version %d, want %q version %d or %d", c.Meta.Format, c.Meta.Version, Format, Version, ReshardVersion)
 	}
-	if (c.Meta.Version == reshardVersion) != (len(c.Meta.Reshard) > 0) {
+	if (c.Meta.Version == ReshardVersion) != (len(c.Meta.Reshard) > 0) {
 		return fmt.Errorf("version %d with %d re-dealt stretches", c.Meta.Version, len(c.Meta.Reshard))
 	}
 	arch := c.Meta.Arch
@@ -247,7 +250,7 @@ func (c *checkpoint) decodeMeta(meta []byte, size int) error {
 
 // decodeArrays reads the weights, statistics, optimizer state, residues
 // and rank states from entries, each in the shape c.Meta says.
-func (c *checkpoint) decodeArrays(entries map[string][]byte, size int) error {
+func (c *File) decodeArrays(entries map[string][]byte, size int) error {
 	arch := c.Meta.Arch
 	var err error
 	c.Params = make([]float32, 0, min(arch.NumParams(), size/4))
@@ -310,58 +313,4 @@ func (c *checkpoint) decodeArrays(entries map[string][]byte, size int) error {
 		c.RankStates = append(c.RankStates, st)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data to path so that path holds either its old
-// contents or all of data, whatever happens (atomicfile.Write).
-func writeFileAtomic(path string, data []byte) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// checkpointName is the file name of the checkpoint after `steps` steps.
-func checkpointName(steps int) string { return fmt.Sprintf("ckpt-s%09d.npz", steps) }
-
-// checkpointSteps is the step count a checkpoint's file name holds, and
-// whether name is one (ckpt-sNNN.npz).
-func checkpointSteps(name string) (int, bool) {
-	digits, hasPrefix := strings.CutPrefix(name, "ckpt-s")
-	digits, hasSuffix := strings.CutSuffix(digits, ".npz")
-	if !hasPrefix || !hasSuffix {
-		return 0, false
-	}
-	s, err := strconv.Atoi(digits)
-	return s, err == nil
-}
-
-func isCheckpointName(name string) bool { _, ok := checkpointSteps(name); return ok }
-
-// listCheckpoints returns the checkpoint files in dir, newest (most steps)
-// first.
-func listCheckpoints(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	type named struct {
-		path  string
-		steps int
-	}
-	var found []named
-	for _, e := range ents {
-		n := e.Name()
-		s, ok := checkpointSteps(n)
-		if e.IsDir() || !ok {
-			continue
-		}
-		found = append(found, named{filepath.Join(dir, n), s})
-	}
-	slices.SortFunc(found, func(a, b named) int { return b.steps - a.steps })
-	out := make([]string, len(found))
-	for i, f := range found {
-		out[i] = f.path
-	}
-	return out, nil
 }
