@@ -316,16 +316,13 @@ func (c Config) validateRun() error {
 		return bad("PS.FetchEvery", "%d must be at least 1", c.PS.FetchEvery)
 	case c.PS.PushEvery < 0:
 		return bad("PS.PushEvery", "%d must be at least 1", c.PS.PushEvery)
-	case c.Sync != SyncPS && c.PS.FetchEvery > 1:
-		return bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
-	case c.Sync != SyncPS && c.PS.PushEvery > 1:
-		return bad("PS.PushEvery", "%d: pushing every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.PushEvery, c.Sync)
 	}
 	return nil
 }
 
-// validateExchange: how gradients or models travel: compression, local
-// SGD, loss scaling.
+// validateExchange: how gradients or models travel (compression, local
+// SGD, accumulation, loss scaling): the values here; which strategy may
+// use them is the strategies' own (their units' validate and foreign).
 func (c Config) validateExchange() error {
 	switch c.Compress {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
@@ -335,41 +332,20 @@ func (c Config) validateExchange() error {
 	switch {
 	case c.LocalSteps < 0:
 		return bad("LocalSteps", "%d: want 1 or more (1: every step's gradients are summed)", c.LocalSteps)
-	case c.LocalSteps > 1 && c.Sync == SyncPS:
-		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
-	case c.LocalSteps > 1 && c.Sync != SyncAllreduce:
-		return bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
-	case c.LocalSteps > 1 && c.compresses():
-		return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
-	case c.LocalSteps > 1 && c.Model == SparseLogreg:
-		return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
 	case c.Accumulate < 0:
 		return bad("Accumulate", "%d: want 1 or more (1: a step is one batch)", c.Accumulate)
-	case c.Accumulate > 1 && c.Sync != SyncAllreduce:
-		return bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
-	case c.Accumulate > 1 && c.LocalSteps > 1:
-		return bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
-	case c.Accumulate > 1 && c.Model == SparseLogreg:
-		return bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
-	case c.SyncBN && c.Sync != SyncAllreduce:
-		return bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
-	case c.SyncBN && c.LocalSteps > 1:
-		return bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
 	}
-	if (c.compresses() || c.ErrorFeedback) && c.Sync != SyncAllreduce {
-		f, v := "Compress", c.Compress
-		if !c.compresses() {
-			f, v = "ErrorFeedback", "true"
-		}
-		if c.Sync == SyncPS {
-			return bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
-		}
-		return bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
-	}
-	if ls, err := parseLossScale(c.LossScale); err != nil {
+	if _, err := parseLossScale(c.LossScale); err != nil {
 		return bad("LossScale", "%v", err)
-	} else if ls != nil && (c.Sync != SyncAllreduce || c.LocalSteps > 1) {
-		return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
+	}
+	// A strategy's own settings, given while another strategy is chosen.
+	for s, u := range syncUnits {
+		if Sync(s) == c.Sync {
+			continue
+		}
+		if err := u.foreign(c); err != nil {
+			return err
+		}
 	}
 	return nil
 }

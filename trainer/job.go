@@ -1,8 +1,9 @@
 // Package trainer is data-parallel training: it sets a job up (data shards,
 // model, strategy), runs the one training loop (loop.go) with the step
 // strategy --sync asks for (sync_allreduce.go with its local-SGD mode in
-// sync_localsgd.go and compression in compress.go; sync_ps.go with
-// Downpour in downpour.go, sync_sparse.go; sync_dpsgd.go and
+// sync_localsgd.go and compression in compress.go; sync_ps.go with its
+// workers in ps_worker.go, their stop vote in ps_stopvote.go, Downpour in
+// downpour.go, sync_sparse.go; sync_dpsgd.go and
 // sync_adpsgd.go on decentral.go), evaluates, and writes metrics and
 // weights. It talks to other ranks only
 // through a collectives.Comm and computes only through a kernels.Backend,
@@ -15,8 +16,14 @@
 //   - loop.go: the epoch/step loop and the Strategy interface.
 //   - sync_*.go: one file per strategy; accumulate.go: gradient
 //     accumulation (--accumulate) under allreduce.
-//   - state.go: TrainState, the resumable training state; checkpoint*.go,
-//     ckptlock.go, lastword*.go (emergency checkpoints), reshard.go.
+//   - state.go: TrainState, the resumable training state; checkpoint.go
+//     (what a checkpoint holds, resume, the stop vote), ckptlock.go,
+//     lastword*.go (emergency checkpoints), reshard.go; ckpt/: the
+//     checkpoint file and folder themselves.
+//   - strategy.go: the registry of strategies, each a unit that says its
+//     settings (validate, foreign), its ranks, its part of a checkpoint;
+//     the Strategy its steps run through has its optional parts in one
+//     struct (hooks, loop.go).
 //   - convchoice.go: which kernels run each convolution, agreed by all
 //     ranks (--kernels auto).
 //   - model/: the architecture (a layer kind per layer_*.go, and the

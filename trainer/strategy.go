@@ -43,6 +43,10 @@ type syncUnit interface {
 	// validate reports the settings the strategy cannot train with
 	// (Config.Validate; *ConfigErrors naming Config fields).
 	validate(c Config) error
+	// foreign reports the settings that are this strategy's own (local
+	// SGD, compression, Downpour's intervals, …) when c chooses another
+	// strategy: each strategy says what is its own, once.
+	foreign(c Config) error
 	// validateWorld reports the settings that cannot work on size ranks
 	// (Config.ValidateWorld).
 	validateWorld(c Config, size int) error
@@ -119,6 +123,7 @@ func syncNames() []string {
 type baseUnit struct{}
 
 func (baseUnit) validate(Config) error                { return nil }
+func (baseUnit) foreign(Config) error                 { return nil }
 func (baseUnit) validateWorld(Config, int) error      { return nil }
 func (baseUnit) servers(Config) int                   { return 0 }
 func (baseUnit) decentralized() bool                  { return false }

@@ -70,8 +70,29 @@ func (allreduceUnit) takesTrainState() bool { return true }
 func (allreduceUnit) reshards(Config) bool  { return true }
 func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
-// validate: --compress and --error-feedback are the AllReduce's.
+// validate: local SGD (each rank steps its own model, models averaged)
+// takes none of the settings of one summed step; --compress and
+// --error-feedback are the AllReduce's.
 func (allreduceUnit) validate(c Config) error {
+	if c.LocalSteps > 1 {
+		switch {
+		case c.compresses():
+			return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
+		case c.Model == SparseLogreg:
+			return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
+		case c.Accumulate > 1:
+			return bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
+		}
+	}
+	switch {
+	case c.Accumulate > 1 && c.Model == SparseLogreg:
+		return bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
+	case c.SyncBN && c.LocalSteps > 1:
+		return bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
+	}
+	if ls, _ := parseLossScale(c.LossScale); ls != nil && c.LocalSteps > 1 {
+		return lossScaleRefused(c)
+	}
 	switch {
 	case c.ErrorFeedback && !c.compresses():
 		return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
@@ -79,6 +100,41 @@ func (allreduceUnit) validate(c Config) error {
 		return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
 	}
 	return nil
+}
+
+// foreign: local SGD, gradient accumulation, SyncBN, compression and loss
+// scaling are the AllReduce's.
+func (allreduceUnit) foreign(c Config) error {
+	switch {
+	case c.LocalSteps > 1 && c.Sync == SyncPS:
+		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
+	case c.LocalSteps > 1:
+		return bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
+	case c.Accumulate > 1:
+		return bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
+	case c.SyncBN:
+		return bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
+	}
+	if c.compresses() || c.ErrorFeedback {
+		f, v := "Compress", c.Compress
+		if !c.compresses() {
+			f, v = "ErrorFeedback", "true"
+		}
+		if c.Sync == SyncPS {
+			return bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
+		}
+		return bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
+	}
+	if ls, _ := parseLossScale(c.LossScale); ls != nil {
+		return lossScaleRefused(c)
+	}
+	return nil
+}
+
+// lossScaleRefused: loss scaling needs every rank to step from one summed
+// gradient.
+func lossScaleRefused(c Config) error {
+	return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 }
 
 // resume hands each rank its error-feedback residue: its own when the

@@ -32,7 +32,7 @@ import (
 	"strings"
 )
 
-// verbose: list the upward uses.
+// verbose: list the upward uses, with the names each one uses.
 var verbose bool
 
 func main() {
@@ -152,6 +152,7 @@ func measure(p listed, exports map[string]string, long int) (shape, error) {
 	pkg, _ := conf.Check(p.path, fset, files, info) // what does not check is left out
 	s := shape{files: len(files)}
 	edges := map[[2]string]bool{}
+	named := map[[2]string]map[string]bool{} // what each use names (-v)
 	for id, obj := range info.Uses {
 		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
 			continue
@@ -161,7 +162,12 @@ func measure(p listed, exports map[string]string, long int) (shape, error) {
 		}
 		from, to := fset.Position(id.Pos()).Filename, fset.Position(obj.Pos()).Filename
 		if from != to {
-			edges[[2]string{filepath.Base(from), filepath.Base(to)}] = true
+			e := [2]string{filepath.Base(from), filepath.Base(to)}
+			edges[e] = true
+			if named[e] == nil {
+				named[e] = map[string]bool{}
+			}
+			named[e][obj.Name()] = true
 		}
 	}
 	var nodes []string
@@ -169,7 +175,7 @@ func measure(p listed, exports map[string]string, long int) (shape, error) {
 		nodes = append(nodes, filepath.Base(fset.Position(f.Pos()).Filename))
 	}
 	s.uses = len(edges)
-	s.upward = upward(nodes, edges)
+	s.upward = upward(nodes, edges, named)
 	for _, f := range files {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
@@ -273,7 +279,7 @@ func cyclomatic(fd *ast.FuncDecl) int {
 // most outnumber its users to the top) and counts the uses (edges from
 // user to used) that point up in that layout. Ties are broken by name,
 // so the count does not change from run to run.
-func upward(nodes []string, edges map[[2]string]bool) int {
+func upward(nodes []string, edges map[[2]string]bool, names map[[2]string]map[string]bool) int {
 	sort.Strings(nodes)
 	out, in := map[string]map[string]bool{}, map[string]map[string]bool{}
 	for _, n := range nodes {
@@ -335,7 +341,12 @@ func upward(nodes []string, edges map[[2]string]bool) int {
 	var up []string
 	for e := range edges {
 		if at[e[0]] > at[e[1]] {
-			up = append(up, e[0]+" → "+e[1])
+			var n []string
+			for k := range names[e] {
+				n = append(n, k)
+			}
+			sort.Strings(n)
+			up = append(up, e[0]+" → "+e[1]+" ("+strings.Join(n, ", ")+")")
 		}
 	}
 	if verbose {

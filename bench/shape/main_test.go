@@ -30,7 +30,7 @@ func TestUpward(t *testing.T) {
 		{"a hub used by all and using one", []string{"hub", "x", "y", "z", "low"}, e("x", "hub", "y", "hub", "z", "hub", "hub", "low", "low", "x"), 1},
 		{"no uses", []string{"a", "b"}, e(), 0},
 	} {
-		if got := upward(c.nodes, c.edges); got != c.want {
+		if got := upward(c.nodes, c.edges, nil); got != c.want {
 			t.Errorf("%s: %d upward, want %d", c.name, got, c.want)
 		}
 	}

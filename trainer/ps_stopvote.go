@@ -1,0 +1,196 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
+)
+
+// voteStop: a signalled server sends every worker a note (stopNotifier),
+// which counts as the worker's own signal. Under BSP the workers are in
+// step, and the first worker gathers their flags and sends back the OR;
+// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
+// signalled worker sends the other workers a note so that they stop too.
+func (p *psWorker) voteStop(local bool) (bool, error) {
+	j := p.j
+	note, err := p.pollStopNotes()
+	if err != nil {
+		return false, err
+	}
+	v := &p.vote
+	out := v.begin(local, note)
+	for _, w := range out.notes {
+		if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+			return false, err
+		}
+	}
+	if out.decided {
+		return out.stop, nil
+	}
+	to := j.cfg.Timeout
+	if to <= 0 {
+		to = collectives.DefaultTimeout
+	}
+	to = StopVoteWait(to)
+	flag := func(b bool) []byte {
+		if b {
+			return []byte{1}
+		}
+		return []byte{0}
+	}
+	if !v.gathers() {
+		if err := j.Comm.SendBytes(flag(out.flag), j.reporter, tagStop); err != nil {
+			return false, err
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from the first worker (rank %d): %w", j.reporter, err)
+		}
+		return len(b) == 1 && b[0] == 1, nil
+	}
+	flags := make([]bool, 0, v.workers)
+	for _, w := range v.others() {
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
+		}
+		flags = append(flags, len(b) == 1 && b[0] == 1)
+	}
+	stop := v.combine(out.flag, flags)
+	for _, w := range v.others() {
+		if err := j.Comm.SendBytes(flag(stop), w+j.cfg.PS.Servers, tagStop); err != nil {
+			return false, err
+		}
+	}
+	return stop, nil
+}
+
+// stopVote is the ps stop vote's rules on one worker, free of I/O (the
+// network is voteStop's): at each step boundary it takes the worker's own
+// wish and whether a stop note arrived (from a signalled server, or a
+// signalled worker under ssp, asp, dssp) and says whom to notify and,
+// unless the workers must agree first (bsp), whether to stop.
+type stopVote struct {
+	bsp      bool // the workers are in step: the first worker gathers the flags
+	workers  int
+	me       int  // this worker's index (0: the first worker)
+	notified bool // this worker has sent the others its note
+}
+
+// voteStep is what a worker does at one boundary.
+type voteStep struct {
+	notes   []int // workers to send a stop note to
+	flag    bool  // this worker's wish, note included (bsp: to the first worker)
+	decided bool  // stop is the answer already (not bsp, or one worker)
+	stop    bool
+}
+
+// begin is the start of the vote at a boundary.
+func (v *stopVote) begin(local, note bool) voteStep {
+	st := voteStep{flag: local || note}
+	if v.bsp && v.workers > 1 {
+		return st
+	}
+	// Not in step: each worker stops at its own next boundary once it is
+	// signalled or told, and a signalled worker tells the others once.
+	if local && !v.notified && v.workers > 1 {
+		v.notified = true
+		st.notes = v.others()
+	}
+	st.decided, st.stop = true, st.flag
+	return st
+}
+
+// gathers: this worker collects the flags and sends back the answer (bsp).
+func (v *stopVote) gathers() bool { return v.me == 0 }
+
+// others are the workers other than this one.
+func (v *stopVote) others() []int {
+	var out []int
+	for w := range v.workers {
+		if w != v.me {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// combine is the gathering worker's answer: stop when any worker wants to.
+func (v *stopVote) combine(mine bool, others []bool) bool {
+	for _, f := range others {
+		mine = mine || f
+	}
+	return mine
+}
+
+// StopVoteWait is how long the ps stop vote waits for a worker, under a
+// transport timeout of timeout: a whole timeout longer than a worker's own
+// wait for a silent server (ps.ServerWait). A worker the vote waits for
+// may itself be held by a server that stopped; its own wait then ends
+// first, with room for its polling, and names the server, the cause,
+// rather than the vote naming the worker. (With the two equal, either
+// could end first: TestStallPSStoppedServer failed so.)
+func StopVoteWait(timeout time.Duration) time.Duration { return ps.ServerWait(timeout) + timeout }
+
+// pollStopNotes takes every stop note that has arrived, without waiting.
+func (p *psWorker) pollStopNotes() (bool, error) {
+	got := false
+	for {
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return got, nil
+		}
+		if err != nil {
+			return got, fmt.Errorf("stop notes: %w", err)
+		}
+		got = true
+	}
+}
+
+// stopNotifier is a server rank's transport: before each receive of the
+// server loop it asks Stop, and the first time a signal has come it sends
+// every worker a stop note (the server itself goes on serving until every
+// worker is done). The loop receives at least every Timeout/4.
+type stopNotifier struct {
+	collectives.Comm
+	stop    func() bool
+	workers []int
+	sent    bool
+}
+
+func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, int, int, error) {
+	if !s.sent && s.stop() {
+		s.sent = true
+		for _, w := range s.workers {
+			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
+				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
+			}
+		}
+	}
+	return s.Comm.RecvBytesWithin(from, tag, d)
+}
+
+// residueFilters is how many of the job's ps filters keep a residue
+// (sigmod), which a checkpoint must carry per worker.
+func (j *job) residueFilters() int {
+	if j.cfg.Sync != SyncPS {
+		return 0
+	}
+	specs, err := ps.ParseFilters(j.cfg.PS.Filters)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, f := range specs {
+		if hasResidue(f) {
+			n++
+		}
+	}
+	return n
+}
+
+// hasResidue reports whether filters of spec keep a residue (sigmod).
+func hasResidue(spec ps.FilterSpec) bool { return ps.Residue(spec.NewFilter(1)) != nil }

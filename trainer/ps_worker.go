@@ -1,0 +1,335 @@
+package trainer
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/trace"
+)
+
+// The parameter server's workers: what every worker strategy shares
+// (psWorker: its scale, its waits, its checkpoint part) and the dense
+// model's worker (denseWorker; sync_sparse.go has the sparse one).
+
+// psWorker is the bookkeeping every parameter-server worker strategy
+// shares: its gradient scale, its wait, its epoch figures. Its loss and
+// accuracy are the worker's own samples' (ScopeWorker).
+type psWorker struct {
+	j    *job
+	w    *ps.Worker
+	arch model.Arch
+	prev ps.WorkerStats
+	wait float64 // seconds waited in the current step's Pull
+
+	vote stopVote // the stop vote's state (voteStop)
+}
+
+func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
+	return psWorker{j: j, w: w, arch: arch, prev: w.Stats(),
+		vote: stopVote{bsp: j.cfg.PS.Consistency == ps.BSP, workers: j.sched.ranks, me: j.shardIdx}}
+}
+
+// scale is the factor a worker's gradient of its summed loss over rows
+// samples carries at step `step`. BSP: the server averages the workers'
+// pushes, so each is scaled by workers/global batch and the average is the
+// global batch's mean gradient, as under AllReduce. SSP, ASP, DSSP: the
+// server applies each push as it comes (Downpour), so each carries 1/W of
+// this worker's mean gradient: W pushes then move the weights about as far
+// as one synchronous step with the same --lr.
+func (p *psWorker) scale(rows, step int) float32 {
+	workers := p.j.sched.ranks
+	if gb := p.bspBatch(step); gb >= 0 {
+		return float32(workers) / float32(gb)
+	}
+	return 1 / float32(max(1, rows)*workers)
+}
+
+// bspBatch is the global batch of step under bsp, −1 otherwise.
+func (p *psWorker) bspBatch(step int) int {
+	if p.j.cfg.PS.Consistency != ps.BSP {
+		return -1
+	}
+	return p.j.globalBatch(step)
+}
+
+// sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
+func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
+
+// hooks: every worker writes checkpoints (the servers' state), votes on a
+// stop among the workers and counts its pushes and pulls.
+func (p *psWorker) hooks() hooks {
+	return hooks{saveState: p.saveState, voteStop: p.voteStop, sentBytes: p.sentBytes}
+}
+
+// hooks: a dense worker's adds its model's state and a re-dealt epoch's
+// rows.
+func (d *denseWorker) hooks() hooks {
+	h := d.psWorker.hooks()
+	h.saveState, h.modelState, h.setTrain = d.saveState, d.modelState, d.setTrain
+	return h
+}
+
+func (p *psWorker) Describe() string {
+	cfg := p.j.cfg
+	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
+		cfg.Model, p.arch.Describe(), p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
+	if f, u := cfg.PS.fetchEvery(), cfg.PS.pushEvery(); f > 1 || u > 1 {
+		line += fmt.Sprintf(", Downpour: fetch every %d steps, push every %d (local SGD steps in between)", f, u)
+	}
+	return line
+}
+
+func (p *psWorker) Scope() Scope { return ScopeWorker }
+
+// timed runs f (a Pull or Push of n floats) in a span named name and
+// returns the seconds it took.
+// With a timeline the span carries the worker's clock, the time the
+// servers held the call (held_us: the consistency controller's wait, also
+// drawn as a "consistency-wait" span inside it) and, for a pull, its
+// staleness.
+func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
+	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
+	traced := trace.Enabled(p.j.tr)
+	var before ps.TraceFigures
+	if traced {
+		before = p.w.TraceFigures()
+	}
+	t0 := time.Now()
+	err := f()
+	t1 := time.Now()
+	if traced {
+		after := p.w.TraceFigures()
+		held := time.Duration((after.HeldSeconds - before.HeldSeconds) * 1e9)
+		sp = sp.Arg("clock", before.Clock).Arg("held_us", int(held/time.Microsecond))
+		if after.Pulls == before.Pulls+1 {
+			sp = sp.Arg("staleness", after.StalenessSum-before.StalenessSum)
+		}
+		if held > 0 {
+			// The servers held the request until the consistency model
+			// let it through: drawn at the end of the call.
+			trace.Complete(p.j.tr, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
+				trace.Arg{Key: "clock", Value: int64(before.Clock)})
+		}
+	}
+	sp.Err(err).End()
+	return t1.Sub(t0).Seconds(), err
+}
+
+// EndEpoch: the share of the epoch spent waiting in Pull and Push, and the
+// worker's parameter-server figures since the last epoch.
+func (p *psWorker) EndEpoch(st *EpochStats, commSec, _, wall float64) error {
+	now := p.w.Stats()
+	st.CommFraction = commSec / wall
+	st.PSStats = psDelta(p.prev, now, wall)
+	p.prev = now
+	return nil
+}
+
+// denseWorker trains a dense Model through the parameter server: pull all
+// weights, compute on the backend, push the whole gradient.
+type denseWorker struct {
+	psWorker
+	m       *model.Model
+	train   *data.Dense // this worker's shard, or a re-dealt epoch's part (setTrain)
+	shard   *data.Dense
+	testAll *data.Dense // the whole test set (the reporting worker measures it alone)
+	params  []float32
+	host    []float32 // gradient + stats
+	rows    int
+	sc      float32
+	dp      *downpour // --fetch-every/--push-every (downpour.go); nil: every step
+}
+
+func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
+	np := m.NumParams()
+	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
+		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}, nil
+}
+
+// setTrain: see hooks.setTrain.
+func (d *denseWorker) setTrain(t *data.Dense) {
+	if t == nil {
+		t = d.shard
+	}
+	d.train = t
+}
+
+func (d *denseWorker) Prepare(idx []int, step int) error {
+	var err error
+	d.wait = 0
+	if d.dp == nil || d.dp.fetch {
+		// Under Downpour, between fetches the local copy in d.params is
+		// what the step computes on.
+		if d.wait, err = d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
+			return err
+		}
+		if d.dp != nil {
+			d.dp.fetch = false
+		}
+	}
+	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
+	err = d.j.Backend.Upload(d.m.Params, d.params)
+	sp.Err(err).End()
+	if err != nil {
+		return err
+	}
+	sp = d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.j.loaded(step, d.train, idx, d.bspBatch(step))
+	d.rows, err = d.m.LoadBatch(d.train, idx)
+	sp.Err(err).End()
+	if err != nil {
+		return err
+	}
+	d.sc = d.scale(d.rows, step)
+	return nil
+}
+
+func (d *denseWorker) Compute() error { return d.m.Step(d.sc, nil) }
+
+// Exchange checks the worker's own gradient for NaN/Inf on its host copy
+// and pushes it.
+func (d *denseWorker) Exchange(int) (StepStats, error) {
+	np := d.m.NumParams()
+	grads := d.host
+	if hb, ok := d.m.Grads.(kernels.HostBuffer); ok {
+		grads = hb.Data()
+	} else {
+		sp := d.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(grads))
+		err := d.j.Backend.Download(grads, d.m.Grads)
+		sp.Err(err).End()
+		if err != nil {
+			return StepStats{}, err
+		}
+	}
+	st := StepStats{LossSum: float64(grads[np]), Correct: float64(grads[np+1]), Samples: float64(d.rows)}
+	if err := d.arch.CheckFinite(grads[:np], st.LossSum); err != nil {
+		return StepStats{}, err
+	}
+	if c := d.j.cfg.ClipNorm; c > 0 && d.rows > 0 {
+		// This worker's own batch's mean gradient (clip.go): the push is
+		// it times sc·rows.
+		clipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
+	}
+	var push float64
+	var err error
+	if d.dp != nil {
+		push, err = d.downpourStep(grads[:np])
+	} else {
+		push, err = d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
+	}
+	st.CommSec = d.wait + push
+	return st, err
+}
+
+// EndEpoch: under Downpour the epoch's last period ends here: the worker
+// pushes what it accumulated and fetches the servers' weights, which the
+// epoch's evaluation then measures (downpour.go).
+func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
+	if d.dp != nil {
+		push, err := d.flush()
+		if err != nil {
+			return err
+		}
+		pull, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) })
+		if err != nil {
+			return err
+		}
+		d.dp.fetch = false
+		if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
+			return err
+		}
+		commSec += push + pull
+	}
+	return d.psWorker.EndEpoch(st, commSec, stepSec, wall)
+}
+
+// saveState: under Downpour every worker first pushes what it
+// accumulated (and fetches at its next step), so that the servers' state
+// the checkpoint takes is the whole of it; the checkpoint records the
+// workers' clock (checkpointMeta.Pushes).
+func (d *denseWorker) saveState() (*checkpoint, error) {
+	if d.dp == nil {
+		return d.psWorker.saveState()
+	}
+	if _, err := d.flush(); err != nil {
+		return nil, fmt.Errorf("checkpoint: pushing the accumulated gradient: %w", err)
+	}
+	clock := d.w.Clock()
+	c, err := d.psWorker.saveState()
+	if c != nil {
+		c.Meta.Pushes = clock
+	}
+	return c, err
+}
+
+// modelState: this worker's own batch-norm statistics (a checkpoint under
+// ps keeps the reporting worker's: its workers are not in step).
+func (d *denseWorker) modelState() ([]float32, error) {
+	if d.m.State == nil {
+		return nil, nil
+	}
+	st := make([]float32, d.m.State.Len())
+	return st, d.j.Backend.Download(st, d.m.State)
+}
+
+// Evaluate measures the whole test set with the weights last pulled, on
+// the reporting worker only (the others return NaN), with its own
+// batch-norm statistics.
+func (d *denseWorker) Evaluate() (EvalResult, error) {
+	if !d.j.reports() {
+		return notEvaluated, nil
+	}
+	s, err := d.m.Score(d.testAll)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	return sumScores(nil, s)
+}
+
+// saveState: the reporting worker asks the servers for their state and
+// collects the other workers' filter residues; they send theirs.
+func (p *psWorker) saveState() (*checkpoint, error) {
+	j := p.j
+	var mine [][]float32
+	for _, f := range p.w.Filters() {
+		if r := ps.Residue(f); r != nil {
+			mine = append(mine, r)
+		}
+	}
+	if !j.reports() {
+		for _, r := range mine {
+			if err := collectives.Send(j.Comm, r, j.reporter, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.reporter, err)
+			}
+		}
+		return nil, nil
+	}
+	n := p.w.Size()
+	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, State: model.State{Params: make([]float32, n)}}
+	if per := j.cfg.Opt.Kind.StatePer(); per > 0 {
+		c.Opt = make([]float32, per*n)
+	}
+	if err := p.w.Snapshot(c.Params, c.Opt); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	for w := 0; w < j.sched.ranks; w++ {
+		for f := range mine {
+			if w == j.shardIdx {
+				c.Residues = append(c.Residues, slices.Clone(mine[f]))
+				continue
+			}
+			r := make([]float32, n)
+			if err := collectives.Recv(j.Comm, r, w+j.cfg.PS.Servers, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.cfg.PS.Servers, err)
+			}
+			c.Residues = append(c.Residues, r)
+		}
+	}
+	return c, nil
+}
