@@ -40,11 +40,6 @@ import (
 // a one-float AllReduce over every rank (voteAll), unless the strategy
 // votes its own way (hooks.voteStop: ps).
 
-// ErrInterrupted is returned (wrapped) by Run when Trainer.Stop asked for a
-// stop: training ended early at a step boundary, after writing a final
-// checkpoint when Checkpointing.Dir is set.
-var ErrInterrupted = errors.New("training interrupted")
-
 // ErrCheckpoint marks a checkpoint that was refused for resuming (also
 // wrapping ErrUsage: every rank finds it alike, rank 0 says why).
 var ErrCheckpoint = errors.New("checkpoint refused")

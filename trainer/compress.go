@@ -34,18 +34,6 @@ import (
 // (compressAuto): on shared memory the conversions cost more than the
 // bytes saved; over a slow link they pay.
 
-// Compress values of Config.Compress.
-const (
-	CompressNone = "none"
-	CompressFP16 = "fp16"
-	CompressBF16 = "bf16"
-	CompressAuto = "auto"
-)
-
-// compresses: the configuration asks for 16-bit buckets (fp16, bf16 or
-// auto; "" and "none" are float32).
-func (c Config) compresses() bool { return c.Compress != "" && c.Compress != CompressNone }
-
 // gradWire is a job's --compress and --error-feedback state.
 type gradWire struct {
 	wire    collectives.Wire // WireF32 only where auto chose it

@@ -14,24 +14,6 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// GossipStats are the figures of decentralized training (--sync dpsgd,
-// adpsgd) in an epoch's line.
-type GossipStats struct {
-	// Consensus is the consensus distance at the epoch's end: the mean over
-	// ranks of ‖x_i − x̄‖ / ‖x̄‖, x̄ the average of the ranks' models.
-	Consensus float64 `json:"consensus_dist"`
-	// Averagings counts the reporting rank's model averagings in the epoch
-	// (dpsgd: one per step; local SGD: one per --local-steps steps and
-	// one at the epoch's end).
-	Averagings int `json:"averagings"`
-	// AveragingsPerSec counts the reporting rank's model averagings (one
-	// per step under dpsgd; those it started or answered under adpsgd).
-	AveragingsPerSec float64 `json:"averagings_per_sec"`
-	// PartnerWaitSec is the reporting rank's time waiting for its
-	// partners' models (not hidden behind its own computation).
-	PartnerWaitSec float64 `json:"partner_wait_sec"`
-}
-
 // Gossip message tags, from the registry's range (collectives.TagGossipBase).
 const (
 	tagGossip      = collectives.TagGossipBase + iota // dpsgd: a rank's model to a neighbour
@@ -433,27 +415,6 @@ func (s *localModel) saveState() (*checkpoint, error) {
 		return nil, err
 	}
 	return &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
-}
-
-// gatherAtZero collects every rank's mine (all of one length) on rank 0,
-// in rank order, mine itself first; the other ranks send theirs and get
-// nil. what names it in errors ("model": "receiving rank 2's model").
-func gatherAtZero(c collectives.Comm, mine []float32, tag int, what string) ([][]float32, error) {
-	if c.Rank() != 0 {
-		if err := collectives.Send(c, mine, 0, tag); err != nil {
-			return nil, fmt.Errorf("checkpoint: sending this rank's %s to rank 0: %w", what, err)
-		}
-		return nil, nil
-	}
-	out := [][]float32{mine}
-	for q := 1; q < c.Size(); q++ {
-		v := make([]float32, len(mine))
-		if err := collectives.Recv(c, v, q, tag); err != nil {
-			return nil, fmt.Errorf("checkpoint: receiving rank %d's %s: %w", q, what, err)
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 // consensusState is the state every rank of another number of ranks

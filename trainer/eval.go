@@ -10,13 +10,6 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 )
 
-// EvalResult is a model's score on a dataset, over all ranks.
-type EvalResult struct {
-	Samples  int
-	Accuracy float64
-	Loss     float64 // mean loss per sample
-}
-
 // Evaluate scores params (of arch) on every rank's strided shard of set,
 // in batches of batch rows, and combines the ranks' counts. A rank reads
 // only its shard's rows (set may be a data.IDXSource).

@@ -33,7 +33,6 @@
 package trainer
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -47,17 +46,6 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
-
-// ErrNonFinite reports a loss or gradient that became NaN or ±Inf.
-var ErrNonFinite = model.ErrNonFinite
-
-// ErrUsage marks errors in how the job was started (flags that cannot work
-// with this many ranks); every rank finds them alike, and the CLI exits
-// with its usage code.
-var ErrUsage = errors.New("usage")
-
-// ErrConfigMismatch reports ranks started with different settings.
-var ErrConfigMismatch = errors.New("ranks disagree on the configuration")
 
 // Result is what a finished run leaves: the per-epoch figures and the
 // final weights (the same on every rank).

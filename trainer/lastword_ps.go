@@ -326,37 +326,3 @@ func ListEmergencyParts(dir string) ([]string, error) {
 	}
 	return out, nil
 }
-
-// positionAfter is the Position the training ranks reach from start after
-// steps steps in all (steps >= start.Steps), as the step loop advances it:
-// through the rest of a re-dealt epoch, then whole epochs.
-func (j *job) positionAfter(start Position, steps int) Position {
-	pos, _ := j.positions(start)(steps)
-	return pos
-}
-
-// positions is positionAfter from start, with the steps of the epoch the
-// position is in; the start epoch's are worked out once (a re-dealt
-// epoch's take a permutation of the data).
-func (j *job) positions(start Position) func(steps int) (Position, int) {
-	first := j.epochSteps(start)
-	per := func(pos Position) int {
-		if pos.Epoch == start.Epoch {
-			return first
-		}
-		return j.sched.stepsPerEpoch()
-	}
-	return func(steps int) (Position, int) {
-		pos := start
-		for pos.Steps < steps {
-			left := per(pos) - pos.Step
-			if n := steps - pos.Steps; n < left {
-				pos.Step += n
-				pos.Steps = steps
-				return pos, per(pos)
-			}
-			pos = Position{Epoch: pos.Epoch + 1, Steps: pos.Steps + max(left, 0)}
-		}
-		return pos, per(pos)
-	}
-}

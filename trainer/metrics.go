@@ -10,50 +10,6 @@ import (
 	"time"
 )
 
-// EpochStats is one epoch's line: what rank 0 prints and --metrics records.
-type EpochStats struct {
-	Epoch     int      `json:"epoch"`
-	Steps     int      `json:"steps"`
-	LossScope Scope    `json:"loss_scope"` // what Loss and TrainAcc cover: "global" (every rank's samples, allreduce) or "worker" (the reporting worker's own, ps)
-	Loss      float64  `json:"loss"`       // mean training loss over the epoch's samples (in LossScope)
-	TrainAcc  float64  `json:"train_acc"`  // accuracy on the epoch's training batches (in LossScope)
-	TestAcc   *float64 `json:"test_acc"`   // null when not evaluated this epoch
-	// TestLoss is the mean loss over the test set (per token for a text:
-	// its perplexity is e^TestLoss), where evaluated.
-	TestLoss      *float64 `json:"test_loss,omitempty"`
-	SamplesPerSec float64  `json:"samples_per_sec"`
-	CommFraction  float64  `json:"comm_fraction"` // share of step time spent in the gradient AllReduce (mean over ranks), or in Pull and Push (ps)
-	// CommHidden is the share of the AllReduce time that ran while the
-	// backward pass was still running (mean over ranks; allreduce with
-	// overlap only, else null): 1 − CommHidden of it was waited for.
-	CommHidden *float64 `json:"comm_hidden"`
-	WallSec    float64  `json:"wall_sec"`
-	// SeqLen is a text's tokens per sample (0: not a text): the line then
-	// shows tokens/s, the test loss and perplexity (Loss and TrainAcc are
-	// per token).
-	SeqLen int `json:"seq_len,omitempty"`
-	// TrainSec is the epoch's training time: WallSec without the evaluation.
-	TrainSec float64 `json:"train_sec"`
-	// LR is the learning rate of each of the epoch's steps (with
-	// --lr-schedule, --warmup-epochs or --lr-scale-ranks; omitted when
-	// every step has --lr).
-	LR []float32 `json:"lr,omitempty"`
-	// BytesPerStep is the payload the reporting rank sent per step of the
-	// epoch: its AllReduces (allreduce, local SGD's averagings), its
-	// pushes and pulls (ps), its models to its neighbours (dpsgd).
-	// Omitted where not counted (adpsgd).
-	BytesPerStep *float64 `json:"bytes_per_step,omitempty"`
-	// LossScale is the loss scale at the epoch's end, and SkippedSteps the
-	// steps skipped in it for a gradient that overflowed (with
-	// --loss-scale; lossscale.go).
-	LossScale    *float64 `json:"loss_scale,omitempty"`
-	SkippedSteps int      `json:"skipped_steps,omitempty"`
-	// Parameter-server figures of the reporting worker (with --sync ps).
-	*PSStats
-	// Decentralized training's figures (with --sync dpsgd, adpsgd).
-	*GossipStats
-}
-
 // String is the epoch's line on the terminal.
 func (e EpochStats) String() string {
 	test := "     -"

@@ -333,3 +333,35 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 	}
 	return c, nil
 }
+
+// psDelta is what a worker measured between two snapshots of its stats.
+func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
+	d := &PSStats{
+		WaitSec:             now.WaitSeconds - prev.WaitSeconds,
+		PushesPerSec:        float64(now.Pushes-prev.Pushes) / wall,
+		PullsPerSec:         float64(now.Pulls-prev.Pulls) / wall,
+		BytesSent:           now.BytesSent - prev.BytesSent,
+		PushBytes:           now.PushBytes - prev.PushBytes,
+		PushBytesUnfiltered: now.PushBytesUnfiltered - prev.PushBytesUnfiltered,
+	}
+	for s, n := range now.Staleness.Counts {
+		if s < len(prev.Staleness.Counts) {
+			n -= prev.Staleness.Counts[s]
+		}
+		d.StalenessHist = append(d.StalenessHist, n)
+		if n > 0 {
+			d.MaxStaleness = s
+		}
+	}
+	return d
+}
+
+func consistencyLabel(p PSConfig) string {
+	switch p.Consistency {
+	case ps.SSP:
+		return fmt.Sprintf("ssp (staleness %d)", p.Staleness)
+	case ps.DSSP:
+		return fmt.Sprintf("dssp (staleness %d..%d)", p.StalenessLow, p.StalenessHigh)
+	}
+	return p.Consistency.String()
+}

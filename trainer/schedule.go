@@ -1,10 +1,7 @@
 package trainer
 
 import (
-	"fmt"
 	"math"
-	"strconv"
-	"strings"
 )
 
 // Learning-rate schedules (issue 21): the rate of every step is a function
@@ -27,47 +24,6 @@ import (
 //	          eta_min 0, stepped every step).
 //
 // The rate is computed in float64 and rounded once to float32.
-
-// LRSchedule is a parsed --lr-schedule.
-type LRSchedule struct {
-	Kind       string // constant, step or cosine
-	Milestones []int  // step: the epochs after which the rate drops
-	Gamma      float64
-}
-
-// ParseLRSchedule reads "constant" (or ""), "step:E1,E2,…:GAMMA" or
-// "cosine".
-func ParseLRSchedule(s string) (LRSchedule, error) {
-	switch {
-	case s == "" || s == "constant":
-		return LRSchedule{Kind: "constant"}, nil
-	case s == "cosine":
-		return LRSchedule{Kind: "cosine"}, nil
-	case strings.HasPrefix(s, "step:"):
-		parts := strings.Split(s, ":")
-		if len(parts) != 3 {
-			return LRSchedule{}, fmt.Errorf("%q: want step:E1,E2,…:GAMMA", s)
-		}
-		sc := LRSchedule{Kind: "step"}
-		for _, f := range strings.Split(parts[1], ",") {
-			e, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || e < 1 {
-				return LRSchedule{}, fmt.Errorf("%q: milestone %q is not an epoch (1, 2, …)", s, f)
-			}
-			if n := len(sc.Milestones); n > 0 && e <= sc.Milestones[n-1] {
-				return LRSchedule{}, fmt.Errorf("%q: milestones must increase", s)
-			}
-			sc.Milestones = append(sc.Milestones, e)
-		}
-		g, err := strconv.ParseFloat(parts[2], 64)
-		if err != nil || !(g > 0) || math.IsInf(g, 0) {
-			return LRSchedule{}, fmt.Errorf("%q: gamma %q must be a positive number", s, parts[2])
-		}
-		sc.Gamma = g
-		return sc, nil
-	}
-	return LRSchedule{}, fmt.Errorf("%q: unknown schedule (want constant, step:E1,E2,…:GAMMA or cosine)", s)
-}
 
 // lrPlan is the rate of every step of a job.
 type lrPlan struct {
@@ -148,5 +104,39 @@ func (j *job) serverLR(start Position) func(clock int) float32 {
 	return func(clock int) float32 {
 		pos, steps := at(clock)
 		return plan.at(epochAt(pos.Epoch, pos.Step, steps))
+	}
+}
+
+// positionAfter is the Position the training ranks reach from start after
+// steps steps in all (steps >= start.Steps), as the step loop advances it:
+// through the rest of a re-dealt epoch, then whole epochs.
+func (j *job) positionAfter(start Position, steps int) Position {
+	pos, _ := j.positions(start)(steps)
+	return pos
+}
+
+// positions is positionAfter from start, with the steps of the epoch the
+// position is in; the start epoch's are worked out once (a re-dealt
+// epoch's take a permutation of the data).
+func (j *job) positions(start Position) func(steps int) (Position, int) {
+	first := j.epochSteps(start)
+	per := func(pos Position) int {
+		if pos.Epoch == start.Epoch {
+			return first
+		}
+		return j.sched.stepsPerEpoch()
+	}
+	return func(steps int) (Position, int) {
+		pos := start
+		for pos.Steps < steps {
+			left := per(pos) - pos.Step
+			if n := steps - pos.Steps; n < left {
+				pos.Step += n
+				pos.Steps = steps
+				return pos, per(pos)
+			}
+			pos = Position{Epoch: pos.Epoch + 1, Steps: pos.Steps + max(left, 0)}
+		}
+		return pos, per(pos)
 	}
 }

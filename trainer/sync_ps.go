@@ -13,22 +13,6 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// PSStats is what parameter-server workers measured: per epoch for the
-// reporting worker (EpochStats) or for the whole run over all workers
-// (Result.PS).
-type PSStats struct {
-	MaxStaleness  int     `json:"max_staleness"`  // largest staleness seen at a pull
-	StalenessHist []int   `json:"staleness_hist"` // [s] = pulls that saw staleness s
-	WaitSec       float64 `json:"wait_sec"`       // time blocked in Pull and Push
-	PushesPerSec  float64 `json:"pushes_per_sec"`
-	PullsPerSec   float64 `json:"pulls_per_sec"`
-	BytesSent     int64   `json:"bytes_sent"` // all request bytes
-	// PushBytes is what the pushes took on the wire after the filters,
-	// PushBytesUnfiltered what they would have taken without them.
-	PushBytes           int64 `json:"push_bytes"`
-	PushBytesUnfiltered int64 `json:"push_bytes_unfiltered"`
-}
-
 // psUnit is --sync ps: ranks 0..Servers-1 serve their key ranges, the
 // others are workers that pull weights and push gradients (psWorker; the
 // dense model's denseWorker here, sparse-logreg's sparseWorker in
@@ -271,28 +255,6 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	return j.finishRun(res)
 }
 
-// psDelta is what a worker measured between two snapshots of its stats.
-func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
-	d := &PSStats{
-		WaitSec:             now.WaitSeconds - prev.WaitSeconds,
-		PushesPerSec:        float64(now.Pushes-prev.Pushes) / wall,
-		PullsPerSec:         float64(now.Pulls-prev.Pulls) / wall,
-		BytesSent:           now.BytesSent - prev.BytesSent,
-		PushBytes:           now.PushBytes - prev.PushBytes,
-		PushBytesUnfiltered: now.PushBytesUnfiltered - prev.PushBytesUnfiltered,
-	}
-	for s, n := range now.Staleness.Counts {
-		if s < len(prev.Staleness.Counts) {
-			n -= prev.Staleness.Counts[s]
-		}
-		d.StalenessHist = append(d.StalenessHist, n)
-		if n > 0 {
-			d.MaxStaleness = s
-		}
-	}
-	return d
-}
-
 // runStats combines every worker's statistics (servers contribute zeros):
 // the largest staleness, the mean wait, total rates and bytes, and the
 // global training throughput.
@@ -321,14 +283,4 @@ func (j *job) runStats(ws ps.WorkerStats, samples float64, wall time.Duration) (
 		total += math.Float64frombits(v[7])
 	}
 	return out, total / sec, nil
-}
-
-func consistencyLabel(p PSConfig) string {
-	switch p.Consistency {
-	case ps.SSP:
-		return fmt.Sprintf("ssp (staleness %d)", p.Staleness)
-	case ps.DSSP:
-		return fmt.Sprintf("dssp (staleness %d..%d)", p.StalenessLow, p.StalenessHigh)
-	}
-	return p.Consistency.String()
 }
