@@ -215,9 +215,8 @@ func (a Arch) Aliases() []Tensor {
 	ns := a.mustNodes()
 	ls := a.Layers()
 	for _, n := range ns {
-		if n.Kind == KindTiedLinear {
-			l := ls[ns[n.tie].param]
-			ts = append(ts, Tensor{n.Name + ".weight", l.WShape, l.WOff})
+		if a, ok := kinds[n.Kind].(aliaser); ok {
+			ts = append(ts, a.alias(n, ns, ls))
 		}
 	}
 	return ts

@@ -69,6 +69,20 @@ type layerKind interface {
 // sequence by the placer.
 type sequential interface{ sequence() }
 
+// A binder is a kind whose node refers to an earlier one (tiedlinear to
+// its embedding): bind finds it among the nodes placed before n (and
+// takes what it needs from it) before place.
+type binder interface {
+	bind(n *node, earlier []node) error
+}
+
+// An aliaser is a kind whose weight is another layer's: alias is the
+// tensor its weight is saved as besides (Arch.Aliases), a view of the
+// other layer's parameters in ls.
+type aliaser interface {
+	alias(n node, ns []node, ls []Layer) Tensor
+}
+
 // A composite is a kind that places as several layers (a residual
 // block): it is never a node itself.
 type composite interface {

@@ -19,7 +19,33 @@ type tiedLinear struct{ base }
 
 func (tiedLinear) sequence() {}
 
-// place: the placer found the embedding (n.tie) and set Out to its rows.
+// bind finds the embedding named Tie among the earlier nodes (n.tie) and
+// takes its rows as Out.
+func (tiedLinear) bind(n *node, earlier []node) error {
+	n.tie = -1
+	for j, o := range earlier {
+		if o.Name == n.Tie && o.Kind == KindEmbedding {
+			n.tie = j
+		}
+	}
+	if n.tie < 0 {
+		return fmt.Errorf("tie %q: no embedding of that name before it", n.Tie)
+	}
+	if w := earlier[n.tie].Out; w != n.in.C {
+		return fmt.Errorf("its input has %d values per position, the table of %s rows of %d", n.in.C, n.Tie, w)
+	}
+	n.Out = earlier[n.tie].Rows
+	return nil
+}
+
+// alias: the weight is saved a second time as NAME.weight, the tied
+// embedding's table.
+func (tiedLinear) alias(n node, ns []node, ls []Layer) Tensor {
+	l := ls[ns[n.tie].param]
+	return Tensor{n.Name + ".weight", l.WShape, l.WOff}
+}
+
+// place: bind found the embedding (n.tie) and set Out to its rows.
 func (tiedLinear) place(n *node) error {
 	switch {
 	case n.Name == "" || badName(n.Name) != "":

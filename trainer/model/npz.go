@@ -21,13 +21,6 @@ func SaveNPZ(path string, arch Arch, params []float32) error {
 	return SaveNPZLabels(path, arch, params, nil)
 }
 
-// ClassLabelsKey is the .npz entry that holds a model's class labels: the
-// label that output class k stands for in the data it was trained on
-// (float64, exact for integers below 2^53). It is written only when the
-// mapping is not the identity (classes 0 … K-1 with labels 0 … K-1), so
-// the weights of models trained on data labelled 0 … K-1 are unchanged.
-const ClassLabelsKey = "class_labels"
-
 // SaveNPZLabels is SaveNPZ with the model's class labels (nil, or the
 // identity: none saved).
 func SaveNPZLabels(path string, arch Arch, params []float32, labels []int64) error {

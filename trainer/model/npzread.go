@@ -526,3 +526,10 @@ func LoadNPZArrays(path string) (map[string]Array, error) {
 	}
 	return arrays, nil
 }
+
+// ClassLabelsKey is the .npz entry that holds a model's class labels: the
+// label that output class k stands for in the data it was trained on
+// (float64, exact for integers below 2^53). It is written only when the
+// mapping is not the identity (classes 0 … K-1 with labels 0 … K-1), so
+// the weights of models trained on data labelled 0 … K-1 are unchanged.
+const ClassLabelsKey = "class_labels"
