@@ -217,21 +217,3 @@ func catchEarlyStop() func() {
 	earlyStop.Store(nil)
 	return listenSignals(func(s os.Signal) { earlyStop.Store(&s) }, syscall.SIGUSR1)
 }
-
-// exitStatus is the shell's status for a process ended by s: 128 + its
-// number (130 for SIGINT, 143 for SIGTERM).
-func exitStatus(s os.Signal) int {
-	if n, ok := s.(syscall.Signal); ok {
-		return 128 + int(n)
-	}
-	return 1
-}
-
-// interrupted is a training run stopped by a signal (its own, or another
-// rank's: then SIGTERM's status).
-type interrupted struct {
-	error
-	status int
-}
-
-func (e interrupted) Unwrap() error { return e.error }

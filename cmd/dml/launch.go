@@ -133,15 +133,6 @@ func (j launchJob) Timeline() string {
 	return v
 }
 
-// exitCode is an error that ends dml launch with a status of its own.
-type exitCode struct {
-	code int
-	err  error
-}
-
-func (e exitCode) Error() string { return e.err.Error() }
-func (e exitCode) Unwrap() error { return e.err }
-
 // check refuses what cannot run: the command after --, the counts; it
 // returns the training command parsed.
 func (lf *launchFlags) check(train []string) (*trainArgs, error) {

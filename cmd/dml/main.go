@@ -10,10 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
-
-	"github.com/dml-project/dml/trainer"
 )
 
 const usage = `dml — distributed training over MPI (AllReduce, parameter server, or decentralized averaging)
@@ -38,13 +35,6 @@ Run 'dml <command> --help' for a command's flags.
 
 // version is set at build time by the Makefile (-ldflags -X main.version=…).
 var version = "dev"
-
-// errUsage marks errors that are the user's input: exit code 2, with a hint.
-var errUsage = errors.New("usage")
-
-func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -123,109 +113,4 @@ func report(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dml: %v\n", err)
 		return 1
 	}
-}
-
-// quietRankWait is how long a rank other than 0 waits before it prints a
-// usage error itself: mpirun kills it well before when rank 0 found the
-// same error and exited.
-const quietRankWait = 2 * time.Second
-
-func isUsage(err error) bool { return errors.Is(err, errUsage) || errors.Is(err, trainer.ErrUsage) }
-
-// message is err's text without the "usage: " marker.
-func message(err error) string {
-	return strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
-}
-
-// envRank is this process's rank in an MPI job as its launcher tells it
-// ("" outside one), readable before MPI starts.
-func envRank() string {
-	r := os.Getenv("OMPI_COMM_WORLD_RANK")
-	if r == "" {
-		r = os.Getenv("PMI_RANK")
-	}
-	return r
-}
-
-// printsErrors is true on the rank that reports usage errors: rank 0 of an
-// MPI job (every rank sees the same flags, so one message is enough), or
-// the only process.
-func printsErrors() bool {
-	r := envRank()
-	return r == "" || r == "0"
-}
-
-// helps holds each FlagSet's help printer: the flag package would call
-// fs.Usage on every parse error too, and a mistyped flag should get one
-// line, not the whole help.
-var helps = map[*flag.FlagSet]func(){}
-
-// newFlags returns a FlagSet whose help (synopsis and flags) goes to stdout
-// on --help only; parse turns its errors into usage errors.
-func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	helps[fs] = func() {
-		fmt.Fprintf(stdout, "%s\n\nFlags:\n", synopsis)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-	return fs
-}
-
-// parse parses args, mapping errors to usage errors (and --help to flag.ErrHelp).
-// A boolean flag takes its value after a space too ("--shuffle false"), as
-// the other flags do (joinSpaced).
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(joinSpaced(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			helps[fs]()
-			return err
-		}
-		return usageErr("%s: %v (see 'dml %s --help')", fs.Name(), err, fs.Name())
-	}
-	if fs.NArg() > 0 {
-		return usageErr("%s: unexpected argument %q (see 'dml %s --help')", fs.Name(), fs.Arg(0), fs.Name())
-	}
-	return nil
-}
-
-// spacedValue is implemented by a boolean flag (one that stands alone, as
-// --overlap does) whose values other than true and false may also follow
-// it after a space ("--overlap auto").
-type spacedValue interface {
-	takesSpaced(word string) bool
-}
-
-// joinSpaced rewrites "--name VALUE" as "--name=VALUE" where --name is one
-// of fs's boolean flags and VALUE one of its values (true or false, or what
-// the flag's takesSpaced accepts): package flag reads a boolean flag's
-// value only after "=", so "--shuffle false" — as the other flags are
-// written — would end the flags at "false". dml takes no positional
-// arguments, so a word after a boolean flag is never one.
-func joinSpaced(fs *flag.FlagSet, args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		isFlag := strings.HasPrefix(a, "-")
-		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-") // -name or --name
-		if f := fs.Lookup(name); isFlag && !strings.Contains(name, "=") && f != nil && i+1 < len(args) {
-			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-				next := args[i+1]
-				sp, hasOwn := f.Value.(spacedValue)
-				if next == "true" || next == "false" || (hasOwn && sp.takesSpaced(next)) {
-					out = append(out, a+"="+next)
-					i++
-					continue
-				}
-			}
-		}
-		out = append(out, a)
-	}
-	return out
 }

@@ -92,13 +92,6 @@ func withWorld(start time.Duration, fn func(c collectives.Comm) error) error {
 	return nil
 }
 
-// reported is an error already printed (by the ranks that had something
-// to say): report exits 1, or 2 for a usage error, without printing it
-// again.
-type reported struct{ error }
-
-func (r reported) Unwrap() error { return r.error }
-
 // abortOnPanic, deferred by withWorld, turns a panic of the main goroutine
 // into a line naming the rank and what it was doing when last heard of
 // (the operation and step its stall inspector last recorded), with the
