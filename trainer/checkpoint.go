@@ -44,44 +44,6 @@ import (
 // wrapping ErrUsage: every rank finds it alike, rank 0 says why).
 var ErrCheckpoint = errors.New("checkpoint refused")
 
-// DefaultKeep is how many checkpoints a folder keeps by default (--keep).
-const DefaultKeep = 3
-
-// Checkpointing is when and where a job writes checkpoints, and what it
-// resumes from. The zero value writes none and starts fresh.
-type Checkpointing struct {
-	// Dir is the folder of the checkpoints ("": none are written).
-	Dir string
-	// Every writes one every that many steps (counted from the start of
-	// the first run, so a resumed job keeps the schedule); EveryEpochs one
-	// at the end of every that many epochs. Zero: not on that schedule.
-	Every, EveryEpochs int
-	// Keep is how many of the newest checkpoints stay in Dir (0: DefaultKeep).
-	Keep int
-	// ResumeLatest resumes from the newest valid checkpoint in Dir (falling
-	// back to older ones, saying so; with none at all, starting fresh);
-	// ResumeFile from that file.
-	ResumeLatest bool
-	ResumeFile   string
-	// Emergency keeps, on every rank that holds the whole training state
-	// (--sync allreduce), a copy of the state at its last step boundary,
-	// which Trainer.LastWord writes when a peer is found dead (lastword.go).
-	Emergency bool
-}
-
-func (c *Checkpointing) enabled() bool { return c != nil && c.Dir != "" }
-
-func (c *Checkpointing) resuming() bool { return c != nil && (c.ResumeLatest || c.ResumeFile != "") }
-
-// due reports whether a checkpoint is written at the boundary before next.
-func (c *Checkpointing) due(next Position) bool {
-	if !c.enabled() {
-		return false
-	}
-	return c.Every > 0 && next.Steps%c.Every == 0 ||
-		c.EveryEpochs > 0 && next.Step == 0 && next.Epoch > 1 && (next.Epoch-1)%c.EveryEpochs == 0
-}
-
 // checkpointHash fingerprints the settings that decide the weights a
 // number of steps leads to: the Config without how long training runs, how
 // often it evaluates, where outputs go, and per-process settings.
@@ -210,14 +172,6 @@ func (j *job) prune() {
 		}
 	}
 	j.removeLeftovers()
-}
-
-// ckptSeen is what prune knows of a file: its size and time when it was
-// read, and whether it decoded as a checkpoint.
-type ckptSeen struct {
-	size  int64
-	mtime time.Time
-	valid bool
 }
 
 // markValid records a checkpoint this job has just written (valid without
@@ -438,22 +392,6 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	return nil, "", fmt.Errorf("Checkpointing.ResumeLatest: no valid checkpoint in %s (%s)", ck.Dir, strings.Join(refused, "; "))
 }
 
-// resumed is the state a job starts from, on this rank.
-type resumed struct {
-	Position
-	// State: the weights, the optimizer's state, and a network's
-	// batch-norm running statistics (Buffers; nil: none).
-	model.State
-	// own is this rank's own model and optimizer state (dpsgd).
-	own []float32
-	// residues are this worker's filter residues, one per filter (nil
-	// entries for filters without one).
-	residues [][]float32
-	// clock is the ps workers' clock to resume at: Steps, or under
-	// Downpour the checkpoint's Pushes.
-	clock int
-}
-
 // loadResume reads the checkpoint on rank 0 and hands it to every rank:
 // nil when the job starts fresh. params is the model's length.
 func (j *job) loadResume(arch model.Arch) (*resumed, error) {
@@ -567,23 +505,6 @@ const (
 	headFound          // a checkpoint follows
 	headRefused        // rank 0 refused what it was to resume from
 )
-
-// finishRun ends a run: finish (save, summary), then ErrInterrupted when
-// Stop ended it early.
-func (j *job) finishRun(res *Result) (*Result, error) {
-	if err := j.finish(res); err != nil {
-		return nil, err
-	}
-	if !j.interrupted {
-		return res, nil
-	}
-	pos := j.stoppedAt
-	where := "no checkpoint folder was set"
-	if j.lastCheckpoint != "" {
-		where = "resume from " + j.lastCheckpoint + " with Checkpointing.ResumeFile"
-	}
-	return res, fmt.Errorf("stopped after step %d (epoch %d step %d): %s: %w", pos.Steps, pos.Epoch, pos.Step, where, ErrInterrupted)
-}
 
 // StopsAtBoundaries reports whether Trainer.Stop is honoured under c: not
 // under adpsgd, whose ranks share no step loop to agree in (a signal

@@ -441,3 +441,41 @@ const (
 // compresses: the configuration asks for 16-bit buckets (fp16, bf16 or
 // auto; "" and "none" are float32).
 func (c Config) compresses() bool { return c.Compress != "" && c.Compress != CompressNone }
+
+// DefaultKeep is how many checkpoints a folder keeps by default (--keep).
+const DefaultKeep = 3
+
+// Checkpointing is when and where a job writes checkpoints, and what it
+// resumes from. The zero value writes none and starts fresh.
+type Checkpointing struct {
+	// Dir is the folder of the checkpoints ("": none are written).
+	Dir string
+	// Every writes one every that many steps (counted from the start of
+	// the first run, so a resumed job keeps the schedule); EveryEpochs one
+	// at the end of every that many epochs. Zero: not on that schedule.
+	Every, EveryEpochs int
+	// Keep is how many of the newest checkpoints stay in Dir (0: DefaultKeep).
+	Keep int
+	// ResumeLatest resumes from the newest valid checkpoint in Dir (falling
+	// back to older ones, saying so; with none at all, starting fresh);
+	// ResumeFile from that file.
+	ResumeLatest bool
+	ResumeFile   string
+	// Emergency keeps, on every rank that holds the whole training state
+	// (--sync allreduce), a copy of the state at its last step boundary,
+	// which Trainer.LastWord writes when a peer is found dead (lastword.go).
+	Emergency bool
+}
+
+func (c *Checkpointing) enabled() bool { return c != nil && c.Dir != "" }
+
+func (c *Checkpointing) resuming() bool { return c != nil && (c.ResumeLatest || c.ResumeFile != "") }
+
+// due reports whether a checkpoint is written at the boundary before next.
+func (c *Checkpointing) due(next Position) bool {
+	if !c.enabled() {
+		return false
+	}
+	return c.Every > 0 && next.Steps%c.Every == 0 ||
+		c.EveryEpochs > 0 && next.Step == 0 && next.Epoch > 1 && (next.Epoch-1)%c.EveryEpochs == 0
+}

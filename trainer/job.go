@@ -10,22 +10,28 @@
 // so it runs the same in one process (tests, on the in-process transport)
 // and under mpirun.
 //
-// Where things are:
-//   - config.go, enums.go: the typed Config, validated in one place.
-//   - job.go: set-up and dispatch (Trainer.Run).
-//   - loop.go: the epoch/step loop and the Strategy interface.
+// Where things are (top to bottom: `make shape` measures the uses that
+// point up, under a tenth):
+//   - job.go: set-up and dispatch (Trainer.Run); jobtype.go: Result,
+//     Trainer and one job's state.
+//   - config.go, enums.go, lrschedule.go: the typed Config (with
+//     Checkpointing), validated in one place; errors.go: the errors and
+//     ConfigError.
+//   - strategy.go: the registry of strategies, each a unit that says its
+//     settings (validate, foreign), its ranks, its part of a checkpoint.
 //   - sync_*.go: one file per strategy; accumulate.go: gradient
 //     accumulation (--accumulate) under allreduce.
+//   - loop.go: the epoch/step loop; steps.go: the Strategy interface it
+//     steps through, its optional parts (hooks), the step schedule;
+//     schedule.go: the learning rate of each step; stats.go: what is
+//     measured.
 //   - state.go: TrainState, the resumable training state; checkpoint.go
-//     (what a checkpoint holds, resume, the stop vote), ckptlock.go,
-//     lastword*.go (emergency checkpoints), reshard.go; ckpt/: the
-//     checkpoint file and folder themselves.
-//   - strategy.go: the registry of strategies, each a unit that says its
-//     settings (validate, foreign), its ranks, its part of a checkpoint;
-//     the Strategy its steps run through has its optional parts in one
-//     struct (hooks, loop.go).
+//     (what a checkpoint holds, resume, the stop vote), finish.go,
+//     ckptlock.go, lastword*.go (emergency checkpoints), reshard.go;
+//     ckpt/: the checkpoint file and folder themselves.
 //   - convchoice.go: which kernels run each convolution, agreed by all
-//     ranks (--kernels auto).
+//     ranks (--kernels auto); arch.go: the network a Config builds;
+//     buffers.go: batch-norm statistics across the ranks.
 //   - model/: the architecture (a layer kind per layer_*.go, and the
 //     presets netPresets names), the Model on a Backend, optimizers, .npz
 //     files.
@@ -34,10 +40,7 @@ package trainer
 
 import (
 	"fmt"
-	"io"
-	"math"
 	"strings"
-	"sync/atomic"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
@@ -46,83 +49,6 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
-
-// Result is what a finished run leaves: the per-epoch figures and the
-// final weights (the same on every rank).
-type Result struct {
-	Arch   model.Arch
-	Params []float32
-	// ModelState is a network's batch-norm running statistics at the end
-	// (Arch.StateTensors; nil for models without), averaged over the ranks
-	// that train (syncState).
-	ModelState []float32
-	Epochs     []EpochStats // on the reporting rank (rank 0; the first worker under ps)
-	Steps      int          // steps run, counting those before a resumed State
-	WallSec    float64
-	TestAcc    float64 // at the end of training (NaN if never evaluated)
-	// SamplesPerSec is the whole job's training throughput.
-	SamplesPerSec float64
-	// PS sums up the workers' parameter-server figures (with --sync ps).
-	PS *PSStats
-	// State is where training stopped, to resume from (sync allreduce;
-	// nil under ps, whose weights and optimizer state live on the servers).
-	State *TrainState
-}
-
-// Trainer holds what a run needs besides its Config.
-type Trainer struct {
-	Comm    collectives.Comm
-	Backend kernels.Backend
-	// Out receives the reporting rank's epoch lines and summary (nil: quiet).
-	Out io.Writer
-	// Warnings receives what goes wrong without ending the run (a metrics
-	// file on a full disk), one line each, from the rank it happens on
-	// (nil: not said).
-	Warnings io.Writer
-	// Progress draws a bar on Out while an epoch runs (reporting rank, terminals).
-	Progress bool
-	// Tracer, if not nil, receives spans of each step: step, batch,
-	// forward, backward, download/upload, allreduce, pull, push, straggle,
-	// update, evaluate (package trace). Nil costs nothing. For spans of
-	// every op and message, wrap Comm and Backend with trace.Comm and
-	// trace.Backend too. Goroutines beside the step loop (the overlapped
-	// AllReduce, gossip, a passive rank's server, a ps server) record on
-	// their own trace.Lane.
-	Tracer trace.Tracer
-	// CUDAGraph lets each training step's forward and backward pass run
-	// as one recorded graph where the backend records them
-	// (kernels.GraphOf: cuda, untraced) and the step hands nothing to the
-	// host mid-way (one rank, or a strategy without per-layer downloads);
-	// see model.Model.UseGraph. The weights are the same bits either way.
-	CUDAGraph bool
-	// Start, if not nil, resumes training from a saved state (sync
-	// allreduce only): its weights and optimizer state replace the initial
-	// ones and the loop starts at its (epoch, step).
-	Start *TrainState
-	// MemoryLimit, if positive, is the memory in bytes this rank may use
-	// for its data and model: synthetic data and a dense model that need
-	// more are refused before they are allocated (a usage error naming
-	// the sizes), not left to the out-of-memory killer. MemorySource says
-	// where the figure came from, for that message.
-	MemoryLimit  int64
-	MemorySource string
-	// Checkpoint, if not nil, writes checkpoints and resumes from them
-	// (checkpoint.go). Every rank must be given the same.
-	Checkpoint *Checkpointing
-	// Stop, if not nil, is asked at every step boundary whether this rank
-	// wants training to stop (a signal came): the ranks agree on the step,
-	// write a final checkpoint (with Checkpoint.Dir), and Run returns the
-	// result so far with an error wrapping ErrInterrupted. Every rank must
-	// have one, or none.
-	Stop func() bool
-	// FirstStep, if not nil, is called once, after the first step this
-	// rank runs, with the steps run since the job's beginning (a
-	// supervisor times its recovery by it: dml launch).
-	FirstStep func(steps int)
-
-	lastWord   atomic.Pointer[lastWord]   // LastWord's copy (lastword.go)
-	serverWord atomic.Pointer[serverWord] // a ps server's (lastword_ps.go)
-}
 
 // Run loads the data cfg names and trains on it. Every rank of the Comm
 // calls it with the same cfg. Up to the start of training the ranks fail
@@ -341,94 +267,6 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 	return nil
 }
 
-// BuildArch derives a dense model's architecture from the config and the
-// data: its samples' shape (data.SampleShape) and its classes.
-func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
-	features := shape.Size()
-	if shape.T > 0 && !cfg.Model.IsNetwork() {
-		return model.Arch{}, bad("Model", "%v on a token sequence (--data text): it trains --model gpt, or a model file of sequence layers", cfg.Model)
-	}
-	switch cfg.Model {
-	case MLP:
-		return model.NewArch(features, cfg.Hidden, classes, model.SoftmaxCE)
-	case Softmax:
-		return model.NewArch(features, nil, classes, model.SoftmaxCE)
-	case Logreg:
-		if classes != 2 {
-			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
-		}
-		return model.NewArch(features, nil, 1, model.SigmoidCE)
-	}
-	if !cfg.Model.IsNetwork() {
-		return model.Arch{}, fmt.Errorf("%v is not a dense model", cfg.Model)
-	}
-	loss := model.SoftmaxCE
-	if shape.T > 0 { // a token sequence: --data text
-		loss = model.TokenCE
-	}
-	a, err := model.NewNet(shape, NetLayers(cfg, classes, shape), classes, loss)
-	switch {
-	case err == nil:
-		return a, nil
-	case cfg.Model == NetFile:
-		return a, bad("Net", "on samples of %v: %v", shape, err)
-	}
-	return a, bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
-}
-
-// NetLayers is a network model's layers for samples of shape and classes
-// classes: a preset's or the model file's; nil for the MLP family.
-func NetLayers(cfg Config, classes int, shape data.Shape) []model.LayerSpec {
-	if p, ok := netPresets[cfg.Model]; ok {
-		return p.layers(cfg, classes, shape)
-	}
-	if cfg.Model == NetFile {
-		return cfg.Net
-	}
-	return nil
-}
-
-// syncState sets every rank's batch-norm running statistics to their
-// average over the ranks that train (a collective over every rank of the
-// Comm; trains: this rank is one of them), returning it; nil and no
-// collective for a model without state. Running statistics do not enter
-// training (batch norm trains on each batch's own statistics), so the
-// weights are the same whenever this runs; it runs where the statistics
-// are used or kept: evaluations that every rank takes part in, checkpoints,
-// the end of training. Each rank's statistics come from its own batches,
-// as under PyTorch DDP without SyncBatchNorm.
-func (j *job) syncState(m *model.Model, trains bool) ([]float32, error) {
-	n := m.Arch.NumState()
-	if n == 0 {
-		return nil, nil
-	}
-	st := make([]float32, n+1)
-	if trains {
-		if err := j.Backend.Download(st[:n], m.State); err != nil {
-			return nil, err
-		}
-		st[n] = 1
-	}
-	if err := collectives.Allreduce(j.Comm, st, collectives.Sum, collectives.Tree); err != nil {
-		return nil, fmt.Errorf("averaging the batch-norm statistics: %w", err)
-	}
-	for i := range n {
-		st[i] /= st[n]
-	}
-	st = st[:n]
-	upload := func() error { return j.Backend.Upload(m.State, st) }
-	var err error
-	if j.lw != nil { // the allreduce strategy's model, whose statistics LastWord reads
-		err = j.lw.changeState(upload)
-	} else {
-		err = upload()
-	}
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // augment sets m up to augment its training batches (Config.Augment):
 // sample i of this rank's shard is sample shardIdx + i·ranks of the
 // training set (data.StridedShard), so every sample is transformed as on
@@ -478,52 +316,6 @@ func (j *job) globalRows(idx, dst []int) []int {
 	return dst
 }
 
-// job is what every rank knows about a run once it is set up: the
-// configuration, who it is, which shard it trains on and the schedule.
-// Strategies hold the rest (model, worker, buffers).
-type job struct {
-	*Trainer
-	cfg      Config
-	labels   []int64 // the training data's class labels (nil: class k is label k), saved with the weights
-	sched    schedule
-	epochLen int          // the running epoch's steps (the loop's; a re-dealt epoch has fewer)
-	tr       trace.Tracer // never nil
-	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
-	reporter int          // the rank that prints epoch lines and writes --metrics
-
-	resume         *resumed // the state to start from (nil: fresh)
-	interrupted    bool     // the loop stopped on Stop
-	stoppedAt      Position // where it stopped
-	lastCheckpoint string   // the file last written (reporting rank)
-	// ckptSeen: the checkpoint files prune has judged; ckptSize: the
-	// largest this job wrote (checkpoint.go).
-	ckptSeen map[string]ckptSeen
-	ckptSize int64
-	augEpoch int // the epoch of the step the loop runs (augmentation)
-	// lastCheckpointSteps is the position (steps run) of the last
-	// checkpoint, on every training rank (-1: none yet).
-	lastCheckpointSteps int
-	// trainSrc is the training set (dense data), for the rows of a
-	// re-dealt epoch (reshard.go); partRows are this rank's rows in it,
-	// partLens every rank's count (nil outside such an epoch).
-	trainSrc           data.DenseSource
-	partRows, partLens []int
-	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
-	// largest shard, and is the step's rows: Accumulate micro-batches);
-	// micro is a micro-batch's rows, what the model holds.
-	micro      int
-	askedBatch int
-	// lw keeps the state of the last step boundary for LastWord (nil:
-	// not kept).
-	lw *lastWord
-	// stepped: FirstStep has been called.
-	stepped bool
-	// lrs is the learning-rate plan (schedule.go; nil: every step has
-	// Opt.LR), epochLR the rates of the epoch's steps so far.
-	lrs     *lrPlan
-	epochLR []float32
-}
-
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,
 // the workers: ranks Servers..N-1) share the training set, and the ranks
 // that serve hold none of it.
@@ -551,81 +343,9 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	return j, nil
 }
 
-// stepBatch is the rows a rank takes per step: batch, times accumulate
-// micro-batches (saturating: newSchedule caps it at a shard).
-func stepBatch(batch, accumulate int) int {
-	if accumulate <= 1 {
-		return batch
-	}
-	if batch > math.MaxInt/accumulate {
-		return math.MaxInt
-	}
-	return batch * accumulate
-}
-
-// newSchedule is the schedule of n training samples on ranks ranks at
-// batch per rank. A batch larger than the largest shard takes the whole
-// shard at each step (one step per epoch, the same steps as a batch of
-// exactly the shard): the schedule keeps that, so that no product of the
-// batch and the ranks can overflow however large --batch is (2^62 on 4
-// ranks divided by zero; MaxInt ran 0 steps).
-func newSchedule(n, ranks, batch int) schedule {
-	if n > 0 && ranks > 0 {
-		batch = min(batch, data.ShardLen(n, 0, ranks)) // shard 0 is the largest
-	}
-	return schedule{n: n, ranks: ranks, batch: max(batch, 1)}
-}
-
 // trainShard is this rank's strided shard of the training set's rows.
 func (j *job) trainShard() []int {
 	return data.StridedShard(j.sched.n, j.shardIdx, j.sched.ranks)
-}
-
-func (j *job) reports() bool { return j.Comm.Rank() == j.reporter }
-
-// warnf writes one warning line to Warnings.
-func (j *job) warnf(format string, args ...any) {
-	if j.Warnings != nil {
-		fmt.Fprintf(j.Warnings, "dml: rank %d: warning: "+format+"\n", append([]any{j.Comm.Rank()}, args...)...)
-	}
-}
-
-// printf prints on the reporting rank.
-func (j *job) printf(format string, args ...any) {
-	if j.reports() && j.Out != nil {
-		fmt.Fprintf(j.Out, format, args...)
-	}
-}
-
-// finish saves the weights (reporting rank) and prints the summary.
-func (j *job) finish(res *Result) error {
-	cfg := j.cfg
-	skipped := ""
-	if j.interrupted && cfg.Save != "" {
-		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
-	}
-	if j.reports() && cfg.Save != "" {
-		if err := model.SaveNPZModel(cfg.Save, res.Arch, res.Params, res.ModelState, j.labels); err != nil {
-			return err
-		}
-	}
-	j.printf("done: %d steps in %.1fs (%.0f samples/s), test accuracy %.4f", res.Steps, res.WallSec, res.SamplesPerSec, res.TestAcc)
-	if cfg.Save != "" {
-		j.printf(", weights saved to %s", cfg.Save)
-	}
-	j.printf("\n")
-	if j.interrupted {
-		j.printf("interrupted after step %d%s\n", res.Steps, skipped)
-	}
-	if p := res.PS; p != nil {
-		saved := ""
-		if p.PushBytesUnfiltered > 0 && p.PushBytes < p.PushBytesUnfiltered {
-			saved = fmt.Sprintf(" (filters saved %.1f%% of push bytes)", 100*(1-float64(p.PushBytes)/float64(p.PushBytesUnfiltered)))
-		}
-		j.printf("ps: max staleness %d, mean wait %.2fs per worker, %.0f pushes/s, %.0f pulls/s, %.1f MB sent%s\n",
-			p.MaxStaleness, p.WaitSec, p.PushesPerSec, p.PullsPerSec, float64(p.BytesSent)/1e6, saved)
-	}
-	return nil
 }
 
 // classLabels is a source's class labels, where it keeps them (LIBSVM data
