@@ -32,11 +32,15 @@ import (
 	"strings"
 )
 
+// complexAt: list the functions at least this complex.
+var complexAt int
+
 // verbose: list the upward uses, with the names each one uses.
 var verbose bool
 
 func main() {
 	long := flag.Int("long", 100, "list the functions longer than this many lines")
+	flag.IntVar(&complexAt, "complex", 20, "list the functions of at least this cyclomatic complexity")
 	flag.BoolVar(&verbose, "v", false, "list each package's upward uses (user → used)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: go run ./bench/shape [-long N] PACKAGES (e.g. ./trainer/...)")
@@ -86,7 +90,7 @@ func run(patterns []string, long int, w io.Writer) error {
 		exports[d.path] = d.export
 	}
 	fmt.Fprintf(w, "%-44s %5s %5s %7s %6s  %s\n", "package", "files", "uses", "upward", "share", "longest function (lines), most complex (cyclomatic)")
-	var longOnes []string
+	var longOnes, complexOnes []string
 	for _, p := range pkgs {
 		s, err := measure(p, exports, long)
 		if err != nil {
@@ -105,9 +109,14 @@ func run(patterns []string, long int, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "%-44s %5d %5d %7d %5.1f%%  %s\n", p.path, s.files, s.uses, s.upward, share, funcs)
 		longOnes = append(longOnes, s.long...)
+		complexOnes = append(complexOnes, s.complexList...)
 	}
 	fmt.Fprintf(w, "\nfunctions over %d lines: %d\n", long, len(longOnes))
 	for _, l := range longOnes {
+		fmt.Fprintln(w, "  "+l)
+	}
+	fmt.Fprintf(w, "functions of complexity %d or more: %d\n", complexAt, len(complexOnes))
+	for _, l := range complexOnes {
 		fmt.Fprintln(w, "  "+l)
 	}
 	return nil
@@ -119,6 +128,7 @@ type shape struct {
 	longestLines        int
 	complexity          int
 	long                []string
+	complexList         []string // functions of complexity ≥ complexAt
 }
 
 // measure type-checks package p (its non-test files) against its
@@ -192,6 +202,9 @@ func measure(p listed, exports map[string]string, long int) (shape, error) {
 			}
 			if c := cyclomatic(fd); c > s.complexity {
 				s.complex, s.complexity = name, c
+			}
+			if c := cyclomatic(fd); c >= complexAt {
+				s.complexList = append(s.complexList, fmt.Sprintf("%s %s (%s): complexity %d", p.path, name, filepath.Base(fset.Position(fd.Pos()).Filename), c))
 			}
 			if lines > long {
 				s.long = append(s.long, fmt.Sprintf("%s %s (%s): %d lines", p.path, name, filepath.Base(fset.Position(fd.Pos()).Filename), lines))
