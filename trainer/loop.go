@@ -213,9 +213,9 @@ func (j *job) runEpoch(s Strategy, a *epochAcc, pos *Position, res *Result, orde
 				return false, err
 			}
 			if pt != nil {
-				a.epoch = pt.epoch
-				*pos = Position{Epoch: pt.epoch, Step: a.steps, Steps: res.Steps}
-				return pt.final, nil
+				a.epoch = pt.Epoch
+				*pos = Position{Epoch: pt.Epoch, Step: a.steps, Steps: res.Steps}
+				return pt.Final, nil
 			}
 		} else {
 			if limit() {
@@ -389,7 +389,7 @@ func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done boo
 			return err
 		}
 	}
-	p.resumeAfter(&syncPoint{epoch: epoch, final: done})
+	p.resumeAfter(&syncPoint{Epoch: epoch, Final: done})
 	return nil
 }
 

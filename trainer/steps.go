@@ -1,6 +1,9 @@
 package trainer
 
-import "github.com/dml-project/dml/trainer/data"
+import (
+	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/gossip"
+)
 
 // What the loop (loop.go) steps through: the Strategy interface, its
 // optional parts (hooks), the pace of a strategy whose ranks run on their
@@ -96,11 +99,9 @@ type pacer interface {
 	totalSteps(mine int) (int, error)
 }
 
-// syncPoint is the end of a paced epoch.
-type syncPoint struct {
-	epoch int
-	final bool // training ends with it
-}
+// syncPoint is the end of a paced epoch (gossip.Point: AD-PSGD's control
+// protocol calls them).
+type syncPoint = gossip.Point
 
 // schedule is the step plan every training rank shares.
 type schedule struct {

@@ -94,7 +94,7 @@ type adpsgdStrategy struct {
 	// progress since the last report (rank 0 adds its own directly)
 	steps, samples atomic.Int64
 	// rank 0: what every rank reported, and the next point
-	clock *epochClock
+	clock *gossip.EpochClock
 
 	// lag counts a passive rank's steps since its last averaging (see
 	// maxLag); averaged wakes a passive rank that waits for one.
@@ -109,11 +109,12 @@ type adpsgdStrategy struct {
 // Control message kinds (tagGossipCtl), as 4 little-endian uint64s:
 // kind, then two arguments, then the sender's step (checked nowhere, for
 // a person reading a trace).
+// Their kinds are the protocol's (gossip.MsgRequest, …).
 const (
-	msgRequest  = 1 + iota // active → passive: my model follows (len, step)
-	msgProgress            // any → rank 0: (steps, samples) since the last report
-	msgSync                // rank 0 → all: (epoch, final) synchronisation point
-	msgPause               // active → passive: (epoch) I pause for the point
+	msgRequest  = gossip.MsgRequest
+	msgProgress = gossip.MsgProgress
+	msgSync     = gossip.MsgSync
+	msgPause    = gossip.MsgPause
 )
 
 const ctlLen = 32
@@ -189,12 +190,12 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 	}
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
-		clock: newEpochClock(j.sched.n, j.cfg.Epochs, j.cfg.MaxSteps)}
+		clock: gossip.NewEpochClock(j.sched.n, j.cfg.Epochs, j.cfg.MaxSteps)}
 	if r := j.resume; r != nil {
 		// From a synchronisation point's checkpoint: the epochs before it
 		// are done, and its steps (every rank's) count towards
 		// --max-steps; rank 0 carries them in the total.
-		s.clock.resumeAt(r.Epoch, int64(r.Steps))
+		s.clock.ResumeAt(r.Epoch, int64(r.Steps))
 		if j.Comm.Rank() == 0 {
 			s.resumed = r.Steps
 		}
@@ -343,7 +344,7 @@ func (s *adpsgdStrategy) stepped(samples float64) {
 // final point, end).
 func (s *adpsgdStrategy) resumeAfter(pt *syncPoint) {
 	if s.srv != nil {
-		s.srv.resume(pt.final)
+		s.srv.resume(pt.Final)
 	}
 }
 
@@ -379,18 +380,18 @@ func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
 			if err != nil || kind != msgProgress {
 				return nil, fmt.Errorf("adpsgd: rank 0 got kind %d from rank %d, want a progress report: %v", kind, src, err)
 			}
-			s.clock.report(a, b)
+			s.clock.Report(a, b)
 		}
-		s.clock.report(s.steps.Swap(0), s.samples.Swap(0))
-		if pt = s.clock.due(); pt != nil {
+		s.clock.Report(s.steps.Swap(0), s.samples.Swap(0))
+		if pt = s.clock.Due(); pt != nil {
 			var hdr [ctlLen]byte
 			fin := int64(0)
-			if pt.final {
+			if pt.Final {
 				fin = 1
 			}
 			for r := 1; r < c.Size(); r++ {
-				if err := c.SendBytes(putCtl(hdr[:], msgSync, int64(pt.epoch), fin, int64(s.step)), r, tagGossipCtl); err != nil {
-					return nil, fmt.Errorf("adpsgd: calling synchronisation point %d at rank %d: %w", pt.epoch, r, err)
+				if err := c.SendBytes(putCtl(hdr[:], msgSync, int64(pt.Epoch), fin, int64(s.step)), r, tagGossipCtl); err != nil {
+					return nil, fmt.Errorf("adpsgd: calling synchronisation point %d at rank %d: %w", pt.Epoch, r, err)
 				}
 			}
 		}
@@ -412,14 +413,14 @@ func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
 		if err != nil || kind != msgSync {
 			return nil, fmt.Errorf("adpsgd: rank %d got kind %d from rank 0, want a synchronisation point: %v", c.Rank(), kind, err)
 		}
-		pt = &syncPoint{epoch: int(a), final: b != 0}
+		pt = &syncPoint{Epoch: int(a), Final: b != 0}
 	}
 	if pt != nil {
 		// No averaging of ours is in flight between steps: tell our
 		// partners, so that they stop answering once all have said so.
 		var hdr [ctlLen]byte
 		for _, p := range s.nbrs {
-			if err := c.SendBytes(putCtl(hdr[:], msgPause, int64(pt.epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
+			if err := c.SendBytes(putCtl(hdr[:], msgPause, int64(pt.Epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
 				return nil, fmt.Errorf("adpsgd: pausing passive rank %d: %w", p, err)
 			}
 		}
@@ -545,7 +546,7 @@ func (p *passiveServer) run() error {
 	if timeout <= 0 {
 		timeout = DefaultConfig().Timeout
 	}
-	ctl := newPassiveControl(c.Rank(), s.nbrs, len(p.in), timeout, time.Now())
+	ctl := gossip.NewPassiveControl(c.Rank(), s.nbrs, len(p.in), timeout, time.Now())
 	var hdr [ctlLen]byte
 	for {
 		select {
@@ -558,17 +559,17 @@ func (p *passiveServer) run() error {
 				return fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
 			}
 		}
-		if pt := ctl.ready(); pt != nil {
+		if pt := ctl.Ready(); pt != nil {
 			p.ready <- pt
 			if final := <-p.resumeCh; final {
 				return nil
 			}
-			ctl.resumed(time.Now())
+			ctl.Resumed(time.Now())
 			continue
 		}
 		msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, pollEvery)
 		if errors.Is(err, collectives.ErrTimeout) {
-			if err := ctl.idle(time.Now()); err != nil {
+			if err := ctl.Idle(time.Now()); err != nil {
 				return err
 			}
 			continue
@@ -580,7 +581,7 @@ func (p *passiveServer) run() error {
 		if err != nil {
 			return fmt.Errorf("from rank %d: %w", src, err)
 		}
-		answer, err := ctl.message(time.Now(), src, kind, a, b)
+		answer, err := ctl.Message(time.Now(), src, kind, a, b)
 		if err != nil {
 			return err
 		}
