@@ -805,3 +805,8 @@ func (sv *Supervisor) finish(err error) {
 		sv.printf("--report: %v", werr)
 	}
 }
+
+// timeline is the training command's --timeline ("": none).
+func (sv *Supervisor) timeline() string {
+	return sv.cfg.Job.Timeline()
+}

@@ -11,11 +11,6 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// timeline is the training command's --timeline ("": none).
-func (sv *Supervisor) timeline() string {
-	return sv.cfg.Job.Timeline()
-}
-
 // attemptTimeline is attempt k's --timeline: FILE.attempt-K.json (a
 // failed attempt's ranks write FILE.attempt-K.json.rank-N.json).
 func attemptTimeline(file string, k int) string { return fmt.Sprintf("%s.attempt-%d.json", file, k) }
