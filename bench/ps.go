@@ -40,8 +40,10 @@ type PSConfig struct {
 	// Replicate lists ps.Config.ReplicateEvery alternatives (0: no
 	// replication), one row each: what chain replication costs.
 	Replicate []int
-	// Optimizer is the servers' update rule (SGD by default; momentum and
-	// Adagrad keep a state, which a replica carries too).
+	// Optimizer is the servers' update rule (SGD by default; a rule's
+	// state is kept on the servers, and a replica carries it too), with
+	// PyTorch's defaults for its own settings (Adam's betas and eps, LARS's
+	// trust coefficient).
 	Optimizer optim.Kind
 }
 
@@ -121,9 +123,16 @@ func (c PSConfig) psConfig(m ps.Consistency, filter string, replicate int) (ps.C
 	if err != nil {
 		return ps.Config{}, err
 	}
-	return ps.Config{Servers: c.Servers, Consistency: m, Staleness: c.Staleness, StalenessLow: c.StalenessLow,
+	pc := ps.Config{Servers: c.Servers, Consistency: m, Staleness: c.Staleness, StalenessLow: c.StalenessLow,
 		StalenessHigh: c.StalenessHigh, LR: 0.01, Momentum: 0.9, Optimizer: c.Optimizer, Timeout: c.Timeout, Filters: fs,
-		ReplicateEvery: replicate}, nil
+		ReplicateEvery: replicate}
+	switch c.Optimizer {
+	case optim.Adam, optim.AdamW:
+		pc.Beta1, pc.Beta2, pc.Eps = optim.DefaultBeta1, optim.DefaultBeta2, optim.DefaultAdamEps
+	case optim.LARS:
+		pc.TrustCoef = optim.DefaultTrustCoef
+	}
+	return pc, nil
 }
 
 // PSRow is one line of `dml bench ps`.

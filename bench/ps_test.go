@@ -133,3 +133,25 @@ func TestRunPS(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPSEveryRule: every optimizer rule runs on the servers with its
+// own settings' defaults (LARS once failed on its zero trust coefficient
+// in the middle of the run, on one rank).
+func TestRunPSEveryRule(t *testing.T) {
+	for _, k := range optim.Kinds {
+		cfg := DefaultPSConfig()
+		cfg.Params, cfg.Servers, cfg.Iters, cfg.Warmup, cfg.Optimizer = 200, 1, 2, 1, k
+		cfg.Timeout = 20 * time.Second
+		w := local.NewWorld(2)
+		w.SetTimeout(20 * time.Second)
+		errs := w.Run(func(c *local.Comm) error {
+			_, err := RunPS(c, cfg, func(PSRow) {})
+			return err
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("%v: rank %d: %v", k, r, err)
+			}
+		}
+	}
+}

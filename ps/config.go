@@ -55,7 +55,7 @@ func ParseConsistency(s string) (Consistency, error) {
 // Valid reports whether c is one of the consistency models above.
 func (c Consistency) Valid() bool { return int(c) < len(consistencyNames) }
 
-// ParseOptimizer parses "sgd", "momentum" or "adagrad" (any case).
+// ParseOptimizer parses a rule's name, as optim.ParseKind does.
 //
 // Deprecated: the update rule is an optim.Kind; use optim.ParseKind.
 func ParseOptimizer(s string) (optim.Kind, error) { return optim.ParseKind(s) }

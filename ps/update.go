@@ -20,7 +20,7 @@ func (c Config) optimConfig() optim.Config {
 type updater struct {
 	cfg   optim.Config
 	w     []float32 // weights of the server's range
-	state []float32 // momentum buffer or Adagrad sum; nil for SGD
+	state []float32 // the rule's state, Kind.StatePer() floats a key; nil for SGD
 	// The tables that hold w and state: large ones are on huge pages
 	// (internal/hugemem: a sparse push's random keys then cost no TLB
 	// misses), freed when the updater goes.

@@ -16,8 +16,8 @@ type (
 )
 
 // TrainState is everything a run needs to continue: the weights, the
-// optimizer's state (momentum buffer or Adagrad accumulators; none for
-// SGD) and the Position. It is a plain value: copy it, store it, hand it
+// optimizer's state (optim.Kind.StatePer floats a weight; none for SGD),
+// the layers' buffers and the Position. It is a plain value: copy it, store it, hand it
 // to another Trainer (Trainer.Start) and training goes on bit for bit as
 // if it had never stopped.
 type TrainState struct {

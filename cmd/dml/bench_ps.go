@@ -53,7 +53,7 @@ func psBenchFlags(args []string, stdout io.Writer, pf *profFlags) (bench.PSConfi
 	timeout := fs.Duration("timeout", collectives.DefaultTimeout, "give up (and abort the job) when a peer does not answer for this long (as dml train's)")
 	format := fs.String("format", "table", "output format: table, csv or json")
 	replicate := fs.String("replicate-every", "0", "chain replication (as dml train's --replicate-every), comma-separated alternatives, a row each: 0 (none) or every N rounds (bsp) or updates")
-	fs.TextVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "the servers' update: sgd, momentum or adagrad (momentum and adagrad keep a state, which a replica carries too)")
+	fs.TextVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "the servers' update: sgd, momentum, adagrad, adam, adamw or lars (dml train's rules; a rule's state is kept on the servers, and a replica carries it too)")
 	pf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return cfg, "", err

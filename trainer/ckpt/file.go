@@ -29,7 +29,7 @@ import (
 //
 //	layerK.weight.npy   float32 [out, in]   the weights, in --save's layout
 //	layerK.bias.npy     float32 [out]
-//	optimizer.npy       float32 [P]         momentum buffer or Adagrad sums (absent for sgd)
+//	optimizer.npy       float32 [S·P]       the optimizer's state, S = optim.Kind.StatePer() floats a weight (absent for sgd)
 //	residue.workerK.npy float32 [P]         worker K's significantly-modified filter residue (ps, --filters sigmod)
 //	meta.json           what the state is of and where training stands (checkpointMeta)
 //	checksum.sha256     hex SHA-256 of every entry before it: name, 0, length (u64 LE), bytes

@@ -9,7 +9,8 @@ import (
 
 // Optimizer applies one update rule (kernels/optim: the maths is written
 // there once) to a flat parameter buffer through the backend's update ops,
-// keeping the rule's state (momentum buffer or Adagrad's sum of squares) on
+// keeping the rule's state (a velocity, Adagrad's sums of squares, Adam's
+// moments: optim.Kind.StatePer floats a weight) on
 // the same backend.
 type Optimizer struct {
 	Config optim.Config
