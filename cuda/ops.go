@@ -354,12 +354,12 @@ func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
 		return be.shapeErr(op, "no such rule")
 	}
 	x, y := be.buf(w), be.buf(g)
-	var slots [16]uint64
-	args := append(slots[:0], ptr(x), ptr(y))
-	per, zn := u.Kind.StatePer(), 0
+	per := u.Kind.StatePer()
+	var z *Buffer
+	zn := 0
 	if per > 0 {
-		z := be.buf(s)
-		args, zn = append(args, ptr(z)), z.n
+		z = be.buf(s)
+		zn = z.n
 	}
 	if err := be.usable(op); err != nil {
 		return err
@@ -370,41 +370,62 @@ func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
 	if x.n == 0 {
 		return nil
 	}
-	args = append(args, i64(x.n))
+	var state, rate devPtr
+	if z != nil {
+		state = z.ptr
+	}
 	if u.Kind.PerTensor() {
-		sc, err := be.trustRate(op, x, y, &u.LARS)
+		sc, r, err := be.trustRate(op, x, y, &u.LARS)
 		if err != nil {
 			return err
 		}
 		defer be.release(sc)
-		args = append(args, ptrAt(sc.ptr))
+		rate = r
 	}
-	for _, v := range u.Scalars() {
-		args = append(args, f32(v))
-	}
+	var slots [16]uint64
+	args := optimizeArgs(slots[:0], x.ptr, y.ptr, state, x.n, rate, &u)
 	return be.done(op, be.launch1D(be.dev.k.rules[u.Kind], x.n, args...), x.n)
 }
 
-// trustRate queues LARS's rate (lr·trust, a float32) for the tensor x with
-// gradient y into a scratch it returns (release it once the rule's kernel
-// is queued): optim.LARSUpdate's bits.
-func (be *Backend) trustRate(op string, x, y *Buffer, s *optim.LARSStep) (*allocation, error) {
+// optimizeArgs appends to dst the arguments of u's kernel (ABI.md's
+// optimizer convention): the weights w, the gradient g, the state (for a
+// rule that keeps one), n, the rate's address (for a per-tensor rule),
+// then u.Scalars() as floats.
+func optimizeArgs(dst []uint64, w, g, state devPtr, n int, rate devPtr, u *optim.Update) []uint64 {
+	dst = append(dst, ptrAt(w), ptrAt(g))
+	if u.Kind.HasState() {
+		dst = append(dst, ptrAt(state))
+	}
+	dst = append(dst, i64(n))
+	if u.Kind.PerTensor() {
+		dst = append(dst, ptrAt(rate))
+	}
+	for _, v := range u.Scalars() {
+		dst = append(dst, f32(v))
+	}
+	return dst
+}
+
+// trustRate queues LARS's rate (lr·trust, a float32: optim.LARSUpdate's
+// bits) for the tensor x with gradient y. It returns the scratch that holds
+// it (release it once the rule's kernel is queued) and the rate's address
+// in it, after the partial sums.
+func (be *Backend) trustRate(op string, x, y *Buffer, s *optim.LARSStep) (*allocation, devPtr, error) {
 	parts := ceilDiv(x.n, optim.NormChunk)
-	// 2·parts float64 partial sums, then the rate (a float32 in 8 bytes),
-	// which the returned allocation's pointer is moved to.
+	// 2·parts float64 partial sums, then the rate (a float32 in 8 bytes).
 	sc, err := be.scratch(op, 4*parts+2, x.n)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	rate := sc.ptr + uint64(parts)*16
 	k := &be.dev.k
 	if err := be.launch1D(k.sumsq2Partial, parts, ptrAt(sc.ptr), ptr(x), ptr(y), i64(x.n), i64(optim.NormChunk)); err != nil {
 		be.release(sc)
-		return nil, be.deviceErr(op, dimsString([]int{x.n}), err)
+		return nil, 0, be.deviceErr(op, dimsString([]int{x.n}), err)
 	}
 	if err := be.launch(k.larsRate, 1, 1, 1, ptrAt(rate), ptrAt(sc.ptr), i64(parts), f64(s.LR), f64(s.TrustCoef), f64(s.WeightDecay64)); err != nil {
 		be.release(sc)
-		return nil, be.deviceErr(op, dimsString([]int{x.n}), err)
+		return nil, 0, be.deviceErr(op, dimsString([]int{x.n}), err)
 	}
-	return sc, nil
+	return sc, rate, nil
 }
