@@ -76,38 +76,60 @@ func list(args ...string) ([]listed, error) {
 	return ps, nil
 }
 
-func run(patterns []string, long int, w io.Writer) error {
+// measured is one package's shape.
+type measured struct {
+	path string
+	shape
+}
+
+// share is the percentage of the package's uses that point upward.
+func (m measured) share() float64 {
+	if m.uses == 0 {
+		return 0
+	}
+	return 100 * float64(m.upward) / float64(m.uses)
+}
+
+// measureAll measures the packages patterns name (those with files).
+func measureAll(patterns []string, long int) ([]measured, error) {
 	pkgs, err := list(patterns...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	deps, err := list(append([]string{"-deps"}, patterns...)...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	exports := map[string]string{}
 	for _, d := range deps {
 		exports[d.path] = d.export
 	}
-	fmt.Fprintf(w, "%-44s %5s %5s %7s %6s  %s\n", "package", "files", "uses", "upward", "share", "longest function (lines), most complex (cyclomatic)")
-	var longOnes, complexOnes []string
+	var out []measured
 	for _, p := range pkgs {
 		s, err := measure(p, exports, long)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if s.files == 0 {
-			continue
+		if s.files > 0 {
+			out = append(out, measured{p.path, s})
 		}
-		share := 0.0
-		if s.uses > 0 {
-			share = 100 * float64(s.upward) / float64(s.uses)
-		}
+	}
+	return out, nil
+}
+
+func run(patterns []string, long int, w io.Writer) error {
+	all, err := measureAll(patterns, long)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%-44s %5s %5s %7s %6s  %s\n", "package", "files", "uses", "upward", "share", "longest function (lines), most complex (cyclomatic)")
+	var longOnes, complexOnes []string
+	for _, s := range all {
 		funcs := "no functions"
 		if s.longest != "" {
 			funcs = fmt.Sprintf("%s (%d), %s (%d)", s.longest, s.longestLines, s.complex, s.complexity)
 		}
-		fmt.Fprintf(w, "%-44s %5d %5d %7d %5.1f%%  %s\n", p.path, s.files, s.uses, s.upward, share, funcs)
+		fmt.Fprintf(w, "%-44s %5d %5d %7d %5.1f%%  %s\n", s.path, s.files, s.uses, s.upward, s.share(), funcs)
 		longOnes = append(longOnes, s.long...)
 		complexOnes = append(complexOnes, s.complexList...)
 	}

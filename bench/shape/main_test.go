@@ -53,3 +53,29 @@ func f(a, b bool, xs []int) int {
 		t.Errorf("cyclomatic %d, want 7 (1 + if + && + || + range + 2 cases)", got)
 	}
 }
+
+// TestProjectShape holds the project to issue 32's shape, so that a change
+// that breaks it fails here rather than in a later reading: inside each
+// package of trainer, cmd and internal at most a tenth of the uses between
+// files point upward, and no function there is over 100 lines. `make
+// shape -v` says which uses point up and what they name.
+func TestProjectShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the project's packages")
+	}
+	all, err := measureAll([]string{"../../trainer/...", "../../cmd/...", "../../internal/..."}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 10 {
+		t.Fatalf("measured %d packages: the patterns found too few", len(all))
+	}
+	for _, m := range all {
+		if m.share() > 10 {
+			t.Errorf("%s: %d of %d uses between its files point upward (%.1f%%, at most 10%%): make shape -v names them", m.path, m.upward, m.uses, m.share())
+		}
+		for _, l := range m.long {
+			t.Errorf("a function over 100 lines: %s", l)
+		}
+	}
+}

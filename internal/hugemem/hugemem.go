@@ -20,7 +20,6 @@ package hugemem
 
 import (
 	"runtime"
-	"unsafe"
 )
 
 // MinBytes is the smallest table placed on huge pages: one huge page.
@@ -50,6 +49,3 @@ func Floats(n int) *Table {
 
 // Huge says whether t is on memory mapped for huge pages.
 func (t *Table) Huge() bool { return t.free != nil }
-
-// floatsAt views n floats at p.
-func floatsAt(p unsafe.Pointer, n int) []float32 { return unsafe.Slice((*float32)(p), n) }

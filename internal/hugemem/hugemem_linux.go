@@ -43,3 +43,6 @@ func Advise(f []float32) {
 	b := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&f[0]), lo-p)), hi-lo)
 	_ = syscall.Madvise(b, 14 /* MADV_HUGEPAGE */)
 }
+
+// floatsAt views n floats at p.
+func floatsAt(p unsafe.Pointer, n int) []float32 { return unsafe.Slice((*float32)(p), n) }
