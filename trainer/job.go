@@ -2,7 +2,8 @@
 // model, strategy), runs the one training loop (loop.go) with the step
 // strategy --sync asks for (sync_allreduce.go with its local-SGD mode in
 // sync_localsgd.go and compression in compress.go; sync_ps.go with its
-// workers in ps_worker.go, their stop vote in ps_stopvote.go, Downpour in
+// workers in ps_worker.go, their stop vote in ps_stopvote.go (its rules
+// in stopvote/), Downpour in
 // downpour.go, sync_sparse.go; sync_dpsgd.go and
 // sync_adpsgd.go on decentral.go), evaluates, and writes metrics and
 // weights. It talks to other ranks only

@@ -21,14 +21,14 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		return false, err
 	}
 	v := &p.vote
-	out := v.begin(local, note)
-	for _, w := range out.notes {
+	out := v.Begin(local, note)
+	for _, w := range out.Notes {
 		if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
 			return false, err
 		}
 	}
-	if out.decided {
-		return out.stop, nil
+	if out.Decided {
+		return out.Stop, nil
 	}
 	to := j.cfg.Timeout
 	if to <= 0 {
@@ -41,8 +41,8 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		}
 		return []byte{0}
 	}
-	if !v.gathers() {
-		if err := j.Comm.SendBytes(flag(out.flag), j.reporter, tagStop); err != nil {
+	if !v.Gathers() {
+		if err := j.Comm.SendBytes(flag(out.Flag), j.reporter, tagStop); err != nil {
 			return false, err
 		}
 		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
@@ -51,79 +51,21 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		}
 		return len(b) == 1 && b[0] == 1, nil
 	}
-	flags := make([]bool, 0, v.workers)
-	for _, w := range v.others() {
+	flags := make([]bool, 0, v.Workers)
+	for _, w := range v.Others() {
 		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
 		if err != nil {
 			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
 		}
 		flags = append(flags, len(b) == 1 && b[0] == 1)
 	}
-	stop := v.combine(out.flag, flags)
-	for _, w := range v.others() {
+	stop := v.Combine(out.Flag, flags)
+	for _, w := range v.Others() {
 		if err := j.Comm.SendBytes(flag(stop), w+j.cfg.PS.Servers, tagStop); err != nil {
 			return false, err
 		}
 	}
 	return stop, nil
-}
-
-// stopVote is the ps stop vote's rules on one worker, free of I/O (the
-// network is voteStop's): at each step boundary it takes the worker's own
-// wish and whether a stop note arrived (from a signalled server, or a
-// signalled worker under ssp, asp, dssp) and says whom to notify and,
-// unless the workers must agree first (bsp), whether to stop.
-type stopVote struct {
-	bsp      bool // the workers are in step: the first worker gathers the flags
-	workers  int
-	me       int  // this worker's index (0: the first worker)
-	notified bool // this worker has sent the others its note
-}
-
-// voteStep is what a worker does at one boundary.
-type voteStep struct {
-	notes   []int // workers to send a stop note to
-	flag    bool  // this worker's wish, note included (bsp: to the first worker)
-	decided bool  // stop is the answer already (not bsp, or one worker)
-	stop    bool
-}
-
-// begin is the start of the vote at a boundary.
-func (v *stopVote) begin(local, note bool) voteStep {
-	st := voteStep{flag: local || note}
-	if v.bsp && v.workers > 1 {
-		return st
-	}
-	// Not in step: each worker stops at its own next boundary once it is
-	// signalled or told, and a signalled worker tells the others once.
-	if local && !v.notified && v.workers > 1 {
-		v.notified = true
-		st.notes = v.others()
-	}
-	st.decided, st.stop = true, st.flag
-	return st
-}
-
-// gathers: this worker collects the flags and sends back the answer (bsp).
-func (v *stopVote) gathers() bool { return v.me == 0 }
-
-// others are the workers other than this one.
-func (v *stopVote) others() []int {
-	var out []int
-	for w := range v.workers {
-		if w != v.me {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// combine is the gathering worker's answer: stop when any worker wants to.
-func (v *stopVote) combine(mine bool, others []bool) bool {
-	for _, f := range others {
-		mine = mine || f
-	}
-	return mine
 }
 
 // StopVoteWait is how long the ps stop vote waits for a worker, under a

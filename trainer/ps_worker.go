@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/stopvote"
 	"github.com/dml-project/dml/trainer/trace"
 )
 
@@ -27,12 +28,12 @@ type psWorker struct {
 	prev ps.WorkerStats
 	wait float64 // seconds waited in the current step's Pull
 
-	vote stopVote // the stop vote's state (voteStop)
+	vote stopvote.Vote // the stop vote's state (voteStop)
 }
 
 func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
 	return psWorker{j: j, w: w, arch: arch, prev: w.Stats(),
-		vote: stopVote{bsp: j.cfg.PS.Consistency == ps.BSP, workers: j.sched.ranks, me: j.shardIdx}}
+		vote: stopvote.Vote{BSP: j.cfg.PS.Consistency == ps.BSP, Workers: j.sched.ranks, Me: j.shardIdx}}
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows

@@ -1,4 +1,4 @@
-package trainer
+package stopvote
 
 import (
 	"math/rand/v2"
@@ -12,9 +12,9 @@ import (
 // step): the first worker combines the flags as voteStop does.
 func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, notesSent int) {
 	rng := rand.New(rand.NewPCG(seed, 3))
-	votes := make([]stopVote, workers)
+	votes := make([]Vote, workers)
 	for w := range votes {
-		votes[w] = stopVote{bsp: bsp, workers: workers, me: w}
+		votes[w] = Vote{BSP: bsp, Workers: workers, Me: w}
 	}
 	signalled, at := rng.IntN(workers+1), 2+rng.IntN(3) // workers: a server
 	arrive := make([][]int, workers)                    // boundaries at which a note arrives
@@ -28,7 +28,7 @@ func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, no
 		stopAt[w] = -1
 	}
 	for b := 0; b < 20; b++ {
-		steps := make([]voteStep, workers)
+		steps := make([]Step, workers)
 		for w := range workers {
 			if stopAt[w] >= 0 {
 				continue
@@ -37,8 +37,8 @@ func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, no
 			for _, a := range arrive[w] {
 				note = note || a <= b
 			}
-			steps[w] = votes[w].begin(signalled == w && b == at, note)
-			for _, to := range steps[w].notes {
+			steps[w] = votes[w].Begin(signalled == w && b == at, note)
+			for _, to := range steps[w].Notes {
 				notesSent++
 				arrive[to] = append(arrive[to], b+1+rng.IntN(3))
 			}
@@ -46,12 +46,12 @@ func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, no
 		if bsp && workers > 1 {
 			var others []bool
 			for w := 1; w < workers; w++ {
-				if steps[w].decided {
+				if steps[w].Decided {
 					t.Fatalf("bsp: worker %d decided alone", w)
 				}
-				others = append(others, steps[w].flag)
+				others = append(others, steps[w].Flag)
 			}
-			if votes[0].combine(steps[0].flag, others) {
+			if votes[0].Combine(steps[0].Flag, others) {
 				for w := range stopAt {
 					stopAt[w] = b
 				}
@@ -60,7 +60,7 @@ func voteSim(t *testing.T, bsp bool, workers int, seed uint64) (stopAt []int, no
 			continue
 		}
 		for w := range workers {
-			if stopAt[w] < 0 && steps[w].decided && steps[w].stop {
+			if stopAt[w] < 0 && steps[w].Decided && steps[w].Stop {
 				stopAt[w] = b
 			}
 		}
