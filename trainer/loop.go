@@ -77,6 +77,7 @@ func (w *ownPace) next() []int {
 // training).
 func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
 	cfg := j.cfg
+	s = hooked{s, s.hooks()}
 	p := s.hooks().pace
 	paced := p != nil
 	metrics, bar, err := j.outputs(start, paced)

@@ -80,6 +80,16 @@ type hooks struct {
 	setTrain func(d *data.Dense)
 }
 
+// hooked is a Strategy whose hooks were taken once, when the loop began:
+// hooks builds its functions from method values, which are allocated, and
+// the loop asks for them at every step boundary.
+type hooked struct {
+	Strategy
+	h hooks
+}
+
+func (s hooked) hooks() hooks { return s.h }
+
 // pacer is a Strategy whose epochs end where it says rather than after
 // the schedule's steps: its ranks run at their own pace (adpsgd, where
 // rank 0 calls a synchronisation point once the ranks together have
