@@ -349,7 +349,7 @@ func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
 // chunks in order), which the rule's kernel reads. Nothing waits for the
 // device.
 func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
-	op := "Optimize(" + u.Kind.String() + ")"
+	op := kernels.OptimizeOp(u.Kind)
 	if !u.Kind.Valid() {
 		return be.shapeErr(op, "no such rule")
 	}

@@ -145,6 +145,24 @@ type Backend interface {
 	Optimize(w, g, s Buffer, u optim.Update) error
 }
 
+// OptimizeOp is the name a backend gives a call of Optimize with rule k
+// in its errors and records: "Optimize(adam)". The names are made once:
+// the op runs at every update.
+func OptimizeOp(k optim.Kind) string {
+	if k.Valid() {
+		return optimizeOps[k]
+	}
+	return "Optimize(" + k.String() + ")"
+}
+
+var optimizeOps = func() []string {
+	ops := make([]string, len(optim.Kinds))
+	for _, k := range optim.Kinds {
+		ops[k] = "Optimize(" + k.String() + ")"
+	}
+	return ops
+}()
+
 // HostBuffer is a Buffer that lives in host memory and shows it. Code that
 // must hand a buffer to the host side (the gradient AllReduce) checks for
 // it and skips the Download/Upload round trip; device buffers do not

@@ -9,7 +9,7 @@ import (
 // parameter server runs) to w with gradient g and the rule's state s; this
 // method only checks shapes.
 func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
-	op := "Optimize(" + u.Kind.String() + ")"
+	op := kernels.OptimizeOp(u.Kind)
 	if !u.Kind.Valid() {
 		return shapeError(op, "no such rule")
 	}
