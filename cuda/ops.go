@@ -342,7 +342,7 @@ func (be *Backend) NonFinite(x kernels.Buffer) (int, error) {
 
 // Optimize applies the update u with its rule's kernel (optim.Kind.Kernel,
 // looked up once per device from optim.Kinds): (w, g, state, n) (no state
-// for a rule that keeps none) and then u.Scalars(), the same for every rule
+// for a rule that keeps none) and then u.AppendScalars, the same for every rule
 // (ABI.md). A per-tensor rule (LARS)
 // first computes its tensor's rate on the device: the two sums of squares
 // in optim.SumSquares's chunks, then dml_lars_rate (one thread adds the
@@ -390,7 +390,7 @@ func (be *Backend) Optimize(w, g, s kernels.Buffer, u optim.Update) error {
 // optimizeArgs appends to dst the arguments of u's kernel (ABI.md's
 // optimizer convention): the weights w, the gradient g, the state (for a
 // rule that keeps one), n, the rate's address (for a per-tensor rule),
-// then u.Scalars() as floats.
+// then u.AppendScalars as floats.
 func optimizeArgs(dst []uint64, w, g, state devPtr, n int, rate devPtr, u *optim.Update) []uint64 {
 	dst = append(dst, ptrAt(w), ptrAt(g))
 	if u.Kind.HasState() {
@@ -400,7 +400,8 @@ func optimizeArgs(dst []uint64, w, g, state devPtr, n int, rate devPtr, u *optim
 	if u.Kind.PerTensor() {
 		dst = append(dst, ptrAt(rate))
 	}
-	for _, v := range u.Scalars() {
+	var scalars [16]float32
+	for _, v := range u.AppendScalars(scalars[:0]) {
 		dst = append(dst, f32(v))
 	}
 	return dst

@@ -13,7 +13,8 @@ import (
 // TestOptimizeArgs: every rule's kernel is launched with the weights, the
 // gradient, the state where the rule keeps one, n, the rate's address for
 // a per-tensor rule (LARS: not the partial sums before it), then its
-// scalars, as floats in 8-byte slots. Runs without a GPU.
+// scalars, as floats in 8-byte slots, allocating nothing. Runs without a
+// GPU.
 func TestOptimizeArgs(t *testing.T) {
 	const w, g, st, rate, n = 0x1000, 0x2000, 0x3000, 0x4010, 37
 	for _, k := range optim.Kinds {
@@ -28,11 +29,17 @@ func TestOptimizeArgs(t *testing.T) {
 		if k.PerTensor() {
 			want = append(want, rate)
 		}
-		for _, v := range u.Scalars() {
+		for _, v := range u.AppendScalars(nil) {
 			want = append(want, uint64(math.Float32bits(v)))
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%v: arguments %#x, want %#x", k, got, want)
+		}
+		if n := testing.AllocsPerRun(10, func() {
+			var slots [16]uint64
+			_ = optimizeArgs(slots[:0], w, g, st, n, rate, &u)
+		}); n != 0 {
+			t.Errorf("%v: building the arguments allocates (%v times): it runs at every update", k, n)
 		}
 		if len(got) > len(Backend{}.args) {
 			t.Errorf("%v: %d arguments, more than the backend's %d slots", k, len(got), len(Backend{}.args))

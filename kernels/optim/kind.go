@@ -67,7 +67,7 @@ const (
 // command line and the checkpoints use, the floats of state it keeps per
 // weight, whether a step takes its tensor's norms (so that it applies to
 // whole tensors only), and the name of its device kernel, whose
-// parameters are (w, g, state, n, Update.Scalars()…) (kernels/cu/ABI.md).
+// parameters are (w, g, state, n, Update.AppendScalars…) (kernels/cu/ABI.md).
 // Adding a rule is a Kind, a row here, its arithmetic in Update and its
 // kernel.
 var rules = [...]struct {

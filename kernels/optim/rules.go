@@ -229,29 +229,31 @@ func (u *Update) Apply(w, g, state []float32) {
 	}
 }
 
-// Scalars is the float32 parameters of the rule's device kernel
-// (Kind.Kernel) after (w, g, state, n), in the kernel's order
+// AppendScalars appends to dst the float32 parameters of the rule's
+// device kernel (Kind.Kernel) after (w, g, state, n), in the kernel's order
 // (kernels/cu/ABI.md): the values Apply computes with, so that the device
 // computes the same bits. A per-tensor rule's kernel takes its rate
-// (device memory, computed from the norms there) before these.
-func (u *Update) Scalars() []float32 {
+// (device memory, computed from the norms there) before these. It appends
+// (into the caller's storage) rather than returning a new slice: the
+// device runs it at every update.
+func (u *Update) AppendScalars(dst []float32) []float32 {
 	switch u.Kind {
 	case SGD:
-		return []float32{u.LR, u.WeightDecay}
+		return append(dst, u.LR, u.WeightDecay)
 	case Momentum:
-		return []float32{u.LR, u.Momentum, u.WeightDecay}
+		return append(dst, u.LR, u.Momentum, u.WeightDecay)
 	case Adagrad:
-		return []float32{u.LR, u.Eps, u.WeightDecay}
+		return append(dst, u.LR, u.Eps, u.WeightDecay)
 	case Adam, AdamW:
 		a := &u.Adam
 		var decoupled float32
 		if a.Decoupled {
 			decoupled = 1
 		}
-		return []float32{a.Beta1, a.OneMinusBeta1, a.Beta2, a.OneMinusBeta2, a.StepSize,
-			a.BiasCorrection2Sqrt, a.Eps, a.WeightDecay, a.Decay, decoupled}
+		return append(dst, a.Beta1, a.OneMinusBeta1, a.Beta2, a.OneMinusBeta2, a.StepSize,
+			a.BiasCorrection2Sqrt, a.Eps, a.WeightDecay, a.Decay, decoupled)
 	case LARS:
-		return []float32{u.LARS.Momentum, u.LARS.WeightDecay}
+		return append(dst, u.LARS.Momentum, u.LARS.WeightDecay)
 	}
 	panic(fmt.Sprintf("optim: scalars of %v", u.Kind))
 }

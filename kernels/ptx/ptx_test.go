@@ -247,7 +247,7 @@ func TestCubins(t *testing.T) {
 // TestOptimizerKernelsABI: each optimizer rule's kernel (optim.Kind.Kernel)
 // is in ABI.md with the parameters the runtime launches it with: w, g, the
 // state where the rule keeps one, n, a rate pointer for a per-tensor rule,
-// then one float per optim.Update.Scalars value.
+// then one float per optim.Update.AppendScalars value.
 func TestOptimizerKernelsABI(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "cu", "ABI.md"))
 	if err != nil {
@@ -277,7 +277,7 @@ func TestOptimizerKernelsABI(t *testing.T) {
 		if k.PerTensor() {
 			want = append(want, "const float*")
 		}
-		for range u.Scalars() {
+		for range u.AppendScalars(nil) {
 			want = append(want, "float")
 		}
 		got, ok := rows[k.Kernel()]
