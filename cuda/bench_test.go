@@ -497,3 +497,57 @@ func BenchmarkCNNProfile(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCNNKernels runs three CNN steps with the libraries inside the
+// profiler's range and nothing else there, for Nsight Compute's per-kernel
+// device times:
+//
+//	ncu --clock-control none --profile-from-start off --csv \
+//	    --metrics gpu__time_duration.sum cuda.test -test.run x \
+//	    -test.bench 'CNNKernels/lenet5/fp32' -test.benchtime 1x
+//
+// (bench/gpu/step-run.sh sums them by kernel). Without a profiler it is
+// three steps.
+func BenchmarkCNNKernels(b *testing.B) {
+	for _, c := range []cnnCase{
+		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
+		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+	} {
+		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32, kernels.BF16} {
+			b.Run(fmt.Sprintf("%s/%s", c.name, p), func(b *testing.B) {
+				be := openBench(b, p, kernels.KernelChoice{}, "conv")
+				defer be.Close()
+				arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+				defer free()
+				batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
+				if err := cr.m.Upload(batch, c.rows); err != nil {
+					b.Fatal(err)
+				}
+				for i := range 6 {
+					if i == 3 {
+						if err := be.Sync(); err != nil {
+							b.Fatal(err)
+						}
+						if err := be.q.profileRange(true); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := cr.step(c.rows); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := be.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				if err := be.q.profileRange(false); err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("%s %s batch %d, %s: 3 steps in the profiler's range", c.name, p, c.rows, kernels.Describe(be))
+			})
+		}
+	}
+}

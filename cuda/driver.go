@@ -70,6 +70,10 @@ static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned
 static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
 static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
 static CUresult (*p_cuGraphDestroy)(CUgraph);
+// The profiler's range (optional: Nsight Compute run with
+// --profile-from-start off records only what lies between the two).
+static CUresult (*p_cuProfilerStart)(void);
+static CUresult (*p_cuProfilerStop)(void);
 
 // dml_cu_load opens libcuda.so.1, resolves every entry point and calls
 // cuInit. It returns 0, or writes why not into msg and returns -1 (no
@@ -127,6 +131,8 @@ static int dml_cu_load(char *msg, int n) {
 	*(void**)(&p_cuGraphLaunch) = dlsym(h, "cuGraphLaunch");
 	*(void**)(&p_cuGraphExecDestroy) = dlsym(h, "cuGraphExecDestroy");
 	*(void**)(&p_cuGraphDestroy) = dlsym(h, "cuGraphDestroy");
+	*(void**)(&p_cuProfilerStart) = dlsym(h, "cuProfilerStart");
+	*(void**)(&p_cuProfilerStop) = dlsym(h, "cuProfilerStop");
 	CUresult r = p_cuInit(0);
 	if (r != CUDA_SUCCESS) {
 		const char *name = 0, *str = 0;
@@ -274,6 +280,14 @@ static CUresult dml_capture_end(CUcontext c, CUstream s, CUgraphExec *exec, int 
 
 static CUresult dml_graph_launch(CUcontext c, CUgraphExec e, CUstream s) { BIND(c); return p_cuGraphLaunch(e, s); }
 static CUresult dml_graph_free(CUcontext c, CUgraphExec e) { BIND(c); return p_cuGraphExecDestroy(e); }
+
+// dml_profiler starts (on) or stops the profiler's range; a driver
+// without the entry points does nothing.
+static CUresult dml_profiler(CUcontext c, int on) {
+	CUresult (*f)(void) = on ? p_cuProfilerStart : p_cuProfilerStop;
+	BIND(c);
+	return f ? f() : CUDA_SUCCESS;
+}
 
 // dml_launch launches f with n arguments, each held in an 8-byte slot of
 // args (a float in the low half of its slot): the kernel reads as many
@@ -628,6 +642,16 @@ func (q queue) launchGraph(g graphExec) error {
 
 func (q queue) freeGraph(g graphExec) error {
 	return check("cuGraphExecDestroy", C.dml_graph_free(q.ctx, g.e))
+}
+
+// profileRange opens (on) or closes the range a profiler started with
+// --profile-from-start off records; without a profiler it does nothing.
+func (q queue) profileRange(on bool) error {
+	o := C.int(0)
+	if on {
+		o = 1
+	}
+	return check("cuProfilerStart/Stop", C.dml_profiler(q.ctx, o))
 }
 
 // launch queues f on a gx×gy grid of bx-thread blocks. Each of args is one
