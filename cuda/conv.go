@@ -341,6 +341,14 @@ func (be *Backend) channelSums(op string, sd *Buffer, partial function, lead []u
 	if err := be.sumsCheck(op, sd, c); err != nil {
 		return err
 	}
+	if err := be.sumChannels(op, sd.ptr, partial, lead, n, c, hw); err != nil {
+		return err
+	}
+	return be.record(op, n, c, hw)
+}
+
+// sumChannels is channelSums into dst (2·c floats), unrecorded.
+func (be *Backend) sumChannels(op string, dst devPtr, partial function, lead []uint64, n, c, hw int) error {
 	splits := bnSplits(n, hw)
 	part, err := be.scratch(op, 4*c*splits, n, c, hw)
 	if err != nil {
@@ -351,7 +359,29 @@ func (be *Backend) channelSums(op string, sd *Buffer, partial function, lead []u
 	if err := be.launch(partial, be.bnPartialGrid(c*splits), 1, threads, args...); err != nil {
 		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
 	}
-	return be.done(op, be.launch1D(be.dev.k.bnSumsFinish, c, ptr(sd), ptrAt(part.ptr), i64(c), i64(splits)), n, c, hw)
+	if err := be.launch1D(be.dev.k.bnSumsFinish, c, ptrAt(dst), ptrAt(part.ptr), i64(c), i64(splits)); err != nil {
+		return be.deviceErr(op, dimsString([]int{n, c, hw}), err)
+	}
+	return nil
+}
+
+// biasGrad queues db = Σ dy over the batch and the positions, per channel
+// of dy (n×c×hw): batch norm's two-stage channel sums (bnSplits slices of
+// each channel, float64 in a fixed order, then rounded) in place of
+// cudnnConvolutionBackwardBias, whose kernel (calc_bias_diff_nchw_packed)
+// gives a channel one block: 1.32 ms of LeNet-5's 2.2 ms step at batch
+// 1024 (6 and 16 channels; ncu on an H200, bench/gpu/step-run.sh,
+// 2026-11-27).
+func (be *Backend) biasGrad(op string, db, dy devPtr, n, c, hw int) error {
+	sums, err := be.scratch(op, 2*c, n, c, hw)
+	if err != nil {
+		return err
+	}
+	defer be.release(sums)
+	if err := be.sumChannels(op, sums.ptr, be.dev.k.bnPartial, []uint64{ptrAt(dy)}, n, c, hw); err != nil {
+		return err
+	}
+	return be.done(op, be.q.dtod(db, sums.ptr, 4*c), n, c, hw)
 }
 
 // sumsCheck refuses a sums buffer that is not 2·c long.

@@ -154,7 +154,6 @@ static int (*p_cudnnConvolutionBackwardData)(dml_handle, const void*, dml_handle
 	void*, size_t, const void*, dml_handle, void*);
 static int (*p_cudnnConvolutionBackwardFilter)(dml_handle, const void*, dml_handle, const void*, dml_handle, const void*, dml_handle, int,
 	void*, size_t, const void*, dml_handle, void*);
-static int (*p_cudnnConvolutionBackwardBias)(dml_handle, const void*, dml_handle, const void*, const void*, dml_handle, void*);
 static int (*p_cudnnAddTensor)(dml_handle, const void*, dml_handle, const void*, const void*, dml_handle, void*);
 static int (*p_cudnnBNFwdTrain)(dml_handle, int, const void*, const void*, dml_handle, const void*, dml_handle, void*,
 	dml_handle, const void*, const void*, double, void*, void*, double, void*, void*);
@@ -188,7 +187,6 @@ static int dml_cudnn_syms(void *h, char *msg, int n) {
 	SYM(h, p_cudnnConvolutionForward, "cudnnConvolutionForward");
 	SYM(h, p_cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData");
 	SYM(h, p_cudnnConvolutionBackwardFilter, "cudnnConvolutionBackwardFilter");
-	SYM(h, p_cudnnConvolutionBackwardBias, "cudnnConvolutionBackwardBias");
 	SYM(h, p_cudnnAddTensor, "cudnnAddTensor");
 	SYM(h, p_cudnnBNFwdTrain, "cudnnBatchNormalizationForwardTraining");
 	SYM(h, p_cudnnBNFwdInfer, "cudnnBatchNormalizationForwardInference");
@@ -267,8 +265,9 @@ static CUresult dml_cudnn_algos(CUcontext c, dml_handle h, dml_conv_desc *d, int
 }
 
 // dml_cudnn_conv runs one direction: forward y = x⋆w (+ bias), data
-// gradient x = dy⋆ᵀw, filter gradient w = x⋆dy (+ bias gradient); the
-// buffers keep their forward names (x, w, y), one of them the output.
+// gradient x = dy⋆ᵀw, filter gradient w = x⋆dy (the bias gradient is
+// ours: Backend.biasGrad); the buffers keep their forward names (x, w,
+// y), one of them the output.
 static int dml_cudnn_conv(CUcontext c, dml_handle h, dml_conv_desc *d, int dir, int algo,
 		CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, CUdeviceptr bias, CUdeviceptr ws, size_t wsBytes) {
 	float one = 1, zero = 0;
@@ -282,9 +281,7 @@ static int dml_cudnn_conv(CUcontext c, dml_handle h, dml_conv_desc *d, int dir, 
 	case 1:
 		return p_cudnnConvolutionBackwardData(h, &one, d->w, (void*)w, d->y, (void*)y, d->conv, algo, (void*)ws, wsBytes, &zero, d->x, (void*)x);
 	default:
-		st = p_cudnnConvolutionBackwardFilter(h, &one, d->x, (void*)x, d->y, (void*)y, d->conv, algo, (void*)ws, wsBytes, &zero, d->w, (void*)w);
-		if (st == 0 && bias) st = p_cudnnConvolutionBackwardBias(h, &one, d->y, (void*)y, &zero, d->bias, (void*)bias);
-		return st;
+		return p_cudnnConvolutionBackwardFilter(h, &one, d->x, (void*)x, d->y, (void*)y, d->conv, algo, (void*)ws, wsBytes, &zero, d->w, (void*)w);
 	}
 }
 
@@ -668,8 +665,7 @@ func (cd convDesc) algos(q queue, h unsafe.Pointer, dir int, find bool, x, w, y,
 }
 
 // run queues one direction with algo: forward (y, plus the bias when
-// not 0), data gradient (into x), filter gradient (into w, and the bias
-// gradient when not 0).
+// not 0), data gradient (into x), filter gradient (into w; bias unused).
 func (cd convDesc) run(q queue, h unsafe.Pointer, dir, algo int, x, w, y, bias, ws devPtr, wsBytes int) error {
 	call := [3]string{"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter"}[dir]
 	return libCheck("cudnn", call, C.dml_cudnn_conv(q.ctx, C.dml_handle(h), cd.d, C.int(dir), C.int(algo),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ var (
 		"cudnnGetConvolutionBackwardDataAlgorithm_v7", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
 		"cudnnFindConvolutionForwardAlgorithmEx", "cudnnFindConvolutionBackwardDataAlgorithmEx",
 		"cudnnFindConvolutionBackwardFilterAlgorithmEx", "cudnnConvolutionForward", "cudnnConvolutionBackwardData",
-		"cudnnConvolutionBackwardFilter", "cudnnConvolutionBackwardBias", "cudnnAddTensor",
+		"cudnnConvolutionBackwardFilter", "cudnnAddTensor",
 		"cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationForwardInference", "cudnnBatchNormalizationBackward"}
 )
 
@@ -182,5 +183,31 @@ func TestPickAlgo(t *testing.T) {
 	}
 	if got := pickAlgo([]algoPerf{{algo: 4, status: 1}}, true, false); got != -1 {
 		t.Errorf("none usable: %d, want -1", got)
+	}
+}
+
+// TestSumsOfProducts: fp32 keeps the sums of products in FMA math; bf16
+// and fp16 keep them in tensor-core math too; neither keeps a transform
+// (FFT, Winograd) in any direction.
+func TestSumsOfProducts(t *testing.T) {
+	for dir := range 3 {
+		perf := []algoPerf{
+			{algo: 0, math: cudnnFMAMath},
+			{algo: 1, math: 1}, // CUDNN_TENSOR_OP_MATH
+			{algo: approximate[dir][0], math: cudnnFMAMath},
+			{algo: approximate[dir][1], math: cudnnDefaultMath},
+		}
+		algos := func(ps []algoPerf) (out []int) {
+			for _, p := range ps {
+				out = append(out, p.algo)
+			}
+			return out
+		}
+		if got := algos(sumsOfProducts(perf, dir, true)); !slices.Equal(got, []int{0}) {
+			t.Errorf("direction %d, fp32: %v, want [0]", dir, got)
+		}
+		if got := algos(sumsOfProducts(perf, dir, false)); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("direction %d, rounded operands: %v, want [0 1]", dir, got)
+		}
 	}
 }

@@ -38,6 +38,7 @@ type providers struct {
 	blasWS        *allocation
 	convMath      int
 	find, anyAlgo bool
+	filterGemm    bool // the filter gradient by filterByGemm
 	debug         bool // DML_CUDNN_DEBUG=1: each algorithm chosen, on stderr
 	bnMode        int  // cuDNN's batch-norm mode for training and its gradient; 0: ours serve batch norm
 	plans         map[convShape]*convPlan
@@ -103,6 +104,17 @@ func (be *Backend) openProviders(o kernels.Options) error {
 	tf32 := (o.Precision == kernels.TF32 || o.Precision.Rounds()) && 10*be.dev.Major+be.dev.Minor >= 80
 	if tf32 {
 		be.libs.convMath = cudnnDefaultMath
+	}
+	// The filter gradient by cuBLAS products (filterByGemm) where cuDNN
+	// would take its deterministic algorithm in FMA math, its slowest;
+	// DML_CUDNN_WGRAD=cudnn keeps cuDNN's (to compare).
+	switch g := os.Getenv("DML_CUDNN_WGRAD"); g {
+	case "", "gemm":
+		be.libs.filterGemm = be.libs.convMath == cudnnFMAMath && !be.libs.anyAlgo
+	case "cudnn":
+	default:
+		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_WGRAD=%q is not gemm or cudnn", g),
+			Fix: "set DML_CUDNN_WGRAD to one of those, or unset it"}
 	}
 	cublas, cudnn := loadLibs()
 	var notes []string
@@ -203,6 +215,9 @@ func (be *Backend) Providers() []kernels.Provided {
 		case !be.libs.find:
 			conv += " heuristic"
 		}
+		if be.libs.filterGemm && be.libs.cublas != nil {
+			conv += " (filter gradient: cublas)"
+		}
 		out = append(out, kernels.Provided{Ops: "conv", Provider: conv})
 		if be.libs.bnMode != 0 {
 			out = append(out, kernels.Provided{Ops: "batchnorm", Provider: l.provider()})
@@ -247,8 +262,8 @@ func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error)
 	if err != nil {
 		return nil, err
 	}
-	if be.libs.convMath == cudnnFMAMath && !be.libs.anyAlgo {
-		perf = fp32Grade(perf, dir)
+	if !be.libs.anyAlgo {
+		perf = sumsOfProducts(perf, dir, be.libs.convMath == cudnnFMAMath)
 	}
 	best := pickAlgo(perf, be.libs.find, be.libs.anyAlgo)
 	if best < 0 {
@@ -269,14 +284,18 @@ func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error)
 // magnitudes, against fp32's 1e-6).
 var approximate = [3][]int{{4, 5, 6, 7}, {2, 3, 4, 5}, {2, 4, 5, 6}}
 
-// fp32Grade keeps the algorithms that compute a float32 convolution as
-// sums of products (implicit or explicit GEMM, direct) with FMA math:
-// --precision fp32 means float32's accuracy; DML_CUDNN_ALGO=fastest
-// allows the others.
-func fp32Grade(perf []algoPerf, dir int) []algoPerf {
+// sumsOfProducts keeps the algorithms that compute a convolution as sums
+// of products (implicit or explicit GEMM, direct), and with fma only those
+// in FMA math: --precision fp32 means float32's accuracy, and bf16 and
+// fp16 mean exact products of the rounded operands (which TF32 tensor
+// cores give) summed in float32 — a transform's rounding is neither
+// (TestConformancePrecision/fp16/WholeConv failed on LeNet-5's 5×5 data
+// gradient under a transform, H200, 2026-11-27). DML_CUDNN_ALGO=fastest
+// allows them all.
+func sumsOfProducts(perf []algoPerf, dir int, fma bool) []algoPerf {
 	var out []algoPerf
 	for _, a := range perf {
-		if !slices.Contains(approximate[dir], a.algo) && (a.math == cudnnFMAMath || a.math == cudnnDefaultMath) {
+		if !slices.Contains(approximate[dir], a.algo) && (!fma || a.math == cudnnFMAMath || a.math == cudnnDefaultMath) {
 			out = append(out, a)
 		}
 	}
@@ -411,7 +430,73 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 	if err != nil {
 		return err
 	}
-	return be.conv(op, convShape{n, c, h, wd, o, k, stride, pad}, dirFilter, xp, wdd.ptr, yp, bp)
+	sh := convShape{n, c, h, wd, o, k, stride, pad}
+	if be.libs.filterGemm && be.libs.blas != nil {
+		err = be.filterByGemm(op, sh, wdd.ptr, xp, yp)
+	} else {
+		err = be.conv(op, sh, dirFilter, xp, wdd.ptr, yp, 0)
+	}
+	if err != nil || db == nil {
+		return err
+	}
+	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
+	return be.biasGrad(op, bp, yp, n, o, oh*ow)
+}
+
+// filterGemmFloats bounds the columns filterByGemm makes at once (128
+// MiB); a larger batch is taken in chunks of samples.
+const filterGemmFloats = 1 << 25
+
+// filterByGemm queues the filter gradient as cuBLAS products, which are
+// deterministic and, on the small-channel layers of ResNet-20 and LeNet-5,
+// several times faster than cuDNN's deterministic filter-gradient
+// algorithm in FMA math (0.39 ms against 0.11 for the atomic one on a
+// 16-channel 3×3 layer at batch 128, 0.9 and 2.0 ms on LeNet-5's two
+// layers at batch 1024; H100, 2026-11-27): per chunk of nb samples, the
+// columns (dml_im2col: c·k·k × nb·oh·ow), dy channel-major
+// (dml_transpose01: o × nb·oh·ow), and dW (o × c·k·k) += dyᵀ·colsᵀ, a
+// product of depth nb·oh·ow. The chunks add in order: the same bits every
+// run.
+func (be *Backend) filterByGemm(op string, s convShape, dw, x, dy devPtr) error {
+	oh, ow := kernels.ConvOut(s.h, s.w, s.k, s.stride, s.pad)
+	p, ck := oh*ow, s.c*s.k*s.k
+	dims := []int{s.n, s.c, s.h, s.w, s.o, s.k, s.stride, s.pad}
+	nb := max(1, min(s.n, filterGemmFloats/max(1, ck*p)))
+	if nb*p > maxInt32 {
+		nb = max(1, maxInt32/p)
+	}
+	cols, err := be.scratch(op, ck*nb*p, dims...)
+	if err != nil {
+		return err
+	}
+	defer be.release(cols)
+	dyT, err := be.scratch(op, s.o*nb*p, dims...)
+	if err != nil {
+		return err
+	}
+	defer be.release(dyT)
+	kk := &be.dev.k
+	for s0 := 0; s0 < s.n; s0 += nb {
+		m := min(nb, s.n-s0)
+		xs, ys := x+uint64(4*s0*s.c*s.h*s.w), dy+uint64(4*s0*s.o*p)
+		if err := be.launch1D(kk.im2col, ck*m*p, ptrAt(cols.ptr), ptrAt(xs), i64(m), i64(s.c), i64(s.h), i64(s.w),
+			i64(s.k), i64(s.stride), i64(s.pad), i64(oh), i64(ow)); err != nil {
+			return be.deviceErr(op, dimsString(dims), err)
+		}
+		if err := be.launch1D(kk.transpose01, s.o*m*p, ptrAt(dyT.ptr), ptrAt(ys), i64(m), i64(s.o), i64(p)); err != nil {
+			return be.deviceErr(op, dimsString(dims), err)
+		}
+		// Row-major dW (o × ck) = dyT (o × m·p) · colsᵀ, as column-major
+		// dWᵀ = cols'ᵀ·dyT': the operands swap (see Gemm).
+		beta := float32(1)
+		if s0 == 0 {
+			beta = 0
+		}
+		if err := blasSgemm(be.q, be.libs.blas, true, false, ck, s.o, m*p, 1, cols.ptr, m*p, dyT.ptr, m*p, beta, dw, ck); err != nil {
+			return be.deviceErr(op, dimsString(dims), err)
+		}
+	}
+	return be.record(op, dims...)
 }
 
 // bnServes reports whether cuDNN runs a batch norm of this shape: it

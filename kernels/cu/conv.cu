@@ -17,16 +17,27 @@
 // dml_im2col: cols is (c·k·k) × (n·oh·ow); row (ci·k + ki)·k + kj holds at
 // column s·oh·ow + oy·ow + ox the pixel
 // x[s][ci][oy·stride + ki − pad][ox·stride + kj − pad], 0 outside.
+template <typename I>
+__device__ __forceinline__ float dml_im2col_at(const float* __restrict__ x, I i, I c, I h, I w, I k, I stride,
+                                               I pad, I oh, I ow, I n) {
+  const I p = oh * ow, np = n * p;
+  const I col = i % np, r = i / np;  // r = ci·k·k + ki·k + kj
+  const I s = col / p, q = col % p;
+  const I kj = r % k, ki = (r / k) % k, ci = r / (k * k);
+  const I iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
+  return (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((s * c + ci) * h + iy) * w + ix] : 0.f;
+}
+
 DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x, long long n, long long c,
                            long long h, long long w, long long k, long long stride, long long pad,
                            long long oh, long long ow) {
-  const long long p = oh * ow, np = n * p, total = c * k * k * np;
-  DML_GRID_STRIDE(i, total) {
-    const long long col = i % np, r = i / np;  // r = ci·k·k + ki·k + kj
-    const long long s = col / p, q = col % p;
-    const long long kj = r % k, ki = (r / k) % k, ci = r / (k * k);
-    const long long iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
-    cols[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((s * c + ci) * h + iy) * w + ix] : 0.f;
+  const long long total = c * k * k * n * oh * ow, img = n * c * h * w;
+  if (dml_fits32(total > img ? total : img)) {
+    DML_GRID_STRIDE32(i, total) {
+      cols[i] = dml_im2col_at<int>(x, i, (int)c, (int)h, (int)w, (int)k, (int)stride, (int)pad, (int)oh, (int)ow, (int)n);
+    }
+  } else {
+    DML_GRID_STRIDE(i, total) { cols[i] = dml_im2col_at<long long>(x, i, c, h, w, k, stride, pad, oh, ow, n); }
   }
 }
 
@@ -60,9 +71,17 @@ DML_EXTERN void dml_col2im(float* __restrict__ dx, const float* __restrict__ col
 DML_EXTERN void dml_transpose01(float* __restrict__ dst, const float* __restrict__ src, long long a, long long b,
                                 long long inner) {
   const long long total = a * b * inner;
-  DML_GRID_STRIDE(i, total) {
-    const long long q = i % inner, r = i / inner, ii = r % a, j = r / a;
-    dst[i] = src[(ii * b + j) * inner + q];
+  if (dml_fits32(total)) {
+    const int a32 = (int)a, b32 = (int)b, in32 = (int)inner;
+    DML_GRID_STRIDE32(i, total) {
+      const int q = i % in32, r = i / in32, ii = r % a32, j = r / a32;
+      dst[i] = src[(ii * b32 + j) * in32 + q];
+    }
+  } else {
+    DML_GRID_STRIDE(i, total) {
+      const long long q = i % inner, r = i / inner, ii = r % a, j = r / a;
+      dst[i] = src[(ii * b + j) * inner + q];
+    }
   }
 }
 
@@ -71,15 +90,16 @@ DML_EXTERN void dml_transpose01(float* __restrict__ dst, const float* __restrict
 // x0 may be negative: the padding, −∞, wins nothing; without padding
 // every cell is inside): the first non-NaN value, then any strictly
 // larger one (row-major order, ties keep the first); the window's first
-// cell when every value is NaN. As kernels/cpu's argmaxPadWindow.
-__device__ __forceinline__ long long dml_pad_window_argmax(const float* xp, long long h, long long w, long long y0,
-                                                           long long x0, long long k) {
-  const long long ylo = y0 > 0 ? y0 : 0, xlo = x0 > 0 ? x0 : 0;
-  const long long yhi = y0 + k < h ? y0 + k : h, xhi = x0 + k < w ? x0 + k : w;
-  long long best = -1;
+// cell when every value is NaN. As kernels/cpu's argmaxPadWindow. I is
+// the index type (int where dml_fits32, else long long), as below.
+template <typename I>
+__device__ __forceinline__ I dml_pad_window_argmax(const float* xp, I h, I w, I y0, I x0, I k) {
+  const I ylo = y0 > 0 ? y0 : 0, xlo = x0 > 0 ? x0 : 0;
+  const I yhi = y0 + k < h ? y0 + k : h, xhi = x0 + k < w ? x0 + k : w;
+  I best = -1;
   float bv = 0.f;
-  for (long long i = ylo; i < yhi; i++)
-    for (long long j = xlo; j < xhi; j++) {
+  for (I i = ylo; i < yhi; i++)
+    for (I j = xlo; j < xhi; j++) {
       const float v = xp[i * w + j];
       if ((best < 0 && v == v) || (best >= 0 && v > bv)) {
         best = i * w + j;
@@ -91,49 +111,79 @@ __device__ __forceinline__ long long dml_pad_window_argmax(const float* xp, long
 
 // dml_maxpool_at is output i's value (i over planes·oh·ow): its window's
 // (padded by pad) maximum.
-__device__ __forceinline__ float dml_maxpool_at(const float* __restrict__ x, long long i, long long h, long long w,
-                                                long long k, long long stride, long long pad, long long oh,
-                                                long long ow) {
-  const long long ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+template <typename I>
+__device__ __forceinline__ float dml_maxpool_at(const float* __restrict__ x, I i, I h, I w, I k, I stride, I pad,
+                                                I oh, I ow) {
+  const I ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
   const float* xp = x + pl * h * w;
-  return xp[dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k)];
+  return xp[dml_pad_window_argmax<I>(xp, h, w, oy * stride - pad, ox * stride - pad, k)];
+}
+
+// dml_maxpool_all is y = every window's maximum (dml_maxpool and
+// dml_maxpool_pad), with 32-bit indices where they fit.
+__device__ __forceinline__ void dml_maxpool_all(float* __restrict__ y, const float* __restrict__ x, long long planes,
+                                                long long h, long long w, long long k, long long stride,
+                                                long long pad, long long oh, long long ow) {
+  const long long total = planes * oh * ow, in = planes * h * w;
+  if (dml_fits32(total > in ? total : in)) {
+    DML_GRID_STRIDE32(i, total) {
+      y[i] = dml_maxpool_at<int>(x, i, (int)h, (int)w, (int)k, (int)stride, (int)pad, (int)oh, (int)ow);
+    }
+  } else {
+    DML_GRID_STRIDE(i, total) { y[i] = dml_maxpool_at<long long>(x, i, h, w, k, stride, pad, oh, ow); }
+  }
 }
 
 // dml_maxpool: y (planes × oh × ow) = each window's maximum, x[argmax].
 DML_EXTERN void dml_maxpool(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
                             long long w, long long k, long long stride, long long oh, long long ow) {
-  const long long total = planes * oh * ow;
-  DML_GRID_STRIDE(i, total) { y[i] = dml_maxpool_at(x, i, h, w, k, stride, 0, oh, ow); }
+  dml_maxpool_all(y, x, planes, h, w, k, stride, 0, oh, ow);
 }
 
 // The windows (oy, ox) that contain pixel (iy, ix) along one axis:
 // [lo, hi] with oy·stride ≤ iy < oy·stride + k and 0 ≤ oy < oh.
-__device__ __forceinline__ void dml_windows_over(long long iy, long long k, long long stride, long long oh,
-                                                 long long* lo, long long* hi) {
-  const long long a = iy - k + 1;
+template <typename I>
+__device__ __forceinline__ void dml_windows_over(I iy, I k, I stride, I oh, I* lo, I* hi) {
+  const I a = iy - k + 1;
   *lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-  const long long b = iy / stride;
+  const I b = iy / stride;
   *hi = b < oh - 1 ? b : oh - 1;
 }
 
 // dml_maxpool_grad_at is input pixel i's gradient (i over planes·h·w):
 // the dy of the windows (padded by pad) whose argmax it is, added in the
 // windows' row-major order (as the CPU's scatter does).
-__device__ __forceinline__ float dml_maxpool_grad_at(const float* __restrict__ dy, const float* __restrict__ x,
-                                                     long long i, long long h, long long w, long long k,
-                                                     long long stride, long long pad, long long oh, long long ow) {
-  const long long ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
+template <typename I>
+__device__ __forceinline__ float dml_maxpool_grad_at(const float* __restrict__ dy, const float* __restrict__ x, I i,
+                                                     I h, I w, I k, I stride, I pad, I oh, I ow) {
+  const I ix = i % w, iy = (i / w) % h, pl = i / (h * w), at = iy * w + ix;
   const float* xp = x + pl * h * w;
   const float* dyp = dy + pl * oh * ow;
-  long long ylo, yhi, xlo, xhi;
-  dml_windows_over(iy + pad, k, stride, oh, &ylo, &yhi);
-  dml_windows_over(ix + pad, k, stride, ow, &xlo, &xhi);
+  I ylo, yhi, xlo, xhi;
+  dml_windows_over<I>(iy + pad, k, stride, oh, &ylo, &yhi);
+  dml_windows_over<I>(ix + pad, k, stride, ow, &xlo, &xhi);
   float s = 0.f;
-  for (long long oy = ylo; oy <= yhi; oy++)
-    for (long long ox = xlo; ox <= xhi; ox++)
-      if (dml_pad_window_argmax(xp, h, w, oy * stride - pad, ox * stride - pad, k) == at)
+  for (I oy = ylo; oy <= yhi; oy++)
+    for (I ox = xlo; ox <= xhi; ox++)
+      if (dml_pad_window_argmax<I>(xp, h, w, oy * stride - pad, ox * stride - pad, k) == at)
         s = __fadd_rn(s, dyp[oy * ow + ox]);
   return s;
+}
+
+// dml_maxpool_grad_all is dx for every input pixel (dml_maxpool_grad and
+// dml_maxpool_pad_grad), with 32-bit indices where they fit.
+__device__ __forceinline__ void dml_maxpool_grad_all(float* __restrict__ dx, const float* __restrict__ dy,
+                                                     const float* __restrict__ x, long long planes, long long h,
+                                                     long long w, long long k, long long stride, long long pad,
+                                                     long long oh, long long ow) {
+  const long long total = planes * h * w, out = planes * oh * ow;
+  if (dml_fits32(total > out ? total : out)) {
+    DML_GRID_STRIDE32(i, total) {
+      dx[i] = dml_maxpool_grad_at<int>(dy, x, i, (int)h, (int)w, (int)k, (int)stride, (int)pad, (int)oh, (int)ow);
+    }
+  } else {
+    DML_GRID_STRIDE(i, total) { dx[i] = dml_maxpool_grad_at<long long>(dy, x, i, h, w, k, stride, pad, oh, ow); }
+  }
 }
 
 // dml_maxpool_grad: dx = dy routed to each window's argmax, 0 elsewhere
@@ -141,8 +191,7 @@ __device__ __forceinline__ float dml_maxpool_grad_at(const float* __restrict__ d
 DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict__ dy, const float* __restrict__ x,
                                  long long planes, long long h, long long w, long long k, long long stride,
                                  long long oh, long long ow) {
-  const long long total = planes * h * w;
-  DML_GRID_STRIDE(i, total) { dx[i] = dml_maxpool_grad_at(dy, x, i, h, w, k, stride, 0, oh, ow); }
+  dml_maxpool_grad_all(dx, dy, x, planes, h, w, k, stride, 0, oh, ow);
 }
 
 // dml_maxpool_pad: y (planes × oh × ow) = each padded window's maximum
@@ -150,8 +199,7 @@ DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict
 DML_EXTERN void dml_maxpool_pad(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,
                                 long long w, long long k, long long stride, long long pad, long long oh,
                                 long long ow) {
-  const long long total = planes * oh * ow;
-  DML_GRID_STRIDE(i, total) { y[i] = dml_maxpool_at(x, i, h, w, k, stride, pad, oh, ow); }
+  dml_maxpool_all(y, x, planes, h, w, k, stride, pad, oh, ow);
 }
 
 // dml_maxpool_pad_grad: dx = dy routed to each padded window's argmax, 0
@@ -159,8 +207,7 @@ DML_EXTERN void dml_maxpool_pad(float* __restrict__ y, const float* __restrict__
 DML_EXTERN void dml_maxpool_pad_grad(float* __restrict__ dx, const float* __restrict__ dy,
                                      const float* __restrict__ x, long long planes, long long h, long long w,
                                      long long k, long long stride, long long pad, long long oh, long long ow) {
-  const long long total = planes * h * w;
-  DML_GRID_STRIDE(i, total) { dx[i] = dml_maxpool_grad_at(dy, x, i, h, w, k, stride, pad, oh, ow); }
+  dml_maxpool_grad_all(dx, dy, x, planes, h, w, k, stride, pad, oh, ow);
 }
 
 // dml_avgpool: y = the window's values summed in row-major order, times
