@@ -53,6 +53,7 @@ type kernelSet struct {
 	embedding, embeddingGrad        function
 	attention, attentionGradDot     function
 	attentionGradKV, attentionGradQ function
+	attentionSoftmax, attentionDS   function
 	gemm                            map[string]function // by name, for ptx.PickGemm
 }
 
@@ -217,6 +218,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"}, {&k.dropout, "dml_dropout"},
 		{&k.embedding, "dml_embedding"}, {&k.embeddingGrad, "dml_embedding_grad"}, {&k.attention, "dml_attention"},
 		{&k.attentionGradDot, "dml_attention_grad_dot"}, {&k.attentionGradKV, "dml_attention_grad_kv"}, {&k.attentionGradQ, "dml_attention_grad_q"},
+		{&k.attentionSoftmax, "dml_attention_softmax"}, {&k.attentionDS, "dml_attention_ds"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

@@ -65,6 +65,8 @@ static int (*p_cublasGetProperty)(int, int*);
 static int (*p_cublasSgemm)(dml_handle, int, int, int, int, int, const float*, const float*, int,
 	const float*, int, const float*, float*, int);
 static const char *(*p_cublasGetStatusString)(int);
+static int (*p_cublasSgemmStridedBatched)(dml_handle, int, int, int, int, int, const float*, const float*, int,
+	long long, const float*, int, long long, const float*, float*, int, long long, int);
 
 static int dml_cublas_syms(void *h, char *msg, int n) {
 	SYM(h, p_cublasCreate, "cublasCreate_v2");
@@ -75,6 +77,7 @@ static int dml_cublas_syms(void *h, char *msg, int n) {
 	SYM(h, p_cublasGetProperty, "cublasGetProperty");
 	SYM(h, p_cublasSgemm, "cublasSgemm_v2");
 	*(void**)(&p_cublasGetStatusString) = dlsym(h, "cublasGetStatusString"); // optional
+	*(void**)(&p_cublasSgemmStridedBatched) = dlsym(h, "cublasSgemmStridedBatched"); // optional: attention's products
 	return 0;
 }
 
@@ -111,6 +114,16 @@ static int dml_cublas_sgemm(CUcontext c, dml_handle h, int ta, int tb, int m, in
 		CUdeviceptr a, int lda, CUdeviceptr b, int ldb, float beta, CUdeviceptr cc, int ldc) {
 	if (dml_bind(c) != CUDA_SUCCESS) return -1;
 	return p_cublasSgemm(h, ta, tb, m, n, k, &alpha, (const float*)a, lda, (const float*)b, ldb, &beta, (float*)cc, ldc);
+}
+
+static int dml_has_batched(void) { return p_cublasSgemmStridedBatched != 0; }
+
+static int dml_cublas_sgemm_batched(CUcontext c, dml_handle h, int ta, int tb, int m, int n, int k, float alpha,
+		CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, long long sb, float beta, CUdeviceptr cc, int ldc,
+		long long sc, int count) {
+	if (dml_bind(c) != CUDA_SUCCESS) return -1;
+	return p_cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, (const float*)a, lda, sa, (const float*)b, ldb, sb,
+		&beta, (float*)cc, ldc, sc, count);
 }
 
 // ---- cuDNN (legacy API) ----
@@ -571,6 +584,18 @@ func blasSgemm(q queue, h unsafe.Pointer, ta, tb bool, m, n, k int, alpha float3
 	return libCheck("cublas", "cublasSgemm", C.dml_cublas_sgemm(q.ctx, C.dml_handle(h), C.int(btoi(ta)), C.int(btoi(tb)),
 		C.int(m), C.int(n), C.int(k), C.float(alpha), C.CUdeviceptr(a), C.int(lda), C.CUdeviceptr(b), C.int(ldb),
 		C.float(beta), C.CUdeviceptr(c), C.int(ldc)))
+}
+
+// hasBatched reports whether the loaded cuBLAS has cublasSgemmStridedBatched.
+func hasBatched() bool { return C.dml_has_batched() != 0 }
+
+// blasSgemmBatched is count column-major products C_q = α·op(A_q)·op(B_q)
+// + β·C_q, operand q starting q·stride floats after the first.
+func blasSgemmBatched(q queue, h unsafe.Pointer, g stridedGemm) error {
+	return libCheck("cublas", "cublasSgemmStridedBatched", C.dml_cublas_sgemm_batched(q.ctx, C.dml_handle(h),
+		C.int(btoi(g.ta)), C.int(btoi(g.tb)), C.int(g.m), C.int(g.n), C.int(g.k), C.float(g.alpha),
+		C.CUdeviceptr(g.a), C.int(g.lda), C.longlong(g.sa), C.CUdeviceptr(g.b), C.int(g.ldb), C.longlong(g.sb),
+		C.float(g.beta), C.CUdeviceptr(g.c), C.int(g.ldc), C.longlong(g.sc), C.int(g.count)))
 }
 
 func dnnCreate(q queue) (unsafe.Pointer, error) {

@@ -2,7 +2,11 @@
 
 package cuda
 
-import "github.com/dml-project/dml/kernels"
+import (
+	"math"
+
+	"github.com/dml-project/dml/kernels"
+)
 
 // The sequence ops (kernels/cu/transformer.cu, module transformer;
 // ABI.md): our kernels, one thread per output row or table element, sums
@@ -63,8 +67,8 @@ func (be *Backend) attentionCheck(op string, y, probs, qkv *Buffer, batch, seq, 
 	return nil
 }
 
-// Attention: see kernels.SequenceOps. One thread per (sequence, head,
-// position).
+// Attention: see kernels.SequenceOps: cuBLAS's products where they serve
+// (attention.go), else one thread per (sequence, head, position).
 func (be *Backend) Attention(y, probs, qkv kernels.Buffer, batch, seq, heads, width int) error {
 	const op = "Attention"
 	yd, pd, qd := be.buf(y), be.buf(probs), be.buf(qkv)
@@ -74,11 +78,19 @@ func (be *Backend) Attention(y, probs, qkv kernels.Buffer, batch, seq, heads, wi
 	if batch == 0 {
 		return nil
 	}
+	if be.libAttentionServes(batch, seq, heads, width) {
+		return be.done(op, attentionForward(libAttention{be}, yd.ptr, pd.ptr, qd.ptr, batch, seq, heads, width, attentionScale(width/heads)),
+			batch, seq, heads, width)
+	}
 	return be.done(op, be.launch1D(be.dev.k.attention, batch*heads*seq, ptr(yd), ptr(pd), ptr(qd),
 		i64(batch), i64(seq), i64(heads), i64(width)), batch, seq, heads, width)
 }
 
-// AttentionGrad: see kernels.SequenceOps. Three kernels: each row's
+// attentionScale is 1/√d in float32, as the CPU backends scale the scores.
+func attentionScale(d int) float32 { return float32(1 / math.Sqrt(float64(d))) }
+
+// AttentionGrad: see kernels.SequenceOps: cuBLAS's products where they
+// serve (attention.go), else three kernels: each row's
 // Σ p·dP (kept in dqkv's query slots), then the keys' and values'
 // gradients per position, then the queries' (over those slots).
 func (be *Backend) AttentionGrad(dqkv, dy, qkv, probs kernels.Buffer, batch, seq, heads, width int) error {
@@ -92,6 +104,15 @@ func (be *Backend) AttentionGrad(dqkv, dy, qkv, probs kernels.Buffer, batch, seq
 	}
 	if batch == 0 {
 		return nil
+	}
+	if be.libAttentionServes(batch, seq, heads, width) {
+		ds, err := be.scratch(op, batch*heads*seq*seq, batch, seq, heads, width)
+		if err != nil {
+			return err
+		}
+		defer be.release(ds)
+		return be.done(op, attentionBackward(libAttention{be}, dq.ptr, gd.ptr, qd.ptr, pd.ptr, ds.ptr, batch, seq, heads, width,
+			attentionScale(width/heads)), batch, seq, heads, width)
 	}
 	k := &be.dev.k
 	args := []uint64{ptr(dq), ptr(gd), ptr(qd), ptr(pd), i64(batch), i64(seq), i64(heads), i64(width)}

@@ -297,3 +297,62 @@ DML_EXTERN void dml_attention_grad_q(float* __restrict__ dqkv, const float* __re
     for (long long e = 0; e < d; e++) out[e] = (float)aq[e];
   }
 }
+
+// ---- attention around the library's products (cuda/attention.go) ---------
+// With cuBLAS, the scores Q·Kᵀ/√d, P·V and the gradients' products are
+// strided batched GEMMs; these two row kernels run between them. Rows are
+// batch·heads·seq rows of seq values; row r is position i = r mod seq.
+
+// dml_block_max_d returns to every thread the largest of each thread's v
+// over the block (fmax: a NaN loses unless every value is NaN), as
+// dml_block_sum_d.
+__device__ __forceinline__ double dml_block_max_d(double v, double* sh) {
+  const int t = threadIdx.x;
+  sh[t] = v;
+  __syncthreads();
+  for (int s = DML_RED_THREADS / 2; s > 0; s >>= 1) {
+    if (t < s) sh[t] = fmax(sh[t], sh[t + s]);
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// dml_attention_softmax: one block per row (grid-stride), the scores of
+// position i replaced by their causal softmax: p_j = e^(s_j − max)/Σ for
+// j ≤ i (the maximum, e^x and the sum in float64), 0 after i.
+DML_EXTERN void dml_attention_softmax(float* __restrict__ p, long long rows, long long seq) {
+  dml_require_red_threads();
+  __shared__ double sh[DML_RED_THREADS];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* row = p + r * seq;
+    const long long n = r % seq + 1;
+    double top = -1.0 / 0.0;
+    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) top = fmax(top, (double)row[j]);
+    top = dml_block_max_d(top, sh);
+    double s = 0;
+    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) s = __dadd_rn(s, exp(__dsub_rn((double)row[j], top)));
+    s = dml_block_sum_d(s, sh);
+    for (long long j = threadIdx.x; j < seq; j += DML_RED_THREADS)
+      row[j] = j < n ? (float)__ddiv_rn(exp(__dsub_rn((double)row[j], top)), s) : 0.f;
+  }
+}
+
+// dml_attention_ds: one block per row (grid-stride), dS in place of dP
+// (ds holds dY·Vᵀ): dot = Σ_{j≤i} p_j·dP_j (float64), dS_j = p_j·(dP_j −
+// dot) for j ≤ i, 0 after i.
+DML_EXTERN void dml_attention_ds(float* __restrict__ ds, const float* __restrict__ p, long long rows, long long seq) {
+  dml_require_red_threads();
+  __shared__ double sh[DML_RED_THREADS];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* dr = ds + r * seq;
+    const float* pr = p + r * seq;
+    const long long n = r % seq + 1;
+    double dot = 0;
+    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) dot = __dadd_rn(dot, __dmul_rn((double)pr[j], (double)dr[j]));
+    dot = dml_block_sum_d(dot, sh);
+    for (long long j = threadIdx.x; j < seq; j += DML_RED_THREADS)
+      dr[j] = j < n ? (float)__dmul_rn((double)pr[j], __dsub_rn((double)dr[j], dot)) : 0.f;
+  }
+}

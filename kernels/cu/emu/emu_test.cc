@@ -942,6 +942,43 @@ static void test_sequence() {
           }
         }
     const double tol = s.sigma > 1 ? 2e-3 : 2e-5;
+    // The cuBLAS route's row kernels: the softmax over float32 scores, and
+    // dS over float32 dP = dY·Vᵀ, each against the double loops' values.
+    {
+      const long long rows = s.batch * s.heads * s.seq;
+      std::vector<float> sp(p.size(), 5), dsv(p.size(), 5);
+      std::vector<double> rds(p.size()), rmag(p.size());
+      for (long long b = 0; b < s.batch; b++)
+        for (long long h = 0; h < s.heads; h++)
+          for (long long i = 0; i < s.seq; i++) {
+            const long long r = (b * s.heads + h) * s.seq + i;
+            double dot = 0;
+            std::vector<double> dp(s.seq);
+            for (long long j = 0; j < s.seq; j++) {
+              double sv = 0;
+              for (long long e = 0; e < d; e++) {
+                sv += (double)qkv[at(b, i, 0, h, e)] * qkv[at(b, j, 1, h, e)];
+                dp[j] += (double)g[(b * s.seq + i) * s.width + h * d + e] * qkv[at(b, j, 2, h, e)];
+              }
+              sp[r * s.seq + j] = (float)(sv * sc);  // the masked half too, as the GEMM writes it
+              dsv[r * s.seq + j] = (float)dp[j];
+              if (j <= i) dot += rp[r * s.seq + j] * dp[j];
+            }
+            for (long long j = 0; j <= i; j++) {
+              rds[r * s.seq + j] = rp[r * s.seq + j] * (dp[j] - dot);
+              rmag[r * s.seq + j] = rp[r * s.seq + j] * (std::fabs(dp[j]) + std::fabs(dot));  // the terms' size
+            }
+          }
+      std::vector<float> pf(p.size());
+      for (size_t k = 0; k < p.size(); k++) pf[k] = (float)rp[k];
+      emu_launch(dml_attention_softmax, dim3{2, 1, 1}, dim3{256, 1, 1}, sp.data(), rows, s.seq);
+      emu_launch(dml_attention_ds, dim3{2, 1, 1}, dim3{256, 1, 1}, dsv.data(), (const float*)pf.data(), rows, s.seq);
+      for (size_t k = 0; k < p.size(); k++) {
+        CHECK(std::fabs(sp[k] - rp[k]) <= tol * (1 + rp[k]), "attention_softmax %zu: %g want %g", k, sp[k], rp[k]);
+        CHECK(std::fabs(dsv[k] - rds[k]) <= tol * rmag[k] + 1e-30, "attention_ds %zu: %g want %g", k, dsv[k], rds[k]);
+        if (rp[k] == 0) CHECK(sp[k] == 0 && dsv[k] == 0, "attention row kernels: %zu above the diagonal not zero", k);
+      }
+    }
     for (size_t k = 0; k < p.size(); k++) CHECK(std::fabs(p[k] - rp[k]) <= tol * (1 + rp[k]), "attention probs %zu: %g want %g", k, p[k], rp[k]);
     for (size_t k = 0; k < y.size(); k++) CHECK(std::fabs(y[k] - ry[k]) <= tol * (std::fabs(ry[k]) + scale), "attention y %zu: %g want %g", k, y[k], ry[k]);
     for (size_t k = 0; k < dq.size(); k++)
