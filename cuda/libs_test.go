@@ -211,3 +211,21 @@ func TestSumsOfProducts(t *testing.T) {
 		}
 	}
 }
+
+// TestFasterGemm: the timed choice of the filter gradient's route.
+func TestFasterGemm(t *testing.T) {
+	for _, c := range []struct {
+		cudnn, gemm float64
+		want        bool
+	}{
+		{0.39, 0.11, true},  // cuDNN's deterministic FMA algorithm, slower
+		{0.09, 0.11, false}, // its TF32 one, faster
+		{0.1, 0.1, false},   // a tie keeps cuDNN's
+		{0, 0.2, true},      // cuDNN's time unknown
+		{0.3, 0, false},     // ours could not be timed
+	} {
+		if got := fasterGemm(c.cudnn, c.gemm); got != c.want {
+			t.Errorf("cudnn %.2f ms, gemm %.2f ms: gemm %v, want %v", c.cudnn, c.gemm, got, c.want)
+		}
+	}
+}

@@ -38,9 +38,9 @@ type providers struct {
 	blasWS        *allocation
 	convMath      int
 	find, anyAlgo bool
-	filterGemm    bool // the filter gradient by filterByGemm
-	debug         bool // DML_CUDNN_DEBUG=1: each algorithm chosen, on stderr
-	bnMode        int  // cuDNN's batch-norm mode for training and its gradient; 0: ours serve batch norm
+	filterRoute   filterRoute // the filter gradient: cuDNN's, cuBLAS's products, or the faster per shape
+	debug         bool        // DML_CUDNN_DEBUG=1: each algorithm chosen, on stderr
+	bnMode        int         // cuDNN's batch-norm mode for training and its gradient; 0: ours serve batch norm
 	plans         map[convShape]*convPlan
 	bns           map[[3]int]bnDesc
 	bnEps         float64 // the eps of the last BatchNormTrain, for its gradient
@@ -64,6 +64,10 @@ type convPlan struct {
 	planned [3]bool
 	algo    [3]int
 	ws      [3]int
+	ms      [3]float64 // the chosen algorithm's time in cuDNN's search (0: not timed)
+	// filterGemm is the filter gradient's route for this shape once
+	// chosen: 1 cuBLAS's products (filterByGemm), -1 cuDNN's; 0 not yet.
+	filterGemm int8
 }
 
 // openProviders loads the libraries --kernels allows and makes their
@@ -105,15 +109,17 @@ func (be *Backend) openProviders(o kernels.Options) error {
 	if tf32 {
 		be.libs.convMath = cudnnDefaultMath
 	}
-	// The filter gradient by cuBLAS products (filterByGemm) where cuDNN
-	// would take its deterministic algorithm in FMA math, its slowest;
-	// DML_CUDNN_WGRAD=cudnn keeps cuDNN's (to compare).
+	// The filter gradient: cuDNN's, or cuBLAS products (filterByGemm),
+	// by DML_CUDNN_WGRAD (auto: see filterRoute).
 	switch g := os.Getenv("DML_CUDNN_WGRAD"); g {
-	case "", "gemm":
-		be.libs.filterGemm = be.libs.convMath == cudnnFMAMath && !be.libs.anyAlgo
+	case "", "auto":
+		be.libs.filterRoute = filterAuto
+	case "gemm":
+		be.libs.filterRoute = filterByCublas
 	case "cudnn":
+		be.libs.filterRoute = filterByCudnn
 	default:
-		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_WGRAD=%q is not gemm or cudnn", g),
+		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_WGRAD=%q is not auto, gemm or cudnn", g),
 			Fix: "set DML_CUDNN_WGRAD to one of those, or unset it"}
 	}
 	cublas, cudnn := loadLibs()
@@ -215,8 +221,15 @@ func (be *Backend) Providers() []kernels.Provided {
 		case !be.libs.find:
 			conv += " heuristic"
 		}
-		if be.libs.filterGemm && be.libs.cublas != nil {
-			conv += " (filter gradient: cublas)"
+		if be.libs.cublas != nil {
+			switch {
+			case be.libs.filterRoute == filterByCublas:
+				conv += " (filter gradient: cublas)"
+			case be.libs.filterRoute == filterAuto && be.libs.find:
+				conv += " (filter gradient: cudnn or cublas, timed)"
+			case be.libs.filterRoute == filterAuto && be.libs.convMath == cudnnFMAMath:
+				conv += " (filter gradient: cublas)"
+			}
 		}
 		out = append(out, kernels.Provided{Ops: "conv", Provider: conv})
 		if be.libs.bnMode != 0 {
@@ -269,7 +282,7 @@ func (be *Backend) plan(s convShape, dir int, x, w, y devPtr) (*convPlan, error)
 	if best < 0 {
 		return nil, fmt.Errorf("cudnn offers no algorithm for this convolution within %d MiB of workspace", maxConvWorkspace>>20)
 	}
-	p.algo[dir], p.ws[dir], p.planned[dir] = perf[best].algo, perf[best].memory, true
+	p.algo[dir], p.ws[dir], p.ms[dir], p.planned[dir] = perf[best].algo, perf[best].memory, float64(perf[best].ms), true
 	if be.libs.debug {
 		fmt.Fprintf(os.Stderr, "dml: cudnn %v %s: algorithm %d (%.3f ms, %d bytes of workspace, math %d, deterministic %v) of %d\n",
 			s, [3]string{"forward", "data gradient", "filter gradient"}[dir], perf[best].algo, perf[best].ms, perf[best].memory, perf[best].math, perf[best].deterministic, len(perf))
@@ -431,7 +444,11 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 		return err
 	}
 	sh := convShape{n, c, h, wd, o, k, stride, pad}
-	if be.libs.filterGemm && be.libs.blas != nil {
+	gemm, err := be.filterByCublas(op, sh, wdd.ptr, xp, yp)
+	if err != nil {
+		return err
+	}
+	if gemm {
 		err = be.filterByGemm(op, sh, wdd.ptr, xp, yp)
 	} else {
 		err = be.conv(op, sh, dirFilter, xp, wdd.ptr, yp, 0)
@@ -441,6 +458,99 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 	}
 	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
 	return be.biasGrad(op, bp, yp, n, o, oh*ow)
+}
+
+// filterRoute is DML_CUDNN_WGRAD: how the filter gradient is computed
+// where both libraries serve.
+type filterRoute int
+
+const (
+	// filterAuto: under a timed choice (DML_CUDNN_ALGO find or fastest)
+	// both routes run on the shape's first call and the faster serves
+	// for the run; under heuristic, cuBLAS's in FMA math (cuDNN's
+	// deterministic filter gradient there is its slowest algorithm),
+	// cuDNN's otherwise.
+	filterAuto filterRoute = iota
+	filterByCublas
+	filterByCudnn
+)
+
+// filterByCublas reports whether shape s's filter gradient takes cuBLAS's
+// products, choosing on the shape's first call (timing both routes on
+// the call's own buffers, where the choice is timed).
+func (be *Backend) filterByCublas(op string, s convShape, dw, x, dy devPtr) (bool, error) {
+	if be.libs.blas == nil || be.libs.filterRoute == filterByCudnn {
+		return false, nil
+	}
+	if be.libs.filterRoute == filterByCublas {
+		return true, nil
+	}
+	if !be.libs.find {
+		return be.libs.convMath == cudnnFMAMath, nil
+	}
+	p, err := be.plan(s, dirFilter, x, dw, dy)
+	if err != nil {
+		return false, be.deviceErr(op, dimsString([]int{s.n, s.c, s.h, s.w, s.o, s.k, s.stride, s.pad}), err)
+	}
+	if p.filterGemm == 0 {
+		cudnnMs := p.ms[dirFilter]
+		gemmMs, err := be.timeFilterGemm(op, s, dw, x, dy)
+		if err != nil {
+			return false, err
+		}
+		p.filterGemm = -1
+		if fasterGemm(cudnnMs, gemmMs) {
+			p.filterGemm = 1
+		}
+		if be.libs.debug {
+			fmt.Fprintf(os.Stderr, "dml: cudnn %v filter gradient: cudnn's algorithm %d %.3f ms, cublas products %.3f ms: %s\n",
+				s, p.algo[dirFilter], cudnnMs, gemmMs, map[bool]string{true: "cublas", false: "cudnn"}[p.filterGemm == 1])
+		}
+	}
+	return p.filterGemm == 1, nil
+}
+
+// fasterGemm is the timed choice: cuBLAS's products unless cuDNN's
+// algorithm took at most as long (a tie keeps cuDNN's, the library made
+// for it); a time that could not be taken (≤ 0) loses.
+func fasterGemm(cudnnMs, gemmMs float64) bool {
+	return gemmMs > 0 && (cudnnMs <= 0 || gemmMs < cudnnMs)
+}
+
+// timeFilterGemm runs filterByGemm twice on the call's buffers and returns
+// the second run's device time (the first takes its scratch from the
+// pool, and cuBLAS picks its kernels).
+func (be *Backend) timeFilterGemm(op string, s convShape, dw, x, dy devPtr) (float64, error) {
+	start, err := be.q.newEvent(true)
+	if err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	defer be.q.destroyEvent(start)
+	end, err := be.q.newEvent(true)
+	if err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	defer be.q.destroyEvent(end)
+	if err := be.filterByGemm(op, s, dw, x, dy); err != nil {
+		return 0, err
+	}
+	if err := be.q.record(start); err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	if err := be.filterByGemm(op, s, dw, x, dy); err != nil {
+		return 0, err
+	}
+	if err := be.q.record(end); err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	if err := be.q.wait(end); err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	ms, err := be.q.elapsed(start, end)
+	if err != nil {
+		return 0, be.deviceErr(op, "timing", err)
+	}
+	return ms, nil
 }
 
 // filterGemmFloats bounds the columns filterByGemm makes at once (128
