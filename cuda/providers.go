@@ -589,8 +589,7 @@ func (be *Backend) filterByGemm(op string, s convShape, dw, x, dy devPtr) error 
 	for s0 := 0; s0 < s.n; s0 += nb {
 		m := min(nb, s.n-s0)
 		xs, ys := x+uint64(4*s0*s.c*s.h*s.w), dy+uint64(4*s0*s.o*p)
-		if err := be.launch1D(kk.im2col, ck*m*p, ptrAt(cols.ptr), ptrAt(xs), i64(m), i64(s.c), i64(s.h), i64(s.w),
-			i64(s.k), i64(s.stride), i64(s.pad), i64(oh), i64(ow)); err != nil {
+		if err := be.im2col(cols.ptr, xs, m, s.c, s.h, s.w, s.k, s.stride, s.pad); err != nil {
 			return be.deviceErr(op, dimsString(dims), err)
 		}
 		if err := be.launch1D(kk.transpose01, s.o*m*p, ptrAt(dyT.ptr), ptrAt(ys), i64(m), i64(s.o), i64(p)); err != nil {

@@ -486,6 +486,10 @@ static void test_conv() {
               }
     emu_launch(dml_im2col, G1, B1, cols.data(), (const float*)x.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
     for (size_t i = 0; i < want.size(); i++) CHECK(same_bits(cols[i], want[i]), "im2col %lld,%lld k%lld s%lld p%lld at %zu", s.c, s.h, s.k, s.stride, s.pad, i);
+    // a 2-D grid, as the runtime launches it (rows over y, fewer than the rows)
+    std::fill(cols.begin(), cols.end(), 7.f);
+    emu_launch(dml_im2col, dim3{2, 3, 1}, B1, cols.data(), (const float*)x.data(), s.n, s.c, s.h, s.w, s.k, s.stride, s.pad, oh, ow);
+    for (size_t i = 0; i < want.size(); i++) CHECK(same_bits(cols[i], want[i]), "im2col (2-D grid) %lld,%lld k%lld s%lld p%lld at %zu", s.c, s.h, s.k, s.stride, s.pad, i);
     // col2im: the CPU's scatter, rows in order
     auto g = normals(want.size());
     std::vector<float> wdx(s.n * img, 0.f), dx(s.n * img, 7.f);
