@@ -551,3 +551,94 @@ func BenchmarkCNNKernels(b *testing.B) {
 		}
 	}
 }
+
+// gptCase is the default `dml train --model gpt` (nanoGPT's shape: 4
+// layers, 4 heads, 128 wide, 128 tokens, vocabulary 256) at batch 64, as
+// bench/gpu/torch_gpt.py runs PyTorch's.
+var gptCase = cnnCase{"gpt", model.Shape{C: 1, H: 1, W: 1, T: 128},
+	model.GPT(model.GPTConfig{Layers: 4, Heads: 4, Embed: 128, SeqLen: 128}, 256), 64}
+
+// gptRun is gptCase on be (momentum SGD, as the CNN runs) with a batch of
+// random tokens uploaded.
+func gptRun(b *testing.B, be kernels.Backend) (cnnRun, func()) {
+	arch, err := model.NewNet(gptCase.in, gptCase.layers, 256, model.TokenCE)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr, free := newCNNRun(b, be, arch, gptCase, arch.InitParams(1))
+	r := rand.New(rand.NewPCG(1, 2))
+	batch := make([]float32, 2*gptCase.rows*gptCase.in.T)
+	for i := range batch {
+		batch[i] = float32(r.IntN(256))
+	}
+	if err := cr.m.Upload(batch, gptCase.rows); err != nil {
+		free()
+		b.Fatal(err)
+	}
+	return cr, free
+}
+
+// BenchmarkGPTStep is one GPT training step (gptCase; the batch on the
+// device), the median of 10 blocks of 10 steps: our kernels, the
+// libraries, each op by op and as a CUDA graph.
+func BenchmarkGPTStep(b *testing.B) {
+	for _, k := range cnnVariants {
+		b.Run(k.name, func(b *testing.B) {
+			be := openBench(b, kernels.FP32, k.k, "gemm")
+			defer be.Close()
+			cr, free := gptRun(b, be)
+			defer free()
+			cr.m.UseGraph = k.graph
+			var times []float64
+			for r := range 11 {
+				t0 := time.Now()
+				for range 10 {
+					if err := cr.step(gptCase.rows); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := be.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				if r > 0 {
+					times = append(times, float64(time.Since(t0).Microseconds())/1e3/10)
+				}
+			}
+			med := median(times)
+			tokens := float64(gptCase.rows * gptCase.in.T)
+			b.ReportMetric(med, "ms/step")
+			b.ReportMetric(tokens/(med*1e-3), "tokens/s")
+			b.Logf("gpt batch %d×%d, %s%s: %.3f ms/step, %.0f tokens/s (spread %.1f%%)", gptCase.rows, gptCase.in.T, kernels.Describe(be),
+				map[bool]string{true: ", CUDA graph"}[cr.m.UseGraph], med, tokens/(med*1e-3), spread(times))
+		})
+	}
+}
+
+// BenchmarkGPTKernels is BenchmarkCNNKernels for gptCase with the
+// libraries: three steps inside the profiler's range.
+func BenchmarkGPTKernels(b *testing.B) {
+	be := openBench(b, kernels.FP32, kernels.KernelChoice{}, "gemm")
+	defer be.Close()
+	cr, free := gptRun(b, be)
+	defer free()
+	for i := range 6 {
+		if i == 3 {
+			if err := be.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			if err := be.q.profileRange(true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := cr.step(gptCase.rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := be.q.profileRange(false); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("gpt batch %d, %s: 3 steps in the profiler's range", gptCase.rows, kernels.Describe(be))
+}

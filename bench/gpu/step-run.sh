@@ -6,8 +6,9 @@
 # at fp32/TF32/bf16 with the libraries (op by op and as a graph, cuDNN's
 # fastest and its fp32-grade algorithms), Nsight Compute's per-kernel
 # device times of three steps (BenchmarkCNNKernels), PyTorch's step in the
-# same call, the GPT against PyTorch's, LeNet-5 on Fashion-MNIST at each
-# precision, two mpirun jobs, memcheck over the new kernels.
+# same call, the GPT against PyTorch's (its step and kernel profile too),
+# LeNet-5 on Fashion-MNIST at each precision, two mpirun jobs, memcheck
+# over the new kernels.
 # Build here: cuda.test, dml and trainer.test with -tags cuda packed in
 # .gpu/bins.tgz, Fashion-MNIST in .gpu/fmnist, the MPI bundle
 # (bench/gpu/pack-mpi.sh), then
@@ -59,6 +60,15 @@ if go_on torch; then
   echo "torch_cnn rc=$? $(( $(date +%s) - T0 ))s" >> "$S"; grep "ms/step" "$O/torch-cnn.log" | sed 's/^/torch: /' >> "$S"
 fi
 if go_on gpt; then
+  # The GPT step alone (BenchmarkGPTStep: ours, the libraries, graphs),
+  # and where its time goes (BenchmarkGPTKernels under Nsight Compute).
+  timeout 100 .gpu/cuda.test -test.run x -test.bench 'GPTStep' -test.benchtime 1x -test.v > "$O/bench-gpt.log" 2>&1
+  echo "bench GPTStep rc=$? $(( $(date +%s) - T0 ))s" >> "$S"; grep -E "bench_test.go" "$O/bench-gpt.log" | sed 's/^ *//' >> "$S"
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout 90 "$NCU" --clock-control none --profile-from-start off --csv --metrics gpu__time_duration.sum \
+    .gpu/cuda.test -test.run x -test.bench 'GPTKernels' -test.benchtime 1x > "$O/ncu-gpt.csv" 2> "$O/ncu-gpt.csv.err"
+  echo "ncu gpt rc=$? $(( $(date +%s) - T0 ))s" >> "$S"
+  python3 bench/gpu/ncu-sum.py 3 < "$O/ncu-gpt.csv" >> "$S" 2>&1 || tail -n 3 "$O/ncu-gpt.csv.err" >> "$S"
   TX=$(mktemp); find /usr/lib/python3* -name '*.py' 2>/dev/null | sort | head -2000 | xargs cat 2>/dev/null | head -c 4000000 > "$TX"
   G="--model gpt --data text --train $TX --batch 64 --seq-len 128 --epochs 1 --max-steps 100 --optimizer adamw --lr 1e-3 --eval-every 0 --progress never"
   for p in fp32 bf16; do
