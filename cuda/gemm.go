@@ -64,7 +64,7 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 	}
 	g := ptx.PickGemm(transA, transB, be.tf32, m, n, k, be.dev.SMs)
 	fns := be.dev.k.gemm
-	if be.tf32 {
+	if g.TF32 {
 		fns = be.tf32Gemm
 	}
 	f, ok := fns[g.Name]

@@ -29,8 +29,12 @@ const (
 
 	// GEMM, TF32 tensor cores: dml_sgemm_tf32_{nn,nt,tn,tt}, in module
 	// gemm_tf32 (compute_80), devices of compute capability ≥ TF32MinCC/10.
-	TF32BlockM  = 128
-	TF32BlockN  = 128
+	TF32BlockM = 128
+	TF32BlockN = 128
+	// TF32MinK is the shortest k PickGemm gives the TF32 kernel (below
+	// it the tensor cores have too little to do: 1024×1024×10 ran at 2226
+	// GFLOP/s against fp32's 2573 on an H200).
+	TF32MinK    = 32
 	TF32Threads = 256
 	TF32MinCC   = 80
 
@@ -61,22 +65,31 @@ type Gemm struct {
 	// other side a block owns.
 	Skinny byte
 	Wide   int
+	// TF32 marks the tensor-core kernel (module gemm_tf32).
+	TF32 bool
 }
 
 // PickGemm returns the kernel for C = op(A)·op(B) with C m×n on a device
-// with sms multiprocessors: TF32 when asked for (the caller checks
-// TF32MinCC); else the skinny kernels when one side of C is at most
-// SkinnyMax and k ≥ SkinnyMinK (split K: 2.4–2.6× the tiled kernels on the
-// MLP's 10-class layer); else the 128×128 tiles when they give at least
-// one block per multiprocessor, else the 128×64 ones (more blocks for
-// small products). The choice depends only on the shape and the device,
-// so results are deterministic for a shape on a device.
+// with sms multiprocessors: the skinny kernels when one side of C is at
+// most SkinnyMax and k ≥ SkinnyMinK (split K: 2.4–2.6× the tiled kernels
+// on the MLP's 10-class layer); else, when TF32 is asked for (the caller
+// checks TF32MinCC) and the product fills the tensor-core kernel's tiles
+// (both sides of C at least a tile, k at least TF32MinK), TF32; else the
+// 128×128 tiles when they give at least one block per multiprocessor,
+// else the 128×64 ones (more blocks for small products). TF32 leaves the
+// rest to the float32 kernels, which are faster there and more exact (on
+// an H200: a 10-wide product 840 against 329 GFLOP/s; a convolution's
+// 16×131072×144 forward product 1.08 against 3.1 ms; its split-K weight
+// gradient ~1 against 5–10 ms): TF32 never slower than fp32. The choice
+// depends only on the shape and the device, so results are deterministic
+// for a shape on a device.
 func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 	suffix := "_" + map[bool]string{false: "n", true: "t"}[transA] + map[bool]string{false: "n", true: "t"}[transB]
-	if tf32 {
-		return Gemm{Name: "dml_sgemm_tf32" + suffix, BlockM: TF32BlockM, BlockN: TF32BlockN, Threads: TF32Threads}
+	skinny := k >= SkinnyMinK && (n <= SkinnyMax || m <= SkinnyMax)
+	if tf32 && !skinny && m >= TF32BlockM && n >= TF32BlockN && k >= TF32MinK {
+		return Gemm{Name: "dml_sgemm_tf32" + suffix, BlockM: TF32BlockM, BlockN: TF32BlockN, Threads: TF32Threads, TF32: true}
 	}
-	if k >= SkinnyMinK && (n <= SkinnyMax || m <= SkinnyMax) {
+	if skinny {
 		// The wide operand is contiguous along the wide side (8 indices per
 		// block, one 32-byte sector) or along k (one index per block).
 		side, contig := byte('n'), transA

@@ -200,8 +200,26 @@ func TestPickGemm(t *testing.T) {
 	if g := PickGemm(false, false, false, 1024, 10, 10, 132); g.Skinny != 0 {
 		t.Errorf("k = 10 should stay tiled: %+v", g)
 	}
-	if g := PickGemm(true, true, true, 1, 1, 1, 132); g.Name != "dml_sgemm_tf32_tt" {
+	if g := PickGemm(true, true, true, 1024, 1024, 1024, 132); g.Name != "dml_sgemm_tf32_tt" || !g.TF32 {
 		t.Errorf("tf32: %+v", g)
+	}
+	// TF32 leaves to the float32 kernels what they do faster: a side
+	// narrower than its tile (a convolution's forward product), the
+	// split-K products (its weight gradient, a 10-class layer), a short k.
+	for _, c := range []struct {
+		transA, transB bool
+		m, n, k        int
+		want           string
+	}{
+		{false, false, 16, 131072, 144, "dml_sgemm_nn"},
+		{false, true, 16, 144, 131072, "dml_sgemm_skinnym_nt"},
+		{false, true, 1024, 10, 1024, "dml_sgemm_skinnyn_nt"},
+		{false, false, 1024, 1024, 10, "dml_sgemm64_nn"},
+		{false, false, 64, 64, 64, "dml_sgemm64_nn"},
+	} {
+		if g := PickGemm(c.transA, c.transB, true, c.m, c.n, c.k, 132); g.Name != c.want || g.TF32 {
+			t.Errorf("tf32 %d×%d×%d: %+v, want %s", c.m, c.n, c.k, g, c.want)
+		}
 	}
 	if _, y := (Gemm{BlockM: 1, BlockN: 1}).Grid(1<<20, 1); y != MaxGridY {
 		t.Errorf("grid y not clamped: %d", y)
