@@ -527,25 +527,7 @@ func BenchmarkCNNKernels(b *testing.B) {
 				if err := cr.m.Upload(batch, c.rows); err != nil {
 					b.Fatal(err)
 				}
-				for i := range 6 {
-					if i == 3 {
-						if err := be.Sync(); err != nil {
-							b.Fatal(err)
-						}
-						if err := be.q.profileRange(true); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := cr.step(c.rows); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := be.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				if err := be.q.profileRange(false); err != nil {
-					b.Fatal(err)
-				}
+				profileSteps(b, be, func() error { return cr.step(c.rows) })
 				b.Logf("%s %s batch %d, %s: 3 steps in the profiler's range", c.name, p, c.rows, kernels.Describe(be))
 			})
 		}
@@ -621,6 +603,13 @@ func BenchmarkGPTKernels(b *testing.B) {
 	defer be.Close()
 	cr, free := gptRun(b, be)
 	defer free()
+	profileSteps(b, be, func() error { return cr.step(gptCase.rows) })
+	b.Logf("gpt batch %d, %s: 3 steps in the profiler's range", gptCase.rows, kernels.Describe(be))
+}
+
+// profileSteps runs step three times to warm up, then three times inside
+// the profiler's range, the device idle at both ends.
+func profileSteps(b *testing.B, be *Backend, step func() error) {
 	for i := range 6 {
 		if i == 3 {
 			if err := be.Sync(); err != nil {
@@ -630,7 +619,7 @@ func BenchmarkGPTKernels(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := cr.step(gptCase.rows); err != nil {
+		if err := step(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -640,5 +629,4 @@ func BenchmarkGPTKernels(b *testing.B) {
 	if err := be.q.profileRange(false); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("gpt batch %d, %s: 3 steps in the profiler's range", gptCase.rows, kernels.Describe(be))
 }
