@@ -229,3 +229,20 @@ func TestFasterGemm(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvSetting: the DML_CUDNN_* settings' parsing and its one-line
+// refusal.
+func TestEnvSetting(t *testing.T) {
+	const name = "DML_TEST_SETTING"
+	for v, want := range map[string]int{"": 0, "auto": 0, "gemm": 1, "cudnn": 2} {
+		t.Setenv(name, v)
+		if got, err := envSetting(name, "auto", "gemm", "cudnn"); got != want || err != nil {
+			t.Errorf("%q: %d, %v; want %d", v, got, err, want)
+		}
+	}
+	t.Setenv(name, "fast")
+	_, err := envSetting(name, "auto", "gemm", "cudnn")
+	if err == nil || !strings.Contains(err.Error(), `DML_TEST_SETTING="fast" is not auto, gemm or cudnn`) {
+		t.Errorf("a bad value: %v", err)
+	}
+}

@@ -76,32 +76,22 @@ type convPlan struct {
 func (be *Backend) openProviders(o kernels.Options) error {
 	be.libs = providers{plans: map[convShape]*convPlan{}, bns: map[[3]int]bnDesc{}, bnEps: 1e-5,
 		convMath: cudnnFMAMath, debug: os.Getenv("DML_CUDNN_DEBUG") == "1"}
-	switch a := os.Getenv("DML_CUDNN_ALGO"); a {
-	case "", "find":
-		be.libs.find = true
-	case "heuristic":
-	case "fastest":
-		be.libs.find, be.libs.anyAlgo = true, true
-	default:
-		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_ALGO=%q is not find, heuristic or fastest", a),
-			Fix: "set DML_CUDNN_ALGO to one of those, or unset it"}
+	algo, err := envSetting("DML_CUDNN_ALGO", "find", "heuristic", "fastest")
+	if err != nil {
+		return err
 	}
+	be.libs.find, be.libs.anyAlgo = algo != 1, algo == 2
 	// Batch norm: ours unless DML_CUDNN_BN asks for cuDNN's. cuDNN's
 	// NCHW spatial batch norm reduces a channel per block, like our first
 	// kernels did: ResNet-20's 16-channel layers then use 16 of an H100's
 	// 132 multiprocessors (ResNet-20's step at batch 128: 6.99 ms with it,
 	// 6.21 with ours split over slices, 7.22 with its persistent mode;
 	// bench/gpu/results, 2026-11-27, call 4).
-	switch m := os.Getenv("DML_CUDNN_BN"); m {
-	case "", "off":
-	case "spatial":
-		be.libs.bnMode = cudnnBNSpatial
-	case "persistent":
-		be.libs.bnMode = cudnnBNPersistent
-	default:
-		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_BN=%q is not off, spatial or persistent", m),
-			Fix: "set DML_CUDNN_BN to one of those, or unset it"}
+	bn, err := envSetting("DML_CUDNN_BN", "off", "spatial", "persistent")
+	if err != nil {
+		return err
 	}
+	be.libs.bnMode = [...]int{0, cudnnBNSpatial, cudnnBNPersistent}[bn]
 	if o.Kernels.Own {
 		return nil
 	}
@@ -111,17 +101,11 @@ func (be *Backend) openProviders(o kernels.Options) error {
 	}
 	// The filter gradient: cuDNN's, or cuBLAS products (filterByGemm),
 	// by DML_CUDNN_WGRAD (auto: see filterRoute).
-	switch g := os.Getenv("DML_CUDNN_WGRAD"); g {
-	case "", "auto":
-		be.libs.filterRoute = filterAuto
-	case "gemm":
-		be.libs.filterRoute = filterByCublas
-	case "cudnn":
-		be.libs.filterRoute = filterByCudnn
-	default:
-		return &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("DML_CUDNN_WGRAD=%q is not auto, gemm or cudnn", g),
-			Fix: "set DML_CUDNN_WGRAD to one of those, or unset it"}
+	route, err := envSetting("DML_CUDNN_WGRAD", "auto", "gemm", "cudnn")
+	if err != nil {
+		return err
 	}
+	be.libs.filterRoute = filterRoute(route) // in envSetting's order
 	cublas, cudnn := loadLibs()
 	var notes []string
 	use := func(l *lib, start func() error) error {
@@ -458,6 +442,22 @@ func (be *Backend) ConvBackwardFilter(dw, db, x, dy kernels.Buffer, n, c, h, wd,
 	}
 	oh, ow := kernels.ConvOut(h, wd, k, stride, pad)
 	return be.biasGrad(op, bp, yp, n, o, oh*ow)
+}
+
+// envSetting is the index among choices of environment variable name's
+// value (unset: 0, the first); another value is an UnavailableError
+// naming the choices.
+func envSetting(name string, choices ...string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	if i := slices.Index(choices, v); i >= 0 {
+		return i, nil
+	}
+	list := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+	return 0, &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("%s=%q is not %s", name, v, list),
+		Fix: fmt.Sprintf("set %s to one of those, or unset it", name)}
 }
 
 // filterRoute is DML_CUDNN_WGRAD: how the filter gradient is computed
