@@ -46,9 +46,10 @@ type kernelSet struct {
 	bnPartial, bnFinish, bnCoef, bnApply       function
 	bnGradPartial, bnGradFinish, bnGradApply   function
 	// module transformer (TransformerOps)
-	gelu, geluGrad                                  function
-	layerNorm, layerNormGradRows, layerNormGradCols function
-	dropout                                         function
+	gelu, geluGrad                            function
+	layerNorm, layerNormGradRows              function
+	layerNormColsPartial, layerNormColsFinish function
+	dropout                                   function
 	// module transformer, too (SequenceOps)
 	embedding, embeddingGrad        function
 	attention, attentionGradDot     function
@@ -215,7 +216,8 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.bnPartial, "dml_bn_partial"}, {&k.bnFinish, "dml_bn_finish"}, {&k.bnCoef, "dml_bn_coef"}, {&k.bnApply, "dml_bn_apply"},
 		{&k.bnGradPartial, "dml_bn_grad_partial"}, {&k.bnGradFinish, "dml_bn_grad_finish"}, {&k.bnGradApply, "dml_bn_grad_apply"},
 		{&k.gelu, "dml_gelu"}, {&k.geluGrad, "dml_gelu_grad"}, {&k.layerNorm, "dml_layer_norm"},
-		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormGradCols, "dml_layer_norm_grad_cols"}, {&k.dropout, "dml_dropout"},
+		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormColsPartial, "dml_layer_norm_grad_cols_partial"},
+		{&k.layerNormColsFinish, "dml_layer_norm_grad_cols_finish"}, {&k.dropout, "dml_dropout"},
 		{&k.embedding, "dml_embedding"}, {&k.embeddingGrad, "dml_embedding_grad"}, {&k.attention, "dml_attention"},
 		{&k.attentionGradDot, "dml_attention_grad_dot"}, {&k.attentionGradKV, "dml_attention_grad_kv"}, {&k.attentionGradQ, "dml_attention_grad_q"},
 		{&k.attentionSoftmax, "dml_attention_softmax"}, {&k.attentionDS, "dml_attention_ds"},

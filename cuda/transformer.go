@@ -73,7 +73,19 @@ func (be *Backend) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 		return err
 	}
 	k := &be.dev.k
-	if err := be.launch1D(k.layerNormGradCols, cols, ptr(dg), ptr(db), ptr(gy), ptr(xd), ptr(md), ptr(id), i64(rows), i64(cols)); err != nil {
+	// The column sums first (they read dy, which dx may be), over slices
+	// of about 64 rows (at most 256 slices; the shape alone decides).
+	slices := max(1, min(256, ceilDiv(rows, 64)))
+	part, err := be.scratch(op, 4*slices*cols, rows, cols) // 2·slices·cols float64
+	if err != nil {
+		return err
+	}
+	defer be.release(part)
+	if err := be.launch(k.layerNormColsPartial, max(1, ceilDiv(cols, threads)), min(slices, 65535), threads, ptrAt(part.ptr), ptr(gy), ptr(xd), ptr(md), ptr(id),
+		i64(rows), i64(cols), i64(slices)); err != nil {
+		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
+	}
+	if err := be.launch1D(k.layerNormColsFinish, cols, ptr(dg), ptr(db), ptrAt(part.ptr), i64(cols), i64(slices)); err != nil {
 		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
 	}
 	if rows == 0 {

@@ -95,20 +95,43 @@ DML_EXTERN void dml_layer_norm_grad_rows(float* dx, const float* dy, const float
   }
 }
 
-// dml_layer_norm_grad_cols: one thread per column (grid-stride): dγ = Σ
-// dy·x̂ and dβ = Σ dy over the rows in order (float64), overwritten.
-DML_EXTERN void dml_layer_norm_grad_cols(float* __restrict__ dgamma, float* __restrict__ dbeta,
-                                         const float* __restrict__ dy, const float* __restrict__ x,
-                                         const float* __restrict__ mean, const float* __restrict__ invstd,
-                                         long long rows, long long cols) {
+// dml_layer_norm_grad_cols_partial: the column sums dγ = Σ dy·x̂ and
+// dβ = Σ dy in two stages, so that a few columns over many rows (a GPT's
+// 128 over batch·seq) still fill the GPU: the rows are cut into slices
+// near-equal slices (a function of the shape alone), and thread (slice p,
+// column j) — columns over the grid's x, slices over its y, grid-stride in
+// both — sums its slice's rows in order (float64) into part[2(p·cols +
+// j)], part[2(p·cols + j) + 1].
+DML_EXTERN void dml_layer_norm_grad_cols_partial(double* __restrict__ part, const float* __restrict__ dy,
+                                                 const float* __restrict__ x, const float* __restrict__ mean,
+                                                 const float* __restrict__ invstd, long long rows, long long cols,
+                                                 long long slices) {
+  for (long long p = blockIdx.y; p < slices; p += gridDim.y) {
+    const long long lo = rows * p / slices, hi = rows * (p + 1) / slices;
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += (long long)blockDim.x * gridDim.x) {
+      double sg = 0, sb = 0;
+      for (long long r = lo; r < hi; r++) {
+        const long long q = r * cols + j;
+        const double d = (double)dy[q];
+        const double xh = __dmul_rn(__dsub_rn((double)x[q], (double)mean[r]), (double)invstd[r]);
+        sg = __dadd_rn(sg, __dmul_rn(d, xh));
+        sb = __dadd_rn(sb, d);
+      }
+      part[2 * (p * cols + j)] = sg;
+      part[2 * (p * cols + j) + 1] = sb;
+    }
+  }
+}
+
+// dml_layer_norm_grad_cols_finish: 1-D over the columns, each column's
+// slices added in order (float64), dγ and dβ overwritten.
+DML_EXTERN void dml_layer_norm_grad_cols_finish(float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                                const double* __restrict__ part, long long cols, long long slices) {
   DML_GRID_STRIDE(j, cols) {
     double sg = 0, sb = 0;
-    for (long long r = 0; r < rows; r++) {
-      const long long p = r * cols + j;
-      const double d = (double)dy[p];
-      const double xh = __dmul_rn(__dsub_rn((double)x[p], (double)mean[r]), (double)invstd[r]);
-      sg = __dadd_rn(sg, __dmul_rn(d, xh));
-      sb = __dadd_rn(sb, d);
+    for (long long p = 0; p < slices; p++) {
+      sg = __dadd_rn(sg, part[2 * (p * cols + j)]);
+      sb = __dadd_rn(sb, part[2 * (p * cols + j) + 1]);
     }
     dgamma[j] = (float)sg;
     dbeta[j] = (float)sb;

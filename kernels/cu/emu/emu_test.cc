@@ -671,8 +671,20 @@ static void test_transformer() {
     std::vector<float> y(all, 7), mean(s.rows, 7), inv(s.rows, 7), dg(s.cols, 7), db(s.cols, 7), dxx = dy;
     emu_launch(dml_layer_norm, dim3{2, 1, 1}, dim3{256, 1, 1}, y.data(), mean.data(), inv.data(), (const float*)x.data(),
                (const float*)g.data(), (const float*)b.data(), s.rows, s.cols, eps);
-    emu_launch(dml_layer_norm_grad_cols, G1, B1, dg.data(), db.data(), (const float*)dy.data(), (const float*)x.data(),
-               (const float*)mean.data(), (const float*)inv.data(), s.rows, s.cols);
+    // the column sums over 1, 2 and 3 slices of the rows (3 slices on a grid
+    // of 2 in y: the grid-stride loop), the same within float64's rounding
+    std::vector<std::vector<float>> sums;
+    for (long long slices : {1LL, 2LL, 3LL}) {
+      std::vector<double> part(2 * slices * s.cols, 9);
+      emu_launch(dml_layer_norm_grad_cols_partial, dim3{2, 2, 1}, B1, part.data(), (const float*)dy.data(), (const float*)x.data(),
+                 (const float*)mean.data(), (const float*)inv.data(), s.rows, s.cols, slices);
+      emu_launch(dml_layer_norm_grad_cols_finish, G1, B1, dg.data(), db.data(), (const double*)part.data(), s.cols, slices);
+      sums.push_back(dg);
+      sums.push_back(db);
+    }
+    for (size_t k = 2; k < sums.size(); k++)
+      for (long long j = 0; j < s.cols; j++)
+        CHECK(close(sums[k][j], sums[k % 2][j], 1e-6), "layer norm column sums, slicing %zu col %lld: %g want %g", k / 2 + 1, j, sums[k][j], sums[k % 2][j]);
     // in place: dx aliases dy, after the column sums have read dy
     emu_launch(dml_layer_norm_grad_rows, dim3{2, 1, 1}, dim3{256, 1, 1}, dxx.data(), (const float*)dxx.data(), (const float*)x.data(),
                (const float*)mean.data(), (const float*)inv.data(), (const float*)g.data(), s.rows, s.cols);
