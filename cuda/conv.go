@@ -108,10 +108,24 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 }
 
 // MaxPoolGrad: see kernels.ConvOps (one thread per input pixel, which
-// adds the gradients of the windows it is the maximum of, in order).
+// adds the gradients of the windows it is the maximum of, in order; where
+// the windows do not overlap, dx zeroed and one thread per window writing
+// its argmax's: the same bits, a quarter of the threads for LeNet-5's
+// 2×2 pools and no argmax computed four times).
 func (be *Backend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride int) error {
+	const op = "MaxPoolGrad"
 	dd, gd, xd := be.buf(dx), be.buf(dy), be.buf(x)
-	return be.poolOp("MaxPoolGrad", be.dev.k.maxPoolGrad, xd.n, gd.n, xd.n, []uint64{ptr(dd), ptr(gd), ptr(xd)}, planes, h, w, k, stride, dd)
+	args := []uint64{ptr(dd), ptr(gd), ptr(xd)}
+	// Anything amiss (a shape, the backend) goes to the gather, which
+	// reports it before queuing anything.
+	if stride < k || xd.n == 0 || dd.n != xd.n || be.usable(op) != nil ||
+		kernels.CheckPool("cuda."+op, xd.n, gd.n, planes, h, w, k, stride) != nil {
+		return be.poolOp(op, be.dev.k.maxPoolGrad, xd.n, gd.n, xd.n, args, planes, h, w, k, stride, dd)
+	}
+	if err := be.q.memset32(dd.ptr, 0, dd.n); err != nil {
+		return be.deviceErr(op, dimsString([]int{planes, h, w, k, stride}), err)
+	}
+	return be.poolOp(op, be.dev.k.maxPoolGradDisjoint, xd.n, gd.n, gd.n, args, planes, h, w, k, stride, dd)
 }
 
 // AvgPool: see kernels.ConvOps.

@@ -40,6 +40,7 @@ type kernelSet struct {
 	// module conv (ConvOps, NormOps)
 	im2col, col2im, transpose01                function
 	maxPool, maxPoolGrad, avgPool, avgPoolGrad function
+	maxPoolGradDisjoint                        function
 	maxPoolPad, maxPoolPadGrad                 function
 	lrn, lrnGrad                               function
 	bnSumsFinish, bnFinishSums, bnGradInput    function
@@ -209,6 +210,7 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.sumRowsPartial, "dml_sum_rows_partial"}, {&k.sumRowsFinal, "dml_sum_rows_final"}, {&k.stats, "dml_stats"},
 		{&k.dotPartial, "dml_dot_partial"}, {&k.dotFinal, "dml_dot_final"}, {&k.nonFinite, "dml_nonfinite"},
 		{&k.im2col, "dml_im2col"}, {&k.col2im, "dml_col2im"}, {&k.transpose01, "dml_transpose01"}, {&k.maxPool, "dml_maxpool"}, {&k.maxPoolGrad, "dml_maxpool_grad"},
+		{&k.maxPoolGradDisjoint, "dml_maxpool_grad_disjoint"},
 		{&k.avgPool, "dml_avgpool"}, {&k.avgPoolGrad, "dml_avgpool_grad"},
 		{&k.maxPoolPad, "dml_maxpool_pad"}, {&k.maxPoolPadGrad, "dml_maxpool_pad_grad"},
 		{&k.lrn, "dml_lrn"}, {&k.lrnGrad, "dml_lrn_grad"},

@@ -200,6 +200,33 @@ DML_EXTERN void dml_maxpool_grad(float* __restrict__ dx, const float* __restrict
   dml_maxpool_grad_all(dx, dy, x, planes, h, w, k, stride, 0, oh, ow);
 }
 
+// dml_maxpool_grad_disjoint: the gradient where the windows do not
+// overlap (stride ≥ k, no padding), over dx already zeroed: one thread
+// per window (planes·oh·ow) writes 0 + dy to its argmax — the one term
+// dml_maxpool_grad's gather adds there, so the same bits (+0 for a dy of
+// −0 too) — instead of every input pixel recomputing its window's argmax.
+template <typename I>
+__device__ __forceinline__ void dml_maxpool_grad_disjoint_all(float* __restrict__ dx, const float* __restrict__ dy,
+                                                              const float* __restrict__ x, I total, I h, I w, I k,
+                                                              I stride, I oh, I ow) {
+  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (I)blockDim.x * gridDim.x) {
+    const I ox = i % ow, oy = (i / ow) % oh, pl = i / (oh * ow);
+    const float* xp = x + pl * h * w;
+    dx[pl * h * w + dml_pad_window_argmax<I>(xp, h, w, oy * stride, ox * stride, k)] = __fadd_rn(0.f, dy[i]);
+  }
+}
+
+DML_EXTERN void dml_maxpool_grad_disjoint(float* __restrict__ dx, const float* __restrict__ dy,
+                                          const float* __restrict__ x, long long planes, long long h, long long w,
+                                          long long k, long long stride, long long oh, long long ow) {
+  const long long total = planes * oh * ow, in = planes * h * w;
+  if (dml_fits32(total > in ? total : in)) {
+    dml_maxpool_grad_disjoint_all<int>(dx, dy, x, (int)total, (int)h, (int)w, (int)k, (int)stride, (int)oh, (int)ow);
+  } else {
+    dml_maxpool_grad_disjoint_all<long long>(dx, dy, x, total, h, w, k, stride, oh, ow);
+  }
+}
+
 // dml_maxpool_pad: y (planes × oh × ow) = each padded window's maximum
 // (PyTorch's MaxPool2d padding).
 DML_EXTERN void dml_maxpool_pad(float* __restrict__ y, const float* __restrict__ x, long long planes, long long h,

@@ -566,6 +566,16 @@ static void test_pool() {
       CHECK(same(y[i], wy[i]), "maxpool k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, y[i], wy[i]);
       CHECK(same(ay[i], way[i]), "avgpool k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, ay[i], way[i]);
     }
+    if (s.stride >= s.k) {  // disjoint windows: zeroed, then one thread per window; the gather's bits
+      std::vector<float> ddx(in, 0.f);
+      auto dy0 = dy;
+      dy0[0] = -0.f;  // 0 + (−0) is +0, as the gather's sum
+      std::vector<float> gdx(in, 7.f);
+      emu_launch(dml_maxpool_grad, G1, B1, gdx.data(), (const float*)dy0.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+      emu_launch(dml_maxpool_grad_disjoint, G1, B1, ddx.data(), (const float*)dy0.data(), (const float*)x.data(), s.planes, s.h, s.w, s.k, s.stride, oh, ow);
+      for (long long i = 0; i < in; i++)
+        CHECK(same_bits(ddx[i], gdx[i]), "maxpool_grad_disjoint k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, ddx[i], gdx[i]);
+    }
     for (long long i = 0; i < in; i++) {
       CHECK(same_bits(dx[i], wdx[i]), "maxpool_grad k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, dx[i], wdx[i]);
       CHECK(same_bits(adx[i], wadx[i]), "avgpool_grad k%lld s%lld at %lld: %g want %g", s.k, s.stride, i, adx[i], wadx[i]);
