@@ -143,6 +143,8 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
 //   dml_sgemm64_{nn,nt,tn,tt}: 128×64 tiles, 256 threads, 8×4 per thread,
 //                              BK 16, one stage (≤ 128 registers: two blocks
 //                              per SM), for products with few 128×128 tiles
+//   dml_sgemm32_{nn,nt,tn,tt}: 32×256 tiles, 256 threads, 4×8 per thread,
+//                              BK 32, for products of at most 64 rows
 // The DML_G128_* macros are the large kernel's tuning knobs (K-step, blocks
 // per SM for __launch_bounds__, shared-memory stages, tile width, warp
 // tiles); the defaults are what the H200 measured fastest at 4096³ (bench/gpu/
@@ -185,10 +187,24 @@ DML_SGEMM_128(dml_sgemm_nn, false, false)
 DML_SGEMM_128(dml_sgemm_nt, false, true)
 DML_SGEMM_128(dml_sgemm_tn, true, false)
 DML_SGEMM_128(dml_sgemm_tt, true, true)
+// dml_sgemm32_*: 32×256 tiles, 256 threads, 4×8 per thread in warp tiles,
+// BK 32 (a 32-row A tile needs 32 K-rows to give each thread a float4),
+// for products with few rows (a convolution's forward product, m = 16–64
+// output channels against n = batch·positions): the 128-row tiles left
+// 50–88% of their rows empty there.
+#define DML_SGEMM_32(name, ta, tb)                                       \
+  extern "C" __global__ void __launch_bounds__(256) name(DML_SGEMM_PARAMS) { \
+    dml_sgemm<32, 256, 32, 1, 2, 4, 1, true, ta, tb>(DML_SGEMM_ARGS);          \
+  }
+
 DML_SGEMM_64(dml_sgemm64_nn, false, false)
 DML_SGEMM_64(dml_sgemm64_nt, false, true)
 DML_SGEMM_64(dml_sgemm64_tn, true, false)
 DML_SGEMM_64(dml_sgemm64_tt, true, true)
+DML_SGEMM_32(dml_sgemm32_nn, false, false)
+DML_SGEMM_32(dml_sgemm32_nt, false, true)
+DML_SGEMM_32(dml_sgemm32_tn, true, false)
+DML_SGEMM_32(dml_sgemm32_tt, true, true)
 
 // ---- skinny products: one side of C at most DML_SKINNY (16) wide --------------
 //

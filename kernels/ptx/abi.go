@@ -20,6 +20,14 @@ const (
 	Gemm64BlockN  = 64
 	Gemm64Threads = 256
 
+	// GEMM, fp32, few rows: dml_sgemm32_{nn,nt,tn,tt} (32×256 tiles), same
+	// parameters and grid rule; for products of at most Gemm32MaxM rows (a
+	// convolution's forward product: 16–64 output channels).
+	Gemm32BlockM  = 32
+	Gemm32BlockN  = 256
+	Gemm32Threads = 256
+	Gemm32MaxM    = 64
+
 	// GEMM, fp32, one side of C at most SkinnyMax wide and k ≥ SkinnyMinK:
 	// dml_sgemm_skinnyn_* (n small) and dml_sgemm_skinnym_* (m small), same
 	// parameters, SkinnyThreads per block, a 1-D grid (Gemm.Grid).
@@ -53,7 +61,7 @@ const (
 
 // GemmFamilies are the name prefixes of the fp32 GEMM kernels PickGemm can
 // return; each family has the suffixes nn, nt, tn, tt.
-var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_"}
+var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm32_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_"}
 
 // Gemm names a GEMM kernel and its launch shape.
 type Gemm struct {
@@ -75,8 +83,9 @@ type Gemm struct {
 // on the MLP's 10-class layer); else, when TF32 is asked for (the caller
 // checks TF32MinCC) and the product fills the tensor-core kernel's tiles
 // (both sides of C at least a tile, k at least TF32MinK), TF32; else the
-// 128×128 tiles when they give at least one block per multiprocessor,
-// else the 128×64 ones (more blocks for small products). TF32 leaves the
+// 32×256 tiles for at most Gemm32MaxM rows; else the 128×128 tiles when
+// they give at least one block per multiprocessor, else the 128×64 ones
+// (more blocks for small products). TF32 leaves the
 // rest to the float32 kernels, which are faster there and more exact (on
 // an H200: a 10-wide product 840 against 329 GFLOP/s; a convolution's
 // 16×131072×144 forward product 1.08 against 3.1 ms; its split-K weight
@@ -101,6 +110,9 @@ func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 			w = 8
 		}
 		return Gemm{Name: "dml_sgemm_skinny" + string(side) + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w}
+	}
+	if m <= Gemm32MaxM {
+		return Gemm{Name: "dml_sgemm32" + suffix, BlockM: Gemm32BlockM, BlockN: Gemm32BlockN, Threads: Gemm32Threads}
 	}
 	tiles := ceilDiv(m, GemmBlockM) * ceilDiv(n, GemmBlockN)
 	if tiles >= sms {

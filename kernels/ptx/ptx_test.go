@@ -211,11 +211,12 @@ func TestPickGemm(t *testing.T) {
 		m, n, k        int
 		want           string
 	}{
-		{false, false, 16, 131072, 144, "dml_sgemm_nn"},
+		{false, false, 16, 131072, 144, "dml_sgemm32_nn"},
 		{false, true, 16, 144, 131072, "dml_sgemm_skinnym_nt"},
 		{false, true, 1024, 10, 1024, "dml_sgemm_skinnyn_nt"},
 		{false, false, 1024, 1024, 10, "dml_sgemm64_nn"},
-		{false, false, 64, 64, 64, "dml_sgemm64_nn"},
+		{false, false, 64, 64, 64, "dml_sgemm32_nn"},
+		{false, false, 65, 64, 64, "dml_sgemm64_nn"},
 	} {
 		if g := PickGemm(c.transA, c.transB, true, c.m, c.n, c.k, 132); g.Name != c.want || g.TF32 {
 			t.Errorf("tf32 %d×%d×%d: %+v, want %s", c.m, c.n, c.k, g, c.want)

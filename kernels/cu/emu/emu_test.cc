@@ -436,6 +436,7 @@ static void test_gemm() {
   } vs[] = {
       {"sgemm", {dml_sgemm_nn, dml_sgemm_nt, dml_sgemm_tn, dml_sgemm_tt}, 128, 128, 1e-5},
       {"sgemm64", {dml_sgemm64_nn, dml_sgemm64_nt, dml_sgemm64_tn, dml_sgemm64_tt}, 128, 64, 1e-5},
+      {"sgemm32", {dml_sgemm32_nn, dml_sgemm32_nt, dml_sgemm32_tn, dml_sgemm32_tt}, 32, 256, 1e-5},
       {"tf32", {dml_sgemm_tf32_nn, dml_sgemm_tf32_nt, dml_sgemm_tf32_tn, dml_sgemm_tf32_tt}, 128, 128, 2e-3},
       {"skinnyn", {dml_sgemm_skinnyn_nn, dml_sgemm_skinnyn_nt, dml_sgemm_skinnyn_tn, dml_sgemm_skinnyn_tt}, 0, 0, 1e-5, 'n'},
       {"skinnym", {dml_sgemm_skinnym_nn, dml_sgemm_skinnym_nt, dml_sgemm_skinnym_tn, dml_sgemm_skinnym_tt}, 0, 0, 1e-5, 'm'},
