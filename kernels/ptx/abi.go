@@ -34,6 +34,9 @@ const (
 	SkinnyMax     = 16
 	SkinnyMinK    = 256
 	SkinnyThreads = 256
+	// SkinnySplitMinK is the least k a chunk of a split skinny product
+	// takes (PickGemm's Split).
+	SkinnySplitMinK = 4096
 
 	// GEMM, TF32 tensor cores: dml_sgemm_tf32_{nn,nt,tn,tt}, in module
 	// gemm_tf32 (compute_80), devices of compute capability ≥ TF32MinCC/10.
@@ -61,7 +64,8 @@ const (
 
 // GemmFamilies are the name prefixes of the fp32 GEMM kernels PickGemm can
 // return; each family has the suffixes nn, nt, tn, tt.
-var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm32_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_"}
+var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm32_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_",
+	"dml_sgemm_skinnyn_split_", "dml_sgemm_skinnym_split_"}
 
 // Gemm names a GEMM kernel and its launch shape.
 type Gemm struct {
@@ -75,6 +79,11 @@ type Gemm struct {
 	Wide   int
 	// TF32 marks the tensor-core kernel (module gemm_tf32).
 	TF32 bool
+	// Split > 1 (the skinny _split kernels): k is cut into Split chunks
+	// over the grid's y, each writing its partial product into scratch
+	// (cstride = m·n apart, ldc = n), and dml_sgemm_sum_parts adds them
+	// in order into C.
+	Split int
 }
 
 // PickGemm returns the kernel for C = op(A)·op(B) with C m×n on a device
@@ -109,6 +118,19 @@ func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 		if contig {
 			w = 8
 		}
+		wide := m
+		if side == 'm' {
+			wide = n
+		}
+		// Too few wide tiles to fill the GPU: split k over the grid's y
+		// too, in chunks of at least SkinnySplitMinK.
+		split := 1
+		if tiles := ceilDiv(wide, w); tiles < 2*sms {
+			split = max(1, min(ceilDiv(2*sms, tiles), k/SkinnySplitMinK, MaxGridY))
+		}
+		if split > 1 {
+			return Gemm{Name: "dml_sgemm_skinny" + string(side) + "_split" + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w, Split: split}
+		}
 		return Gemm{Name: "dml_sgemm_skinny" + string(side) + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w}
 	}
 	if m <= Gemm32MaxM {
@@ -124,13 +146,13 @@ func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 // Grid returns the grid (x, y) for the GEMM g on C m×n: for the tiled
 // kernels one block per tile, y clamped to MaxGridY; for the skinny ones
 // one block per Wide indices of the wide side, clamped to MaxGridX (the
-// kernels loop over the rest).
+// kernels loop over the rest), by Split chunks of k.
 func (g Gemm) Grid(m, n int) (x, y int) {
 	switch g.Skinny {
 	case 'n':
-		return min(ceilDiv(m, g.Wide), MaxGridX), 1
+		return min(ceilDiv(m, g.Wide), MaxGridX), max(1, g.Split)
 	case 'm':
-		return min(ceilDiv(n, g.Wide), MaxGridX), 1
+		return min(ceilDiv(n, g.Wide), MaxGridX), max(1, g.Split)
 	}
 	return ceilDiv(n, g.BlockN), min(ceilDiv(m, g.BlockM), MaxGridY)
 }
