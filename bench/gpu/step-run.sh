@@ -43,6 +43,10 @@ if go_on bench; then
     echo "bench $env rc=$? $(( $(date +%s) - T0 ))s" >> "$S"
     grep -E "bench_test.go" "$O/bench-$env.log" | sed "s/^ *//; s/cuda (gemm: cublas [0-9.]*, conv: cudnn [0-9.]*,\( batchnorm: cudnn [0-9.]*,\)* rest: dml)/libs/; s/^/$env /" >> "$S"
   done
+  # Our own kernels alone (--kernels dml), once: no cuDNN setting applies.
+  timeout 150 .gpu/cuda.test -test.run x -test.bench 'CNNStep/.*/.*/dml' -test.benchtime 1x -test.v > "$O/bench-dml.log" 2>&1
+  echo "bench --kernels dml rc=$? $(( $(date +%s) - T0 ))s" >> "$S"
+  grep -E "bench_test.go" "$O/bench-dml.log" | sed 's/^ *//' >> "$S"
 fi
 if go_on ncu; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
