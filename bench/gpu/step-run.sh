@@ -9,9 +9,9 @@
 # same call, the GPT against PyTorch's (its step and kernel profile too),
 # LeNet-5 on Fashion-MNIST at each precision, two mpirun jobs, memcheck
 # over the new kernels.
-# Build here: cuda.test, dml and trainer.test with -tags cuda packed in
-# .gpu/bins.tgz, Fashion-MNIST in .gpu/fmnist, the MPI bundle
-# (bench/gpu/pack-mpi.sh), then
+# Build here: `make gpu-bundle` (cuda.test, trainer.test and dml with -tags
+# cuda in .gpu/bins.tgz; Fashion-MNIST in .gpu/fmnist) and
+# bench/gpu/pack-mpi.sh (.gpukit/mpi.tgz), then
 #
 #   run  command: bash bench/gpu/step-run.sh   carry: [".gpu", ".gpukit/mpi.tgz"]
 #
