@@ -44,18 +44,17 @@ func (be *Backend) imageOp(op string, f function, dst, src *Buffer, imgLen, cols
 		return nil
 	}
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
-	if f == be.dev.k.im2col {
-		return be.done(op, be.im2col(dst.ptr, src.ptr, n, c, h, w, k, stride, pad), n, c, h, w, k, stride, pad)
-	}
 	return be.done(op, be.launch1D(f, dst.n, ptr(dst), ptr(src), i64(n), i64(c), i64(h), i64(w), i64(k), i64(stride), i64(pad), i64(oh), i64(ow)), n, c, h, w, k, stride, pad)
 }
 
-// im2col queues dml_im2col: its c·k·k rows over the grid's y (at most
-// 65535; the kernel loops over the rest), its n·oh·ow columns over x.
+// im2col queues dml_im2col, a grid-stride kernel over the c·k·k·n·oh·ow
+// columns, on device pointers (the cuBLAS filter gradient's chunks).
+// (Rows over the grid's y and columns over x, which divides less per
+// element, measured slower on an H200: 1.89 against 1.36 ms of ResNet-20's
+// step; tried and dropped.)
 func (be *Backend) im2col(cols, x devPtr, n, c, h, w, k, stride, pad int) error {
 	oh, ow := kernels.ConvOut(h, w, k, stride, pad)
-	gx, gy := max(1, min(ceilDiv(n*oh*ow, threads), 32*be.dev.SMs)), max(1, min(c*k*k, 65535))
-	return be.launch(be.dev.k.im2col, gx, gy, threads, ptrAt(cols), ptrAt(x), i64(n), i64(c), i64(h), i64(w), i64(k),
+	return be.launch1D(be.dev.k.im2col, c*k*k*n*oh*ow, ptrAt(cols), ptrAt(x), i64(n), i64(c), i64(h), i64(w), i64(k),
 		i64(stride), i64(pad), i64(oh), i64(ow))
 }
 

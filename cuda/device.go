@@ -57,7 +57,6 @@ type kernelSet struct {
 	attentionGradKV, attentionGradQ function
 	attentionSoftmax, attentionDS   function
 	gemm                            map[string]function // by name, for ptx.PickGemm
-	sgemmSumParts                   function            // the split skinny products' sum
 }
 
 // tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
@@ -224,7 +223,6 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.embedding, "dml_embedding"}, {&k.embeddingGrad, "dml_embedding_grad"}, {&k.attention, "dml_attention"},
 		{&k.attentionGradDot, "dml_attention_grad_dot"}, {&k.attentionGradKV, "dml_attention_grad_kv"}, {&k.attentionGradQ, "dml_attention_grad_q"},
 		{&k.attentionSoftmax, "dml_attention_softmax"}, {&k.attentionDS, "dml_attention_ds"},
-		{&k.sgemmSumParts, "dml_sgemm_sum_parts"},
 	} {
 		f, ok := fns[e.name]
 		if !ok {

@@ -76,9 +76,6 @@ func (be *Backend) Gemm(transA, transB bool, m, n, k int, alpha float32, a, b ke
 	if gx > math.MaxInt32 {
 		return be.shapeErr(op, "m=%d n=%d k=%d: %d column tiles exceed one launch's grid", m, n, k, gx)
 	}
-	if g.Split > 1 {
-		return be.splitGemm(op, f, g, gx, gy, m, n, k, alpha, ap, lda, bp, ldb, beta, cd.ptr, transA, transB)
-	}
 	return be.done(op, be.launch(f, gx, gy, g.Threads,
 		i64(m), i64(n), i64(k), f32(alpha), ptrAt(ap), i64(lda), ptrAt(bp), i64(ldb), f32(beta), ptr(cd), i64(n)),
 		m, n, k, btoi(transA)*2+btoi(transB))
@@ -89,24 +86,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// splitGemm queues a skinny product split over k (ptx.Gemm.Split): the
-// split kernel's g.Split partial products (alpha·chunk, into scratch m·n
-// apart) and dml_sgemm_sum_parts, which adds them in order into C with
-// beta·C.
-func (be *Backend) splitGemm(op string, f function, g ptx.Gemm, gx, gy, m, n, k int, alpha float32, ap devPtr, lda int,
-	bp devPtr, ldb int, beta float32, c devPtr, transA, transB bool) error {
-	dims := []int{m, n, k, btoi(transA)*2 + btoi(transB)}
-	parts, err := be.scratch(op, g.Split*m*n, dims...)
-	if err != nil {
-		return err
-	}
-	defer be.release(parts)
-	if err := be.launch(f, gx, gy, g.Threads, i64(m), i64(n), i64(k), f32(alpha), ptrAt(ap), i64(lda), ptrAt(bp), i64(ldb),
-		f32(0), ptrAt(parts.ptr), i64(n), i64(m*n)); err != nil {
-		return be.deviceErr(op, dimsString(dims), err)
-	}
-	return be.done(op, be.launch1D(be.dev.k.sgemmSumParts, m*n, ptrAt(c), i64(n), ptrAt(parts.ptr), i64(m), i64(n),
-		i64(g.Split), f32(beta)), dims...)
 }

@@ -16,24 +16,16 @@
 
 // dml_im2col: cols is (c·k·k) × (n·oh·ow); row (ci·k + ki)·k + kj holds at
 // column s·oh·ow + oy·ow + ox the pixel
-// x[s][ci][oy·stride + ki − pad][ox·stride + kj − pad], 0 outside. Rows
-// go over the grid's y, columns over x (grid-stride in both: any grid
-// works, a 1-D one too): a row's (ci, ki, kj) is the block's, so each
-// element divides only its column (by oh·ow and ow), in 32 bits where the
-// tensors allow (dml_fits32).
+// x[s][ci][oy·stride + ki − pad][ox·stride + kj − pad], 0 outside.
 template <typename I>
-__device__ __forceinline__ void dml_im2col_rows(float* __restrict__ cols, const float* __restrict__ x, I n, I c, I h,
-                                                I w, I k, I stride, I pad, I oh, I ow) {
-  const I p = oh * ow, np = n * p, rows = c * k * k;
-  for (I r = blockIdx.y; r < rows; r += gridDim.y) {
-    const I kj = r % k, ki = (r / k) % k, ci = r / (k * k);
-    float* out = cols + r * np;
-    for (I col = (I)blockIdx.x * blockDim.x + threadIdx.x; col < np; col += (I)blockDim.x * gridDim.x) {
-      const I s = col / p, q = col % p;
-      const I iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
-      out[col] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((s * c + ci) * h + iy) * w + ix] : 0.f;
-    }
-  }
+__device__ __forceinline__ float dml_im2col_at(const float* __restrict__ x, I i, I c, I h, I w, I k, I stride,
+                                               I pad, I oh, I ow, I n) {
+  const I p = oh * ow, np = n * p;
+  const I col = i % np, r = i / np;  // r = ci·k·k + ki·k + kj
+  const I s = col / p, q = col % p;
+  const I kj = r % k, ki = (r / k) % k, ci = r / (k * k);
+  const I iy = (q / ow) * stride + ki - pad, ix = (q % ow) * stride + kj - pad;
+  return (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((s * c + ci) * h + iy) * w + ix] : 0.f;
 }
 
 DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x, long long n, long long c,
@@ -41,9 +33,11 @@ DML_EXTERN void dml_im2col(float* __restrict__ cols, const float* __restrict__ x
                            long long oh, long long ow) {
   const long long total = c * k * k * n * oh * ow, img = n * c * h * w;
   if (dml_fits32(total > img ? total : img)) {
-    dml_im2col_rows<int>(cols, x, (int)n, (int)c, (int)h, (int)w, (int)k, (int)stride, (int)pad, (int)oh, (int)ow);
+    DML_GRID_STRIDE32(i, total) {
+      cols[i] = dml_im2col_at<int>(x, i, (int)c, (int)h, (int)w, (int)k, (int)stride, (int)pad, (int)oh, (int)ow, (int)n);
+    }
   } else {
-    dml_im2col_rows<long long>(cols, x, n, c, h, w, k, stride, pad, oh, ow);
+    DML_GRID_STRIDE(i, total) { cols[i] = dml_im2col_at<long long>(x, i, c, h, w, k, stride, pad, oh, ow, n); }
   }
 }
 

@@ -143,8 +143,6 @@ __device__ __forceinline__ void dml_sgemm(long long M, long long N, long long K,
 //   dml_sgemm64_{nn,nt,tn,tt}: 128×64 tiles, 256 threads, 8×4 per thread,
 //                              BK 16, one stage (≤ 128 registers: two blocks
 //                              per SM), for products with few 128×128 tiles
-//   dml_sgemm32_{nn,nt,tn,tt}: 32×256 tiles, 256 threads, 4×8 per thread,
-//                              BK 32, for products of at most 64 rows
 // The DML_G128_* macros are the large kernel's tuning knobs (K-step, blocks
 // per SM for __launch_bounds__, shared-memory stages, tile width, warp
 // tiles); the defaults are what the H200 measured fastest at 4096³ (bench/gpu/
@@ -187,24 +185,10 @@ DML_SGEMM_128(dml_sgemm_nn, false, false)
 DML_SGEMM_128(dml_sgemm_nt, false, true)
 DML_SGEMM_128(dml_sgemm_tn, true, false)
 DML_SGEMM_128(dml_sgemm_tt, true, true)
-// dml_sgemm32_*: 32×256 tiles, 256 threads, 4×8 per thread in warp tiles,
-// BK 32 (a 32-row A tile needs 32 K-rows to give each thread a float4),
-// for products with few rows (a convolution's forward product, m = 16–64
-// output channels against n = batch·positions): the 128-row tiles left
-// 50–88% of their rows empty there.
-#define DML_SGEMM_32(name, ta, tb)                                       \
-  extern "C" __global__ void __launch_bounds__(256) name(DML_SGEMM_PARAMS) { \
-    dml_sgemm<32, 256, 32, 1, 2, 4, 1, true, ta, tb>(DML_SGEMM_ARGS);          \
-  }
-
 DML_SGEMM_64(dml_sgemm64_nn, false, false)
 DML_SGEMM_64(dml_sgemm64_nt, false, true)
 DML_SGEMM_64(dml_sgemm64_tn, true, false)
 DML_SGEMM_64(dml_sgemm64_tt, true, true)
-DML_SGEMM_32(dml_sgemm32_nn, false, false)
-DML_SGEMM_32(dml_sgemm32_nt, false, true)
-DML_SGEMM_32(dml_sgemm32_tn, true, false)
-DML_SGEMM_32(dml_sgemm32_tt, true, true)
 
 // ---- skinny products: one side of C at most DML_SKINNY (16) wide --------------
 //
@@ -226,29 +210,11 @@ DML_SGEMM_32(dml_sgemm32_tt, true, true)
 // wide/W), 65535·k), 1), block 256; the kernel loops over the wide tiles
 // with a grid stride, so any grid ≥ 1 is correct.
 #define DML_SKINNY 16
-//
-// SPLIT (dml_sgemm_skinny{n,m}_split_*): the grid's y also splits K — block
-// row y takes k in [K·y/Y, K·(y+1)/Y) and writes alpha times its partial
-// product, unscaled by beta, into C + y·cstride; dml_sgemm_sum_parts then
-// adds the Y partials in order (with beta·C). For products whose wide side
-// gives fewer blocks than the GPU has multiprocessors (a LeNet-5 filter
-// gradient: 6×25 over k = 802,816), which otherwise run on a handful of
-// them.
-template <bool WIDEM, bool TA, bool TB, bool SPLIT = false>
+template <bool WIDEM, bool TA, bool TB>
 __device__ __forceinline__ void dml_sgemm_skinny(long long M, long long N, long long K, float alpha,
                                                  const float* __restrict__ A, long long lda,
                                                  const float* __restrict__ B, long long ldb,
-                                                 float beta, float* __restrict__ C, long long ldc,
-                                                 long long cstride = 0) {
-  if (SPLIT) {
-    const long long y = blockIdx.y, Y = gridDim.y;
-    const long long k0 = K * y / Y, k1 = K * (y + 1) / Y;
-    A += TA ? k0 * lda : k0;  // op(A)[i][k]: A[k·lda + i] (TA) or A[i·lda + k]
-    B += TB ? k0 : k0 * ldb;  // op(B)[k][j]: B[j·ldb + k] (TB) or B[k·ldb + j]
-    K = k1 - k0;
-    C += y * cstride;
-    beta = 0.f;
-  }
+                                                 float beta, float* __restrict__ C, long long ldc) {
   // Is the wide operand contiguous along the wide side? A (wide = m) is
   // when stored k×m (TA); B (wide = n) when stored k×n (!TB).
   constexpr bool WIDECONTIG = WIDEM ? TA : !TB;
@@ -330,31 +296,3 @@ DML_SGEMM_SKINNY(dml_sgemm_skinnym_nn, false, false, false)
 DML_SGEMM_SKINNY(dml_sgemm_skinnym_nt, false, false, true)
 DML_SGEMM_SKINNY(dml_sgemm_skinnym_tn, false, true, false)
 DML_SGEMM_SKINNY(dml_sgemm_skinnym_tt, false, true, true)
-
-// (256, 1) here: plain (256) let ptxas cap skinnyn_split_nn at 64 registers
-// on sm_90 and spill 8 bytes.
-#define DML_SGEMM_SKINNY_SPLIT(name, widem, ta, tb)                                      \
-  extern "C" __global__ void __launch_bounds__(256, 1) name(DML_SGEMM_PARAMS, long long cstride) { \
-    dml_sgemm_skinny<widem, ta, tb, true>(DML_SGEMM_ARGS, cstride);                      \
-  }
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnyn_split_nn, true, false, false)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnyn_split_nt, true, false, true)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnyn_split_tn, true, true, false)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnyn_split_tt, true, true, true)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnym_split_nn, false, false, false)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnym_split_nt, false, false, true)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnym_split_tn, false, true, false)
-DML_SGEMM_SKINNY_SPLIT(dml_sgemm_skinnym_split_tt, false, true, true)
-
-// dml_sgemm_sum_parts: C (m×n, ldc) = Σ_y parts[y·m·n + i] over the count
-// partials in order (+ beta·C; beta == 0 never reads C). 1-D over m·n.
-extern "C" __global__ void dml_sgemm_sum_parts(float* __restrict__ C, long long ldc, const float* __restrict__ parts,
-                                               long long m, long long n, long long count, float beta) {
-  const long long mn = m * n;
-  DML_GRID_STRIDE(i, mn) {
-    float s = 0.f;
-    for (long long y = 0; y < count; y++) s = __fadd_rn(s, parts[y * mn + i]);
-    float* p = C + (i / n) * ldc + i % n;
-    *p = beta == 0.f ? s : __fadd_rn(s, __fmul_rn(beta, *p));
-  }
-}

@@ -20,23 +20,12 @@ const (
 	Gemm64BlockN  = 64
 	Gemm64Threads = 256
 
-	// GEMM, fp32, few rows: dml_sgemm32_{nn,nt,tn,tt} (32×256 tiles), same
-	// parameters and grid rule; for products of at most Gemm32MaxM rows (a
-	// convolution's forward product: 16–64 output channels).
-	Gemm32BlockM  = 32
-	Gemm32BlockN  = 256
-	Gemm32Threads = 256
-	Gemm32MaxM    = 64
-
 	// GEMM, fp32, one side of C at most SkinnyMax wide and k ≥ SkinnyMinK:
 	// dml_sgemm_skinnyn_* (n small) and dml_sgemm_skinnym_* (m small), same
 	// parameters, SkinnyThreads per block, a 1-D grid (Gemm.Grid).
 	SkinnyMax     = 16
 	SkinnyMinK    = 256
 	SkinnyThreads = 256
-	// SkinnySplitMinK is the least k a chunk of a split skinny product
-	// takes (PickGemm's Split).
-	SkinnySplitMinK = 4096
 
 	// GEMM, TF32 tensor cores: dml_sgemm_tf32_{nn,nt,tn,tt}, in module
 	// gemm_tf32 (compute_80), devices of compute capability ≥ TF32MinCC/10.
@@ -64,8 +53,7 @@ const (
 
 // GemmFamilies are the name prefixes of the fp32 GEMM kernels PickGemm can
 // return; each family has the suffixes nn, nt, tn, tt.
-var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm32_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_",
-	"dml_sgemm_skinnyn_split_", "dml_sgemm_skinnym_split_"}
+var GemmFamilies = []string{"dml_sgemm_", "dml_sgemm64_", "dml_sgemm_skinnyn_", "dml_sgemm_skinnym_"}
 
 // Gemm names a GEMM kernel and its launch shape.
 type Gemm struct {
@@ -79,11 +67,6 @@ type Gemm struct {
 	Wide   int
 	// TF32 marks the tensor-core kernel (module gemm_tf32).
 	TF32 bool
-	// Split > 1 (the skinny _split kernels): k is cut into Split chunks
-	// over the grid's y, each writing its partial product into scratch
-	// (cstride = m·n apart, ldc = n), and dml_sgemm_sum_parts adds them
-	// in order into C.
-	Split int
 }
 
 // PickGemm returns the kernel for C = op(A)·op(B) with C m×n on a device
@@ -92,9 +75,8 @@ type Gemm struct {
 // on the MLP's 10-class layer); else, when TF32 is asked for (the caller
 // checks TF32MinCC) and the product fills the tensor-core kernel's tiles
 // (both sides of C at least a tile, k at least TF32MinK), TF32; else the
-// 32×256 tiles for at most Gemm32MaxM rows; else the 128×128 tiles when
-// they give at least one block per multiprocessor, else the 128×64 ones
-// (more blocks for small products). TF32 leaves the
+// 128×128 tiles when they give at least one block per multiprocessor,
+// else the 128×64 ones (more blocks for small products). TF32 leaves the
 // rest to the float32 kernels, which are faster there and more exact (on
 // an H200: a 10-wide product 840 against 329 GFLOP/s; a convolution's
 // 16×131072×144 forward product 1.08 against 3.1 ms; its split-K weight
@@ -118,23 +100,7 @@ func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 		if contig {
 			w = 8
 		}
-		wide := m
-		if side == 'm' {
-			wide = n
-		}
-		// Too few wide tiles to fill the GPU: split k over the grid's y
-		// too, in chunks of at least SkinnySplitMinK.
-		split := 1
-		if tiles := ceilDiv(wide, w); tiles < 2*sms {
-			split = max(1, min(ceilDiv(2*sms, tiles), k/SkinnySplitMinK, MaxGridY))
-		}
-		if split > 1 {
-			return Gemm{Name: "dml_sgemm_skinny" + string(side) + "_split" + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w, Split: split}
-		}
 		return Gemm{Name: "dml_sgemm_skinny" + string(side) + suffix, Threads: SkinnyThreads, Skinny: side, Wide: w}
-	}
-	if m <= Gemm32MaxM {
-		return Gemm{Name: "dml_sgemm32" + suffix, BlockM: Gemm32BlockM, BlockN: Gemm32BlockN, Threads: Gemm32Threads}
 	}
 	tiles := ceilDiv(m, GemmBlockM) * ceilDiv(n, GemmBlockN)
 	if tiles >= sms {
@@ -146,13 +112,13 @@ func PickGemm(transA, transB, tf32 bool, m, n, k, sms int) Gemm {
 // Grid returns the grid (x, y) for the GEMM g on C m×n: for the tiled
 // kernels one block per tile, y clamped to MaxGridY; for the skinny ones
 // one block per Wide indices of the wide side, clamped to MaxGridX (the
-// kernels loop over the rest), by Split chunks of k.
+// kernels loop over the rest).
 func (g Gemm) Grid(m, n int) (x, y int) {
 	switch g.Skinny {
 	case 'n':
-		return min(ceilDiv(m, g.Wide), MaxGridX), max(1, g.Split)
+		return min(ceilDiv(m, g.Wide), MaxGridX), 1
 	case 'm':
-		return min(ceilDiv(n, g.Wide), MaxGridX), max(1, g.Split)
+		return min(ceilDiv(n, g.Wide), MaxGridX), 1
 	}
 	return ceilDiv(n, g.BlockN), min(ceilDiv(m, g.BlockM), MaxGridY)
 }

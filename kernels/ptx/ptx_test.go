@@ -211,27 +211,15 @@ func TestPickGemm(t *testing.T) {
 		m, n, k        int
 		want           string
 	}{
-		{false, false, 16, 131072, 144, "dml_sgemm32_nn"},
-		{false, true, 16, 144, 131072, "dml_sgemm_skinnym_split_nt"},
+		{false, false, 16, 131072, 144, "dml_sgemm_nn"},
+		{false, true, 16, 144, 131072, "dml_sgemm_skinnym_nt"},
 		{false, true, 1024, 10, 1024, "dml_sgemm_skinnyn_nt"},
 		{false, false, 1024, 1024, 10, "dml_sgemm64_nn"},
-		{false, false, 64, 64, 64, "dml_sgemm32_nn"},
-		{false, false, 65, 64, 64, "dml_sgemm64_nn"},
+		{false, false, 64, 64, 64, "dml_sgemm64_nn"},
 	} {
 		if g := PickGemm(c.transA, c.transB, true, c.m, c.n, c.k, 132); g.Name != c.want || g.TF32 {
 			t.Errorf("tf32 %d×%d×%d: %+v, want %s", c.m, c.n, c.k, g, c.want)
 		}
-	}
-	// A skinny product whose wide side gives too few blocks splits k over
-	// the grid's y (LeNet-5's first filter gradient: 6×25 over 802,816);
-	// one with too short a k does not (the MLP's 10-class layer above).
-	if g := PickGemm(false, true, false, 6, 25, 802816, 132); g.Name != "dml_sgemm_skinnym_split_nt" || g.Split != 11 {
-		t.Errorf("6×25×802816 nt: %+v, want a split of 11", g)
-	} else if x, y := g.Grid(6, 25); x != 25 || y != 11 {
-		t.Errorf("split grid %d×%d, want 25×11", x, y)
-	}
-	if g := PickGemm(false, true, false, 1024, 10, 1024, 132); g.Split > 1 {
-		t.Errorf("1024×10×1024: split %d, want none (k < 2·%d)", g.Split, SkinnySplitMinK)
 	}
 	if _, y := (Gemm{BlockM: 1, BlockN: 1}).Grid(1<<20, 1); y != MaxGridY {
 		t.Errorf("grid y not clamped: %d", y)
