@@ -378,47 +378,20 @@ var cnnVariants = []struct {
 }
 
 func BenchmarkCNNStep(b *testing.B) {
-	for _, c := range []cnnCase{
-		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
-		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
-	} {
+	for _, c := range benchCNNs {
 		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32, kernels.BF16} {
 			for _, k := range cnnVariants {
 				b.Run(fmt.Sprintf("%s/%s/%s", c.name, p, k.name), func(b *testing.B) {
 					be := openBench(b, p, k.k, "conv")
 					defer be.Close()
-					arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
-					if err != nil {
-						b.Fatal(err)
-					}
-					cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+					cr, free := cnnBenchRun(b, be, c)
 					defer free()
 					cr.m.UseGraph = k.graph
-					batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
-					if err := cr.m.Upload(batch, c.rows); err != nil {
-						b.Fatal(err)
-					}
-					step := func() error { return cr.step(c.rows) }
-					const block, reps = 10, 10
-					var times []float64
-					for r := range reps + 1 {
-						t0 := time.Now()
-						for range block {
-							if err := step(); err != nil {
-								b.Fatal(err)
-							}
-						}
-						if err := be.Sync(); err != nil {
-							b.Fatal(err)
-						}
-						if r > 0 { // the first block warms up (module loads, pools)
-							times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
-						}
-					}
+					times := blockTimes(b, be, func() error { return cr.step(c.rows) })
 					med := median(times)
 					b.ReportMetric(med, "ms/step")
 					b.ReportMetric(float64(c.rows)/(med*1e-3), "samples/s")
-					b.ReportMetric(float64(c.rows)*float64(arch.TrainFLOPs())/(med*1e-3)/1e9, "GFLOP/s")
+					b.ReportMetric(float64(c.rows)*float64(cr.m.Arch.TrainFLOPs())/(med*1e-3)/1e9, "GFLOP/s")
 					b.Logf("%s %s batch %d, %s%s: %.3f ms/step (spread %.1f%%)", c.name, p, c.rows, kernels.Describe(be), map[bool]string{true: ", CUDA graph"}[cr.m.UseGraph], med, spread(times))
 				})
 			}
@@ -432,10 +405,7 @@ func BenchmarkCNNStep(b *testing.B) {
 // span is its device time plus a wait (about 10 µs). It logs the ops and
 // layers by total time per step.
 func BenchmarkCNNProfile(b *testing.B) {
-	for _, c := range []cnnCase{
-		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
-		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
-	} {
+	for _, c := range benchCNNs {
 		for _, k := range benchKernels {
 			b.Run(c.name+"/"+k.name, func(b *testing.B) {
 				be := open(b, kernels.Options{Kernels: k.k})
@@ -443,17 +413,9 @@ func BenchmarkCNNProfile(b *testing.B) {
 				be.syncEach = true
 				rec := trace.NewRecorder(trace.Options{})
 				tb := trace.Backend(be, rec)
-				arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cr, free := newCNNRun(b, tb, arch, c, arch.InitParams(1))
+				cr, free := cnnBenchRun(b, tb, c)
 				defer free()
 				cr.m.Tracer = rec
-				batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
-				if err := cr.m.Upload(batch, c.rows); err != nil {
-					b.Fatal(err)
-				}
 				for range 2 {
 					if err := cr.step(c.rows); err != nil {
 						b.Fatal(err)
@@ -509,24 +471,13 @@ func BenchmarkCNNProfile(b *testing.B) {
 // (bench/gpu/step-run.sh sums them by kernel). Without a profiler it is
 // three steps.
 func BenchmarkCNNKernels(b *testing.B) {
-	for _, c := range []cnnCase{
-		{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
-		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
-	} {
+	for _, c := range benchCNNs {
 		for _, p := range []kernels.Precision{kernels.FP32, kernels.TF32, kernels.BF16} {
 			b.Run(fmt.Sprintf("%s/%s", c.name, p), func(b *testing.B) {
 				be := openBench(b, p, kernels.KernelChoice{}, "conv")
 				defer be.Close()
-				arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+				cr, free := cnnBenchRun(b, be, c)
 				defer free()
-				batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
-				if err := cr.m.Upload(batch, c.rows); err != nil {
-					b.Fatal(err)
-				}
 				profileSteps(b, be, func() error { return cr.step(c.rows) })
 				b.Logf("%s %s batch %d, %s: 3 steps in the profiler's range", c.name, p, c.rows, kernels.Describe(be))
 			})
@@ -571,21 +522,7 @@ func BenchmarkGPTStep(b *testing.B) {
 			cr, free := gptRun(b, be)
 			defer free()
 			cr.m.UseGraph = k.graph
-			var times []float64
-			for r := range 11 {
-				t0 := time.Now()
-				for range 10 {
-					if err := cr.step(gptCase.rows); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := be.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				if r > 0 {
-					times = append(times, float64(time.Since(t0).Microseconds())/1e3/10)
-				}
-			}
+			times := blockTimes(b, be, func() error { return cr.step(gptCase.rows) })
 			med := median(times)
 			tokens := float64(gptCase.rows * gptCase.in.T)
 			b.ReportMetric(med, "ms/step")
@@ -629,4 +566,50 @@ func profileSteps(b *testing.B, be *Backend, step func() error) {
 	if err := be.q.profileRange(false); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchCNNs are the CNN step benchmarks' cases: ResNet-20 at batch 128
+// and LeNet-5 at batch 1024.
+var benchCNNs = []cnnCase{
+	{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
+	{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+}
+
+// cnnBenchRun is case c on be (cnnRun, weights from seed 1) with a batch
+// of random pixels uploaded, as every CNN benchmark steps it.
+func cnnBenchRun(b *testing.B, be kernels.Backend, c cnnCase) (cnnRun, func()) {
+	arch, err := model.NewNet(c.in, c.layers, 10, model.SoftmaxCE)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cr, free := newCNNRun(b, be, arch, c, arch.InitParams(1))
+	batch := randomBatch(rand.New(rand.NewPCG(1, 2)), c.in, c.rows, func(i int) int { return i % 10 })
+	if err := cr.m.Upload(batch, c.rows); err != nil {
+		free()
+		b.Fatal(err)
+	}
+	return cr, free
+}
+
+// blockTimes runs step in 11 blocks of 10, waiting for the device at the
+// end of each, and returns the ms per step of the last 10 blocks (the
+// first warms up: module loads, pools).
+func blockTimes(b *testing.B, be *Backend, step func() error) []float64 {
+	const block, reps = 10, 10
+	var times []float64
+	for r := range reps + 1 {
+		t0 := time.Now()
+		for range block {
+			if err := step(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := be.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if r > 0 {
+			times = append(times, float64(time.Since(t0).Microseconds())/1e3/block)
+		}
+	}
+	return times
 }
