@@ -86,18 +86,39 @@ __device__ __forceinline__ long long dml_row_argmax(const float* row, long long 
   return best;
 }
 
-// dml_block_sum_d returns to every thread the sum of each thread's v over the
-// block, in a fixed tree order. sh is shared scratch of DML_RED_THREADS
-// doubles. Ends with a __syncthreads.
-__device__ __forceinline__ double dml_block_sum_d(double v, double* sh) {
+// dml_bn_slice is the p-th of splits near-equal slices of [0, cnt) (batch
+// norm's and layer norm's two-stage sums).
+__device__ __forceinline__ void dml_bn_slice(long long cnt, long long splits, long long p, long long* lo, long long* hi) {
+  *lo = cnt * p / splits;
+  *hi = cnt * (p + 1) / splits;
+}
+
+// dml_block_reduce_d returns to every thread op folded over each thread's
+// v in the block, in a fixed tree order. sh is shared scratch of
+// DML_RED_THREADS doubles. Ends with a __syncthreads.
+template <typename Op>
+__device__ __forceinline__ double dml_block_reduce_d(double v, double* sh, Op op) {
   const int t = threadIdx.x;
   sh[t] = v;
   __syncthreads();
   for (int s = DML_RED_THREADS / 2; s > 0; s >>= 1) {
-    if (t < s) sh[t] = __dadd_rn(sh[t], sh[t + s]);
+    if (t < s) sh[t] = op(sh[t], sh[t + s]);
     __syncthreads();
   }
   double r = sh[0];
   __syncthreads();
   return r;
 }
+
+struct DmlAddD {
+  __device__ __forceinline__ double operator()(double a, double b) const { return __dadd_rn(a, b); }
+};
+struct DmlMaxD {  // fmax: a NaN loses unless every value is NaN
+  __device__ __forceinline__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+// dml_block_sum_d is the block's sum of v (dml_block_reduce_d).
+__device__ __forceinline__ double dml_block_sum_d(double v, double* sh) { return dml_block_reduce_d(v, sh, DmlAddD{}); }
+
+// dml_block_max_d is the block's largest v (dml_block_reduce_d).
+__device__ __forceinline__ double dml_block_max_d(double v, double* sh) { return dml_block_reduce_d(v, sh, DmlMaxD{}); }

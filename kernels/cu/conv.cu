@@ -289,12 +289,6 @@ __device__ __forceinline__ long long dml_bn_at(long long e, long long ch, long l
 // same bits on every GPU), and the finishing kernels add each channel's
 // slices in order. Sums are float64 in a fixed order.
 
-// dml_bn_slice is the p-th of splits near-equal slices of [0, cnt).
-__device__ __forceinline__ void dml_bn_slice(long long cnt, long long splits, long long p, long long* lo, long long* hi) {
-  *lo = cnt * p / splits;
-  *hi = cnt * (p + 1) / splits;
-}
-
 // dml_bn_partial: part[2b], part[2b+1] = Σx and Σx² (float64) over block
 // b's slice (b = ch·splits + p): one pass over x.
 DML_EXTERN void dml_bn_partial(double* __restrict__ part, const float* __restrict__ x, long long n, long long c,

@@ -107,7 +107,8 @@ DML_EXTERN void dml_layer_norm_grad_cols_partial(double* __restrict__ part, cons
                                                  const float* __restrict__ invstd, long long rows, long long cols,
                                                  long long slices) {
   for (long long p = blockIdx.y; p < slices; p += gridDim.y) {
-    const long long lo = rows * p / slices, hi = rows * (p + 1) / slices;
+    long long lo, hi;
+    dml_bn_slice(rows, slices, p, &lo, &hi);
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += (long long)blockDim.x * gridDim.x) {
       double sg = 0, sb = 0;
       for (long long r = lo; r < hi; r++) {
@@ -325,22 +326,6 @@ DML_EXTERN void dml_attention_grad_q(float* __restrict__ dqkv, const float* __re
 // With cuBLAS, the scores Q·Kᵀ/√d, P·V and the gradients' products are
 // strided batched GEMMs; these two row kernels run between them. Rows are
 // batch·heads·seq rows of seq values; row r is position i = r mod seq.
-
-// dml_block_max_d returns to every thread the largest of each thread's v
-// over the block (fmax: a NaN loses unless every value is NaN), as
-// dml_block_sum_d.
-__device__ __forceinline__ double dml_block_max_d(double v, double* sh) {
-  const int t = threadIdx.x;
-  sh[t] = v;
-  __syncthreads();
-  for (int s = DML_RED_THREADS / 2; s > 0; s >>= 1) {
-    if (t < s) sh[t] = fmax(sh[t], sh[t + s]);
-    __syncthreads();
-  }
-  double r = sh[0];
-  __syncthreads();
-  return r;
-}
 
 // dml_attention_softmax: one block per row (grid-stride), the scores of
 // position i replaced by their causal softmax: p_j = e^(s_j − max)/Σ for
