@@ -80,9 +80,17 @@ func poolArgs(planes, h, w, k, stride int) []uint64 {
 	return []uint64{i64(planes), i64(h), i64(w), i64(k), i64(stride), i64(oh), i64(ow)}
 }
 
-// poolOp checks a pooling op (x of planes·h·w, y of planes·oh·ow; extra
-// buffers must have x's length) and queues f over work elements.
+// poolOp checks a pooling op (poolCheck) and queues f over work elements.
 func (be *Backend) poolOp(op string, f function, xLen, yLen, work int, lead []uint64, planes, h, w, k, stride int, same ...*Buffer) error {
+	if err := be.poolCheck(op, xLen, yLen, planes, h, w, k, stride, same...); err != nil {
+		return err
+	}
+	return be.poolLaunch(op, f, work, lead, planes, h, w, k, stride)
+}
+
+// poolCheck checks a pooling op: x of planes·h·w, y of planes·oh·ow, the
+// extra buffers of x's length.
+func (be *Backend) poolCheck(op string, xLen, yLen, planes, h, w, k, stride int, same ...*Buffer) error {
 	if err := be.usable(op); err != nil {
 		return err
 	}
@@ -94,6 +102,11 @@ func (be *Backend) poolOp(op string, f function, xLen, yLen, work int, lead []ui
 			return be.shapeErr(op, "a buffer has %d elements, the input %d", b.n, xLen)
 		}
 	}
+	return nil
+}
+
+// poolLaunch queues a checked pooling kernel f over work elements.
+func (be *Backend) poolLaunch(op string, f function, work int, lead []uint64, planes, h, w, k, stride int) error {
 	if work == 0 {
 		return nil
 	}
@@ -114,17 +127,17 @@ func (be *Backend) MaxPool(y, x kernels.Buffer, planes, h, w, k, stride int) err
 func (be *Backend) MaxPoolGrad(dx, dy, x kernels.Buffer, planes, h, w, k, stride int) error {
 	const op = "MaxPoolGrad"
 	dd, gd, xd := be.buf(dx), be.buf(dy), be.buf(x)
+	if err := be.poolCheck(op, xd.n, gd.n, planes, h, w, k, stride, dd); err != nil {
+		return err
+	}
 	args := []uint64{ptr(dd), ptr(gd), ptr(xd)}
-	// Anything amiss (a shape, the backend) goes to the gather, which
-	// reports it before queuing anything.
-	if stride < k || xd.n == 0 || dd.n != xd.n || be.usable(op) != nil ||
-		kernels.CheckPool("cuda."+op, xd.n, gd.n, planes, h, w, k, stride) != nil {
-		return be.poolOp(op, be.dev.k.maxPoolGrad, xd.n, gd.n, xd.n, args, planes, h, w, k, stride, dd)
+	if stride < k || xd.n == 0 {
+		return be.poolLaunch(op, be.dev.k.maxPoolGrad, xd.n, args, planes, h, w, k, stride)
 	}
 	if err := be.q.memset32(dd.ptr, 0, dd.n); err != nil {
 		return be.deviceErr(op, dimsString([]int{planes, h, w, k, stride}), err)
 	}
-	return be.poolOp(op, be.dev.k.maxPoolGradDisjoint, xd.n, gd.n, gd.n, args, planes, h, w, k, stride, dd)
+	return be.poolLaunch(op, be.dev.k.maxPoolGradDisjoint, gd.n, args, planes, h, w, k, stride)
 }
 
 // AvgPool: see kernels.ConvOps.
