@@ -23,6 +23,7 @@ cd "$(dirname "$0")/../.."
 [ -f .gpu/bins.tgz ] && tar xzf .gpu/bins.tgz -C .gpu
 export PYTHONUNBUFFERED=1 DML_EXPECT_LIBS=1
 O=$(mktemp -d); S=$OUT/summary.txt; : > "$S"; T0=$(date +%s)
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 go_on() { # go_on SECTION: not skipped, and time is left
   [[ " ${SKIP:-} " == *" $1 "* ]] && return 1
   local e=$(( $(date +%s) - T0 ))
@@ -49,7 +50,6 @@ if go_on bench; then
   grep -E "bench_test.go" "$O/bench-dml.log" | sed 's/^ *//' >> "$S"
 fi
 if go_on ncu; then
-  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for c in ${NCU_CASES:-lenet5/fp32 lenet5/bf16 resnet20/fp32 resnet20/bf16}; do
     go_on ncu || break
     f=$O/ncu-${c/\//-}.csv
@@ -68,7 +68,6 @@ if go_on gpt; then
   # and where its time goes (BenchmarkGPTKernels under Nsight Compute).
   timeout 100 .gpu/cuda.test -test.run x -test.bench 'GPTStep' -test.benchtime 1x -test.v > "$O/bench-gpt.log" 2>&1
   echo "bench GPTStep rc=$? $(( $(date +%s) - T0 ))s" >> "$S"; grep -E "bench_test.go" "$O/bench-gpt.log" | sed 's/^ *//' >> "$S"
-  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   timeout 90 "$NCU" --clock-control none --profile-from-start off --csv --metrics gpu__time_duration.sum \
     .gpu/cuda.test -test.run x -test.bench 'GPTKernels' -test.benchtime 1x > "$O/ncu-gpt.csv" 2> "$O/ncu-gpt.csv.err"
   echo "ncu gpt rc=$? $(( $(date +%s) - T0 ))s" >> "$S"
