@@ -47,7 +47,7 @@ var ErrCheckpoint = errors.New("checkpoint refused")
 // checkpointHash fingerprints the settings that decide the weights a
 // number of steps leads to: the Config without how long training runs, how
 // often it evaluates, where outputs go, and per-process settings.
-func (c Config) checkpointHash() uint64 {
+func checkpointHash(c Config) uint64 {
 	c.Epochs, c.MaxSteps, c.EvalEvery = 0, 0, 0
 	c.Straggle = Straggle{Rank: -1}
 	c.Overlap, c.Timeout, c.Metrics, c.Save = false, 0, "", ""
@@ -78,7 +78,7 @@ func (j *job) boundary(s Strategy, next Position) (bool, error) {
 			return false, fmt.Errorf("agreeing on a stop: %w", err)
 		}
 	}
-	if ck := j.Checkpoint; ck.due(next) || stop && ck.enabled() {
+	if ck := j.Checkpoint; ck.Due(next) || stop && ck.Enabled() {
 		sp := j.tr.Begin("checkpoint").Cat(trace.IO)
 		err := j.writeCheckpoint(s, next)
 		sp.Err(err).End()
@@ -235,14 +235,14 @@ func ListCheckpoints(dir string) ([]string, error) { return ckpt.List(dir) }
 func (j *job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
 	cfg := j.cfg
 	m := checkpointMeta{
-		Format: ckpt.Format, Version: ckpt.Version, ConfigHash: fmt.Sprintf("%016x", cfg.checkpointHash()),
+		Format: ckpt.Format, Version: ckpt.Version, ConfigHash: fmt.Sprintf("%016x", checkpointHash(cfg)),
 		Model: cfg.Model.String(), Arch: from.Arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
 		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos, Pushes: from.Pushes,
 	}
 	if len(pos.Reshard) > 0 {
 		m.Version = ckpt.ReshardVersion
 	}
-	cfg.Sync.unit().checkpointMeta(j, &m)
+	unitOf(cfg.Sync).checkpointMeta(j, &m)
 	if !model.IdentityLabels(j.labels) {
 		m.ClassLabels = j.labels
 	}
@@ -261,14 +261,14 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
-	case m.Ranks != j.Comm.Size() && !cfg.Sync.unit().reshards(cfg):
+	case m.Ranks != j.Comm.Size() && !unitOf(cfg.Sync).reshards(cfg):
 		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce and dpsgd, and ps under bsp, resume on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
 	case m.Workers < 1 || m.Workers > j.sched.n:
 		return fmt.Sprintf("it names %d training ranks for %d samples", m.Workers, j.sched.n)
 	case m.Workers != j.sched.ranks && j.trainSrc == nil:
 		return fmt.Sprintf("it was written by %d training ranks, this job has %d: only dense data is dealt to another number of them", m.Workers, j.sched.ranks)
 	}
-	if why := cfg.Sync.unit().compatible(j, c); why != "" {
+	if why := unitOf(cfg.Sync).compatible(j, c); why != "" {
 		return why
 	}
 	if err := checkSegments(m.Reshard, j.sched.n); err != nil {
@@ -284,9 +284,9 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		hc.PS.Servers = m.Servers
 	}
 	switch {
-	case m.ConfigHash != fmt.Sprintf("%016x", hc.checkpointHash()):
+	case m.ConfigHash != fmt.Sprintf("%016x", checkpointHash(hc)):
 		return fmt.Sprintf("it was written with other training settings (configuration hash %s, this job's %016x: model, data, batch, seed, optimizer, sync and their parameters must match; Config.Epochs and Config.MaxSteps may differ)",
-			m.ConfigHash, hc.checkpointHash())
+			m.ConfigHash, checkpointHash(hc))
 	case m.Epoch < 1 || m.Step < 0 || m.Steps < 0 || m.Step >= j.stepsOf(m):
 		return fmt.Sprintf("bad position: epoch %d step %d, %d steps run", m.Epoch, m.Step, m.Steps)
 	}
@@ -395,7 +395,7 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 // loadResume reads the checkpoint on rank 0 and hands it to every rank:
 // nil when the job starts fresh. params is the model's length.
 func (j *job) loadResume(arch model.Arch) (*resumed, error) {
-	if !j.Checkpoint.resuming() {
+	if !j.Checkpoint.Resuming() {
 		return nil, nil
 	}
 	c := j.Comm
@@ -478,7 +478,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			return nil, fmt.Errorf("resuming: batch-norm statistics: %w", err)
 		}
 	}
-	if err := j.cfg.Sync.unit().resume(j, ck, r); err != nil {
+	if err := unitOf(j.cfg.Sync).resume(j, ck, r); err != nil {
 		return nil, err
 	}
 	if c.Rank() == 0 && j.Out != nil {
@@ -506,14 +506,6 @@ const (
 	headRefused        // rank 0 refused what it was to resume from
 )
 
-// StopsAtBoundaries reports whether Trainer.Stop is honoured under c: not
-// under adpsgd, whose ranks share no step loop to agree in (a signal
-// should end such a job the ordinary way).
-func (c Config) StopsAtBoundaries() bool {
-	u := c.Sync.unit()
-	return u != nil && u.stopsAtBoundaries()
-}
-
 // checkCheckpointing validates the checkpoint settings and that every rank
 // has the same (the stop vote and the residue collection are collective).
 func (t *Trainer) checkCheckpointing(cfg Config) error {
@@ -527,15 +519,15 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 		case ck.ResumeLatest && ck.Dir == "":
 			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
 		}
-		if ck.enabled() || ck.resuming() {
-			if err := cfg.Sync.unit().checkCheckpointing(cfg, ck); err != nil {
+		if ck.Enabled() || ck.Resuming() {
+			if err := unitOf(cfg.Sync).checkCheckpointing(cfg, ck); err != nil {
 				return err
 			}
 		}
 	}
 	var mine string
 	if ck != nil {
-		mine = fmt.Sprintf("%v/%d/%d", ck.enabled(), ck.Every, ck.EveryEpochs)
+		mine = fmt.Sprintf("%v/%d/%d", ck.Enabled(), ck.Every, ck.EveryEpochs)
 	}
 	mine += fmt.Sprintf("/stop=%v", t.Stop != nil)
 	h := fnv.New64a()

@@ -46,7 +46,7 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 	c := j.cfg
 	g := &gradWire{}
 	var err error
-	if !c.compresses() || j.Comm.Size() == 1 {
+	if !c.Compresses() || j.Comm.Size() == 1 {
 		// On one rank nothing travels: the AllReduce of one buffer is
 		// itself, rounded nowhere (and nothing is fed back), and the line
 		// before training says fp32.

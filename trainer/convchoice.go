@@ -7,6 +7,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -61,7 +62,7 @@ func (j *job) chooseConvs(arch model.Arch, rows int) (model.ConvChoice, []model.
 	}
 	need := 2 * modelBytes(arch, j.cfg.Opt.Kind, rows, false)
 	if avail, ok := AvailableMemory(); ok && need > float64(avail)/2 {
-		j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", gb(need), gb(float64(avail)))
+		j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", config.GB(need), config.GB(float64(avail)))
 		return nil, nil, nil
 	}
 	return model.ChooseConvs(arch, j.Backend, rows)

@@ -36,7 +36,7 @@ var gossipTest struct {
 // to each rank on resuming.
 type ownModelUnit struct{ baseUnit }
 
-func (ownModelUnit) decentralized() bool { return true }
+func (ownModelUnit) Decentralized() bool { return true }
 
 // compatible: one state per rank (the optimizer state is in them), or,
 // where the strategy resumes on another number of ranks (dpsgd), one per

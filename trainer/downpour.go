@@ -65,16 +65,16 @@ import (
 // cannot train with (c.Sync is ps).
 func validateDownpour(c Config) error {
 	p := c.PS
-	if !p.downpour() {
+	if !p.Downpour() {
 		return nil
 	}
 	switch {
 	case c.Model == SparseLogreg:
-		return bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.pushEvery(), p.fetchEvery())
-	case p.Consistency == ps.BSP && p.fetchEvery() != p.pushEvery():
-		return bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.pushEvery(), p.fetchEvery())
-	case p.pushEvery() > 1 && !newLRPlan(c, 1).constantInTime():
-		return bad("PS.PushEvery", "%d with a learning-rate schedule or warm-up (Config.LRSchedule %q, Config.WarmupEpochs %v): the servers pick a push's rate by its clock, which counts pushes, not steps", p.pushEvery(), c.LRSchedule, c.WarmupEpochs)
+		return bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.PushPeriod(), p.FetchPeriod())
+	case p.Consistency == ps.BSP && p.FetchPeriod() != p.PushPeriod():
+		return bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.PushPeriod(), p.FetchPeriod())
+	case p.PushPeriod() > 1 && !newLRPlan(c, 1).constantInTime():
+		return bad("PS.PushEvery", "%d with a learning-rate schedule or warm-up (Config.LRSchedule %q, Config.WarmupEpochs %v): the servers pick a push's rate by its clock, which counts pushes, not steps", p.PushPeriod(), c.LRSchedule, c.WarmupEpochs)
 	}
 	return nil
 }
@@ -95,10 +95,10 @@ type downpour struct {
 var forceDownpour bool
 
 func newDownpour(p PSConfig, n int, lr float32) *downpour {
-	if !p.downpour() && !forceDownpour {
+	if !p.Downpour() && !forceDownpour {
 		return nil
 	}
-	return &downpour{fetchEvery: p.fetchEvery(), pushEvery: p.pushEvery(), fetch: true, acc: make([]float32, n), lr: lr}
+	return &downpour{fetchEvery: p.FetchPeriod(), pushEvery: p.PushPeriod(), fetch: true, acc: make([]float32, n), lr: lr}
 }
 
 // setStep: the rate of the step about to run (Strategy's setStep); under

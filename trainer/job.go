@@ -15,11 +15,14 @@
 // point up, under a tenth):
 //   - job.go: set-up and dispatch (Trainer.Run); jobtype.go: Result,
 //     Trainer and one job's state.
-//   - config.go, enums.go, lrschedule.go: the typed Config (with
-//     Checkpointing), validated in one place; errors.go: the errors and
-//     ConfigError.
+//   - config/ (package config, below every file here): the typed Config
+//     (with Checkpointing), validated in one place, ConfigError, the
+//     network a Config builds (BuildArch) and the data it names
+//     (DataConfig); config.go here keeps its names in trainer's API.
+//     errors.go: the errors a run returns.
 //   - strategy.go: the registry of strategies, each a unit that says its
-//     settings (validate, foreign), its ranks, its part of a checkpoint.
+//     settings (its config.Rules: Validate, Foreign, registered with
+//     package config), its ranks, its part of a checkpoint.
 //   - sync_*.go: one file per strategy; accumulate.go: gradient
 //     accumulation (--accumulate) under allreduce.
 //   - loop.go: the epoch/step loop; steps.go: the Strategy interface it
@@ -31,8 +34,7 @@
 //     ckptlock.go, lastword*.go (emergency checkpoints), reshard.go;
 //     ckpt/: the checkpoint file and folder themselves.
 //   - convchoice.go: which kernels run each convolution, agreed by all
-//     ranks (--kernels auto); arch.go: the network a Config builds;
-//     buffers.go: batch-norm statistics across the ranks.
+//     ranks (--kernels auto); buffers.go: batch-norm statistics across the ranks.
 //   - model/: the architecture (a layer kind per layer_*.go, and the
 //     presets netPresets names), the Model on a Backend, optimizers, .npz
 //     files.
@@ -46,6 +48,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -75,7 +78,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	if cfg.Model == SparseLogreg {
 		var train, test *data.Sparse
 		if err == nil && cfg.Data.Name == "libsvm" {
-			err = checkFiles(t.memoryCheck("train on a smaller file"), cfg.Data.Train, cfg.Data.Test)
+			err = config.CheckFiles(t.memoryCheck("train on a smaller file"), cfg.Data.Train, cfg.Data.Test)
 		}
 		if err == nil {
 			train, test, err = cfg.Data.LoadSparse(cfg.Seed)
@@ -94,7 +97,7 @@ func (t *Trainer) Run(cfg Config) (*Result, error) {
 	}
 	var train, test data.DenseSource
 	if err == nil {
-		train, test, err = cfg.Data.openWithin(cfg.Seed, t.memoryCheck("train on a smaller file, or sparse (Config.Model sparse-logreg)"))
+		train, test, err = cfg.Data.OpenChecked(cfg.Seed, t.memoryCheck("train on a smaller file, or sparse (Config.Model sparse-logreg)"))
 	}
 	return t.startDense(cfg, train, test, err)
 }
@@ -145,7 +148,7 @@ func (t *Trainer) check(cfg Config) error {
 	if err := cfg.ValidateWorld(t.Comm.Size()); err != nil {
 		return err
 	}
-	if t.Start != nil && !cfg.Sync.unit().takesTrainState() {
+	if t.Start != nil && !unitOf(cfg.Sync).takesTrainState() {
 		return bad("Sync", "%v cannot resume from a TrainState (its ranks do not all hold the same weights and optimizer state): use allreduce", cfg.Sync)
 	}
 	if err := t.checkCheckpointing(cfg); err != nil {
@@ -213,7 +216,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 			}
 		}
 	}
-	return cfg.Sync.unit().run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
+	return unitOf(cfg.Sync).run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
 }
 
 // runSparse sets sparse-logreg up (sync_sparse.go) and trains it through
@@ -323,7 +326,7 @@ func (j *job) globalRows(idx, dst []int) []int {
 func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
 	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1, askedBatch: cfg.Batch}
-	servers := cfg.Sync.unit().servers(cfg)
+	servers := unitOf(cfg.Sync).servers(cfg)
 	members := n - servers
 	j.shardIdx, j.reporter = rank-servers, servers
 	if err := data.CheckShards(nTrain, members); err != nil {

@@ -60,7 +60,7 @@ func (j *job) keepServerWord(arch model.Arch, p int, start Position) *ps.Keeper 
 
 // keepsLastWord: the job writes emergency checkpoints.
 func (j *job) keepsLastWord() bool {
-	return j.Checkpoint.enabled() && j.Checkpoint.Emergency && j.Comm.Size() > 1
+	return j.Checkpoint.Enabled() && j.Checkpoint.Emergency && j.Comm.Size() > 1
 }
 
 // write is LastWord for a server: the whole state when this server
@@ -73,7 +73,7 @@ func (w *serverWord) write(e Emergency) (string, int, error) {
 		return "", 0, fmt.Errorf("%w: the sigmod filter's residues are the workers'", ErrNoLastWord)
 	case w.arch.NumState() > 0:
 		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", ErrNoLastWord)
-	case j.cfg.PS.downpour():
+	case j.cfg.PS.Downpour():
 		// The rounds count pushes, not steps, and the workers hold
 		// gradients not yet pushed (downpour.go).
 		return "", 0, fmt.Errorf("%w: with Config.PS.FetchEvery or Config.PS.PushEvery above 1 the workers hold gradients not yet pushed", ErrNoLastWord)

@@ -347,7 +347,7 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 	st := EpochStats{Epoch: a.epoch, Steps: a.ran, LR: lrs, LossScope: s.Scope(), Loss: a.lossSum / math.Max(a.seen, 1),
 		TrainAcc: a.correct / math.Max(a.seen, 1), SamplesPerSec: a.seen / wall, TrainSec: wall}
 	if j.cfg.Data.Name == "text" {
-		st.SeqLen = j.cfg.Data.seqLen()
+		st.SeqLen = j.cfg.Data.EffectiveSeqLen()
 	}
 	if sent := s.hooks().sentBytes; sent != nil && a.ran > 0 {
 		b := float64(sent()-a.sent0) / float64(a.ran)
@@ -381,7 +381,7 @@ func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done boo
 	if p == nil {
 		return nil
 	}
-	if s.hooks().saveState != nil && j.Checkpoint.enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+	if s.hooks().saveState != nil && j.Checkpoint.Enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
 		n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
 		if err == nil {
 			err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
@@ -404,7 +404,7 @@ func (j *job) endTraining(s Strategy, start, pos Position, res *Result) error {
 	if j.interrupted {
 		res.TestAcc = math.NaN()
 	}
-	if j.Checkpoint.enabled() && !j.interrupted && pos.Steps > start.Steps && j.lastCheckpointSteps != pos.Steps {
+	if j.Checkpoint.Enabled() && !j.interrupted && pos.Steps > start.Steps && j.lastCheckpointSteps != pos.Steps {
 		return j.writeCheckpoint(s, pos)
 	}
 	return nil

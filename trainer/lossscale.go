@@ -3,10 +3,9 @@ package trainer
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/config"
 )
 
 // Loss scaling (Config.LossScale; --loss-scale, on by default with
@@ -25,22 +24,12 @@ import (
 //
 // Departures from GradScaler: the optimizer's step count (Adam's bias
 // correction, the LR schedule) advances on a skipped step too, as it is
-// the loop's step; and a scale that would fall below minLossScale stops
+// the loop's step; and a scale that would fall below config.MinLossScale stops
 // training as diverged instead of going on halving.
 
-const (
-	// lossScaleInit is dynamic scaling's first S (GradScaler's init_scale).
-	lossScaleInit = 1 << 16
-	// growthInterval is how many finite steps in a row double S
-	// (GradScaler's growth_interval).
-	growthInterval = 2000
-	// minLossScale: an overflow at S = 1 is not a scaling problem — the
-	// forward pass or the gradient itself is beyond half precision.
-	minLossScale = 1
-	// maxLossScale keeps S finite in float32 with room for the loss's
-	// gradient.
-	maxLossScale = 1 << 24
-)
+// growthInterval is how many finite steps in a row double S
+// (GradScaler's growth_interval).
+const growthInterval = 2000
 
 // lossScaler is a run's S and its counters.
 type lossScaler struct {
@@ -50,25 +39,13 @@ type lossScaler struct {
 	skipped int // steps skipped since the last epochStats
 }
 
-// parseLossScale reads Config.LossScale: "" or "off" (none), "dynamic"
-// (from lossScaleInit) or "dynamic:S0" (from S0, a power of two), or a
-// static S (a number from 1 to maxLossScale).
+// parseLossScale is Config.LossScale's scaler: nil without scaling.
 func parseLossScale(s string) (*lossScaler, error) {
-	switch s {
-	case "", "off":
-		return nil, nil
-	case "dynamic":
-		return &lossScaler{scale: lossScaleInit, dynamic: true}, nil
+	spec, err := config.ParseLossScale(s)
+	if err != nil || spec.Scale == 0 {
+		return nil, err
 	}
-	spec, dynamic := strings.CutPrefix(s, "dynamic:")
-	v, err := strconv.ParseFloat(spec, 32)
-	if err != nil || !(v >= minLossScale && v <= maxLossScale) {
-		return nil, fmt.Errorf("%q: want dynamic, dynamic:S0, off, or a static scale, S0 and S from %d to %d", s, minLossScale, maxLossScale)
-	}
-	if m, _ := math.Frexp(v); dynamic && m != 0.5 {
-		return nil, fmt.Errorf("%q: a dynamic scale starts at a power of two (so that dividing by it is exact)", s)
-	}
-	return &lossScaler{scale: float32(v), dynamic: dynamic}, nil
+	return &lossScaler{scale: spec.Scale, dynamic: spec.Dynamic}, nil
 }
 
 // factor is what the loss's gradient is multiplied by (1 without scaling).
@@ -90,13 +67,13 @@ func (l *lossScaler) unscale(b kernels.Backend, grad kernels.Buffer) error {
 
 // overflow is told that the step's reduced gradient or loss was not
 // finite: under dynamic scaling the step is skipped and S halved (nil);
-// a static S, or one that would fall below minLossScale, is an error
+// a static S, or one that would fall below config.MinLossScale, is an error
 // wrapping ErrNonFinite (cause: the usual message naming the layers).
 func (l *lossScaler) overflow(cause error) error {
 	if !l.dynamic {
 		return fmt.Errorf("at the static loss scale %g: %w", l.scale, cause)
 	}
-	if l.scale/2 < minLossScale {
+	if l.scale/2 < config.MinLossScale {
 		return fmt.Errorf("the gradient overflows even at loss scale %g: %w", l.scale, cause)
 	}
 	l.scale /= 2
@@ -110,7 +87,7 @@ func (l *lossScaler) finite() {
 	if l == nil || !l.dynamic {
 		return
 	}
-	if l.good++; l.good >= growthInterval && l.scale*2 <= maxLossScale {
+	if l.good++; l.good >= growthInterval && l.scale*2 <= config.MaxLossScale {
 		l.scale *= 2
 		l.good = 0
 	}

@@ -1,102 +1,23 @@
 package trainer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
-
-// AvailableMemory is the memory this process may still allocate, in
-// bytes: /proc/meminfo's MemAvailable, lowered to what the memory cgroup
-// leaves (v2 memory.max − memory.current, or v1 limit_in_bytes −
-// usage_in_bytes) where one is set. ok is false where none can be read
-// (not Linux): then nothing can be checked.
-func AvailableMemory() (bytes int64, ok bool) {
-	bytes = -1
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, found := strings.CutPrefix(sc.Text(), "MemAvailable:"); found {
-				kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-				if err == nil {
-					bytes = kb << 10
-				}
-			}
-		}
-		f.Close()
-	}
-	for _, cg := range [][2]string{
-		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
-	} {
-		limit, err1 := readInt(cg[0]) // "max" (unlimited) fails to parse
-		used, err2 := readInt(cg[1])
-		if err1 == nil && err2 == nil && limit < 1<<60 {
-			if left := max(0, limit-used); bytes < 0 || left < bytes {
-				bytes = left
-			}
-			break
-		}
-	}
-	return bytes, bytes >= 0
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// tooBigError is a job that cannot fit in memory: every rank with the same
-// memory finds it alike, so it is a usage error (exit 2).
-type tooBigError struct{ msg string }
-
-func (e *tooBigError) Error() string { return e.msg }
-func (e *tooBigError) Unwrap() error { return ErrUsage }
-
-// gb formats bytes for a person.
-func gb(b float64) string {
-	switch {
-	case b >= 1e12:
-		return fmt.Sprintf("%.1f TB", b/1e12)
-	case b >= 1e9:
-		return fmt.Sprintf("%.1f GB", b/1e9)
-	}
-	return fmt.Sprintf("%.0f MB", b/1e6)
-}
 
 func (t *Trainer) refuse(what string, need float64, fix string) error {
 	return CheckMemory(t.MemoryLimit, t.memorySource(), what, need, fix)
 }
 
 // memoryCheck is refuse with its fix given, for the data loaders.
-func (t *Trainer) memoryCheck(fix string) memoryCheck {
+func (t *Trainer) memoryCheck(fix string) config.MemoryCheck {
 	return func(what string, need float64) error { return t.refuse(what, need, fix) }
-}
-
-// CheckMemory refuses what (need bytes on each rank) when it is more than
-// limit (0: no limit), a usage error naming the sizes, where the limit came
-// from (source) and the fix. The trainer, its data loaders and the
-// benches all refuse through it.
-func CheckMemory(limit int64, source, what string, need float64, fix string) error {
-	if limit <= 0 || need <= float64(limit) {
-		return nil
-	}
-	if source != "DML_MEMORY_LIMIT" {
-		source += "; DML_MEMORY_LIMIT overrides"
-	}
-	return &tooBigError{fmt.Sprintf("%s needs about %s on each rank, but %s are available to it (%s): %s",
-		what, gb(need), gb(float64(limit)), source, fix)}
 }
 
 func (t *Trainer) memorySource() string {
@@ -125,7 +46,7 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 		}
 		return t.refuse(what, need, "lower Config.Data.Samples, Config.Data.Features, Config.Data.Classes or Config.Hidden")
 	case "synthetic-images":
-		shape, err := d.imageShape()
+		shape, err := d.ImageShape()
 		if err != nil {
 			return nil // Validate says so
 		}
@@ -170,7 +91,7 @@ func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 
 // the batch a rank's buffers hold (runDense: at most a shard), and that
 // batch.
 func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (float64, int) {
-	members := t.Comm.Size() - cfg.Sync.unit().servers(cfg)
+	members := t.Comm.Size() - unitOf(cfg.Sync).servers(cfg)
 	shard := data.ShardLen(max(nTrain, 0), 0, max(1, members))
 	testShard := (nTest + t.Comm.Size() - 1) / t.Comm.Size()
 	rows := max(1, min(cfg.Batch, max(shard, testShard)))
@@ -191,7 +112,7 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	testRows, _, _ := test.Shape()
 	arch, err := BuildArch(cfg, data.SampleShape(train), classes)
 	if errors.Is(err, model.ErrTooLarge) {
-		return &tooBigError{fmt.Sprintf("%v: shrink Config.Hidden", err)}
+		return config.TooBig("%v: shrink Config.Hidden", err)
 	}
 	if err != nil {
 		return err

@@ -80,7 +80,7 @@ func (p *psWorker) Describe() string {
 	cfg := p.j.cfg
 	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
 		cfg.Model, p.arch.Describe(), p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
-	if f, u := cfg.PS.fetchEvery(), cfg.PS.pushEvery(); f > 1 || u > 1 {
+	if f, u := cfg.PS.FetchPeriod(), cfg.PS.PushPeriod(); f > 1 || u > 1 {
 		line += fmt.Sprintf(", Downpour: fetch every %d steps, push every %d (local SGD steps in between)", f, u)
 	}
 	return line

@@ -7,6 +7,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -21,9 +22,9 @@ import (
 // benches know it by. The loop (loop.go) and the checkpoint machinery
 // (checkpoint.go) keep only what every strategy shares.
 //
-// A new strategy is a Sync constant (enums.go), its line in syncUnits and
-// a file with its unit and its Strategy: docs/CONTRIBUTING.md walks
-// through one.
+// A new strategy is a Sync constant and its name (config/enums.go), its
+// line in syncUnits and a file with its unit and its Strategy:
+// docs/CONTRIBUTING.md walks through one.
 var syncUnits = [...]syncUnit{
 	SyncAllreduce: allreduceUnit{},
 	SyncPS:        psUnit{},
@@ -36,27 +37,16 @@ var syncUnits = [...]syncUnit{
 // and shares step boundaries, with one model and optimizer state on every
 // rank.
 type syncUnit interface {
-	// name is the strategy's --sync name; help says in a few words what
-	// it does (the --sync flag's help lists every strategy's).
-	name() string
+	// The rules the configuration asks of it (config.Rules):
+	// Validate, the settings it cannot train with; Foreign, its own
+	// settings when another strategy is chosen; ValidateWorld, those that
+	// cannot work on a number of ranks; Decentralized; StopsAtBoundaries.
+	config.Rules
+	// help says in a few words what the strategy does (the --sync flag's
+	// help lists every strategy's); its name is its Sync's (config.Syncs).
 	help() string
-	// validate reports the settings the strategy cannot train with
-	// (Config.Validate; *ConfigErrors naming Config fields).
-	validate(c Config) error
-	// foreign reports the settings that are this strategy's own (local
-	// SGD, compression, Downpour's intervals, …) when c chooses another
-	// strategy: each strategy says what is its own, once.
-	foreign(c Config) error
-	// validateWorld reports the settings that cannot work on size ranks
-	// (Config.ValidateWorld).
-	validateWorld(c Config, size int) error
 	// servers is how many of the first ranks serve instead of training.
 	servers(c Config) int
-	// decentralized: the ranks average models between neighbours.
-	decentralized() bool
-	// stopsAtBoundaries: the ranks that train share step boundaries, where
-	// Trainer.Stop is honoured and checkpoints are written.
-	stopsAtBoundaries() bool
 	// takesTrainState: Trainer.Start can resume it (the weights and the
 	// optimizer state are the same on every rank).
 	takesTrainState() bool
@@ -102,32 +92,30 @@ type denseSetup struct {
 	testRows  int
 }
 
-// unit is the registry entry of s.
-func (s Sync) unit() syncUnit {
+// Each unit's rules are the configuration's (config.Register).
+func init() {
+	for s, u := range syncUnits {
+		config.Register(Sync(s), u)
+	}
+}
+
+// unitOf is the registry entry of s (nil: s is not a strategy).
+func unitOf(s Sync) syncUnit {
 	if int(s) < len(syncUnits) {
 		return syncUnits[s]
 	}
 	return nil
 }
 
-// syncNames are the registry's names, in Sync order.
-func syncNames() []string {
-	names := make([]string, len(syncUnits))
-	for i, u := range syncUnits {
-		names[i] = u.name()
-	}
-	return names
-}
-
 // baseUnit holds the defaults of syncUnit's methods.
 type baseUnit struct{}
 
-func (baseUnit) validate(Config) error                { return nil }
-func (baseUnit) foreign(Config) error                 { return nil }
-func (baseUnit) validateWorld(Config, int) error      { return nil }
+func (baseUnit) Validate(Config) error                { return nil }
+func (baseUnit) Foreign(Config) error                 { return nil }
+func (baseUnit) ValidateWorld(Config, int) error      { return nil }
+func (baseUnit) Decentralized() bool                  { return false }
+func (baseUnit) StopsAtBoundaries() bool              { return true }
 func (baseUnit) servers(Config) int                   { return 0 }
-func (baseUnit) decentralized() bool                  { return false }
-func (baseUnit) stopsAtBoundaries() bool              { return true }
 func (baseUnit) takesTrainState() bool                { return false }
 func (baseUnit) reshards(Config) bool                 { return false }
 func (baseUnit) checkpointMeta(*job, *checkpointMeta) {}
@@ -193,7 +181,7 @@ func ParseVariant(name string) (Variant, error) {
 func SyncHelp() string {
 	parts := make([]string, len(syncUnits))
 	for i, u := range syncUnits {
-		parts[i] = u.name() + " (" + u.help() + ")"
+		parts[i] = Sync(i).String() + " (" + u.help() + ")"
 	}
 	return "how ranks combine their work: " + strings.Join(parts, ", ")
 }

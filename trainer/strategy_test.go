@@ -4,36 +4,42 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dml-project/dml/trainer/config"
 )
 
-// TestRegistry: every Sync has its unit, named as --sync parses it, with a
-// help line in --sync's help, and the benches' names are unique and parse
-// back to the strategy that owns them.
+// TestRegistry: every Sync --sync names has its unit, whose rules are the
+// configuration's (config.Register), with a help line in --sync's help,
+// and the benches' names are unique and parse back to the strategy that
+// owns them.
 func TestRegistry(t *testing.T) {
+	if len(syncUnits) != len(Syncs) {
+		t.Fatalf("%d units for the %d names of --sync (%v)", len(syncUnits), len(Syncs), Syncs)
+	}
 	for i, u := range syncUnits {
 		s := Sync(i)
 		if u == nil {
 			t.Fatalf("Sync(%d) has no unit", i)
 		}
-		if got, err := ParseSync(u.name()); err != nil || got != s {
-			t.Errorf("ParseSync(%q) = %v, %v; want %v", u.name(), got, err, s)
+		if got, err := ParseSync(s.String()); err != nil || got != s {
+			t.Errorf("ParseSync(%q) = %v, %v; want %v", s.String(), got, err, s)
 		}
-		if s.String() != u.name() || s.unit() != u {
-			t.Errorf("Sync(%d): String %q, unit %T; want %q", i, s.String(), s.unit(), u.name())
+		if unitOf(s) != u || s.Rules() != config.Rules(u) {
+			t.Errorf("Sync(%d) %v: unit %T, rules %T; want %T", i, s, unitOf(s), s.Rules(), u)
 		}
-		if !strings.Contains(SyncHelp(), u.name()+" ("+u.help()+")") {
-			t.Errorf("--sync's help leaves out %s", u.name())
+		if !strings.Contains(SyncHelp(), s.String()+" ("+u.help()+")") {
+			t.Errorf("--sync's help leaves out %s", s)
 		}
 		if len(u.variants()) == 0 {
-			t.Errorf("%s has no bench name", u.name())
+			t.Errorf("%s has no bench name", s)
 		}
 		for _, v := range u.variants() {
 			if v.Sync != s {
-				t.Errorf("%s's variant %q trains with %v", u.name(), v.Name, v.Sync)
+				t.Errorf("%s's variant %q trains with %v", s, v.Name, v.Sync)
 			}
 		}
 	}
-	if Sync(len(syncUnits)).unit() != nil {
+	if past := Sync(len(syncUnits)); unitOf(past) != nil || past.Rules() != nil {
 		t.Error("a Sync past the registry has a unit")
 	}
 	var names []string
@@ -72,7 +78,7 @@ func TestUnitsAnswerAsBefore(t *testing.T) {
 		{SyncDPSGD, 0, true, true, false},
 		{SyncADPSGD, 0, true, false, false},
 	} {
-		u := tc.s.unit()
+		u := unitOf(tc.s)
 		c.Sync = tc.s
 		if u.servers(c) != tc.servers || tc.s.Decentralized() != tc.decentral || c.StopsAtBoundaries() != tc.stops || u.takesTrainState() != tc.trainState {
 			t.Errorf("%v: servers %d, decentralized %v, stops at boundaries %v, takes a TrainState %v; want %+v",

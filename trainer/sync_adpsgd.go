@@ -146,12 +146,11 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 // writes its checkpoints at its synchronisation points (loop.go).
 type adpsgdUnit struct{ ownModelUnit }
 
-func (adpsgdUnit) name() string            { return "adpsgd" }
 func (adpsgdUnit) help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
-func (adpsgdUnit) stopsAtBoundaries() bool { return false }
+func (adpsgdUnit) StopsAtBoundaries() bool { return false }
 func (adpsgdUnit) variants() []Variant     { return oneVariant(SyncADPSGD) }
 
-func (adpsgdUnit) validateWorld(c Config, size int) error {
+func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
 		return bad("Sync", "adpsgd: %v", err)
 	}

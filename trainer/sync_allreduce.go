@@ -64,19 +64,18 @@ type allreduceStrategy struct {
 // allreduceUnit is --sync allreduce: every rank trains (allreduceStrategy).
 type allreduceUnit struct{ baseUnit }
 
-func (allreduceUnit) name() string          { return "allreduce" }
 func (allreduceUnit) help() string          { return "gradients summed by AllReduce every step" }
 func (allreduceUnit) takesTrainState() bool { return true }
 func (allreduceUnit) reshards(Config) bool  { return true }
 func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
 
-// validate: local SGD (each rank steps its own model, models averaged)
+// Validate: local SGD (each rank steps its own model, models averaged)
 // takes none of the settings of one summed step; --compress and
 // --error-feedback are the AllReduce's.
-func (allreduceUnit) validate(c Config) error {
+func (allreduceUnit) Validate(c Config) error {
 	if c.LocalSteps > 1 {
 		switch {
-		case c.compresses():
+		case c.Compresses():
 			return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
 		case c.Model == SparseLogreg:
 			return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
@@ -94,17 +93,17 @@ func (allreduceUnit) validate(c Config) error {
 		return lossScaleRefused(c)
 	}
 	switch {
-	case c.ErrorFeedback && !c.compresses():
+	case c.ErrorFeedback && !c.Compresses():
 		return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
-	case c.compresses() && c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring:
+	case c.Compresses() && c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring:
 		return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
 	}
 	return nil
 }
 
-// foreign: local SGD, gradient accumulation, SyncBN, compression and loss
+// Foreign: local SGD, gradient accumulation, SyncBN, compression and loss
 // scaling are the AllReduce's.
-func (allreduceUnit) foreign(c Config) error {
+func (allreduceUnit) Foreign(c Config) error {
 	switch {
 	case c.LocalSteps > 1 && c.Sync == SyncPS:
 		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
@@ -115,9 +114,9 @@ func (allreduceUnit) foreign(c Config) error {
 	case c.SyncBN:
 		return bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
 	}
-	if c.compresses() || c.ErrorFeedback {
+	if c.Compresses() || c.ErrorFeedback {
 		f, v := "Compress", c.Compress
-		if !c.compresses() {
+		if !c.Compresses() {
 			f, v = "ErrorFeedback", "true"
 		}
 		if c.Sync == SyncPS {

@@ -59,7 +59,6 @@ type dpsgdStrategy struct {
 // every rank's own model and optimizer state.
 type dpsgdUnit struct{ ownModelUnit }
 
-func (dpsgdUnit) name() string { return "dpsgd" }
 func (dpsgdUnit) help() string {
 	return "each rank averages its model with its graph neighbours every step"
 }
@@ -70,7 +69,7 @@ func (dpsgdUnit) variants() []Variant { return oneVariant(SyncDPSGD) }
 // (consensusState), the rest of its epoch dealt to them (reshard.go).
 func (dpsgdUnit) reshards(Config) bool { return true }
 
-func (dpsgdUnit) validateWorld(c Config, size int) error {
+func (dpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.New(c.Topology, size); err != nil {
 		return bad("Topology", "%v", err)
 	}

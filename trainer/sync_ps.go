@@ -19,18 +19,17 @@ import (
 // sync_sparse.go).
 type psUnit struct{ baseUnit }
 
-func (psUnit) name() string { return "ps" }
 func (psUnit) help() string { return "parameter server: workers pull weights and push gradients" }
-func (psUnit) validate(c Config) error {
-	if err := c.PS.validate(); err != nil {
+func (psUnit) Validate(c Config) error {
+	if err := c.PS.Validate(); err != nil {
 		return err
 	}
 	return validateDownpour(c)
 }
 func (psUnit) servers(c Config) int { return c.PS.Servers }
 
-// foreign: Downpour's intervals are the parameter server's.
-func (psUnit) foreign(c Config) error {
+// Foreign: Downpour's intervals are the parameter server's.
+func (psUnit) Foreign(c Config) error {
 	switch {
 	case c.PS.FetchEvery > 1:
 		return bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
@@ -40,7 +39,7 @@ func (psUnit) foreign(c Config) error {
 	return nil
 }
 
-func (psUnit) validateWorld(c Config, size int) error {
+func (psUnit) ValidateWorld(c Config, size int) error {
 	if c.PS.Servers >= size {
 		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
 	}
@@ -99,7 +98,7 @@ func (u psUnit) compatible(j *job, c *checkpoint) string {
 // checked that there are workers × F of them).
 func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 	r.clock = r.Steps
-	if j.cfg.PS.downpour() {
+	if j.cfg.PS.Downpour() {
 		// The workers' clock counts pushes (downpour.go).
 		c := []uint64{0}
 		if ck != nil {
@@ -176,7 +175,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
 	start := time.Now()
 	cfg, c := j.cfg, j.Comm
-	pcfg, err := cfg.psConfig()
+	pcfg, err := cfg.ServerConfig()
 	if err != nil {
 		return nil, err
 	}

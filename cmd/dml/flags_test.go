@@ -178,10 +178,11 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
-// TestTrainerSettingsHaveFlags: every setting package trainer names in a
-// message (its string literals: "lower Config.Opt.LR", "Checkpointing.Dir:
-// writing …", and the fields of its bad("Field", …) errors) is worded as
-// the flag that sets it, and the wording keeps the error's chain.
+// TestTrainerSettingsHaveFlags: every setting packages trainer and
+// trainer/config name in a message (their string literals: "lower
+// Config.Opt.LR", "Checkpointing.Dir: writing …", and the fields of their
+// bad("Field", …) errors) is worded as the flag that sets it, and the
+// wording keeps the error's chain.
 func TestTrainerSettingsHaveFlags(t *testing.T) {
 	// bad(…) fields named in messages that speak for themselves: the
 	// checkpoint settings (their own wording, with flags), and the
@@ -200,8 +201,10 @@ func TestTrainerSettingsHaveFlags(t *testing.T) {
 			if call, ok := n.(*ast.CallExpr); ok && len(call.Args) > 0 {
 				fn, ok1 := call.Fun.(*ast.Ident)
 				lit, ok2 := call.Args[0].(*ast.BasicLit)
-				// trainer's own bad (ConfigError); its subpackages' are local closures.
-				if ok1 && ok2 && fn.Name == "bad" && lit.Kind == token.STRING && filepath.Dir(path) == filepath.Join("..", "..", "trainer") {
+				// trainer's and trainer/config's bad (ConfigError); the other
+				// subpackages' are local closures.
+				if dir := filepath.Dir(path); ok1 && ok2 && fn.Name == "bad" && lit.Kind == token.STRING &&
+					(dir == filepath.Join("..", "..", "trainer") || dir == filepath.Join("..", "..", "trainer", "config")) {
 					bads++
 					field, _ := strconv.Unquote(lit.Value)
 					if _, ok := flagNames()[field]; !ok && !whole[field] {

@@ -1,4 +1,4 @@
-package trainer
+package config
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 // classes: a preset's or the model file's; nil for the MLP family.
 func NetLayers(cfg Config, classes int, shape data.Shape) []model.LayerSpec {
 	if p, ok := netPresets[cfg.Model]; ok {
-		return p.layers(cfg, classes, shape)
+		return p.layers(cfg.GPT, classes, shape)
 	}
 	if cfg.Model == NetFile {
 		return cfg.Net

@@ -1,4 +1,4 @@
-package trainer
+package config
 
 import (
 	"fmt"
@@ -73,8 +73,8 @@ const DefaultSeqLen = 128
 // head and sample).
 const MaxSeqLen = 1 << 14
 
-// seqLen is text's sequence length: SeqLen, or DefaultSeqLen.
-func (d DataConfig) seqLen() int {
+// EffectiveSeqLen is text's sequence length: SeqLen, or DefaultSeqLen.
+func (d DataConfig) EffectiveSeqLen() int {
 	if d.SeqLen > 0 {
 		return d.SeqLen
 	}
@@ -82,7 +82,9 @@ func (d DataConfig) seqLen() int {
 }
 
 // TextShape is a text's samples' shape: a sequence of seqLen tokens.
-func (d DataConfig) TextShape() data.Shape { return data.Shape{C: 1, H: 1, W: 1, T: d.seqLen()} }
+func (d DataConfig) TextShape() data.Shape {
+	return data.Shape{C: 1, H: 1, W: 1, T: d.EffectiveSeqLen()}
+}
 
 // Validate reports a bad data setting as a *ConfigError.
 func (d DataConfig) Validate() error {
@@ -124,7 +126,7 @@ func (d DataConfig) Validate() error {
 			return bad("Data.Noise", "%v must not be negative", d.Noise)
 		}
 	case "synthetic-images":
-		if _, err := d.imageShape(); err != nil {
+		if _, err := d.ImageShape(); err != nil {
 			return bad("Data.Shape", "%v", err)
 		}
 		switch {
@@ -154,8 +156,8 @@ func (d DataConfig) Validate() error {
 // CIFAR-10's.
 const DefaultImageShape = "3x32x32"
 
-// imageShape is synthetic-images' shape.
-func (d DataConfig) imageShape() (data.Shape, error) {
+// ImageShape is synthetic-images' shape.
+func (d DataConfig) ImageShape() (data.Shape, error) {
 	if d.Shape == "" {
 		return data.ParseShape(DefaultImageShape)
 	}
@@ -228,20 +230,20 @@ func seq(lo, hi int) []int {
 // the whole set, and a parameter server only the shape); other sources are
 // loaded whole, as by Load.
 func (d DataConfig) Open(seed uint64) (train, test data.DenseSource, err error) {
-	return d.openWithin(seed, nil)
+	return d.OpenChecked(seed, nil)
 }
 
 // OpenWithin is Open with what it loads held to limit bytes (0: no check;
 // source says where the limit came from), as Trainer.Run holds it: a LIBSVM
 // file is refused before it is parsed or made dense (dml eval).
 func (d DataConfig) OpenWithin(seed uint64, limit int64, source string) (train, test data.DenseSource, err error) {
-	return d.openWithin(seed, func(what string, need float64) error {
+	return d.OpenChecked(seed, func(what string, need float64) error {
 		return CheckMemory(limit, source, what, need, "evaluate on a smaller file")
 	})
 }
 
-// openWithin is Open with the memory of what it loads checked (check).
-func (d DataConfig) openWithin(seed uint64, check memoryCheck) (train, test data.DenseSource, err error) {
+// OpenChecked is Open with the memory of what it loads checked (check).
+func (d DataConfig) OpenChecked(seed uint64, check MemoryCheck) (train, test data.DenseSource, err error) {
 	train, test, err = d.openSources(seed, check)
 	if err == nil && d.Cache != "" {
 		train, test = cached(train, d.Cache), cached(test, d.Cache)
@@ -258,8 +260,8 @@ func cached(src data.DenseSource, dir string) data.DenseSource {
 	return src
 }
 
-// openSources is openWithin without the cache.
-func (d DataConfig) openSources(seed uint64, check memoryCheck) (train, test data.DenseSource, err error) {
+// openSources is OpenChecked without the cache.
+func (d DataConfig) openSources(seed uint64, check MemoryCheck) (train, test data.DenseSource, err error) {
 	switch d.Name {
 	case "fashion-mnist":
 		tr, te, err := data.OpenFashionMNIST(d.Dir)
@@ -312,27 +314,23 @@ func (d DataConfig) Load(seed uint64) (train, test *data.Dense, err error) {
 	return d.loadWithin(seed, nil)
 }
 
-// memoryCheck refuses what would need more memory than a rank may use
-// (Trainer.refuse); nil checks nothing.
-type memoryCheck func(what string, need float64) error
-
 // sparseBytes is the memory a sparse set holds.
 func sparseBytes(s *data.Sparse) float64 {
 	return 8*float64(len(s.Indptr)) + 4*float64(len(s.Indices)+len(s.Values)+len(s.Y))
 }
 
-// checkFiles refuses files whose parse would not fit: 3 times their
+// CheckFiles refuses files whose parse would not fit: 3 times their
 // size (a nonzero takes at least 4 bytes of text, "1:1 ", and 8 parsed,
 // in arrays that grow by doubling as the file is read: measured on a
 // 188 MB file of 400 lines × 40,000 features, the process peaked at 2.6
 // times the text). A gzip file's parse is bounded later, by what it holds.
-func checkFiles(check memoryCheck, paths ...string) error {
+func CheckFiles(check MemoryCheck, paths ...string) error {
 	return checkFilesTimes(check, 3, paths...)
 }
 
 // checkFilesTimes refuses files whose load would need more than times
 // their size.
-func checkFilesTimes(check memoryCheck, times float64, paths ...string) error {
+func checkFilesTimes(check MemoryCheck, times float64, paths ...string) error {
 	if check == nil {
 		return nil
 	}
@@ -347,10 +345,10 @@ func checkFilesTimes(check memoryCheck, times float64, paths ...string) error {
 	if total == 0 {
 		return nil
 	}
-	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), gb(total)), times*total)
+	return check(fmt.Sprintf("reading %s (%s)", strings.Join(names, " and "), GB(total)), times*total)
 }
 
-func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *data.Dense, err error) {
+func (d DataConfig) loadWithin(seed uint64, check MemoryCheck) (train, test *data.Dense, err error) {
 	switch d.Name {
 	case "fashion-mnist":
 		return data.LoadFashionMNIST(d.Dir)
@@ -387,7 +385,7 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 		// parse (its arrays take up to about twice the text), and the dense
 		// sets with what is held while they are made (the sparse sets, the
 		// dense set and its train/test copies).
-		if err := checkFiles(check, d.Train, d.Test); err != nil {
+		if err := CheckFiles(check, d.Train, d.Test); err != nil {
 			return nil, nil, err
 		}
 		tr, err := data.LoadLIBSVM(d.Train, data.LIBSVMOptions{MaxFeatures: d.MaxFeatures, Labels: d.Labels})
@@ -431,7 +429,7 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 		}
 		return split(all, d.Samples)
 	case "synthetic-images":
-		shape, err := d.imageShape()
+		shape, err := d.ImageShape()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -448,19 +446,19 @@ func (d DataConfig) loadWithin(seed uint64, check memoryCheck) (train, test *dat
 
 // loadText reads --data text's windows (data.LoadText): the test file's,
 // or the last tenth of the training file's.
-func (d DataConfig) loadText(check memoryCheck) (train, test *data.Dense, err error) {
+func (d DataConfig) loadText(check MemoryCheck) (train, test *data.Dense, err error) {
 	// A byte becomes a float32 token in about (T+1)/T windows, read whole
 	// first: about 5 bytes per byte of text.
 	if err := checkFilesTimes(check, 5, d.Train, d.Test); err != nil {
 		return nil, nil, err
 	}
-	if train, err = data.LoadText(d.Train, d.seqLen()); err != nil {
+	if train, err = data.LoadText(d.Train, d.EffectiveSeqLen()); err != nil {
 		return nil, nil, usageData{err}
 	}
 	if d.Test == "" {
 		return holdOut(train)
 	}
-	if test, err = data.LoadText(d.Test, d.seqLen()); err != nil {
+	if test, err = data.LoadText(d.Test, d.EffectiveSeqLen()); err != nil {
 		return nil, nil, usageData{err}
 	}
 	return train, test, nil

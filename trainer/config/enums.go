@@ -1,4 +1,4 @@
-package trainer
+package config
 
 import (
 	"fmt"
@@ -8,7 +8,8 @@ import (
 )
 
 // Sync is how the ranks combine their gradients (--sync). Each is a unit
-// of the strategy registry (strategy.go) with its Strategy (loop.go).
+// of package trainer's strategy registry (its strategy.go), which
+// registers the unit's Rules here (config.go's Register).
 type Sync uint8
 
 const (
@@ -29,15 +30,13 @@ const (
 	SyncADPSGD
 )
 
+var syncNames = [...]string{SyncAllreduce: "allreduce", SyncPS: "ps", SyncDPSGD: "dpsgd", SyncADPSGD: "adpsgd"}
+
 // Syncs lists the names --sync accepts.
-var Syncs = syncNames()
+var Syncs = syncNames[:]
 
 // String returns the command line's name ("allreduce", "ps", "dpsgd", "adpsgd").
 func (s Sync) String() string { return enumString(Syncs, int(s), "Sync") }
-
-// Decentralized says whether s averages models between neighbours (dpsgd,
-// adpsgd) instead of combining gradients.
-func (s Sync) Decentralized() bool { u := s.unit(); return u != nil && u.decentralized() }
 
 // ParseSync reads "allreduce", "ps", "dpsgd" or "adpsgd".
 func ParseSync(s string) (Sync, error) {
@@ -119,16 +118,16 @@ func (g GPTShape) orDefaults() GPTShape {
 // samples of a shape and classes, and the samples they are for (an
 // error's hint).
 var netPresets = map[ModelKind]struct {
-	layers func(cfg Config, classes int, in model.Shape) []model.LayerSpec
+	layers func(g GPTShape, classes int, in model.Shape) []model.LayerSpec
 	takes  string
 }{
-	LeNet5:   {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
-	ResNet20: {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
-	VGG16:    {func(_ Config, c int, in model.Shape) []model.LayerSpec { return model.VGG16(c, in) }, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
-	ResNet50: {func(_ Config, c int, in model.Shape) []model.LayerSpec { return model.ResNet50(c, in) }, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
-	AlexNet:  {func(_ Config, c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
-	GPT: {func(cfg Config, c int, in model.Shape) []model.LayerSpec {
-		g := cfg.GPT.orDefaults()
+	LeNet5:   {func(_ GPTShape, c int, _ model.Shape) []model.LayerSpec { return model.LeNet5(c) }, "images such as Fashion-MNIST's 1×28×28"},
+	ResNet20: {func(_ GPTShape, c int, _ model.Shape) []model.LayerSpec { return model.ResNet20(c) }, "images such as CIFAR-10's 3×32×32"},
+	VGG16:    {func(_ GPTShape, c int, in model.Shape) []model.LayerSpec { return model.VGG16(c, in) }, "images such as CIFAR-10's 3×32×32 (five 2×2 pools: at least 32×32)"},
+	ResNet50: {func(_ GPTShape, c int, in model.Shape) []model.LayerSpec { return model.ResNet50(c, in) }, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
+	AlexNet:  {func(_ GPTShape, c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
+	GPT: {func(g GPTShape, c int, in model.Shape) []model.LayerSpec {
+		g = g.orDefaults()
 		return model.GPT(model.GPTConfig{Layers: g.Layers, Heads: g.Heads, Embed: g.Embed, SeqLen: in.T}, c)
 	}, "a byte-level text: --data text --train FILE"},
 }

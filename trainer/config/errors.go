@@ -1,0 +1,75 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+)
+
+// What a bad setting is: a usage error, and a *ConfigError naming its
+// field.
+
+// ErrUsage marks errors in how the job was started (flags that cannot work
+// with this many ranks); every rank finds them alike, and the CLI exits
+// with its usage code.
+var ErrUsage = errors.New("usage")
+
+// ErrConfig is wrapped by every *ConfigError (which also wraps ErrUsage:
+// every rank finds a bad setting alike).
+var ErrConfig = errors.New("invalid configuration")
+
+// ConfigError reports one bad setting. Field is the path of the Config
+// field that holds it ("Batch", "PS.Servers", "Opt.LR", "Data.Samples"):
+// the command line maps it to the flag a person typed. Msg follows the setting's name in a
+// sentence ("0 must be greater than 0").
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+// Error names the field: "Batch 0 must be greater than 0".
+func (e *ConfigError) Error() string { return e.Field + " " + e.Msg }
+
+// Unwrap returns ErrConfig and ErrUsage.
+func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, ErrUsage} }
+
+// bad is a *ConfigError for field.
+func bad(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// finiteFloats reports the first float32 or float64 in v (a struct, walked
+// through its fields, slices and arrays) that is NaN or ±Inf, as a
+// *ConfigError naming its field path ("Opt.LR"). NaN and ±Inf are never a
+// meaningful setting, and JSON (the configuration hash, --metrics) cannot
+// carry them.
+func finiteFloats(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if x := v.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+			return bad(path, "%v must be a finite number", x)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			if err := finiteFloats(v.Field(i), p); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if err := finiteFloats(v.Index(i), path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
