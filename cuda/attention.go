@@ -110,12 +110,16 @@ func (l libAttention) gemm(g stridedGemm) error {
 	return blasSgemmBatched(l.be.q, l.be.libs.blas, g)
 }
 
+// warpRows is the rows a block of the attention's row kernels takes, one
+// a warp (transformer.cu's DML_ROWS_PER_BLOCK).
+const warpRows = threads / 32
+
 func (l libAttention) softmaxRows(p devPtr, rows, seq int) error {
-	return l.be.launch(l.be.dev.k.attentionSoftmax, min(rows, maxRowBlocks), 1, threads, ptrAt(p), i64(rows), i64(seq))
+	return l.be.launch(l.be.dev.k.attentionSoftmax, min(ceilDiv(rows, warpRows), maxRowBlocks), 1, threads, ptrAt(p), i64(rows), i64(seq))
 }
 
 func (l libAttention) dsRows(ds, p devPtr, rows, seq int) error {
-	return l.be.launch(l.be.dev.k.attentionDS, min(rows, maxRowBlocks), 1, threads, ptrAt(ds), ptrAt(p), i64(rows), i64(seq))
+	return l.be.launch(l.be.dev.k.attentionDS, min(ceilDiv(rows, warpRows), maxRowBlocks), 1, threads, ptrAt(ds), ptrAt(p), i64(rows), i64(seq))
 }
 
 // libAttentionServes reports whether attention takes the library route:

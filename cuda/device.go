@@ -52,11 +52,13 @@ type kernelSet struct {
 	layerNormColsPartial, layerNormColsFinish function
 	dropout                                   function
 	// module transformer, too (SequenceOps)
-	embedding, embeddingGrad        function
-	attention, attentionGradDot     function
-	attentionGradKV, attentionGradQ function
-	attentionSoftmax, attentionDS   function
-	gemm                            map[string]function // by name, for ptx.PickGemm
+	embedding, embeddingGrad         function
+	embeddingCount, embeddingOffsets function
+	embeddingPlace                   function
+	attention, attentionGradDot      function
+	attentionGradKV, attentionGradQ  function
+	attentionSoftmax, attentionDS    function
+	gemm                             map[string]function // by name, for ptx.PickGemm
 }
 
 // tf32Module is the source whose module holds the TF32 GEMMs; it is loaded
@@ -221,6 +223,8 @@ func (k *kernelSet) lookup(fns map[string]function) error {
 		{&k.layerNormGradRows, "dml_layer_norm_grad_rows"}, {&k.layerNormColsPartial, "dml_layer_norm_grad_cols_partial"},
 		{&k.layerNormColsFinish, "dml_layer_norm_grad_cols_finish"}, {&k.dropout, "dml_dropout"},
 		{&k.embedding, "dml_embedding"}, {&k.embeddingGrad, "dml_embedding_grad"}, {&k.attention, "dml_attention"},
+		{&k.embeddingCount, "dml_embedding_count"}, {&k.embeddingOffsets, "dml_embedding_offsets"},
+		{&k.embeddingPlace, "dml_embedding_place"},
 		{&k.attentionGradDot, "dml_attention_grad_dot"}, {&k.attentionGradKV, "dml_attention_grad_kv"}, {&k.attentionGradQ, "dml_attention_grad_q"},
 		{&k.attentionSoftmax, "dml_attention_softmax"}, {&k.attentionDS, "dml_attention_ds"},
 	} {

@@ -39,8 +39,9 @@ func (be *Backend) AddBias(x, bias kernels.Buffer, rows, cols int) error {
 }
 
 // SumRows sets dst[j] = beta·dst[j] + Σ_i x[i, j], in two deterministic
-// stages: per-block partial sums of rowsPerBlock rows into scratch, then one
-// ordered sum of the partials per column.
+// stages: per-block partial sums of rowsPerBlock rows into scratch, then
+// the partials' sum per column, each stage over 8 lanes of a column in a
+// fixed order (ABI.md).
 func (be *Backend) SumRows(dst, x kernels.Buffer, rows, cols int, beta float32) error {
 	const op = "SumRows"
 	dd, xd := be.buf(dst), be.buf(x)
@@ -59,19 +60,33 @@ func (be *Backend) SumRows(dst, x kernels.Buffer, rows, cols int, beta float32) 
 		}
 		return be.done(op, be.launch1D(be.dev.k.scale, cols, ptr(dd), i64(cols), f32(beta)), rows, cols)
 	}
-	rpb := max(16, ceilDiv(rows, 1024))
-	parts := ceilDiv(rows, rpb)
+	rpb, parts := sumRowsParts(rows)
 	s, err := be.scratch(op, parts*cols, rows, cols)
 	if err != nil {
 		return err
 	}
 	defer be.release(s)
 	k := &be.dev.k
-	if err := be.launch(k.sumRowsPartial, ceilDiv(cols, threads), parts, threads,
+	if err := be.launch(k.sumRowsPartial, ceilDiv(cols, sumCols), parts, threads,
 		ptrAt(s.ptr), ptr(xd), i64(rows), i64(cols), i64(rpb)); err != nil {
 		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
 	}
-	return be.done(op, be.launch1D(k.sumRowsFinal, cols, ptr(dd), ptrAt(s.ptr), i64(parts), i64(cols), f32(beta)), rows, cols)
+	return be.done(op, be.launch(k.sumRowsFinal, ceilDiv(cols, sumCols), 1, threads,
+		ptr(dd), ptrAt(s.ptr), i64(parts), i64(cols), f32(beta)), rows, cols)
+}
+
+// sumCols is the columns a block of dml_sum_rows_partial and _final adds
+// (ABI.md: 32 columns × 8 lanes of rows).
+const sumCols = 32
+
+// sumRowsParts is SumRows's split of rows into parts of rpb rows: at
+// least 64 rows a part and at most 256 parts, so that neither stage's
+// lanes add more than max(8, rows/2048) values one after the other. (One
+// thread per column adding every part in turn, as before, took 57 µs per
+// bias gradient of the GPT's 8192 rows on an H200: 0.91 ms of its step.)
+func sumRowsParts(rows int) (rpb, parts int) {
+	rpb = max(64, ceilDiv(rows, 256))
+	return rpb, ceilDiv(rows, rpb)
 }
 
 // Relu sets y = max(x, 0); y may alias x.

@@ -9,7 +9,8 @@ import (
 )
 
 // The sequence ops (kernels/cu/transformer.cu, module transformer;
-// ABI.md): our kernels, one thread per output row or table element, sums
+// ABI.md): our kernels, one thread per output row or table element (the
+// embedding's gradient after a stable sort of the rows by token), sums
 // in float64 in a fixed order. The embedding's agree with the CPU's to the
 // bit (an id outside the table gives zeros here, where the CPU refuses
 // it); attention within float32 rounding (the CPU's runs on its GEMMs).
@@ -47,10 +48,40 @@ func (be *Backend) EmbeddingGrad(dtable, ids, dy kernels.Buffer, n, vocab, cols 
 	if err := kernels.CheckEmbedding("cuda."+op, gd.n, id.n, dt.n, n, vocab, cols); err != nil {
 		return err
 	}
-	if n == 0 {
+	if n == 0 || vocab == 0 || cols == 0 {
 		return nil
 	}
-	return be.done(op, be.launch1D(be.dev.k.embeddingGrad, vocab*cols, ptr(dt), ptr(id), ptr(gd), i64(n), i64(vocab), i64(cols)), n, vocab, cols)
+	// The rows sorted by token, stably (transformer.cu), in one scratch of
+	// ints: each block's counts per token (then where its rows go), each
+	// row's rank in its block, the sorted rows, each token's first.
+	blocks := ceilDiv(n, threads)
+	s, err := be.scratch(op, blocks*vocab+2*n+vocab+1, n, vocab, cols)
+	if err != nil {
+		return err
+	}
+	defer be.release(s)
+	counts := s.ptr
+	rank := counts + devPtr(4*blocks*vocab)
+	order := rank + devPtr(4*n)
+	start := order + devPtr(4*n)
+	k := &be.dev.k
+	for _, step := range []func() error{
+		func() error { return be.q.memset32(counts, 0, blocks*vocab) },
+		func() error {
+			return be.launch(k.embeddingCount, blocks, 1, threads, ptrAt(counts), ptrAt(rank), ptr(id), i64(n), i64(vocab))
+		},
+		func() error {
+			return be.launch(k.embeddingOffsets, 1, 1, threads, ptrAt(counts), ptrAt(start), i64(blocks), i64(vocab))
+		},
+		func() error {
+			return be.launch1D(k.embeddingPlace, n, ptrAt(order), ptrAt(counts), ptrAt(rank), ptr(id), i64(n), i64(vocab))
+		},
+	} {
+		if err := step(); err != nil {
+			return be.deviceErr(op, dimsString([]int{n, vocab, cols}), err)
+		}
+	}
+	return be.done(op, be.launch1D(k.embeddingGrad, vocab*cols, ptr(dt), ptrAt(order), ptrAt(start), ptr(gd), i64(vocab), i64(cols)), n, vocab, cols)
 }
 
 // attentionCheck validates an attention's buffers and its heads' width.

@@ -50,7 +50,7 @@ func dyLen(dy, x *Buffer) int {
 	return dy.n
 }
 
-// LayerNorm: see kernels.TransformerOps. One block per row.
+// LayerNorm: see kernels.TransformerOps. A warp per row.
 func (be *Backend) LayerNorm(y, mean, invstd, x, gamma, beta kernels.Buffer, rows, cols int, eps float32) error {
 	const op = "LayerNorm"
 	yd, md, id, xd, gd, bd := be.buf(y), be.buf(mean), be.buf(invstd), be.buf(x), be.buf(gamma), be.buf(beta)
@@ -60,12 +60,12 @@ func (be *Backend) LayerNorm(y, mean, invstd, x, gamma, beta kernels.Buffer, row
 	if rows == 0 {
 		return be.record(op, rows, cols)
 	}
-	return be.done(op, be.launch(be.dev.k.layerNorm, min(rows, maxRowBlocks), 1, threads, ptr(yd), ptr(md), ptr(id), ptr(xd), ptr(gd), ptr(bd),
+	return be.done(op, be.launch(be.dev.k.layerNorm, min(ceilDiv(rows, warpRows), maxRowBlocks), 1, threads, ptr(yd), ptr(md), ptr(id), ptr(xd), ptr(gd), ptr(bd),
 		i64(rows), i64(cols), f32(eps)), rows, cols)
 }
 
 // LayerNormGrad: see kernels.TransformerOps. The column sums first (they
-// read dy, which dx may be), then one block per row.
+// read dy, which dx may be), then a warp per row.
 func (be *Backend) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma kernels.Buffer, rows, cols int) error {
 	const op = "LayerNormGrad"
 	dd, dg, db, gy, xd, md, id, gd := be.buf(dx), be.buf(dgamma), be.buf(dbeta), be.buf(dy), be.buf(x), be.buf(mean), be.buf(invstd), be.buf(gamma)
@@ -81,17 +81,18 @@ func (be *Backend) LayerNormGrad(dx, dgamma, dbeta, dy, x, mean, invstd, gamma k
 		return err
 	}
 	defer be.release(part)
-	if err := be.launch(k.layerNormColsPartial, max(1, ceilDiv(cols, threads)), min(slices, 65535), threads, ptrAt(part.ptr), ptr(gy), ptr(xd), ptr(md), ptr(id),
+	colBlocks := max(1, ceilDiv(cols, sumCols)) // 32 columns × 8 lanes a block
+	if err := be.launch(k.layerNormColsPartial, colBlocks, min(slices, 65535), threads, ptrAt(part.ptr), ptr(gy), ptr(xd), ptr(md), ptr(id),
 		i64(rows), i64(cols), i64(slices)); err != nil {
 		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
 	}
-	if err := be.launch1D(k.layerNormColsFinish, cols, ptr(dg), ptr(db), ptrAt(part.ptr), i64(cols), i64(slices)); err != nil {
+	if err := be.launch(k.layerNormColsFinish, colBlocks, 1, threads, ptr(dg), ptr(db), ptrAt(part.ptr), i64(cols), i64(slices)); err != nil {
 		return be.deviceErr(op, dimsString([]int{rows, cols}), err)
 	}
 	if rows == 0 {
 		return be.record(op, rows, cols)
 	}
-	return be.done(op, be.launch(k.layerNormGradRows, min(rows, maxRowBlocks), 1, threads, ptr(dd), ptr(gy), ptr(xd), ptr(md), ptr(id), ptr(gd),
+	return be.done(op, be.launch(k.layerNormGradRows, min(ceilDiv(rows, warpRows), maxRowBlocks), 1, threads, ptr(dd), ptr(gy), ptr(xd), ptr(md), ptr(id), ptr(gd),
 		i64(rows), i64(cols)), rows, cols)
 }
 

@@ -122,3 +122,28 @@ __device__ __forceinline__ double dml_block_sum_d(double v, double* sh) { return
 
 // dml_block_max_d is the block's largest v (dml_block_reduce_d).
 __device__ __forceinline__ double dml_block_max_d(double v, double* sh) { return dml_block_reduce_d(v, sh, DmlMaxD{}); }
+
+// Row kernels with a warp per row (attention's and layer norm's rows of a
+// few hundred values): a block of exactly DML_RED_THREADS takes
+// DML_ROWS_PER_BLOCK rows, one a warp; lane l of a row takes its values
+// l, l+32, …, and dml_lanes_d combines the 32 lane values in lane order
+// in every lane, so each row's result has the same bits whatever the
+// schedule. Such a kernel walks its rows in groups of DML_ROWS_PER_BLOCK
+// (grid-stride), every thread through every group, because the
+// combination waits for the whole block.
+#define DML_ROW_LANES 32
+#define DML_ROWS_PER_BLOCK (DML_RED_THREADS / DML_ROW_LANES)
+
+// dml_lanes_d returns to every lane op folded over its warp's 32 values v
+// in lane order. sh is shared scratch of DML_RED_THREADS doubles; every
+// thread of the block must call it.
+template <typename Op>
+__device__ __forceinline__ double dml_lanes_d(double v, double* sh, Op op) {
+  const int w = threadIdx.x - threadIdx.x % DML_ROW_LANES;
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  double r = sh[w];
+  for (int l = 1; l < DML_ROW_LANES; l++) r = op(r, sh[w + l]);
+  __syncthreads();
+  return r;
+}

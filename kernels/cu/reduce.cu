@@ -3,31 +3,59 @@
 // runtime derives from the shape alone).
 #include "common.cuh"
 
-// grid = (ceil(cols/256), ceil(rows/rowsPerBlock)), block = 256 (any block
-// size works: each thread owns one column). partial[by·cols + j] = Σ x[i, j]
-// over block row by's rows, in row order, starting from 0.
+// The row sums (a bias's gradient: rows = batch × positions, often
+// thousands) in two stages, each block 256 threads = 32 columns × 8 lanes,
+// so that a stage's dependent additions are short for any number of rows:
+// lane l of a column adds its share of the rows (or partials) l, l+8,
+// l+16, … in order, then the 8 lane sums are added in lane order. The
+// order is fixed by the shape alone (the runtime derives rowsPerBlock
+// from it), so every run gives the same bits.
+#define DML_SUM_LANES 8
+#define DML_SUM_COLS (DML_RED_THREADS / DML_SUM_LANES)
+
+// dml_sum_lanes adds the block's lane sums s (lane threadIdx.x / 32,
+// column threadIdx.x % 32) in lane order; lane 0 gets the total. Every
+// thread of the block must call it.
+__device__ __forceinline__ float dml_sum_lanes(float s, float* sm) {
+  sm[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x < DML_SUM_COLS)
+    for (int l = 1; l < DML_SUM_LANES; l++) s = __fadd_rn(s, sm[l * DML_SUM_COLS + threadIdx.x]);
+  return s;
+}
+
+// grid = (ceil(cols/32), ceil(rows/rowsPerBlock)), block exactly 256:
+// partial[by·cols + j] = Σ x[i, j] over block row by's rows, lane by lane.
 DML_EXTERN void dml_sum_rows_partial(float* __restrict__ partial, const float* __restrict__ x,
                                      long long rows, long long cols, long long rowsPerBlock) {
-  const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= cols || rowsPerBlock <= 0) return;
+  dml_require_red_threads();
+  __shared__ float sm[DML_RED_THREADS];
+  const int c = threadIdx.x % DML_SUM_COLS, lane = threadIdx.x / DML_SUM_COLS;
+  const long long j = (long long)blockIdx.x * DML_SUM_COLS + c;
   const long long r0 = (long long)blockIdx.y * rowsPerBlock;
   long long r1 = r0 + rowsPerBlock;
   if (r1 > rows) r1 = rows;
   float s = 0.f;
-  for (long long i = r0; i < r1; i++) s = __fadd_rn(s, x[i * cols + j]);
-  partial[(long long)blockIdx.y * cols + j] = s;
+  if (j < cols)
+    for (long long i = r0 + lane; i < r1; i += DML_SUM_LANES) s = __fadd_rn(s, x[i * cols + j]);
+  s = dml_sum_lanes(s, sm);
+  if (lane == 0 && j < cols) partial[(long long)blockIdx.y * cols + j] = s;
 }
 
-// 1-D over cols: dst[j] = (beta == 0 ? 0 : beta·dst[j]) + Σ_p partial[p·cols + j]
-// in p order. beta == 0 never reads dst. With parts == 1 and beta == 0 the
-// result is the CPU's bit for bit (0 + x0 + x1 + … in row order).
+// grid = ceil(cols/32), block exactly 256: dst[j] = (beta == 0 ? 0 :
+// beta·dst[j]) + Σ_p partial[p·cols + j], lane by lane. beta == 0 never
+// reads dst.
 DML_EXTERN void dml_sum_rows_final(float* __restrict__ dst, const float* __restrict__ partial,
                                    long long parts, long long cols, float beta) {
-  DML_GRID_STRIDE(j, cols) {
-    float s = beta == 0.f ? 0.f : __fmul_rn(beta, dst[j]);
-    for (long long p = 0; p < parts; p++) s = __fadd_rn(s, partial[p * cols + j]);
-    dst[j] = s;
-  }
+  dml_require_red_threads();
+  __shared__ float sm[DML_RED_THREADS];
+  const int c = threadIdx.x % DML_SUM_COLS, lane = threadIdx.x / DML_SUM_COLS;
+  const long long j = (long long)blockIdx.x * DML_SUM_COLS + c;
+  float s = 0.f;
+  if (j < cols)
+    for (long long p = lane; p < parts; p += DML_SUM_LANES) s = __fadd_rn(s, partial[p * cols + j]);
+  s = dml_sum_lanes(s, sm);
+  if (lane == 0 && j < cols) dst[j] = __fadd_rn(beta == 0.f ? 0.f : __fmul_rn(beta, dst[j]), s);
 }
 
 // grid ≤ 1024 blocks of 256: partial[b] = Σ x[i]·y[i] (float64) over block b's

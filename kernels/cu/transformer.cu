@@ -36,57 +36,67 @@ DML_EXTERN void dml_gelu_grad(float* dx, const float* dy, const float* __restric
   DML_GRID_STRIDE(i, n) { dx[i] = (float)((double)dy[i] * dml_gelu_df((double)x[i], tanh_form)); }
 }
 
-// dml_layer_norm: one block of DML_RED_THREADS per row (grid-stride over
-// the rows): μ, then σ² from the deviations (two passes, float64), mean
-// and invstd written, y = (x − μ)·invstd·γ + β in float64.
+// dml_layer_norm: a warp per row (8 rows a block of exactly 256,
+// dml_lanes_d): μ, then σ² from the deviations (two passes, float64),
+// mean and invstd written, y = (x − μ)·invstd·γ + β in float64.
 DML_EXTERN void dml_layer_norm(float* __restrict__ y, float* __restrict__ mean, float* __restrict__ invstd,
                                const float* __restrict__ x, const float* __restrict__ gamma,
                                const float* __restrict__ beta, long long rows, long long cols, float eps) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xs = x + r * cols;
+  const int lane = threadIdx.x % DML_ROW_LANES;
+  for (long long r0 = (long long)blockIdx.x * DML_ROWS_PER_BLOCK; r0 < rows;
+       r0 += (long long)gridDim.x * DML_ROWS_PER_BLOCK) {
+    const long long r = r0 + threadIdx.x / DML_ROW_LANES;
+    const bool live = r < rows;
+    const long long n = live ? cols : 0;
+    const float* xs = x + (live ? r : 0) * cols;
     double s = 0;
-    for (long long j = threadIdx.x; j < cols; j += DML_RED_THREADS) s = __dadd_rn(s, (double)xs[j]);
-    const double mu = __ddiv_rn(dml_block_sum_d(s, sh), (double)cols);
+    for (long long j = lane; j < n; j += DML_ROW_LANES) s = __dadd_rn(s, (double)xs[j]);
+    const double mu = __ddiv_rn(dml_lanes_d(s, sh, DmlAddD{}), (double)cols);
     double q = 0;
-    for (long long j = threadIdx.x; j < cols; j += DML_RED_THREADS) {
+    for (long long j = lane; j < n; j += DML_ROW_LANES) {
       const double d = __dsub_rn((double)xs[j], mu);
       q = __dadd_rn(q, __dmul_rn(d, d));
     }
-    const double v = __ddiv_rn(dml_block_sum_d(q, sh), (double)cols);
+    const double v = __ddiv_rn(dml_lanes_d(q, sh, DmlAddD{}), (double)cols);
     const double inv = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(v, (double)eps)));
-    if (threadIdx.x == 0) {
+    if (live && lane == 0) {
       mean[r] = (float)mu;
       invstd[r] = (float)inv;
     }
-    for (long long j = threadIdx.x; j < cols; j += DML_RED_THREADS)
+    for (long long j = lane; j < n; j += DML_ROW_LANES)
       y[r * cols + j] = (float)__dadd_rn(__dmul_rn(__dmul_rn(__dsub_rn((double)xs[j], mu), inv), (double)gamma[j]),
                                          (double)beta[j]);
   }
 }
 
-// dml_layer_norm_grad_rows: one block per row (grid-stride): g = γ·dy,
+// dml_layer_norm_grad_rows: a warp per row (as dml_layer_norm): g = γ·dy,
 // x̂ = (x − μ)·invstd, the row's means of g and g·x̂ (float64), dx =
 // invstd·(g − mean(g) − x̂·mean(g·x̂)). dx may be dy (each element is read
-// by the thread that writes it, before the barriers of the sums end).
+// and written by the same lane, and read before it is written).
 DML_EXTERN void dml_layer_norm_grad_rows(float* dx, const float* dy, const float* __restrict__ x,
                                          const float* __restrict__ mean, const float* __restrict__ invstd,
                                          const float* __restrict__ gamma, long long rows, long long cols) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    const double mu = (double)mean[r], inv = (double)invstd[r];
+  const int lane = threadIdx.x % DML_ROW_LANES;
+  for (long long r0 = (long long)blockIdx.x * DML_ROWS_PER_BLOCK; r0 < rows;
+       r0 += (long long)gridDim.x * DML_ROWS_PER_BLOCK) {
+    const long long r = r0 + threadIdx.x / DML_ROW_LANES;
+    const bool live = r < rows;
+    const long long n = live ? cols : 0;
+    const double mu = live ? (double)mean[r] : 0, inv = live ? (double)invstd[r] : 0;
     double a = 0, q = 0;
-    for (long long j = threadIdx.x; j < cols; j += DML_RED_THREADS) {
+    for (long long j = lane; j < n; j += DML_ROW_LANES) {
       const long long p = r * cols + j;
       const double g = __dmul_rn((double)gamma[j], (double)dy[p]);
       a = __dadd_rn(a, g);
       q = __dadd_rn(q, __dmul_rn(g, __dmul_rn(__dsub_rn((double)x[p], mu), inv)));
     }
-    const double mg = __ddiv_rn(dml_block_sum_d(a, sh), (double)cols);
-    const double mgx = __ddiv_rn(dml_block_sum_d(q, sh), (double)cols);
-    for (long long j = threadIdx.x; j < cols; j += DML_RED_THREADS) {
+    const double mg = __ddiv_rn(dml_lanes_d(a, sh, DmlAddD{}), (double)cols);
+    const double mgx = __ddiv_rn(dml_lanes_d(q, sh, DmlAddD{}), (double)cols);
+    for (long long j = lane; j < n; j += DML_ROW_LANES) {
       const long long p = r * cols + j;
       const double xh = __dmul_rn(__dsub_rn((double)x[p], mu), inv);
       const double g = __dmul_rn((double)gamma[j], (double)dy[p]);
@@ -98,41 +108,68 @@ DML_EXTERN void dml_layer_norm_grad_rows(float* dx, const float* dy, const float
 // dml_layer_norm_grad_cols_partial: the column sums dγ = Σ dy·x̂ and
 // dβ = Σ dy in two stages, so that a few columns over many rows (a GPT's
 // 128 over batch·seq) still fill the GPU: the rows are cut into slices
-// near-equal slices (a function of the shape alone), and thread (slice p,
-// column j) — columns over the grid's x, slices over its y, grid-stride in
-// both — sums its slice's rows in order (float64) into part[2(p·cols +
-// j)], part[2(p·cols + j) + 1].
+// near-equal slices (a function of the shape alone). A block of exactly
+// 256 is 32 columns × 8 lanes (as dml_sum_rows_partial): grid =
+// (ceil(cols/32), slices), grid-stride over the slices; lane l of column
+// j adds its slice's rows l, l+8, … in order (float64), then the 8 lanes
+// are added in lane order into part[2(p·cols + j)], part[2(p·cols + j) + 1].
 DML_EXTERN void dml_layer_norm_grad_cols_partial(double* __restrict__ part, const float* __restrict__ dy,
                                                  const float* __restrict__ x, const float* __restrict__ mean,
                                                  const float* __restrict__ invstd, long long rows, long long cols,
                                                  long long slices) {
+  dml_require_red_threads();
+  __shared__ double shg[DML_RED_THREADS], shb[DML_RED_THREADS];
+  const int c = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const long long j = (long long)blockIdx.x * 32 + c;
   for (long long p = blockIdx.y; p < slices; p += gridDim.y) {
     long long lo, hi;
     dml_bn_slice(rows, slices, p, &lo, &hi);
-    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += (long long)blockDim.x * gridDim.x) {
-      double sg = 0, sb = 0;
-      for (long long r = lo; r < hi; r++) {
+    double sg = 0, sb = 0;
+    if (j < cols)
+      for (long long r = lo + lane; r < hi; r += 8) {
         const long long q = r * cols + j;
         const double d = (double)dy[q];
         const double xh = __dmul_rn(__dsub_rn((double)x[q], (double)mean[r]), (double)invstd[r]);
         sg = __dadd_rn(sg, __dmul_rn(d, xh));
         sb = __dadd_rn(sb, d);
       }
+    shg[threadIdx.x] = sg;
+    shb[threadIdx.x] = sb;
+    __syncthreads();
+    if (lane == 0 && j < cols) {
+      for (int l = 1; l < 8; l++) {
+        sg = __dadd_rn(sg, shg[l * 32 + c]);
+        sb = __dadd_rn(sb, shb[l * 32 + c]);
+      }
       part[2 * (p * cols + j)] = sg;
       part[2 * (p * cols + j) + 1] = sb;
     }
+    __syncthreads();
   }
 }
 
-// dml_layer_norm_grad_cols_finish: 1-D over the columns, each column's
-// slices added in order (float64), dγ and dβ overwritten.
+// dml_layer_norm_grad_cols_finish: grid = ceil(cols/32) blocks of exactly
+// 256 = 32 columns × 8 lanes: lane l of a column adds slices l, l+8, … in
+// order (float64), then the lanes in lane order; dγ and dβ overwritten.
 DML_EXTERN void dml_layer_norm_grad_cols_finish(float* __restrict__ dgamma, float* __restrict__ dbeta,
                                                 const double* __restrict__ part, long long cols, long long slices) {
-  DML_GRID_STRIDE(j, cols) {
-    double sg = 0, sb = 0;
-    for (long long p = 0; p < slices; p++) {
+  dml_require_red_threads();
+  __shared__ double shg[DML_RED_THREADS], shb[DML_RED_THREADS];
+  const int c = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const long long j = (long long)blockIdx.x * 32 + c;
+  double sg = 0, sb = 0;
+  if (j < cols)
+    for (long long p = lane; p < slices; p += 8) {
       sg = __dadd_rn(sg, part[2 * (p * cols + j)]);
       sb = __dadd_rn(sb, part[2 * (p * cols + j) + 1]);
+    }
+  shg[threadIdx.x] = sg;
+  shb[threadIdx.x] = sb;
+  __syncthreads();
+  if (lane == 0 && j < cols) {
+    for (int l = 1; l < 8; l++) {
+      sg = __dadd_rn(sg, shg[l * 32 + c]);
+      sb = __dadd_rn(sb, shb[l * 32 + c]);
     }
     dgamma[j] = (float)sg;
     dbeta[j] = (float)sb;
@@ -187,17 +224,103 @@ DML_EXTERN void dml_embedding(float* __restrict__ y, const float* __restrict__ i
   }
 }
 
-// dml_embedding_grad: dtable[v][j] += dy[r][j] for each r (in order) with
-// ids[r] = v, in float32, as the CPU adds them. 1-D over vocab·cols: each
-// element of the table is its thread's alone.
-DML_EXTERN void dml_embedding_grad(float* __restrict__ dtable, const float* __restrict__ ids,
-                                   const float* __restrict__ dy, long long n, long long vocab, long long cols) {
+// The embedding's gradient: dtable[v][j] += dy[r][j] for each row r
+// whose id is v, in row order, in float32, as the CPU adds them. Scanning
+// every id for each table element (as before) cost 0.57 ms of the GPT's
+// step on an H200; instead the rows are first sorted by token, stably,
+// with integer counts only (dml_embedding_count, _offsets, _place), and
+// each table element then adds just its own rows (dml_embedding_grad).
+// An id outside the table (dml_token < 0) adds nothing.
+
+// dml_embedding_count: grid = ceil(n/256) blocks of exactly 256, a row
+// per thread: rank[r] = how many rows before r in its block have r's
+// token, and counts[b·vocab + v] = how many rows of block b have token v
+// (written by the block's last such row; the runtime zeroes counts
+// first).
+DML_EXTERN void dml_embedding_count(int* __restrict__ counts, int* __restrict__ rank, const float* __restrict__ ids,
+                                    long long n, long long vocab) {
+  dml_require_red_threads();
+  __shared__ long long tok[DML_RED_THREADS];
+  const int t = threadIdx.x;
+  const long long r = (long long)blockIdx.x * DML_RED_THREADS + t;
+  const long long v = r < n ? dml_token(ids[r], vocab) : -1;
+  tok[t] = v;
+  __syncthreads();
+  if (v < 0) return;
+  int before = 0;
+  bool last = true;
+  for (int u = 0; u < DML_RED_THREADS; u++)
+    if (tok[u] == v) {
+      if (u < t) before++;
+      if (u > t) last = false;
+    }
+  rank[r] = before;
+  if (last) counts[(long long)blockIdx.x * vocab + v] = before + 1;
+}
+
+// dml_embedding_offsets: one block of exactly 256, after
+// dml_embedding_count over the blocks: start[v] = the rows of every token
+// before v, start[vocab] = every row with a token, and counts[b·vocab + v]
+// becomes where block b's rows of token v go: start[v] + the rows of v in
+// the blocks before b.
+DML_EXTERN void dml_embedding_offsets(int* __restrict__ counts, int* __restrict__ start, long long blocks,
+                                      long long vocab) {
+  dml_require_red_threads();
+  __shared__ long long sm[DML_RED_THREADS];
+  const int t = threadIdx.x;
+  long long carry = 0;
+  for (long long v0 = 0; v0 < vocab; v0 += DML_RED_THREADS) {
+    const long long v = v0 + t;
+    long long total = 0;
+    if (v < vocab)
+      for (long long b = 0; b < blocks; b++) total += counts[b * vocab + v];
+    sm[t] = total;  // an inclusive scan of the totals over the block
+    __syncthreads();
+    for (int s = 1; s < DML_RED_THREADS; s <<= 1) {
+      const long long add = t >= s ? sm[t - s] : 0;
+      __syncthreads();
+      sm[t] += add;
+      __syncthreads();
+    }
+    if (v < vocab) {
+      long long at = carry + sm[t] - total;
+      start[v] = (int)at;
+      for (long long b = 0; b < blocks; b++) {
+        const int c = counts[b * vocab + v];
+        counts[b * vocab + v] = (int)at;
+        at += c;
+      }
+    }
+    carry += sm[DML_RED_THREADS - 1];
+    __syncthreads();
+  }
+  if (t == 0) start[vocab] = (int)carry;
+}
+
+// dml_embedding_place: 1-D over n, after dml_embedding_offsets:
+// order[counts[b·vocab + v] + rank[r]] = r for each row r (of block b =
+// r/256) with a token v: the rows sorted by token, each token's in row
+// order.
+DML_EXTERN void dml_embedding_place(int* __restrict__ order, const int* __restrict__ counts,
+                                    const int* __restrict__ rank, const float* __restrict__ ids, long long n,
+                                    long long vocab) {
+  DML_GRID_STRIDE(r, n) {
+    const long long v = dml_token(ids[r], vocab);
+    if (v >= 0) order[counts[(r / DML_RED_THREADS) * vocab + v] + rank[r]] = (int)r;
+  }
+}
+
+// dml_embedding_grad: 1-D over vocab·cols, after dml_embedding_place:
+// dtable[v][j] += dy[r][j] for r = order[start[v]], …, order[start[v+1]−1]
+// (token v's rows in row order), in float32.
+DML_EXTERN void dml_embedding_grad(float* __restrict__ dtable, const int* __restrict__ order,
+                                   const int* __restrict__ start, const float* __restrict__ dy, long long vocab,
+                                   long long cols) {
   const long long total = vocab * cols;
   DML_GRID_STRIDE(i, total) {
     const long long v = i / cols, j = i - v * cols;
     float acc = dtable[i];
-    for (long long r = 0; r < n; r++)
-      if (dml_token(ids[r], vocab) == v) acc = __fadd_rn(acc, dy[r * cols + j]);
+    for (int k = start[v]; k < start[v + 1]; k++) acc = __fadd_rn(acc, dy[(long long)order[k] * cols + j]);
     dtable[i] = acc;
   }
 }
@@ -327,40 +450,57 @@ DML_EXTERN void dml_attention_grad_q(float* __restrict__ dqkv, const float* __re
 // strided batched GEMMs; these two row kernels run between them. Rows are
 // batch·heads·seq rows of seq values; row r is position i = r mod seq.
 
-// dml_attention_softmax: one block per row (grid-stride), the scores of
-// position i replaced by their causal softmax: p_j = e^(s_j − max)/Σ for
-// j ≤ i (the maximum, e^x and the sum in float64), 0 after i.
+// The two row kernels give a row a warp, not a block (dml_lanes_d): a
+// row is one position's seq scores (128 in the GPT), and a block of 256
+// per row left half its threads idle and spent two block-wide trees per
+// row (0.56 ms of the GPT's step on an H200).
+
+// dml_attention_softmax: a warp per row (8 rows a block of exactly 256,
+// grid-stride), the scores of position i replaced by their causal
+// softmax: p_j = e^(s_j − max)/Σ for j ≤ i (the maximum, e^x and the sum
+// in float64), 0 after i.
 DML_EXTERN void dml_attention_softmax(float* __restrict__ p, long long rows, long long seq) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    float* row = p + r * seq;
-    const long long n = r % seq + 1;
+  const int lane = threadIdx.x % DML_ROW_LANES;
+  for (long long r0 = (long long)blockIdx.x * DML_ROWS_PER_BLOCK; r0 < rows;
+       r0 += (long long)gridDim.x * DML_ROWS_PER_BLOCK) {
+    const long long r = r0 + threadIdx.x / DML_ROW_LANES;
+    const bool live = r < rows;
+    float* row = p + (live ? r : 0) * seq;
+    const long long n = live ? r % seq + 1 : 0;
     double top = -1.0 / 0.0;
-    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) top = fmax(top, (double)row[j]);
-    top = dml_block_max_d(top, sh);
+    for (long long j = lane; j < n; j += DML_ROW_LANES) top = fmax(top, (double)row[j]);
+    top = dml_lanes_d(top, sh, DmlMaxD{});
     double s = 0;
-    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) s = __dadd_rn(s, exp(__dsub_rn((double)row[j], top)));
-    s = dml_block_sum_d(s, sh);
-    for (long long j = threadIdx.x; j < seq; j += DML_RED_THREADS)
-      row[j] = j < n ? (float)__ddiv_rn(exp(__dsub_rn((double)row[j], top)), s) : 0.f;
+    for (long long j = lane; j < n; j += DML_ROW_LANES) s = __dadd_rn(s, exp(__dsub_rn((double)row[j], top)));
+    s = dml_lanes_d(s, sh, DmlAddD{});
+    if (live)
+      for (long long j = lane; j < seq; j += DML_ROW_LANES)
+        row[j] = j < n ? (float)__ddiv_rn(exp(__dsub_rn((double)row[j], top)), s) : 0.f;
   }
 }
 
-// dml_attention_ds: one block per row (grid-stride), dS in place of dP
-// (ds holds dY·Vᵀ): dot = Σ_{j≤i} p_j·dP_j (float64), dS_j = p_j·(dP_j −
-// dot) for j ≤ i, 0 after i.
+// dml_attention_ds: a warp per row (as dml_attention_softmax), dS in
+// place of dP (ds holds dY·Vᵀ): dot = Σ_{j≤i} p_j·dP_j (float64), dS_j =
+// p_j·(dP_j − dot) for j ≤ i, 0 after i.
 DML_EXTERN void dml_attention_ds(float* __restrict__ ds, const float* __restrict__ p, long long rows, long long seq) {
   dml_require_red_threads();
   __shared__ double sh[DML_RED_THREADS];
-  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    float* dr = ds + r * seq;
-    const float* pr = p + r * seq;
-    const long long n = r % seq + 1;
+  const int lane = threadIdx.x % DML_ROW_LANES;
+  for (long long r0 = (long long)blockIdx.x * DML_ROWS_PER_BLOCK; r0 < rows;
+       r0 += (long long)gridDim.x * DML_ROWS_PER_BLOCK) {
+    const long long r = r0 + threadIdx.x / DML_ROW_LANES;
+    const bool live = r < rows;
+    float* dr = ds + (live ? r : 0) * seq;
+    const float* pr = p + (live ? r : 0) * seq;
+    const long long n = live ? r % seq + 1 : 0;
     double dot = 0;
-    for (long long j = threadIdx.x; j < n; j += DML_RED_THREADS) dot = __dadd_rn(dot, __dmul_rn((double)pr[j], (double)dr[j]));
-    dot = dml_block_sum_d(dot, sh);
-    for (long long j = threadIdx.x; j < seq; j += DML_RED_THREADS)
-      dr[j] = j < n ? (float)__dmul_rn((double)pr[j], __dsub_rn((double)dr[j], dot)) : 0.f;
+    for (long long j = lane; j < n; j += DML_ROW_LANES)
+      dot = __dadd_rn(dot, __dmul_rn((double)pr[j], (double)dr[j]));
+    dot = dml_lanes_d(dot, sh, DmlAddD{});
+    if (live)
+      for (long long j = lane; j < seq; j += DML_ROW_LANES)
+        dr[j] = j < n ? (float)__dmul_rn((double)pr[j], __dsub_rn((double)dr[j], dot)) : 0.f;
   }
 }

@@ -298,24 +298,40 @@ static void test_loss() {
   }
 }
 
+// sum_lanes is the sum rows lo, lo+step, … < hi of column j of x (row
+// stride cols) over 8 lanes, as dml_sum_rows_partial and _final add them:
+// lane l adds lo+l·step, lo+(l+8)·step, … in order; then the lanes in order.
+static float sum_lanes(const float* x, long long lo, long long hi, long long cols, long long j) {
+  float lanes[8] = {};
+  for (long long i = lo; i < hi; i++) lanes[(i - lo) % 8] += x[i * cols + j];
+  float s = lanes[0];
+  for (int l = 1; l < 8; l++) s += lanes[l];
+  return s;
+}
+
 static void test_reduce() {
   for (auto [rows, cols, rpb] : std::vector<std::tuple<long long, long long, long long>>{
-           {1, 1, 1}, {7, 3, 2}, {100, 300, 16}, {100, 300, 100}, {33, 5, 64}}) {
+           {1, 1, 64}, {7, 3, 64}, {100, 300, 64}, {100, 300, 100}, {33, 5, 64}, {700, 40, 64}, {2000, 33, 64}}) {
     auto x = normals(rows * cols);
     long long parts = (rows + rpb - 1) / rpb;
-    std::vector<float> partial(parts * cols);
-    emu_launch(dml_sum_rows_partial, dim3{(unsigned)((cols + 255) / 256), (unsigned)parts, 1}, dim3{256, 1, 1},
-               partial.data(), (const float*)x.data(), rows, cols, rpb);
+    std::vector<float> partial(parts * cols, NaN);
+    const dim3 grid{(unsigned)((cols + 31) / 32), 1, 1};
+    emu_launch(dml_sum_rows_partial, dim3{grid.x, (unsigned)parts, 1}, dim3{256, 1, 1}, partial.data(),
+               (const float*)x.data(), rows, cols, rpb);
+    for (long long p = 0; p < parts; p++)
+      for (long long j = 0; j < cols; j++)
+        CHECK(same_bits(partial[p * cols + j], sum_lanes(x.data(), p * rpb, std::min(rows, (p + 1) * rpb), cols, j)),
+              "sum_rows_partial %lld×%lld part %lld col %lld: not the lanes' order", rows, cols, p, j);
     for (float beta : {0.f, 0.5f}) {
       std::vector<float> dst(cols, beta == 0 ? NaN : 3.f);
-      emu_launch(dml_sum_rows_final, G1, B1, dst.data(), (const float*)partial.data(), parts, cols, beta);
+      emu_launch(dml_sum_rows_final, grid, dim3{256, 1, 1}, dst.data(), (const float*)partial.data(), parts, cols,
+                 beta);
       for (long long j = 0; j < cols; j++) {
-        float s = beta == 0 ? 0.f : beta * 3.f;
-        double d = s;
-        float seq = 0;
-        for (long long i = 0; i < rows; i++) d += x[i * cols + j], seq += x[i * cols + j];
+        double d = beta == 0 ? 0.0 : beta * 3.0;
+        for (long long i = 0; i < rows; i++) d += x[i * cols + j];
         CHECK(close(dst[j], d, 1e-5), "sum_rows %lld×%lld col %lld: %g want %g", rows, cols, j, dst[j], d);
-        if (parts == 1 && beta == 0) CHECK(same_bits(dst[j], seq), "sum_rows one part not the CPU's bits");
+        const float want = (beta == 0 ? 0.f : beta * 3.f) + sum_lanes(partial.data(), 0, parts, cols, j);
+        CHECK(same_bits(dst[j], want), "sum_rows_final %lld×%lld col %lld: not the lanes' order", rows, cols, j);
       }
     }
   }
@@ -666,7 +682,7 @@ static void test_transformer() {
   }
   struct S {
     long long rows, cols;
-  } shapes[] = {{1, 1}, {1, 7}, {5, 3}, {4, 300}, {6, 128}};
+  } shapes[] = {{1, 1}, {1, 7}, {5, 3}, {4, 300}, {6, 128}, {37, 48}};
   const float eps = 1e-5f;
   for (auto s : shapes) {
     const long long all = s.rows * s.cols;
@@ -682,9 +698,11 @@ static void test_transformer() {
     std::vector<std::vector<float>> sums;
     for (long long slices : {1LL, 2LL, 3LL}) {
       std::vector<double> part(2 * slices * s.cols, 9);
-      emu_launch(dml_layer_norm_grad_cols_partial, dim3{2, 2, 1}, B1, part.data(), (const float*)dy.data(), (const float*)x.data(),
+      const unsigned cx = (unsigned)((s.cols + 31) / 32);
+      emu_launch(dml_layer_norm_grad_cols_partial, dim3{cx, 2, 1}, dim3{256, 1, 1}, part.data(), (const float*)dy.data(), (const float*)x.data(),
                  (const float*)mean.data(), (const float*)inv.data(), s.rows, s.cols, slices);
-      emu_launch(dml_layer_norm_grad_cols_finish, G1, B1, dg.data(), db.data(), (const double*)part.data(), s.cols, slices);
+      emu_launch(dml_layer_norm_grad_cols_finish, dim3{cx, 1, 1}, dim3{256, 1, 1}, dg.data(), db.data(),
+                 (const double*)part.data(), s.cols, slices);
       sums.push_back(dg);
       sums.push_back(db);
     }
@@ -890,6 +908,24 @@ static void test_syncbn() {
   }
 }
 
+// embedding_grad runs the embedding gradient's four kernels as
+// cuda/sequence.go does: counts zeroed, count, offsets, place, then the
+// sums.
+static void embedding_grad(std::vector<float>& dt, const std::vector<float>& ids, const std::vector<float>& dy,
+                           long long vocab, long long cols) {
+  const long long n = ids.size(), blocks = (n + 255) / 256;
+  std::vector<int> counts(std::max(1LL, blocks * vocab), 0), rank(std::max(1LL, n), -7), order(std::max(1LL, n), -7),
+      start(vocab + 1, -7);
+  if (blocks > 0)
+    emu_launch(dml_embedding_count, dim3{(unsigned)blocks, 1, 1}, dim3{256, 1, 1}, counts.data(), rank.data(),
+               ids.data(), n, vocab);
+  emu_launch(dml_embedding_offsets, dim3{1, 1, 1}, dim3{256, 1, 1}, counts.data(), start.data(), blocks, vocab);
+  emu_launch(dml_embedding_place, G1, B1, order.data(), (const int*)counts.data(), (const int*)rank.data(), ids.data(),
+             n, vocab);
+  emu_launch(dml_embedding_grad, G1, B1, dt.data(), (const int*)order.data(), (const int*)start.data(), dy.data(),
+             vocab, cols);
+}
+
 // test_sequence: embeddings (rows copied, a repeated id summed in order
 // as the CPU adds them, bit for bit; an id outside the table gives zeros)
 // and causal attention with its three gradient kernels, against double
@@ -912,13 +948,29 @@ static void test_sequence() {
       if (ok) want[id * cols + j] += dy[r * cols + j];
     }
   }
-  emu_launch(dml_embedding_grad, G1, B1, dt.data(), (const float*)ids.data(), (const float*)dy.data(), n, vocab, cols);
+  embedding_grad(dt, ids, dy, vocab, cols);
   for (long long i = 0; i < vocab * cols; i++) CHECK(same_bits(dt[i], want[i]), "embedding grad %lld: %g want %g", i, dt[i], want[i]);
+  // Over several blocks of 256 rows, many rows a token, ids outside the
+  // table among them, and a table wider than a block of tokens.
+  for (auto [rows, vocab2] : std::vector<std::pair<long long, long long>>{{600, 3}, {1000, 300}, {257, 1}, {0, 4}}) {
+    std::mt19937 rng(rows);
+    std::vector<float> ids2(rows);
+    for (auto& f : ids2) f = rng() % 11 == 0 ? -1.f : (float)(rng() % vocab2);
+    const long long c2 = 3;
+    auto dy2 = normals(rows * c2), dt2 = normals(vocab2 * c2);
+    std::vector<float> want2 = dt2;
+    for (long long r = 0; r < rows; r++)
+      if (ids2[r] >= 0)
+        for (long long j = 0; j < c2; j++) want2[(long long)ids2[r] * c2 + j] += dy2[r * c2 + j];
+    embedding_grad(dt2, ids2, dy2, vocab2, c2);
+    for (long long i = 0; i < vocab2 * c2; i++)
+      CHECK(same_bits(dt2[i], want2[i]), "embedding grad %lld rows, vocab %lld, %lld: %g want %g", rows, vocab2, i, dt2[i], want2[i]);
+  }
 
   struct S {
     long long batch, seq, heads, width;
     double sigma;
-  } shapes[] = {{1, 1, 1, 2, 1}, {2, 3, 1, 4, 1}, {2, 5, 3, 9, 1}, {3, 17, 4, 32, 1}, {1, 9, 2, 16, 300}};
+  } shapes[] = {{1, 1, 1, 2, 1}, {2, 3, 1, 4, 1}, {2, 5, 3, 9, 1}, {3, 17, 4, 32, 1}, {1, 9, 2, 16, 300}, {1, 70, 1, 4, 1}};
   for (auto s : shapes) {
     const long long d = s.width / s.heads, ld = 3 * s.width;
     auto qkv = normals(s.batch * s.seq * ld, s.sigma);
