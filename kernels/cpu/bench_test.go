@@ -203,3 +203,33 @@ func upload(be kernels.Backend, host []float32) kernels.Buffer {
 	}
 	return buf
 }
+
+// BenchmarkLayerNorm times layer norm's forward and gradient at the gpt
+// model's shape (batch 16 × 128 tokens, 128 wide); bytes are x and y (and
+// dy) per call.
+func BenchmarkLayerNorm(b *testing.B) {
+	const rows, cols = 2048, 128
+	be := cpu.New()
+	r := rand.New(rand.NewPCG(5, 6))
+	x, dy := upload(be, randFloats(r, rows*cols)), upload(be, randFloats(r, rows*cols))
+	g, bias := upload(be, randFloats(r, cols)), upload(be, randFloats(r, cols))
+	y, dx := mustAlloc(be, rows*cols), mustAlloc(be, rows*cols)
+	mean, inv := mustAlloc(be, rows), mustAlloc(be, rows)
+	dg, db := mustAlloc(be, cols), mustAlloc(be, cols)
+	b.Run("forward", func(b *testing.B) {
+		b.SetBytes(8 * rows * cols)
+		for b.Loop() {
+			if err := be.LayerNorm(y, mean, inv, x, g, bias, rows, cols, 1e-5); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("grad", func(b *testing.B) {
+		b.SetBytes(12 * rows * cols)
+		for b.Loop() {
+			if err := be.LayerNormGrad(dx, dg, db, dy, x, mean, inv, g, rows, cols); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
