@@ -23,7 +23,8 @@ import (
 // (checkpoint.go) keep only what every strategy shares.
 //
 // A new strategy is a Sync constant and its name (config/enums.go), its
-// line in syncUnits and a file with its unit and its Strategy:
+// alias (config.go), its line in syncUnits and a file with its unit and
+// its Strategy:
 // docs/CONTRIBUTING.md walks through one.
 var syncUnits = [...]syncUnit{
 	SyncAllreduce: allreduceUnit{},

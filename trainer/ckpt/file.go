@@ -59,7 +59,7 @@ type Meta struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	// ConfigHash fingerprints every setting that shapes the weights
-	// (trainer's Config.checkpointHash): a checkpoint resumes only a job with the same.
+	// (trainer's checkpointHash): a checkpoint resumes only a job with the same.
 	ConfigHash string     `json:"config_hash"`
 	Model      string     `json:"model"`
 	Arch       model.Arch `json:"arch"`

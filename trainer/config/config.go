@@ -21,7 +21,7 @@ import (
 
 // Config is one training job, in typed values: the command line parses its
 // flags into one (enums through the Parse functions and the flag.Value
-// methods below) and Validate checks it, in one place. Every rank must hold
+// methods of enums.go) and Validate checks it, in one place. Every rank must hold
 // the same Config (apart from the per-process settings at the end); Run
 // checks that first.
 type Config struct {
@@ -177,7 +177,10 @@ const MaxStaleness = 1 << 20
 // slowed by it still fits a time.Duration (the sleep is computed in one).
 const MaxStraggleFactor = 1e9
 
-// Validate reports the first bad setting as a *ConfigError. Every
+// Validate reports the first bad setting as a *ConfigError. The
+// strategies' rules are asked through the registry (Register), which
+// package trainer fills: a program that validates a Config imports
+// trainer too. Every
 // floating-point setting, whatever it is for, must be finite: one check
 // (finiteFloats) walks them all, so that a setting added later is covered
 // too.
@@ -267,8 +270,10 @@ func (c Config) validateRun() error {
 		return bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
 		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
-	case c.Sync.Rules() == nil:
+	case int(c.Sync) >= len(syncNames):
 		return bad("Sync", "%v: want %s", c.Sync, strings.Join(Syncs, ", "))
+	case c.Sync.Rules() == nil: // a program that imports config without package trainer
+		return bad("Sync", "%v: no strategy is registered for it (package trainer registers them)", c.Sync)
 	case int(c.Topology) >= len(gossip.Topologies):
 		return bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
 	case c.BucketBytes < 0:
@@ -300,7 +305,7 @@ func (c Config) validateRun() error {
 
 // validateExchange: how gradients or models travel (compression, local
 // SGD, accumulation, loss scaling): the values here; which strategy may
-// use them is the strategies' own (their units' validate and foreign).
+// use them is the strategies' own (their Rules' Validate and Foreign).
 func (c Config) validateExchange() error {
 	switch c.Compress {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
@@ -362,7 +367,7 @@ func (p PSConfig) Validate() error {
 }
 
 // ValidateWorld reports settings that cannot work in a job of size ranks
-// (the strategy's, syncUnit.validateWorld, and the straggler's rank). Its
+// (the strategy's, Rules.ValidateWorld, and the straggler's rank). Its
 // errors are *ConfigErrors. c must be valid (Validate).
 func (c Config) ValidateWorld(size int) error {
 	if r := c.Sync.Rules(); r != nil {

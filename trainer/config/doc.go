@@ -13,7 +13,7 @@
 // and every other strategy which of its own settings were given, without
 // naming any.
 //
-// Where things are (no two files use each other: make shape): enums.go
+// Where things are (no cycle between files: make shape): enums.go
 // (Sync, ModelKind, GPTShape and the presets), errors.go (ErrUsage,
 // ConfigError), config.go (Config, PSConfig, Checkpointing, Validate,
 // Hash, and Rules with their registry), arch.go,

@@ -63,7 +63,7 @@ func TooBig(format string, args ...any) error {
 	return &tooBigError{fmt.Sprintf(format, args...)}
 }
 
-// gb formats bytes for a person.
+// GB formats bytes for a person.
 func GB(b float64) string {
 	switch {
 	case b >= 1e12:
