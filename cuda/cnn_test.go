@@ -80,8 +80,9 @@ func randomBatch(r *rand.Rand, in model.Shape, rows int, label func(i int) int) 
 // kind: per-step mean loss |gpu − cpu| ≤ 1e-4·(1 + |cpu|); final weights
 // ‖gpu − cpu‖ ≤ 1e-3·‖cpu − init‖; the batch norms' running statistics
 // within 1e-4·(1 + |cpu|) each. They were set before any GPU ran this
-// (the GEMMs' and batch-norm reductions' summation orders differ from the
-// CPU's; every other op matches it bit for bit in the emulator); a wrong
+// (the GEMMs', batch-norm reductions' and SumRows's summation orders
+// differ from the CPU's; every other op matches it bit for bit in the
+// emulator); a wrong
 // op is off by O(1). The figures it logs are the measurement.
 func TestCNNMatchesCPU(t *testing.T) {
 	for _, k := range []struct {

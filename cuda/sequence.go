@@ -48,12 +48,21 @@ func (be *Backend) EmbeddingGrad(dtable, ids, dy kernels.Buffer, n, vocab, cols 
 	if err := kernels.CheckEmbedding("cuda."+op, gd.n, id.n, dt.n, n, vocab, cols); err != nil {
 		return err
 	}
-	if n == 0 || vocab == 0 || cols == 0 {
+	if n == 0 {
 		return nil
+	}
+	// The sort counts rows and their places in int32 (transformer.cu), and
+	// its scratch holds a count per token per block of 256 rows.
+	if n > math.MaxInt32 || vocab > math.MaxInt32 {
+		return be.shapeErr(op, "%d rows of a %d-token table: the gradient's sort takes at most %d of each", n, vocab, math.MaxInt32)
 	}
 	// The rows sorted by token, stably (transformer.cu), in one scratch of
 	// ints: each block's counts per token (then where its rows go), each
-	// row's rank in its block, the sorted rows, each token's first.
+	// row's rank in its block, the sorted rows, each token's first. The
+	// counts are n/256 × vocab ints (32 KiB for the GPT's 8192 rows of a
+	// byte vocabulary, 6.4 MB at 50,000 tokens), and one block turns them
+	// into places: sized for dml's byte-level text; a tokenizer's large
+	// vocabulary would want the per-token totals summed grid-wide first.
 	blocks := ceilDiv(n, threads)
 	s, err := be.scratch(op, blocks*vocab+2*n+vocab+1, n, vocab, cols)
 	if err != nil {

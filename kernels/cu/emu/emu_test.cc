@@ -693,6 +693,24 @@ static void test_transformer() {
     std::vector<float> y(all, 7), mean(s.rows, 7), inv(s.rows, 7), dg(s.cols, 7), db(s.cols, 7), dxx = dy;
     emu_launch(dml_layer_norm, dim3{2, 1, 1}, dim3{256, 1, 1}, y.data(), mean.data(), inv.data(), (const float*)x.data(),
                (const float*)g.data(), (const float*)b.data(), s.rows, s.cols, eps);
+    // the order the kernel claims: 32 lanes, lane l adding columns l, l+32,
+    // …, then the lanes in order (the same bits)
+    for (long long r = 0; r < s.rows; r++) {
+      const float* xs = x.data() + r * s.cols;
+      double ls[32] = {}, lq[32] = {};
+      for (long long j = 0; j < s.cols; j++) ls[j % 32] += (double)xs[j];
+      double sum = ls[0];
+      for (int l = 1; l < 32; l++) sum += ls[l];
+      const double mu = sum / (double)s.cols;
+      for (long long j = 0; j < s.cols; j++) lq[j % 32] += ((double)xs[j] - mu) * ((double)xs[j] - mu);
+      double q = lq[0];
+      for (int l = 1; l < 32; l++) q += lq[l];
+      const double iv = 1.0 / std::sqrt(q / (double)s.cols + (double)eps);
+      CHECK(same_bits(mean[r], (float)mu) && same_bits(inv[r], (float)iv), "layer norm row %lld stats: not the lanes' order", r);
+      for (long long j = 0; j < s.cols; j++)
+        CHECK(same_bits(y[r * s.cols + j], (float)(((double)xs[j] - mu) * iv * (double)g[j] + (double)b[j])),
+              "layer norm row %lld col %lld: not the lanes' order", r, j);
+    }
     // the column sums over 1, 2 and 3 slices of the rows (3 slices on a grid
     // of 2 in y: the grid-stride loop), the same within float64's rounding
     std::vector<std::vector<float>> sums;
@@ -1045,7 +1063,22 @@ static void test_sequence() {
           }
       std::vector<float> pf(p.size());
       for (size_t k = 0; k < p.size(); k++) pf[k] = (float)rp[k];
+      const std::vector<float> scores = sp;
       emu_launch(dml_attention_softmax, dim3{2, 1, 1}, dim3{256, 1, 1}, sp.data(), rows, s.seq);
+      // the order the kernel claims: 32 lanes, lane l adding j = l, l+32, …,
+      // then the lanes in order (the same bits)
+      for (long long r = 0; r < rows; r++) {
+        const float* row = scores.data() + r * s.seq;
+        const long long n = r % s.seq + 1;
+        double top = -INFINITY, lanes[32] = {};
+        for (long long j = 0; j < n; j++) top = std::fmax(top, (double)row[j]);
+        for (long long j = 0; j < n; j++) lanes[j % 32] += std::exp((double)row[j] - top);
+        double sum = lanes[0];
+        for (int l = 1; l < 32; l++) sum += lanes[l];
+        for (long long j = 0; j < n; j++)
+          CHECK(same_bits(sp[r * s.seq + j], (float)(std::exp((double)row[j] - top) / sum)),
+                "attention_softmax row %lld col %lld: not the lanes' order", r, j);
+      }
       emu_launch(dml_attention_ds, dim3{2, 1, 1}, dim3{256, 1, 1}, dsv.data(), (const float*)pf.data(), rows, s.seq);
       for (size_t k = 0; k < p.size(); k++) {
         CHECK(std::fabs(sp[k] - rp[k]) <= tol * (1 + rp[k]), "attention_softmax %zu: %g want %g", k, sp[k], rp[k]);
