@@ -183,10 +183,13 @@ def worker(rank, args, port):
     if args.model != "mlp":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
         from models import SHAPES, build
-        net = build(args.model, classes=10, in_channels=SHAPES[args.model][0])
         shape = (-1,) + SHAPES[args.model]
         if args.model in SYNTHETIC:
             shape = (-1, 3, args.side, args.side)
+        # The side decides resnet50's stem (torchvision's from 64 pixels, as
+        # dml's preset): without it, 224×224 images ran through CIFAR's
+        # stem, about 16 times the work dml's network does.
+        net = build(args.model, classes=10, in_channels=shape[1], size=shape[2])
         xtr, xte_mine = xtr.reshape(shape).contiguous(), xte_mine.reshape(shape).contiguous()
     else:
         sizes = [xtr.shape[1]] + args.hidden + [10]

@@ -169,7 +169,7 @@ class AlexNet(nn.Module):
         return self.classifier(self.features(x).flatten(1))
 
 
-def build(name, classes=10, in_channels=1):
+def build(name, classes=10, in_channels=1, size=32):
     if name == "lenet5":
         return LeNet5(classes, in_channels)
     if name == "resnet20":
@@ -177,7 +177,7 @@ def build(name, classes=10, in_channels=1):
     if name == "vgg16":
         return VGG16(classes, in_channels)
     if name == "resnet50":
-        return ResNet50(classes, in_channels)
+        return ResNet50(classes, in_channels, size)
     if name == "alexnet":
         return AlexNet(classes, in_channels)
     raise SystemExit(f"unknown model {name!r} (want lenet5, resnet20, vgg16, resnet50 or alexnet)")
