@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -569,10 +571,38 @@ func profileSteps(b *testing.B, be *Backend, step func() error) {
 }
 
 // benchCNNs are the CNN step benchmarks' cases: ResNet-20 at batch 128
-// and LeNet-5 at batch 1024.
-var benchCNNs = []cnnCase{
-	{"resnet20", model.Shape{C: 3, H: 32, W: 32}, model.ResNet20(10), 128},
-	{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+// and LeNet-5 at batch 1024, or those DML_BENCH_CNNS names
+// (comma-separated, from allBenchCNNs: ResNet-50 on 3×224×224 at batch
+// 64, VGG-16 and AlexNet on 3×32×32 at batch 128, as
+// bench/gpu/torch_cnn.py --models times them).
+var benchCNNs = pickBenchCNNs(os.Getenv("DML_BENCH_CNNS"))
+
+var allBenchCNNs = func() []cnnCase {
+	cifar, imagenet := model.Shape{C: 3, H: 32, W: 32}, model.Shape{C: 3, H: 224, W: 224}
+	return []cnnCase{
+		{"resnet20", cifar, model.ResNet20(10), 128},
+		{"lenet5", model.Shape{C: 1, H: 28, W: 28}, model.LeNet5(10), 1024},
+		{"resnet50", imagenet, model.ResNet50(10, imagenet), 64},
+		{"vgg16", cifar, model.VGG16(10, cifar), 128},
+		{"alexnet", cifar, model.AlexNet(10), 128},
+	}
+}()
+
+// pickBenchCNNs is the cases names lists ("": resnet20 and lenet5); a
+// name no case has panics, naming them (a benchmark's setting, read once).
+func pickBenchCNNs(names string) []cnnCase {
+	if names == "" {
+		names = "resnet20,lenet5"
+	}
+	var cs []cnnCase
+	for _, n := range strings.Split(names, ",") {
+		i := slices.IndexFunc(allBenchCNNs, func(c cnnCase) bool { return c.name == n })
+		if i < 0 {
+			panic(fmt.Sprintf("DML_BENCH_CNNS: no case %q (resnet20, lenet5, resnet50, vgg16, alexnet)", n))
+		}
+		cs = append(cs, allBenchCNNs[i])
+	}
+	return cs
 }
 
 // cnnBenchRun is case c on be (cnnRun, weights from seed 1) with a batch

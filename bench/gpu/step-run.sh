@@ -7,7 +7,7 @@
 # fastest and its fp32-grade algorithms), Nsight Compute's per-kernel
 # device times of three steps (BenchmarkCNNKernels), PyTorch's step in the
 # same call, the GPT against PyTorch's (its step and kernel profile too),
-# LeNet-5 on Fashion-MNIST at each precision, two mpirun jobs, memcheck
+# ResNet-50 at 224×224 against PyTorch's, LeNet-5 on Fashion-MNIST at each precision, two mpirun jobs, memcheck
 # over the new kernels.
 # Build here: `make gpu-bundle` (cuda.test, trainer.test and dml with -tags
 # cuda in .gpu/bins.tgz; Fashion-MNIST in .gpu/fmnist) and
@@ -15,7 +15,8 @@
 #
 #   run  command: bash bench/gpu/step-run.sh   carry: [".gpu", ".gpukit/mpi.tgz"]
 #
-# SKIP="tests bench ncu torch gpt lenet mpi memcheck" skips sections;
+# SKIP="tests bench ncu torch gpt resnet50 lenet mpi memcheck" skips
+# sections;
 # BENCH_ENVS (space-separated, variables in one joined by commas) are the
 # settings the CNN step is timed under, NCU_ENV and NCU_CASES the profile's.
 # Writes $OUT/summary.txt (also printed) and $OUT/logs.tgz.
@@ -81,6 +82,14 @@ if go_on gpt; then
   done
   timeout 90 python3 bench/gpu/torch_gpt.py > "$O/torch-gpt.log" 2>&1
   echo "torch_gpt rc=$?" >> "$S"; grep -v RESULT "$O/torch-gpt.log" | sed 's/^/torch: /' | tail -4 >> "$S"
+fi
+if go_on resnet50; then
+  # Issue 33's GPU ResNet-50 (3×224×224, batch 64), fp32 and bf16 as a
+  # graph with the libraries, against PyTorch's in the same call.
+  DML_BENCH_CNNS=resnet50 timeout 120 .gpu/cuda.test -test.run x -test.bench 'CNNStep/resnet50/(fp32|bf16)/lib\+graph' -test.benchtime 1x -test.v > "$O/bench-resnet50.log" 2>&1
+  echo "bench resnet50 rc=$? $(( $(date +%s) - T0 ))s" >> "$S"; grep -E "bench_test.go" "$O/bench-resnet50.log" | sed 's/^ *//' >> "$S"
+  timeout 120 python3 bench/gpu/torch_cnn.py --models resnet50 --out "$O/torch-resnet50.json" > "$O/torch-resnet50.log" 2>&1
+  echo "torch_cnn resnet50 rc=$? $(( $(date +%s) - T0 ))s" >> "$S"; grep "ms/step" "$O/torch-resnet50.log" | sed 's/^/torch: /' >> "$S"
 fi
 if go_on lenet; then
   D="--data-dir .gpu/fmnist --progress never --model lenet5 --batch 64 --eval-every 0 --epochs 3"

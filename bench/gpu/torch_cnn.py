@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of the GPU CNN target (issue 19): one training step of
-ResNet-20 at batch 128 (3x32x32) and LeNet-5 at batch 1024 (1x28x28), eager,
+ResNet-20 at batch 128 (3x32x32) and LeNet-5 at batch 1024 (1x28x28) (or
+--models: ResNet-50 at batch 64 on 3x224x224, VGG-16, AlexNet), eager,
 cuDNN (benchmark mode on, as users run it), fp32 with TF32 off and on,
 autocast bf16 (eager), and the whole fp32 step (forward, loss, backward,
 optimizer) captured once with torch.cuda.graph and replayed (the fastest
@@ -24,7 +25,10 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
 from models import build  # noqa: E402
 
-CASES = [("resnet20", 128, (3, 32, 32)), ("lenet5", 1024, (1, 28, 28))]
+# The models --models may name, each at its batch and input; the default
+# is resnet20,lenet5 (BenchmarkCNNStep's, DML_BENCH_CNNS's).
+CASES = {"resnet20": (128, (3, 32, 32)), "lenet5": (1024, (1, 28, 28)), "resnet50": (64, (3, 224, 224)),
+         "vgg16": (128, (3, 32, 32)), "alexnet": (128, (3, 32, 32))}
 
 
 def sync(dev):
@@ -37,7 +41,7 @@ def time_step(dev, name, batch, shape, tf32, block, reps, mode="eager"):
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
-    net = build(name, classes=10, in_channels=shape[0]).to(dev).train()
+    net = build(name, classes=10, in_channels=shape[0], size=shape[1]).to(dev).train()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     x = torch.rand((batch,) + shape, device=dev)
     y = torch.arange(batch, device=dev) % 10
@@ -97,13 +101,17 @@ def main():
     ap.add_argument("--batch", type=int, help="every model at this batch (default: 128 for resnet20, 1024 for lenet5)")
     ap.add_argument("--threads", type=int, help="torch.set_num_threads (CPU runs)")
     ap.add_argument("--quick", action="store_true", help="batch 8, 1 block of 1 step (a smoke test on any machine)")
+    ap.add_argument("--models", default="resnet20,lenet5", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if a.threads:
         torch.set_num_threads(a.threads)
     rows = []
-    for name, batch, shape in CASES:
+    for name in a.models.split(","):
+        if name not in CASES:
+            raise SystemExit(f"torch_cnn.py: unknown model {name!r} (want {', '.join(CASES)})")
+        batch, shape = CASES[name]
         variants = [("eager", False), ("eager", True), ("bf16", False), ("graph", False)] if dev.type == "cuda" else [("eager", False)]
         for mode, tf32 in variants:
             if a.quick:
