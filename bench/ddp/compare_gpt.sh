@@ -76,4 +76,4 @@ print("\n".join(rows))
 print(f"\n- dml/DDP per run: {', '.join(f'{x:.2f}×' for x in ratios)}; ratio of the means {mean(d_all)/mean(p_all):.2f}×")
 print(f"- test loss, dml − DDP (relative): {', '.join(f'{(a-b)/b:+.1%}' for _, _, a, b in losses if a is not None)}")
 PY
-echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) CPUs; $("$dml" version 2>/dev/null || echo dml); torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
+echo "- machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(getconf _NPROCESSORS_ONLN) CPUs, OPENBLAS_CORETYPE ${OPENBLAS_CORETYPE:-unset}; $("$dml" version 2>/dev/null || echo dml); torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
