@@ -147,3 +147,30 @@ __device__ __forceinline__ double dml_lanes_d(double v, double* sh, Op op) {
   __syncthreads();
   return r;
 }
+
+// Column kernels over many rows (a bias's gradient, layer norm's dγ and
+// dβ): a block of exactly DML_RED_THREADS is DML_SUM_COLS columns ×
+// DML_SUM_LANES lanes (column threadIdx.x % DML_SUM_COLS, lane
+// threadIdx.x / DML_SUM_COLS); lane l of a column adds its share of the
+// rows l, l+8, l+16, … in order, and dml_col_lanes adds the lanes.
+#define DML_SUM_LANES 8
+#define DML_SUM_COLS (DML_RED_THREADS / DML_SUM_LANES)
+
+struct DmlAddF {
+  __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
+};
+
+// dml_col_lanes returns to lane 0 of each column add folded over the
+// column's DML_SUM_LANES lane values s in lane order (the other lanes get
+// their own s back). sm is shared scratch of DML_RED_THREADS values; every
+// thread of the block must call it. Ends with a __syncthreads, so sm may
+// serve the next call at once.
+template <typename T, typename Op>
+__device__ __forceinline__ T dml_col_lanes(T s, T* sm, Op add) {
+  sm[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x < DML_SUM_COLS)
+    for (int l = 1; l < DML_SUM_LANES; l++) s = add(s, sm[l * DML_SUM_COLS + threadIdx.x]);
+  __syncthreads();
+  return s;
+}

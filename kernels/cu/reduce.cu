@@ -4,25 +4,10 @@
 #include "common.cuh"
 
 // The row sums (a bias's gradient: rows = batch × positions, often
-// thousands) in two stages, each block 256 threads = 32 columns × 8 lanes,
-// so that a stage's dependent additions are short for any number of rows:
-// lane l of a column adds its share of the rows (or partials) l, l+8,
-// l+16, … in order, then the 8 lane sums are added in lane order. The
-// order is fixed by the shape alone (the runtime derives rowsPerBlock
-// from it), so every run gives the same bits.
-#define DML_SUM_LANES 8
-#define DML_SUM_COLS (DML_RED_THREADS / DML_SUM_LANES)
-
-// dml_sum_lanes adds the block's lane sums s (lane threadIdx.x / 32,
-// column threadIdx.x % 32) in lane order; lane 0 gets the total. Every
-// thread of the block must call it.
-__device__ __forceinline__ float dml_sum_lanes(float s, float* sm) {
-  sm[threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.x < DML_SUM_COLS)
-    for (int l = 1; l < DML_SUM_LANES; l++) s = __fadd_rn(s, sm[l * DML_SUM_COLS + threadIdx.x]);
-  return s;
-}
+// thousands) in two stages, each block 256 threads = 32 columns × 8 lanes
+// (dml_col_lanes, common.cuh), so that a stage's dependent additions are
+// short for any number of rows. The order is fixed by the shape alone (the
+// runtime derives rowsPerBlock from it), so every run gives the same bits.
 
 // grid = (ceil(cols/32), ceil(rows/rowsPerBlock)), block exactly 256:
 // partial[by·cols + j] = Σ x[i, j] over block row by's rows, lane by lane.
@@ -38,7 +23,7 @@ DML_EXTERN void dml_sum_rows_partial(float* __restrict__ partial, const float* _
   float s = 0.f;
   if (j < cols)
     for (long long i = r0 + lane; i < r1; i += DML_SUM_LANES) s = __fadd_rn(s, x[i * cols + j]);
-  s = dml_sum_lanes(s, sm);
+  s = dml_col_lanes(s, sm, DmlAddF{});
   if (lane == 0 && j < cols) partial[(long long)blockIdx.y * cols + j] = s;
 }
 
@@ -54,7 +39,7 @@ DML_EXTERN void dml_sum_rows_final(float* __restrict__ dst, const float* __restr
   float s = 0.f;
   if (j < cols)
     for (long long p = lane; p < parts; p += DML_SUM_LANES) s = __fadd_rn(s, partial[p * cols + j]);
-  s = dml_sum_lanes(s, sm);
+  s = dml_col_lanes(s, sm, DmlAddF{});
   if (lane == 0 && j < cols) dst[j] = __fadd_rn(beta == 0.f ? 0.f : __fmul_rn(beta, dst[j]), s);
 }
 

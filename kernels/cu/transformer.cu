@@ -109,7 +109,7 @@ DML_EXTERN void dml_layer_norm_grad_rows(float* dx, const float* dy, const float
 // dβ = Σ dy in two stages, so that a few columns over many rows (a GPT's
 // 128 over batch·seq) still fill the GPU: the rows are cut into slices
 // near-equal slices (a function of the shape alone). A block of exactly
-// 256 is 32 columns × 8 lanes (as dml_sum_rows_partial): grid =
+// 256 is 32 columns × 8 lanes (dml_col_lanes, as dml_sum_rows_partial): grid =
 // (ceil(cols/32), slices), grid-stride over the slices; lane l of column
 // j adds its slice's rows l, l+8, … in order (float64), then the 8 lanes
 // are added in lane order into part[2(p·cols + j)], part[2(p·cols + j) + 1].
@@ -118,33 +118,27 @@ DML_EXTERN void dml_layer_norm_grad_cols_partial(double* __restrict__ part, cons
                                                  const float* __restrict__ invstd, long long rows, long long cols,
                                                  long long slices) {
   dml_require_red_threads();
-  __shared__ double shg[DML_RED_THREADS], shb[DML_RED_THREADS];
-  const int c = threadIdx.x % 32, lane = threadIdx.x / 32;
-  const long long j = (long long)blockIdx.x * 32 + c;
+  __shared__ double sh[DML_RED_THREADS];
+  const int lane = threadIdx.x / DML_SUM_COLS;
+  const long long j = (long long)blockIdx.x * DML_SUM_COLS + threadIdx.x % DML_SUM_COLS;
   for (long long p = blockIdx.y; p < slices; p += gridDim.y) {
     long long lo, hi;
     dml_bn_slice(rows, slices, p, &lo, &hi);
     double sg = 0, sb = 0;
     if (j < cols)
-      for (long long r = lo + lane; r < hi; r += 8) {
+      for (long long r = lo + lane; r < hi; r += DML_SUM_LANES) {
         const long long q = r * cols + j;
         const double d = (double)dy[q];
         const double xh = __dmul_rn(__dsub_rn((double)x[q], (double)mean[r]), (double)invstd[r]);
         sg = __dadd_rn(sg, __dmul_rn(d, xh));
         sb = __dadd_rn(sb, d);
       }
-    shg[threadIdx.x] = sg;
-    shb[threadIdx.x] = sb;
-    __syncthreads();
+    sg = dml_col_lanes(sg, sh, DmlAddD{});
+    sb = dml_col_lanes(sb, sh, DmlAddD{});
     if (lane == 0 && j < cols) {
-      for (int l = 1; l < 8; l++) {
-        sg = __dadd_rn(sg, shg[l * 32 + c]);
-        sb = __dadd_rn(sb, shb[l * 32 + c]);
-      }
       part[2 * (p * cols + j)] = sg;
       part[2 * (p * cols + j) + 1] = sb;
     }
-    __syncthreads();
   }
 }
 
@@ -154,23 +148,18 @@ DML_EXTERN void dml_layer_norm_grad_cols_partial(double* __restrict__ part, cons
 DML_EXTERN void dml_layer_norm_grad_cols_finish(float* __restrict__ dgamma, float* __restrict__ dbeta,
                                                 const double* __restrict__ part, long long cols, long long slices) {
   dml_require_red_threads();
-  __shared__ double shg[DML_RED_THREADS], shb[DML_RED_THREADS];
-  const int c = threadIdx.x % 32, lane = threadIdx.x / 32;
-  const long long j = (long long)blockIdx.x * 32 + c;
+  __shared__ double sh[DML_RED_THREADS];
+  const int lane = threadIdx.x / DML_SUM_COLS;
+  const long long j = (long long)blockIdx.x * DML_SUM_COLS + threadIdx.x % DML_SUM_COLS;
   double sg = 0, sb = 0;
   if (j < cols)
-    for (long long p = lane; p < slices; p += 8) {
+    for (long long p = lane; p < slices; p += DML_SUM_LANES) {
       sg = __dadd_rn(sg, part[2 * (p * cols + j)]);
       sb = __dadd_rn(sb, part[2 * (p * cols + j) + 1]);
     }
-  shg[threadIdx.x] = sg;
-  shb[threadIdx.x] = sb;
-  __syncthreads();
+  sg = dml_col_lanes(sg, sh, DmlAddD{});
+  sb = dml_col_lanes(sb, sh, DmlAddD{});
   if (lane == 0 && j < cols) {
-    for (int l = 1; l < 8; l++) {
-      sg = __dadd_rn(sg, shg[l * 32 + c]);
-      sb = __dadd_rn(sb, shb[l * 32 + c]);
-    }
     dgamma[j] = (float)sg;
     dbeta[j] = (float)sb;
   }
