@@ -17,6 +17,9 @@ import (
 type reader struct {
 	b   []byte
 	err error
+	// maxKeys bounds the keys of a runs block (which may stand for more
+	// keys than it has bytes).
+	maxKeys int
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -61,7 +64,9 @@ func (r *reader) u64(what string) uint64 {
 
 func (r *reader) f32(what string) float32 { return math.Float32frombits(r.u32(what)) }
 
-// keys decodes n delta-coded keys into buf's storage (grown if too small).
+// keys decodes n delta-coded keys into buf's storage (grown if too
+// small). A runs block may stand for more keys than it has bytes: n is
+// then bounded by r.maxKeys (the keys a server holds).
 func (r *reader) keys(n int, buf []int64) []int64 {
 	if r.err != nil {
 		return nil
@@ -70,11 +75,14 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	if r.err != nil {
 		return nil
 	}
-	if n > len(r.b) { // every key takes at least one byte
+	switch {
+	case form == keysRuns && n > r.maxKeys:
+		r.fail("%d keys, more than the %d there are", n, r.maxKeys)
+		return nil
+	case form != keysRuns && n > len(r.b): // every key takes at least one byte
 		r.fail("%d keys in %d bytes", n, len(r.b))
 		return nil
-	}
-	if form == keysU16 && 2*n > len(r.b) {
+	case form == keysU16 && 2*n > len(r.b):
 		r.fail("%d keys of two bytes in %d bytes", n, len(r.b))
 		return nil
 	}
@@ -84,17 +92,23 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	} else {
 		keys = make([]int64, n)
 	}
+	if form == keysRuns {
+		return r.runs(keys)
+	}
 	prev := int64(-1)
+	follow := 0 // gaps of 0 (notRuns)
 	switch form {
 	case keysU16:
 		// No key can overflow: at most 2^32 keys, each at most 2^16 on.
 		g := r.b[:2*n]
 		for i := range keys {
-			prev += int64(binary.LittleEndian.Uint16(g[2*i:])) + 1
+			d := uint64(binary.LittleEndian.Uint16(g[2*i:]))
+			follow += follows(d)
+			prev += int64(d) + 1
 			keys[i] = prev
 		}
 		r.b = r.b[2*n:]
-		return keys
+		return r.notRuns(keys, follow, 2*n)
 	case keysVarint:
 	default:
 		r.fail("unknown key form %d", form)
@@ -103,6 +117,7 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 	b := r.b // a local copy: no write barrier per key
 	defer func() { r.b = b }()
 	wide := false // some gap needs the varint form (else it is not canonical)
+	size := len(b)
 	for i := range keys {
 		d, m := binary.Uvarint(b)
 		if m <= 0 || (m > 1 && b[m-1] == 0) {
@@ -115,11 +130,84 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 			return nil
 		}
 		wide = wide || d >= 1<<16
+		follow += follows(d)
 		prev += int64(d) + 1
 		keys[i] = prev
 	}
 	if !wide {
 		r.fail("keys as varints where every gap fits two bytes (not the canonical form)")
+		return nil
+	}
+	return r.notRuns(keys, follow, size-len(b))
+}
+
+// notRuns is keys, read as gaps of size bytes of which follow are 0,
+// unless they go as runs (asRuns: then the gaps are not the canonical
+// form).
+func (r *reader) notRuns(keys []int64, follow, size int) []int64 {
+	if asRuns(keys, follow, size) {
+		r.fail("keys as gaps where runs are shorter and most keys follow the one before (not the canonical form)")
+		return nil
+	}
+	return keys
+}
+
+// runs decodes a keysRuns block into keys (all of them): maximal runs
+// that together hold len(keys) keys, in the form appendKeys chooses.
+func (r *reader) runs(keys []int64) []int64 {
+	b := r.b
+	defer func() { r.b = b }()
+	uv := func(what string, i int) (uint64, bool) {
+		d, m := binary.Uvarint(b)
+		if m <= 0 || (m > 1 && b[m-1] == 0) {
+			r.fail("run %d: bad or non-minimal varint (%s)", i, what)
+			return 0, false
+		}
+		b = b[m:]
+		return d, true
+	}
+	runs, ok := uv("count", 0)
+	if !ok {
+		return nil
+	}
+	if runs > uint64(len(keys)) || runs > uint64(len(b))/2 { // two bytes at least per run
+		r.fail("%d runs for %d keys in %d bytes", runs, len(keys), len(b))
+		return nil
+	}
+	next, at := int64(0), 0 // the key after the last run; keys filled
+	for i := range int(runs) {
+		gap, ok := uv("gap", i)
+		if !ok {
+			return nil
+		}
+		l, ok := uv("length", i)
+		if !ok {
+			return nil
+		}
+		switch {
+		case i > 0 && gap == 0:
+			r.fail("run %d follows run %d without a gap (runs are maximal)", i, i-1)
+			return nil
+		case l >= uint64(len(keys)-at):
+			r.fail("run %d of %d keys: more than the %d announced", i, l+1, len(keys))
+			return nil
+		case gap > uint64(math.MaxInt64-next) || int64(l) > math.MaxInt64-next-int64(gap)-1:
+			r.fail("run %d overflows", i)
+			return nil
+		}
+		k := next + int64(gap)
+		for j := range int(l) + 1 {
+			keys[at+j] = k + int64(j)
+		}
+		at += int(l) + 1
+		next = k + int64(l) + 1
+	}
+	if at != len(keys) {
+		r.fail("runs hold %d keys, %d announced", at, len(keys))
+		return nil
+	}
+	if gaps, follow := gapsLen(keys); !asRuns(keys, follow, gaps) { // passes over the keys the runs just filled
+		r.fail("keys as runs where their gaps are no longer, or most keys start a run (not the canonical form)")
 		return nil
 	}
 	return keys
@@ -154,16 +242,22 @@ func (r *reader) pad() {
 }
 
 // decode parses one message. The values stay encoded in m.raw (aliasing b);
-// use m.floats or m.floatsInto to get them.
-func decode(b []byte) (m message, err error) { return decodeInto(b, nil) }
+// use m.floats or m.floatsInto to get them. Its keys, as runs, are at
+// most decodeMaxKeys.
+func decode(b []byte) (m message, err error) { return decodeInto(b, nil, decodeMaxKeys) }
+
+// decodeMaxKeys bounds the keys decode takes as runs: a worker decodes
+// no keys (replies carry none), tests decode a few.
+const decodeMaxKeys = 1 << 24
 
 // decodeInto is decode with keys decoded into keyBuf's storage when it is
-// large enough (no allocation).
-func decodeInto(b []byte, keyBuf []int64) (m message, err error) {
+// large enough (no allocation), and at most maxKeys keys as runs (a
+// server's: the keys of its range).
+func decodeInto(b []byte, keyBuf []int64, maxKeys int) (m message, err error) {
 	if len(b) == 0 {
 		return message{}, fmt.Errorf("%w: empty message", ErrBadMessage)
 	}
-	r := &reader{b: b}
+	r := &reader{b: b, maxKeys: maxKeys}
 	k := r.u8("kind")
 	m.kind = msgKind(k & kindMask)
 	m.valuesFollow, m.replyApart = k&flagValuesFollow != 0, k&flagReplyApart != 0

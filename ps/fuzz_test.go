@@ -10,6 +10,10 @@ import (
 // back to the same bytes. The seed corpus is in testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	f.Add(appendPushKeys(nil, 1, Float16, []int64{2, 9}, []float32{1, -1}))
+	// Keys as runs: 0..39 and 50..89.
+	runKeys := append(seq(0, 40), seq(50, 90)...)
+	f.Add(appendPushKeys(nil, 2, Float32, runKeys, make([]float32, len(runKeys))))
+	f.Add(appendPullKeys(nil, 2, runKeys))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decode(b)
 		if err != nil {
@@ -67,4 +71,13 @@ func reencodeKind(m message, vals []float32) []byte {
 		return appendWait(nil)
 	}
 	return nil
+}
+
+// seq is the keys lo..hi-1.
+func seq(lo, hi int64) []int64 {
+	var ks []int64
+	for k := lo; k < hi; k++ {
+		ks = append(ks, k)
+	}
+	return ks
 }

@@ -281,7 +281,7 @@ func (s *Server) handle(src int, b []byte, payload []float32, now time.Duration)
 	w := src - s.cfg.Servers
 	s.lastHeard[w] = now
 	r := s.acquire(w, nil)
-	m, err := decodeInto(b, r.keyBuf)
+	m, err := decodeInto(b, r.keyBuf, s.rng.Hi-s.rng.Lo)
 	if err != nil {
 		s.reject(src, 0, err.Error())
 		return

@@ -137,6 +137,34 @@ func (u *updater) keys(keys []int64, off int, g []float32) {
 		optim.LARSKeys(optim.NewLARSStep(u.cfg), u.w, u.state, u.starts, keys, off, g)
 		return
 	}
+	// Runs of runMin consecutive keys or more (a dense model's push less
+	// the embedding rows its batch did not touch) go as dense steps, the
+	// rest key by key: the same arithmetic (the vector rules are the
+	// scalar ones bit for bit), at the dense loop's speed.
+	from := 0 // keys[from:i] are still to step key by key
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j] == keys[j-1]+1 {
+			j++
+		}
+		if j-i >= runMin {
+			u.stepKeys(keys[from:i], off, g[from:i])
+			u.dense(int(keys[i])-off, g[i:j])
+			from = j
+		}
+		i = j
+	}
+	u.stepKeys(keys[from:], off, g[from:])
+}
+
+// runMin is the shortest run of keys that keys steps as a dense range.
+const runMin = 64
+
+// stepKeys is optim.StepKeys on the range's table.
+func (u *updater) stepKeys(keys []int64, off int, g []float32) {
+	if len(keys) == 0 {
+		return
+	}
 	if cap(u.scratch) < len(keys) {
 		u.scratch = make([]float32, len(keys))
 	}

@@ -82,3 +82,61 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdaterKeysRuns: a push whose keys hold long runs (stepped as dense
+// ranges) and scattered keys, repeats among them, leaves every weight and
+// state bit for bit where optim.StepKeys key by key leaves them, under
+// every rule but LARS (per tensor: LARSKeys).
+func TestUpdaterKeysRuns(t *testing.T) {
+	const n, off = 5000, 100
+	var keys []int64
+	for k := int64(off); k < off+n; k++ {
+		switch {
+		case k < off+700: // a run of 700
+		case k < off+2000 && k%3 == 0: // scattered
+		case k >= off+3000 && k < off+3000+runMin: // a run of runMin
+		case k >= off+3100 && k < off+3100+runMin-1: // one key short of it
+		case k > off+4000: // a run to the end
+		default:
+			continue
+		}
+		keys = append(keys, k)
+	}
+	keys = append(keys, off+5, off+6, off+4500) // repeats, after their runs
+	for _, opt := range optim.Kinds {
+		if opt.PerTensor() {
+			continue
+		}
+		cfg := Config{Optimizer: opt, LR: 0.05, Momentum: 0.8, WeightDecay: 0.01, Eps: 1e-8, Beta1: 0.9, Beta2: 0.999}.withDefaults()
+		w := make([]float32, n)
+		for i := range w {
+			w[i] = float32(i%17)/8 - 1
+		}
+		ref := append([]float32(nil), w...)
+		u := newUpdater(cfg, w)
+		var refState []float32
+		if per := opt.StatePer(); per > 0 {
+			refState = make([]float32, per*n)
+		}
+		for step := 1; step <= 3; step++ {
+			g := make([]float32, len(keys))
+			for i := range g {
+				g[i] = float32((i*7+step*3)%11)/4 - 1.2
+			}
+			u.cfg.Step = step
+			rc := u.cfg
+			u.keys(keys, off, g)
+			optim.StepKeys(rc, ref, refState, keys, off, g, nil)
+		}
+		for i := range w {
+			if math.Float32bits(w[i]) != math.Float32bits(ref[i]) {
+				t.Fatalf("%v: w[%d] = %v, StepKeys key by key %v", opt, i, w[i], ref[i])
+			}
+		}
+		for i := range refState {
+			if math.Float32bits(u.state[i]) != math.Float32bits(refState[i]) {
+				t.Fatalf("%v: state[%d] = %v, StepKeys key by key %v", opt, i, u.state[i], refState[i])
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/dml-project/dml/internal/half"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 	"unsafe"
@@ -19,8 +20,9 @@ import (
 // the gaps as little-endian uint16s when every gap is below 2^16 (a
 // working set of thousands of keys of millions: decoded without a branch
 // per key, where varints of one and two bytes in about equal parts cost a
-// mispredicted branch every other key), else as unsigned varints; the form
-// is the one the encoder must choose, so each key set has one encoding.
+// mispredicted branch every other key), else as unsigned varints, or as
+// runs of consecutive keys where that is shorter (keysRuns); the form is
+// the one the encoder must choose, so each key set has one encoding.
 // A decoder
 // checks every length against the bytes present before it allocates and
 // rejects trailing bytes, so garbage yields an error, never a panic.
@@ -222,10 +224,30 @@ func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUin
 const (
 	keysU16    = 0 // every gap below 2^16: n little-endian uint16s
 	keysVarint = 1 // some gap of 2^16 or more: n unsigned varints
+	// keysRuns: the keys as maximal runs of consecutive keys: the number
+	// of runs, then for each its gap from the key after the last run's
+	// end and its length − 1, all unsigned varints. A dense model's push
+	// without the embedding rows its batch did not touch is a few runs of
+	// many keys each: a few bytes instead of two per key.
+	keysRuns = 2
 )
 
-// appendKeys delta-codes keys, which must be strictly increasing and >= 0.
+// appendKeys delta-codes keys, which must be strictly increasing and >= 0,
+// in the one form a decoder accepts for them: runs where most keys follow
+// the key before and the runs are strictly shorter than the gaps (asRuns);
+// else the gaps, two bytes each where every gap fits.
 func appendKeys(b []byte, keys []int64) []byte {
+	start := len(b)
+	b, follow := appendKeysGaps(b, keys)
+	if asRuns(keys, follow, len(b)-start-1) {
+		return appendKeysRuns(append(b[:start], keysRuns), keys)
+	}
+	return b
+}
+
+// appendKeysGaps writes keys' gaps: as two bytes each where every gap
+// fits, else as varints; follow is how many gaps are 0.
+func appendKeysGaps(b []byte, keys []int64) (_ []byte, follow int) {
 	start := len(b)
 	b = slices.Grow(b, 1+2*len(keys))[:start+1+2*len(keys)]
 	b[start] = keysU16
@@ -240,22 +262,101 @@ func appendKeys(b []byte, keys []int64) []byte {
 			return appendKeysVarint(append(b[:start], keysVarint), keys)
 		}
 		out[2*i], out[2*i+1] = byte(d), byte(d>>8)
+		follow += follows(d)
 		prev = k
+	}
+	return b, follow
+}
+
+// follows is 1 for a key right after the key before it (its gap d is
+// 0), else 0; without a branch (a gap wider than 2^63 is not a gap).
+func follows(d uint64) int { return int((d - 1) >> 63) }
+
+// asRuns is the rule for the runs form: keys, of which follow have a gap
+// of 0 and whose gaps take gaps bytes, go as runs when most of them
+// follow the key before (so that sparse keys pay no second pass) and the
+// runs are strictly shorter.
+func asRuns(keys []int64, follow, gaps int) bool {
+	return 2*follow > len(keys) && runsLen(keys) < gaps
+}
+
+// gapsLen is the bytes of keys' gaps (the form byte not included): two
+// per key where every gap fits, else their varints; follow is how many
+// gaps are 0.
+func gapsLen(keys []int64) (n, follow int) {
+	prev, wide := int64(-1), false
+	for _, k := range keys {
+		d := uint64(k - prev - 1)
+		wide = wide || d >= 1<<16
+		n += uvarintLen(d)
+		follow += follows(d)
+		prev = k
+	}
+	if !wide {
+		return 2 * len(keys), follow
+	}
+	return n, follow
+}
+
+// runsLen is the bytes of keys as runs (keysRuns; the count included,
+// the form byte not); math.MaxInt for keys out of order or below 0.
+func runsLen(keys []int64) int {
+	runs, n := 0, 0
+	next := int64(0) // the key after the previous run
+	for i := 0; i < len(keys); {
+		if keys[i] < next {
+			return math.MaxInt
+		}
+		j := i + 1
+		for j < len(keys) && keys[j] == keys[j-1]+1 {
+			j++
+		}
+		runs++
+		n += uvarintLen(uint64(keys[i]-next)) + uvarintLen(uint64(j-i-1))
+		next, i = keys[j-1]+1, j
+	}
+	return uvarintLen(uint64(runs)) + n
+}
+
+// uvarintLen is the bytes of v as an unsigned varint.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// appendKeysRuns writes keys as runs (keysRuns, without the form byte).
+func appendKeysRuns(b []byte, keys []int64) []byte {
+	runs := 1
+	for i := 1; i < len(keys); i++ {
+		if keys[i] != keys[i-1]+1 {
+			runs++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(runs))
+	next := int64(0)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j] == keys[j-1]+1 {
+			j++
+		}
+		b = binary.AppendUvarint(b, uint64(keys[i]-next))
+		b = binary.AppendUvarint(b, uint64(j-i-1))
+		next, i = keys[j-1]+1, j
 	}
 	return b
 }
 
-// appendKeysVarint writes the gaps of keys as unsigned varints.
-func appendKeysVarint(b []byte, keys []int64) []byte {
+// appendKeysVarint writes the gaps of keys as unsigned varints; follow is
+// how many are 0.
+func appendKeysVarint(b []byte, keys []int64) (_ []byte, follow int) {
 	prev := int64(-1)
 	for _, k := range keys {
 		if k <= prev {
 			panic(fmt.Sprintf("ps: appendKeys: keys not strictly increasing (%d after %d)", k, prev))
 		}
-		b = binary.AppendUvarint(b, uint64(k-prev-1))
+		d := uint64(k - prev - 1)
+		b = binary.AppendUvarint(b, d)
+		follow += follows(d)
 		prev = k
 	}
-	return b
+	return b, follow
 }
 
 // appendValues encodes vs with enc.

@@ -1,7 +1,6 @@
 package ps
 
 import (
-	"encoding/binary"
 	"fmt"
 )
 
@@ -57,21 +56,12 @@ func pushKeysLen(keys []int64, enc Encoding) int {
 	return 12 + len(keys)*enc.width() + keysLen(keys)
 }
 
-// keysLen is the size of keys' block (appendKeys): its form byte and gaps.
+// keysLen is the size of keys' block (appendKeys): its form byte and
+// the gaps or the runs, whichever appendKeys writes.
 func keysLen(keys []int64) int {
-	prev := int64(-1)
-	for _, k := range keys {
-		if k-prev-1 >= 1<<16 {
-			n := 1
-			prev = -1
-			var tmp [binary.MaxVarintLen64]byte
-			for _, k := range keys {
-				n += binary.PutUvarint(tmp[:], uint64(k-prev-1))
-				prev = k
-			}
-			return n
-		}
-		prev = k
+	gaps, follow := gapsLen(keys)
+	if asRuns(keys, follow, gaps) {
+		return 1 + runsLen(keys)
 	}
-	return 1 + 2*len(keys)
+	return 1 + gaps
 }
