@@ -145,12 +145,33 @@ type denseWorker struct {
 	rows    int
 	sc      float32
 	dp      *downpour // --fetch-every/--push-every (downpour.go); nil: every step
+	// sparse: the model has tables whose gradient reaches only the rows
+	// a batch names (model.SparseKeys), and each push carries only the
+	// keys the batch reached (keys, vals); not under Downpour, whose
+	// pushes sum several batches.
+	sparse bool
+	keys   []int64
+	vals   []float32
 }
 
 func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
-	return &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
-		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}, nil
+	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
+		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}
+	d.sparse = d.dp == nil && m.HasSparseTables() && !denseOnly
+	return d, nil
+}
+
+// denseOnly makes every push dense (a test's reference for sparse ones).
+var denseOnly bool
+
+// Describe: the parameter server's line, and whether pushes are sparse.
+func (d *denseWorker) Describe() string {
+	line := d.psWorker.Describe()
+	if d.sparse {
+		line += ", sparse pushes (of the embedding rows each batch names)"
+	}
+	return line
 }
 
 // setTrain: see hooks.setTrain.
@@ -219,13 +240,27 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	}
 	var push float64
 	var err error
-	if d.dp != nil {
+	switch {
+	case d.dp != nil:
 		push, err = d.downpourStep(grads[:np])
-	} else {
+	case d.sparse:
+		push, err = d.pushSparse(grads[:np])
+	default:
 		push, err = d.timed("push", np, func() error { return d.w.Push(grads[:np]) })
 	}
 	st.CommSec = d.wait + push
 	return st, err
+}
+
+// pushSparse pushes the keys of grads the batch reached (the others are
+// 0: model.SparseKeys); the servers step only those.
+func (d *denseWorker) pushSparse(grads []float32) (float64, error) {
+	d.keys = d.m.SparseKeys(d.keys[:0])
+	d.vals = grow(d.vals, len(d.keys))
+	for i, k := range d.keys {
+		d.vals[i] = grads[k]
+	}
+	return d.timed("push", len(d.keys), func() error { return d.w.PushKeys(d.keys, d.vals) })
 }
 
 // EndEpoch: under Downpour the epoch's last period ends here: the worker

@@ -123,13 +123,16 @@ type Model struct {
 	// host staging for LoadBatch (pinned memory from the backend's
 	// HostAlloc when it has one: the batch is gathered straight into what
 	// the device copies from), and evaluation's buffers (reused).
-	hostX     []float32
-	pinnedX   bool
-	hostG     []float32 // a token sequence's windows, as gathered (loadBatch)
-	hostY     []int32
-	evalGrad  kernels.Buffer
-	evalStats kernels.Buffer
-	statsHost []float32
+	hostX   []float32
+	pinnedX bool
+	hostG   []float32 // a token sequence's windows, as gathered (loadBatch)
+	// batchTokens are the tokens of the batch last uploaded (TokenCE):
+	// the rows its gradient reaches (SparseKeys).
+	batchTokens []float32
+	hostY       []int32
+	evalGrad    kernels.Buffer
+	evalStats   kernels.Buffer
+	statsHost   []float32
 }
 
 // New allocates a model's buffers on b (parameters zero: Upload them),
@@ -338,6 +341,9 @@ func (m *Model) Upload(hv []float32, rows int) error {
 		return fmt.Errorf("uploading a batch of %d rows: %w", rows, err)
 	}
 	m.rows = rows
+	if m.Arch.Loss == TokenCE {
+		m.batchTokens = append(m.batchTokens[:0], hv[:rows*in]...) // SparseKeys
+	}
 	return nil
 }
 
