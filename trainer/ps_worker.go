@@ -146,12 +146,15 @@ type denseWorker struct {
 	sc      float32
 	dp      *downpour // --fetch-every/--push-every (downpour.go); nil: every step
 	// sparse: the model has tables whose gradient reaches only the rows
-	// a batch names (model.SparseKeys), and each push carries only the
-	// keys the batch reached (keys, vals); not under Downpour, whose
-	// pushes sum several batches.
+	// a batch names (model.SparseKeys), and each pull and push carries
+	// only the keys the batch reaches (keys, vals); not under Downpour,
+	// whose pushes sum several batches.
 	sparse bool
 	keys   []int64
 	vals   []float32
+	// stale: d.params holds rows pulled before the last step's (sparse
+	// pulls), which evaluation must not read.
+	stale bool
 }
 
 func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
@@ -169,7 +172,7 @@ var denseOnly bool
 func (d *denseWorker) Describe() string {
 	line := d.psWorker.Describe()
 	if d.sparse {
-		line += ", sparse pushes (of the embedding rows each batch names)"
+		line += ", sparse pulls and pushes (of the embedding rows each batch names)"
 	}
 	return line
 }
@@ -183,6 +186,9 @@ func (d *denseWorker) setTrain(t *data.Dense) {
 }
 
 func (d *denseWorker) Prepare(idx []int, step int) error {
+	if d.sparse {
+		return d.prepareSparse(idx, step)
+	}
 	var err error
 	d.wait = 0
 	if d.dp == nil || d.dp.fetch {
@@ -210,6 +216,36 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 	}
 	d.sc = d.scale(d.rows, step)
 	return nil
+}
+
+// prepareSparse loads the batch first, then pulls the keys it reaches
+// (model.SparseKeys: every weight but the rows of the sparse tables that
+// the batch does not name, which the step does not read), so that the
+// pull, as the push, carries the batch's working set. The rows left out
+// keep, in d.params, what was pulled last.
+func (d *denseWorker) prepareSparse(idx []int, step int) error {
+	sp := d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.j.loaded(step, d.train, idx, d.bspBatch(step))
+	var err error
+	d.rows, err = d.m.LoadBatch(d.train, idx)
+	sp.Err(err).End()
+	if err != nil {
+		return err
+	}
+	d.keys = d.m.SparseKeys(d.keys[:0])
+	d.vals = grow(d.vals, len(d.keys))
+	if d.wait, err = d.timed("pull", len(d.keys), func() error { return d.w.PullKeys(d.keys, d.vals) }); err != nil {
+		return err
+	}
+	for i, k := range d.keys {
+		d.params[k] = d.vals[i]
+	}
+	d.stale = true
+	sp = d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
+	err = d.j.Backend.Upload(d.m.Params, d.params)
+	sp.Err(err).End()
+	d.sc = d.scale(d.rows, step)
+	return err
 }
 
 func (d *denseWorker) Compute() error { return d.m.Step(d.sc, nil) }
@@ -252,11 +288,10 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	return st, err
 }
 
-// pushSparse pushes the keys of grads the batch reached (the others are
-// 0: model.SparseKeys); the servers step only those.
+// pushSparse pushes the keys of grads the batch reached (those Prepare
+// pulled; the others are 0: model.SparseKeys); the servers step only
+// those.
 func (d *denseWorker) pushSparse(grads []float32) (float64, error) {
-	d.keys = d.m.SparseKeys(d.keys[:0])
-	d.vals = grow(d.vals, len(d.keys))
 	for i, k := range d.keys {
 		d.vals[i] = grads[k]
 	}
@@ -320,6 +355,17 @@ func (d *denseWorker) modelState() ([]float32, error) {
 func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if !d.j.reports() {
 		return notEvaluated, nil
+	}
+	if d.stale {
+		// The test set may name rows the last batches did not: pull
+		// every weight.
+		if _, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
+			return EvalResult{}, err
+		}
+		if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
+			return EvalResult{}, err
+		}
+		d.stale = false
 	}
 	s, err := d.m.Score(d.testAll)
 	if err != nil {

@@ -28,9 +28,10 @@ func sparseTableCfg(t *testing.T, c ps.Consistency) Config {
 }
 
 // TestPSSparsePush: under the parameter server a model with an untied
-// embedding pushes only the rows each batch names. With plain SGD a row
-// left out would have been stepped by a gradient of 0, so the weights are
-// bit for bit those of dense pushes, in fewer bytes; with momentum and
+// embedding pulls and pushes only the rows each batch names. With plain
+// SGD a row left out would have been stepped by a gradient of 0, and the
+// step reads no row it did not pull, so the weights and training losses
+// are bit for bit those of dense pulls and pushes, in fewer bytes; with momentum and
 // weight decay the rows no batch names keep their first weights (the
 // servers step only what is pushed), where dense pushes would decay them.
 func TestPSSparsePush(t *testing.T) {
@@ -49,6 +50,11 @@ func TestPSSparsePush(t *testing.T) {
 			w := cfg.PS.Servers
 			if !equalFloats(sparse[w].Params, dense[w].Params) {
 				t.Fatal("sparse pushes trained other weights than dense pushes under plain SGD")
+			}
+			for e := range dense[w].Epochs {
+				if s, d := sparse[w].Epochs[e].Loss, dense[w].Epochs[e].Loss; s != d {
+					t.Fatalf("epoch %d: training loss %v with sparse pulls, %v dense", e+1, s, d)
+				}
 			}
 			sb, db := pushBytes(sparse[w]), pushBytes(dense[w])
 			if sb <= 0 || 2*sb > db {
