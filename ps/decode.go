@@ -174,7 +174,7 @@ func (r *reader) runs(keys []int64) []int64 {
 		r.fail("%d runs for %d keys in %d bytes", runs, len(keys), len(b))
 		return nil
 	}
-	next, at := int64(0), 0 // the key after the last run; keys filled
+	next, at := uint64(0), 0 // the key after the last run; keys filled
 	for i := range int(runs) {
 		gap, ok := uv("gap", i)
 		if !ok {
@@ -191,16 +191,19 @@ func (r *reader) runs(keys []int64) []int64 {
 		case l >= uint64(len(keys)-at):
 			r.fail("run %d of %d keys: more than the %d announced", i, l+1, len(keys))
 			return nil
-		case gap > uint64(math.MaxInt64-next) || int64(l) > math.MaxInt64-next-int64(gap)-1:
+		case next > math.MaxInt64 || gap > math.MaxInt64-next || l > math.MaxInt64-next-gap:
+			// The run's first key, next + gap, or its last, + l, is
+			// past the largest key (next itself may be one past it,
+			// after a run that ends there).
 			r.fail("run %d overflows", i)
 			return nil
 		}
-		k := next + int64(gap)
+		k := int64(next + gap)
 		for j := range int(l) + 1 {
 			keys[at+j] = k + int64(j)
 		}
 		at += int(l) + 1
-		next = k + int64(l) + 1
+		next = uint64(k) + l + 1
 	}
 	if at != len(keys) {
 		r.fail("runs hold %d keys, %d announced", at, len(keys))
@@ -246,9 +249,9 @@ func (r *reader) pad() {
 // most decodeMaxKeys.
 func decode(b []byte) (m message, err error) { return decodeInto(b, nil, decodeMaxKeys) }
 
-// decodeMaxKeys bounds the keys decode takes as runs: a worker decodes
-// no keys (replies carry none), tests decode a few.
-const decodeMaxKeys = 1 << 24
+// decodeMaxKeys bounds the keys decode takes as runs (tests decode a
+// few; a worker decodes replies, which carry none, with a bound of 0).
+const decodeMaxKeys = 1 << 16
 
 // decodeInto is decode with keys decoded into keyBuf's storage when it is
 // large enough (no allocation), and at most maxKeys keys as runs (a

@@ -160,6 +160,7 @@ func TestKeysRejectsBadKeys(t *testing.T) {
 		{"runs: non-minimal length", append(runs(1, 0), 0xe3, 0x80, 0x00), 100},
 		{"runs: trailing run", runs(1, 0, 99, 3, 0), 100},
 		{"gaps where runs are shorter", append([]byte{keysU16}, make([]byte, 200)...), 100},
+		{"varints where runs are shorter", append(binary.AppendUvarint([]byte{keysVarint}, 70000), make([]byte, 99)...), 100},
 	} {
 		rd := &reader{b: tc.b, maxKeys: 100}
 		got := rd.keys(tc.n, nil)
@@ -171,6 +172,54 @@ func TestKeysRejectsBadKeys(t *testing.T) {
 	rd := &reader{b: runs(1, 0, 99), maxKeys: 100}
 	if got := rd.keys(100, nil); rd.err != nil || len(got) != 100 || got[99] != 99 {
 		t.Errorf("100 keys in one run: %v (%v)", got, rd.err)
+	}
+}
+
+// TestKeysOneForm: every set of keys within 12 of a base (0, 1, 2^16,
+// 2^17, and the largest keys) reads back from exactly one of the three
+// forms, the one appendKeys writes.
+func TestKeysOneForm(t *testing.T) {
+	for _, base := range []int64{0, 1, 1 << 16, 1 << 17, math.MaxInt64 - 11} {
+		for set := range 1 << 12 {
+			var keys []int64
+			for b := range 12 {
+				if set&(1<<b) != 0 {
+					keys = append(keys, base+int64(b))
+				}
+			}
+			forms := map[byte][]byte{keysVarint: {keysVarint}, keysRuns: appendKeysRuns([]byte{keysRuns}, keys)}
+			u16 := []byte{keysU16}
+			prev := int64(-1)
+			for _, k := range keys {
+				d := uint64(k - prev - 1)
+				forms[keysVarint] = binary.AppendUvarint(forms[keysVarint], d)
+				if u16 != nil && d < 1<<16 {
+					u16 = binary.LittleEndian.AppendUint16(u16, uint16(d))
+				} else {
+					u16 = nil
+				}
+				prev = k
+			}
+			if u16 != nil {
+				forms[keysU16] = u16
+			}
+			want := appendKeys(nil, keys)
+			accepted := 0
+			for f, b := range forms {
+				rd := &reader{b: b, maxKeys: len(keys)}
+				got := rd.keys(len(keys), nil)
+				if rd.err != nil || len(rd.b) != 0 {
+					continue
+				}
+				accepted++
+				if !slices.Equal(got, keys) || !bytes.Equal(b, want) {
+					t.Fatalf("base %d set %012b: form %d read %v from %x; appendKeys wrote %x", base, set, f, got, b, want)
+				}
+			}
+			if accepted != 1 {
+				t.Fatalf("base %d set %012b: %d forms accepted, want 1", base, set, accepted)
+			}
+		}
 	}
 }
 

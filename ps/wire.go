@@ -47,7 +47,8 @@ import (
 // bookkeeping; held is how long the server held the request. A push's values
 // start at a multiple of 4 bytes (20 for a range, 12 for keys), so that a
 // server views float32 values in the received buffer in place instead of
-// copying them (version 2; version 1 had no padding and keys before values).
+// copying them (version 2; version 1 had no padding and keys before
+// values). Version 3 added the runs form of keys.
 
 // Tags of the ps messages, from the registry's range (collectives.TagPSBase).
 const (
@@ -73,7 +74,7 @@ const (
 	kindMask         = 0x3f
 )
 
-const wireVersion = 2
+const wireVersion = 3
 
 type msgKind uint8
 

@@ -543,7 +543,7 @@ func (sw *serverWait) stalled(now time.Time, warn time.Duration) bool {
 // *ServerError wrapping ErrRejected or ErrWorkerMissing), undecodable bytes
 // (ErrBadMessage), or the reply m.
 func (sw *serverWait) receive(b []byte, now time.Time) (m message, keepAlive bool, err error) {
-	m, err = decode(b)
+	m, err = decodeInto(b, nil, 0) // replies carry no keys
 	if err != nil {
 		return message{}, false, fmt.Errorf("reply from server rank %d: %w", sw.server, err)
 	}

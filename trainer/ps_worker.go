@@ -145,10 +145,11 @@ type denseWorker struct {
 	rows    int
 	sc      float32
 	dp      *downpour // --fetch-every/--push-every (downpour.go); nil: every step
-	// sparse: the model has tables whose gradient reaches only the rows
-	// a batch names (model.SparseKeys), and each pull and push carries
-	// only the keys the batch reaches (keys, vals); not under Downpour,
-	// whose pushes sum several batches.
+	// sparse: the model's tables whose gradient reaches only the rows a
+	// batch names (model.SparseKeys) are a large share of it
+	// (sparseShare), and each pull and push carries only the keys the
+	// batch reaches (keys, vals); not under Downpour, whose pushes sum
+	// several batches.
 	sparse bool
 	keys   []int64
 	vals   []float32
@@ -161,9 +162,16 @@ func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.D
 	np := m.NumParams()
 	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
 		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}
-	d.sparse = d.dp == nil && m.HasSparseTables() && !denseOnly
+	d.sparse = d.dp == nil && sparseShare*m.SparseWeights() >= np && !denseOnly
 	return d, nil
 }
+
+// sparseShare: a worker pulls and pushes sparse when the sparse tables
+// hold at least 1/sparseShare of the model's weights. Below that the
+// bytes saved are few, and the keys of the rest of the model (8 bytes
+// each in memory, on the worker and the servers; a few bytes as runs on
+// the wire) and their passes cost more than they save.
+const sparseShare = 8
 
 // denseOnly makes every push dense (a test's reference for sparse ones).
 var denseOnly bool
@@ -172,7 +180,7 @@ var denseOnly bool
 func (d *denseWorker) Describe() string {
 	line := d.psWorker.Describe()
 	if d.sparse {
-		line += ", sparse pulls and pushes (of the embedding rows each batch names)"
+		line += ", sparse pulls and pushes (the table rows each batch reaches)"
 	}
 	return line
 }
@@ -423,6 +431,7 @@ func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
 		PushesPerSec:        float64(now.Pushes-prev.Pushes) / wall,
 		PullsPerSec:         float64(now.Pulls-prev.Pulls) / wall,
 		BytesSent:           now.BytesSent - prev.BytesSent,
+		BytesReceived:       now.BytesReceived - prev.BytesReceived,
 		PushBytes:           now.PushBytes - prev.PushBytes,
 		PushBytesUnfiltered: now.PushBytesUnfiltered - prev.PushBytesUnfiltered,
 	}

@@ -45,6 +45,7 @@ func TestPSSparsePush(t *testing.T) {
 			}
 			sparse := mustRun(t, ranks, cfg)
 			denseOnly = true
+			t.Cleanup(func() { denseOnly = false })
 			dense := mustRun(t, ranks, cfg)
 			denseOnly = false
 			w := cfg.PS.Servers
@@ -56,9 +57,15 @@ func TestPSSparsePush(t *testing.T) {
 					t.Fatalf("epoch %d: training loss %v with sparse pulls, %v dense", e+1, s, d)
 				}
 			}
-			sb, db := pushBytes(sparse[w]), pushBytes(dense[w])
+			sb, db := psBytes(sparse[w], true), psBytes(dense[w], true)
 			if sb <= 0 || 2*sb > db {
 				t.Errorf("sparse pushes took %d bytes, dense %d: want under half", sb, db)
+			}
+			// The pulls' replies: the last epoch's includes a whole
+			// model, pulled before evaluating.
+			sr, dr := psBytes(sparse[w], false), psBytes(dense[w], false)
+			if sr <= 0 || 2*sr > dr {
+				t.Errorf("sparse pulls took %d bytes, dense %d: want under half", sr, dr)
 			}
 		})
 	}
@@ -80,12 +87,17 @@ func TestPSSparsePush(t *testing.T) {
 	}
 }
 
-// pushBytes sums a worker's push bytes over its epochs.
-func pushBytes(r *Result) int64 {
+// psBytes sums a worker's push bytes (or the bytes its pulls received)
+// over its epochs.
+func psBytes(r *Result, push bool) int64 {
 	var n int64
 	for _, e := range r.Epochs {
-		if e.PSStats != nil {
+		switch {
+		case e.PSStats == nil:
+		case push:
 			n += e.PSStats.PushBytes
+		default:
+			n += e.PSStats.BytesReceived
 		}
 	}
 	return n

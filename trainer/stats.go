@@ -76,7 +76,8 @@ type PSStats struct {
 	WaitSec       float64 `json:"wait_sec"`       // time blocked in Pull and Push
 	PushesPerSec  float64 `json:"pushes_per_sec"`
 	PullsPerSec   float64 `json:"pulls_per_sec"`
-	BytesSent     int64   `json:"bytes_sent"` // all request bytes
+	BytesSent     int64   `json:"bytes_sent"`     // all request bytes
+	BytesReceived int64   `json:"bytes_received"` // all reply bytes (the pulls' weights)
 	// PushBytes is what the pushes took on the wire after the filters,
 	// PushBytesUnfiltered what they would have taken without them.
 	PushBytes           int64 `json:"push_bytes"`

@@ -16,19 +16,20 @@ import "slices"
 // on.
 type hole struct{ lo, hi int }
 
-// HasSparseTables reports whether the model has tables whose gradient is
-// zero outside the rows a batch reaches (SparseKeys): an embedding no tied
-// head reads, or a position table longer than the sequence.
-func (m *Model) HasSparseTables() bool {
-	for i, n := range m.nodes {
+// SparseWeights is how many weights lie in rows that a batch's gradient
+// may leave at 0 (SparseKeys): the tables of the embeddings no tied head
+// reads, and a position table's rows past the sequence.
+func (m *Model) SparseWeights() int {
+	n := 0
+	for i, nd := range m.nodes {
 		switch {
-		case n.Kind == KindEmbedding && !m.tiedTable(i):
-			return true
-		case n.Kind == KindPosEmbed && n.Rows > n.in.T:
-			return true
+		case nd.Kind == KindEmbedding && !m.tiedTable(i):
+			n += nd.Rows * nd.Out
+		case nd.Kind == KindPosEmbed && nd.Rows > nd.in.T:
+			n += (nd.Rows - nd.in.T) * nd.Out
 		}
 	}
-	return false
+	return n
 }
 
 // tiedTable: a tiedlinear layer also reads node i's table.
@@ -43,7 +44,7 @@ func (m *Model) tiedTable(i int) bool {
 
 // SparseKeys appends to dst, ascending, the keys (indices into the
 // parameters) of the last loaded batch's gradient that may be non-zero:
-// every key but the rows of the sparse tables (HasSparseTables) that the
+// every key but the rows of the sparse tables (SparseWeights) that the
 // batch does not reach. A key it leaves out has a gradient of exactly 0.
 func (m *Model) SparseKeys(dst []int64) []int64 {
 	holes := m.holes()

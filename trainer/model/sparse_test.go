@@ -27,8 +27,8 @@ func TestSparseKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.HasSparseTables() {
-		t.Fatal("an untied embedding: HasSparseTables is false")
+	if got, want := m.SparseWeights(), vocab*8+4*8; got != want {
+		t.Fatalf("SparseWeights %d, want %d (the embedding's table, the position table's rows past the sequence)", got, want)
 	}
 	batch := tokenBatch(rows, seq, used, 9) // tokens below 12 only
 	if err := b.Upload(m.Params, arch.InitParams(3)); err != nil {
@@ -88,7 +88,7 @@ func TestSparseKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mg.HasSparseTables() {
-		t.Error("a GPT with a tied head and a position table of the sequence's length: HasSparseTables is true")
+	if n := mg.SparseWeights(); n != 0 {
+		t.Errorf("a GPT with a tied head and a position table of the sequence's length: SparseWeights %d, want 0", n)
 	}
 }
