@@ -3,6 +3,7 @@ package ps
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"time"
 )
 
@@ -237,6 +238,11 @@ func (s *Server) Stats(now time.Duration) ServerStats {
 		st.DSSPGrants = d.Grants()
 	}
 	st.Weights = append([]float32(nil), s.upd.w...)
+	// The weights may be on huge pages, which are unmapped once the
+	// server is unreachable (internal/hugemem): this may be the server's
+	// last use (RunServer's end), so it stays reachable until the copy is
+	// made (an allocation in it may run the collector).
+	runtime.KeepAlive(s)
 	return st
 }
 

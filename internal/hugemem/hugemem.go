@@ -33,7 +33,10 @@ type Table struct {
 
 // Floats returns a zeroed table of n floats, on huge pages when it is at
 // least MinBytes and the system allows. The memory is returned when the
-// Table is no longer reachable: keep the Table, not only F.
+// Table is no longer reachable: keep the Table, not only F, and keep its
+// holder reachable (runtime.KeepAlive) to the end of a use of F that may
+// come after the holder's last use, or F's pages can be unmapped under
+// the reader (a slice of mapped memory keeps nothing alive).
 func Floats(n int) *Table {
 	t := &Table{}
 	if n*4 >= MinBytes {
