@@ -22,7 +22,7 @@ func (s *Server) applyPush(r *request) {
 	if !m.kind.keyed() {
 		s.upd.dense(int(m.lo)-s.rng.Lo, r.vals)
 	} else {
-		s.upd.keys(m.keys, s.rng.Lo, r.vals)
+		s.upd.keys(m.keys, s.rng.Lo, r.vals, m.runs)
 	}
 	s.stats.Updates++
 }
@@ -34,6 +34,7 @@ type bspRound struct {
 	acc     []float32  // sum of the gradients, per key of the range
 	touched []bool     // keys some push of the round carried
 	keys    []int      // the touched keys, in first-touch order
+	runs    bool       // a push of the round came as runs (message.runs)
 	all     bool       // a push of the round covered the whole range
 	// A sparse round's keys and averaged gradients, for one StepKeys.
 	stepKeys  []int64
@@ -91,12 +92,33 @@ func (s *Server) applyRound() {
 				}
 			}
 		} else {
-			for i, k := range m.keys {
-				j := int(k) - s.rng.Lo
-				b.acc[j] += r.vals[i]
-				if !b.touched[j] {
-					b.touched[j] = true
-					b.keys = append(b.keys, j)
+			b.runs = b.runs || m.runs
+			if !m.runs {
+				for i, k := range m.keys {
+					j := int(k) - s.rng.Lo
+					b.acc[j] += r.vals[i]
+					if !b.touched[j] {
+						b.touched[j] = true
+						b.keys = append(b.keys, j)
+					}
+				}
+			} else {
+				keys := m.keys
+				for i := 0; i < len(keys); { // a run of consecutive keys: a range
+					e := i + 1
+					for e < len(keys) && keys[e] == keys[e-1]+1 {
+						e++
+					}
+					lo := int(keys[i]) - s.rng.Lo
+					acc, touched := b.acc[lo:lo+e-i], b.touched[lo:lo+e-i]
+					for d, v := range r.vals[i:e] {
+						acc[d] += v
+						if !touched[d] {
+							touched[d] = true
+							b.keys = append(b.keys, lo+d)
+						}
+					}
+					i = e
 				}
 			}
 		}
@@ -138,9 +160,9 @@ func (s *Server) applyRound() {
 			b.touched[j] = false
 		}
 		b.stepKeys, b.stepGrads = ks, gs
-		s.upd.keys(ks, 0, gs)
+		s.upd.keys(ks, 0, gs, b.runs)
 	}
-	b.keys = b.keys[:0]
+	b.keys, b.runs = b.keys[:0], false
 	s.stats.Updates++
 }
 

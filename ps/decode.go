@@ -20,6 +20,7 @@ type reader struct {
 	// maxKeys bounds the keys of a runs block (which may stand for more
 	// keys than it has bytes).
 	maxKeys int
+	ranRuns bool // the keys read were a runs block
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -93,6 +94,7 @@ func (r *reader) keys(n int, buf []int64) []int64 {
 		keys = make([]int64, n)
 	}
 	if form == keysRuns {
+		r.ranRuns = true
 		return r.runs(keys)
 	}
 	prev := int64(-1)
@@ -175,6 +177,10 @@ func (r *reader) runs(keys []int64) []int64 {
 		return nil
 	}
 	next, at := uint64(0), 0 // the key after the last run; keys filled
+	// What the keys would take as gaps (varints, or two bytes each where
+	// no gap is wide), and how many gaps are 0: for the canonical form.
+	varints, wide, follow := 0, false, 0
+	size := len(b) + uvarintLen(runs)
 	for i := range int(runs) {
 		gap, ok := uv("gap", i)
 		if !ok {
@@ -202,6 +208,9 @@ func (r *reader) runs(keys []int64) []int64 {
 		for j := range int(l) + 1 {
 			keys[at+j] = k + int64(j)
 		}
+		varints += uvarintLen(gap) + int(l)
+		wide = wide || gap >= 1<<16
+		follow += int(l) + follows(gap)
 		at += int(l) + 1
 		next = uint64(k) + l + 1
 	}
@@ -209,7 +218,11 @@ func (r *reader) runs(keys []int64) []int64 {
 		r.fail("runs hold %d keys, %d announced", at, len(keys))
 		return nil
 	}
-	if gaps, follow := gapsLen(keys); !asRuns(keys, follow, gaps) { // passes over the keys the runs just filled
+	gaps := 2 * len(keys)
+	if wide {
+		gaps = varints
+	}
+	if !runsShorter(len(keys), follow, gaps, size-len(b)) {
 		r.fail("keys as runs where their gaps are no longer, or most keys start a run (not the canonical form)")
 		return nil
 	}
@@ -283,6 +296,7 @@ func decodeInto(b []byte, keyBuf []int64, maxKeys int) (m message, err error) {
 		m.clock = r.u32("clock")
 		m.n = int(r.u32("n"))
 		m.keys = r.keys(m.n, keyBuf)
+		m.runs = r.ranRuns
 	case kindPushRange, kindPushPull:
 		m.enc = Encoding(r.u8("encoding"))
 		r.pad()
@@ -298,6 +312,7 @@ func decodeInto(b []byte, keyBuf []int64, maxKeys int) (m message, err error) {
 		m.n = int(r.u32("n"))
 		m.raw = r.values(m.n, m.enc, m.valuesFollow)
 		m.keys = r.keys(m.n, keyBuf)
+		m.runs = r.ranRuns
 	case kindDone, kindSnapshot:
 		m.clock = r.u32("clock")
 	case kindOK:

@@ -399,8 +399,21 @@ func (s *Server) serve(r *request, now time.Duration) {
 			if m.replyApart {
 				g = s.replyBuf[w][:0]
 			}
-			for _, k := range m.keys {
-				g = append(g, s.upd.w[k-int64(s.rng.Lo)])
+			table, keys := s.upd.w, m.keys
+			for i := 0; i < len(keys) && !m.runs; i++ {
+				g = append(g, table[int(keys[i])-s.rng.Lo])
+			}
+			for i := 0; i < len(keys) && m.runs; { // a run of consecutive keys: one copy
+				j := i + 1
+				for j < len(keys) && keys[j] == keys[j-1]+1 {
+					j++
+				}
+				if lo := int(keys[i]) - s.rng.Lo; j == i+1 {
+					g = append(g, table[lo])
+				} else {
+					g = append(g, table[lo:lo+j-i]...)
+				}
+				i = j
 			}
 			if m.replyApart {
 				s.replyBuf[w] = g

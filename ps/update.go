@@ -129,12 +129,18 @@ func (u *updater) dense(off int, g []float32) {
 }
 
 // keys applies gradient g[i] to the key keys[i] (a key of the model; off is
-// the range's first) for every i: a sparse push (optim.StepKeys).
-func (u *updater) keys(keys []int64, off int, g []float32) {
+// the range's first) for every i: a sparse push (optim.StepKeys); runs:
+// the keys are mostly consecutive (they came as runs), and their long
+// runs are stepped as ranges.
+func (u *updater) keys(keys []int64, off int, g []float32, runs bool) {
 	if u.cfg.Kind == optim.LARS {
 		// Per tensor: ‖w‖ of the whole part on this server, ‖g‖ of the
 		// pushed keys' gradients.
 		optim.LARSKeys(optim.NewLARSStep(u.cfg), u.w, u.state, u.starts, keys, off, g)
+		return
+	}
+	if !runs {
+		u.stepKeys(keys, off, g)
 		return
 	}
 	// Runs of runMin consecutive keys or more (a dense model's push less

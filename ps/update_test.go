@@ -44,7 +44,7 @@ func TestUpdaterMatchesNaiveLoops(t *testing.T) {
 				}
 				trust := 0.02 * math.Sqrt(sw) / (math.Sqrt(sg) + 0.01*math.Sqrt(sw))
 				dense.dense(0, g)
-				sparse.keys(keys, 0, g)
+				sparse.keys(keys, 0, g, step%2 == 1)
 				for i := range g {
 					gp := float64(g[i]) + float64(cfg.WeightDecay)*ref[i]
 					switch opt {
@@ -125,7 +125,7 @@ func TestUpdaterKeysRuns(t *testing.T) {
 			}
 			u.cfg.Step = step
 			rc := u.cfg
-			u.keys(keys, off, g)
+			u.keys(keys, off, g, true)
 			optim.StepKeys(rc, ref, refState, keys, off, g, nil)
 		}
 		for i := range w {

@@ -205,7 +205,10 @@ type message struct {
 	lo, hi int64   // pull range [lo,hi); push range lo (hi = lo+n)
 	n      int     // number of keys and/or values
 	keys   []int64 // pull/push keys
-	raw    []byte  // the n values, still encoded (aliases the input); nil if they follow apart
+	// runs: the keys came as runs (keysRuns): mostly consecutive, worth
+	// serving range by range.
+	runs bool
+	raw  []byte // the n values, still encoded (aliases the input); nil if they follow apart
 	// valuesFollow: the n float32 values come as a message of their own on
 	// PayloadTag; replyApart: the sender wants its values reply that way.
 	valuesFollow, replyApart bool
@@ -280,6 +283,9 @@ func follows(d uint64) int { return int((d - 1) >> 63) }
 func asRuns(keys []int64, follow, gaps int) bool {
 	return 2*follow > len(keys) && runsLen(keys) < gaps
 }
+
+// runsShorter is asRuns for n keys whose runs take runs bytes.
+func runsShorter(n, follow, gaps, runs int) bool { return 2*follow > n && runs < gaps }
 
 // gapsLen is the bytes of keys' gaps (the form byte not included): two
 // per key where every gap fits, else their varints; follow is how many
