@@ -40,6 +40,9 @@ const (
 	CompressFP16 = config.CompressFP16
 	CompressBF16 = config.CompressBF16
 	CompressAuto = config.CompressAuto
+	SparseAuto   = config.SparseAuto
+	SparseOn     = config.SparseOn
+	SparseOff    = config.SparseOff
 
 	DefaultBucketBytes = config.DefaultBucketBytes
 	DefaultImageShape  = config.DefaultImageShape

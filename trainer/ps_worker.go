@@ -8,6 +8,7 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/stopvote"
@@ -162,19 +163,23 @@ func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.D
 	np := m.NumParams()
 	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
 		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}
-	d.sparse = d.dp == nil && sparseShare*m.SparseWeights() >= np && !denseOnly
+	switch j.cfg.PS.SparseRows {
+	case config.SparseOn: // the model has sparse rows (psUnit.run)
+		d.sparse = true
+	case config.SparseOff:
+	default:
+		d.sparse = d.dp == nil && sparseShare*m.SparseWeights() >= np
+	}
 	return d, nil
 }
 
-// sparseShare: a worker pulls and pushes sparse when the sparse tables
-// hold at least 1/sparseShare of the model's weights. Below that the
-// bytes saved are few, and the keys of the rest of the model (8 bytes
-// each in memory, on the worker and the servers; a few bytes as runs on
-// the wire) and their passes cost more than they save.
+// sparseShare: by default (Config.PS.SparseRows auto) a worker pulls and
+// pushes sparse when the sparse tables hold at least 1/sparseShare of the
+// model's weights. Below that the bytes saved are few, and the keys of
+// the rest of the model (8 bytes each in memory, on the worker and the
+// servers; a few bytes as runs on the wire) and their passes cost more
+// than they save.
 const sparseShare = 8
-
-// denseOnly makes every push dense (a test's reference for sparse ones).
-var denseOnly bool
 
 // Describe: the parameter server's line, and whether pushes are sparse.
 func (d *denseWorker) Describe() string {

@@ -2,11 +2,13 @@ package trainer
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"testing"
 
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -44,10 +46,8 @@ func TestPSSparsePush(t *testing.T) {
 				ranks++
 			}
 			sparse := mustRun(t, ranks, cfg)
-			denseOnly = true
-			t.Cleanup(func() { denseOnly = false })
+			cfg.PS.SparseRows = config.SparseOff
 			dense := mustRun(t, ranks, cfg)
-			denseOnly = false
 			w := cfg.PS.Servers
 			if !equalFloats(sparse[w].Params, dense[w].Params) {
 				t.Fatal("sparse pushes trained other weights than dense pushes under plain SGD")
@@ -101,4 +101,55 @@ func psBytes(r *Result, push bool) int64 {
 		}
 	}
 	return n
+}
+
+// TestSparseRowsRefused: the values --sparse-rows cannot train with: an
+// unknown one, on under Downpour, on or off under another strategy, and
+// on for a network without sparse rows (when the job builds it). Auto
+// and on or off under ps are accepted.
+func TestSparseRowsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"unknown", func(c *Config) { c.Sync, c.PS.SparseRows = SyncPS, "sometimes" }},
+		{"downpour", func(c *Config) {
+			c.Sync, c.PS.Consistency, c.PS.FetchEvery, c.PS.PushEvery, c.PS.SparseRows = SyncPS, ps.ASP, 2, 2, SparseOn
+		}},
+		{"allreduce-on", func(c *Config) { c.PS.SparseRows = SparseOn }},
+		{"allreduce-off", func(c *Config) { c.PS.SparseRows = SparseOff }},
+	} {
+		cfg := synthCfg()
+		tc.set(&cfg)
+		var ce *ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "PS.SparseRows" {
+			t.Errorf("%s: %v, want a ConfigError on PS.SparseRows", tc.name, err)
+		}
+	}
+	for _, v := range []string{"", SparseAuto, SparseOn, SparseOff} {
+		cfg := sparseTableCfg(t, ps.BSP)
+		cfg.PS.SparseRows = v
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%q under ps: %v", v, err)
+		}
+	}
+	if a, b := synthCfg(), synthCfg(); func() bool { b.PS.SparseRows = SparseAuto; return a.Hash() != b.Hash() }() {
+		t.Error(`--sparse-rows auto hashes other than "" (the default before the setting)`)
+	}
+	// A network without sparse rows, on: the job refuses it.
+	cfg := psCfg(ps.BSP, 1)
+	cfg.PS.SparseRows = SparseOn
+	_, errs := runWorld(t, 3, cfg, nil)
+	refused := 0
+	for r, err := range errs {
+		var ce *ConfigError
+		if errors.As(err, &ce) && ce.Field == "PS.SparseRows" {
+			refused++
+		} else if err == nil {
+			t.Errorf("rank %d: an MLP with --sparse-rows on trained", r)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("an MLP with --sparse-rows on: %v, want a ConfigError on PS.SparseRows", errs)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -28,9 +29,12 @@ func (psUnit) Validate(c Config) error {
 }
 func (psUnit) servers(c Config) int { return c.PS.Servers }
 
-// Foreign: Downpour's intervals are the parameter server's.
+// Foreign: Downpour's intervals and the sparse rows are the parameter
+// server's.
 func (psUnit) Foreign(c Config) error {
 	switch {
+	case c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff:
+		return bad("PS.SparseRows", "%s: pulling and pushing only the rows a batch reaches is for Config.Sync ps, not %v", c.PS.SparseRows, c.Sync)
 	case c.PS.FetchEvery > 1:
 		return bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
 	case c.PS.PushEvery > 1:
@@ -145,6 +149,10 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 // run: the servers serve, the workers train the dense model (denseWorker)
 // and the reporting worker evaluates the whole test set.
 func (psUnit) run(j *job, d denseSetup) (*Result, error) {
+	if j.cfg.PS.SparseRows == config.SparseOn && d.m.SparseWeights() == 0 {
+		// Every rank has the model: every rank stops here, none waits.
+		return nil, bad("PS.SparseRows", "on: the network has no rows a batch may leave untouched (an embedding without a tied head, or a position table longer than Config.Data.SeqLen)")
+	}
 	evalAll := func(p []float32) (float64, []float32, error) {
 		if err := j.Backend.Upload(d.m.Params, p); err != nil {
 			return 0, nil, err

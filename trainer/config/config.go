@@ -131,7 +131,20 @@ type PSConfig struct {
 	// not set them keeps its configuration hash.
 	FetchEvery int `json:"fetch_every,omitempty"`
 	PushEvery  int `json:"push_every,omitempty"`
+	// SparseRows is whether a dense model's workers pull and push only
+	// the table rows each batch reaches (an untied embedding's, a position
+	// table's past the sequence; model.SparseKeys): SparseOn, SparseOff,
+	// or SparseAuto ("" too) where such rows are at least an eighth of the
+	// model.
+	SparseRows string `json:"sparse_rows,omitempty"`
 }
+
+// The values of PSConfig.SparseRows.
+const (
+	SparseAuto = "auto"
+	SparseOn   = "on"
+	SparseOff  = "off"
+)
 
 // FetchPeriod is FetchEvery with 0 read as 1.
 func (p PSConfig) FetchPeriod() int { return max(1, p.FetchEvery) }
@@ -353,6 +366,10 @@ func (p PSConfig) Validate() error {
 		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
 	case p.ReplicateEvery < -1:
 		return bad("PS.ReplicateEvery", "%d: want -1 (never), 0 (auto) or a positive count", p.ReplicateEvery)
+	case p.SparseRows != "" && p.SparseRows != SparseAuto && p.SparseRows != SparseOn && p.SparseRows != SparseOff:
+		return bad("PS.SparseRows", "%q: want auto, on or off", p.SparseRows)
+	case p.SparseRows == SparseOn && p.Downpour():
+		return bad("PS.SparseRows", "on: Downpour's pushes (Config.PS.PushEvery, Config.PS.FetchEvery above 1) sum several batches, which reach more rows than one; they stay dense")
 	}
 	filters, err := ps.ParseFilters(p.Filters)
 	if err != nil {
@@ -401,6 +418,9 @@ func (c Config) Hash() uint64 {
 	// what 0 does (the gradients summed every step).
 	if c.Compress == CompressNone {
 		c.Compress = ""
+	}
+	if c.PS.SparseRows == SparseAuto {
+		c.PS.SparseRows = ""
 	}
 	if c.LocalSteps == 1 {
 		c.LocalSteps = 0
