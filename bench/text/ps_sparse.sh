@@ -7,6 +7,11 @@
 # worker's metrics: push_bytes and bytes_received (the pulls' weights),
 # the loss. A dml with sparse pulls and pushes (issue 33) sends the rows
 # each batch names; one without sends the whole model each step.
+#
+# LINK=1gbit (or any bench/cluster link spec) runs each job on a test
+# cluster of 3 hosts, one rank each, over TCP on links of that rate
+# (bench/cluster/run.sh; needs root); unset, the 3 ranks share this
+# machine's memory.
 set -eu
 bin=${1:?usage: ps_sparse.sh BIN [BIN2] [ROUNDS]}
 bin2=${2:-}
@@ -25,6 +30,7 @@ layers:
 YAML
 mpi="mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
+[ -n "${LINK:-}" ] && mpi="$here/../cluster/run.sh --hosts 3 --link $LINK --name dmlsp --"
 r=1
 while [ "$r" -le "$rounds" ]; do
   for b in "$bin" $bin2; do
