@@ -76,7 +76,9 @@ type Server struct {
 // Outgoing is a reply the server wants sent: Msg to rank To with ReplyTag,
 // then, when Vals is not nil, Vals as a float32 message on PayloadTag (a
 // values reply whose values travel apart, straight from the server's
-// weights when nothing changes them before the batch is sent).
+// weights when nothing changes them before the batch is sent). Vals may
+// view the weights on huge pages (internal/hugemem), unmapped once the
+// Server is unreachable: keep the Server reachable until they are sent.
 type Outgoing struct {
 	To   int
 	Msg  []byte
@@ -199,7 +201,8 @@ func NewServer(cfg Config, rank, size int, initial []float32) (*Server, error) {
 
 // Step handles the request msg from rank `from`, received at time now, and
 // returns the replies to send, in order. The replies and their bytes are
-// valid until the next call of Step or Tick. A held request keeps
+// valid until the next call of Step or Tick, and while s is reachable
+// (Outgoing). A held request keeps
 // referring to msg, so the caller must not modify msg afterwards.
 func (s *Server) Step(from int, msg []byte, now time.Duration) []Outgoing {
 	return s.StepWith(from, msg, nil, now)
@@ -452,7 +455,7 @@ func (s *Server) serve(r *request, now time.Duration) {
 		p.msg = message{kind: kindPullRange, clock: m.clock + 1, lo: m.lo, hi: m.hi, n: m.n, replyApart: m.replyApart}
 		if m.kind == kindPushPullK {
 			p.keyBuf = append(p.keyBuf[:0], m.keys...)
-			p.msg.kind, p.msg.keys = kindPullKeys, p.keyBuf
+			p.msg.kind, p.msg.keys, p.msg.runs = kindPullKeys, p.keyBuf, m.runs
 		}
 		if s.ctl.MayProceed(w, now) {
 			s.serve(p, now)

@@ -104,9 +104,10 @@ func psBytes(r *Result, push bool) int64 {
 }
 
 // TestSparseRowsRefused: the values --sparse-rows cannot train with: an
-// unknown one, on under Downpour, on or off under another strategy, and
-// on for a network without sparse rows (when the job builds it). Auto
-// and on or off under ps are accepted.
+// unknown one (under any strategy), on under Downpour, on or off under
+// another strategy or for sparse-logreg, and on for a network without
+// sparse rows (when the job builds it). Auto and on or off under ps are
+// accepted.
 func TestSparseRowsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -118,6 +119,10 @@ func TestSparseRowsRefused(t *testing.T) {
 		}},
 		{"allreduce-on", func(c *Config) { c.PS.SparseRows = SparseOn }},
 		{"allreduce-off", func(c *Config) { c.PS.SparseRows = SparseOff }},
+		{"allreduce-unknown", func(c *Config) { c.PS.SparseRows = "yes" }},
+		{"sparse-logreg", func(c *Config) {
+			c.Sync, c.Model, c.Data, c.PS.SparseRows = SyncPS, SparseLogreg, DataConfig{Name: "synthetic-sparse"}, SparseOn
+		}},
 	} {
 		cfg := synthCfg()
 		tc.set(&cfg)

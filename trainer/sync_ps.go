@@ -25,6 +25,9 @@ func (psUnit) Validate(c Config) error {
 	if err := c.PS.Validate(); err != nil {
 		return err
 	}
+	if c.Model == SparseLogreg && (c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff) {
+		return bad("PS.SparseRows", "%s: sparse-logreg always pulls and pushes the keys of each batch; --sparse-rows is for the dense models", c.PS.SparseRows)
+	}
 	return validateDownpour(c)
 }
 func (psUnit) servers(c Config) int { return c.PS.Servers }

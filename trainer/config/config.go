@@ -325,6 +325,11 @@ func (c Config) validateExchange() error {
 	default:
 		return bad("Compress", "%q: want none, fp16, bf16 or auto", c.Compress)
 	}
+	switch c.PS.SparseRows {
+	case "", SparseAuto, SparseOn, SparseOff:
+	default:
+		return bad("PS.SparseRows", "%q: want auto, on or off", c.PS.SparseRows)
+	}
 	switch {
 	case c.LocalSteps < 0:
 		return bad("LocalSteps", "%d: want 1 or more (1: every step's gradients are summed)", c.LocalSteps)
@@ -366,8 +371,6 @@ func (p PSConfig) Validate() error {
 		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
 	case p.ReplicateEvery < -1:
 		return bad("PS.ReplicateEvery", "%d: want -1 (never), 0 (auto) or a positive count", p.ReplicateEvery)
-	case p.SparseRows != "" && p.SparseRows != SparseAuto && p.SparseRows != SparseOn && p.SparseRows != SparseOff:
-		return bad("PS.SparseRows", "%q: want auto, on or off", p.SparseRows)
 	case p.SparseRows == SparseOn && p.Downpour():
 		return bad("PS.SparseRows", "on: Downpour's pushes (Config.PS.PushEvery, Config.PS.FetchEvery above 1) sum several batches, which reach more rows than one; they stay dense")
 	}
