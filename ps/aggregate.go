@@ -105,10 +105,7 @@ func (s *Server) applyRound() {
 			} else {
 				keys := m.keys
 				for i := 0; i < len(keys); { // a run of consecutive keys: a range
-					e := i + 1
-					for e < len(keys) && keys[e] == keys[e-1]+1 {
-						e++
-					}
+					e := runEnd(keys, i)
 					lo := int(keys[i]) - s.rng.Lo
 					acc, touched := b.acc[lo:lo+e-i], b.touched[lo:lo+e-i]
 					for d, v := range r.vals[i:e] {

@@ -403,20 +403,17 @@ func (s *Server) serve(r *request, now time.Duration) {
 				g = s.replyBuf[w][:0]
 			}
 			table, keys := s.upd.w, m.keys
-			for i := 0; i < len(keys) && !m.runs; i++ {
-				g = append(g, table[int(keys[i])-s.rng.Lo])
-			}
-			for i := 0; i < len(keys) && m.runs; { // a run of consecutive keys: one copy
-				j := i + 1
-				for j < len(keys) && keys[j] == keys[j-1]+1 {
-					j++
+			if !m.runs {
+				for _, k := range keys {
+					g = append(g, table[int(k)-s.rng.Lo])
 				}
-				if lo := int(keys[i]) - s.rng.Lo; j == i+1 {
-					g = append(g, table[lo])
-				} else {
+			} else {
+				for i := 0; i < len(keys); { // a run of consecutive keys: one copy
+					j := runEnd(keys, i)
+					lo := int(keys[i]) - s.rng.Lo
 					g = append(g, table[lo:lo+j-i]...)
+					i = j
 				}
-				i = j
 			}
 			if m.replyApart {
 				s.replyBuf[w] = g

@@ -149,10 +149,7 @@ func (u *updater) keys(keys []int64, off int, g []float32, runs bool) {
 	// scalar ones bit for bit), at the dense loop's speed.
 	from := 0 // keys[from:i] are still to step key by key
 	for i := 0; i < len(keys); {
-		j := i + 1
-		for j < len(keys) && keys[j] == keys[j-1]+1 {
-			j++
-		}
+		j := runEnd(keys, i)
 		if j-i >= runMin {
 			u.stepKeys(keys[from:i], off, g[from:i])
 			u.dense(int(keys[i])-off, g[i:j])

@@ -305,6 +305,16 @@ func gapsLen(keys []int64) (n, follow int) {
 	return n, follow
 }
 
+// runEnd is the end of the run of consecutive keys that starts at
+// keys[i]: the first j > i where keys[j] is not keys[j-1]+1.
+func runEnd(keys []int64, i int) int {
+	j := i + 1
+	for j < len(keys) && keys[j] == keys[j-1]+1 {
+		j++
+	}
+	return j
+}
+
 // runsLen is the bytes of keys as runs (keysRuns; the count included,
 // the form byte not); math.MaxInt for keys out of order or below 0.
 func runsLen(keys []int64) int {
@@ -314,10 +324,7 @@ func runsLen(keys []int64) int {
 		if keys[i] < next {
 			return math.MaxInt
 		}
-		j := i + 1
-		for j < len(keys) && keys[j] == keys[j-1]+1 {
-			j++
-		}
+		j := runEnd(keys, i)
 		runs++
 		n += uvarintLen(uint64(keys[i]-next)) + uvarintLen(uint64(j-i-1))
 		next, i = keys[j-1]+1, j
@@ -330,19 +337,14 @@ func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // appendKeysRuns writes keys as runs (keysRuns, without the form byte).
 func appendKeysRuns(b []byte, keys []int64) []byte {
-	runs := 1
-	for i := 1; i < len(keys); i++ {
-		if keys[i] != keys[i-1]+1 {
-			runs++
-		}
+	runs := 0
+	for i := 0; i < len(keys); i = runEnd(keys, i) {
+		runs++
 	}
 	b = binary.AppendUvarint(b, uint64(runs))
 	next := int64(0)
 	for i := 0; i < len(keys); {
-		j := i + 1
-		for j < len(keys) && keys[j] == keys[j-1]+1 {
-			j++
-		}
+		j := runEnd(keys, i)
 		b = binary.AppendUvarint(b, uint64(keys[i]-next))
 		b = binary.AppendUvarint(b, uint64(j-i-1))
 		next, i = keys[j-1]+1, j
