@@ -23,23 +23,13 @@ func (m *Model) SparseWeights() int {
 	n := 0
 	for i, nd := range m.nodes {
 		switch {
-		case nd.Kind == KindEmbedding && !m.tiedTable(i):
+		case nd.Kind == KindEmbedding && !m.sq.tied[i]: // embedding's setup noted the tied ones
 			n += nd.Rows * nd.Out
 		case nd.Kind == KindPosEmbed && nd.Rows > nd.in.T:
 			n += (nd.Rows - nd.in.T) * nd.Out
 		}
 	}
 	return n
-}
-
-// tiedTable: a tiedlinear layer also reads node i's table.
-func (m *Model) tiedTable(i int) bool {
-	for _, n := range m.nodes {
-		if n.Kind == KindTiedLinear && n.tie == i {
-			return true
-		}
-	}
-	return false
 }
 
 // SparseKeys appends to dst, ascending, the keys (indices into the
@@ -77,7 +67,7 @@ func (m *Model) holes() []hole {
 			}
 		}
 		switch {
-		case n.Kind == KindEmbedding && !m.tiedTable(i):
+		case n.Kind == KindEmbedding && !m.sq.tied[i]:
 			seen = slices.Grow(seen[:0], n.Rows)[:n.Rows]
 			clear(seen)
 			for _, t := range m.batchTokens[:m.tokens(n)] {
