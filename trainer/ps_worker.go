@@ -214,21 +214,42 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 			d.dp.fetch = false
 		}
 	}
-	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
-	err = d.j.Backend.Upload(d.m.Params, d.params)
-	sp.Err(err).End()
-	if err != nil {
+	if err := d.upload(); err != nil {
 		return err
 	}
-	sp = d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	d.j.loaded(step, d.train, idx, d.bspBatch(step))
-	d.rows, err = d.m.LoadBatch(d.train, idx)
-	sp.Err(err).End()
-	if err != nil {
+	if err := d.loadBatch(idx, step); err != nil {
 		return err
 	}
 	d.sc = d.scale(d.rows, step)
 	return nil
+}
+
+// loadBatch loads rows idx of the training set for step (a "batch" span).
+func (d *denseWorker) loadBatch(idx []int, step int) error {
+	sp := d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.j.loaded(step, d.train, idx, d.bspBatch(step))
+	var err error
+	d.rows, err = d.m.LoadBatch(d.train, idx)
+	sp.Err(err).End()
+	return err
+}
+
+// upload puts d.params on the backend (an "upload" span).
+func (d *denseWorker) upload() error {
+	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
+	err := d.j.Backend.Upload(d.m.Params, d.params)
+	sp.Err(err).End()
+	return err
+}
+
+// pullAll pulls every weight into d.params and puts them on the backend;
+// it returns the pull's seconds.
+func (d *denseWorker) pullAll() (float64, error) {
+	sec, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) })
+	if err != nil {
+		return sec, err
+	}
+	return sec, d.j.Backend.Upload(d.m.Params, d.params)
 }
 
 // prepareSparse loads the batch first, then pulls the keys it reaches
@@ -237,16 +258,12 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 // pull, as the push, carries the batch's working set. The rows left out
 // keep, in d.params, what was pulled last.
 func (d *denseWorker) prepareSparse(idx []int, step int) error {
-	sp := d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	d.j.loaded(step, d.train, idx, d.bspBatch(step))
-	var err error
-	d.rows, err = d.m.LoadBatch(d.train, idx)
-	sp.Err(err).End()
-	if err != nil {
+	if err := d.loadBatch(idx, step); err != nil {
 		return err
 	}
 	d.keys = d.m.SparseKeys(d.keys[:0])
 	d.vals = grow(d.vals, len(d.keys))
+	var err error
 	if d.wait, err = d.timed("pull", len(d.keys), func() error { return d.w.PullKeys(d.keys, d.vals) }); err != nil {
 		return err
 	}
@@ -254,9 +271,7 @@ func (d *denseWorker) prepareSparse(idx []int, step int) error {
 		d.params[k] = d.vals[i]
 	}
 	d.stale = true
-	sp = d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
-	err = d.j.Backend.Upload(d.m.Params, d.params)
-	sp.Err(err).End()
+	err = d.upload()
 	d.sc = d.scale(d.rows, step)
 	return err
 }
@@ -320,14 +335,11 @@ func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) e
 		if err != nil {
 			return err
 		}
-		pull, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) })
+		pull, err := d.pullAll()
 		if err != nil {
 			return err
 		}
 		d.dp.fetch = false
-		if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
-			return err
-		}
 		commSec += push + pull
 	}
 	return d.psWorker.EndEpoch(st, commSec, stepSec, wall)
@@ -372,10 +384,7 @@ func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if d.stale {
 		// The test set may name rows the last batches did not: pull
 		// every weight.
-		if _, err := d.timed("pull", len(d.params), func() error { return d.w.Pull(d.params) }); err != nil {
-			return EvalResult{}, err
-		}
-		if err := d.j.Backend.Upload(d.m.Params, d.params); err != nil {
+		if _, err := d.pullAll(); err != nil {
 			return EvalResult{}, err
 		}
 		d.stale = false
