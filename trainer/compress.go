@@ -42,7 +42,7 @@ type gradWire struct {
 }
 
 // newGradWire resolves c.Compress ("auto" by measuring: collective).
-func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
+func newGradWire(j *job, ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
 	c := j.cfg
 	g := &gradWire{}
 	var err error
@@ -54,7 +54,7 @@ func (j *job) newGradWire(ar *collectives.Allreducer, plan []bucket, np int) (*g
 	}
 	switch c.Compress {
 	case CompressAuto:
-		if g.wire, g.note, err = j.compressAuto(ar, plan); err != nil {
+		if g.wire, g.note, err = compressAuto(j, ar, plan); err != nil {
 			return nil, err
 		}
 	default:
@@ -117,7 +117,7 @@ func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
 // turns (5 each after one of each to warm up) and returns fp16 if its
 // median was at least 10% below float32's. Every rank gets the same times
 // (the mean over ranks) and so the same answer.
-func (j *job) compressAuto(ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
+func compressAuto(j *job, ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
 	n := 0
 	for _, b := range plan {
 		n = max(n, b.hi-b.lo)

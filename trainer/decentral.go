@@ -54,7 +54,7 @@ func (ownModelUnit) compatible(j *job, c *checkpoint) string {
 }
 
 func (ownModelUnit) resume(j *job, ck *checkpoint, r *resumed) error {
-	return r.takeRankState(j.Comm, ck)
+	return takeRankState(r, j.Comm, ck)
 }
 
 // localModel is one rank's own model in decentralized training: the
@@ -98,7 +98,7 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 			return nil, err
 		}
 	}
-	if own := j.resume.ownState(); own != nil {
+	if own := ownState(j.resume); own != nil {
 		if err := l.restore(own); err != nil {
 			l.free()
 			return nil, err
@@ -311,7 +311,7 @@ type gossipStrategy interface {
 // runDecentralized trains with the decentralized strategy newStrategy
 // builds (dpsgd, adpsgd), then averages the ranks' models: the consensus
 // model is the result on every rank (evaluated, and saved by rank 0).
-func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
+func runDecentralized(j *job, d denseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
 	start := time.Now()
 	res := &Result{Arch: d.m.Arch, TestAcc: math.NaN()}
 	s, err := newStrategy()
@@ -358,7 +358,7 @@ func (j *job) runDecentralized(d denseSetup, newStrategy func() (gossipStrategy,
 // another number of ranks (dpsgd, reshard.go) gives every rank the same
 // state: the consensus model (the checkpoint's weights, the ranks'
 // average) and the ranks' optimizer states averaged (consensusState).
-func (r *resumed) takeRankState(c collectives.Comm, ck *checkpoint) error {
+func takeRankState(r *resumed, c collectives.Comm, ck *checkpoint) error {
 	if c.Rank() == 0 {
 		states := ck.RankStates
 		if len(states) != c.Size() {
@@ -440,7 +440,7 @@ func consensusState(params []float32, states [][]float32) []float32 {
 }
 
 // ownState is this rank's own state to resume from, or nil.
-func (r *resumed) ownState() []float32 {
+func ownState(r *resumed) []float32 {
 	if r == nil {
 		return nil
 	}

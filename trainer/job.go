@@ -47,7 +47,6 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
@@ -219,8 +218,8 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	return unitOf(cfg.Sync).run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
 }
 
-// runSparse sets sparse-logreg up (sync_sparse.go) and trains it through
-// the parameter server.
+// runSparse sets sparse-logreg up and trains it through the strategy
+// (the parameter server's: sync_sparse.go).
 func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, error) {
 	if train.Classes > 2 || test.Classes > 2 {
 		return nil, bad("Model", "sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))
@@ -248,13 +247,7 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 	if j.resume != nil {
 		copy(params, j.resume.Params)
 	}
-	evalAll := func(p []float32) (float64, []float32, error) {
-		ev, err := EvaluateSparse(t.Comm, arch, p, test)
-		return ev.Accuracy, nil, err
-	}
-	return j.runPS(arch, params, func(w *ps.Worker) (Strategy, error) {
-		return &sparseWorker{psWorker: newPSWorker(j, w, arch), f: train.Cols, train: shard, test: test}, nil
-	}, evalAll)
+	return unitOf(cfg.Sync).runSparse(j, sparseSetup{arch: arch, params: params, train: train, shard: shard, test: test})
 }
 
 // CheckSameConfig all-gathers every rank's Config.Hash and fails on every

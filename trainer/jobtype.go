@@ -91,7 +91,7 @@ type Trainer struct {
 	FirstStep func(steps int)
 
 	lastWord   atomic.Pointer[lastWord]   // LastWord's copy (lastword.go)
-	serverWord atomic.Pointer[serverWord] // a ps server's (lastword_ps.go)
+	serverWord atomic.Pointer[emergencyWriter] // a ps server's (lastword_ps.go)
 }
 
 // job is what every rank knows about a run once it is set up: the

@@ -93,6 +93,20 @@ type snapshot struct {
 	pos Position
 }
 
+// emergencyWriter writes a rank's last word where the rank keeps no
+// lastWord: a ps server's (lastword_ps.go).
+type emergencyWriter interface {
+	write(e Emergency) (string, int, error)
+}
+
+// keepEmergencyWriter makes w this rank's last word.
+func (j *job) keepEmergencyWriter(w emergencyWriter) { j.Trainer.serverWord.Store(&w) }
+
+// keepsLastWord: the job writes emergency checkpoints.
+func (j *job) keepsLastWord() bool {
+	return j.Checkpoint.Enabled() && j.Checkpoint.Emergency && j.Comm.Size() > 1
+}
+
 // keepLastWord makes this rank keep what Trainer.LastWord needs, when the
 // job writes checkpoints and asks for it. params, opt and state are the
 // live buffers (opt and state may be nil); start is where training starts.
@@ -227,7 +241,7 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	w := t.lastWord.Load()
 	if w == nil {
 		if s := t.serverWord.Load(); s != nil { // lastword_ps.go
-			return s.write(e)
+			return (*s).write(e)
 		}
 		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce without --local-steps or a ps server, and more than one rank)", ErrNoLastWord)
 	}

@@ -117,7 +117,7 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 
 // residueFilters is how many of the job's ps filters keep a residue
 // (sigmod), which a checkpoint must carry per worker.
-func (j *job) residueFilters() int {
+func residueFilters(j *job) int {
 	if j.cfg.Sync != SyncPS {
 		return 0
 	}

@@ -23,14 +23,22 @@ import (
 // (checkpoint.go) keep only what every strategy shares.
 //
 // A new strategy is a Sync constant and its name (config/enums.go), its
-// alias (config.go), its line in syncUnits and a file with its unit and
-// its Strategy:
+// alias (config.go), its registerUnit line (register.go) and a file with
+// its unit and its Strategy:
 // docs/CONTRIBUTING.md walks through one.
-var syncUnits = [...]syncUnit{
-	SyncAllreduce: allreduceUnit{},
-	SyncPS:        psUnit{},
-	SyncDPSGD:     dpsgdUnit{},
-	SyncADPSGD:    adpsgdUnit{},
+var syncUnits = make([]syncUnit, len(config.Syncs))
+
+// registerUnit makes u the unit of s, and its rules the configuration's
+// (config.Register). A strategy registers once, before any job runs.
+func registerUnit(s Sync, u syncUnit) {
+	switch {
+	case int(s) >= len(syncUnits):
+		panic(fmt.Sprintf("registerUnit: %v has no name in config.Syncs", s))
+	case syncUnits[s] != nil:
+		panic(fmt.Sprintf("registerUnit: %v registered twice", s))
+	}
+	syncUnits[s] = u
+	config.Register(s, u)
 }
 
 // syncUnit is everything a --sync strategy owns besides its steps.
@@ -56,6 +64,9 @@ type syncUnit interface {
 	reshards(c Config) bool
 	// run trains the dense model runDense set up.
 	run(j *job, d denseSetup) (*Result, error)
+	// runSparse trains the sparse model (sparse-logreg) runSparse set
+	// up; the configuration refuses it under a strategy without one.
+	runSparse(j *job, d sparseSetup) (*Result, error)
 	// checkCheckpointing refuses checkpoint settings the strategy cannot
 	// honour under c.
 	checkCheckpointing(c Config, ck *Checkpointing) error
@@ -93,11 +104,13 @@ type denseSetup struct {
 	testRows  int
 }
 
-// Each unit's rules are the configuration's (config.Register).
-func init() {
-	for s, u := range syncUnits {
-		config.Register(Sync(s), u)
-	}
+// sparseSetup is what runSparse prepared for a strategy on this rank.
+type sparseSetup struct {
+	arch   model.Arch
+	params []float32    // the initial weights
+	train  *data.Sparse // the whole training set
+	shard  *data.Sparse // this rank's training shard (nil on a parameter server)
+	test   *data.Sparse
 }
 
 // unitOf is the registry entry of s (nil: s is not a strategy).
@@ -124,6 +137,12 @@ func (baseUnit) checkCheckpointing(Config, *Checkpointing) error {
 	return nil
 }
 func (baseUnit) resume(*job, *checkpoint, *resumed) error { return nil }
+
+// runSparse: config.Validate refuses sparse-logreg under every strategy
+// but ps.
+func (baseUnit) runSparse(j *job, _ sparseSetup) (*Result, error) {
+	return nil, bad("Model", "sparse-logreg trains with sync ps, not %v", j.cfg.Sync)
+}
 
 // compatible: the checkpoint holds optimizer state exactly when the
 // job's optimizer keeps one.

@@ -174,7 +174,7 @@ func (adpsgdUnit) checkCheckpointing(c Config, ck *Checkpointing) error {
 func (adpsgdUnit) reshards(Config) bool { return true }
 
 func (adpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
-	return j.runDecentralized(d, func() (gossipStrategy, error) { return newADPSGD(j, d.m, d.params, d.shard, d.testShard) })
+	return runDecentralized(j, d, func() (gossipStrategy, error) { return newADPSGD(j, d.m, d.params, d.shard, d.testShard) })
 }
 
 func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {

@@ -186,9 +186,9 @@ func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
 		if j.Start != nil {
 			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.cfg.LocalSteps)
 		}
-		return j.runDecentralized(d, func() (gossipStrategy, error) { return newLocalSGD(j, d) })
+		return runDecentralized(j, d, func() (gossipStrategy, error) { return newLocalSGD(j, d) })
 	}
-	return j.runAllreduce(d.m, d.params, d.shard, d.testShard)
+	return runAllreduce(j, d.m, d.params, d.shard, d.testShard)
 }
 
 // compatible: under local SGD every rank's own state (ownModelUnit).
@@ -205,7 +205,7 @@ func (u allreduceUnit) compatible(j *job, c *checkpoint) string {
 var oneRankOnDevice = true
 
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
-func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
 	cfg := j.cfg
 	opt, err := model.NewArchOptimizer(cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
@@ -230,7 +230,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 	// lengths agree: no need to check them again at every step.
 	s.ar.SkipLengthCheck = true
 	s.plan = bucketPlan(m.Arch, cfg.BucketBytes)
-	if s.wire, err = j.newGradWire(s.ar, s.plan, m.NumParams()); err != nil {
+	if s.wire, err = newGradWire(j, s.ar, s.plan, m.NumParams()); err != nil {
 		return nil, err
 	}
 	if s.wire != nil {
@@ -264,7 +264,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 			s.host = make([]float32, n)
 		}
 	}
-	pos, err := j.startFrom(m, opt, params)
+	pos, err := startFrom(j, m, opt, params)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +282,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 			return nil, err
 		}
 	}
-	if err := j.fillResult(res, m, opt, pos); err != nil {
+	if err := fillResult(j, res, m, opt, pos); err != nil {
 		return nil, err
 	}
 	res.WallSec = time.Since(start).Seconds()
@@ -293,7 +293,7 @@ func (j *job) runAllreduce(m *model.Model, params []float32, train, test *data.D
 // startFrom puts the state training starts from on the backend: the
 // checkpoint resumed, or Trainer.Start, or params at the first step; it
 // returns the position.
-func (j *job) startFrom(m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
+func startFrom(j *job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
 	pos := startPosition
 	st := j.Start
 	if r := j.resume; r != nil {
@@ -326,7 +326,7 @@ func (j *job) startFrom(m *model.Model, opt *model.Optimizer, params []float32) 
 // fillResult records the final weights, optimizer state and the ranks'
 // averaged batch-norm statistics in res (collective), and the state to
 // go on from at pos.
-func (j *job) fillResult(res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
+func fillResult(j *job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
 	res.Params = make([]float32, m.NumParams())
 	if err := j.Backend.Download(res.Params, m.Params); err != nil {
 		return err

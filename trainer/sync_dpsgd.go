@@ -77,7 +77,7 @@ func (dpsgdUnit) ValidateWorld(c Config, size int) error {
 }
 
 func (dpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
-	return j.runDecentralized(d, func() (gossipStrategy, error) { return newDPSGD(j, d.m, d.params, d.shard, d.testShard) })
+	return runDecentralized(j, d, func() (gossipStrategy, error) { return newDPSGD(j, d.m, d.params, d.shard, d.testShard) })
 }
 
 func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {

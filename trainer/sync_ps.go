@@ -88,7 +88,7 @@ func (psUnit) reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
 
 func (u psUnit) compatible(j *job, c *checkpoint) string {
 	m, cfg := &c.Meta, j.cfg
-	need := j.sched.ranks * j.residueFilters()
+	need := j.sched.ranks * residueFilters(j)
 	switch {
 	case m.Servers != cfg.PS.Servers && !u.reshards(cfg):
 		return fmt.Sprintf("it was written with %d servers, this job has %d (only bsp resumes on another number)", m.Servers, cfg.PS.Servers)
@@ -116,7 +116,7 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 		}
 		r.clock = int(c[0])
 	}
-	perWorker := j.residueFilters()
+	perWorker := residueFilters(j)
 	if perWorker == 0 {
 		return nil
 	}
@@ -168,7 +168,7 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 		ev, err := evaluateShard(j.Comm, d.m, d.testShard)
 		return ev.Accuracy, state, err
 	}
-	return j.runPS(d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
+	return runPS(j, d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
 		testAll, err := d.test.Subset(data.StridedShard(d.testRows, 0, 1))
 		if err != nil {
 			return nil, err
@@ -182,7 +182,7 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 // the workers run the loop with the strategy newWorker builds. Then every
 // rank takes the final weights from the servers into params, evaluates them
 // together with evalAll, and the reporting worker saves them.
-func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
+func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
 	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
 	start := time.Now()
 	cfg, c := j.cfg, j.Comm
@@ -221,7 +221,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 			}
 			tr = n
 		}
-		keep := j.keepServerWord(arch, len(params), start0)
+		keep := keepServerWord(j, arch, len(params), start0)
 		st, err := ps.RunServerKeeping(tr, pcfg, params, keep)
 		if err != nil {
 			return nil, err
@@ -257,7 +257,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 	if res.TestAcc, res.ModelState, err = evalAll(params); err != nil {
 		return nil, err
 	}
-	if res.PS, res.SamplesPerSec, err = j.runStats(ws, samples, time.Since(start)); err != nil {
+	if res.PS, res.SamplesPerSec, err = runStats(j, ws, samples, time.Since(start)); err != nil {
 		return nil, err
 	}
 	res.Params = params
@@ -268,7 +268,7 @@ func (j *job) runPS(arch model.Arch, params []float32, newWorker func(*ps.Worker
 // runStats combines every worker's statistics (servers contribute zeros):
 // the largest staleness, the mean wait, total rates and bytes, and the
 // global training throughput.
-func (j *job) runStats(ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
+func runStats(j *job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
 	c := j.Comm
 	// Counts as integers and seconds as float64 bits: exact, as float32s
 	// were not (bytes past 2^24).

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -171,3 +172,14 @@ func sigmoid(z float64) float64 {
 
 // softplus is log(1 + e^z), stable for large |z|.
 func softplus(z float64) float64 { return math.Max(z, 0) + math.Log1p(math.Exp(-math.Abs(z))) }
+
+// runSparse trains sparse-logreg through the parameter server.
+func (psUnit) runSparse(j *job, d sparseSetup) (*Result, error) {
+	evalAll := func(p []float32) (float64, []float32, error) {
+		ev, err := EvaluateSparse(j.Comm, d.arch, p, d.test)
+		return ev.Accuracy, nil, err
+	}
+	return runPS(j, d.arch, d.params, func(w *ps.Worker) (Strategy, error) {
+		return &sparseWorker{psWorker: newPSWorker(j, w, d.arch), f: d.train.Cols, train: d.shard, test: d.test}, nil
+	}, evalAll)
+}

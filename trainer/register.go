@@ -1,0 +1,9 @@
+package trainer
+
+// The strategies dml trains with, each registered once (strategy.go).
+func init() {
+	registerUnit(SyncAllreduce, allreduceUnit{})
+	registerUnit(SyncPS, psUnit{})
+	registerUnit(SyncDPSGD, dpsgdUnit{})
+	registerUnit(SyncADPSGD, adpsgdUnit{})
+}
