@@ -90,7 +90,7 @@ type Trainer struct {
 	// supervisor times its recovery by it: dml launch).
 	FirstStep func(steps int)
 
-	lastWord   atomic.Pointer[lastWord]   // LastWord's copy (lastword.go)
+	lastWord   atomic.Pointer[lastWord]        // LastWord's copy (lastword.go)
 	serverWord atomic.Pointer[emergencyWriter] // a ps server's (lastword_ps.go)
 }
 
