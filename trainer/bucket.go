@@ -108,7 +108,7 @@ func (o *overlapper) run() {
 			continue
 		}
 		t0 := time.Now()
-		failed = caught(func() error { return o.reduce(job.i, job.buf) })
+		failed = Caught(func() error { return o.reduce(job.i, job.buf) })
 		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // The model's buffers (batch-norm statistics) across the ranks.
 
-// syncState sets every rank's batch-norm running statistics to their
+// SyncState sets every rank's batch-norm running statistics to their
 // average over the ranks that train (a collective over every rank of the
 // Comm; trains: this rank is one of them), returning it; nil and no
 // collective for a model without state. Running statistics do not enter
@@ -18,7 +18,7 @@ import (
 // are used or kept: evaluations that every rank takes part in, checkpoints,
 // the end of training. Each rank's statistics come from its own batches,
 // as under PyTorch DDP without SyncBatchNorm.
-func (j *job) syncState(m *model.Model, trains bool) ([]float32, error) {
+func (j *Job) SyncState(m *model.Model, trains bool) ([]float32, error) {
 	n := m.Arch.NumState()
 	if n == 0 {
 		return nil, nil
@@ -39,8 +39,8 @@ func (j *job) syncState(m *model.Model, trains bool) ([]float32, error) {
 	st = st[:n]
 	upload := func() error { return j.Backend.Upload(m.State, st) }
 	var err error
-	if j.lw != nil { // the allreduce strategy's model, whose statistics LastWord reads
-		err = j.lw.changeState(upload)
+	if j.LW != nil { // the allreduce strategy's model, whose statistics LastWord reads
+		err = j.LW.changeState(upload)
 	} else {
 		err = upload()
 	}

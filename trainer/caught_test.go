@@ -8,10 +8,10 @@ import (
 
 func TestCaught(t *testing.T) {
 	want := errors.New("plain")
-	if err := caught(func() error { return want }); err != want {
+	if err := Caught(func() error { return want }); err != want {
 		t.Errorf("error %v, want %v", err, want)
 	}
-	err := caught(func() error { var m map[int]int; m[1] = 2; return nil })
+	err := Caught(func() error { var m map[int]int; m[1] = 2; return nil })
 	if err == nil || !strings.Contains(err.Error(), "panic on a communication goroutine: assignment to entry in nil map") || !strings.Contains(err.Error(), "caught_test.go") {
 		t.Errorf("panic came back as %v", err)
 	}

@@ -57,18 +57,18 @@ func checkpointHash(c Config) uint64 {
 
 // boundary runs at the step boundary before next: the stop vote, then the
 // checkpoint when one is due or the job stops. It returns whether to stop.
-func (j *job) boundary(s Strategy, next Position) (bool, error) {
-	if j.lw != nil {
-		if err := j.lw.boundary(next); err != nil {
+func (j *Job) boundary(s Strategy, next Position) (bool, error) {
+	if j.LW != nil {
+		if err := j.LW.boundary(next); err != nil {
 			return false, err
 		}
 	}
 	stop := false
 	if j.Stop != nil {
 		collectives.EnterOp(j.Comm, "stop vote")
-		sp := j.tr.Begin("stop-vote").Cat(trace.Wait)
+		sp := j.Trace.Begin("stop-vote").Cat(trace.Wait)
 		var err error
-		if vote := s.hooks().voteStop; vote != nil {
+		if vote := s.Hooks().VoteStop; vote != nil {
 			stop, err = vote(j.Stop())
 		} else {
 			stop, err = voteAll(j.Comm, j.Stop())
@@ -79,7 +79,7 @@ func (j *job) boundary(s Strategy, next Position) (bool, error) {
 		}
 	}
 	if ck := j.Checkpoint; ck.Due(next) || stop && ck.Enabled() {
-		sp := j.tr.Begin("checkpoint").Cat(trace.IO)
+		sp := j.Trace.Begin("checkpoint").Cat(trace.IO)
 		err := j.writeCheckpoint(s, next)
 		sp.Err(err).End()
 		if err != nil {
@@ -105,21 +105,21 @@ func voteAll(c collectives.Comm, local bool) (bool, error) {
 }
 
 // writeCheckpoint saves the state at the boundary before next.
-func (j *job) writeCheckpoint(s Strategy, next Position) error {
-	h := s.hooks()
-	if h.saveState == nil {
+func (j *Job) writeCheckpoint(s Strategy, next Position) error {
+	h := s.Hooks()
+	if h.SaveState == nil {
 		return fmt.Errorf("checkpoints: %T cannot write them", s)
 	}
 	t0 := time.Now()
 	j.lastCheckpointSteps = next.Steps
-	c, err := h.saveState()
+	c, err := h.SaveState()
 	if err != nil {
 		return err
 	}
 	// A network's batch-norm statistics: every rank that trains takes
 	// part (hooks.modelState), the reporting rank keeps them.
-	if h.modelState != nil {
-		st, err := h.modelState()
+	if h.ModelState != nil {
+		st, err := h.ModelState()
 		if err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
@@ -153,7 +153,7 @@ func (j *job) writeCheckpoint(s Strategy, next Position) error {
 // to a device, another program's) is not counted and is left alone, said
 // once: pruning by names alone once kept a bogus newest name and deleted
 // every good checkpoint (issue 29).
-func (j *job) prune() {
+func (j *Job) prune() {
 	keep := j.Checkpoint.Keep
 	if keep <= 0 {
 		keep = DefaultKeep
@@ -176,7 +176,7 @@ func (j *job) prune() {
 
 // markValid records a checkpoint this job has just written (valid without
 // reading it back); its size bounds what validCheckpoint reads.
-func (j *job) markValid(path string, size int) {
+func (j *Job) markValid(path string, size int) {
 	if fi, err := os.Stat(path); err == nil {
 		j.remember(path, fi, true)
 	}
@@ -184,7 +184,7 @@ func (j *job) markValid(path string, size int) {
 }
 
 // remember records what prune knows of the file at path as fi shows it.
-func (j *job) remember(path string, fi os.FileInfo, valid bool) {
+func (j *Job) remember(path string, fi os.FileInfo, valid bool) {
 	if j.ckptSeen == nil {
 		j.ckptSeen = map[string]ckptSeen{}
 	}
@@ -194,7 +194,7 @@ func (j *job) remember(path string, fi os.FileInfo, valid bool) {
 // validCheckpoint reports whether path reads and decodes as a checkpoint
 // (a regular file of at most 4× the largest this job wrote and 16 MiB
 // more), once per file and version.
-func (j *job) validCheckpoint(path string) bool {
+func (j *Job) validCheckpoint(path string) bool {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false
@@ -219,7 +219,7 @@ func (j *job) validCheckpoint(path string) bool {
 // the folder (atomicfile's .ckpt-s….npz.tmp-* files), saying so when there
 // were any. Only the reporting rank writes checkpoints, one at a time, so
 // no write of this job is under way when it runs.
-func (j *job) removeLeftovers() {
+func (j *Job) removeLeftovers() {
 	removed, err := atomicfile.RemoveLeftovers(j.Checkpoint.Dir, ckpt.IsName)
 	if err == nil && len(removed) > 0 {
 		j.printf("removed %d temporary file(s) of interrupted checkpoint writes from %s (%s)\n", len(removed), j.Checkpoint.Dir, strings.Join(removed, ", "))
@@ -232,17 +232,17 @@ func ListCheckpoints(dir string) ([]string, error) { return ckpt.List(dir) }
 // checkpointMeta describes this job at position pos, from what the
 // strategy's saveState said of it (from: the model's Arch, Downpour's
 // Pushes).
-func (j *job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
-	cfg := j.cfg
+func (j *Job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
+	cfg := j.Cfg
 	m := checkpointMeta{
 		Format: ckpt.Format, Version: ckpt.Version, ConfigHash: fmt.Sprintf("%016x", checkpointHash(cfg)),
 		Model: cfg.Model.String(), Arch: from.Arch, Optimizer: cfg.Opt.Kind.String(), Sync: cfg.Sync.String(),
-		Ranks: j.Comm.Size(), Workers: j.sched.ranks, Position: pos, Pushes: from.Pushes,
+		Ranks: j.Comm.Size(), Workers: j.Sched.Ranks, Position: pos, Pushes: from.Pushes,
 	}
 	if len(pos.Reshard) > 0 {
 		m.Version = ckpt.ReshardVersion
 	}
-	unitOf(cfg.Sync).checkpointMeta(j, &m)
+	UnitOf(cfg.Sync).CheckpointMeta(j, &m)
 	if !model.IdentityLabels(j.labels) {
 		m.ClassLabels = j.labels
 	}
@@ -250,8 +250,8 @@ func (j *job) checkpointMeta(from checkpointMeta, pos Position) checkpointMeta {
 }
 
 // compatible says why checkpoint c cannot resume this job ("" if it can).
-func (j *job) compatible(c *checkpoint, arch model.Arch) string {
-	m, cfg := &c.Meta, j.cfg
+func (j *Job) compatible(c *checkpoint, arch model.Arch) string {
+	m, cfg := &c.Meta, j.Cfg
 	switch {
 	case m.Sync != cfg.Sync.String():
 		return fmt.Sprintf("it was written by a job with Config.Sync %s, this one has %v", m.Sync, cfg.Sync)
@@ -261,17 +261,17 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 		return fmt.Sprintf("its classes stand for labels %v, this job's data's for %v", m.ClassLabels, j.labels)
 	case m.Optimizer != cfg.Opt.Kind.String():
 		return fmt.Sprintf("it holds %s optimizer state, this job uses %v", m.Optimizer, cfg.Opt.Kind)
-	case m.Ranks != j.Comm.Size() && !unitOf(cfg.Sync).reshards(cfg):
+	case m.Ranks != j.Comm.Size() && !UnitOf(cfg.Sync).Reshards(cfg):
 		return fmt.Sprintf("it was written by a job of %d ranks, this one has %d (under --sync %v the data shards and the global batch depend on it; --sync allreduce and dpsgd, and ps under bsp, resume on another number of ranks)", m.Ranks, j.Comm.Size(), cfg.Sync)
-	case m.Workers < 1 || m.Workers > j.sched.n:
-		return fmt.Sprintf("it names %d training ranks for %d samples", m.Workers, j.sched.n)
-	case m.Workers != j.sched.ranks && j.trainSrc == nil:
-		return fmt.Sprintf("it was written by %d training ranks, this job has %d: only dense data is dealt to another number of them", m.Workers, j.sched.ranks)
+	case m.Workers < 1 || m.Workers > j.Sched.N:
+		return fmt.Sprintf("it names %d training ranks for %d samples", m.Workers, j.Sched.N)
+	case m.Workers != j.Sched.Ranks && j.trainSrc == nil:
+		return fmt.Sprintf("it was written by %d training ranks, this job has %d: only dense data is dealt to another number of them", m.Workers, j.Sched.Ranks)
 	}
-	if why := unitOf(cfg.Sync).compatible(j, c); why != "" {
+	if why := UnitOf(cfg.Sync).Compatible(j, c); why != "" {
 		return why
 	}
-	if err := checkSegments(m.Reshard, j.sched.n); err != nil {
+	if err := checkSegments(m.Reshard, j.Sched.N); err != nil {
 		return err.Error()
 	}
 	// Under ps the number of servers may differ (the unit said whether),
@@ -295,18 +295,18 @@ func (j *job) compatible(c *checkpoint, arch model.Arch) string {
 
 // batchOf is the batch per rank a job of workers training ranks ran at:
 // --batch (times --accumulate), capped at the largest shard (newSchedule).
-func (j *job) batchOf(workers int) int {
-	return newSchedule(j.sched.n, workers, stepBatch(j.askedBatch, j.cfg.Accumulate)).batch
+func (j *Job) batchOf(workers int) int {
+	return newSchedule(j.Sched.N, workers, stepBatch(j.askedBatch, j.Cfg.Accumulate)).Batch
 }
 
 // stepsOf is the steps of the epoch checkpoint m is in, as the job that
 // wrote it ran them (its ranks, its batch, and how the epoch was begun).
-func (j *job) stepsOf(m *checkpointMeta) int {
+func (j *Job) stepsOf(m *checkpointMeta) int {
 	b := j.batchOf(m.Workers)
 	if len(m.Reshard) == 0 {
-		return newSchedule(j.sched.n, m.Workers, b).stepsPerEpoch()
+		return newSchedule(j.Sched.N, m.Workers, b).StepsPerEpoch()
 	}
-	return partSteps(epochParts(j.sched.n, j.cfg.Seed, m.Epoch, j.cfg.Shuffle, m.Reshard, m.Workers), b)
+	return partSteps(epochParts(j.Sched.N, j.Cfg.Seed, m.Epoch, j.Cfg.Shuffle, m.Reshard, m.Workers), b)
 }
 
 // sameLabels reports whether two class-label mappings are the same (nil
@@ -319,7 +319,7 @@ func sameLabels(a, b []int64) bool {
 }
 
 // readCheckpoint reads and checks one file.
-func (j *job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) {
+func (j *Job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) {
 	// No checkpoint of this model holds more than its weights, optimizer
 	// state (at most two vectors as large) and a filter residue per rank,
 	// plus small metadata: a larger file (or a device, a FIFO) is refused
@@ -342,7 +342,7 @@ func (j *job) readCheckpoint(path string, arch model.Arch) (*checkpoint, error) 
 // pickCheckpoint finds what to resume from (on rank 0): the file named, or
 // the newest valid one in the folder, telling on Out which it skipped and
 // why. It returns nil (start fresh) when the folder holds no checkpoint.
-func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
+func (j *Job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 	ck := j.Checkpoint
 	say := func(format string, args ...any) {
 		if j.Out != nil {
@@ -394,7 +394,7 @@ func (j *job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 
 // loadResume reads the checkpoint on rank 0 and hands it to every rank:
 // nil when the job starts fresh. params is the model's length.
-func (j *job) loadResume(arch model.Arch) (*resumed, error) {
+func (j *Job) loadResume(arch model.Arch) (*Resumed, error) {
 	if !j.Checkpoint.Resuming() {
 		return nil, nil
 	}
@@ -416,11 +416,11 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			head[0] = headRefused
 		case ck != nil:
 			start = ck.Meta.Position
-			if ck.Meta.Workers != j.sched.ranks {
+			if ck.Meta.Workers != j.Sched.Ranks {
 				start = resharded(start, ck.Meta.Workers, j.batchOf(ck.Meta.Workers))
 				if j.Out != nil && len(start.Reshard) > 0 {
 					fmt.Fprintf(j.Out, "resume: %s was written by %d training ranks at step %d of epoch %d: the rest of the epoch goes to these %d\n",
-						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.sched.ranks)
+						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.Sched.Ranks)
 				}
 			}
 			head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.Opt)), uint64(len(ck.Buffers)), uint64(len(start.Reshard))}
@@ -439,7 +439,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 		return nil, nil
 	}
 	p := arch.NumParams()
-	r := &resumed{Position: Position{Epoch: int(head[1]), Step: int(head[2]), Steps: int(head[3])}}
+	r := &Resumed{Position: Position{Epoch: int(head[1]), Step: int(head[2]), Steps: int(head[3])}}
 	if n := int(head[6]); n > 0 {
 		segs := make([]uint64, 3*n)
 		for i, sg := range start.Reshard {
@@ -478,7 +478,7 @@ func (j *job) loadResume(arch model.Arch) (*resumed, error) {
 			return nil, fmt.Errorf("resuming: batch-norm statistics: %w", err)
 		}
 	}
-	if err := unitOf(j.cfg.Sync).resume(j, ck, r); err != nil {
+	if err := UnitOf(j.Cfg.Sync).Resume(j, ck, r); err != nil {
 		return nil, err
 	}
 	if c.Rank() == 0 && j.Out != nil {
@@ -520,7 +520,7 @@ func (t *Trainer) checkCheckpointing(cfg Config) error {
 			return bad("Checkpoint", "resuming from the newest checkpoint needs a checkpoint folder")
 		}
 		if ck.Enabled() || ck.Resuming() {
-			if err := unitOf(cfg.Sync).checkCheckpointing(cfg, ck); err != nil {
+			if err := UnitOf(cfg.Sync).CheckCheckpointing(cfg, ck); err != nil {
 				return err
 			}
 		}

@@ -27,9 +27,9 @@ func clipScale(n float64, maxNorm float32) float32 {
 	return float32(c)
 }
 
-// clipGrad clips the gradient g on backend b to maxNorm and returns its
+// ClipGrad clips the gradient g on backend b to maxNorm and returns its
 // norm before.
-func clipGrad(b kernels.Backend, g kernels.Buffer, maxNorm float32) (float64, error) {
+func ClipGrad(b kernels.Backend, g kernels.Buffer, maxNorm float32) (float64, error) {
 	n2, err := b.Dot(g, g)
 	if err != nil {
 		return 0, err
@@ -41,9 +41,9 @@ func clipGrad(b kernels.Backend, g kernels.Buffer, maxNorm float32) (float64, er
 	return n, nil
 }
 
-// clipHost clips g in host memory, whose mean-gradient norm is ‖g‖·per,
+// ClipHost clips g in host memory, whose mean-gradient norm is ‖g‖·per,
 // to maxNorm.
-func clipHost(g []float32, per float64, maxNorm float32) {
+func ClipHost(g []float32, per float64, maxNorm float32) {
 	var n2 float64
 	for _, v := range g {
 		n2 += float64(v) * float64(v)

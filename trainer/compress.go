@@ -42,8 +42,8 @@ type gradWire struct {
 }
 
 // newGradWire resolves c.Compress ("auto" by measuring: collective).
-func newGradWire(j *job, ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
-	c := j.cfg
+func newGradWire(j *Job, ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
+	c := j.Cfg
 	g := &gradWire{}
 	var err error
 	if !c.Compresses() || j.Comm.Size() == 1 {
@@ -95,7 +95,7 @@ func (g *gradWire) feed(grads []float32, lo int, scale float32) {
 // sequence, by Exchange. With --compress the bucket travels in 16 bits,
 // the stats slots (in bucket 0) in 32, after error feedback.
 func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
-	tr := s.j.tr
+	tr := s.j.Trace
 	if s.ov != nil {
 		tr = s.ovTr
 	}
@@ -117,7 +117,7 @@ func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
 // turns (5 each after one of each to warm up) and returns fp16 if its
 // median was at least 10% below float32's. Every rank gets the same times
 // (the mean over ranks) and so the same answer.
-func compressAuto(j *job, ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
+func compressAuto(j *Job, ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
 	n := 0
 	for _, b := range plan {
 		n = max(n, b.hi-b.lo)
@@ -166,5 +166,5 @@ func (g *gradWire) gatherResidues(c collectives.Comm) ([][]float32, error) {
 	if c.Rank() == 0 {
 		mine = slices.Clone(mine) // the checkpoint's copy: training goes on
 	}
-	return gatherAtZero(c, mine, tagResidue, "error-feedback residue")
+	return GatherAtZero(c, mine, tagResidue, "error-feedback residue")
 }

@@ -18,7 +18,7 @@ import (
 // run the same kernels: rank 0 broadcasts [measured, choice…] whenever the
 // network has a convolution, whatever its own backend (so no rank waits
 // for a broadcast another skips).
-func (j *job) newModel(arch model.Arch, rows int) (*model.Model, error) {
+func (j *Job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 	convs := arch.ConvLayers()
 	if len(convs) == 0 {
 		return model.New(arch, j.Backend, rows)
@@ -56,11 +56,11 @@ func (j *job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 // models (one each way, held at once before the job's own) would not fit
 // in half the memory left: then the library runs every convolution,
 // unmeasured (said in one line), and the choice is nil.
-func (j *job) chooseConvs(arch model.Arch, rows int) (model.ConvChoice, []model.ConvTiming, error) {
+func (j *Job) chooseConvs(arch model.Arch, rows int) (model.ConvChoice, []model.ConvTiming, error) {
 	if !kernels.OnTrial(j.Backend) {
 		return nil, nil, nil
 	}
-	need := 2 * modelBytes(arch, j.cfg.Opt.Kind, rows, false)
+	need := 2 * modelBytes(arch, j.Cfg.Opt.Kind, rows, false)
 	if avail, ok := AvailableMemory(); ok && need > float64(avail)/2 {
 		j.printf("convolutions (--kernels auto): not measured (the trial models need %s, %s available): the library runs every one\n", config.GB(need), config.GB(float64(avail)))
 		return nil, nil, nil

@@ -34,14 +34,14 @@ var gossipTest struct {
 // of its own (a localModel): decentralized, and its checkpoints hold every
 // rank's own model and optimizer state (localModel.saveState), handed back
 // to each rank on resuming.
-type ownModelUnit struct{ baseUnit }
+type ownModelUnit struct{ BaseUnit }
 
 func (ownModelUnit) Decentralized() bool { return true }
 
-// compatible: one state per rank (the optimizer state is in them), or,
+// Compatible: one state per rank (the optimizer state is in them), or,
 // where the strategy resumes on another number of ranks (dpsgd), one per
 // rank of the job that wrote it.
-func (ownModelUnit) compatible(j *job, c *checkpoint) string {
+func (ownModelUnit) Compatible(j *Job, c *checkpoint) string {
 	if c.Meta.RankStates != j.Comm.Size() && c.Meta.RankStates != c.Meta.Ranks {
 		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
 	}
@@ -53,7 +53,7 @@ func (ownModelUnit) compatible(j *job, c *checkpoint) string {
 	return ""
 }
 
-func (ownModelUnit) resume(j *job, ck *checkpoint, r *resumed) error {
+func (ownModelUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
 	return takeRankState(r, j.Comm, ck)
 }
 
@@ -63,7 +63,7 @@ func (ownModelUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 // its local state (momentum, Adagrad accumulators: each rank keeps its
 // own, as in Lian et al.'s implementations).
 type localModel struct {
-	j     *job
+	j     *Job
 	m     *model.Model
 	opt   *model.Optimizer
 	train *data.Dense // this rank's training shard, or a re-dealt epoch's part (setTrain)
@@ -78,8 +78,8 @@ type localModel struct {
 	avg    []float32 // the consensus model x̄ of the last average
 }
 
-func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
-	opt, err := model.NewArchOptimizer(j.cfg.Opt, j.Backend, m.Arch)
+func newLocalModel(j *Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
+	opt, err := model.NewArchOptimizer(j.Cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func newLocalModel(j *job, m *model.Model, train, test *data.Dense, params []flo
 			return nil, err
 		}
 	}
-	if own := ownState(j.resume); own != nil {
+	if own := ownState(j.Resume); own != nil {
 		if err := l.restore(own); err != nil {
 			l.free()
 			return nil, err
@@ -112,8 +112,8 @@ func (l *localModel) free() { l.opt.Free() }
 // setTrain: see hooks.setTrain.
 // hooks are the parts every decentralized strategy has from its local
 // model: checkpoints, the model's state, a re-dealt epoch's rows.
-func (l *localModel) hooks() hooks {
-	return hooks{saveState: l.saveState, modelState: l.modelState, setTrain: l.setTrain}
+func (l *localModel) hooks() Hooks {
+	return Hooks{SaveState: l.saveState, ModelState: l.modelState, SetTrain: l.setTrain}
 }
 
 func (l *localModel) setTrain(t *data.Dense) {
@@ -124,7 +124,7 @@ func (l *localModel) setTrain(t *data.Dense) {
 }
 
 // modelState: the ranks' averaged batch-norm statistics (collective).
-func (l *localModel) modelState() ([]float32, error) { return l.j.syncState(l.m, true) }
+func (l *localModel) modelState() ([]float32, error) { return l.j.SyncState(l.m, true) }
 
 // restore sets this rank's model and optimizer state from a checkpoint's
 // entry for it (the model, then the optimizer state).
@@ -147,9 +147,9 @@ func (l *localModel) restore(own []float32) error {
 
 // describe is the start of a decentralized strategy's Describe line.
 func (l *localModel) describe() string {
-	cfg, a := l.j.cfg, l.m.Arch
+	cfg, a := l.j.Cfg, l.m.Arch
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s",
-		cfg.Model, a.Describe(), l.j.sched.n, l.j.sched.ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
+		cfg.Model, a.Describe(), l.j.Sched.N, l.j.Sched.Ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
 }
 
 // Scope: each rank reports its own batches.
@@ -158,8 +158,8 @@ func (l *localModel) Scope() Scope { return ScopeWorker }
 // loadBatch uploads the step's batch.
 func (l *localModel) loadBatch(idx []int) error {
 	l.n = len(idx)
-	l.j.loaded(-1, l.train, idx, -1)
-	sp := l.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	l.j.Loaded(-1, l.train, idx, -1)
+	sp := l.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	_, err := l.m.LoadBatch(l.train, idx)
 	sp.Err(err).End()
 	return err
@@ -204,7 +204,7 @@ func (l *localModel) stepStats(n int) (StepStats, error) {
 // optimizer's own rule otherwise.
 func (l *localModel) update() error {
 	b, m := l.j.Backend, l.m
-	sp := l.j.tr.Begin("update").Cat(trace.Update)
+	sp := l.j.Trace.Begin("update").Cat(trace.Update)
 	defer sp.End()
 	if gossipTest.frozen {
 		return nil
@@ -214,8 +214,8 @@ func (l *localModel) update() error {
 			return err
 		}
 	}
-	if c := l.j.cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
-		if _, err := clipGrad(b, m.GradView(), c); err != nil {
+	if c := l.j.Cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
+		if _, err := ClipGrad(b, m.GradView(), c); err != nil {
 			return err
 		}
 	}
@@ -232,7 +232,7 @@ func (l *localModel) update() error {
 // the consensus distance mean_i ‖x_i − x̄‖ / ‖x̄‖.
 func (l *localModel) consensus() (float64, error) {
 	c := l.j.Comm
-	sp := l.j.tr.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.x))
+	sp := l.j.Trace.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.x))
 	defer sp.End()
 	if err := l.averageInto(l.avg); err != nil {
 		return 0, err
@@ -272,7 +272,7 @@ func (l *localModel) endEpoch(st *EpochStats, commSec, stepSec, wallSec float64,
 // averageInto sets dst to the average of every rank's x (a collective).
 func (l *localModel) averageInto(dst []float32) error {
 	copy(dst, l.x)
-	if err := collectives.Allreduce(l.j.Comm, dst, collectives.Avg, l.j.cfg.Allreduce); err != nil {
+	if err := collectives.Allreduce(l.j.Comm, dst, collectives.Avg, l.j.Cfg.Allreduce); err != nil {
 		return fmt.Errorf("averaging the ranks' models: %w", err)
 	}
 	return nil
@@ -282,7 +282,7 @@ func (l *localModel) averageInto(dst []float32) error {
 // every rank's test shard (collective), leaving x as it was.
 func (l *localModel) evaluate() (EvalResult, error) {
 	b, m := l.j.Backend, l.m
-	if _, err := l.j.syncState(m, true); err != nil {
+	if _, err := l.j.SyncState(m, true); err != nil {
 		return EvalResult{}, err
 	}
 	if l.shared {
@@ -291,7 +291,7 @@ func (l *localModel) evaluate() (EvalResult, error) {
 	if err := b.Upload(m.Params, l.avg); err != nil {
 		return EvalResult{}, err
 	}
-	acc, err := evaluateShard(l.j.Comm, m, l.test)
+	acc, err := EvaluateShard(l.j.Comm, m, l.test)
 	if l.shared {
 		copy(l.x, l.keep)
 	} else if err == nil {
@@ -311,19 +311,19 @@ type gossipStrategy interface {
 // runDecentralized trains with the decentralized strategy newStrategy
 // builds (dpsgd, adpsgd), then averages the ranks' models: the consensus
 // model is the result on every rank (evaluated, and saved by rank 0).
-func runDecentralized(j *job, d denseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
+func runDecentralized(j *Job, d DenseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
 	start := time.Now()
-	res := &Result{Arch: d.m.Arch, TestAcc: math.NaN()}
+	res := &Result{Arch: d.M.Arch, TestAcc: math.NaN()}
 	s, err := newStrategy()
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	pos := startPosition
-	if j.resume != nil {
-		pos = j.resume.Position
+	pos := StartPosition
+	if j.Resume != nil {
+		pos = j.Resume.Position
 	}
-	_, samples, err := j.loop(s, pos, res)
+	_, samples, err := j.Loop(s, pos, res)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ func runDecentralized(j *job, d denseSetup, newStrategy func() (gossipStrategy, 
 		}
 	}
 	res.Params = append([]float32(nil), l.avg...)
-	if res.ModelState, err = j.syncState(d.m, true); err != nil {
+	if res.ModelState, err = j.SyncState(d.M, true); err != nil {
 		return nil, err
 	}
 	tot := []float32{float32(samples)}
@@ -350,7 +350,7 @@ func runDecentralized(j *job, d denseSetup, newStrategy func() (gossipStrategy, 
 	}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = float64(tot[0]) / res.WallSec
-	return j.finishRun(res) // ErrInterrupted after a stop (checkpoint.go)
+	return j.FinishRun(res) // ErrInterrupted after a stop (checkpoint.go)
 }
 
 // takeRankState hands each rank its own state from the checkpoint rank 0
@@ -358,7 +358,7 @@ func runDecentralized(j *job, d denseSetup, newStrategy func() (gossipStrategy, 
 // another number of ranks (dpsgd, reshard.go) gives every rank the same
 // state: the consensus model (the checkpoint's weights, the ranks'
 // average) and the ranks' optimizer states averaged (consensusState).
-func takeRankState(r *resumed, c collectives.Comm, ck *checkpoint) error {
+func takeRankState(r *Resumed, c collectives.Comm, ck *checkpoint) error {
 	if c.Rank() == 0 {
 		states := ck.RankStates
 		if len(states) != c.Size() {
@@ -377,7 +377,7 @@ func takeRankState(r *resumed, c collectives.Comm, ck *checkpoint) error {
 				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
 			}
 		}
-		r.own = states[0]
+		r.Own = states[0]
 		return nil
 	}
 	n, _, _, err := c.RecvBytes(0, tagRankState)
@@ -387,8 +387,8 @@ func takeRankState(r *resumed, c collectives.Comm, ck *checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
 	}
-	r.own = make([]float32, binary.LittleEndian.Uint64(n))
-	if err := collectives.Recv(c, r.own, 0, tagRankState); err != nil {
+	r.Own = make([]float32, binary.LittleEndian.Uint64(n))
+	if err := collectives.Recv(c, r.Own, 0, tagRankState); err != nil {
 		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
 	}
 	return nil
@@ -410,7 +410,7 @@ func (s *localModel) saveState() (*checkpoint, error) {
 	if err := s.averageInto(avg); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	states, err := gatherAtZero(c, mine, tagRankState, "model")
+	states, err := GatherAtZero(c, mine, tagRankState, "model")
 	if err != nil || c.Rank() != 0 {
 		return nil, err
 	}
@@ -440,12 +440,12 @@ func consensusState(params []float32, states [][]float32) []float32 {
 }
 
 // ownState is this rank's own state to resume from, or nil.
-func ownState(r *resumed) []float32 {
+func ownState(r *Resumed) []float32 {
 	if r == nil {
 		return nil
 	}
-	return r.own
+	return r.Own
 }
 
-// setStep: the rate and count of the step about to run (schedule.go).
-func (l *localModel) setStep(lr float32, t int) { l.opt.Config.LR, l.opt.Config.Step = lr, t }
+// SetStep: the rate and count of the step about to run (schedule.go).
+func (l *localModel) SetStep(lr float32, t int) { l.opt.Config.LR, l.opt.Config.Step = lr, t }

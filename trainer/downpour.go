@@ -73,14 +73,14 @@ func validateDownpour(c Config) error {
 		return bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.PushPeriod(), p.FetchPeriod())
 	case p.Consistency == ps.BSP && p.FetchPeriod() != p.PushPeriod():
 		return bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.PushPeriod(), p.FetchPeriod())
-	case p.PushPeriod() > 1 && !newLRPlan(c, 1).constantInTime():
+	case p.PushPeriod() > 1 && !NewLRPlan(c, 1).constantInTime():
 		return bad("PS.PushEvery", "%d with a learning-rate schedule or warm-up (Config.LRSchedule %q, Config.WarmupEpochs %v): the servers pick a push's rate by its clock, which counts pushes, not steps", p.PushPeriod(), c.LRSchedule, c.WarmupEpochs)
 	}
 	return nil
 }
 
 // constantInTime: every step has the same rate (LRScaleRanks may scale it).
-func (p lrPlan) constantInTime() bool { return p.sched.Kind == "constant" && p.warmup == 0 }
+func (p LRPlan) constantInTime() bool { return p.Sched.Kind == "constant" && p.Warmup == 0 }
 
 // downpour is a dense worker's state under --fetch-every/--push-every.
 type downpour struct {
@@ -101,9 +101,9 @@ func newDownpour(p PSConfig, n int, lr float32) *downpour {
 	return &downpour{fetchEvery: p.FetchPeriod(), pushEvery: p.PushPeriod(), fetch: true, acc: make([]float32, n), lr: lr}
 }
 
-// setStep: the rate of the step about to run (Strategy's setStep); under
+// SetStep: the rate of the step about to run (Strategy's SetStep); under
 // Downpour the worker's local step uses it.
-func (d *denseWorker) setStep(lr float32, _ int) {
+func (d *denseWorker) SetStep(lr float32, _ int) {
 	if d.dp != nil {
 		d.dp.lr = lr
 	}

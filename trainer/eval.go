@@ -41,26 +41,26 @@ func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, st model.S
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return sumScores(c, s)
+	return SumScores(c, s)
 }
 
-// evaluateShard scores m's weights on this rank's test shard and returns
+// EvaluateShard scores m's weights on this rank's test shard and returns
 // the result over every rank of c.
-func evaluateShard(c collectives.Comm, m *model.Model, shard *data.Dense) (EvalResult, error) {
+func EvaluateShard(c collectives.Comm, m *model.Model, shard *data.Dense) (EvalResult, error) {
 	s, err := m.Score(shard)
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return sumScores(c, s)
+	return SumScores(c, s)
 }
 
-// notEvaluated is the result of a rank that does not evaluate (a ps
+// NotEvaluated is the result of a rank that does not evaluate (a ps
 // worker other than the reporting one).
-var notEvaluated = EvalResult{Accuracy: math.NaN(), Loss: math.NaN()}
+var NotEvaluated = EvalResult{Accuracy: math.NaN(), Loss: math.NaN()}
 
-// sumScores adds the scores of every rank of c (nil: this rank alone) and
+// SumScores adds the scores of every rank of c (nil: this rank alone) and
 // turns them into an EvalResult.
-func sumScores(c collectives.Comm, s model.Score) (EvalResult, error) {
+func SumScores(c collectives.Comm, s model.Score) (EvalResult, error) {
 	tot := []float32{float32(s.Correct), float32(s.LossSum), float32(s.N)}
 	if c != nil {
 		if err := collectives.Allreduce(c, tot, collectives.Sum, collectives.Tree); err != nil {

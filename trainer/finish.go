@@ -8,9 +8,9 @@ import (
 
 // How a run ends: the final checkpoint of a stop, --save, the done line.
 
-// finishRun ends a run: finish (save, summary), then ErrInterrupted when
+// FinishRun ends a run: finish (save, summary), then ErrInterrupted when
 // Stop ended it early.
-func (j *job) finishRun(res *Result) (*Result, error) {
+func (j *Job) FinishRun(res *Result) (*Result, error) {
 	if err := j.finish(res); err != nil {
 		return nil, err
 	}
@@ -26,13 +26,13 @@ func (j *job) finishRun(res *Result) (*Result, error) {
 }
 
 // finish saves the weights (reporting rank) and prints the summary.
-func (j *job) finish(res *Result) error {
-	cfg := j.cfg
+func (j *Job) finish(res *Result) error {
+	cfg := j.Cfg
 	skipped := ""
 	if j.interrupted && cfg.Save != "" {
 		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
 	}
-	if j.reports() && cfg.Save != "" {
+	if j.Reports() && cfg.Save != "" {
 		if err := model.SaveNPZModel(cfg.Save, res.Arch, res.Params, res.ModelState, j.labels); err != nil {
 			return err
 		}

@@ -19,8 +19,8 @@ func TestStrategyHooks(t *testing.T) {
 		{&denseWorker{}, parts{save: true, buffers: true, vote: true, bytes: true, reshard: true}},
 		{&sparseWorker{}, parts{save: true, vote: true, bytes: true}},
 	} {
-		h := c.s.hooks()
-		got := parts{h.saveState != nil, h.modelState != nil, h.voteStop != nil, h.pace != nil, h.sentBytes != nil, h.setTrain != nil}
+		h := c.s.Hooks()
+		got := parts{h.SaveState != nil, h.ModelState != nil, h.VoteStop != nil, h.Pace != nil, h.SentBytes != nil, h.SetTrain != nil}
 		if got != c.want {
 			t.Errorf("%T: hooks %+v, want %+v", c.s, got, c.want)
 		}

@@ -147,7 +147,7 @@ func (t *Trainer) check(cfg Config) error {
 	if err := cfg.ValidateWorld(t.Comm.Size()); err != nil {
 		return err
 	}
-	if t.Start != nil && !unitOf(cfg.Sync).takesTrainState() {
+	if t.Start != nil && !UnitOf(cfg.Sync).TakesTrainState() {
 		return bad("Sync", "%v cannot resume from a TrainState (its ranks do not all hold the same weights and optimizer state): use allreduce", cfg.Sync)
 	}
 	if err := t.checkCheckpointing(cfg); err != nil {
@@ -174,7 +174,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 		return nil, err
 	}
 	var shard *data.Dense // nil on a parameter server
-	if j.shardIdx >= 0 {
+	if j.ShardIdx >= 0 {
 		if shard, err = train.Subset(j.trainShard()); err != nil {
 			return nil, err
 		}
@@ -185,13 +185,13 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	// Buffers for at most a batch, and never more rows than a shard holds
 	// (a --batch far above the data size must not allocate for it).
-	rows := max(1, min(j.micro, max(j.sched.shard, testShard.Rows)))
+	rows := max(1, min(j.Micro, max(j.Sched.shard, testShard.Rows)))
 	m, err := j.newModel(arch, rows)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Free()
-	m.Tracer = j.tr
+	m.Tracer = j.Trace
 	m.UseGraph = t.CUDAGraph
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err
@@ -202,20 +202,20 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	if err := collectives.Broadcast(t.Comm, params, 0); err != nil {
 		return nil, fmt.Errorf("broadcasting initial weights: %w", err)
 	}
-	if j.resume, err = j.loadResume(arch); err != nil {
+	if j.Resume, err = j.loadResume(arch); err != nil {
 		return nil, err
 	}
-	if j.resume != nil {
-		copy(params, j.resume.Params)
+	if j.Resume != nil {
+		copy(params, j.Resume.Params)
 		// The batch norms' running statistics resume too (read by
 		// loadResume just above: uploading them before it did nothing).
-		if len(j.resume.Buffers) > 0 {
-			if err := t.Backend.Upload(m.State, j.resume.Buffers); err != nil {
+		if len(j.Resume.Buffers) > 0 {
+			if err := t.Backend.Upload(m.State, j.Resume.Buffers); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return unitOf(cfg.Sync).run(j, denseSetup{m: m, params: params, shard: shard, testShard: testShard, test: test, testRows: testRows})
+	return UnitOf(cfg.Sync).Run(j, DenseSetup{M: m, Params: params, Shard: shard, TestShard: testShard, Test: test, TestRows: testRows})
 }
 
 // runSparse sets sparse-logreg up and trains it through the strategy
@@ -235,19 +235,19 @@ func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, erro
 		return nil, err
 	}
 	var shard *data.Sparse
-	if j.shardIdx >= 0 {
+	if j.ShardIdx >= 0 {
 		if shard, err = train.Subset(j.trainShard()); err != nil {
 			return nil, err
 		}
 	}
 	params := make([]float32, arch.NumParams()) // logistic regression starts at zero
-	if j.resume, err = j.loadResume(arch); err != nil {
+	if j.Resume, err = j.loadResume(arch); err != nil {
 		return nil, err
 	}
-	if j.resume != nil {
-		copy(params, j.resume.Params)
+	if j.Resume != nil {
+		copy(params, j.Resume.Params)
 	}
-	return unitOf(cfg.Sync).runSparse(j, sparseSetup{arch: arch, params: params, train: train, shard: shard, test: test})
+	return UnitOf(cfg.Sync).RunSparse(j, SparseSetup{Arch: arch, Params: params, Train: train, Shard: shard, Test: test})
 }
 
 // CheckSameConfig all-gathers every rank's Config.Hash and fails on every
@@ -268,8 +268,8 @@ func CheckSameConfig(c collectives.Comm, cfg Config) error {
 // sample i of this rank's shard is sample shardIdx + i·ranks of the
 // training set (data.StridedShard), so every sample is transformed as on
 // any other number of ranks, and the epoch the loop is in (augEpoch).
-func (j *job) augment(m *model.Model, shape data.Shape) error {
-	a, err := data.ParseAugment(j.cfg.Augment)
+func (j *Job) augment(m *model.Model, shape data.Shape) error {
+	a, err := data.ParseAugment(j.Cfg.Augment)
 	if err != nil || !a.On() {
 		return err
 	}
@@ -280,7 +280,7 @@ func (j *job) augment(m *model.Model, shape data.Shape) error {
 	var img []float32
 	m.Augment = func(x []float32, idx []int) {
 		global = j.globalRows(idx, global[:0])
-		img = a.Apply(x, shape, global, j.cfg.Seed, j.augEpoch, img)
+		img = a.Apply(x, shape, global, j.Cfg.Seed, j.augEpoch, img)
 	}
 	return nil
 }
@@ -289,12 +289,12 @@ func (j *job) augment(m *model.Model, shape data.Shape) error {
 // dropout): a hash of the seed, the epoch the loop is in (augEpoch) and
 // the sample's index in the whole training set, so that every sample is
 // masked as on any other number of ranks, and as before a resume.
-func (j *job) dropoutKeys(m *model.Model) {
+func (j *Job) dropoutKeys(m *model.Model) {
 	var global []int
 	m.RowKeys = func(keys []uint32, idx []int) {
 		global = j.globalRows(idx, global[:0])
 		for r, g := range global {
-			keys[r] = kernels.DropoutRowKey(j.cfg.Seed, j.augEpoch, g)
+			keys[r] = kernels.DropoutRowKey(j.Cfg.Seed, j.augEpoch, g)
 		}
 	}
 }
@@ -302,13 +302,13 @@ func (j *job) dropoutKeys(m *model.Model) {
 // globalRows appends to dst the training set's rows of the batch idx
 // (indices into this rank's shard, or in a re-dealt epoch into its part,
 // reshard.go).
-func (j *job) globalRows(idx, dst []int) []int {
+func (j *Job) globalRows(idx, dst []int) []int {
 	for _, i := range idx {
 		if j.partRows != nil {
 			dst = append(dst, j.partRows[i])
 			continue
 		}
-		dst = append(dst, j.shardIdx+i*j.sched.ranks)
+		dst = append(dst, j.ShardIdx+i*j.Sched.Ranks)
 	}
 	return dst
 }
@@ -316,33 +316,33 @@ func (j *job) globalRows(idx, dst []int) []int {
 // newJob sets up the shard bookkeeping: the ranks that train (under ps,
 // the workers: ranks Servers..N-1) share the training set, and the ranks
 // that serve hold none of it.
-func (t *Trainer) newJob(cfg Config, nTrain int) (*job, error) {
+func (t *Trainer) newJob(cfg Config, nTrain int) (*Job, error) {
 	n, rank := t.Comm.Size(), t.Comm.Rank()
-	j := &job{Trainer: t, cfg: cfg, shardIdx: rank, tr: trace.OrNop(t.Tracer), lastCheckpointSteps: -1, askedBatch: cfg.Batch}
-	servers := unitOf(cfg.Sync).servers(cfg)
+	j := &Job{Trainer: t, Cfg: cfg, ShardIdx: rank, Trace: trace.OrNop(t.Tracer), lastCheckpointSteps: -1, askedBatch: cfg.Batch}
+	servers := UnitOf(cfg.Sync).Servers(cfg)
 	members := n - servers
-	j.shardIdx, j.reporter = rank-servers, servers
+	j.ShardIdx, j.Reporter = rank-servers, servers
 	if err := data.CheckShards(nTrain, members); err != nil {
 		return nil, fmt.Errorf("training set: %w", err)
 	}
-	j.sched = newSchedule(nTrain, members, stepBatch(cfg.Batch, cfg.Accumulate))
-	if plan := newLRPlan(cfg, members); !plan.constant() {
+	j.Sched = newSchedule(nTrain, members, stepBatch(cfg.Batch, cfg.Accumulate))
+	if plan := NewLRPlan(cfg, members); !plan.constant() {
 		j.lrs = &plan
 	}
 	// Every strategy computes with the batch the schedule keeps (at most
 	// the largest shard), so none can overflow on a huge --batch.
-	j.cfg.Batch = j.sched.batch
+	j.Cfg.Batch = j.Sched.Batch
 	// The model holds a micro-batch: --batch rows (at most the step's).
-	j.micro = min(cfg.Batch, j.sched.batch)
-	if j.shardIdx >= 0 {
-		j.sched.shard = data.ShardLen(nTrain, j.shardIdx, members)
+	j.Micro = min(cfg.Batch, j.Sched.Batch)
+	if j.ShardIdx >= 0 {
+		j.Sched.shard = data.ShardLen(nTrain, j.ShardIdx, members)
 	}
 	return j, nil
 }
 
 // trainShard is this rank's strided shard of the training set's rows.
-func (j *job) trainShard() []int {
-	return data.StridedShard(j.sched.n, j.shardIdx, j.sched.ranks)
+func (j *Job) trainShard() []int {
+	return data.StridedShard(j.Sched.N, j.ShardIdx, j.Sched.Ranks)
 }
 
 // classLabels is a source's class labels, where it keeps them (LIBSVM data
@@ -386,8 +386,8 @@ func checkClasses(d DataConfig, classes int, labels []int64) error {
 
 // sayClasses tells, for data whose classes are inferred from its labels
 // (idx, libsvm), how many there are and from what.
-func (j *job) sayClasses(classes int) {
-	if d := j.cfg.Data; d.Name == "idx" || d.Name == "libsvm" {
+func (j *Job) sayClasses(classes int) {
+	if d := j.Cfg.Data; d.Name == "idx" || d.Name == "libsvm" {
 		j.printf("classes: %d, from %s\n", classes, inferred(d, classes, j.labels))
 	}
 }

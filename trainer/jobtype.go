@@ -91,23 +91,23 @@ type Trainer struct {
 	FirstStep func(steps int)
 
 	lastWord   atomic.Pointer[lastWord]        // LastWord's copy (lastword.go)
-	serverWord atomic.Pointer[emergencyWriter] // a ps server's (lastword_ps.go)
+	serverWord atomic.Pointer[EmergencyWriter] // a ps server's (lastword_ps.go)
 }
 
-// job is what every rank knows about a run once it is set up: the
+// Job is what every rank knows about a run once it is set up: the
 // configuration, who it is, which shard it trains on and the schedule.
 // Strategies hold the rest (model, worker, buffers).
-type job struct {
+type Job struct {
 	*Trainer
-	cfg      Config
+	Cfg      Config
 	labels   []int64 // the training data's class labels (nil: class k is label k), saved with the weights
-	sched    schedule
-	epochLen int          // the running epoch's steps (the loop's; a re-dealt epoch has fewer)
-	tr       trace.Tracer // never nil
-	shardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
-	reporter int          // the rank that prints epoch lines and writes --metrics
+	Sched    Schedule
+	EpochLen int          // the running epoch's steps (the loop's; a re-dealt epoch has fewer)
+	Trace    trace.Tracer // never nil
+	ShardIdx int          // which training shard: the rank, or the worker's index under ps (-1: a server)
+	Reporter int          // the rank that prints epoch lines and writes --metrics
 
-	resume         *resumed // the state to start from (nil: fresh)
+	Resume         *Resumed // the state to start from (nil: fresh)
 	interrupted    bool     // the loop stopped on Stop
 	stoppedAt      Position // where it stopped
 	lastCheckpoint string   // the file last written (reporting rank)
@@ -125,33 +125,33 @@ type job struct {
 	trainSrc           data.DenseSource
 	partRows, partLens []int
 	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
-	// largest shard, and is the step's rows: Accumulate micro-batches);
-	// micro is a micro-batch's rows, what the model holds.
-	micro      int
+	// largest shard, and is the step's rows: Accumulate Micro-batches);
+	// Micro is a Micro-batch's rows, what the model holds.
+	Micro      int
 	askedBatch int
-	// lw keeps the state of the last step boundary for LastWord (nil:
+	// LW keeps the state of the last step boundary for LastWord (nil:
 	// not kept).
-	lw *lastWord
+	LW *lastWord
 	// stepped: FirstStep has been called.
 	stepped bool
 	// lrs is the learning-rate plan (schedule.go; nil: every step has
 	// Opt.LR), epochLR the rates of the epoch's steps so far.
-	lrs     *lrPlan
+	lrs     *LRPlan
 	epochLR []float32
 }
 
-func (j *job) reports() bool { return j.Comm.Rank() == j.reporter }
+func (j *Job) Reports() bool { return j.Comm.Rank() == j.Reporter }
 
 // warnf writes one warning line to Warnings.
-func (j *job) warnf(format string, args ...any) {
+func (j *Job) warnf(format string, args ...any) {
 	if j.Warnings != nil {
 		fmt.Fprintf(j.Warnings, "dml: rank %d: warning: "+format+"\n", append([]any{j.Comm.Rank()}, args...)...)
 	}
 }
 
 // printf prints on the reporting rank.
-func (j *job) printf(format string, args ...any) {
-	if j.reports() && j.Out != nil {
+func (j *Job) printf(format string, args ...any) {
+	if j.Reports() && j.Out != nil {
 		fmt.Fprintf(j.Out, format, args...)
 	}
 }
@@ -174,11 +174,11 @@ func stepBatch(batch, accumulate int) int {
 // exactly the shard): the schedule keeps that, so that no product of the
 // batch and the ranks can overflow however large --batch is (2^62 on 4
 // ranks divided by zero; MaxInt ran 0 steps).
-func newSchedule(n, ranks, batch int) schedule {
+func newSchedule(n, ranks, batch int) Schedule {
 	if n > 0 && ranks > 0 {
 		batch = min(batch, data.ShardLen(n, 0, ranks)) // shard 0 is the largest
 	}
-	return schedule{n: n, ranks: ranks, batch: max(batch, 1)}
+	return Schedule{N: n, Ranks: ranks, Batch: max(batch, 1)}
 }
 
 // ckptSeen is what prune knows of a file: its size and time when it was
@@ -189,18 +189,18 @@ type ckptSeen struct {
 	valid bool
 }
 
-// resumed is the state a job starts from, on this rank.
-type resumed struct {
+// Resumed is the state a job starts from, on this rank.
+type Resumed struct {
 	Position
 	// State: the weights, the optimizer's state, and a network's
 	// batch-norm running statistics (Buffers; nil: none).
 	model.State
-	// own is this rank's own model and optimizer state (dpsgd).
-	own []float32
-	// residues are this worker's filter residues, one per filter (nil
+	// Own is this rank's Own model and optimizer state (dpsgd).
+	Own []float32
+	// Residues are this worker's filter Residues, one per filter (nil
 	// entries for filters without one).
-	residues [][]float32
-	// clock is the ps workers' clock to resume at: Steps, or under
+	Residues [][]float32
+	// Clock is the ps workers' Clock to resume at: Steps, or under
 	// Downpour the checkpoint's Pushes.
-	clock int
+	Clock int
 }

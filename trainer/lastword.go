@@ -54,7 +54,7 @@ type Emergency = ckpt.Emergency
 
 // lastWord keeps what LastWord needs (see above).
 type lastWord struct {
-	j    *job
+	j    *Job
 	arch model.Arch
 	// The live buffers: weights, optimizer state (nil: none) and the
 	// model's own state (nil: none).
@@ -93,25 +93,25 @@ type snapshot struct {
 	pos Position
 }
 
-// emergencyWriter writes a rank's last word where the rank keeps no
+// EmergencyWriter writes a rank's last word where the rank keeps no
 // lastWord: a ps server's (lastword_ps.go).
-type emergencyWriter interface {
-	write(e Emergency) (string, int, error)
+type EmergencyWriter interface {
+	Write(e Emergency) (string, int, error)
 }
 
-// keepEmergencyWriter makes w this rank's last word.
-func (j *job) keepEmergencyWriter(w emergencyWriter) { j.Trainer.serverWord.Store(&w) }
+// KeepEmergencyWriter makes w this rank's last word.
+func (j *Job) KeepEmergencyWriter(w EmergencyWriter) { j.Trainer.serverWord.Store(&w) }
 
-// keepsLastWord: the job writes emergency checkpoints.
-func (j *job) keepsLastWord() bool {
+// KeepsLastWord: the job writes emergency checkpoints.
+func (j *Job) KeepsLastWord() bool {
 	return j.Checkpoint.Enabled() && j.Checkpoint.Emergency && j.Comm.Size() > 1
 }
 
-// keepLastWord makes this rank keep what Trainer.LastWord needs, when the
+// KeepLastWord makes this rank keep what Trainer.LastWord needs, when the
 // job writes checkpoints and asks for it. params, opt and state are the
 // live buffers (opt and state may be nil); start is where training starts.
-func (j *job) keepLastWord(arch model.Arch, params, opt, state kernels.Buffer, start Position) {
-	if !j.keepsLastWord() {
+func (j *Job) KeepLastWord(arch model.Arch, params, opt, state kernels.Buffer, start Position) {
+	if !j.KeepsLastWord() {
 		return
 	}
 	w := &lastWord{j: j, arch: arch, params: params, opt: opt, state: state, pos: start}
@@ -127,7 +127,7 @@ func (j *job) keepLastWord(arch model.Arch, params, opt, state kernels.Buffer, s
 	} else {
 		w.cur, w.spare = &snapshot{}, &snapshot{}
 	}
-	j.lw = w
+	j.LW = w
 	j.Trainer.lastWord.Store(w)
 }
 
@@ -149,17 +149,17 @@ func (w *lastWord) stepBegins(next Position) {
 	w.phase, w.next = phaseStep, next
 }
 
-// beginUpdate: the weights are about to change.
-func (w *lastWord) beginUpdate() {
+// BeginUpdate: the weights are about to change.
+func (w *lastWord) BeginUpdate() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.fence()
 	w.phase = phaseUpdate
 }
 
-// endUpdate: the update of the step under way has ended (err: it
+// EndUpdate: the update of the step under way has ended (err: it
 // failed half-way, and the weights are no step's any more).
-func (w *lastWord) endUpdate(err error) {
+func (w *lastWord) EndUpdate(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.phase, w.pos = phaseSteady, w.next
@@ -241,7 +241,7 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	w := t.lastWord.Load()
 	if w == nil {
 		if s := t.serverWord.Load(); s != nil { // lastword_ps.go
-			return (*s).write(e)
+			return (*s).Write(e)
 		}
 		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce without --local-steps or a ps server, and more than one rank)", ErrNoLastWord)
 	}
@@ -284,11 +284,11 @@ func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	e.WrittenBy = j.Comm.Rank()
 	e.OwnStatistics = w.state != nil
 	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	return j.writeEmergency(path, c, w.arch, pos, e)
+	return j.WriteEmergency(path, c, w.arch, pos, e)
 }
 
-// writeEmergency writes c, at pos and marked with e, to path.
-func (j *job) writeEmergency(path string, c *checkpoint, arch model.Arch, pos Position, e Emergency) (string, int, error) {
+// WriteEmergency writes c, at pos and marked with e, to path.
+func (j *Job) WriteEmergency(path string, c *checkpoint, arch model.Arch, pos Position, e Emergency) (string, int, error) {
 	c.Meta = j.checkpointMeta(checkpointMeta{Arch: arch}, pos)
 	c.Meta.Emergency = &e
 	b, err := c.Encode()

@@ -15,14 +15,14 @@ import (
 // servers or more each survivor writes what it holds as parts, and the
 // resume joins the parts of the newest step whose parts hold every key.
 
-// partName is the file of rank's part of the checkpoint of steps.
-func partName(steps, rank int) string { return fmt.Sprintf("ckpt-s%09d.part-r%d.npz", steps, rank) }
+// PartName is the file of rank's part of the checkpoint of steps.
+func PartName(steps, rank int) string { return fmt.Sprintf("ckpt-s%09d.part-r%d.npz", steps, rank) }
 
 // partOf is the steps and rank a part's file name holds, and whether name
 // is one.
 func partOf(name string) (steps, rank int, ok bool) {
 	n, err := fmt.Sscanf(name, "ckpt-s%09d.part-r%d.npz", &steps, &rank)
-	return steps, rank, err == nil && n == 2 && name == partName(steps, rank)
+	return steps, rank, err == nil && n == 2 && name == PartName(steps, rank)
 }
 
 // joinParts makes a checkpoint of the servers' emergency parts in dir

@@ -37,7 +37,7 @@ import (
 
 // serverWord keeps what a server's LastWord needs.
 type serverWord struct {
-	j     *job
+	j     *Job
 	arch  model.Arch
 	p     int // model length
 	k     *ps.Keeper
@@ -47,26 +47,26 @@ type serverWord struct {
 // keepServerWord makes this server rank keep its last word, when the job
 // writes emergency checkpoints; it returns the keeper RunServerKeeping
 // fills (nil: none).
-func keepServerWord(j *job, arch model.Arch, p int, start Position) *ps.Keeper {
-	if !j.keepsLastWord() {
+func keepServerWord(j *Job, arch model.Arch, p int, start Position) *ps.Keeper {
+	if !j.KeepsLastWord() {
 		return nil
 	}
 	w := &serverWord{j: j, arch: arch, p: p, k: &ps.Keeper{}, start: start}
-	j.keepEmergencyWriter(w)
+	j.KeepEmergencyWriter(w)
 	return w.k
 }
 
-// write is LastWord for a server: the whole state when this server
+// Write is LastWord for a server: the whole state when this server
 // holds every range at a round, else its parts (one file per round it
 // holds ranges at), which the resume joins with the other survivors'.
-func (w *serverWord) write(e Emergency) (string, int, error) {
+func (w *serverWord) Write(e Emergency) (string, int, error) {
 	j := w.j
 	switch {
 	case residueFilters(j) > 0:
 		return "", 0, fmt.Errorf("%w: the sigmod filter's residues are the workers'", ErrNoLastWord)
 	case w.arch.NumState() > 0:
 		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", ErrNoLastWord)
-	case j.cfg.PS.Downpour():
+	case j.Cfg.PS.Downpour():
 		// The rounds count pushes, not steps, and the workers hold
 		// gradients not yet pushed (downpour.go).
 		return "", 0, fmt.Errorf("%w: with Config.PS.FetchEvery or Config.PS.PushEvery above 1 the workers hold gradients not yet pushed", ErrNoLastWord)
@@ -112,7 +112,7 @@ func held(h ps.Held) int {
 func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
 	j := w.j
 	c := &checkpoint{State: model.State{Params: make([]float32, w.p)}}
-	per := j.cfg.Opt.Kind.StatePer()
+	per := j.Cfg.Opt.Kind.StatePer()
 	if per > 0 {
 		c.Opt = make([]float32, per*w.p)
 	}
@@ -126,13 +126,13 @@ func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, 
 		}
 	}
 	e.Part = part
-	pos := j.positionAfter(w.start, h.Clock)
+	pos := j.PositionAfter(w.start, h.Clock)
 	path := filepath.Join(j.Checkpoint.Dir, ckpt.Name(pos.Steps))
 	if _, err := os.Stat(path); err == nil {
 		return path, pos.Steps, nil
 	}
 	if part {
-		path = filepath.Join(j.Checkpoint.Dir, partName(pos.Steps, j.Comm.Rank()))
+		path = filepath.Join(j.Checkpoint.Dir, PartName(pos.Steps, j.Comm.Rank()))
 	}
-	return j.writeEmergency(path, c, w.arch, pos, e)
+	return j.WriteEmergency(path, c, w.arch, pos, e)
 }

@@ -286,7 +286,7 @@ func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, partName(steps, rank)), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, PartName(steps, rank)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

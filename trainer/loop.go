@@ -14,41 +14,41 @@ import (
 // for all shards, samples r and r+N would meet in the same global batch
 // every epoch; mixing the index gave 0.875 instead of 0.869 test accuracy on
 // the demo run, see docs/results.md.)
-func (j *job) shuffleSeed() uint64 { return shardSeed(j.cfg.Seed, j.shardIdx) }
+func (j *Job) shuffleSeed() uint64 { return shardSeed(j.Cfg.Seed, j.ShardIdx) }
 
-// globalBatch is the number of samples all ranks together use at a step
+// GlobalBatch is the number of samples all ranks together use at a step
 // of the epoch the loop is in: the schedule's, or in a re-dealt epoch
 // (reshard.go) the parts'.
-func (j *job) globalBatch(step int) int {
+func (j *Job) GlobalBatch(step int) int {
 	if j.partLens == nil {
-		return j.sched.globalBatch(step)
+		return j.Sched.GlobalBatch(step)
 	}
 	total := 0
 	for _, n := range j.partLens {
-		total += max(0, min(j.sched.batch, n-step*j.sched.batch))
+		total += max(0, min(j.Sched.Batch, n-step*j.Sched.Batch))
 	}
 	return total
 }
 
 // evalDue says whether the epoch just trained is measured on the test set:
 // every --eval-every epochs, and after the last one.
-func (j *job) evalDue(epoch int, last bool) bool {
-	c := j.cfg
+func (j *Job) evalDue(epoch int, last bool) bool {
+	c := j.Cfg
 	return c.EvalEvery > 0 && (epoch%c.EvalEvery == 0 || epoch == c.Epochs || last)
 }
 
 // ownPace is a paced rank's walk through its own shard: epochs of its
 // own, each in its own order, one after another.
 type ownPace struct {
-	j           *job
+	j           *Job
 	epoch, step int // the local epoch and the step within it
 	steps       int // a local epoch's steps
 	order       []int
 }
 
-func newOwnPace(j *job, start Position) *ownPace {
-	w := &ownPace{j: j, epoch: max(1, start.Epoch), steps: (j.sched.shard + j.cfg.Batch - 1) / j.cfg.Batch}
-	w.order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), w.epoch, j.cfg.Shuffle)
+func newOwnPace(j *Job, start Position) *ownPace {
+	w := &ownPace{j: j, epoch: max(1, start.Epoch), steps: (j.Sched.shard + j.Cfg.Batch - 1) / j.Cfg.Batch}
+	w.order = data.EpochOrder(j.Sched.shard, j.shuffleSeed(), w.epoch, j.Cfg.Shuffle)
 	return w
 }
 
@@ -57,15 +57,15 @@ func newOwnPace(j *job, start Position) *ownPace {
 func (w *ownPace) next() []int {
 	if w.step == w.steps || w.steps == 0 {
 		w.epoch, w.step = w.epoch+1, 0
-		w.order = data.EpochOrder(w.j.sched.shard, w.j.shuffleSeed(), w.epoch, w.j.cfg.Shuffle)
+		w.order = data.EpochOrder(w.j.Sched.shard, w.j.shuffleSeed(), w.epoch, w.j.Cfg.Shuffle)
 	}
-	b := w.j.cfg.Batch
+	b := w.j.Cfg.Batch
 	lo, hi := min(w.step*b, len(w.order)), min((w.step+1)*b, len(w.order))
 	w.step++
 	return w.order[lo:hi]
 }
 
-// loop trains from position start to the end (the last epoch, or
+// Loop trains from position start to the end (the last epoch, or
 // --max-steps counted from the job's first step), recording the epochs in
 // res. It returns the position it stopped at and the samples trained on,
 // in the strategy's Scope. A pacer's epochs end where it says instead.
@@ -75,10 +75,10 @@ func (w *ownPace) next() []int {
 // checkpoint: checkpoint.go), endEpoch (statistics and evaluation),
 // pacedMeeting (a pacer's epoch end) and endTraining (the end of
 // training).
-func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, error) {
-	cfg := j.cfg
-	s = hooked{s, s.hooks()}
-	p := s.hooks().pace
+func (j *Job) Loop(s Strategy, start Position, res *Result) (Position, float64, error) {
+	cfg := j.Cfg
+	s = hooked{s, s.Hooks()}
+	p := s.Hooks().Pace
 	paced := p != nil
 	metrics, bar, err := j.outputs(start, paced)
 	if err != nil {
@@ -96,7 +96,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 	done := limit()
 	total := 0.0
 	for pos.Epoch <= cfg.Epochs && !done {
-		a := epochAcc{epoch: pos.Epoch, t0: time.Now(), steps: j.sched.stepsPerEpoch()}
+		a := epochAcc{epoch: pos.Epoch, t0: time.Now(), steps: j.Sched.StepsPerEpoch()}
 		order, next, err := j.epochOrder(s, &a, pos, paced)
 		if err != nil {
 			return pos, 0, err
@@ -133,7 +133,7 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 		j.report(metrics, st)
 	}
 	if paced {
-		n, err := p.totalSteps(res.Steps)
+		n, err := p.TotalSteps(res.Steps)
 		res.Steps = n
 		return pos, total, err
 	}
@@ -142,13 +142,13 @@ func (j *job) loop(s Strategy, start Position, res *Result) (Position, float64, 
 
 // outputs opens the run's metrics file and progress bar (the reporting
 // rank's; the bar on a terminal, for a scheduled run).
-func (j *job) outputs(start Position, paced bool) (*metricsFile, *progress, error) {
-	metrics, err := openMetrics(pick(j.reports(), j.cfg.Metrics), start.Steps > 0)
+func (j *Job) outputs(start Position, paced bool) (*metricsFile, *progress, error) {
+	metrics, err := openMetrics(pick(j.Reports(), j.Cfg.Metrics), start.Steps > 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	var bar *progress
-	if j.Progress && j.reports() && j.Out != nil && !paced {
+	if j.Progress && j.Reports() && j.Out != nil && !paced {
 		bar = &progress{w: j.Out}
 	}
 	return metrics, bar, nil
@@ -156,8 +156,8 @@ func (j *job) outputs(start Position, paced bool) (*metricsFile, *progress, erro
 
 // report prints the epoch's line and writes its metrics, on the
 // reporting rank.
-func (j *job) report(metrics *metricsFile, st EpochStats) {
-	if !j.reports() {
+func (j *Job) report(metrics *metricsFile, st EpochStats) {
+	if !j.Reports() {
 		return
 	}
 	j.printf("%s\n", st)
@@ -171,7 +171,7 @@ func (j *job) report(metrics *metricsFile, st EpochStats) {
 // synchronisation point ends the epoch first.
 type pacedSteps struct {
 	*ownPace
-	p          pacer
+	p          Pacer
 	justSynced bool // a point ended the last epoch
 }
 
@@ -181,7 +181,7 @@ type pacedSteps struct {
 // others' progress and never step itself, TestDecentralizedLearns).
 func (ps *pacedSteps) next() ([]int, *syncPoint, error) {
 	if !ps.justSynced {
-		pt, err := ps.p.syncPoint()
+		pt, err := ps.p.SyncPoint()
 		if err != nil || pt != nil {
 			ps.justSynced = pt != nil
 			return nil, pt, err
@@ -203,8 +203,8 @@ func (ps *pacedSteps) walk() *ownPace {
 // the epoch ends, --max-steps is reached (limit) or a boundary stops it; a
 // pacer's until its synchronisation point — and reports whether training
 // is done.
-func (j *job) runEpoch(s Strategy, a *epochAcc, pos *Position, res *Result, order []int, own *pacedSteps, bar *progress, limit func() bool) (bool, error) {
-	paced, b := own != nil, j.cfg.Batch
+func (j *Job) runEpoch(s Strategy, a *epochAcc, pos *Position, res *Result, order []int, own *pacedSteps, bar *progress, limit func() bool) (bool, error) {
+	paced, b := own != nil, j.Cfg.Batch
 	for ; paced || pos.Step < a.steps; pos.Step++ {
 		var idx []int
 		if paced {
@@ -229,7 +229,7 @@ func (j *job) runEpoch(s Strategy, a *epochAcc, pos *Position, res *Result, orde
 			return false, err
 		}
 		if paced {
-			own.p.stepped(samples)
+			own.p.Stepped(samples)
 			continue
 		}
 		bar.update(a.epoch, pos.Step+1, a.steps, a.lossSum/math.Max(a.seen, 1))
@@ -262,7 +262,7 @@ type epochAcc struct {
 // epoch begun by another number of ranks the part of it left (a.steps).
 // Where nothing of that part is left, next is the position to go on from
 // instead.
-func (j *job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (order []int, next *Position, err error) {
+func (j *Job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (order []int, next *Position, err error) {
 	switch {
 	case paced:
 	case len(pos.Reshard) > 0: // begun by another number of ranks
@@ -274,10 +274,10 @@ func (j *job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (ord
 			return nil, &Position{Epoch: a.epoch + 1, Steps: pos.Steps}, nil
 		}
 	default:
-		order = data.EpochOrder(j.sched.shard, j.shuffleSeed(), a.epoch, j.cfg.Shuffle)
+		order = data.EpochOrder(j.Sched.shard, j.shuffleSeed(), a.epoch, j.Cfg.Shuffle)
 	}
-	j.epochLen = a.steps
-	if sent := s.hooks().sentBytes; sent != nil {
+	j.EpochLen = a.steps
+	if sent := s.Hooks().SentBytes; sent != nil {
 		a.sent0 = sent()
 	}
 	return order, nil, nil
@@ -286,7 +286,7 @@ func (j *job) epochOrder(s Strategy, a *epochAcc, pos Position, paced bool) (ord
 // runStep runs one step on the samples idx at pos (a pacer's: own's next
 // step) and adds its figures to a and res; next is the step boundary
 // after it, and samples the samples it covered.
-func (j *job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx []int, own *ownPace) (next Position, samples float64, err error) {
+func (j *Job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx []int, own *ownPace) (next Position, samples float64, err error) {
 	paced := own != nil
 	spEpoch, spStep, step := a.epoch, pos.Step, pos.Step
 	if paced {
@@ -299,10 +299,10 @@ func (j *job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx [
 	if next.Step >= a.steps {
 		next = Position{Epoch: a.epoch + 1, Steps: res.Steps + 1}
 	}
-	if j.lw != nil && !paced {
-		j.lw.stepBegins(next)
+	if j.LW != nil && !paced {
+		j.LW.stepBegins(next)
 	}
-	lr := j.cfg.Opt.LR
+	lr := j.Cfg.Opt.LR
 	if j.lrs != nil {
 		e := epochAt(a.epoch, pos.Step, a.steps)
 		if paced {
@@ -313,7 +313,7 @@ func (j *job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx [
 	}
 	j.setStep(s, lr, res.Steps+1)
 	j.markStep(res.Steps + 1)
-	sp := j.tr.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
+	sp := j.Trace.Begin("step").Arg("epoch", spEpoch).Arg("step", spStep)
 	st, err := j.step(s, idx, step)
 	sp.Err(err).End()
 	if err != nil {
@@ -340,16 +340,16 @@ func (j *job) runStep(s Strategy, a *epochAcc, pos *Position, res *Result, idx [
 
 // endEpoch makes the epoch's statistics (the strategy adds its own) and
 // evaluates where due, recording them in res.
-func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochStats, error) {
+func (j *Job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochStats, error) {
 	wall := time.Since(a.t0).Seconds()
 	lrs := j.epochLR
 	j.epochLR = nil
 	st := EpochStats{Epoch: a.epoch, Steps: a.ran, LR: lrs, LossScope: s.Scope(), Loss: a.lossSum / math.Max(a.seen, 1),
 		TrainAcc: a.correct / math.Max(a.seen, 1), SamplesPerSec: a.seen / wall, TrainSec: wall}
-	if j.cfg.Data.Name == "text" {
-		st.SeqLen = j.cfg.Data.EffectiveSeqLen()
+	if j.Cfg.Data.Name == "text" {
+		st.SeqLen = j.Cfg.Data.EffectiveSeqLen()
 	}
-	if sent := s.hooks().sentBytes; sent != nil && a.ran > 0 {
+	if sent := s.Hooks().SentBytes; sent != nil && a.ran > 0 {
 		b := float64(sent()-a.sent0) / float64(a.ran)
 		st.BytesPerStep = &b
 	}
@@ -357,7 +357,7 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 		return st, err
 	}
 	if j.evalDue(a.epoch, done) && !j.interrupted {
-		sp := j.tr.Begin("evaluate").Arg("epoch", a.epoch)
+		sp := j.Trace.Begin("evaluate").Arg("epoch", a.epoch)
 		ev, err := s.Evaluate()
 		sp.Err(err).End()
 		if err != nil {
@@ -377,12 +377,12 @@ func (j *job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 // pacedMeeting is a pacer's epoch end, where the ranks meet: a checkpoint
 // when one is due (every --checkpoint-every Ne epochs, and at the end),
 // then the pacer goes on. Without a pacer (p nil) there is none.
-func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done bool) error {
+func (j *Job) pacedMeeting(s Strategy, p Pacer, epoch int, res *Result, done bool) error {
 	if p == nil {
 		return nil
 	}
-	if s.hooks().saveState != nil && j.Checkpoint.Enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
-		n, err := p.totalSteps(res.Steps) // every rank's steps together (a collective)
+	if s.Hooks().SaveState != nil && j.Checkpoint.Enabled() && (done || j.Checkpoint.EveryEpochs > 0 && epoch%j.Checkpoint.EveryEpochs == 0) {
+		n, err := p.TotalSteps(res.Steps) // every rank's steps together (a collective)
 		if err == nil {
 			err = j.writeCheckpoint(s, Position{Epoch: epoch + 1, Steps: n})
 		}
@@ -390,7 +390,7 @@ func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done boo
 			return err
 		}
 	}
-	p.resumeAfter(&syncPoint{Epoch: epoch, Final: done})
+	p.ResumeAfter(&syncPoint{Epoch: epoch, Final: done})
 	return nil
 }
 
@@ -400,7 +400,7 @@ func (j *job) pacedMeeting(s Strategy, p pacer, epoch int, res *Result, done boo
 // the same boundary, so all take part); at the end of training (the last
 // epoch, or --max-steps) a final checkpoint, unless the last boundary
 // wrote one.
-func (j *job) endTraining(s Strategy, start, pos Position, res *Result) error {
+func (j *Job) endTraining(s Strategy, start, pos Position, res *Result) error {
 	if j.interrupted {
 		res.TestAcc = math.NaN()
 	}
@@ -415,15 +415,15 @@ func (j *job) endTraining(s Strategy, start, pos Position, res *Result) error {
 // gradient is scaled by (−1 where a rank scales by its own batch).
 var loadHook func(rank, epoch, step int, set *data.Dense, idx []int, globalBatch int)
 
-// loaded tells loadHook of a batch.
-func (j *job) loaded(step int, set *data.Dense, idx []int, globalBatch int) {
+// Loaded tells loadHook of a batch.
+func (j *Job) Loaded(step int, set *data.Dense, idx []int, globalBatch int) {
 	if loadHook != nil {
 		loadHook(j.Comm.Rank(), j.augEpoch, step, set, idx, globalBatch)
 	}
 }
 
 // step runs one step of s: prepare, compute, the straggler's delay, exchange.
-func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {
+func (j *Job) step(s Strategy, idx []int, step int) (StepStats, error) {
 	if err := s.Prepare(idx, step); err != nil {
 		return StepStats{}, err
 	}
@@ -431,8 +431,8 @@ func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {
 	if err := s.Compute(); err != nil {
 		return StepStats{}, err
 	}
-	if st := j.cfg.Straggle; st.Rank == j.Comm.Rank() && st.Factor > 1 {
-		sp := j.tr.Begin("straggle").Cat(trace.Wait)
+	if st := j.Cfg.Straggle; st.Rank == j.Comm.Rank() && st.Factor > 1 {
+		sp := j.Trace.Begin("straggle").Cat(trace.Wait)
 		time.Sleep(time.Duration(float64(time.Since(t0)) * (st.Factor - 1)))
 		sp.End()
 	}
@@ -441,8 +441,8 @@ func (j *job) step(s Strategy, idx []int, step int) (StepStats, error) {
 
 // who prefixes a step's error where ranks serve (ps), and a worker fails
 // alone.
-func (j *job) who() string {
-	if j.reporter > 0 {
+func (j *Job) who() string {
+	if j.Reporter > 0 {
 		return fmt.Sprintf("worker rank %d, ", j.Comm.Rank())
 	}
 	return ""

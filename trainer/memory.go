@@ -91,7 +91,7 @@ func modelBytes(arch model.Arch, opt optim.Kind, rows int, device bool) float64 
 // the batch a rank's buffers hold (runDense: at most a shard), and that
 // batch.
 func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (float64, int) {
-	members := t.Comm.Size() - unitOf(cfg.Sync).servers(cfg)
+	members := t.Comm.Size() - UnitOf(cfg.Sync).Servers(cfg)
 	shard := data.ShardLen(max(nTrain, 0), 0, max(1, members))
 	testShard := (nTest + t.Comm.Size() - 1) / t.Comm.Size()
 	rows := max(1, min(cfg.Batch, max(shard, testShard)))

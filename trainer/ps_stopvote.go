@@ -23,14 +23,14 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	v := &p.vote
 	out := v.Begin(local, note)
 	for _, w := range out.Notes {
-		if err := j.Comm.SendBytes([]byte{1}, w+j.cfg.PS.Servers, tagStopNote); err != nil {
+		if err := j.Comm.SendBytes([]byte{1}, w+j.Cfg.PS.Servers, tagStopNote); err != nil {
 			return false, err
 		}
 	}
 	if out.Decided {
 		return out.Stop, nil
 	}
-	to := j.cfg.Timeout
+	to := j.Cfg.Timeout
 	if to <= 0 {
 		to = collectives.DefaultTimeout
 	}
@@ -42,26 +42,26 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		return []byte{0}
 	}
 	if !v.Gathers() {
-		if err := j.Comm.SendBytes(flag(out.Flag), j.reporter, tagStop); err != nil {
+		if err := j.Comm.SendBytes(flag(out.Flag), j.Reporter, tagStop); err != nil {
 			return false, err
 		}
-		b, _, _, err := j.Comm.RecvBytesWithin(j.reporter, tagStop, to)
+		b, _, _, err := j.Comm.RecvBytesWithin(j.Reporter, tagStop, to)
 		if err != nil {
-			return false, fmt.Errorf("from the first worker (rank %d): %w", j.reporter, err)
+			return false, fmt.Errorf("from the first worker (rank %d): %w", j.Reporter, err)
 		}
 		return len(b) == 1 && b[0] == 1, nil
 	}
 	flags := make([]bool, 0, v.Workers)
 	for _, w := range v.Others() {
-		b, _, _, err := j.Comm.RecvBytesWithin(w+j.cfg.PS.Servers, tagStop, to)
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.Cfg.PS.Servers, tagStop, to)
 		if err != nil {
-			return false, fmt.Errorf("from worker rank %d: %w", w+j.cfg.PS.Servers, err)
+			return false, fmt.Errorf("from worker rank %d: %w", w+j.Cfg.PS.Servers, err)
 		}
 		flags = append(flags, len(b) == 1 && b[0] == 1)
 	}
 	stop := v.Combine(out.Flag, flags)
 	for _, w := range v.Others() {
-		if err := j.Comm.SendBytes(flag(stop), w+j.cfg.PS.Servers, tagStop); err != nil {
+		if err := j.Comm.SendBytes(flag(stop), w+j.Cfg.PS.Servers, tagStop); err != nil {
 			return false, err
 		}
 	}
@@ -117,11 +117,11 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 
 // residueFilters is how many of the job's ps filters keep a residue
 // (sigmod), which a checkpoint must carry per worker.
-func residueFilters(j *job) int {
-	if j.cfg.Sync != SyncPS {
+func residueFilters(j *Job) int {
+	if j.Cfg.Sync != SyncPS {
 		return 0
 	}
-	specs, err := ps.ParseFilters(j.cfg.PS.Filters)
+	specs, err := ps.ParseFilters(j.Cfg.PS.Filters)
 	if err != nil {
 		return 0
 	}

@@ -23,7 +23,7 @@ import (
 // shares: its gradient scale, its wait, its epoch figures. Its loss and
 // accuracy are the worker's own samples' (ScopeWorker).
 type psWorker struct {
-	j    *job
+	j    *Job
 	w    *ps.Worker
 	arch model.Arch
 	prev ps.WorkerStats
@@ -32,9 +32,9 @@ type psWorker struct {
 	vote stopvote.Vote // the stop vote's state (voteStop)
 }
 
-func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
+func newPSWorker(j *Job, w *ps.Worker, arch model.Arch) psWorker {
 	return psWorker{j: j, w: w, arch: arch, prev: w.Stats(),
-		vote: stopvote.Vote{BSP: j.cfg.PS.Consistency == ps.BSP, Workers: j.sched.ranks, Me: j.shardIdx}}
+		vote: stopvote.Vote{BSP: j.Cfg.PS.Consistency == ps.BSP, Workers: j.Sched.Ranks, Me: j.ShardIdx}}
 }
 
 // scale is the factor a worker's gradient of its summed loss over rows
@@ -45,7 +45,7 @@ func newPSWorker(j *job, w *ps.Worker, arch model.Arch) psWorker {
 // this worker's mean gradient: W pushes then move the weights about as far
 // as one synchronous step with the same --lr.
 func (p *psWorker) scale(rows, step int) float32 {
-	workers := p.j.sched.ranks
+	workers := p.j.Sched.Ranks
 	if gb := p.bspBatch(step); gb >= 0 {
 		return float32(workers) / float32(gb)
 	}
@@ -54,33 +54,33 @@ func (p *psWorker) scale(rows, step int) float32 {
 
 // bspBatch is the global batch of step under bsp, −1 otherwise.
 func (p *psWorker) bspBatch(step int) int {
-	if p.j.cfg.PS.Consistency != ps.BSP {
+	if p.j.Cfg.PS.Consistency != ps.BSP {
 		return -1
 	}
-	return p.j.globalBatch(step)
+	return p.j.GlobalBatch(step)
 }
 
 // sentBytes: the ps worker's pushes and pulls (ps.WorkerStats.BytesSent).
 func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
 
-// hooks: every worker writes checkpoints (the servers' state), votes on a
+// Hooks: every worker writes checkpoints (the servers' state), votes on a
 // stop among the workers and counts its pushes and pulls.
-func (p *psWorker) hooks() hooks {
-	return hooks{saveState: p.saveState, voteStop: p.voteStop, sentBytes: p.sentBytes}
+func (p *psWorker) Hooks() Hooks {
+	return Hooks{SaveState: p.saveState, VoteStop: p.voteStop, SentBytes: p.sentBytes}
 }
 
-// hooks: a dense worker's adds its model's state and a re-dealt epoch's
+// Hooks: a dense worker's adds its model's state and a re-dealt epoch's
 // rows.
-func (d *denseWorker) hooks() hooks {
-	h := d.psWorker.hooks()
-	h.saveState, h.modelState, h.setTrain = d.saveState, d.modelState, d.setTrain
+func (d *denseWorker) Hooks() Hooks {
+	h := d.psWorker.Hooks()
+	h.SaveState, h.ModelState, h.SetTrain = d.saveState, d.modelState, d.setTrain
 	return h
 }
 
 func (p *psWorker) Describe() string {
-	cfg := p.j.cfg
+	cfg := p.j.Cfg
 	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %d, %d server(s), %s, %s server-side",
-		cfg.Model, p.arch.Describe(), p.j.sched.n, p.j.sched.ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
+		cfg.Model, p.arch.Describe(), p.j.Sched.N, p.j.Sched.Ranks, cfg.Batch, cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
 	if f, u := cfg.PS.FetchPeriod(), cfg.PS.PushPeriod(); f > 1 || u > 1 {
 		line += fmt.Sprintf(", Downpour: fetch every %d steps, push every %d (local SGD steps in between)", f, u)
 	}
@@ -96,8 +96,8 @@ func (p *psWorker) Scope() Scope { return ScopeWorker }
 // drawn as a "consistency-wait" span inside it) and, for a pull, its
 // staleness.
 func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
-	sp := p.j.tr.Begin(name).Cat(trace.PS).Bytes(4 * n)
-	traced := trace.Enabled(p.j.tr)
+	sp := p.j.Trace.Begin(name).Cat(trace.PS).Bytes(4 * n)
+	traced := trace.Enabled(p.j.Trace)
 	var before ps.TraceFigures
 	if traced {
 		before = p.w.TraceFigures()
@@ -115,7 +115,7 @@ func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 		if held > 0 {
 			// The servers held the request until the consistency model
 			// let it through: drawn at the end of the call.
-			trace.Complete(p.j.tr, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
+			trace.Complete(p.j.Trace, "consistency-wait", trace.Wait, t1.Add(-min(held, t1.Sub(t0))), t1,
 				trace.Arg{Key: "clock", Value: int64(before.Clock)})
 		}
 	}
@@ -159,11 +159,11 @@ type denseWorker struct {
 	stale bool
 }
 
-func newDenseWorker(j *job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
+func newDenseWorker(j *Job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
 	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
-		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.cfg.PS, np, j.cfg.Opt.LR)}
-	switch j.cfg.PS.SparseRows {
+		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.Cfg.PS, np, j.Cfg.Opt.LR)}
+	switch j.Cfg.PS.SparseRows {
 	case config.SparseOn: // the model has sparse rows (psUnit.run)
 		d.sparse = true
 	case config.SparseOff:
@@ -226,8 +226,8 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 
 // loadBatch loads rows idx of the training set for step (a "batch" span).
 func (d *denseWorker) loadBatch(idx []int, step int) error {
-	sp := d.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	d.j.loaded(step, d.train, idx, d.bspBatch(step))
+	sp := d.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	d.j.Loaded(step, d.train, idx, d.bspBatch(step))
 	var err error
 	d.rows, err = d.m.LoadBatch(d.train, idx)
 	sp.Err(err).End()
@@ -236,7 +236,7 @@ func (d *denseWorker) loadBatch(idx []int, step int) error {
 
 // upload puts d.params on the backend (an "upload" span).
 func (d *denseWorker) upload() error {
-	sp := d.j.tr.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
+	sp := d.j.Trace.Begin("upload").Cat(trace.IO).Bytes(4 * len(d.params))
 	err := d.j.Backend.Upload(d.m.Params, d.params)
 	sp.Err(err).End()
 	return err
@@ -286,7 +286,7 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	if hb, ok := d.m.Grads.(kernels.HostBuffer); ok {
 		grads = hb.Data()
 	} else {
-		sp := d.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(grads))
+		sp := d.j.Trace.Begin("download").Cat(trace.IO).Bytes(4 * len(grads))
 		err := d.j.Backend.Download(grads, d.m.Grads)
 		sp.Err(err).End()
 		if err != nil {
@@ -297,10 +297,10 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	if err := d.arch.CheckFinite(grads[:np], st.LossSum); err != nil {
 		return StepStats{}, err
 	}
-	if c := d.j.cfg.ClipNorm; c > 0 && d.rows > 0 {
+	if c := d.j.Cfg.ClipNorm; c > 0 && d.rows > 0 {
 		// This worker's own batch's mean gradient (clip.go): the push is
 		// it times sc·rows.
-		clipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
+		ClipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
 	}
 	var push float64
 	var err error
@@ -378,8 +378,8 @@ func (d *denseWorker) modelState() ([]float32, error) {
 // the reporting worker only (the others return NaN), with its own
 // batch-norm statistics.
 func (d *denseWorker) Evaluate() (EvalResult, error) {
-	if !d.j.reports() {
-		return notEvaluated, nil
+	if !d.j.Reports() {
+		return NotEvaluated, nil
 	}
 	if d.stale {
 		// The test set may name rows the last batches did not: pull
@@ -393,7 +393,7 @@ func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return sumScores(nil, s)
+	return SumScores(nil, s)
 }
 
 // saveState: the reporting worker asks the servers for their state and
@@ -406,31 +406,31 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 			mine = append(mine, r)
 		}
 	}
-	if !j.reports() {
+	if !j.Reports() {
 		for _, r := range mine {
-			if err := collectives.Send(j.Comm, r, j.reporter, tagResidue); err != nil {
-				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.reporter, err)
+			if err := collectives.Send(j.Comm, r, j.Reporter, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.Reporter, err)
 			}
 		}
 		return nil, nil
 	}
 	n := p.w.Size()
 	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, State: model.State{Params: make([]float32, n)}}
-	if per := j.cfg.Opt.Kind.StatePer(); per > 0 {
+	if per := j.Cfg.Opt.Kind.StatePer(); per > 0 {
 		c.Opt = make([]float32, per*n)
 	}
 	if err := p.w.Snapshot(c.Params, c.Opt); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	for w := 0; w < j.sched.ranks; w++ {
+	for w := 0; w < j.Sched.Ranks; w++ {
 		for f := range mine {
-			if w == j.shardIdx {
+			if w == j.ShardIdx {
 				c.Residues = append(c.Residues, slices.Clone(mine[f]))
 				continue
 			}
 			r := make([]float32, n)
-			if err := collectives.Recv(j.Comm, r, w+j.cfg.PS.Servers, tagResidue); err != nil {
-				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.cfg.PS.Servers, err)
+			if err := collectives.Recv(j.Comm, r, w+j.Cfg.PS.Servers, tagResidue); err != nil {
+				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.Cfg.PS.Servers, err)
 			}
 			c.Residues = append(c.Residues, r)
 		}

@@ -116,13 +116,13 @@ func checkSegments(segs []Segment, n int) error {
 // it was begun by other ranks (reshard): its part of the rest, as rows of
 // the training set. It tells the strategy (hooks.setTrain) to train on
 // those rows for the epoch; endReshard gives it its shard back.
-func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []int, steps int, err error) {
-	setTrain := s.hooks().setTrain
+func (j *Job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []int, steps int, err error) {
+	setTrain := s.Hooks().SetTrain
 	if setTrain == nil || j.trainSrc == nil {
-		return nil, 0, fmt.Errorf("resuming epoch %d, begun by %d ranks: %s cannot re-deal an epoch", epoch, reshard[len(reshard)-1].Ranks, j.cfg.Sync)
+		return nil, 0, fmt.Errorf("resuming epoch %d, begun by %d ranks: %s cannot re-deal an epoch", epoch, reshard[len(reshard)-1].Ranks, j.Cfg.Sync)
 	}
-	parts := epochParts(j.sched.n, j.cfg.Seed, epoch, j.cfg.Shuffle, reshard, j.sched.ranks)
-	mine := parts[j.shardIdx]
+	parts := epochParts(j.Sched.N, j.Cfg.Seed, epoch, j.Cfg.Shuffle, reshard, j.Sched.Ranks)
+	mine := parts[j.ShardIdx]
 	part, err := j.trainSrc.Subset(mine)
 	if err != nil {
 		return nil, 0, fmt.Errorf("resuming epoch %d: this rank's part of its rest: %w", epoch, err)
@@ -137,13 +137,13 @@ func (j *job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []in
 	for i := range order {
 		order[i] = i
 	}
-	return order, partSteps(parts, j.cfg.Batch), nil
+	return order, partSteps(parts, j.Cfg.Batch), nil
 }
 
 // endReshard ends a re-dealt epoch: the strategy trains on its shard
 // again.
-func (j *job) endReshard(s Strategy) {
-	if setTrain := s.hooks().setTrain; setTrain != nil && j.partRows != nil {
+func (j *Job) endReshard(s Strategy) {
+	if setTrain := s.Hooks().SetTrain; setTrain != nil && j.partRows != nil {
 		setTrain(nil)
 	}
 	j.partRows, j.partLens = nil, nil

@@ -25,19 +25,19 @@ import (
 //
 // The rate is computed in float64 and rounded once to float32.
 
-// lrPlan is the rate of every step of a job.
-type lrPlan struct {
-	sched        LRSchedule
+// LRPlan is the rate of every step of a job.
+type LRPlan struct {
+	Sched        LRSchedule
 	base, target float64 // Opt.LR and the rate after the warm-up
-	warmup       float64 // epochs
+	Warmup       float64 // epochs
 	from         float64 // the warm-up's first rate
 	epochs       float64
 }
 
-// newLRPlan is the plan of cfg for ranks training ranks.
-func newLRPlan(cfg Config, ranks int) lrPlan {
+// NewLRPlan is the plan of cfg for ranks training ranks.
+func NewLRPlan(cfg Config, ranks int) LRPlan {
 	sc, _ := ParseLRSchedule(cfg.LRSchedule) // validated with the Config
-	p := lrPlan{sched: sc, base: float64(cfg.Opt.LR), warmup: cfg.WarmupEpochs, epochs: float64(cfg.Epochs)}
+	p := LRPlan{Sched: sc, base: float64(cfg.Opt.LR), Warmup: cfg.WarmupEpochs, epochs: float64(cfg.Epochs)}
 	p.target = p.base
 	if cfg.LRScaleRanks {
 		p.target = p.base * float64(ranks)
@@ -47,26 +47,26 @@ func newLRPlan(cfg Config, ranks int) lrPlan {
 }
 
 // constant: every step has Opt.LR (the plan changes nothing).
-func (p lrPlan) constant() bool {
-	return p.sched.Kind == "constant" && p.warmup == 0 && p.target == p.base
+func (p LRPlan) constant() bool {
+	return p.Sched.Kind == "constant" && p.Warmup == 0 && p.target == p.base
 }
 
 // at is the rate at fractional epoch e (0 at the first step).
-func (p lrPlan) at(e float64) float32 {
-	if e < p.warmup {
-		return float32(p.from + (p.target-p.from)*e/p.warmup)
+func (p LRPlan) at(e float64) float32 {
+	if e < p.Warmup {
+		return float32(p.from + (p.target-p.from)*e/p.Warmup)
 	}
 	lr := p.target
-	switch p.sched.Kind {
+	switch p.Sched.Kind {
 	case "step":
-		for _, m := range p.sched.Milestones {
+		for _, m := range p.Sched.Milestones {
 			if e >= float64(m) {
-				lr *= p.sched.Gamma
+				lr *= p.Sched.Gamma
 			}
 		}
 	case "cosine":
-		if span := p.epochs - p.warmup; span > 0 {
-			lr *= (1 + math.Cos(math.Pi*min(e-p.warmup, span)/span)) / 2
+		if span := p.epochs - p.Warmup; span > 0 {
+			lr *= (1 + math.Cos(math.Pi*min(e-p.Warmup, span)/span)) / 2
 		}
 	}
 	return float32(lr)
@@ -81,22 +81,22 @@ func epochAt(epoch, step, steps int) float64 {
 // setStep gives the step about to run its rate and count (Strategy's
 // setStep, which every strategy has: none can drop the schedule
 // silently).
-func (j *job) setStep(s Strategy, lr float32, t int) { s.setStep(lr, t) }
+func (j *Job) setStep(s Strategy, lr float32, t int) { s.SetStep(lr, t) }
 
 // epochSteps is the number of steps of the epoch pos is in: the
 // schedule's, or the rest of a re-dealt epoch's (reshard.go).
-func (j *job) epochSteps(pos Position) int {
+func (j *Job) epochSteps(pos Position) int {
 	if len(pos.Reshard) == 0 {
-		return j.sched.stepsPerEpoch()
+		return j.Sched.StepsPerEpoch()
 	}
-	parts := epochParts(j.sched.n, j.cfg.Seed, pos.Epoch, j.cfg.Shuffle, pos.Reshard, j.sched.ranks)
-	return partSteps(parts, j.cfg.Batch)
+	parts := epochParts(j.Sched.N, j.Cfg.Seed, pos.Epoch, j.Cfg.Shuffle, pos.Reshard, j.Sched.Ranks)
+	return partSteps(parts, j.Cfg.Batch)
 }
 
-// serverLR is a ps server's rate for the step of the given clock (the
+// ServerLR is a ps server's rate for the step of the given clock (the
 // pushes a worker made before it: under bsp the round), from start: the
 // rate the workers' loops give that step.
-func (j *job) serverLR(start Position) func(clock int) float32 {
+func (j *Job) ServerLR(start Position) func(clock int) float32 {
 	if j.lrs == nil {
 		return nil
 	}
@@ -107,10 +107,10 @@ func (j *job) serverLR(start Position) func(clock int) float32 {
 	}
 }
 
-// positionAfter is the Position the training ranks reach from start after
+// PositionAfter is the Position the training ranks reach from start after
 // steps steps in all (steps >= start.Steps), as the step loop advances it:
 // through the rest of a re-dealt epoch, then whole epochs.
-func (j *job) positionAfter(start Position, steps int) Position {
+func (j *Job) PositionAfter(start Position, steps int) Position {
 	pos, _ := j.positions(start)(steps)
 	return pos
 }
@@ -118,13 +118,13 @@ func (j *job) positionAfter(start Position, steps int) Position {
 // positions is positionAfter from start, with the steps of the epoch the
 // position is in; the start epoch's are worked out once (a re-dealt
 // epoch's take a permutation of the data).
-func (j *job) positions(start Position) func(steps int) (Position, int) {
+func (j *Job) positions(start Position) func(steps int) (Position, int) {
 	first := j.epochSteps(start)
 	per := func(pos Position) int {
 		if pos.Epoch == start.Epoch {
 			return first
 		}
-		return j.sched.stepsPerEpoch()
+		return j.Sched.StepsPerEpoch()
 	}
 	return func(steps int) (Position, int) {
 		pos := start

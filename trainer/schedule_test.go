@@ -38,7 +38,7 @@ func TestLRPlan(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%+v: %v", tc, err)
 		}
-		p := newLRPlan(c, tc.ranks)
+		p := NewLRPlan(c, tc.ranks)
 		for i, e := range tc.at {
 			if got := float64(p.at(e)); math.Abs(got-tc.want[i]) > 1e-6 {
 				t.Errorf("%q warm-up %v scale %v on %d ranks: rate at epoch %v = %v, want %v", tc.sched, tc.warmup, tc.scale, tc.ranks, e, got, tc.want[i])
@@ -101,7 +101,7 @@ func testLRScheduleTrains(t *testing.T, k optim.Kind) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := newLRPlan(cfg, 2)
+	plan := NewLRPlan(cfg, 2)
 	steps := 13 // 203 samples, 2 ranks × 8
 	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var e struct {

@@ -27,8 +27,8 @@ func TestScheduleHugeBatch(t *testing.T) {
 		{60000, 7, math.MaxInt, "[1 60000 60000]"},
 	} {
 		s := newSchedule(c.n, c.ranks, c.batch)
-		steps := s.stepsPerEpoch()
-		if got := fmt.Sprint([]int{steps, s.globalBatch(0), s.globalBatch(steps - 1)}); got != c.want {
+		steps := s.StepsPerEpoch()
+		if got := fmt.Sprint([]int{steps, s.GlobalBatch(0), s.GlobalBatch(steps - 1)}); got != c.want {
 			t.Errorf("n=%d ranks=%d batch=%d: steps, batches = %s, want %s", c.n, c.ranks, c.batch, got, c.want)
 		}
 	}
@@ -69,8 +69,8 @@ func TestJobClampsBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.cfg.Batch != c.want || j.sched.batch != c.want {
-			t.Errorf("batch %d: job batch %d, schedule %d; want %d", c.batch, j.cfg.Batch, j.sched.batch, c.want)
+		if j.Cfg.Batch != c.want || j.Sched.Batch != c.want {
+			t.Errorf("batch %d: job batch %d, schedule %d; want %d", c.batch, j.Cfg.Batch, j.Sched.Batch, c.want)
 		}
 	}
 }

@@ -37,9 +37,9 @@ func (s TrainState) Clone() TrainState {
 	return s
 }
 
-// check reports a state that does not fit arch and an optimizer with
+// Check reports a state that does not fit arch and an optimizer with
 // optLen floats of state.
-func (s *TrainState) check(arch model.Arch, optLen int) error {
+func (s *TrainState) Check(arch model.Arch, optLen int) error {
 	switch {
 	case !s.Arch.Equal(arch):
 		return fmt.Errorf("resuming: the state is of a model %s, this job builds %s", s.Arch.Describe(), arch.Describe())
@@ -55,8 +55,8 @@ func (s *TrainState) check(arch model.Arch, optLen int) error {
 	return nil
 }
 
-// startPosition is the first step of a fresh run.
-var startPosition = Position{Epoch: 1}
+// StartPosition is the first step of a fresh run.
+var StartPosition = Position{Epoch: 1}
 
 // The checkpoint file's contents and its meta.json (package ckpt).
 type (

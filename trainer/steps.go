@@ -42,42 +42,42 @@ type Strategy interface {
 	// it; a strategy whose evaluation is not collective returns NaN on the
 	// ranks that do not report.
 	Evaluate() (EvalResult, error)
-	// hooks are the strategy's optional parts.
-	hooks() hooks
-	// setStep gives the step about to run its rate (the schedule's) and
+	// Hooks are the strategy's optional parts.
+	Hooks() Hooks
+	// SetStep gives the step about to run its rate (the schedule's) and
 	// its count from 1 (Adam's bias correction). Required: a strategy
 	// that let it fall away would train at the first step's rate, and
 	// Adam at step 1, without a word.
-	setStep(lr float32, t int)
+	SetStep(lr float32, t int)
 }
 
-// hooks are a strategy's optional parts, each nil where it has none: the
-// loop, the checkpoints and resharding read them here (Strategy.hooks), in
+// Hooks are a strategy's optional parts, each nil where it has none: the
+// loop, the checkpoints and resharding read them here (Strategy.Hooks), in
 // one place, rather than finding methods by type assertions that a renamed
 // or re-typed method would miss without a word.
-type hooks struct {
-	// saveState writes checkpoints: every training rank calls it at the
+type Hooks struct {
+	// SaveState writes checkpoints: every training rank calls it at the
 	// same step boundary; the reporting rank gets the state to write, the
 	// others nil. nil: the strategy cannot write them.
-	saveState func() (*checkpoint, error)
-	// modelState is the model's state beside its weights (batch norms'
+	SaveState func() (*checkpoint, error)
+	// ModelState is the model's state beside its weights (batch norms'
 	// running statistics) for a checkpoint: every training rank calls it
 	// at the same boundary as saveState (it may be a collective); the
 	// reporting rank's goes into the checkpoint.
-	modelState func() ([]float32, error)
-	// voteStop combines the ranks' wishes to stop; nil: a one-float
+	ModelState func() ([]float32, error)
+	// VoteStop combines the ranks' wishes to stop; nil: a one-float
 	// AllReduce over every rank of the Comm (right where every rank
 	// trains).
-	voteStop func(local bool) (bool, error)
-	// pace is set by a strategy whose ranks run at their own pace
+	VoteStop func(local bool) (bool, error)
+	// Pace is set by a strategy whose ranks run at their own Pace
 	// (AD-PSGD): the loop asks it where an epoch ends.
-	pace pacer
-	// sentBytes counts the bytes the strategy sent (BytesPerStep).
-	sentBytes func() int64
-	// setTrain replaces the training rows for a re-dealt epoch
-	// (setTrain(nil): the rank's own shard again); nil: the strategy
+	Pace Pacer
+	// SentBytes counts the bytes the strategy sent (BytesPerStep).
+	SentBytes func() int64
+	// SetTrain replaces the training rows for a re-dealt epoch
+	// (SetTrain(nil): the rank's own shard again); nil: the strategy
 	// cannot re-deal an epoch.
-	setTrain func(d *data.Dense)
+	SetTrain func(d *data.Dense)
 }
 
 // hooked is a Strategy whose hooks were taken once, when the loop began:
@@ -85,54 +85,54 @@ type hooks struct {
 // the loop asks for them at every step boundary.
 type hooked struct {
 	Strategy
-	h hooks
+	h Hooks
 }
 
-func (s hooked) hooks() hooks { return s.h }
+func (s hooked) Hooks() Hooks { return s.h }
 
-// pacer is a Strategy whose epochs end where it says rather than after
+// Pacer is a Strategy whose epochs end where it says rather than after
 // the schedule's steps: its ranks run at their own pace (adpsgd, where
 // rank 0 calls a synchronisation point once the ranks together have
 // trained an epoch's samples). The loop then walks this rank's shard in
 // epochs of its own (ownPace) and asks before every step whether a point
 // ends the epoch; --max-steps and the epoch count are the strategy's to
 // apply (across the ranks), and there is no stop vote or checkpoint.
-type pacer interface {
-	// syncPoint is asked before every step: non-nil ends the epoch here.
-	syncPoint() (*syncPoint, error)
-	// stepped counts a step this rank finished, of samples samples.
-	stepped(samples float64)
-	// resumeAfter lets the ranks go on once the point's epoch is recorded.
-	resumeAfter(pt *syncPoint)
-	// totalSteps is every rank's steps together (a collective at the
+type Pacer interface {
+	// SyncPoint is asked before every step: non-nil ends the epoch here.
+	SyncPoint() (*syncPoint, error)
+	// Stepped counts a step this rank finished, of samples samples.
+	Stepped(samples float64)
+	// ResumeAfter lets the ranks go on once the point's epoch is recorded.
+	ResumeAfter(pt *syncPoint)
+	// TotalSteps is every rank's steps together (a collective at the
 	// end), mine this rank's.
-	totalSteps(mine int) (int, error)
+	TotalSteps(mine int) (int, error)
 }
 
 // syncPoint is the end of a paced epoch (gossip.Point: AD-PSGD's control
 // protocol calls them).
 type syncPoint = gossip.Point
 
-// schedule is the step plan every training rank shares.
-type schedule struct {
-	n     int // global training set size
-	ranks int // ranks that train: all under allreduce, the workers under ps
-	batch int // per rank
+// Schedule is the step plan every training rank shares.
+type Schedule struct {
+	N     int // global training set size
+	Ranks int // ranks that train: all under allreduce, the workers under ps
+	Batch int // per rank
 	shard int // this rank's training samples (0 on a server)
 }
 
-// stepsPerEpoch: every rank runs the same number of steps, enough for the
+// StepsPerEpoch: every rank runs the same number of steps, enough for the
 // largest shard; a rank whose shard is used up contributes an empty batch.
-func (s schedule) stepsPerEpoch() int {
-	gb := s.batch * s.ranks
-	return (s.n + gb - 1) / gb
+func (s Schedule) StepsPerEpoch() int {
+	gb := s.Batch * s.Ranks
+	return (s.N + gb - 1) / gb
 }
 
-// globalBatch is the number of samples all ranks together use at a step.
-func (s schedule) globalBatch(step int) int {
+// GlobalBatch is the number of samples all ranks together use at a step.
+func (s Schedule) GlobalBatch(step int) int {
 	total := 0
-	for q := 0; q < s.ranks; q++ {
-		total += max(0, min(s.batch, data.ShardLen(s.n, q, s.ranks)-step*s.batch))
+	for q := 0; q < s.Ranks; q++ {
+		total += max(0, min(s.Batch, data.ShardLen(s.N, q, s.Ranks)-step*s.Batch))
 	}
 	return total
 }

@@ -26,11 +26,11 @@ import (
 // alias (config.go), its registerUnit line (register.go) and a file with
 // its unit and its Strategy:
 // docs/CONTRIBUTING.md walks through one.
-var syncUnits = make([]syncUnit, len(config.Syncs))
+var syncUnits = make([]Unit, len(config.Syncs))
 
 // registerUnit makes u the unit of s, and its rules the configuration's
 // (config.Register). A strategy registers once, before any job runs.
-func registerUnit(s Sync, u syncUnit) {
+func registerUnit(s Sync, u Unit) {
 	switch {
 	case int(s) >= len(syncUnits):
 		panic(fmt.Sprintf("registerUnit: %v has no name in config.Syncs", s))
@@ -41,46 +41,46 @@ func registerUnit(s Sync, u syncUnit) {
 	config.Register(s, u)
 }
 
-// syncUnit is everything a --sync strategy owns besides its steps.
+// Unit is everything a --sync strategy owns besides its steps.
 // baseUnit gives the defaults of a strategy on which every rank trains
 // and shares step boundaries, with one model and optimizer state on every
 // rank.
-type syncUnit interface {
+type Unit interface {
 	// The rules the configuration asks of it (config.Rules):
 	// Validate, the settings it cannot train with; Foreign, its own
 	// settings when another strategy is chosen; ValidateWorld, those that
 	// cannot work on a number of ranks; Decentralized; StopsAtBoundaries.
 	config.Rules
-	// help says in a few words what the strategy does (the --sync flag's
-	// help lists every strategy's); its name is its Sync's (config.Syncs).
-	help() string
-	// servers is how many of the first ranks serve instead of training.
-	servers(c Config) int
-	// takesTrainState: Trainer.Start can resume it (the weights and the
+	// Help says in a few words what the strategy does (the --sync flag's
+	// Help lists every strategy's); its name is its Sync's (config.Syncs).
+	Help() string
+	// Servers is how many of the first ranks serve instead of training.
+	Servers(c Config) int
+	// TakesTrainState: Trainer.Start can resume it (the weights and the
 	// optimizer state are the same on every rank).
-	takesTrainState() bool
-	// reshards: under c, a checkpoint resumes on another number of ranks,
+	TakesTrainState() bool
+	// Reshards: under c, a checkpoint resumes on another number of ranks,
 	// the rest of its epoch dealt to them (reshard.go).
-	reshards(c Config) bool
-	// run trains the dense model runDense set up.
-	run(j *job, d denseSetup) (*Result, error)
-	// runSparse trains the sparse model (sparse-logreg) runSparse set
+	Reshards(c Config) bool
+	// Run trains the dense model runDense set up.
+	Run(j *Job, d DenseSetup) (*Result, error)
+	// RunSparse trains the sparse model (sparse-logreg) RunSparse set
 	// up; the configuration refuses it under a strategy without one.
-	runSparse(j *job, d sparseSetup) (*Result, error)
-	// checkCheckpointing refuses checkpoint settings the strategy cannot
+	RunSparse(j *Job, d SparseSetup) (*Result, error)
+	// CheckCheckpointing refuses checkpoint settings the strategy cannot
 	// honour under c.
-	checkCheckpointing(c Config, ck *Checkpointing) error
-	// checkpointMeta fills in the strategy's part of a checkpoint's
+	CheckCheckpointing(c Config, ck *Checkpointing) error
+	// CheckpointMeta fills in the strategy's part of a checkpoint's
 	// metadata.
-	checkpointMeta(j *job, m *checkpointMeta)
-	// compatible says why checkpoint c cannot resume job j as far as the
+	CheckpointMeta(j *Job, m *checkpointMeta)
+	// Compatible says why checkpoint c cannot resume job j as far as the
 	// strategy's own state goes ("" if it can).
-	compatible(j *job, c *checkpoint) string
-	// resume hands every rank its strategy-specific part of the checkpoint
+	Compatible(j *Job, c *checkpoint) string
+	// Resume hands every rank its strategy-specific part of the checkpoint
 	// rank 0 read (ck: nil on the other ranks) into r. Collective.
-	resume(j *job, ck *checkpoint, r *resumed) error
-	// variants are the ways the benches name the strategy.
-	variants() []Variant
+	Resume(j *Job, ck *checkpoint, r *Resumed) error
+	// Variants are the ways the benches name the strategy.
+	Variants() []Variant
 }
 
 // Tags of the strategies' checkpoint and stop messages between ranks,
@@ -92,63 +92,63 @@ const (
 	tagRankState // dpsgd: a rank's own state to and from rank 0
 )
 
-// denseSetup is what runDense prepared for a strategy on this rank.
-type denseSetup struct {
-	m      *model.Model
-	params []float32   // the initial weights (every rank's the same)
-	shard  *data.Dense // this rank's training shard (nil on a parameter server)
-	// testShard is this rank's strided shard of the test set, test the
+// DenseSetup is what runDense prepared for a strategy on this rank.
+type DenseSetup struct {
+	M      *model.Model
+	Params []float32   // the initial weights (every rank's the same)
+	Shard  *data.Dense // this rank's training shard (nil on a parameter server)
+	// TestShard is this rank's strided shard of the test set, test the
 	// whole of it (testRows rows).
-	testShard *data.Dense
-	test      data.DenseSource
-	testRows  int
+	TestShard *data.Dense
+	Test      data.DenseSource
+	TestRows  int
 }
 
-// sparseSetup is what runSparse prepared for a strategy on this rank.
-type sparseSetup struct {
-	arch   model.Arch
-	params []float32    // the initial weights
-	train  *data.Sparse // the whole training set
-	shard  *data.Sparse // this rank's training shard (nil on a parameter server)
-	test   *data.Sparse
+// SparseSetup is what runSparse prepared for a strategy on this rank.
+type SparseSetup struct {
+	Arch   model.Arch
+	Params []float32    // the initial weights
+	Train  *data.Sparse // the whole training set
+	Shard  *data.Sparse // this rank's training shard (nil on a parameter server)
+	Test   *data.Sparse
 }
 
-// unitOf is the registry entry of s (nil: s is not a strategy).
-func unitOf(s Sync) syncUnit {
+// UnitOf is the registry entry of s (nil: s is not a strategy).
+func UnitOf(s Sync) Unit {
 	if int(s) < len(syncUnits) {
 		return syncUnits[s]
 	}
 	return nil
 }
 
-// baseUnit holds the defaults of syncUnit's methods.
-type baseUnit struct{}
+// BaseUnit holds the defaults of syncUnit's methods.
+type BaseUnit struct{}
 
-func (baseUnit) Validate(Config) error                { return nil }
-func (baseUnit) Foreign(Config) error                 { return nil }
-func (baseUnit) ValidateWorld(Config, int) error      { return nil }
-func (baseUnit) Decentralized() bool                  { return false }
-func (baseUnit) StopsAtBoundaries() bool              { return true }
-func (baseUnit) servers(Config) int                   { return 0 }
-func (baseUnit) takesTrainState() bool                { return false }
-func (baseUnit) reshards(Config) bool                 { return false }
-func (baseUnit) checkpointMeta(*job, *checkpointMeta) {}
-func (baseUnit) checkCheckpointing(Config, *Checkpointing) error {
+func (BaseUnit) Validate(Config) error                { return nil }
+func (BaseUnit) Foreign(Config) error                 { return nil }
+func (BaseUnit) ValidateWorld(Config, int) error      { return nil }
+func (BaseUnit) Decentralized() bool                  { return false }
+func (BaseUnit) StopsAtBoundaries() bool              { return true }
+func (BaseUnit) Servers(Config) int                   { return 0 }
+func (BaseUnit) TakesTrainState() bool                { return false }
+func (BaseUnit) reshards(Config) bool                 { return false }
+func (BaseUnit) CheckpointMeta(*Job, *checkpointMeta) {}
+func (BaseUnit) CheckCheckpointing(Config, *Checkpointing) error {
 	return nil
 }
-func (baseUnit) resume(*job, *checkpoint, *resumed) error { return nil }
+func (BaseUnit) resume(*Job, *checkpoint, *Resumed) error { return nil }
 
-// runSparse: config.Validate refuses sparse-logreg under every strategy
+// RunSparse: config.Validate refuses sparse-logreg under every strategy
 // but ps.
-func (baseUnit) runSparse(j *job, _ sparseSetup) (*Result, error) {
-	return nil, bad("Model", "sparse-logreg trains with sync ps, not %v", j.cfg.Sync)
+func (BaseUnit) RunSparse(j *Job, _ SparseSetup) (*Result, error) {
+	return nil, bad("Model", "sparse-logreg trains with sync ps, not %v", j.Cfg.Sync)
 }
 
 // compatible: the checkpoint holds optimizer state exactly when the
 // job's optimizer keeps one.
-func (baseUnit) compatible(j *job, c *checkpoint) string {
-	if (c.Opt != nil) != j.cfg.Opt.Kind.HasState() {
-		return fmt.Sprintf("its optimizer state does not fit %v", j.cfg.Opt.Kind)
+func (BaseUnit) compatible(j *Job, c *checkpoint) string {
+	if (c.Opt != nil) != j.Cfg.Opt.Kind.HasState() {
+		return fmt.Sprintf("its optimizer state does not fit %v", j.Cfg.Opt.Kind)
 	}
 	return ""
 }
@@ -180,7 +180,7 @@ func (v Variant) Apply(c *Config) {
 func Variants() []Variant {
 	var out []Variant
 	for _, u := range syncUnits {
-		out = append(out, u.variants()...)
+		out = append(out, u.Variants()...)
 	}
 	return out
 }
@@ -201,11 +201,11 @@ func ParseVariant(name string) (Variant, error) {
 func SyncHelp() string {
 	parts := make([]string, len(syncUnits))
 	for i, u := range syncUnits {
-		parts[i] = Sync(i).String() + " (" + u.help() + ")"
+		parts[i] = Sync(i).String() + " (" + u.Help() + ")"
 	}
 	return "how ranks combine their work: " + strings.Join(parts, ", ")
 }
 
-// oneVariant is the variants of a strategy the benches name by its --sync
+// OneVariant is the variants of a strategy the benches name by its --sync
 // name alone.
-func oneVariant(s Sync) []Variant { return []Variant{{Name: s.String(), Sync: s}} }
+func OneVariant(s Sync) []Variant { return []Variant{{Name: s.String(), Sync: s}} }

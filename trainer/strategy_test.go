@@ -24,22 +24,22 @@ func TestRegistry(t *testing.T) {
 		if got, err := ParseSync(s.String()); err != nil || got != s {
 			t.Errorf("ParseSync(%q) = %v, %v; want %v", s.String(), got, err, s)
 		}
-		if unitOf(s) != u || s.Rules() != config.Rules(u) {
-			t.Errorf("Sync(%d) %v: unit %T, rules %T; want %T", i, s, unitOf(s), s.Rules(), u)
+		if UnitOf(s) != u || s.Rules() != config.Rules(u) {
+			t.Errorf("Sync(%d) %v: unit %T, rules %T; want %T", i, s, UnitOf(s), s.Rules(), u)
 		}
-		if !strings.Contains(SyncHelp(), s.String()+" ("+u.help()+")") {
+		if !strings.Contains(SyncHelp(), s.String()+" ("+u.Help()+")") {
 			t.Errorf("--sync's help leaves out %s", s)
 		}
-		if len(u.variants()) == 0 {
+		if len(u.Variants()) == 0 {
 			t.Errorf("%s has no bench name", s)
 		}
-		for _, v := range u.variants() {
+		for _, v := range u.Variants() {
 			if v.Sync != s {
 				t.Errorf("%s's variant %q trains with %v", s, v.Name, v.Sync)
 			}
 		}
 	}
-	if past := Sync(len(syncUnits)); unitOf(past) != nil || past.Rules() != nil {
+	if past := Sync(len(syncUnits)); UnitOf(past) != nil || past.Rules() != nil {
 		t.Error("a Sync past the registry has a unit")
 	}
 	var names []string
@@ -78,11 +78,11 @@ func TestUnitsAnswerAsBefore(t *testing.T) {
 		{SyncDPSGD, 0, true, true, false},
 		{SyncADPSGD, 0, true, false, false},
 	} {
-		u := unitOf(tc.s)
+		u := UnitOf(tc.s)
 		c.Sync = tc.s
-		if u.servers(c) != tc.servers || tc.s.Decentralized() != tc.decentral || c.StopsAtBoundaries() != tc.stops || u.takesTrainState() != tc.trainState {
+		if u.Servers(c) != tc.servers || tc.s.Decentralized() != tc.decentral || c.StopsAtBoundaries() != tc.stops || u.TakesTrainState() != tc.trainState {
 			t.Errorf("%v: servers %d, decentralized %v, stops at boundaries %v, takes a TrainState %v; want %+v",
-				tc.s, u.servers(c), tc.s.Decentralized(), c.StopsAtBoundaries(), u.takesTrainState(), tc)
+				tc.s, u.Servers(c), tc.s.Decentralized(), c.StopsAtBoundaries(), u.TakesTrainState(), tc)
 		}
 	}
 }

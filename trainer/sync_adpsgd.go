@@ -146,9 +146,9 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 // writes its checkpoints at its synchronisation points (loop.go).
 type adpsgdUnit struct{ ownModelUnit }
 
-func (adpsgdUnit) help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
+func (adpsgdUnit) Help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
 func (adpsgdUnit) StopsAtBoundaries() bool { return false }
-func (adpsgdUnit) variants() []Variant     { return oneVariant(SyncADPSGD) }
+func (adpsgdUnit) Variants() []Variant     { return OneVariant(SyncADPSGD) }
 
 func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
@@ -157,29 +157,29 @@ func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 	return nil
 }
 
-// checkCheckpointing: the ranks share no step boundary; they meet at the
+// CheckCheckpointing: the ranks share no step boundary; they meet at the
 // synchronisation points, where the checkpoints are written (every
 // --checkpoint-every Ne epochs, and at the end).
-func (adpsgdUnit) checkCheckpointing(c Config, ck *Checkpointing) error {
+func (adpsgdUnit) CheckCheckpointing(c Config, ck *Checkpointing) error {
 	if ck.Every > 0 {
 		return bad("Checkpoint", "%v writes checkpoints at its synchronisation points, the ends of epochs (its ranks share no step boundary): give an epoch schedule (--checkpoint-every %de)", c.Sync, max(1, ck.Every/1000))
 	}
 	return nil
 }
 
-// reshards: a checkpoint is written at a synchronisation point, an epoch's
+// Reshards: a checkpoint is written at a synchronisation point, an epoch's
 // end; on another number of ranks every rank starts from the consensus
 // model with the ranks' optimizer states averaged (consensusState), as
 // under dpsgd.
-func (adpsgdUnit) reshards(Config) bool { return true }
+func (adpsgdUnit) Reshards(Config) bool { return true }
 
-func (adpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
-	return runDecentralized(j, d, func() (gossipStrategy, error) { return newADPSGD(j, d.m, d.params, d.shard, d.testShard) })
+func (adpsgdUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+	return runDecentralized(j, d, func() (gossipStrategy, error) { return newADPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
-func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
+func newADPSGD(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
 	r := j.Comm.Rank()
-	g, err := gossip.NewBipartite(j.cfg.Topology, j.Comm.Size())
+	g, err := gossip.NewBipartite(j.Cfg.Topology, j.Comm.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +188,9 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 		return nil, err
 	}
 	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
-		rng: rand.New(rand.NewPCG(j.cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
-		clock: gossip.NewEpochClock(j.sched.n, j.cfg.Epochs, j.cfg.MaxSteps)}
-	if r := j.resume; r != nil {
+		rng: rand.New(rand.NewPCG(j.Cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
+		clock: gossip.NewEpochClock(j.Sched.N, j.Cfg.Epochs, j.Cfg.MaxSteps)}
+	if r := j.Resume; r != nil {
 		// From a synchronisation point's checkpoint: the epochs before it
 		// are done, and its steps (every rank's) count towards
 		// --max-steps; rank 0 carries them in the total.
@@ -200,14 +200,14 @@ func newADPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense
 		}
 	}
 	s.theirs = make([]float32, len(params))
-	s.overlap, s.avgDone, s.avgTr = j.cfg.Overlap, make(chan error, 1), j.tr
+	s.overlap, s.avgDone, s.avgTr = j.Cfg.Overlap, make(chan error, 1), j.Trace
 	if s.overlap {
-		s.avgTr = trace.OnLane(j.tr, trace.LaneComm)
+		s.avgTr = trace.OnLane(j.Trace, trace.LaneComm)
 	}
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
-		go func() { s.srvErr <- caught(s.srv.run) }()
+		go func() { s.srvErr <- Caught(s.srv.run) }()
 	}
 	return s, nil
 }
@@ -221,10 +221,10 @@ func (s *adpsgdStrategy) close() {
 	s.free()
 }
 
-// hooks: the local model's, and the pace of the ranks' own steps.
-func (s *adpsgdStrategy) hooks() hooks {
+// Hooks: the local model's, and the pace of the ranks' own steps.
+func (s *adpsgdStrategy) Hooks() Hooks {
 	h := s.localModel.hooks()
-	h.pace = s
+	h.Pace = s
 	return h
 }
 
@@ -236,7 +236,7 @@ func (s *adpsgdStrategy) Describe() string {
 		}
 	}
 	return fmt.Sprintf("%s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
-		s.describe(), s.j.cfg.Topology, s.graph.N, na, s.graph.N-na, kernels.Describe(s.j.Backend))
+		s.describe(), s.j.Cfg.Topology, s.graph.N, na, s.graph.N-na, kernels.Describe(s.j.Backend))
 }
 
 // Prepare uploads the batch and, on an active rank, averages (or starts
@@ -255,7 +255,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	}
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
 	if s.overlap {
-		go func() { s.avgDone <- caught(func() error { return s.average(s.peer) }) }()
+		go func() { s.avgDone <- Caught(func() error { return s.average(s.peer) }) }()
 		return nil
 	}
 	t0 := time.Now()
@@ -300,7 +300,7 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 	if s.active {
 		err := s.avgErr
 		if s.overlap {
-			sp := s.j.tr.Begin("wait-partner").Cat(trace.Wait).Arg("partner", s.peer)
+			sp := s.j.Trace.Begin("wait-partner").Cat(trace.Wait).Arg("partner", s.peer)
 			err = <-s.avgDone
 			sp.End()
 			wait = time.Since(t0).Seconds()
@@ -331,25 +331,25 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 // Evaluate measures the consensus model of the last synchronisation point.
 func (s *adpsgdStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
 
-// stepped counts a finished step for the next progress report, and its
+// Stepped counts a finished step for the next progress report, and its
 // samples for the epoch's figures.
-func (s *adpsgdStrategy) stepped(samples float64) {
+func (s *adpsgdStrategy) Stepped(samples float64) {
 	s.seen += samples
 	s.steps.Add(1)
 	s.samples.Add(int64(samples))
 }
 
-// resumeAfter lets a passive rank's server go on answering (or, after the
+// ResumeAfter lets a passive rank's server go on answering (or, after the
 // final point, end).
-func (s *adpsgdStrategy) resumeAfter(pt *syncPoint) {
+func (s *adpsgdStrategy) ResumeAfter(pt *syncPoint) {
 	if s.srv != nil {
 		s.srv.resume(pt.Final)
 	}
 }
 
-// totalSteps: the ranks run different numbers of steps; Result.Steps is
+// TotalSteps: the ranks run different numbers of steps; Result.Steps is
 // their sum.
-func (s *adpsgdStrategy) totalSteps(int) (int, error) {
+func (s *adpsgdStrategy) TotalSteps(int) (int, error) {
 	tot := []float32{float32(s.step + s.resumed)}
 	if err := collectives.Allreduce(s.j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
 		return 0, err
@@ -357,9 +357,9 @@ func (s *adpsgdStrategy) totalSteps(int) (int, error) {
 	return int(tot[0]), nil
 }
 
-// syncPoint is what a rank does between two steps: report its progress
+// SyncPoint is what a rank does between two steps: report its progress
 // and learn whether rank 0 called a synchronisation point (nil: go on).
-func (s *adpsgdStrategy) syncPoint() (*syncPoint, error) {
+func (s *adpsgdStrategy) SyncPoint() (*syncPoint, error) {
 	c := s.j.Comm
 	if !s.active {
 		return s.passiveBoundary()
@@ -449,11 +449,11 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 			return nil, nil
 		}
 	}
-	timeout := s.j.cfg.Timeout
+	timeout := s.j.Cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultConfig().Timeout
 	}
-	sp := s.j.tr.Begin("wait-average").Cat(trace.Wait)
+	sp := s.j.Trace.Begin("wait-average").Cat(trace.Wait)
 	defer sp.End()
 	until := time.After(timeout)
 	for s.lag.Load() >= maxLag {
@@ -476,7 +476,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
 func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
 	j := s.j
 	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
-	sp := j.tr.Begin("synchronise").Cat(trace.Wait).Arg("epoch", st.Epoch)
+	sp := j.Trace.Begin("synchronise").Cat(trace.Wait).Arg("epoch", st.Epoch)
 	defer sp.End()
 	dist, err := s.consensus()
 	if err != nil {
@@ -522,7 +522,7 @@ const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
 	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
-		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), tr: trace.OnLane(s.j.tr, trace.LaneServer)}
+		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), tr: trace.OnLane(s.j.Trace, trace.LaneServer)}
 	return p
 }
 
@@ -541,7 +541,7 @@ func (p *passiveServer) stop() {
 func (p *passiveServer) run() error {
 	s := p.s
 	c := s.j.Comm
-	timeout := s.j.cfg.Timeout
+	timeout := s.j.Cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultConfig().Timeout
 	}

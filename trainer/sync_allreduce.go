@@ -28,7 +28,7 @@ import (
 // downloaded first) Exchange reduces the same buckets one after another,
 // with the same result bit for bit.
 type allreduceStrategy struct {
-	j           *job
+	j           *Job
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
@@ -62,12 +62,12 @@ type allreduceStrategy struct {
 }
 
 // allreduceUnit is --sync allreduce: every rank trains (allreduceStrategy).
-type allreduceUnit struct{ baseUnit }
+type allreduceUnit struct{ BaseUnit }
 
-func (allreduceUnit) help() string          { return "gradients summed by AllReduce every step" }
-func (allreduceUnit) takesTrainState() bool { return true }
-func (allreduceUnit) reshards(Config) bool  { return true }
-func (allreduceUnit) variants() []Variant   { return oneVariant(SyncAllreduce) }
+func (allreduceUnit) Help() string          { return "gradients summed by AllReduce every step" }
+func (allreduceUnit) TakesTrainState() bool { return true }
+func (allreduceUnit) Reshards(Config) bool  { return true }
+func (allreduceUnit) Variants() []Variant   { return OneVariant(SyncAllreduce) }
 
 // Validate: local SGD (each rank steps its own model, models averaged)
 // takes none of the settings of one summed step; --compress and
@@ -136,15 +136,15 @@ func lossScaleRefused(c Config) error {
 	return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 }
 
-// resume hands each rank its error-feedback residue: its own when the
+// Resume hands each rank its error-feedback residue: its own when the
 // checkpoint holds one per rank of this job; on another number of ranks
 // rank 0 takes their sum (what the ranks' next AllReduce would have
 // added in) and the others start from zero.
-func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
-	if j.cfg.LocalSteps > 1 {
-		return ownModelUnit{}.resume(j, ck, r)
+func (allreduceUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
+	if j.Cfg.LocalSteps > 1 {
+		return ownModelUnit{}.Resume(j, ck, r)
 	}
-	if !j.cfg.ErrorFeedback {
+	if !j.Cfg.ErrorFeedback {
 		return nil
 	}
 	var count int
@@ -177,26 +177,26 @@ func (allreduceUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 			}
 		}
 	}
-	r.residues = [][]float32{mine}
+	r.Residues = [][]float32{mine}
 	return nil
 }
 
-func (allreduceUnit) run(j *job, d denseSetup) (*Result, error) {
-	if j.cfg.LocalSteps > 1 || localSGDTest {
+func (allreduceUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+	if j.Cfg.LocalSteps > 1 || localSGDTest {
 		if j.Start != nil {
-			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.cfg.LocalSteps)
+			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.Cfg.LocalSteps)
 		}
 		return runDecentralized(j, d, func() (gossipStrategy, error) { return newLocalSGD(j, d) })
 	}
-	return runAllreduce(j, d.m, d.params, d.shard, d.testShard)
+	return runAllreduce(j, d.M, d.Params, d.Shard, d.TestShard)
 }
 
-// compatible: under local SGD every rank's own state (ownModelUnit).
-func (u allreduceUnit) compatible(j *job, c *checkpoint) string {
-	if j.cfg.LocalSteps > 1 {
-		return ownModelUnit{}.compatible(j, c)
+// Compatible: under local SGD every rank's own state (ownModelUnit).
+func (u allreduceUnit) Compatible(j *Job, c *checkpoint) string {
+	if j.Cfg.LocalSteps > 1 {
+		return ownModelUnit{}.Compatible(j, c)
 	}
-	return u.baseUnit.compatible(j, c)
+	return u.BaseUnit.compatible(j, c)
 }
 
 // oneRankOnDevice lets a one-rank world on a device backend keep its
@@ -205,8 +205,8 @@ func (u allreduceUnit) compatible(j *job, c *checkpoint) string {
 var oneRankOnDevice = true
 
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
-func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
-	cfg := j.cfg
+func runAllreduce(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+	cfg := j.Cfg
 	opt, err := model.NewArchOptimizer(cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.De
 		defer func() { m.SyncBN = nil }()
 	}
 	if cfg.Accumulate > 1 {
-		if s.accum, err = newAccumulator(m, j.Backend, j.micro); err != nil {
+		if s.accum, err = newAccumulator(m, j.Backend, j.Micro); err != nil {
 			return nil, err
 		}
 		defer s.accum.free()
@@ -235,15 +235,15 @@ func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.De
 	}
 	if s.wire != nil {
 		s.ar.Wire = s.wire.wire
-		if r := j.resume; r != nil && len(r.residues) == 1 && s.wire.residue != nil {
-			copy(s.wire.residue, r.residues[0])
+		if r := j.Resume; r != nil && len(r.Residues) == 1 && s.wire.residue != nil {
+			copy(s.wire.residue, r.Residues[0])
 		}
 	}
 	_, hostGrads := m.Grads.(kernels.HostBuffer)
 	// Under SyncBN the backward pass runs collectives of its own: the
 	// buckets wait for it.
 	if hostGrads && cfg.Overlap && !cfg.SyncBN && j.Comm.Size() > 1 {
-		s.ovTr = trace.OnLane(j.tr, trace.LaneComm)
+		s.ovTr = trace.OnLane(j.Trace, trace.LaneComm)
 		s.ov = newOverlapper(s.reduceBucket, s.plan)
 		defer s.ov.close()
 	}
@@ -268,11 +268,11 @@ func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.De
 	if err != nil {
 		return nil, err
 	}
-	j.keepLastWord(m.Arch, m.Params, opt.StateBuffer(), m.State, pos)
+	j.KeepLastWord(m.Arch, m.Params, opt.StateBuffer(), m.State, pos)
 
 	start := time.Now()
 	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
-	pos, total, err := j.loop(s, pos, res)
+	pos, total, err := j.Loop(s, pos, res)
 	if err != nil {
 		return nil, err
 	}
@@ -287,23 +287,23 @@ func runAllreduce(j *job, m *model.Model, params []float32, train, test *data.De
 	}
 	res.WallSec = time.Since(start).Seconds()
 	res.SamplesPerSec = total / res.WallSec
-	return j.finishRun(res)
+	return j.FinishRun(res)
 }
 
 // startFrom puts the state training starts from on the backend: the
 // checkpoint resumed, or Trainer.Start, or params at the first step; it
 // returns the position.
-func startFrom(j *job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
-	pos := startPosition
+func startFrom(j *Job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
+	pos := StartPosition
 	st := j.Start
-	if r := j.resume; r != nil {
+	if r := j.Resume; r != nil {
 		st = &TrainState{Arch: m.Arch, State: model.State{Params: r.Params, Opt: r.Opt}, Position: r.Position}
 	}
 	if st != nil {
-		if err := st.check(m.Arch, opt.StateLen()); err != nil {
+		if err := st.Check(m.Arch, opt.StateLen()); err != nil {
 			return pos, err
 		}
-		if j.resume == nil && len(st.Reshard) > 0 {
+		if j.Resume == nil && len(st.Reshard) > 0 {
 			// Trainer.Start hands a state over on as many ranks as ran
 			// it; an epoch re-dealt to them is a checkpoint's to record.
 			return pos, fmt.Errorf("Trainer.Start: the state is inside an epoch re-dealt to another number of ranks (Position.Reshard): resume it from its checkpoint")
@@ -314,7 +314,7 @@ func startFrom(j *job, m *model.Model, opt *model.Optimizer, params []float32) (
 		}
 		// A checkpoint's statistics are on the device already (run);
 		// a Trainer.Start state brings its own.
-		if j.resume == nil && len(st.Buffers) > 0 {
+		if j.Resume == nil && len(st.Buffers) > 0 {
 			if err := j.Backend.Upload(m.State, st.Buffers); err != nil {
 				return pos, err
 			}
@@ -326,7 +326,7 @@ func startFrom(j *job, m *model.Model, opt *model.Optimizer, params []float32) (
 // fillResult records the final weights, optimizer state and the ranks'
 // averaged batch-norm statistics in res (collective), and the state to
 // go on from at pos.
-func fillResult(j *job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
+func fillResult(j *Job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
 	res.Params = make([]float32, m.NumParams())
 	if err := j.Backend.Download(res.Params, m.Params); err != nil {
 		return err
@@ -335,7 +335,7 @@ func fillResult(j *job, res *Result, m *model.Model, opt *model.Optimizer, pos P
 	if err != nil {
 		return err
 	}
-	if res.ModelState, err = j.syncState(m, true); err != nil {
+	if res.ModelState, err = j.SyncState(m, true); err != nil {
 		return err
 	}
 	res.State = &TrainState{Arch: m.Arch, State: model.State{Params: slices.Clone(res.Params), Opt: optState,
@@ -343,12 +343,12 @@ func fillResult(j *job, res *Result, m *model.Model, opt *model.Optimizer, pos P
 	return nil
 }
 
-func (s *allreduceStrategy) hooks() hooks {
-	return hooks{saveState: s.saveState, modelState: s.modelState, sentBytes: s.sentBytes, setTrain: s.setTrain}
+func (s *allreduceStrategy) Hooks() Hooks {
+	return Hooks{SaveState: s.saveState, ModelState: s.modelState, SentBytes: s.sentBytes, SetTrain: s.setTrain}
 }
 
 func (s *allreduceStrategy) Describe() string {
-	cfg, a := s.j.cfg, s.m.Arch
+	cfg, a := s.j.Cfg, s.m.Arch
 	how := "after the backward pass"
 	if s.ov != nil {
 		how = "overlapped with the backward pass"
@@ -367,7 +367,7 @@ func (s *allreduceStrategy) Describe() string {
 		batch = fmt.Sprintf("%d (%d micro-batches of %d accumulated)", cfg.Batch, (cfg.Batch+s.accum.micro-1)/s.accum.micro, s.accum.micro)
 	}
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
-		cfg.Model, a.Describe(), s.j.sched.n, s.j.sched.ranks, batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
+		cfg.Model, a.Describe(), s.j.Sched.N, s.j.Sched.Ranks, batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
 		len(s.plan), how, kernels.Describe(s.j.Backend))
 }
 
@@ -381,7 +381,7 @@ func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 // partial last batch too.
 func (s *allreduceStrategy) Compute() error {
 	scale := 1 / float32(s.gb) * s.ls.factor()
-	if err := s.accum.earlier(scale, s.train, s.j.tr); err != nil {
+	if err := s.accum.earlier(scale, s.train, s.j.Trace); err != nil {
 		return err
 	}
 	if s.ov != nil {
@@ -411,13 +411,13 @@ func (s *allreduceStrategy) downloadLayer(_, lo, _ int) error {
 
 // Prepare uploads the batch (features and labels in one piece).
 func (s *allreduceStrategy) Prepare(idx []int, step int) error {
-	s.gb = s.j.globalBatch(step)
+	s.gb = s.j.GlobalBatch(step)
 	if s.wire != nil {
 		s.ar.Scale = wireScale(s.gb)
 	}
-	s.j.loaded(step, s.train, idx, s.gb)
+	s.j.Loaded(step, s.train, idx, s.gb)
 	first := s.accum.first(idx)
-	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
+	sp := s.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
 	_, err := s.m.LoadBatch(s.train, first)
 	sp.Err(err).End()
 	return err
@@ -447,7 +447,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	if s.host == nil {
 		return s.exchangeBuckets(buf)
 	}
-	tr := s.j.tr
+	tr := s.j.Trace
 	t0 := time.Now()
 	for i, bk := range s.plan {
 		if err := s.reduceBucket(i, buf[bk.lo:bk.hi]); err != nil {
@@ -484,7 +484,7 @@ func (s *allreduceStrategy) skip(st StepStats, cause error) (StepStats, error) {
 // update applies the optimizer to the whole reduced gradient (guarded).
 func (s *allreduceStrategy) update() error {
 	return s.guarded(func() error {
-		sp := s.j.tr.Begin("update").Cat(trace.Update)
+		sp := s.j.Trace.Begin("update").Cat(trace.Update)
 		err := s.opt.Update(s.m.Params, s.m.GradView())
 		sp.Err(err).End()
 		return err
@@ -502,12 +502,12 @@ func (s *allreduceStrategy) guarded(apply func() error) error {
 	if err := s.clip(); err != nil {
 		return err
 	}
-	if s.j.lw != nil {
-		s.j.lw.beginUpdate()
+	if s.j.LW != nil {
+		s.j.LW.BeginUpdate()
 	}
 	err := apply()
-	if s.j.lw != nil {
-		s.j.lw.endUpdate(err)
+	if s.j.LW != nil {
+		s.j.LW.EndUpdate(err)
 	}
 	if err == nil {
 		s.ls.finite()
@@ -602,27 +602,27 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 // the last word, to clip by the whole gradient's norm, or to skip a step
 // whose gradient overflows anywhere under loss scaling), not one by one.
 func (s *allreduceStrategy) deferUpdates() bool {
-	return s.j.lw != nil || s.j.cfg.ClipNorm > 0 || s.ls != nil
+	return s.j.LW != nil || s.j.Cfg.ClipNorm > 0 || s.ls != nil
 }
 
 // clip clips the reduced gradient to --clip-norm (clip.go): the same on
 // every rank.
 func (s *allreduceStrategy) clip() error {
-	if s.j.cfg.ClipNorm <= 0 {
+	if s.j.Cfg.ClipNorm <= 0 {
 		return nil
 	}
-	_, err := clipGrad(s.j.Backend, s.m.GradView(), s.j.cfg.ClipNorm)
+	_, err := ClipGrad(s.j.Backend, s.m.GradView(), s.j.Cfg.ClipNorm)
 	return err
 }
 
-// setStep: the rate and count of the step about to run (schedule.go).
-func (s *allreduceStrategy) setStep(lr float32, t int) { s.opt.Config.LR, s.opt.Config.Step = lr, t }
+// SetStep: the rate and count of the step about to run (schedule.go).
+func (s *allreduceStrategy) SetStep(lr float32, t int) { s.opt.Config.LR, s.opt.Config.Step = lr, t }
 
 // updateBucket applies the optimizer to bucket i's weights.
 func (s *allreduceStrategy) updateBucket(i int) error {
 	bk, np := s.plan[i], s.m.NumParams()
 	hi := min(bk.hi, np)
-	sp := s.j.tr.Begin("update").Cat(trace.Update).Arg("bucket", i)
+	sp := s.j.Trace.Begin("update").Cat(trace.Update).Arg("bucket", i)
 	err := s.opt.UpdateRange(s.m.Params, s.m.Grads, bk.lo, hi-bk.lo)
 	sp.Err(err).End()
 	return err
@@ -647,7 +647,7 @@ func (s *allreduceStrategy) hostGrads() ([]float32, error) {
 	if hb, ok := s.m.Grads.(kernels.HostBuffer); ok {
 		return hb.Data(), nil
 	}
-	sp := s.j.tr.Begin("download").Cat(trace.IO).Bytes(4 * len(s.host))
+	sp := s.j.Trace.Begin("download").Cat(trace.IO).Bytes(4 * len(s.host))
 	var err error
 	if s.async != nil {
 		// The hook queued every layer (the first layer's gradient starts at
@@ -671,7 +671,7 @@ func (s *allreduceStrategy) hostGrads() ([]float32, error) {
 // gradient with one NonFinite on the device; only when that finds a bad
 // value is the gradient downloaded, to name the layers.
 func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
-	m, b, tr := s.m, s.j.Backend, s.j.tr
+	m, b, tr := s.m, s.j.Backend, s.j.Trace
 	np := m.NumParams()
 	stats := s.host[np:]
 	sp := tr.Begin("download").Cat(trace.IO).Bytes(4 * len(stats))
@@ -721,14 +721,14 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 
 // Evaluate measures the test accuracy over every rank's test shard.
 func (s *allreduceStrategy) Evaluate() (EvalResult, error) {
-	if _, err := s.j.syncState(s.m, true); err != nil {
+	if _, err := s.j.SyncState(s.m, true); err != nil {
 		return EvalResult{}, err
 	}
-	return evaluateShard(s.j.Comm, s.m, s.test)
+	return EvaluateShard(s.j.Comm, s.m, s.test)
 }
 
 // modelState: the ranks' averaged batch-norm statistics (collective).
-func (s *allreduceStrategy) modelState() ([]float32, error) { return s.j.syncState(s.m, true) }
+func (s *allreduceStrategy) modelState() ([]float32, error) { return s.j.SyncState(s.m, true) }
 
 // saveState: the weights and optimizer state, on rank 0, and with error
 // feedback every rank's residue (collective: the others send theirs).

@@ -59,15 +59,15 @@ type dpsgdStrategy struct {
 // every rank's own model and optimizer state.
 type dpsgdUnit struct{ ownModelUnit }
 
-func (dpsgdUnit) help() string {
+func (dpsgdUnit) Help() string {
 	return "each rank averages its model with its graph neighbours every step"
 }
-func (dpsgdUnit) variants() []Variant { return oneVariant(SyncDPSGD) }
+func (dpsgdUnit) Variants() []Variant { return OneVariant(SyncDPSGD) }
 
-// reshards: a checkpoint resumes on another number of ranks from the
+// Reshards: a checkpoint resumes on another number of ranks from the
 // consensus model, with the ranks' optimizer states averaged
 // (consensusState), the rest of its epoch dealt to them (reshard.go).
-func (dpsgdUnit) reshards(Config) bool { return true }
+func (dpsgdUnit) Reshards(Config) bool { return true }
 
 func (dpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.New(c.Topology, size); err != nil {
@@ -76,12 +76,12 @@ func (dpsgdUnit) ValidateWorld(c Config, size int) error {
 	return nil
 }
 
-func (dpsgdUnit) run(j *job, d denseSetup) (*Result, error) {
-	return runDecentralized(j, d, func() (gossipStrategy, error) { return newDPSGD(j, d.m, d.params, d.shard, d.testShard) })
+func (dpsgdUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+	return runDecentralized(j, d, func() (gossipStrategy, error) { return newDPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
-func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
-	g, err := gossip.New(j.cfg.Topology, j.Comm.Size())
+func newDPSGD(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
+	g, err := gossip.New(j.Cfg.Topology, j.Comm.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +90,9 @@ func newDPSGD(j *job, m *model.Model, params []float32, train, test *data.Dense)
 		return nil, err
 	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.cfg.Overlap, done: make(chan error, 1), xtr: j.tr}
+	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.Cfg.Overlap, done: make(chan error, 1), xtr: j.Trace}
 	if s.overlap {
-		s.xtr = trace.OnLane(j.tr, trace.LaneComm)
+		s.xtr = trace.OnLane(j.Trace, trace.LaneComm)
 	}
 	self, w := g.Weights(r)
 	s.self = float32(self)
@@ -109,9 +109,9 @@ func (s *dpsgdStrategy) close()             { s.free() }
 // sentBytes: the models sent to the neighbours.
 func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }
 
-func (s *dpsgdStrategy) hooks() hooks {
+func (s *dpsgdStrategy) Hooks() Hooks {
 	h := s.localModel.hooks()
-	h.sentBytes = s.sentBytes
+	h.SentBytes = s.sentBytes
 	return h
 }
 
@@ -130,7 +130,7 @@ func (s *dpsgdStrategy) Describe() string {
 		how = "while the gradient is computed"
 	}
 	return fmt.Sprintf("%s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
-		s.describe(), s.j.cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.j.Backend))
+		s.describe(), s.j.Cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.j.Backend))
 }
 
 // Prepare uploads the batch and, with overlap, starts the exchange of
@@ -138,7 +138,7 @@ func (s *dpsgdStrategy) Describe() string {
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
-		go func() { s.done <- caught(func() error { return s.exchange(step) }) }()
+		go func() { s.done <- Caught(func() error { return s.exchange(step) }) }()
 	}
 	return err
 }
@@ -193,7 +193,7 @@ func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
 	switch {
 	case len(s.nbrs) == 0:
 	case s.overlap:
-		sp := s.j.tr.Begin("wait-neighbours").Cat(trace.Wait)
+		sp := s.j.Trace.Begin("wait-neighbours").Cat(trace.Wait)
 		err = <-s.done
 		sp.End()
 	default:

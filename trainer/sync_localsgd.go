@@ -43,12 +43,12 @@ type localSGDStrategy struct {
 // every step is synchronous SGD).
 var localSGDTest bool
 
-func newLocalSGD(j *job, d denseSetup) (*localSGDStrategy, error) {
-	l, err := newLocalModel(j, d.m, d.shard, d.testShard, d.params, true)
+func newLocalSGD(j *Job, d DenseSetup) (*localSGDStrategy, error) {
+	l, err := newLocalModel(j, d.M, d.Shard, d.TestShard, d.Params, true)
 	if err != nil {
 		return nil, err
 	}
-	return &localSGDStrategy{localModel: l, h: max(1, j.cfg.LocalSteps), ar: collectives.NewAllreducer(j.Comm, j.cfg.Allreduce)}, nil
+	return &localSGDStrategy{localModel: l, h: max(1, j.Cfg.LocalSteps), ar: collectives.NewAllreducer(j.Comm, j.Cfg.Allreduce)}, nil
 }
 
 func (s *localSGDStrategy) local() *localModel { return s.localModel }
@@ -56,14 +56,14 @@ func (s *localSGDStrategy) close()             { s.free() }
 
 func (s *localSGDStrategy) Describe() string {
 	return fmt.Sprintf("%s, local SGD: each rank steps its own model, models averaged (allreduce %s) every %d steps and at each epoch's end, backend %s",
-		s.describe(), s.j.cfg.Allreduce, s.h, kernels.Describe(s.j.Backend))
+		s.describe(), s.j.Cfg.Allreduce, s.h, kernels.Describe(s.j.Backend))
 }
 
 func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }
 
-func (s *localSGDStrategy) hooks() hooks {
+func (s *localSGDStrategy) Hooks() Hooks {
 	h := s.localModel.hooks()
-	h.sentBytes = s.sentBytes
+	h.SentBytes = s.sentBytes
 	return h
 }
 
@@ -81,11 +81,11 @@ func (s *localSGDStrategy) Exchange(step int) (StepStats, error) {
 	}
 	// Steps h−1, 2h−1, … of the epoch average, and its last: a function
 	// of the position, so a resumed run averages where a straight one does.
-	if (step+1)%s.h != 0 && step+1 < s.j.epochLen {
+	if (step+1)%s.h != 0 && step+1 < s.j.EpochLen {
 		return st, nil
 	}
 	t0 := time.Now()
-	sp := s.j.tr.Begin("average").Cat(trace.Collective).Bytes(4 * len(s.x))
+	sp := s.j.Trace.Begin("average").Cat(trace.Collective).Bytes(4 * len(s.x))
 	err = s.ar.Allreduce(s.x, collectives.Avg)
 	sp.Err(err).End()
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 // others are workers that pull weights and push gradients (psWorker; the
 // dense model's denseWorker here, sparse-logreg's sparseWorker in
 // sync_sparse.go).
-type psUnit struct{ baseUnit }
+type psUnit struct{ BaseUnit }
 
-func (psUnit) help() string { return "parameter server: workers pull weights and push gradients" }
+func (psUnit) Help() string { return "parameter server: workers pull weights and push gradients" }
 func (psUnit) Validate(c Config) error {
 	if err := c.PS.Validate(); err != nil {
 		return err
@@ -30,7 +30,7 @@ func (psUnit) Validate(c Config) error {
 	}
 	return validateDownpour(c)
 }
-func (psUnit) servers(c Config) int { return c.PS.Servers }
+func (psUnit) Servers(c Config) int { return c.PS.Servers }
 
 // Foreign: Downpour's intervals and the sparse rows are the parameter
 // server's.
@@ -53,8 +53,8 @@ func (psUnit) ValidateWorld(c Config, size int) error {
 	return nil
 }
 
-// variants: one per consistency model, named by it.
-func (psUnit) variants() []Variant {
+// Variants: one per consistency model, named by it.
+func (psUnit) Variants() []Variant {
 	var out []Variant
 	for _, c := range ps.Consistencies {
 		out = append(out, Variant{Name: c.String(), Sync: SyncPS, Consistency: c, Servers: true})
@@ -62,9 +62,9 @@ func (psUnit) variants() []Variant {
 	return out
 }
 
-// checkCheckpointing: a checkpoint holds one residue per worker, taken at
+// CheckCheckpointing: a checkpoint holds one residue per worker, taken at
 // one step; under ssp, asp and dssp the workers are not at the same step.
-func (psUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
+func (psUnit) CheckCheckpointing(c Config, _ *Checkpointing) error {
 	if c.PS.Consistency == ps.BSP {
 		return nil
 	}
@@ -75,37 +75,37 @@ func (psUnit) checkCheckpointing(c Config, _ *Checkpointing) error {
 	return nil
 }
 
-// checkpointMeta: the servers and the consistency model (Downpour's clock,
+// CheckpointMeta: the servers and the consistency model (Downpour's clock,
 // Pushes, is the worker's own, set by its saveState).
-func (psUnit) checkpointMeta(j *job, m *checkpointMeta) {
-	m.Servers, m.Consistency = j.cfg.PS.Servers, j.cfg.PS.Consistency.String()
+func (psUnit) CheckpointMeta(j *Job, m *checkpointMeta) {
+	m.Servers, m.Consistency = j.Cfg.PS.Servers, j.Cfg.PS.Consistency.String()
 }
 
-// reshards: under bsp, where every worker is at the same step, the
+// Reshards: under bsp, where every worker is at the same step, the
 // servers' key ranges are laid anew from the checkpoint's whole vectors
 // and the workers are dealt the rest of the epoch (reshard.go).
-func (psUnit) reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
+func (psUnit) Reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
 
-func (u psUnit) compatible(j *job, c *checkpoint) string {
-	m, cfg := &c.Meta, j.cfg
-	need := j.sched.ranks * residueFilters(j)
+func (u psUnit) Compatible(j *Job, c *checkpoint) string {
+	m, cfg := &c.Meta, j.Cfg
+	need := j.Sched.Ranks * residueFilters(j)
 	switch {
-	case m.Servers != cfg.PS.Servers && !u.reshards(cfg):
+	case m.Servers != cfg.PS.Servers && !u.Reshards(cfg):
 		return fmt.Sprintf("it was written with %d servers, this job has %d (only bsp resumes on another number)", m.Servers, cfg.PS.Servers)
-	case m.Residues != need && m.Workers != j.sched.ranks:
-		return fmt.Sprintf("it holds the filter residues of %d workers, this job has %d: resume on %d workers", m.Workers, j.sched.ranks, m.Workers)
+	case m.Residues != need && m.Workers != j.Sched.Ranks:
+		return fmt.Sprintf("it holds the filter residues of %d workers, this job has %d: resume on %d workers", m.Workers, j.Sched.Ranks, m.Workers)
 	case m.Residues != need:
 		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, need)
 	}
-	return u.baseUnit.compatible(j, c)
+	return u.BaseUnit.compatible(j, c)
 }
 
-// resume hands every worker its filter residues: entry w*F+f of the
+// Resume hands every worker its filter residues: entry w*F+f of the
 // checkpoint is worker w's residue of its f-th residue filter (compatible
 // checked that there are workers × F of them).
-func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
-	r.clock = r.Steps
-	if j.cfg.PS.Downpour() {
+func (psUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
+	r.Clock = r.Steps
+	if j.Cfg.PS.Downpour() {
 		// The workers' clock counts pushes (downpour.go).
 		c := []uint64{0}
 		if ck != nil {
@@ -114,15 +114,15 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 		if err := collectives.BroadcastUint64(j.Comm, c, 0); err != nil {
 			return fmt.Errorf("resuming: the workers' clock: %w", err)
 		}
-		r.clock = int(c[0])
+		r.Clock = int(c[0])
 	}
 	perWorker := residueFilters(j)
 	if perWorker == 0 {
 		return nil
 	}
-	specs, _ := ps.ParseFilters(j.cfg.PS.Filters)
+	specs, _ := ps.ParseFilters(j.Cfg.PS.Filters)
 	buf := make([]float32, len(r.Params))
-	for e := range j.sched.ranks * perWorker {
+	for e := range j.Sched.Ranks * perWorker {
 		if ck != nil {
 			copy(buf, ck.Residues[e])
 		}
@@ -130,17 +130,17 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 			return fmt.Errorf("resuming: residues: %w", err)
 		}
 		w, f := e/perWorker, e%perWorker
-		if w != j.shardIdx {
+		if w != j.ShardIdx {
 			continue
 		}
-		if r.residues == nil {
-			r.residues = make([][]float32, len(specs))
+		if r.Residues == nil {
+			r.Residues = make([][]float32, len(specs))
 		}
 		// The f-th residue filter's index among all filters.
 		for i, k := 0, 0; i < len(specs); i++ {
 			if hasResidue(specs[i]) {
 				if k == f {
-					r.residues[i] = slices.Clone(buf)
+					r.Residues[i] = slices.Clone(buf)
 				}
 				k++
 			}
@@ -149,31 +149,31 @@ func (psUnit) resume(j *job, ck *checkpoint, r *resumed) error {
 	return nil
 }
 
-// run: the servers serve, the workers train the dense model (denseWorker)
+// Run: the servers serve, the workers train the dense model (denseWorker)
 // and the reporting worker evaluates the whole test set.
-func (psUnit) run(j *job, d denseSetup) (*Result, error) {
-	if j.cfg.PS.SparseRows == config.SparseOn && d.m.SparseWeights() == 0 {
+func (psUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+	if j.Cfg.PS.SparseRows == config.SparseOn && d.M.SparseWeights() == 0 {
 		// Every rank has the model: every rank stops here, none waits.
 		return nil, bad("PS.SparseRows", "on: the network has no rows a batch may leave untouched (an embedding without a tied head, or a position table longer than Config.Data.SeqLen)")
 	}
 	evalAll := func(p []float32) (float64, []float32, error) {
-		if err := j.Backend.Upload(d.m.Params, p); err != nil {
+		if err := j.Backend.Upload(d.M.Params, p); err != nil {
 			return 0, nil, err
 		}
 		// The workers' batch-norm statistics, averaged (servers have none).
-		state, err := j.syncState(d.m, j.shardIdx >= 0)
+		state, err := j.SyncState(d.M, j.ShardIdx >= 0)
 		if err != nil {
 			return 0, nil, err
 		}
-		ev, err := evaluateShard(j.Comm, d.m, d.testShard)
+		ev, err := EvaluateShard(j.Comm, d.M, d.TestShard)
 		return ev.Accuracy, state, err
 	}
-	return runPS(j, d.m.Arch, d.params, func(w *ps.Worker) (Strategy, error) {
-		testAll, err := d.test.Subset(data.StridedShard(d.testRows, 0, 1))
+	return runPS(j, d.M.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
+		testAll, err := d.Test.Subset(data.StridedShard(d.TestRows, 0, 1))
 		if err != nil {
 			return nil, err
 		}
-		return newDenseWorker(j, w, d.m, d.shard, testAll)
+		return newDenseWorker(j, w, d.M, d.Shard, testAll)
 	}, evalAll)
 }
 
@@ -182,10 +182,10 @@ func (psUnit) run(j *job, d denseSetup) (*Result, error) {
 // the workers run the loop with the strategy newWorker builds. Then every
 // rank takes the final weights from the servers into params, evaluates them
 // together with evalAll, and the reporting worker saves them.
-func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
+func runPS(j *Job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
 	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
 	start := time.Now()
-	cfg, c := j.cfg, j.Comm
+	cfg, c := j.Cfg, j.Comm
 	pcfg, err := cfg.ServerConfig()
 	if err != nil {
 		return nil, err
@@ -196,23 +196,23 @@ func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
-	start0 := startPosition
+	start0 := StartPosition
 	var residues [][]float32
-	if r := j.resume; r != nil { // checkpoint.go
+	if r := j.Resume; r != nil { // checkpoint.go
 		copy(params, r.Params)
-		pcfg.Restore = &ps.Restore{OptState: r.Opt, Clock: r.clock}
-		start0, residues = r.Position, r.residues
+		pcfg.Restore = &ps.Restore{OptState: r.Opt, Clock: r.Clock}
+		start0, residues = r.Position, r.Residues
 	}
-	pcfg.LRAt = j.serverLR(start0) // nil without a schedule
+	pcfg.LRAt = j.ServerLR(start0) // nil without a schedule
 	switch {
 	case pcfg.ReplicateEvery < 0: // --replicate-every 0
 		pcfg.ReplicateEvery = 0
-	case pcfg.ReplicateEvery == 0 && j.keepsLastWord(): // auto: for the last word (lastword_ps.go)
+	case pcfg.ReplicateEvery == 0 && j.KeepsLastWord(): // auto: for the last word (lastword_ps.go)
 		pcfg.ReplicateEvery = 1
 	}
 	if c.Rank() < cfg.PS.Servers {
 		// A server's timeline: each request received and reply sent.
-		sc := trace.Comm(c, trace.OnLane(j.tr, trace.LaneServer))
+		sc := trace.Comm(c, trace.OnLane(j.Trace, trace.LaneServer))
 		var tr ps.Transport = sc
 		if j.Stop != nil { // a signal to a server stops the workers too (checkpoint.go)
 			n := &stopNotifier{Comm: sc, stop: j.Stop}
@@ -232,8 +232,8 @@ func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 		if err != nil {
 			return nil, err
 		}
-		if j.resume != nil {
-			if err := w.Resume(j.resume.clock, residues); err != nil {
+		if j.Resume != nil {
+			if err := w.Resume(j.Resume.Clock, residues); err != nil {
 				return nil, err
 			}
 		}
@@ -241,7 +241,7 @@ func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 		if err != nil {
 			return nil, err
 		}
-		if _, samples, err = j.loop(s, start0, res); err != nil {
+		if _, samples, err = j.Loop(s, start0, res); err != nil {
 			return nil, err
 		}
 		if err := w.Done(); err != nil {
@@ -262,13 +262,13 @@ func runPS(j *job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 	}
 	res.Params = params
 	res.WallSec = time.Since(start).Seconds()
-	return j.finishRun(res)
+	return j.FinishRun(res)
 }
 
 // runStats combines every worker's statistics (servers contribute zeros):
 // the largest staleness, the mean wait, total rates and bytes, and the
 // global training throughput.
-func runStats(j *job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
+func runStats(j *Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
 	c := j.Comm
 	// Counts as integers and seconds as float64 bits: exact, as float32s
 	// were not (bytes past 2^24).
@@ -281,10 +281,10 @@ func runStats(j *job, ws ps.WorkerStats, samples float64, wall time.Duration) (*
 	sec := wall.Seconds()
 	out := &PSStats{}
 	var total float64
-	for q := j.cfg.PS.Servers; q < c.Size(); q++ {
+	for q := j.Cfg.PS.Servers; q < c.Size(); q++ {
 		v := all[q*len(mine) : (q+1)*len(mine)]
 		out.MaxStaleness = max(out.MaxStaleness, int(v[0]))
-		out.WaitSec += math.Float64frombits(v[1]) / float64(j.sched.ranks)
+		out.WaitSec += math.Float64frombits(v[1]) / float64(j.Sched.Ranks)
 		out.PushesPerSec += float64(v[2]) / sec
 		out.PullsPerSec += float64(v[3]) / sec
 		out.BytesSent += int64(v[4])

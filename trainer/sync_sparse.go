@@ -35,15 +35,15 @@ type sparseWorker struct {
 	correct     int
 }
 
-// setStep: nothing to set here. The servers step the weights, each push
+// SetStep: nothing to set here. The servers step the weights, each push
 // at the rate serverLR gives its clock (schedule.go), which is the rate
 // the loop gives this step.
-func (s *sparseWorker) setStep(float32, int) {}
+func (s *sparseWorker) SetStep(float32, int) {}
 
 // Prepare gathers the batch and pulls its working set: every feature the
 // batch touches, and the bias.
 func (s *sparseWorker) Prepare(idx []int, step int) error {
-	sp := s.j.tr.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	sp := s.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
 	err := s.train.Gather(&s.batch, idx)
 	sp.Err(err).End()
 	if err != nil {
@@ -67,7 +67,7 @@ func (s *sparseWorker) Prepare(idx []int, step int) error {
 
 // Compute is the logistic loss and its gradient over the working set.
 func (s *sparseWorker) Compute() error {
-	sp := s.j.tr.Begin("forward+backward").Cat(trace.Compute).Arg("rows", s.batch.Rows).Arg("keys", len(s.keys))
+	sp := s.j.Trace.Begin("forward+backward").Cat(trace.Compute).Arg("rows", s.batch.Rows).Arg("keys", len(s.keys))
 	defer sp.End()
 	b := &s.batch
 	pos := func(j int32) int {
@@ -109,14 +109,14 @@ func (s *sparseWorker) Exchange(int) (StepStats, error) {
 // Evaluate pulls the whole model and measures the whole test set, on the
 // reporting worker only (the others return NaN).
 func (s *sparseWorker) Evaluate() (EvalResult, error) {
-	if !s.j.reports() {
-		return notEvaluated, nil
+	if !s.j.Reports() {
+		return NotEvaluated, nil
 	}
 	s.full = grow(s.full, s.f+1)
 	if err := s.w.Pull(s.full); err != nil {
 		return EvalResult{}, err
 	}
-	return sumScores(nil, sparseScore(s.test, s.full))
+	return SumScores(nil, sparseScore(s.test, s.full))
 }
 
 // EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)
@@ -130,7 +130,7 @@ func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return sumScores(c, sparseScore(shard, params))
+	return SumScores(c, sparseScore(shard, params))
 }
 
 // sparseScore scores the weights p (w, then b) on a sparse set.
@@ -173,13 +173,13 @@ func sigmoid(z float64) float64 {
 // softplus is log(1 + e^z), stable for large |z|.
 func softplus(z float64) float64 { return math.Max(z, 0) + math.Log1p(math.Exp(-math.Abs(z))) }
 
-// runSparse trains sparse-logreg through the parameter server.
-func (psUnit) runSparse(j *job, d sparseSetup) (*Result, error) {
+// RunSparse trains sparse-logreg through the parameter server.
+func (psUnit) RunSparse(j *Job, d SparseSetup) (*Result, error) {
 	evalAll := func(p []float32) (float64, []float32, error) {
-		ev, err := EvaluateSparse(j.Comm, d.arch, p, d.test)
+		ev, err := EvaluateSparse(j.Comm, d.Arch, p, d.Test)
 		return ev.Accuracy, nil, err
 	}
-	return runPS(j, d.arch, d.params, func(w *ps.Worker) (Strategy, error) {
-		return &sparseWorker{psWorker: newPSWorker(j, w, d.arch), f: d.train.Cols, train: d.shard, test: d.test}, nil
+	return runPS(j, d.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
+		return &sparseWorker{psWorker: newPSWorker(j, w, d.Arch), f: d.Train.Cols, train: d.Shard, test: d.Test}, nil
 	}, evalAll)
 }

@@ -252,8 +252,8 @@ func TestMaxSteps(t *testing.T) {
 
 func TestGlobalBatch(t *testing.T) {
 	// 10 samples, 3 ranks, batch 2: shards of 4, 3, 3 → steps of 6 and 4.
-	s := schedule{n: 10, ranks: 3, batch: 2}
-	if got := []int{s.stepsPerEpoch(), s.globalBatch(0), s.globalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
+	s := Schedule{N: 10, Ranks: 3, Batch: 2}
+	if got := []int{s.StepsPerEpoch(), s.GlobalBatch(0), s.GlobalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
 		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
 	}
 }
