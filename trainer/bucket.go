@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -108,7 +109,7 @@ func (o *overlapper) run() {
 			continue
 		}
 		t0 := time.Now()
-		failed = Caught(func() error { return o.reduce(job.i, job.buf) })
+		failed = engine.Caught(func() error { return o.reduce(job.i, job.buf) })
 		o.done <- bucketDone{t0: t0, t1: time.Now(), err: failed}
 	}
 }

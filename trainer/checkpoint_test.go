@@ -479,7 +479,7 @@ func TestNumpyReadsCheckpointFile(t *testing.T) {
 		opt[i] = float32(i) / 7
 	}
 	dir := t.TempDir()
-	c := &checkpoint{Meta: checkpointMeta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch,
+	c := &ckpt.File{Meta: ckpt.Meta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch,
 		Position: Position{Epoch: 2, Step: 3, Steps: 17}}, State: model.State{Params: p, Opt: opt}}
 	b, err := c.Encode()
 	if err != nil {

@@ -7,9 +7,15 @@ import (
 	"time"
 
 	"github.com/dml-project/dml/collectives"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
+
+// tagResidue is the tag of the filters' residues a rank sends to rank 0
+// for a checkpoint (compress.go, ps_worker.go); the strategies' tags come
+// from the registry's range (collectives.TagTrainerBase).
+const tagResidue = collectives.TagTrainerBase
 
 // Gradient compression on the AllReduce path (--compress, --error-feedback).
 //
@@ -42,7 +48,7 @@ type gradWire struct {
 }
 
 // newGradWire resolves c.Compress ("auto" by measuring: collective).
-func newGradWire(j *Job, ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
+func newGradWire(j *engine.Job, ar *collectives.Allreducer, plan []bucket, np int) (*gradWire, error) {
 	c := j.Cfg
 	g := &gradWire{}
 	var err error
@@ -117,7 +123,7 @@ func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
 // turns (5 each after one of each to warm up) and returns fp16 if its
 // median was at least 10% below float32's. Every rank gets the same times
 // (the mean over ranks) and so the same answer.
-func compressAuto(j *Job, ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
+func compressAuto(j *engine.Job, ar *collectives.Allreducer, plan []bucket) (collectives.Wire, string, error) {
 	n := 0
 	for _, b := range plan {
 		n = max(n, b.hi-b.lo)
@@ -166,5 +172,5 @@ func (g *gradWire) gatherResidues(c collectives.Comm) ([][]float32, error) {
 	if c.Rank() == 0 {
 		mine = slices.Clone(mine) // the checkpoint's copy: training goes on
 	}
-	return GatherAtZero(c, mine, tagResidue, "error-feedback residue")
+	return engine.GatherAtZero(c, mine, tagResidue, "error-feedback residue")
 }

@@ -9,10 +9,16 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
+
+// tagRankState is the tag of a dpsgd rank's own state to and from rank 0
+// (after the ps stop vote's).
+const tagRankState = tagStopNote + 1
 
 // Gossip message tags, from the registry's range (collectives.TagGossipBase).
 const (
@@ -34,14 +40,14 @@ var gossipTest struct {
 // of its own (a localModel): decentralized, and its checkpoints hold every
 // rank's own model and optimizer state (localModel.saveState), handed back
 // to each rank on resuming.
-type ownModelUnit struct{ BaseUnit }
+type ownModelUnit struct{ engine.BaseUnit }
 
 func (ownModelUnit) Decentralized() bool { return true }
 
 // Compatible: one state per rank (the optimizer state is in them), or,
 // where the strategy resumes on another number of ranks (dpsgd), one per
 // rank of the job that wrote it.
-func (ownModelUnit) Compatible(j *Job, c *checkpoint) string {
+func (ownModelUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 	if c.Meta.RankStates != j.Comm.Size() && c.Meta.RankStates != c.Meta.Ranks {
 		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
 	}
@@ -53,7 +59,7 @@ func (ownModelUnit) Compatible(j *Job, c *checkpoint) string {
 	return ""
 }
 
-func (ownModelUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
+func (ownModelUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	return takeRankState(r, j.Comm, ck)
 }
 
@@ -63,7 +69,7 @@ func (ownModelUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
 // its local state (momentum, Adagrad accumulators: each rank keeps its
 // own, as in Lian et al.'s implementations).
 type localModel struct {
-	j     *Job
+	j     *engine.Job
 	m     *model.Model
 	opt   *model.Optimizer
 	train *data.Dense // this rank's training shard, or a re-dealt epoch's part (setTrain)
@@ -78,7 +84,7 @@ type localModel struct {
 	avg    []float32 // the consensus model x̄ of the last average
 }
 
-func newLocalModel(j *Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
+func newLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
 	opt, err := model.NewArchOptimizer(j.Cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
@@ -112,8 +118,8 @@ func (l *localModel) free() { l.opt.Free() }
 // setTrain: see hooks.setTrain.
 // hooks are the parts every decentralized strategy has from its local
 // model: checkpoints, the model's state, a re-dealt epoch's rows.
-func (l *localModel) hooks() Hooks {
-	return Hooks{SaveState: l.saveState, ModelState: l.modelState, SetTrain: l.setTrain}
+func (l *localModel) hooks() engine.Hooks {
+	return engine.Hooks{SaveState: l.saveState, ModelState: l.modelState, SetTrain: l.setTrain}
 }
 
 func (l *localModel) setTrain(t *data.Dense) {
@@ -215,7 +221,7 @@ func (l *localModel) update() error {
 		}
 	}
 	if c := l.j.Cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
-		if _, err := ClipGrad(b, m.GradView(), c); err != nil {
+		if _, err := engine.ClipGrad(b, m.GradView(), c); err != nil {
 			return err
 		}
 	}
@@ -291,7 +297,7 @@ func (l *localModel) evaluate() (EvalResult, error) {
 	if err := b.Upload(m.Params, l.avg); err != nil {
 		return EvalResult{}, err
 	}
-	acc, err := EvaluateShard(l.j.Comm, m, l.test)
+	acc, err := engine.EvaluateShard(l.j.Comm, m, l.test)
 	if l.shared {
 		copy(l.x, l.keep)
 	} else if err == nil {
@@ -311,7 +317,7 @@ type gossipStrategy interface {
 // runDecentralized trains with the decentralized strategy newStrategy
 // builds (dpsgd, adpsgd), then averages the ranks' models: the consensus
 // model is the result on every rank (evaluated, and saved by rank 0).
-func runDecentralized(j *Job, d DenseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
+func runDecentralized(j *engine.Job, d engine.DenseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
 	start := time.Now()
 	res := &Result{Arch: d.M.Arch, TestAcc: math.NaN()}
 	s, err := newStrategy()
@@ -319,7 +325,7 @@ func runDecentralized(j *Job, d DenseSetup, newStrategy func() (gossipStrategy, 
 		return nil, err
 	}
 	defer s.close()
-	pos := StartPosition
+	pos := engine.StartPosition
 	if j.Resume != nil {
 		pos = j.Resume.Position
 	}
@@ -358,7 +364,7 @@ func runDecentralized(j *Job, d DenseSetup, newStrategy func() (gossipStrategy, 
 // another number of ranks (dpsgd, reshard.go) gives every rank the same
 // state: the consensus model (the checkpoint's weights, the ranks'
 // average) and the ranks' optimizer states averaged (consensusState).
-func takeRankState(r *Resumed, c collectives.Comm, ck *checkpoint) error {
+func takeRankState(r *engine.Resumed, c collectives.Comm, ck *ckpt.File) error {
 	if c.Rank() == 0 {
 		states := ck.RankStates
 		if len(states) != c.Size() {
@@ -396,7 +402,7 @@ func takeRankState(r *Resumed, c collectives.Comm, ck *checkpoint) error {
 
 // saveState: rank 0 collects every rank's own model and optimizer state;
 // the checkpoint's weights are their average, the consensus model.
-func (s *localModel) saveState() (*checkpoint, error) {
+func (s *localModel) saveState() (*ckpt.File, error) {
 	c := s.j.Comm
 	mine := slices.Clone(s.x)
 	if s.opt.StateLen() > 0 {
@@ -410,11 +416,11 @@ func (s *localModel) saveState() (*checkpoint, error) {
 	if err := s.averageInto(avg); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	states, err := GatherAtZero(c, mine, tagRankState, "model")
+	states, err := engine.GatherAtZero(c, mine, tagRankState, "model")
 	if err != nil || c.Rank() != 0 {
 		return nil, err
 	}
-	return &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
+	return &ckpt.File{Meta: ckpt.Meta{Arch: s.m.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
 }
 
 // consensusState is the state every rank of another number of ranks
@@ -440,7 +446,7 @@ func consensusState(params []float32, states [][]float32) []float32 {
 }
 
 // ownState is this rank's own state to resume from, or nil.
-func ownState(r *Resumed) []float32 {
+func ownState(r *engine.Resumed) []float32 {
 	if r == nil {
 		return nil
 	}

@@ -3,6 +3,8 @@ package trainer
 import (
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
+	"github.com/dml-project/dml/trainer/engine"
 )
 
 // Downpour SGD's n_fetch and n_push (Dean et al. 2012, "Large Scale
@@ -70,17 +72,14 @@ func validateDownpour(c Config) error {
 	}
 	switch {
 	case c.Model == SparseLogreg:
-		return bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.PushPeriod(), p.FetchPeriod())
+		return config.Bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.PushPeriod(), p.FetchPeriod())
 	case p.Consistency == ps.BSP && p.FetchPeriod() != p.PushPeriod():
-		return bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.PushPeriod(), p.FetchPeriod())
-	case p.PushPeriod() > 1 && !NewLRPlan(c, 1).constantInTime():
-		return bad("PS.PushEvery", "%d with a learning-rate schedule or warm-up (Config.LRSchedule %q, Config.WarmupEpochs %v): the servers pick a push's rate by its clock, which counts pushes, not steps", p.PushPeriod(), c.LRSchedule, c.WarmupEpochs)
+		return config.Bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.PushPeriod(), p.FetchPeriod())
+	case p.PushPeriod() > 1 && !engine.NewLRPlan(c, 1).ConstantInTime():
+		return config.Bad("PS.PushEvery", "%d with a learning-rate schedule or warm-up (Config.LRSchedule %q, Config.WarmupEpochs %v): the servers pick a push's rate by its clock, which counts pushes, not steps", p.PushPeriod(), c.LRSchedule, c.WarmupEpochs)
 	}
 	return nil
 }
-
-// constantInTime: every step has the same rate (LRScaleRanks may scale it).
-func (p LRPlan) constantInTime() bool { return p.Sched.Kind == "constant" && p.Warmup == 0 }
 
 // downpour is a dense worker's state under --fetch-every/--push-every.
 type downpour struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -71,7 +72,7 @@ func TestDownpourPushesLocalSum(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var batches []batch
-	loadHook = func(rank, _, _ int, set *data.Dense, idx []int, gb int) {
+	engine.LoadHook = func(rank, _, _ int, set *data.Dense, idx []int, gb int) {
 		mu.Lock()
 		defer mu.Unlock()
 		if rank == 1 { // the worker
@@ -79,7 +80,7 @@ func TestDownpourPushesLocalSum(t *testing.T) {
 		}
 	}
 	res := mustRun(t, 2, cfg)
-	loadHook = nil
+	engine.LoadHook = nil
 	if len(batches) != steps {
 		t.Fatalf("the worker loaded %d batches, want %d", len(batches), steps)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/ckpt"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -37,7 +38,7 @@ import (
 
 // serverWord keeps what a server's LastWord needs.
 type serverWord struct {
-	j     *Job
+	j     *engine.Job
 	arch  model.Arch
 	p     int // model length
 	k     *ps.Keeper
@@ -47,7 +48,7 @@ type serverWord struct {
 // keepServerWord makes this server rank keep its last word, when the job
 // writes emergency checkpoints; it returns the keeper RunServerKeeping
 // fills (nil: none).
-func keepServerWord(j *Job, arch model.Arch, p int, start Position) *ps.Keeper {
+func keepServerWord(j *engine.Job, arch model.Arch, p int, start Position) *ps.Keeper {
 	if !j.KeepsLastWord() {
 		return nil
 	}
@@ -111,7 +112,7 @@ func held(h ps.Held) int {
 // already there is kept.
 func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
 	j := w.j
-	c := &checkpoint{State: model.State{Params: make([]float32, w.p)}}
+	c := &ckpt.File{State: model.State{Params: make([]float32, w.p)}}
 	per := j.Cfg.Opt.Kind.StatePer()
 	if per > 0 {
 		c.Opt = make([]float32, per*w.p)
@@ -132,7 +133,7 @@ func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, 
 		return path, pos.Steps, nil
 	}
 	if part {
-		path = filepath.Join(j.Checkpoint.Dir, PartName(pos.Steps, j.Comm.Rank()))
+		path = filepath.Join(j.Checkpoint.Dir, engine.PartName(pos.Steps, j.Comm.Rank()))
 	}
 	return j.WriteEmergency(path, c, w.arch, pos, e)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -26,13 +27,13 @@ func lastWordRun(t *testing.T, n int, cfg Config, stuck, caller, epoch, at int) 
 	dir = t.TempDir()
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	loadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
+	engine.LoadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
 		if rank == stuck && e == epoch && step == at {
 			once.Do(func() { close(reached) })
 			<-release
 		}
 	}
-	defer func() { loadHook = nil }()
+	defer func() { engine.LoadHook = nil }()
 	trs := make([]*Trainer, n)
 	var ready sync.WaitGroup
 	ready.Add(n)
@@ -199,7 +200,7 @@ func TestServerPartsJoined(t *testing.T) {
 		dir := t.TempDir()
 		reached, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		loadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
+		engine.LoadHook = func(rank, e, step int, _ *data.Dense, _ []int, _ int) {
 			if rank == 3 && e == 1 && step == 7 {
 				once.Do(func() { close(reached) })
 				<-release
@@ -222,7 +223,7 @@ func TestServerPartsJoined(t *testing.T) {
 			trs[c.Rank()] = tr
 			ready.Done()
 		})
-		loadHook = nil
+		engine.LoadHook = nil
 		noErrs(t, errs)
 		for i, err := range said {
 			if err != nil {
@@ -233,7 +234,7 @@ func TestServerPartsJoined(t *testing.T) {
 		files, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
 		parts := 0
 		for _, f := range files {
-			if _, _, ok := partOf(filepath.Base(f)); ok {
+			if _, _, ok := engine.PartOf(filepath.Base(f)); ok {
 				parts++
 			} else {
 				os.Remove(f)
@@ -244,9 +245,9 @@ func TestServerPartsJoined(t *testing.T) {
 		}
 		res, errs := runCkpt(t, 5, cfg, Checkpointing{Dir: dir, ResumeLatest: true, Keep: 100}, 0)
 		joined, _ := filepath.Glob(filepath.Join(dir, "ckpt-s*.npz"))
-		var emergency *checkpoint // the joined one, among the run's own
+		var emergency *ckpt.File // the joined one, among the run's own
 		for _, f := range joined {
-			if _, _, ok := partOf(filepath.Base(f)); ok {
+			if _, _, ok := engine.PartOf(filepath.Base(f)); ok {
 				t.Errorf("callers %v: part %s left after the resume", callers, f)
 			} else if c := readCheckpointFile(t, f); c.Meta.Emergency != nil {
 				emergency = c
@@ -274,7 +275,7 @@ func TestServerPartsJoined(t *testing.T) {
 func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int, at string, val float32, ranges ...[2]int) {
 	t.Helper()
 	p := arch.NumParams()
-	c := &checkpoint{Meta: checkpointMeta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
+	c := &ckpt.File{Meta: ckpt.Meta{Format: ckpt.Format, Version: ckpt.Version, Arch: arch, Ranks: ranks, Servers: 3, Workers: ranks - 3,
 		Position: Position{Epoch: 1, Step: steps, Steps: steps}}, State: model.State{Params: make([]float32, p)}}
 	c.Meta.Emergency = &Emergency{DeadRank: 1, WrittenBy: rank, Part: true, Held: ranges, Time: at}
 	for _, r := range ranges {
@@ -286,7 +287,7 @@ func testPart(t *testing.T, dir string, arch model.Arch, steps, rank, ranks int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, PartName(steps, rank)), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, engine.PartName(steps, rank)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -305,7 +306,7 @@ func TestJoinPartsHygiene(t *testing.T) {
 	dir := t.TempDir()
 	testPart(t, dir, arch, 101, 1, 6, "2026-01-01T00:00:01Z", 1, r1, r2)
 	testPart(t, dir, arch, 101, 0, 5, "2026-01-01T00:00:09Z", 2, r0, r1)
-	if w, probs := joinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "another job or death") {
+	if w, probs := engine.JoinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "another job or death") {
 		t.Errorf("two attempts' parts: joined %q (%v)", w, probs)
 	}
 	if n := parts(dir); n != 0 {
@@ -315,14 +316,14 @@ func TestJoinPartsHygiene(t *testing.T) {
 	dir = t.TempDir()
 	testPart(t, dir, arch, 7, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
 	testPart(t, dir, arch, 7, 2, 5, "2026-01-01T00:00:01Z", 3, r1, r2) // r1 differs
-	if w, probs := joinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "disagree") {
+	if w, probs := engine.JoinParts(dir, p); w != "" || !strings.Contains(strings.Join(probs, ";"), "disagree") {
 		t.Errorf("clashing parts: joined %q (%v)", w, probs)
 	}
 
 	dir = t.TempDir()
 	testPart(t, dir, arch, 7, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
 	os.WriteFile(filepath.Join(dir, ckpt.Name(7)), []byte("x"), 0o644)
-	joinParts(dir, p)
+	engine.JoinParts(dir, p)
 	if n := parts(dir); n != 0 {
 		t.Errorf("a part of a step with a checkpoint is left")
 	}
@@ -331,7 +332,7 @@ func TestJoinPartsHygiene(t *testing.T) {
 	testPart(t, dir, arch, 9, 0, 5, "2026-01-01T00:00:01Z", 1, r0, r1)
 	testPart(t, dir, arch, 9, 2, 5, "2026-01-01T00:00:02Z", 1, r1, r2)
 	testPart(t, dir, arch, 8, 2, 5, "2026-01-01T00:00:02Z", 1, r2) // an older round's, alone
-	w, probs := joinParts(dir, p)
+	w, probs := engine.JoinParts(dir, p)
 	if w != filepath.Join(dir, ckpt.Name(9)) || parts(dir) != 0 {
 		t.Errorf("joined %q (%v), %d parts left", w, probs, parts(dir))
 	}

@@ -7,6 +7,13 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/engine"
+)
+
+// The tags of the ps stop vote's messages (after tagResidue).
+const (
+	tagStop     = tagResidue + 1 + iota // ps bsp: a worker's flag to the first worker, and the OR back
+	tagStopNote                         // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
 )
 
 // voteStop: a signalled server sends every worker a note (stopNotifier),
@@ -117,7 +124,7 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 
 // residueFilters is how many of the job's ps filters keep a residue
 // (sigmod), which a checkpoint must carry per worker.
-func residueFilters(j *Job) int {
+func residueFilters(j *engine.Job) int {
 	if j.Cfg.Sync != SyncPS {
 		return 0
 	}

@@ -8,8 +8,10 @@ import (
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/stopvote"
 	"github.com/dml-project/dml/trainer/trace"
@@ -23,7 +25,7 @@ import (
 // shares: its gradient scale, its wait, its epoch figures. Its loss and
 // accuracy are the worker's own samples' (ScopeWorker).
 type psWorker struct {
-	j    *Job
+	j    *engine.Job
 	w    *ps.Worker
 	arch model.Arch
 	prev ps.WorkerStats
@@ -32,7 +34,7 @@ type psWorker struct {
 	vote stopvote.Vote // the stop vote's state (voteStop)
 }
 
-func newPSWorker(j *Job, w *ps.Worker, arch model.Arch) psWorker {
+func newPSWorker(j *engine.Job, w *ps.Worker, arch model.Arch) psWorker {
 	return psWorker{j: j, w: w, arch: arch, prev: w.Stats(),
 		vote: stopvote.Vote{BSP: j.Cfg.PS.Consistency == ps.BSP, Workers: j.Sched.Ranks, Me: j.ShardIdx}}
 }
@@ -65,13 +67,13 @@ func (p *psWorker) sentBytes() int64 { return p.w.Stats().BytesSent }
 
 // Hooks: every worker writes checkpoints (the servers' state), votes on a
 // stop among the workers and counts its pushes and pulls.
-func (p *psWorker) Hooks() Hooks {
-	return Hooks{SaveState: p.saveState, VoteStop: p.voteStop, SentBytes: p.sentBytes}
+func (p *psWorker) Hooks() engine.Hooks {
+	return engine.Hooks{SaveState: p.saveState, VoteStop: p.voteStop, SentBytes: p.sentBytes}
 }
 
 // Hooks: a dense worker's adds its model's state and a re-dealt epoch's
 // rows.
-func (d *denseWorker) Hooks() Hooks {
+func (d *denseWorker) Hooks() engine.Hooks {
 	h := d.psWorker.Hooks()
 	h.SaveState, h.ModelState, h.SetTrain = d.saveState, d.modelState, d.setTrain
 	return h
@@ -159,7 +161,7 @@ type denseWorker struct {
 	stale bool
 }
 
-func newDenseWorker(j *Job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
+func newDenseWorker(j *engine.Job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
 	np := m.NumParams()
 	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
 		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.Cfg.PS, np, j.Cfg.Opt.LR)}
@@ -300,7 +302,7 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 	if c := d.j.Cfg.ClipNorm; c > 0 && d.rows > 0 {
 		// This worker's own batch's mean gradient (clip.go): the push is
 		// it times sc·rows.
-		ClipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
+		engine.ClipHost(grads[:np], 1/(float64(d.sc)*float64(d.rows)), c)
 	}
 	var push float64
 	var err error
@@ -349,7 +351,7 @@ func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) e
 // accumulated (and fetches at its next step), so that the servers' state
 // the checkpoint takes is the whole of it; the checkpoint records the
 // workers' clock (checkpointMeta.Pushes).
-func (d *denseWorker) saveState() (*checkpoint, error) {
+func (d *denseWorker) saveState() (*ckpt.File, error) {
 	if d.dp == nil {
 		return d.psWorker.saveState()
 	}
@@ -379,7 +381,7 @@ func (d *denseWorker) modelState() ([]float32, error) {
 // batch-norm statistics.
 func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if !d.j.Reports() {
-		return NotEvaluated, nil
+		return engine.NotEvaluated, nil
 	}
 	if d.stale {
 		// The test set may name rows the last batches did not: pull
@@ -393,12 +395,12 @@ func (d *denseWorker) Evaluate() (EvalResult, error) {
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return SumScores(nil, s)
+	return engine.SumScores(nil, s)
 }
 
 // saveState: the reporting worker asks the servers for their state and
 // collects the other workers' filter residues; they send theirs.
-func (p *psWorker) saveState() (*checkpoint, error) {
+func (p *psWorker) saveState() (*ckpt.File, error) {
 	j := p.j
 	var mine [][]float32
 	for _, f := range p.w.Filters() {
@@ -415,7 +417,7 @@ func (p *psWorker) saveState() (*checkpoint, error) {
 		return nil, nil
 	}
 	n := p.w.Size()
-	c := &checkpoint{Meta: checkpointMeta{Arch: p.arch}, State: model.State{Params: make([]float32, n)}}
+	c := &ckpt.File{Meta: ckpt.Meta{Arch: p.arch}, State: model.State{Params: make([]float32, n)}}
 	if per := j.Cfg.Opt.Kind.StatePer(); per > 0 {
 		c.Opt = make([]float32, per*n)
 	}

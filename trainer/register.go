@@ -1,9 +1,13 @@
 package trainer
 
+import (
+	"github.com/dml-project/dml/trainer/engine"
+)
+
 // The strategies dml trains with, each registered once (strategy.go).
 func init() {
-	registerUnit(SyncAllreduce, allreduceUnit{})
-	registerUnit(SyncPS, psUnit{})
-	registerUnit(SyncDPSGD, dpsgdUnit{})
-	registerUnit(SyncADPSGD, adpsgdUnit{})
+	engine.Register(SyncAllreduce, allreduceUnit{})
+	engine.Register(SyncPS, psUnit{})
+	engine.Register(SyncDPSGD, dpsgdUnit{})
+	engine.Register(SyncADPSGD, adpsgdUnit{})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,66 +15,10 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
-
-// TestEpochParts: whatever stretches an epoch ran at whatever sizes, what
-// they trained and the parts dealt to the next ranks hold every sample of
-// the epoch exactly once; the parts differ in length by at most one.
-func TestEpochParts(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 300 {
-		n := 1 + r.IntN(300)
-		shuffle := r.IntN(2) == 0
-		var segs []Segment
-		trained := map[int]int{}
-		// The first stretch walks the standard order of its ranks.
-		ranks := 1 + r.IntN(min(n, 6))
-		for k := range 1 + r.IntN(3) {
-			batch := 1 + r.IntN(9)
-			var parts [][]int
-			if k == 0 {
-				// No step yet, dealt to as many ranks: the standard
-				// parts (the merge in turn and the deal in turn undo each
-				// other on strided shards).
-				parts = epochParts(n, 7, 3, shuffle, []Segment{{Ranks: ranks, Steps: 0, Batch: 1}}, ranks)
-				for q, p := range parts {
-					order := data.EpochOrder(data.ShardLen(n, q, ranks), shardSeed(7, q), 3, shuffle)
-					for i, o := range order {
-						if p[i] != q+o*ranks {
-							t.Fatalf("n %d, %d ranks: part %d is not shard %d's epoch order", n, ranks, q, q)
-						}
-					}
-				}
-			} else {
-				parts = epochParts(n, 7, 3, shuffle, segs, ranks)
-			}
-			steps := r.IntN(partSteps(parts, batch) + 1)
-			for _, p := range parts {
-				for _, row := range p[:min(steps*batch, len(p))] {
-					trained[row]++
-				}
-			}
-			segs = append(segs, Segment{Ranks: ranks, Steps: steps, Batch: batch})
-			ranks = 1 + r.IntN(6)
-		}
-		parts := epochParts(n, 7, 3, shuffle, segs, ranks)
-		for q, p := range parts {
-			if len(p) > len(parts[0]) || len(parts[0])-len(p) > 1 {
-				t.Fatalf("%+v to %d ranks: part %d has %d rows, part 0 %d", segs, ranks, q, len(p), len(parts[0]))
-			}
-			for _, row := range p {
-				trained[row]++
-			}
-		}
-		for row := range n {
-			if trained[row] != 1 {
-				t.Fatalf("n %d, %+v then %d ranks: row %d trained %d times in the epoch", n, segs, ranks, row, trained[row])
-			}
-		}
-	}
-}
 
 // rowsLog records what the strategies load (loadHook): the training
 // set's rows of each epoch (found by their contents), and for each step
@@ -124,7 +67,7 @@ func logRows(t *testing.T, cfg Config) *rowsLog {
 		}
 		l.ids[k] = i
 	}
-	loadHook = func(rank, epoch, step int, set *data.Dense, idx []int, gb int) {
+	engine.LoadHook = func(rank, epoch, step int, set *data.Dense, idx []int, gb int) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, i := range idx {
@@ -144,7 +87,7 @@ func logRows(t *testing.T, cfg Config) *rowsLog {
 		}
 		l.gb[k] = gb
 	}
-	t.Cleanup(func() { loadHook = nil })
+	t.Cleanup(func() { engine.LoadHook = nil })
 	return l
 }
 
@@ -366,16 +309,16 @@ func TestResumeOtherRanksRefusesBadRecords(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, want string
-		edit       func(*checkpoint)
+		edit       func(*ckpt.File)
 	}{
-		{"overflow", "does not fit", func(c *checkpoint) { c.Meta.Reshard[0].Steps, c.Meta.Reshard[0].Batch = 1<<62+1, 2 }},
-		{"ranks", "does not fit", func(c *checkpoint) { c.Meta.Reshard[0].Ranks = 1 << 40 }},
-		{"many", "sizes", func(c *checkpoint) {
-			for len(c.Meta.Reshard) <= maxSegments {
+		{"overflow", "does not fit", func(c *ckpt.File) { c.Meta.Reshard[0].Steps, c.Meta.Reshard[0].Batch = 1<<62+1, 2 }},
+		{"ranks", "does not fit", func(c *ckpt.File) { c.Meta.Reshard[0].Ranks = 1 << 40 }},
+		{"many", "sizes", func(c *ckpt.File) {
+			for len(c.Meta.Reshard) <= engine.MaxSegments {
 				c.Meta.Reshard = append(c.Meta.Reshard, c.Meta.Reshard[0])
 			}
 		}},
-		{"workers", "training ranks for", func(c *checkpoint) { c.Meta.Workers = 1 << 40 }},
+		{"workers", "training ranks for", func(c *ckpt.File) { c.Meta.Workers = 1 << 40 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := readCheckpointFile(t, ckB)
@@ -422,7 +365,7 @@ func checkpointAt(t *testing.T, n int, cfg Config, steps int, resume string) str
 }
 
 // readCheckpointFile decodes the checkpoint at path.
-func readCheckpointFile(t *testing.T, path string) *checkpoint {
+func readCheckpointFile(t *testing.T, path string) *ckpt.File {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -437,7 +380,7 @@ func readCheckpointFile(t *testing.T, path string) *checkpoint {
 
 // writeCheckpointFile encodes ck into a file of its own and returns its
 // path.
-func writeCheckpointFile(t *testing.T, ck *checkpoint) string {
+func writeCheckpointFile(t *testing.T, ck *ckpt.File) string {
 	t.Helper()
 	raw, err := ck.Encode()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/trainer/config"
+	"github.com/dml-project/dml/trainer/engine"
 )
 
 // TestRegistry: every Sync --sync names has its unit, whose rules are the
@@ -13,19 +14,17 @@ import (
 // and the benches' names are unique and parse back to the strategy that
 // owns them.
 func TestRegistry(t *testing.T) {
-	if len(syncUnits) != len(Syncs) {
-		t.Fatalf("%d units for the %d names of --sync (%v)", len(syncUnits), len(Syncs), Syncs)
-	}
-	for i, u := range syncUnits {
+	for i := range Syncs {
 		s := Sync(i)
+		u := engine.UnitOf(s)
 		if u == nil {
 			t.Fatalf("Sync(%d) has no unit", i)
 		}
 		if got, err := ParseSync(s.String()); err != nil || got != s {
 			t.Errorf("ParseSync(%q) = %v, %v; want %v", s.String(), got, err, s)
 		}
-		if UnitOf(s) != u || s.Rules() != config.Rules(u) {
-			t.Errorf("Sync(%d) %v: unit %T, rules %T; want %T", i, s, UnitOf(s), s.Rules(), u)
+		if engine.UnitOf(s) != u || s.Rules() != config.Rules(u) {
+			t.Errorf("Sync(%d) %v: unit %T, rules %T; want %T", i, s, engine.UnitOf(s), s.Rules(), u)
 		}
 		if !strings.Contains(SyncHelp(), s.String()+" ("+u.Help()+")") {
 			t.Errorf("--sync's help leaves out %s", s)
@@ -39,7 +38,7 @@ func TestRegistry(t *testing.T) {
 			}
 		}
 	}
-	if past := Sync(len(syncUnits)); UnitOf(past) != nil || past.Rules() != nil {
+	if past := Sync(len(Syncs)); engine.UnitOf(past) != nil || past.Rules() != nil {
 		t.Error("a Sync past the registry has a unit")
 	}
 	var names []string
@@ -78,7 +77,7 @@ func TestUnitsAnswerAsBefore(t *testing.T) {
 		{SyncDPSGD, 0, true, true, false},
 		{SyncADPSGD, 0, true, false, false},
 	} {
-		u := UnitOf(tc.s)
+		u := engine.UnitOf(tc.s)
 		c.Sync = tc.s
 		if u.Servers(c) != tc.servers || tc.s.Decentralized() != tc.decentral || c.StopsAtBoundaries() != tc.stops || u.TakesTrainState() != tc.trainState {
 			t.Errorf("%v: servers %d, decentralized %v, stops at boundaries %v, takes a TrainState %v; want %+v",

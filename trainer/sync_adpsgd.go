@@ -12,7 +12,9 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -148,11 +150,11 @@ type adpsgdUnit struct{ ownModelUnit }
 
 func (adpsgdUnit) Help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
 func (adpsgdUnit) StopsAtBoundaries() bool { return false }
-func (adpsgdUnit) Variants() []Variant     { return OneVariant(SyncADPSGD) }
+func (adpsgdUnit) Variants() []Variant     { return engine.OneVariant(SyncADPSGD) }
 
 func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
-		return bad("Sync", "adpsgd: %v", err)
+		return config.Bad("Sync", "adpsgd: %v", err)
 	}
 	return nil
 }
@@ -162,7 +164,7 @@ func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 // --checkpoint-every Ne epochs, and at the end).
 func (adpsgdUnit) CheckCheckpointing(c Config, ck *Checkpointing) error {
 	if ck.Every > 0 {
-		return bad("Checkpoint", "%v writes checkpoints at its synchronisation points, the ends of epochs (its ranks share no step boundary): give an epoch schedule (--checkpoint-every %de)", c.Sync, max(1, ck.Every/1000))
+		return config.Bad("Checkpoint", "%v writes checkpoints at its synchronisation points, the ends of epochs (its ranks share no step boundary): give an epoch schedule (--checkpoint-every %de)", c.Sync, max(1, ck.Every/1000))
 	}
 	return nil
 }
@@ -173,11 +175,11 @@ func (adpsgdUnit) CheckCheckpointing(c Config, ck *Checkpointing) error {
 // under dpsgd.
 func (adpsgdUnit) Reshards(Config) bool { return true }
 
-func (adpsgdUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+func (adpsgdUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 	return runDecentralized(j, d, func() (gossipStrategy, error) { return newADPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
-func newADPSGD(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
+func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
 	r := j.Comm.Rank()
 	g, err := gossip.NewBipartite(j.Cfg.Topology, j.Comm.Size())
 	if err != nil {
@@ -207,7 +209,7 @@ func newADPSGD(j *Job, m *model.Model, params []float32, train, test *data.Dense
 	if !s.active {
 		s.srv = newPassiveServer(s)
 		s.srvErr = make(chan error, 1)
-		go func() { s.srvErr <- Caught(s.srv.run) }()
+		go func() { s.srvErr <- engine.Caught(s.srv.run) }()
 	}
 	return s, nil
 }
@@ -222,7 +224,7 @@ func (s *adpsgdStrategy) close() {
 }
 
 // Hooks: the local model's, and the pace of the ranks' own steps.
-func (s *adpsgdStrategy) Hooks() Hooks {
+func (s *adpsgdStrategy) Hooks() engine.Hooks {
 	h := s.localModel.hooks()
 	h.Pace = s
 	return h
@@ -255,7 +257,7 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 	}
 	s.peer = s.nbrs[s.rng.IntN(len(s.nbrs))]
 	if s.overlap {
-		go func() { s.avgDone <- Caught(func() error { return s.average(s.peer) }) }()
+		go func() { s.avgDone <- engine.Caught(func() error { return s.average(s.peer) }) }()
 		return nil
 	}
 	t0 := time.Now()
@@ -341,7 +343,7 @@ func (s *adpsgdStrategy) Stepped(samples float64) {
 
 // ResumeAfter lets a passive rank's server go on answering (or, after the
 // final point, end).
-func (s *adpsgdStrategy) ResumeAfter(pt *syncPoint) {
+func (s *adpsgdStrategy) ResumeAfter(pt *gossip.Point) {
 	if s.srv != nil {
 		s.srv.resume(pt.Final)
 	}
@@ -359,12 +361,12 @@ func (s *adpsgdStrategy) TotalSteps(int) (int, error) {
 
 // SyncPoint is what a rank does between two steps: report its progress
 // and learn whether rank 0 called a synchronisation point (nil: go on).
-func (s *adpsgdStrategy) SyncPoint() (*syncPoint, error) {
+func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
 	c := s.j.Comm
 	if !s.active {
 		return s.passiveBoundary()
 	}
-	var pt *syncPoint
+	var pt *gossip.Point
 	if c.Rank() == 0 {
 		// Take every report that has arrived, then decide.
 		for {
@@ -412,7 +414,7 @@ func (s *adpsgdStrategy) SyncPoint() (*syncPoint, error) {
 		if err != nil || kind != msgSync {
 			return nil, fmt.Errorf("adpsgd: rank %d got kind %d from rank 0, want a synchronisation point: %v", c.Rank(), kind, err)
 		}
-		pt = &syncPoint{Epoch: int(a), Final: b != 0}
+		pt = &gossip.Point{Epoch: int(a), Final: b != 0}
 	}
 	if pt != nil {
 		// No averaging of ours is in flight between steps: tell our
@@ -431,7 +433,7 @@ func (s *adpsgdStrategy) SyncPoint() (*syncPoint, error) {
 // progress and receives rank 0's call: it returns the point the server
 // parked for, if any. A rank maxLag steps past its last averaging waits
 // here until an active neighbour averages with it (or a point comes).
-func (s *adpsgdStrategy) passiveBoundary() (*syncPoint, error) {
+func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 	stopped := func(err error) error {
 		s.srv = nil
 		if err == nil {
@@ -505,7 +507,7 @@ func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64
 // loop until resume.
 type passiveServer struct {
 	s        *adpsgdStrategy
-	ready    chan *syncPoint
+	ready    chan *gossip.Point
 	resumeCh chan bool
 	quit     chan struct{}
 	mine     []float32    // x as it was, sent back to the partner
@@ -521,7 +523,7 @@ const maxLag = 4
 const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
-	p := &passiveServer{s: s, ready: make(chan *syncPoint, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
+	p := &passiveServer{s: s, ready: make(chan *gossip.Point, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
 		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), tr: trace.OnLane(s.j.Trace, trace.LaneServer)}
 	return p
 }

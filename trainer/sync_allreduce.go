@@ -8,7 +8,10 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/ckpt"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -28,7 +31,7 @@ import (
 // downloaded first) Exchange reduces the same buckets one after another,
 // with the same result bit for bit.
 type allreduceStrategy struct {
-	j           *Job
+	j           *engine.Job
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
@@ -62,12 +65,12 @@ type allreduceStrategy struct {
 }
 
 // allreduceUnit is --sync allreduce: every rank trains (allreduceStrategy).
-type allreduceUnit struct{ BaseUnit }
+type allreduceUnit struct{ engine.BaseUnit }
 
 func (allreduceUnit) Help() string          { return "gradients summed by AllReduce every step" }
 func (allreduceUnit) TakesTrainState() bool { return true }
 func (allreduceUnit) Reshards(Config) bool  { return true }
-func (allreduceUnit) Variants() []Variant   { return OneVariant(SyncAllreduce) }
+func (allreduceUnit) Variants() []Variant   { return engine.OneVariant(SyncAllreduce) }
 
 // Validate: local SGD (each rank steps its own model, models averaged)
 // takes none of the settings of one summed step; --compress and
@@ -76,27 +79,27 @@ func (allreduceUnit) Validate(c Config) error {
 	if c.LocalSteps > 1 {
 		switch {
 		case c.Compresses():
-			return bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
+			return config.Bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
 		case c.Model == SparseLogreg:
-			return bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
+			return config.Bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
 		case c.Accumulate > 1:
-			return bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
+			return config.Bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
 		}
 	}
 	switch {
 	case c.Accumulate > 1 && c.Model == SparseLogreg:
-		return bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
+		return config.Bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
 	case c.SyncBN && c.LocalSteps > 1:
-		return bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
+		return config.Bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
 	}
 	if ls, _ := parseLossScale(c.LossScale); ls != nil && c.LocalSteps > 1 {
 		return lossScaleRefused(c)
 	}
 	switch {
 	case c.ErrorFeedback && !c.Compresses():
-		return bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
+		return config.Bad("ErrorFeedback", "feeds back what --compress rounds off: give --compress fp16, bf16 or auto")
 	case c.Compresses() && c.Allreduce != collectives.Auto && c.Allreduce != collectives.Ring:
-		return bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
+		return config.Bad("Compress", "%s: compressed buckets travel on the ring (--allreduce ring or auto, not %s)", c.Compress, c.Allreduce)
 	}
 	return nil
 }
@@ -106,13 +109,13 @@ func (allreduceUnit) Validate(c Config) error {
 func (allreduceUnit) Foreign(c Config) error {
 	switch {
 	case c.LocalSteps > 1 && c.Sync == SyncPS:
-		return bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
+		return config.Bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
 	case c.LocalSteps > 1:
-		return bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
+		return config.Bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
 	case c.Accumulate > 1:
-		return bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
+		return config.Bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
 	case c.SyncBN:
-		return bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
+		return config.Bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
 	}
 	if c.Compresses() || c.ErrorFeedback {
 		f, v := "Compress", c.Compress
@@ -120,9 +123,9 @@ func (allreduceUnit) Foreign(c Config) error {
 			f, v = "ErrorFeedback", "true"
 		}
 		if c.Sync == SyncPS {
-			return bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
+			return config.Bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
 		}
-		return bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
+		return config.Bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
 	}
 	if ls, _ := parseLossScale(c.LossScale); ls != nil {
 		return lossScaleRefused(c)
@@ -133,14 +136,14 @@ func (allreduceUnit) Foreign(c Config) error {
 // lossScaleRefused: loss scaling needs every rank to step from one summed
 // gradient.
 func lossScaleRefused(c Config) error {
-	return bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
+	return config.Bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 }
 
 // Resume hands each rank its error-feedback residue: its own when the
 // checkpoint holds one per rank of this job; on another number of ranks
 // rank 0 takes their sum (what the ranks' next AllReduce would have
 // added in) and the others start from zero.
-func (allreduceUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
+func (allreduceUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	if j.Cfg.LocalSteps > 1 {
 		return ownModelUnit{}.Resume(j, ck, r)
 	}
@@ -181,7 +184,7 @@ func (allreduceUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
 	return nil
 }
 
-func (allreduceUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+func (allreduceUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 	if j.Cfg.LocalSteps > 1 || localSGDTest {
 		if j.Start != nil {
 			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.Cfg.LocalSteps)
@@ -192,11 +195,11 @@ func (allreduceUnit) Run(j *Job, d DenseSetup) (*Result, error) {
 }
 
 // Compatible: under local SGD every rank's own state (ownModelUnit).
-func (u allreduceUnit) Compatible(j *Job, c *checkpoint) string {
+func (u allreduceUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 	if j.Cfg.LocalSteps > 1 {
 		return ownModelUnit{}.Compatible(j, c)
 	}
-	return u.BaseUnit.compatible(j, c)
+	return u.BaseUnit.Compatible(j, c)
 }
 
 // oneRankOnDevice lets a one-rank world on a device backend keep its
@@ -205,7 +208,7 @@ func (u allreduceUnit) Compatible(j *Job, c *checkpoint) string {
 var oneRankOnDevice = true
 
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
-func runAllreduce(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
 	cfg := j.Cfg
 	opt, err := model.NewArchOptimizer(cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
@@ -293,8 +296,8 @@ func runAllreduce(j *Job, m *model.Model, params []float32, train, test *data.De
 // startFrom puts the state training starts from on the backend: the
 // checkpoint resumed, or Trainer.Start, or params at the first step; it
 // returns the position.
-func startFrom(j *Job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
-	pos := StartPosition
+func startFrom(j *engine.Job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
+	pos := engine.StartPosition
 	st := j.Start
 	if r := j.Resume; r != nil {
 		st = &TrainState{Arch: m.Arch, State: model.State{Params: r.Params, Opt: r.Opt}, Position: r.Position}
@@ -326,7 +329,7 @@ func startFrom(j *Job, m *model.Model, opt *model.Optimizer, params []float32) (
 // fillResult records the final weights, optimizer state and the ranks'
 // averaged batch-norm statistics in res (collective), and the state to
 // go on from at pos.
-func fillResult(j *Job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
+func fillResult(j *engine.Job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
 	res.Params = make([]float32, m.NumParams())
 	if err := j.Backend.Download(res.Params, m.Params); err != nil {
 		return err
@@ -343,8 +346,8 @@ func fillResult(j *Job, res *Result, m *model.Model, opt *model.Optimizer, pos P
 	return nil
 }
 
-func (s *allreduceStrategy) Hooks() Hooks {
-	return Hooks{SaveState: s.saveState, ModelState: s.modelState, SentBytes: s.sentBytes, SetTrain: s.setTrain}
+func (s *allreduceStrategy) Hooks() engine.Hooks {
+	return engine.Hooks{SaveState: s.saveState, ModelState: s.modelState, SentBytes: s.sentBytes, SetTrain: s.setTrain}
 }
 
 func (s *allreduceStrategy) Describe() string {
@@ -611,7 +614,7 @@ func (s *allreduceStrategy) clip() error {
 	if s.j.Cfg.ClipNorm <= 0 {
 		return nil
 	}
-	_, err := ClipGrad(s.j.Backend, s.m.GradView(), s.j.Cfg.ClipNorm)
+	_, err := engine.ClipGrad(s.j.Backend, s.m.GradView(), s.j.Cfg.ClipNorm)
 	return err
 }
 
@@ -724,7 +727,7 @@ func (s *allreduceStrategy) Evaluate() (EvalResult, error) {
 	if _, err := s.j.SyncState(s.m, true); err != nil {
 		return EvalResult{}, err
 	}
-	return EvaluateShard(s.j.Comm, s.m, s.test)
+	return engine.EvaluateShard(s.j.Comm, s.m, s.test)
 }
 
 // modelState: the ranks' averaged batch-norm statistics (collective).
@@ -732,12 +735,12 @@ func (s *allreduceStrategy) modelState() ([]float32, error) { return s.j.SyncSta
 
 // saveState: the weights and optimizer state, on rank 0, and with error
 // feedback every rank's residue (collective: the others send theirs).
-func (s *allreduceStrategy) saveState() (*checkpoint, error) {
+func (s *allreduceStrategy) saveState() (*ckpt.File, error) {
 	res, err := s.wire.gatherResidues(s.j.Comm)
 	if err != nil || s.j.Comm.Rank() != 0 {
 		return nil, err
 	}
-	c := &checkpoint{Meta: checkpointMeta{Arch: s.m.Arch}, State: model.State{Params: make([]float32, s.m.NumParams())}}
+	c := &ckpt.File{Meta: ckpt.Meta{Arch: s.m.Arch}, State: model.State{Params: make([]float32, s.m.NumParams())}}
 	if err := s.j.Backend.Download(c.Params, s.m.Params); err != nil {
 		return nil, err
 	}

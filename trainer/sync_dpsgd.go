@@ -7,7 +7,9 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -62,7 +64,7 @@ type dpsgdUnit struct{ ownModelUnit }
 func (dpsgdUnit) Help() string {
 	return "each rank averages its model with its graph neighbours every step"
 }
-func (dpsgdUnit) Variants() []Variant { return OneVariant(SyncDPSGD) }
+func (dpsgdUnit) Variants() []Variant { return engine.OneVariant(SyncDPSGD) }
 
 // Reshards: a checkpoint resumes on another number of ranks from the
 // consensus model, with the ranks' optimizer states averaged
@@ -71,16 +73,16 @@ func (dpsgdUnit) Reshards(Config) bool { return true }
 
 func (dpsgdUnit) ValidateWorld(c Config, size int) error {
 	if _, err := gossip.New(c.Topology, size); err != nil {
-		return bad("Topology", "%v", err)
+		return config.Bad("Topology", "%v", err)
 	}
 	return nil
 }
 
-func (dpsgdUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+func (dpsgdUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 	return runDecentralized(j, d, func() (gossipStrategy, error) { return newDPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
-func newDPSGD(j *Job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
+func newDPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
 	g, err := gossip.New(j.Cfg.Topology, j.Comm.Size())
 	if err != nil {
 		return nil, err
@@ -109,7 +111,7 @@ func (s *dpsgdStrategy) close()             { s.free() }
 // sentBytes: the models sent to the neighbours.
 func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }
 
-func (s *dpsgdStrategy) Hooks() Hooks {
+func (s *dpsgdStrategy) Hooks() engine.Hooks {
 	h := s.localModel.hooks()
 	h.SentBytes = s.sentBytes
 	return h
@@ -138,7 +140,7 @@ func (s *dpsgdStrategy) Describe() string {
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 	err := s.loadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
-		go func() { s.done <- Caught(func() error { return s.exchange(step) }) }()
+		go func() { s.done <- engine.Caught(func() error { return s.exchange(step) }) }()
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/trace"
 )
 
@@ -43,7 +44,7 @@ type localSGDStrategy struct {
 // every step is synchronous SGD).
 var localSGDTest bool
 
-func newLocalSGD(j *Job, d DenseSetup) (*localSGDStrategy, error) {
+func newLocalSGD(j *engine.Job, d engine.DenseSetup) (*localSGDStrategy, error) {
 	l, err := newLocalModel(j, d.M, d.Shard, d.TestShard, d.Params, true)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (s *localSGDStrategy) Describe() string {
 
 func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }
 
-func (s *localSGDStrategy) Hooks() Hooks {
+func (s *localSGDStrategy) Hooks() engine.Hooks {
 	h := s.localModel.hooks()
 	h.SentBytes = s.sentBytes
 	return h

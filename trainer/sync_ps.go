@@ -8,8 +8,10 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -18,7 +20,7 @@ import (
 // others are workers that pull weights and push gradients (psWorker; the
 // dense model's denseWorker here, sparse-logreg's sparseWorker in
 // sync_sparse.go).
-type psUnit struct{ BaseUnit }
+type psUnit struct{ engine.BaseUnit }
 
 func (psUnit) Help() string { return "parameter server: workers pull weights and push gradients" }
 func (psUnit) Validate(c Config) error {
@@ -26,7 +28,7 @@ func (psUnit) Validate(c Config) error {
 		return err
 	}
 	if c.Model == SparseLogreg && (c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff) {
-		return bad("PS.SparseRows", "%s: sparse-logreg always pulls and pushes the keys of each batch; --sparse-rows is for the dense models", c.PS.SparseRows)
+		return config.Bad("PS.SparseRows", "%s: sparse-logreg always pulls and pushes the keys of each batch; --sparse-rows is for the dense models", c.PS.SparseRows)
 	}
 	return validateDownpour(c)
 }
@@ -37,18 +39,18 @@ func (psUnit) Servers(c Config) int { return c.PS.Servers }
 func (psUnit) Foreign(c Config) error {
 	switch {
 	case c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff:
-		return bad("PS.SparseRows", "%s: pulling and pushing only the rows a batch reaches is for Config.Sync ps, not %v", c.PS.SparseRows, c.Sync)
+		return config.Bad("PS.SparseRows", "%s: pulling and pushing only the rows a batch reaches is for Config.Sync ps, not %v", c.PS.SparseRows, c.Sync)
 	case c.PS.FetchEvery > 1:
-		return bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
+		return config.Bad("PS.FetchEvery", "%d: fetching every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.FetchEvery, c.Sync)
 	case c.PS.PushEvery > 1:
-		return bad("PS.PushEvery", "%d: pushing every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.PushEvery, c.Sync)
+		return config.Bad("PS.PushEvery", "%d: pushing every N steps (Downpour SGD) is for Config.Sync ps, not %v", c.PS.PushEvery, c.Sync)
 	}
 	return nil
 }
 
 func (psUnit) ValidateWorld(c Config, size int) error {
 	if c.PS.Servers >= size {
-		return bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
+		return config.Bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
 	}
 	return nil
 }
@@ -69,7 +71,7 @@ func (psUnit) CheckCheckpointing(c Config, _ *Checkpointing) error {
 		return nil
 	}
 	if specs, err := ps.ParseFilters(c.PS.Filters); err == nil && slices.ContainsFunc(specs, hasResidue) {
-		return bad("PS.Filters", "%q: checkpoints keep the sigmod filter's residues only under bsp (under %v the workers are not at the same step)",
+		return config.Bad("PS.Filters", "%q: checkpoints keep the sigmod filter's residues only under bsp (under %v the workers are not at the same step)",
 			c.PS.Filters, c.PS.Consistency)
 	}
 	return nil
@@ -77,7 +79,7 @@ func (psUnit) CheckCheckpointing(c Config, _ *Checkpointing) error {
 
 // CheckpointMeta: the servers and the consistency model (Downpour's clock,
 // Pushes, is the worker's own, set by its saveState).
-func (psUnit) CheckpointMeta(j *Job, m *checkpointMeta) {
+func (psUnit) CheckpointMeta(j *engine.Job, m *ckpt.Meta) {
 	m.Servers, m.Consistency = j.Cfg.PS.Servers, j.Cfg.PS.Consistency.String()
 }
 
@@ -86,7 +88,7 @@ func (psUnit) CheckpointMeta(j *Job, m *checkpointMeta) {
 // and the workers are dealt the rest of the epoch (reshard.go).
 func (psUnit) Reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
 
-func (u psUnit) Compatible(j *Job, c *checkpoint) string {
+func (u psUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 	m, cfg := &c.Meta, j.Cfg
 	need := j.Sched.Ranks * residueFilters(j)
 	switch {
@@ -97,13 +99,13 @@ func (u psUnit) Compatible(j *Job, c *checkpoint) string {
 	case m.Residues != need:
 		return fmt.Sprintf("it holds %d filter residues, this job needs %d", m.Residues, need)
 	}
-	return u.BaseUnit.compatible(j, c)
+	return u.BaseUnit.Compatible(j, c)
 }
 
 // Resume hands every worker its filter residues: entry w*F+f of the
 // checkpoint is worker w's residue of its f-th residue filter (compatible
 // checked that there are workers × F of them).
-func (psUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
+func (psUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	r.Clock = r.Steps
 	if j.Cfg.PS.Downpour() {
 		// The workers' clock counts pushes (downpour.go).
@@ -151,10 +153,10 @@ func (psUnit) Resume(j *Job, ck *checkpoint, r *Resumed) error {
 
 // Run: the servers serve, the workers train the dense model (denseWorker)
 // and the reporting worker evaluates the whole test set.
-func (psUnit) Run(j *Job, d DenseSetup) (*Result, error) {
+func (psUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 	if j.Cfg.PS.SparseRows == config.SparseOn && d.M.SparseWeights() == 0 {
 		// Every rank has the model: every rank stops here, none waits.
-		return nil, bad("PS.SparseRows", "on: the network has no rows a batch may leave untouched (an embedding without a tied head, or a position table longer than Config.Data.SeqLen)")
+		return nil, config.Bad("PS.SparseRows", "on: the network has no rows a batch may leave untouched (an embedding without a tied head, or a position table longer than Config.Data.SeqLen)")
 	}
 	evalAll := func(p []float32) (float64, []float32, error) {
 		if err := j.Backend.Upload(d.M.Params, p); err != nil {
@@ -165,7 +167,7 @@ func (psUnit) Run(j *Job, d DenseSetup) (*Result, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		ev, err := EvaluateShard(j.Comm, d.M, d.TestShard)
+		ev, err := engine.EvaluateShard(j.Comm, d.M, d.TestShard)
 		return ev.Accuracy, state, err
 	}
 	return runPS(j, d.M.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
@@ -182,7 +184,7 @@ func (psUnit) Run(j *Job, d DenseSetup) (*Result, error) {
 // the workers run the loop with the strategy newWorker builds. Then every
 // rank takes the final weights from the servers into params, evaluates them
 // together with evalAll, and the reporting worker saves them.
-func runPS(j *Job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
+func runPS(j *engine.Job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
 	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
 	start := time.Now()
 	cfg, c := j.Cfg, j.Comm
@@ -196,7 +198,7 @@ func runPS(j *Job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 	res := &Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
-	start0 := StartPosition
+	start0 := engine.StartPosition
 	var residues [][]float32
 	if r := j.Resume; r != nil { // checkpoint.go
 		copy(params, r.Params)
@@ -268,7 +270,7 @@ func runPS(j *Job, arch model.Arch, params []float32, newWorker func(*ps.Worker)
 // runStats combines every worker's statistics (servers contribute zeros):
 // the largest staleness, the mean wait, total rates and bytes, and the
 // global training throughput.
-func runStats(j *Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
+func runStats(j *engine.Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
 	c := j.Comm
 	// Counts as integers and seconds as float64 bits: exact, as float32s
 	// were not (bytes past 2^24).
@@ -293,4 +295,15 @@ func runStats(j *Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*
 		total += math.Float64frombits(v[7])
 	}
 	return out, total / sec, nil
+}
+
+// RunSparse trains sparse-logreg through the parameter server.
+func (psUnit) RunSparse(j *engine.Job, d engine.SparseSetup) (*Result, error) {
+	evalAll := func(p []float32) (float64, []float32, error) {
+		ev, err := EvaluateSparse(j.Comm, d.Arch, p, d.Test)
+		return ev.Accuracy, nil, err
+	}
+	return runPS(j, d.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
+		return &sparseWorker{psWorker: newPSWorker(j, w, d.Arch), f: d.Train.Cols, train: d.Shard, test: d.Test}, nil
+	}, evalAll)
 }

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/dml-project/dml/collectives"
-	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -110,13 +110,13 @@ func (s *sparseWorker) Exchange(int) (StepStats, error) {
 // reporting worker only (the others return NaN).
 func (s *sparseWorker) Evaluate() (EvalResult, error) {
 	if !s.j.Reports() {
-		return NotEvaluated, nil
+		return engine.NotEvaluated, nil
 	}
 	s.full = grow(s.full, s.f+1)
 	if err := s.w.Pull(s.full); err != nil {
 		return EvalResult{}, err
 	}
-	return SumScores(nil, sparseScore(s.test, s.full))
+	return engine.SumScores(nil, sparseScore(s.test, s.full))
 }
 
 // EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)
@@ -130,7 +130,7 @@ func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *
 	if err != nil {
 		return EvalResult{}, err
 	}
-	return SumScores(c, sparseScore(shard, params))
+	return engine.SumScores(c, sparseScore(shard, params))
 }
 
 // sparseScore scores the weights p (w, then b) on a sparse set.
@@ -172,14 +172,3 @@ func sigmoid(z float64) float64 {
 
 // softplus is log(1 + e^z), stable for large |z|.
 func softplus(z float64) float64 { return math.Max(z, 0) + math.Log1p(math.Exp(-math.Abs(z))) }
-
-// RunSparse trains sparse-logreg through the parameter server.
-func (psUnit) RunSparse(j *Job, d SparseSetup) (*Result, error) {
-	evalAll := func(p []float32) (float64, []float32, error) {
-		ev, err := EvaluateSparse(j.Comm, d.Arch, p, d.Test)
-		return ev.Accuracy, nil, err
-	}
-	return runPS(j, d.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
-		return &sparseWorker{psWorker: newPSWorker(j, w, d.Arch), f: d.Train.Cols, train: d.Shard, test: d.Test}, nil
-	}, evalAll)
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -252,7 +253,7 @@ func TestMaxSteps(t *testing.T) {
 
 func TestGlobalBatch(t *testing.T) {
 	// 10 samples, 3 ranks, batch 2: shards of 4, 3, 3 → steps of 6 and 4.
-	s := Schedule{N: 10, Ranks: 3, Batch: 2}
+	s := engine.Schedule{N: 10, Ranks: 3, Batch: 2}
 	if got := []int{s.StepsPerEpoch(), s.GlobalBatch(0), s.GlobalBatch(1)}; fmt.Sprint(got) != "[2 6 4]" {
 		t.Fatalf("steps, batches = %v, want [2 6 4]", got)
 	}

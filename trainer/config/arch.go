@@ -14,7 +14,7 @@ import (
 func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 	features := shape.Size()
 	if shape.T > 0 && !cfg.Model.IsNetwork() {
-		return model.Arch{}, bad("Model", "%v on a token sequence (--data text): it trains --model gpt, or a model file of sequence layers", cfg.Model)
+		return model.Arch{}, Bad("Model", "%v on a token sequence (--data text): it trains --model gpt, or a model file of sequence layers", cfg.Model)
 	}
 	switch cfg.Model {
 	case MLP:
@@ -23,7 +23,7 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 		return model.NewArch(features, nil, classes, model.SoftmaxCE)
 	case Logreg:
 		if classes != 2 {
-			return model.Arch{}, bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
+			return model.Arch{}, Bad("Model", "logreg is binary, but the data has %d classes (use model softmax)", classes)
 		}
 		return model.NewArch(features, nil, 1, model.SigmoidCE)
 	}
@@ -39,9 +39,9 @@ func BuildArch(cfg Config, shape data.Shape, classes int) (model.Arch, error) {
 	case err == nil:
 		return a, nil
 	case cfg.Model == NetFile:
-		return a, bad("Net", "on samples of %v: %v", shape, err)
+		return a, Bad("Net", "on samples of %v: %v", shape, err)
 	}
-	return a, bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
+	return a, Bad("Model", "%v on samples of %v: %v (it takes %s)", cfg.Model, shape, err, netPresets[cfg.Model].takes)
 }
 
 // NetLayers is a network model's layers for samples of shape and classes

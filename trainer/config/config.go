@@ -202,7 +202,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if _, err := data.ParseAugment(c.Augment); err != nil {
-		return bad("Augment", "%v", err)
+		return Bad("Augment", "%v", err)
 	}
 	for _, check := range []func() error{c.validateModel, c.validateRun, c.validateExchange} {
 		if err := check(); err != nil {
@@ -210,20 +210,20 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Data.Name == "synthetic-sparse" && c.Model != SparseLogreg {
-		return bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
+		return Bad("Data.Name", "synthetic-sparse is for model sparse-logreg")
 	}
 	if err := c.Sync.Rules().Validate(c); err != nil {
 		return err
 	}
 	if _, err := collectives.ParseAlgorithm(string(c.Allreduce)); err != nil {
-		return bad("Allreduce", "%v", err)
+		return Bad("Allreduce", "%v", err)
 	}
 	if err := c.Opt.Validate(); err != nil {
 		var se *optim.SettingError
 		if errors.As(err, &se) {
 			return &ConfigError{Field: "Opt." + se.Setting, Msg: se.Msg}
 		}
-		return bad("Opt", "%v", err)
+		return Bad("Opt", "%v", err)
 	}
 	return c.Data.Validate()
 }
@@ -231,16 +231,16 @@ func (c Config) Validate() error {
 // validateModel: the model and its own settings.
 func (c Config) validateModel() error {
 	if c.Model != NetFile && len(c.Net) > 0 {
-		return bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)
+		return Bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)
 	}
 	switch c.Model {
 	case MLP:
 		if len(c.Hidden) == 0 {
-			return bad("Hidden", "is empty: the mlp needs at least one hidden layer (or use model softmax)")
+			return Bad("Hidden", "is empty: the mlp needs at least one hidden layer (or use model softmax)")
 		}
 		for _, h := range c.Hidden {
 			if h <= 0 {
-				return bad("Hidden", "layer size %d must be positive", h)
+				return Bad("Hidden", "layer size %d must be positive", h)
 			}
 		}
 	case Softmax, Logreg:
@@ -248,26 +248,26 @@ func (c Config) validateModel() error {
 		g := c.GPT.orDefaults()
 		switch {
 		case c.GPT.Layers < 0 || c.GPT.Heads < 0 || c.GPT.Embed < 0:
-			return bad("GPT.Layers", "layers %d, heads %d and embed %d must be positive (0: the defaults)", c.GPT.Layers, c.GPT.Heads, c.GPT.Embed)
+			return Bad("GPT.Layers", "layers %d, heads %d and embed %d must be positive (0: the defaults)", c.GPT.Layers, c.GPT.Heads, c.GPT.Embed)
 		case g.Embed%g.Heads != 0:
-			return bad("GPT.Heads", "%d does not divide the width %d: embed must be a multiple of heads", g.Heads, g.Embed)
+			return Bad("GPT.Heads", "%d does not divide the width %d: embed must be a multiple of heads", g.Heads, g.Embed)
 		case c.Data.Name != "text":
-			return bad("Model", "gpt trains on a token sequence: --data text --train FILE")
+			return Bad("Model", "gpt trains on a token sequence: --data text --train FILE")
 		}
 	case NetFile:
 		if len(c.Net) == 0 {
-			return bad("Net", "is empty: a network from a model file needs its layers")
+			return Bad("Net", "is empty: a network from a model file needs its layers")
 		}
 	case SparseLogreg:
 		if c.Sync != SyncPS {
-			return bad("Model", "sparse-logreg trains with sync ps: workers pull and push only the keys their batch touches")
+			return Bad("Model", "sparse-logreg trains with sync ps: workers pull and push only the keys their batch touches")
 		}
 		if !c.Data.Sparse() {
-			return bad("Model", "sparse-logreg reads sparse data: data libsvm or synthetic-sparse")
+			return Bad("Model", "sparse-logreg reads sparse data: data libsvm or synthetic-sparse")
 		}
 	default:
 		if !c.Model.IsPreset() {
-			return bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
+			return Bad("Model", "%v is not a model (want %s)", c.Model, strings.Join(modelNames[:], ", "))
 		}
 	}
 	return nil
@@ -278,40 +278,40 @@ func (c Config) validateModel() error {
 func (c Config) validateRun() error {
 	switch {
 	case c.Batch <= 0:
-		return bad("Batch", "%d must be greater than 0", c.Batch)
+		return Bad("Batch", "%d must be greater than 0", c.Batch)
 	case c.Epochs <= 0:
-		return bad("Epochs", "%d must be greater than 0", c.Epochs)
+		return Bad("Epochs", "%d must be greater than 0", c.Epochs)
 	case c.EvalEvery < 0:
-		return bad("EvalEvery", "%d must not be negative", c.EvalEvery)
+		return Bad("EvalEvery", "%d must not be negative", c.EvalEvery)
 	case int(c.Sync) >= len(syncNames):
-		return bad("Sync", "%v: want %s", c.Sync, strings.Join(Syncs, ", "))
+		return Bad("Sync", "%v: want %s", c.Sync, strings.Join(Syncs, ", "))
 	case c.Sync.Rules() == nil: // a program that imports config without package trainer
-		return bad("Sync", "%v: no strategy is registered for it (package trainer registers them)", c.Sync)
+		return Bad("Sync", "%v: no strategy is registered for it (package trainer registers them)", c.Sync)
 	case int(c.Topology) >= len(gossip.Topologies):
-		return bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
+		return Bad("Topology", "%v: want %s", c.Topology, strings.Join(gossip.Topologies, ", "))
 	case c.BucketBytes < 0:
-		return bad("BucketBytes", "%d must not be negative (0: one bucket)", c.BucketBytes)
+		return Bad("BucketBytes", "%d must not be negative (0: one bucket)", c.BucketBytes)
 	case c.Straggle.Rank >= 0 && !(c.Straggle.Factor >= 1):
-		return bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
+		return Bad("Straggle", "factor %v must be at least 1", c.Straggle.Factor)
 	case c.Straggle.Factor > MaxStraggleFactor:
-		return bad("Straggle", "factor %v must be at most %g", c.Straggle.Factor, float64(MaxStraggleFactor))
+		return Bad("Straggle", "factor %v must be at most %g", c.Straggle.Factor, float64(MaxStraggleFactor))
 	}
 	if sc, err := ParseLRSchedule(c.LRSchedule); err != nil {
-		return bad("LRSchedule", "%v", err)
+		return Bad("LRSchedule", "%v", err)
 	} else if n := len(sc.Milestones); n > 0 && sc.Milestones[n-1] >= c.Epochs {
-		return bad("LRSchedule", "%q: milestone %d is not before the last epoch (%d): the rate would never drop there", c.LRSchedule, sc.Milestones[n-1], c.Epochs)
+		return Bad("LRSchedule", "%q: milestone %d is not before the last epoch (%d): the rate would never drop there", c.LRSchedule, sc.Milestones[n-1], c.Epochs)
 	}
 	switch {
 	case c.WarmupEpochs < 0 || c.WarmupEpochs > float64(c.Epochs):
-		return bad("WarmupEpochs", "%v: want 0 to the epochs (%d)", c.WarmupEpochs, c.Epochs)
+		return Bad("WarmupEpochs", "%v: want 0 to the epochs (%d)", c.WarmupEpochs, c.Epochs)
 	case c.ClipNorm < 0:
-		return bad("ClipNorm", "%v must not be negative (0: no clipping)", c.ClipNorm)
+		return Bad("ClipNorm", "%v must not be negative (0: no clipping)", c.ClipNorm)
 	case c.ClipNorm > 0 && c.Model == SparseLogreg:
-		return bad("ClipNorm", "%v: sparse-logreg pushes the keys of a batch, not a whole gradient to clip", c.ClipNorm)
+		return Bad("ClipNorm", "%v: sparse-logreg pushes the keys of a batch, not a whole gradient to clip", c.ClipNorm)
 	case c.PS.FetchEvery < 0:
-		return bad("PS.FetchEvery", "%d must be at least 1", c.PS.FetchEvery)
+		return Bad("PS.FetchEvery", "%d must be at least 1", c.PS.FetchEvery)
 	case c.PS.PushEvery < 0:
-		return bad("PS.PushEvery", "%d must be at least 1", c.PS.PushEvery)
+		return Bad("PS.PushEvery", "%d must be at least 1", c.PS.PushEvery)
 	}
 	return nil
 }
@@ -323,21 +323,21 @@ func (c Config) validateExchange() error {
 	switch c.Compress {
 	case "", CompressNone, CompressFP16, CompressBF16, CompressAuto:
 	default:
-		return bad("Compress", "%q: want none, fp16, bf16 or auto", c.Compress)
+		return Bad("Compress", "%q: want none, fp16, bf16 or auto", c.Compress)
 	}
 	switch c.PS.SparseRows {
 	case "", SparseAuto, SparseOn, SparseOff:
 	default:
-		return bad("PS.SparseRows", "%q: want auto, on or off", c.PS.SparseRows)
+		return Bad("PS.SparseRows", "%q: want auto, on or off", c.PS.SparseRows)
 	}
 	switch {
 	case c.LocalSteps < 0:
-		return bad("LocalSteps", "%d: want 1 or more (1: every step's gradients are summed)", c.LocalSteps)
+		return Bad("LocalSteps", "%d: want 1 or more (1: every step's gradients are summed)", c.LocalSteps)
 	case c.Accumulate < 0:
-		return bad("Accumulate", "%d: want 1 or more (1: a step is one batch)", c.Accumulate)
+		return Bad("Accumulate", "%d: want 1 or more (1: a step is one batch)", c.Accumulate)
 	}
 	if _, err := ParseLossScale(c.LossScale); err != nil {
-		return bad("LossScale", "%v", err)
+		return Bad("LossScale", "%v", err)
 	}
 	// A strategy's own settings, given while another strategy is chosen.
 	for s, r := range rules {
@@ -356,31 +356,31 @@ func (c Config) validateExchange() error {
 func (p PSConfig) Validate() error {
 	switch {
 	case p.Servers < 1:
-		return bad("PS.Servers", "%d must be at least 1", p.Servers)
+		return Bad("PS.Servers", "%d must be at least 1", p.Servers)
 	case !p.Consistency.Valid():
-		return bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
+		return Bad("PS.Consistency", "%v is not bsp, ssp, asp or dssp", p.Consistency)
 	case p.Staleness < 0:
-		return bad("PS.Staleness", "%d must not be negative", p.Staleness)
+		return Bad("PS.Staleness", "%d must not be negative", p.Staleness)
 	case p.StalenessLow < 0:
-		return bad("PS.StalenessLow", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+		return Bad("PS.StalenessLow", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
 	case p.StalenessHigh < p.StalenessLow:
-		return bad("PS.StalenessHigh", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
+		return Bad("PS.StalenessHigh", "%d,%d: want 0 ≤ sL ≤ sU", p.StalenessLow, p.StalenessHigh)
 	case p.Staleness > MaxStaleness:
-		return bad("PS.Staleness", "%d must be at most %d", p.Staleness, MaxStaleness)
+		return Bad("PS.Staleness", "%d must be at most %d", p.Staleness, MaxStaleness)
 	case p.StalenessHigh > MaxStaleness:
-		return bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
+		return Bad("PS.StalenessHigh", "%d,%d: sU must be at most %d", p.StalenessLow, p.StalenessHigh, MaxStaleness)
 	case p.ReplicateEvery < -1:
-		return bad("PS.ReplicateEvery", "%d: want -1 (never), 0 (auto) or a positive count", p.ReplicateEvery)
+		return Bad("PS.ReplicateEvery", "%d: want -1 (never), 0 (auto) or a positive count", p.ReplicateEvery)
 	case p.SparseRows == SparseOn && p.Downpour():
-		return bad("PS.SparseRows", "on: Downpour's pushes (Config.PS.PushEvery, Config.PS.FetchEvery above 1) sum several batches, which reach more rows than one; they stay dense")
+		return Bad("PS.SparseRows", "on: Downpour's pushes (Config.PS.PushEvery, Config.PS.FetchEvery above 1) sum several batches, which reach more rows than one; they stay dense")
 	}
 	filters, err := ps.ParseFilters(p.Filters)
 	if err != nil {
-		return bad("PS.Filters", "%q: %v", p.Filters, err)
+		return Bad("PS.Filters", "%q: %v", p.Filters, err)
 	}
 	for _, f := range filters {
 		if sm, ok := f.(ps.SignificantlyModified); ok && math.IsInf(float64(sm.Threshold), 0) {
-			return bad("PS.Filters", "%q: threshold %v must be finite", p.Filters, sm.Threshold)
+			return Bad("PS.Filters", "%q: threshold %v must be finite", p.Filters, sm.Threshold)
 		}
 	}
 	return nil
@@ -396,7 +396,7 @@ func (c Config) ValidateWorld(size int) error {
 		}
 	}
 	if c.Straggle.Rank >= size {
-		return bad("Straggle", "rank %d is not in this job of %d ranks", c.Straggle.Rank, size)
+		return Bad("Straggle", "rank %d is not in this job of %d ranks", c.Straggle.Rank, size)
 	}
 	return nil
 }

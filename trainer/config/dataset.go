@@ -95,59 +95,59 @@ func (d DataConfig) Validate() error {
 	case "fashion-mnist", "cifar10", "cifar100", "cifar100-coarse":
 	case "idx":
 		if len(strings.Split(d.Train, ",")) != 2 {
-			return bad("Data.Train", "IMAGES,LABELS is needed with data idx (and optionally a test set, IMAGES,LABELS)")
+			return Bad("Data.Train", "IMAGES,LABELS is needed with data idx (and optionally a test set, IMAGES,LABELS)")
 		}
 		if d.Test != "" && len(strings.Split(d.Test, ",")) != 2 {
-			return bad("Data.Test", "%q: want IMAGES,LABELS", d.Test)
+			return Bad("Data.Test", "%q: want IMAGES,LABELS", d.Test)
 		}
 	case "libsvm":
 		if d.Train == "" {
-			return bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
+			return Bad("Data.Train", "FILE is needed with data libsvm (and optionally a test FILE)")
 		}
 	case "text":
 		switch {
 		case d.Train == "":
-			return bad("Data.Train", "FILE is needed with data text (any file: its bytes are the tokens; optionally a test FILE)")
+			return Bad("Data.Train", "FILE is needed with data text (any file: its bytes are the tokens; optionally a test FILE)")
 		case d.SeqLen < 0 || d.SeqLen > MaxSeqLen:
-			return bad("Data.SeqLen", "%d must be in 1..%d (0: %d)", d.SeqLen, MaxSeqLen, DefaultSeqLen)
+			return Bad("Data.SeqLen", "%d must be in 1..%d (0: %d)", d.SeqLen, MaxSeqLen, DefaultSeqLen)
 		}
 		if d.MaxFeatures < 0 {
-			return bad("Data.MaxFeatures", "%d must not be negative (0: the default limit)", d.MaxFeatures)
+			return Bad("Data.MaxFeatures", "%d must not be negative (0: the default limit)", d.MaxFeatures)
 		}
 	case "synthetic":
 		switch {
 		case d.Samples <= 0:
-			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
+			return Bad("Data.Samples", "%d must be greater than 0", d.Samples)
 		case d.Features <= 0:
-			return bad("Data.Features", "%d must be greater than 0", d.Features)
+			return Bad("Data.Features", "%d must be greater than 0", d.Features)
 		case d.Classes < 2:
-			return bad("Data.Classes", "%d must be at least 2", d.Classes)
+			return Bad("Data.Classes", "%d must be at least 2", d.Classes)
 		case !(d.Noise >= 0):
-			return bad("Data.Noise", "%v must not be negative", d.Noise)
+			return Bad("Data.Noise", "%v must not be negative", d.Noise)
 		}
 	case "synthetic-images":
 		if _, err := d.ImageShape(); err != nil {
-			return bad("Data.Shape", "%v", err)
+			return Bad("Data.Shape", "%v", err)
 		}
 		switch {
 		case d.Samples <= 0:
-			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
+			return Bad("Data.Samples", "%d must be greater than 0", d.Samples)
 		case d.Classes < 2:
-			return bad("Data.Classes", "%d must be at least 2", d.Classes)
+			return Bad("Data.Classes", "%d must be at least 2", d.Classes)
 		case !(d.Noise >= 0):
-			return bad("Data.Noise", "%v must not be negative", d.Noise)
+			return Bad("Data.Noise", "%v must not be negative", d.Noise)
 		}
 	case "synthetic-sparse":
 		switch {
 		case d.Samples <= 0:
-			return bad("Data.Samples", "%d must be greater than 0", d.Samples)
+			return Bad("Data.Samples", "%d must be greater than 0", d.Samples)
 		case d.Features <= 0 || d.Features > data.MaxSyntheticFeatures:
-			return bad("Data.Features", "%d must be in 1..%d", d.Features, data.MaxSyntheticFeatures)
+			return Bad("Data.Features", "%d must be in 1..%d", d.Features, data.MaxSyntheticFeatures)
 		case d.NNZ <= 0 || d.NNZ > d.Features:
-			return bad("Data.NNZ", "%d must be in 1..features (%d)", d.NNZ, d.Features)
+			return Bad("Data.NNZ", "%d must be in 1..features (%d)", d.NNZ, d.Features)
 		}
 	default:
-		return bad("Data.Name", "%q: unknown source (want %s)", d.Name, strings.Join(DataNames, ", "))
+		return Bad("Data.Name", "%q: unknown source (want %s)", d.Name, strings.Join(DataNames, ", "))
 	}
 	return nil
 }

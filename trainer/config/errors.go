@@ -34,8 +34,8 @@ func (e *ConfigError) Error() string { return e.Field + " " + e.Msg }
 // Unwrap returns ErrConfig and ErrUsage.
 func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, ErrUsage} }
 
-// bad is a *ConfigError for field.
-func bad(field, format string, args ...any) error {
+// Bad is a *ConfigError for field.
+func Bad(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -48,7 +48,7 @@ func finiteFloats(v reflect.Value, path string) error {
 	switch v.Kind() {
 	case reflect.Float32, reflect.Float64:
 		if x := v.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
-			return bad(path, "%v must be a finite number", x)
+			return Bad(path, "%v must be a finite number", x)
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
