@@ -115,7 +115,7 @@ func newLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, param
 
 func (l *localModel) free() { l.opt.Free() }
 
-// setTrain: see hooks.setTrain.
+// setTrain: see Hooks.SetTrain.
 // hooks are the parts every decentralized strategy has from its local
 // model: checkpoints, the model's state, a re-dealt epoch's rows.
 func (l *localModel) hooks() engine.Hooks {

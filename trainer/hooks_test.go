@@ -2,7 +2,7 @@ package trainer
 
 import "testing"
 
-// TestStrategyHooks: which optional parts each strategy has (Strategy.hooks,
+// TestStrategyHooks: which optional parts each strategy has (Strategy.Hooks,
 // once found by type assertions): a part that fell away would change what
 // the loop does with it (no checkpoints, no stop vote among ps workers,
 // no re-dealt epoch) without a word.

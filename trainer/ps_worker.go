@@ -192,7 +192,7 @@ func (d *denseWorker) Describe() string {
 	return line
 }
 
-// setTrain: see hooks.setTrain.
+// setTrain: see Hooks.SetTrain.
 func (d *denseWorker) setTrain(t *data.Dense) {
 	if t == nil {
 		t = d.shard

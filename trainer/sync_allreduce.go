@@ -426,7 +426,7 @@ func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 	return err
 }
 
-// setTrain: see hooks.setTrain.
+// setTrain: see Hooks.SetTrain.
 func (s *allreduceStrategy) setTrain(d *data.Dense) {
 	if d == nil {
 		d = s.shard

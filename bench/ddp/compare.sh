@@ -49,7 +49,7 @@
 # samples/s is defined identically on both sides: per epoch, (samples trained
 # on by all ranks together) / (rank 0's wall time from the start of the epoch
 # to the end of its last step), excluding the test evaluation (dml:
-# trainer/loop.go, SamplesPerSec = seen / wall; ddp_mlp.py copies it). The
+# trainer/engine/loop.go, SamplesPerSec = seen / wall; ddp_mlp.py copies it). The
 # "mean" column is the mean of the epochs' figures.
 #
 # GFLOP/s per rank = FLOPs per sample × samples/s / NP, where, for layer

@@ -42,7 +42,7 @@ samples/s comparison):
 * samples/s, per epoch: (samples trained on by all ranks in the epoch) /
   (rank 0's wall time from the start of the epoch — including drawing the
   epoch's order — to the end of its last optimizer step). Test evaluation
-  is outside it, as in dml's trainer/loop.go (SamplesPerSec = seen / wall,
+  is outside it, as in dml's trainer/engine/loop.go (SamplesPerSec = seen / wall,
   wall taken before EndEpoch and Evaluate). loss and train_acc are the
   mean over the epoch's samples of all ranks, summed by one all_reduce after
   the clock stops (dml carries them in every step's AllReduce).

@@ -178,6 +178,22 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
+// configBad says whether fn, called in folder dir, makes a *ConfigError:
+// config.Bad in trainer and its strategies, Bad inside trainer/config,
+// bad inside trainer/engine.
+func configBad(fn ast.Expr, dir string) bool {
+	trainer := filepath.Join("..", "..", "trainer")
+	switch fn := fn.(type) {
+	case *ast.Ident:
+		return fn.Name == "Bad" && dir == filepath.Join(trainer, "config") ||
+			fn.Name == "bad" && dir == filepath.Join(trainer, "engine")
+	case *ast.SelectorExpr:
+		x, ok := fn.X.(*ast.Ident)
+		return ok && x.Name == "config" && fn.Sel.Name == "Bad" && strings.HasPrefix(dir, trainer)
+	}
+	return false
+}
+
 // TestTrainerSettingsHaveFlags: every setting packages trainer and
 // trainer/config name in a message (their string literals: "lower
 // Config.Opt.LR", "Checkpointing.Dir: writing …", and the fields of their
@@ -199,12 +215,11 @@ func TestTrainerSettingsHaveFlags(t *testing.T) {
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			if call, ok := n.(*ast.CallExpr); ok && len(call.Args) > 0 {
-				fn, ok1 := call.Fun.(*ast.Ident)
 				lit, ok2 := call.Args[0].(*ast.BasicLit)
-				// trainer's and trainer/config's bad (ConfigError); the other
-				// subpackages' are local closures.
-				if dir := filepath.Dir(path); ok1 && ok2 && fn.Name == "bad" && lit.Kind == token.STRING &&
-					(dir == filepath.Join("..", "..", "trainer") || dir == filepath.Join("..", "..", "trainer", "config")) {
+				// The ConfigErrors of trainer, trainer/engine and
+				// trainer/config: config.Bad (Bad inside config) and
+				// engine's bad; the other subpackages' are local closures.
+				if ok2 && lit.Kind == token.STRING && configBad(call.Fun, filepath.Dir(path)) {
 					bads++
 					field, _ := strconv.Unquote(lit.Value)
 					if _, ok := flagNames()[field]; !ok && !whole[field] {

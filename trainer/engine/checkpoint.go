@@ -24,7 +24,7 @@ import (
 // (strategy.go and sync_*.go).
 //
 // A checkpoint is written at a step boundary by the reporting rank, from
-// the state the strategy's saveState collects (hooks.saveState), as one .npz
+// the state the strategy's saveState collects (Hooks.SaveState), as one .npz
 // file (checkpoint_file.go), atomically; the newest Keep stay. The sample
 // order is a pure function of (seed, shard, epoch), so the Position is the
 // data-order position.
@@ -38,7 +38,7 @@ import (
 // Stopping (Trainer.Stop): the ranks that train vote at every step boundary
 // whether any of them wants to stop, so that all stop after the same step:
 // a one-float AllReduce over every rank (voteAll), unless the strategy
-// votes its own way (hooks.voteStop: ps).
+// votes its own way (Hooks.VoteStop: ps).
 
 // ErrCheckpoint marks a checkpoint that was refused for resuming (also
 // wrapping ErrUsage: every rank finds it alike, rank 0 says why).
@@ -117,7 +117,7 @@ func (j *Job) writeCheckpoint(s Strategy, next Position) error {
 		return err
 	}
 	// A network's batch-norm statistics: every rank that trains takes
-	// part (hooks.modelState), the reporting rank keeps them.
+	// part (Hooks.ModelState), the reporting rank keeps them.
 	if h.ModelState != nil {
 		st, err := h.ModelState()
 		if err != nil {
@@ -357,7 +357,7 @@ func (j *Job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 		return c, ck.ResumeFile, nil
 	}
 	// The ps servers' emergency parts of a step, joined where together
-	// they hold the whole model (lastword_ps.go).
+	// they hold the whole model (trainer/lastword_ps.go).
 	joined, problems := JoinParts(ck.Dir, arch.NumParams())
 	if joined != "" {
 		say("resume: joined the servers' emergency parts into %s\n", joined)

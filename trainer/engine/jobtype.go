@@ -15,7 +15,7 @@ import (
 )
 
 // The job's types: what a run leaves (Result), what runs it (Trainer),
-// and one job's state on this rank (job) with its small helpers.
+// and one job's state on this rank (Job) with its small helpers.
 
 // Result is what a finished run leaves: the per-epoch figures and the
 // final weights (the same on every rank).
@@ -91,12 +91,15 @@ type Trainer struct {
 	FirstStep func(steps int)
 
 	lastWord   atomic.Pointer[lastWord]        // LastWord's copy (lastword.go)
-	serverWord atomic.Pointer[EmergencyWriter] // a ps server's (lastword_ps.go)
+	serverWord atomic.Pointer[EmergencyWriter] // a ps server's (trainer/lastword_ps.go)
 }
 
 // Job is what every rank knows about a run once it is set up: the
 // configuration, who it is, which shard it trains on and the schedule.
-// Strategies hold the rest (model, worker, buffers).
+// Strategies hold the rest (model, worker, buffers); what they read and
+// call of the job is its exported fields and methods (the loop, Loop; the
+// result, FinishRun; the batch-norm statistics, SyncState; the last word,
+// KeepLastWord and KeepEmergencyWriter), the rest is the loop's.
 type Job struct {
 	*Trainer
 	Cfg      Config
@@ -125,8 +128,8 @@ type Job struct {
 	trainSrc           data.DenseSource
 	partRows, partLens []int
 	// askedBatch is Config.Batch as given (cfg.Batch is capped at the
-	// largest shard, and is the step's rows: Accumulate Micro-batches);
-	// Micro is a Micro-batch's rows, what the model holds.
+	// largest shard, and is the step's rows: Accumulate micro-batches);
+	// Micro is a micro-batch's rows, what the model holds.
 	Micro      int
 	askedBatch int
 	// LW keeps the state of the last step boundary for LastWord (nil:
@@ -195,12 +198,12 @@ type Resumed struct {
 	// State: the weights, the optimizer's state, and a network's
 	// batch-norm running statistics (Buffers; nil: none).
 	model.State
-	// Own is this rank's Own model and optimizer state (dpsgd).
+	// Own is this rank's own model and optimizer state (dpsgd).
 	Own []float32
 	// Residues are this worker's filter Residues, one per filter (nil
 	// entries for filters without one).
 	Residues [][]float32
-	// Clock is the ps workers' Clock to resume at: Steps, or under
+	// Clock is the ps workers' clock to resume at: Steps, or under
 	// Downpour the checkpoint's Pushes.
 	Clock int
 }

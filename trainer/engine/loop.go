@@ -252,7 +252,7 @@ type epochAcc struct {
 	epoch, steps int // the epoch, and its steps (a re-dealt one's fewer)
 	ran          int // steps run
 	t0           time.Time
-	sent0        int64 // the strategy's bytes sent before it (hooks.sentBytes)
+	sent0        int64 // the strategy's bytes sent before it (Hooks.SentBytes)
 
 	lossSum, correct, seen, commSec, stepSec float64
 }
@@ -415,7 +415,7 @@ func (j *Job) endTraining(s Strategy, start, pos Position, res *Result) error {
 // gradient is scaled by (−1 where a rank scales by its own batch).
 var LoadHook func(rank, epoch, step int, set *data.Dense, idx []int, globalBatch int)
 
-// Loaded tells loadHook of a batch.
+// Loaded tells LoadHook of a batch.
 func (j *Job) Loaded(step int, set *data.Dense, idx []int, globalBatch int) {
 	if LoadHook != nil {
 		LoadHook(j.Comm.Rank(), j.augEpoch, step, set, idx, globalBatch)

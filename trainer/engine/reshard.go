@@ -12,7 +12,7 @@ import (
 // servers lays them anew) and whose workers are at one step; under dpsgd,
 // from the consensus model (consensusState). The strategy's unit says
 // which (reshards), and its Strategy trains a re-dealt epoch's rows
-// (hooks.setTrain).
+// (Hooks.SetTrain).
 //
 // An epoch's sample order is a pure function of (seed, shard, epoch) for
 // a given number of ranks: rank q of R walks its strided shard
@@ -114,7 +114,7 @@ func checkSegments(segs []Segment, n int) error {
 
 // reshardEpoch is this rank's order of epoch and the epoch's steps when
 // it was begun by other ranks (reshard): its part of the rest, as rows of
-// the training set. It tells the strategy (hooks.setTrain) to train on
+// the training set. It tells the strategy (Hooks.SetTrain) to train on
 // those rows for the epoch; endReshard gives it its shard back.
 func (j *Job) reshardEpoch(s Strategy, epoch int, reshard []Segment) (order []int, steps int, err error) {
 	setTrain := s.Hooks().SetTrain

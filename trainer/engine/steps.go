@@ -6,7 +6,7 @@ import (
 )
 
 // What the loop (loop.go) steps through: the Strategy interface, its
-// optional parts (hooks), the pace of a strategy whose ranks run on their
+// optional parts (Hooks), the pace of a strategy whose ranks run on their
 // own (pacer), and the step plan every training rank shares (schedule).
 
 // Strategy is how the ranks that train combine their work at each step:

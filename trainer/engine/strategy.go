@@ -11,8 +11,9 @@ import (
 )
 
 // The strategy registry. Each --sync strategy is one unit: a type in its
-// own file (sync_allreduce.go, sync_ps.go, sync_dpsgd.go, sync_adpsgd.go)
-// that implements syncUnit, beside the Strategy its steps run through.
+// own file of package trainer (sync_allreduce.go, sync_ps.go,
+// sync_dpsgd.go, sync_adpsgd.go) that implements Unit, beside the
+// Strategy its steps run through; trainer's register.go registers them.
 // Whatever depends on which strategy a job uses asks the unit: the
 // settings it refuses, the ranks it needs, which ranks train, how it is
 // built and run, its part of a checkpoint (metadata, state, compatibility,
@@ -21,9 +22,9 @@ import (
 // (checkpoint.go) keep only what every strategy shares.
 //
 // A new strategy is a Sync constant and its name (config/enums.go), its
-// alias (config.go), its registerUnit line (register.go) and a file with
-// its unit and its Strategy:
-// docs/CONTRIBUTING.md walks through one.
+// Register line (trainer/register.go) and a file in trainer with its unit
+// and its Strategy: docs/CONTRIBUTING.md walks through one. This package
+// names no strategy (it sits below them).
 var syncUnits = make([]Unit, len(config.Syncs))
 
 // Register makes u the unit of s, and its rules the configuration's
@@ -31,16 +32,16 @@ var syncUnits = make([]Unit, len(config.Syncs))
 func Register(s Sync, u Unit) {
 	switch {
 	case int(s) >= len(syncUnits):
-		panic(fmt.Sprintf("registerUnit: %v has no name in config.Syncs", s))
+		panic(fmt.Sprintf("engine.Register: %v has no name in config.Syncs", s))
 	case syncUnits[s] != nil:
-		panic(fmt.Sprintf("registerUnit: %v registered twice", s))
+		panic(fmt.Sprintf("engine.Register: %v registered twice", s))
 	}
 	syncUnits[s] = u
 	config.Register(s, u)
 }
 
 // Unit is everything a --sync strategy owns besides its steps.
-// baseUnit gives the defaults of a strategy on which every rank trains
+// BaseUnit gives the defaults of a strategy on which every rank trains
 // and shares step boundaries, with one model and optimizer state on every
 // rank.
 type Unit interface {
@@ -50,7 +51,7 @@ type Unit interface {
 	// cannot work on a number of ranks; Decentralized; StopsAtBoundaries.
 	config.Rules
 	// Help says in a few words what the strategy does (the --sync flag's
-	// Help lists every strategy's); its name is its Sync's (config.Syncs).
+	// help lists every strategy's); its name is its Sync's (config.Syncs).
 	Help() string
 	// Servers is how many of the first ranks serve instead of training.
 	Servers(c Config) int
@@ -110,7 +111,7 @@ func UnitOf(s Sync) Unit {
 	return nil
 }
 
-// BaseUnit holds the defaults of syncUnit's methods.
+// BaseUnit holds the defaults of Unit's methods; a unit embeds it.
 type BaseUnit struct{}
 
 func (BaseUnit) Validate(Config) error                { return nil }
