@@ -357,7 +357,7 @@ func (k *Keeper) finish(c Transport, ft floatTransport, timeout time.Duration) e
 // its copies, the replica at the rounds it received. With three servers
 // or more no server holds every range, but the survivors together may,
 // at a common round: each writes what it holds at every round, and the
-// parts are joined (trainer, lastword_ps.go). Under SSP, ASP and DSSP
+// parts are joined (trainer/paramserver, lastword_ps.go). Under SSP, ASP and DSSP
 // there are no rounds: Held's one.
 func (k *Keeper) HeldRounds() ([]Held, error) {
 	k.mu.Lock()

@@ -1,27 +1,22 @@
 // Package trainer is data-parallel training with every --sync strategy:
 // Trainer.Run sets a job up, trains it with the strategy the
-// configuration names and returns the result. The loop's side (the job,
-// the loop, checkpoints, the training state) is package engine, below
-// this one; this package holds the strategies and registers them
-// (register.go), and api.go gives engine's API its names here.
+// configuration names and returns the result. It registers the
+// strategies (register.go) and gives engine's API its names here
+// (api.go); the rest is in the packages below it, whose imports point one
+// way (make shape):
+//   - allreduce/, paramserver/, decentral/: the strategies, one package
+//     each (allreduce's local SGD stands on decentral's local model), each
+//     an engine.Unit beside the engine.Strategy its steps run through;
+//   - engine/: what every strategy shares: the job, the loop, the registry,
+//     checkpoints, the training state, evaluation, metrics; it names no
+//     strategy;
+//   - config/ (the typed Config), model/ (the architecture, a layer kind
+//     per layer_*.go, the Model on a Backend, optimizers, .npz files),
+//     data/ (datasets, shards, the sample order), ckpt/ (the checkpoint
+//     file), gossip/ and stopvote/ (protocols free of I/O), trace/.
 //
-// The strategies, one unit each (engine.Unit) beside the Strategy its
-// steps run through:
-//   - sync_allreduce.go: the summed AllReduce, with its local-SGD mode
-//     (sync_localsgd.go), compression (compress.go, bucket.go),
-//     gradient accumulation (accumulate.go) and loss scaling
-//     (lossscale.go).
-//   - sync_ps.go: the parameter server; its workers in ps_worker.go,
-//     their stop vote in ps_stopvote.go (its rules in stopvote/), Downpour
-//     in downpour.go, sparse-logreg in sync_sparse.go, the servers' last
-//     word in lastword_ps.go.
-//   - sync_dpsgd.go and sync_adpsgd.go, on decentral.go (gossip/ holds
-//     their protocols).
-//
-// Below every file here: engine/, config/ (the typed Config), model/ (the
-// architecture, a layer kind per layer_*.go, the Model on a Backend,
-// optimizers, .npz files), data/ (datasets, shards, the sample order),
-// ckpt/ and trace/.
+// Its tests train every strategy in one process (collectives/local);
+// mpitest/ runs them under mpirun.
 package trainer
 
 // The trainer's API: engine's names under the names users know them by.
@@ -30,12 +25,14 @@ package trainer
 
 import (
 	"io"
+	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/paramserver"
 )
 
 type (
@@ -168,3 +165,11 @@ func ParseVariant(name string) (Variant, error) { return engine.ParseVariant(nam
 func Evaluate(c collectives.Comm, b kernels.Backend, arch model.Arch, st model.State, set data.DenseSource, batch int) (EvalResult, error) {
 	return engine.Evaluate(c, b, arch, st, set, batch)
 }
+
+// EvaluateSparse is paramserver.EvaluateSparse.
+func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *data.Sparse) (EvalResult, error) {
+	return paramserver.EvaluateSparse(c, arch, params, set)
+}
+
+// StopVoteWait is paramserver.StopVoteWait.
+func StopVoteWait(timeout time.Duration) time.Duration { return paramserver.StopVoteWait(timeout) }

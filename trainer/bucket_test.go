@@ -10,62 +10,7 @@ import (
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/cpu"
 	"github.com/dml-project/dml/trainer/internal/numtest"
-	"github.com/dml-project/dml/trainer/model"
 )
-
-// TestBucketPlan: the plan covers the gradient and its stats slots exactly,
-// last layer first, in whole layers, each bucket within the cap unless it
-// is one layer; cap 0 is one bucket.
-func TestBucketPlan(t *testing.T) {
-	arch, err := model.NewArch(784, []int{512, 256}, 10, model.SoftmaxCE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layers := arch.Layers()
-	end := arch.NumParams() + model.GradStats
-	starts := map[int]bool{}
-	for _, l := range layers {
-		starts[l.WOff] = true
-	}
-	for _, capBytes := range []int{0, -1, 1, 4 * 2570, 4*2570 + 4, 1 << 20, 4 * 133642, 4 * end, 1 << 30} {
-		plan := bucketPlan(arch, capBytes)
-		if plan[0].hi != end || plan[len(plan)-1].lo != 0 {
-			t.Fatalf("cap %d: plan %v does not cover [0,%d)", capBytes, plan, end)
-		}
-		for i, b := range plan {
-			if !starts[b.lo] {
-				t.Errorf("cap %d: bucket %d starts at %d, not at a layer", capBytes, i, b.lo)
-			}
-			if i > 0 && plan[i-1].lo != b.hi {
-				t.Errorf("cap %d: bucket %d [%d,%d) does not end where bucket %d starts (%d)", capBytes, i, b.lo, b.hi, i-1, plan[i-1].lo)
-			}
-			layersIn := 0
-			for _, l := range layers {
-				if l.WOff >= b.lo && l.WOff < b.hi {
-					layersIn++
-				}
-			}
-			if capBytes > 0 && 4*(b.hi-b.lo) > capBytes && layersIn > 1 {
-				t.Errorf("cap %d: bucket %d holds %d layers in %d bytes", capBytes, i, layersIn, 4*(b.hi-b.lo))
-			}
-		}
-		switch {
-		case capBytes <= 0 || capBytes >= 4*end:
-			if len(plan) != 1 {
-				t.Errorf("cap %d: %d buckets, want 1", capBytes, len(plan))
-			}
-		case capBytes < 4*2570:
-			if len(plan) != len(layers) {
-				t.Errorf("cap %d: %d buckets, want one per layer (%d)", capBytes, len(plan), len(layers))
-			}
-		}
-	}
-	// The MLP of docs/results.md at the default cap: the two small layers together,
-	// then layer 0 (1.6 MB) on its own.
-	if got, want := bucketPlan(arch, DefaultBucketBytes), []bucket{{lo: layers[1].WOff, hi: end}, {lo: 0, hi: layers[1].WOff}}; !slices.Equal(got, want) {
-		t.Errorf("default plan %v, want %v", got, want)
-	}
-}
 
 // bucketCfg is synthCfg with one bucket per layer (the smallest plan).
 func bucketCfg() Config {

@@ -10,6 +10,7 @@ import (
 	"github.com/dml-project/dml/collectives/local"
 	"github.com/dml-project/dml/cuda"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/allreduce"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
@@ -52,9 +53,9 @@ func TestCUDAStagingSameBits(t *testing.T) {
 				t.Fatalf("%d ranks, staged, rank %d: %v", ranks, r, err)
 			}
 		}
-		oneRankOnDevice = false
+		allreduce.OneRankOnDevice = false
 		plain, errs := runWorldWith(t, ranks, cfg, open(true))
-		oneRankOnDevice = true
+		allreduce.OneRankOnDevice = true
 		for r, err := range errs {
 			if err != nil {
 				t.Fatalf("%d ranks, plain, rank %d: %v", ranks, r, err)

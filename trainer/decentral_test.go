@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dml-project/dml/trainer/decentral"
 	"github.com/dml-project/dml/trainer/gossip"
 )
 
@@ -21,7 +22,7 @@ func withGossipTest(t *testing.T, n int) (end [][]float32, startSum func() []flo
 	var mu sync.Mutex
 	end = make([][]float32, n)
 	starts := make([][]float32, n)
-	gossipTest.init = func(rank int, x []float32) {
+	decentral.GossipTest.Init = func(rank int, x []float32) {
 		for i := range x {
 			x[i] += float32(rank*(i%7)) - 0.25*float32(rank*rank)
 		}
@@ -29,13 +30,15 @@ func withGossipTest(t *testing.T, n int) (end [][]float32, startSum func() []flo
 		starts[rank] = append([]float32(nil), x...)
 		mu.Unlock()
 	}
-	gossipTest.frozen = true
-	gossipTest.end = func(rank int, x []float32) {
+	decentral.GossipTest.Frozen = true
+	decentral.GossipTest.End = func(rank int, x []float32) {
 		mu.Lock()
 		end[rank] = append([]float32(nil), x...)
 		mu.Unlock()
 	}
-	t.Cleanup(func() { gossipTest.init, gossipTest.frozen, gossipTest.end = nil, false, nil })
+	t.Cleanup(func() {
+		decentral.GossipTest.Init, decentral.GossipTest.Frozen, decentral.GossipTest.End = nil, false, nil
+	})
 	return end, func() []float64 {
 		sum := make([]float64, len(starts[0]))
 		for _, s := range starts {
@@ -96,8 +99,8 @@ func TestDPSGDOneStepMixes(t *testing.T) {
 	cfg := gossipCfg(SyncDPSGD, gossip.Exp)
 	cfg.MaxSteps = 1
 	var starts [n][]float32
-	init := gossipTest.init
-	gossipTest.init = func(rank int, x []float32) {
+	init := decentral.GossipTest.Init
+	decentral.GossipTest.Init = func(rank int, x []float32) {
 		init(rank, x)
 		starts[rank] = append([]float32(nil), x...)
 	}

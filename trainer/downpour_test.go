@@ -16,6 +16,7 @@ import (
 	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 	"github.com/dml-project/dml/trainer/model"
+	"github.com/dml-project/dml/trainer/paramserver"
 )
 
 // TestDownpourDefaultsUnchanged: --fetch-every 1 --push-every 1 train the
@@ -43,8 +44,8 @@ func TestDownpourDefaultsUnchanged(t *testing.T) {
 				if ones.Hash() != cfg.Hash() {
 					t.Errorf("configuration hash changed with fetch/push every 1")
 				}
-				forceDownpour = true
-				defer func() { forceDownpour = false }()
+				paramserver.ForceDownpour = true
+				defer func() { paramserver.ForceDownpour = false }()
 				if got := finalParams(t, mustRun(t, tc.ranks, cfg)); !slices.Equal(got, want) {
 					t.Errorf("the Downpour path with periods of 1: weights differ by %.3g", numtest.MaxRelDiff(got, want))
 				}
@@ -177,7 +178,7 @@ func TestDownpourConverges(t *testing.T) {
 // TestDownpourCheckpointResume: under bsp with periods of 3, a run that
 // checkpoints every 4 steps and is resumed from its checkpoint at step 8
 // ends with the weights of a straight run that checkpoints at the same
-// steps, bit for bit (the checkpoints end periods early: downpour.go), and
+// steps, bit for bit (the checkpoints end periods early: paramserver/downpour.go), and
 // the checkpoint records the pushes.
 func TestDownpourCheckpointResume(t *testing.T) {
 	for _, opt := range []optim.Kind{optim.Adagrad, optim.Adam} {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/trainer/allreduce"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
@@ -30,9 +31,9 @@ func TestLocalSGD(t *testing.T) {
 		}
 
 		sync = mustRun(t, 2, cfg)
-		localSGDTest = true
+		allreduce.LocalSGDTest = true
 		every := mustRun(t, 2, cfg)
-		localSGDTest = false
+		allreduce.LocalSGDTest = false
 		if d := numtest.MaxRelDiff(every[0].Params, sync[0].Params); d > 1e-4 {
 			t.Fatalf("%v: averaging every step differs by %.3g from synchronous training", kind, d)
 		}

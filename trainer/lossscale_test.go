@@ -9,47 +9,6 @@ import (
 	"github.com/dml-project/dml/kernels/cpu"
 )
 
-// TestLossScaler: the scale's rules on their own — halved on an overflow,
-// doubled after growthInterval finite steps in a row, a static scale or
-// one at the floor ends the run as diverged.
-func TestLossScaler(t *testing.T) {
-	for _, c := range []struct {
-		spec string
-		err  bool
-	}{{"", false}, {"off", false}, {"dynamic", false}, {"dynamic:1024", false}, {"512", false}, {"3", false},
-		{"dynamic:1000", true}, {"0.5", true}, {"dynamic:0", true}, {"1e9", true}, {"x", true}, {"dynamic:", true}} {
-		if _, err := parseLossScale(c.spec); (err != nil) != c.err {
-			t.Errorf("parseLossScale(%q): %v", c.spec, err)
-		}
-	}
-	l, _ := parseLossScale("dynamic:8")
-	cause := ErrNonFinite
-	if err := l.overflow(cause); err != nil || l.scale != 4 || l.skipped != 1 {
-		t.Fatalf("overflow at 8: %v, scale %v, skipped %d", err, l.scale, l.skipped)
-	}
-	for range growthInterval - 1 {
-		l.finite()
-	}
-	if l.scale != 4 {
-		t.Fatalf("grew after %d finite steps", growthInterval-1)
-	}
-	if l.finite(); l.scale != 8 || l.good != 0 {
-		t.Fatalf("after %d finite steps: scale %v, want 8", growthInterval, l.scale)
-	}
-	l.scale = 1
-	if err := l.overflow(cause); !errors.Is(err, ErrNonFinite) {
-		t.Errorf("overflow at scale 1: %v, want ErrNonFinite", err)
-	}
-	s, _ := parseLossScale("256")
-	if err := s.overflow(cause); !errors.Is(err, ErrNonFinite) || s.scale != 256 {
-		t.Errorf("static overflow: %v (scale %v)", err, s.scale)
-	}
-	var none *lossScaler
-	if none.factor() != 1 {
-		t.Error("no scaler: factor ≠ 1")
-	}
-}
-
 // TestLossScaling trains at FP16 on 2 ranks from a loss scale so large
 // that the first steps' gradients overflow half precision's products: those
 // steps are skipped on both ranks alike (the same weights, bit for bit),

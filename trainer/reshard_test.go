@@ -15,6 +15,7 @@ import (
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/decentral"
 	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/gossip"
 	"github.com/dml-project/dml/trainer/internal/numtest"
@@ -277,18 +278,6 @@ func TestResumeOtherRanksDPSGD(t *testing.T) {
 	}
 }
 
-// TestConsensusState: the weights given, then each optimizer value
-// averaged over the ranks.
-func TestConsensusState(t *testing.T) {
-	got := consensusState([]float32{1, 2}, [][]float32{{9, 9, 3, 4}, {8, 8, 6, 1}, {7, 7, 0, 1}})
-	if want := []float32{1, 2, 3, 2}; !slices.Equal(got, want) {
-		t.Errorf("consensusState = %v, want %v", got, want)
-	}
-	if got := consensusState([]float32{1, 2}, [][]float32{{5, 6}, {7, 8}}); !slices.Equal(got, []float32{1, 2}) {
-		t.Errorf("without optimizer state: %v", got)
-	}
-}
-
 // TestResumeOtherRanksRefusesBadRecords: a checkpoint whose record of a
 // re-dealt epoch could not have been written (an overflowing stretch, too
 // many stretches, a stretch of more ranks than samples), or whose dpsgd
@@ -438,9 +427,9 @@ func TestADPSGDCheckpoints(t *testing.T) {
 	}
 	// On 2 ranks with the gradient switched off: every rank starts from
 	// the consensus model, which averaging identical models keeps.
-	gossipTest.frozen = true
+	decentral.GossipTest.Frozen = true
 	two, errs := runCkpt(t, 2, cfg, Checkpointing{ResumeFile: files[2]}, 0)
-	gossipTest.frozen = false
+	decentral.GossipTest.Frozen = false
 	noErrs(t, errs)
 	if !slices.Equal(finalParams(t, two), first.Params) {
 		t.Error("resumed on 2 ranks, frozen: other weights than the checkpoint's consensus model")

@@ -73,7 +73,7 @@ type Meta struct {
 	Consistency string `json:"consistency,omitempty"`
 	Position    `json:"position"`
 	// Pushes is the workers' clock (their pushes) where it is not
-	// Position.Steps: under ps --push-every > 1 (downpour.go); 0 otherwise.
+	// Position.Steps: under ps --push-every > 1 (trainer/paramserver/downpour.go); 0 otherwise.
 	Pushes int `json:"pushes,omitempty"`
 	// Residues is the number of residue.workerK entries.
 	Residues int `json:"residues,omitempty"`

@@ -42,7 +42,7 @@ type Emergency struct {
 	// Part: a ps server's share of the state, the key ranges Held
 	// ([lo, hi) each; the rest of the file's vectors is zero), written
 	// as ckpt-s<steps>.part-r<rank>.npz, to be joined with the other
-	// survivors' parts of the same step (lastword_ps.go); MergedFrom
+	// survivors' parts of the same step (trainer/paramserver/lastword_ps.go); MergedFrom
 	// names the ranks whose parts a joined checkpoint was made of.
 	Part       bool     `json:"part,omitempty"`
 	Held       [][2]int `json:"held_ranges,omitempty"`

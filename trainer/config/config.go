@@ -58,12 +58,12 @@ type Config struct {
 	Sync      Sync                  `json:"sync"`
 	Allreduce collectives.Algorithm `json:"allreduce"` // ring, tree, mpi, auto
 	// Compress is how the allreduce strategy's gradient buckets travel
-	// (compress.go): "" or "none" (float32), "fp16", "bf16", or "auto"
+	// (trainer/allreduce/compress.go): "" or "none" (float32), "fp16", "bf16", or "auto"
 	// (fp16 where a start-up measurement finds it faster). ErrorFeedback
 	// adds each rank's rounding residue to its next gradient.
 	Compress      string `json:"compress,omitempty"`
 	ErrorFeedback bool   `json:"error_feedback,omitempty"`
-	// LocalSteps > 1 is local SGD under allreduce (sync_localsgd.go): each
+	// LocalSteps > 1 is local SGD under allreduce (trainer/allreduce/sync_localsgd.go): each
 	// rank steps its own model, and the models are averaged every
 	// LocalSteps steps. 0 and 1: the gradients are summed every step.
 	LocalSteps int `json:"local_steps,omitempty"`
@@ -78,7 +78,7 @@ type Config struct {
 	// N ranks × batch b then train the weights of 1 rank × N·b with batch
 	// norm too.
 	SyncBN bool `json:"sync_bn,omitempty"`
-	// LossScale is loss scaling under allreduce (lossscale.go): "" or
+	// LossScale is loss scaling under allreduce (trainer/allreduce/lossscale.go): "" or
 	// "off" (none), "dynamic" (PyTorch's GradScaler: the step of a
 	// gradient that overflows is skipped and the scale halved), or a
 	// static scale ("1024"). The command line makes it dynamic with
@@ -124,7 +124,7 @@ type PSConfig struct {
 	// when the job writes emergency checkpoints, else never); -1: never.
 	ReplicateEvery int `json:"replicate_every,omitempty"`
 	// FetchEvery and PushEvery are Downpour SGD's n_fetch and n_push
-	// (Dean et al. 2012; sync_ps.go's downpour): a dense worker fetches
+	// (Dean et al. 2012; trainer/paramserver/downpour.go): a dense worker fetches
 	// the weights every FetchEvery steps and pushes the sum of its
 	// gradients every PushEvery steps, stepping its own copy in between.
 	// 0 means 1 (every step, as without them), so that a job that does

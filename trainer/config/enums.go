@@ -14,19 +14,19 @@ type Sync uint8
 
 const (
 	// SyncAllreduce: every rank computes its share of a global batch and the
-	// ranks sum the gradients with one AllReduce per step (sync_allreduce.go).
+	// ranks sum the gradients with one AllReduce per step (trainer/allreduce).
 	SyncAllreduce Sync = iota
 	// SyncPS: ranks 0..Servers-1 are parameter servers, the others workers
-	// that pull weights and push gradients (sync_ps.go, sync_sparse.go).
+	// that pull weights and push gradients (trainer/paramserver).
 	SyncPS
 	// SyncDPSGD: decentralized parallel SGD (Lian et al., NeurIPS'17):
 	// every rank keeps its own model and, at each step, averages it with
 	// its neighbours on Config.Topology while it computes its gradient
-	// (sync_dpsgd.go). No server, no global collective per step.
+	// (trainer/decentral/sync_dpsgd.go). No server, no global collective per step.
 	SyncDPSGD
 	// SyncADPSGD: asynchronous decentralized parallel SGD (Lian et al.,
 	// ICML'18): no barrier at all; active ranks average their model with one
-	// random passive neighbour at a time (sync_adpsgd.go).
+	// random passive neighbour at a time (trainer/decentral/sync_adpsgd.go).
 	SyncADPSGD
 )
 

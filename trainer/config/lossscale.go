@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Config.LossScale's values (package trainer's lossscale.go scales by
+// Config.LossScale's values (trainer/allreduce/lossscale.go scales by
 // them).
 
 const (

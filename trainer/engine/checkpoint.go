@@ -18,6 +18,12 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
+// TagResidue is the tag of the filters' residues a rank sends to rank 0
+// for a checkpoint (allreduce's error feedback, ps's filters): the first of
+// the strategies' tags in collectives.TagTrainerBase's range (+1 and +2
+// the ps stop vote's, +3 a dpsgd rank's state).
+const TagResidue = collectives.TagTrainerBase
+
 // Checkpoints and clean stops: what every strategy shares. What is a
 // strategy's own (its state, its metadata, its compatibility checks, how
 // its ranks take their part on resuming, its stop vote) is in its unit
@@ -357,7 +363,7 @@ func (j *Job) pickCheckpoint(arch model.Arch) (*checkpoint, string, error) {
 		return c, ck.ResumeFile, nil
 	}
 	// The ps servers' emergency parts of a step, joined where together
-	// they hold the whole model (trainer/lastword_ps.go).
+	// they hold the whole model (trainer/paramserver/lastword_ps.go).
 	joined, problems := JoinParts(ck.Dir, arch.NumParams())
 	if joined != "" {
 		say("resume: joined the servers' emergency parts into %s\n", joined)

@@ -209,7 +209,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 }
 
 // runSparse sets sparse-logreg up and trains it through the strategy
-// (the parameter server's: trainer/sync_ps.go).
+// (the parameter server's: trainer/paramserver).
 func (t *Trainer) runSparse(cfg Config, train, test *data.Sparse) (*Result, error) {
 	if train.Classes > 2 || test.Classes > 2 {
 		return nil, bad("Model", "sparse-logreg is binary, but the data has %d classes", max(train.Classes, test.Classes))

@@ -91,7 +91,7 @@ type Trainer struct {
 	FirstStep func(steps int)
 
 	lastWord   atomic.Pointer[lastWord]        // LastWord's copy (lastword.go)
-	serverWord atomic.Pointer[EmergencyWriter] // a ps server's (trainer/lastword_ps.go)
+	serverWord atomic.Pointer[EmergencyWriter] // a ps server's (trainer/paramserver/lastword_ps.go)
 }
 
 // Job is what every rank knows about a run once it is set up: the

@@ -94,7 +94,7 @@ type snapshot struct {
 }
 
 // EmergencyWriter writes a rank's last word where the rank keeps no
-// lastWord: a ps server's (trainer/lastword_ps.go).
+// lastWord: a ps server's (trainer/paramserver/lastword_ps.go).
 type EmergencyWriter interface {
 	Write(e Emergency) (string, int, error)
 }
@@ -240,7 +240,7 @@ var ErrNoLastWord = errors.New("no emergency checkpoint")
 func (t *Trainer) LastWord(e Emergency) (string, int, error) {
 	w := t.lastWord.Load()
 	if w == nil {
-		if s := t.serverWord.Load(); s != nil { // trainer/lastword_ps.go
+		if s := t.serverWord.Load(); s != nil { // trainer/paramserver/lastword_ps.go
 			return (*s).Write(e)
 		}
 		return "", 0, fmt.Errorf("%w: this rank keeps no copy of the training state (it needs --checkpoint-dir, --sync allreduce without --local-steps or a ps server, and more than one rank)", ErrNoLastWord)

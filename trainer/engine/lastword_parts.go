@@ -11,7 +11,7 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 )
 
-// The servers' emergency parts (trainer/lastword_ps.go writes them): with three
+// The servers' emergency parts (trainer/paramserver/lastword_ps.go writes them): with three
 // servers or more each survivor writes what it holds as parts, and the
 // resume joins the parts of the newest step whose parts hold every key.
 

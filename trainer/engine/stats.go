@@ -58,7 +58,7 @@ type EpochStats struct {
 	BytesPerStep *float64 `json:"bytes_per_step,omitempty"`
 	// LossScale is the loss scale at the epoch's end, and SkippedSteps the
 	// steps skipped in it for a gradient that overflowed (with
-	// --loss-scale; lossscale.go).
+	// --loss-scale; trainer/allreduce/lossscale.go).
 	LossScale    *float64 `json:"loss_scale,omitempty"`
 	SkippedSteps int      `json:"skipped_steps,omitempty"`
 	// Parameter-server figures of the reporting worker (with --sync ps).

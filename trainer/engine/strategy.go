@@ -10,10 +10,10 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 )
 
-// The strategy registry. Each --sync strategy is one unit: a type in its
-// own file of package trainer (sync_allreduce.go, sync_ps.go,
-// sync_dpsgd.go, sync_adpsgd.go) that implements Unit, beside the
-// Strategy its steps run through; trainer's register.go registers them.
+// The strategy registry. Each --sync strategy is one unit: a type in a
+// package of its own above this one (trainer/allreduce, trainer/paramserver,
+// trainer/decentral) that implements Unit, beside the Strategy its steps
+// run through; trainer/register.go registers them.
 // Whatever depends on which strategy a job uses asks the unit: the
 // settings it refuses, the ranks it needs, which ranks train, how it is
 // built and run, its part of a checkpoint (metadata, state, compatibility,
@@ -22,8 +22,8 @@ import (
 // (checkpoint.go) keep only what every strategy shares.
 //
 // A new strategy is a Sync constant and its name (config/enums.go), its
-// Register line (trainer/register.go) and a file in trainer with its unit
-// and its Strategy: docs/CONTRIBUTING.md walks through one. This package
+// Register line (trainer/register.go) and its unit and Strategy in a
+// strategy package: docs/CONTRIBUTING.md walks through one. This package
 // names no strategy (it sits below them).
 var syncUnits = make([]Unit, len(config.Syncs))
 

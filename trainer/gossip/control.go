@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// AD-PSGD's control protocol (trainer's sync_adpsgd.go), free of I/O and
+// AD-PSGD's control protocol (trainer/decentral/sync_adpsgd.go), free of I/O and
 // of the clock: the strategy feeds these the messages and the time and
 // carries out what they decide; control_test.go drives them through
 // scripted scenarios (reports in any order, a point called while

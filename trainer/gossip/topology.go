@@ -2,7 +2,7 @@
 // dpsgd and adpsgd): the communication graphs, their mixing weights, the
 // active/passive split that keeps asynchronous pairwise averaging free of
 // deadlock, and AD-PSGD's control protocol (control.go: the epoch clock,
-// a passive rank's side). It does no I/O and reads no clock; trainer/sync_dpsgd.go and sync_adpsgd.go
+// a passive rank's side). It does no I/O and reads no clock; trainer/decentral's sync_dpsgd.go and sync_adpsgd.go
 // wire it to a Comm.
 package gossip
 

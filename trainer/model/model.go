@@ -547,7 +547,7 @@ func (m *Model) graphStep(g kernels.GraphOps, scale float32) error {
 }
 
 // dropGraphs frees the recordings made at a scale other than scale: a
-// loss scale that changed (lossscale.go in package trainer) leaves them
+// loss scale that changed (lossscale.go in trainer/allreduce) leaves them
 // unused, and a full set would keep the new scale's step from being
 // recorded.
 func (m *Model) dropGraphs(scale float32) error {

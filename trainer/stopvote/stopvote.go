@@ -1,5 +1,5 @@
 // Package stopvote is the parameter-server workers' stop vote (dml
-// train's --sync ps, Trainer.Stop), free of I/O: trainer's ps_stopvote.go
+// train's --sync ps, Trainer.Stop), free of I/O: trainer/paramserver's ps_stopvote.go
 // sends and receives what it decides. Under BSP the workers are in step
 // and the first one gathers their wishes and answers; under SSP, ASP and
 // DSSP each worker stops at its own next boundary, and a signalled worker

@@ -1,4 +1,4 @@
-package trainer
+package allreduce
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/trainer/decentral"
 	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/trace"
 )
@@ -33,68 +34,68 @@ import (
 // accuracy printed are the reporting rank's own batches' (ScopeWorker),
 // and the test accuracy is the average model's.
 type localSGDStrategy struct {
-	*localModel
+	*decentral.LocalModel
 	h       int
 	ar      *collectives.Allreducer // the averagings'
 	waitSec float64                 // this epoch's time in the averaging AllReduce
 	avgs    int                     // this epoch's averagings
 }
 
-// localSGDTest makes --local-steps 1 run local SGD (tests: averaging after
+// LocalSGDTest makes --local-steps 1 run local SGD (tests: averaging after
 // every step is synchronous SGD).
-var localSGDTest bool
+var LocalSGDTest bool
 
 func newLocalSGD(j *engine.Job, d engine.DenseSetup) (*localSGDStrategy, error) {
-	l, err := newLocalModel(j, d.M, d.Shard, d.TestShard, d.Params, true)
+	l, err := decentral.NewLocalModel(j, d.M, d.Shard, d.TestShard, d.Params, true)
 	if err != nil {
 		return nil, err
 	}
-	return &localSGDStrategy{localModel: l, h: max(1, j.Cfg.LocalSteps), ar: collectives.NewAllreducer(j.Comm, j.Cfg.Allreduce)}, nil
+	return &localSGDStrategy{LocalModel: l, h: max(1, j.Cfg.LocalSteps), ar: collectives.NewAllreducer(j.Comm, j.Cfg.Allreduce)}, nil
 }
 
-func (s *localSGDStrategy) local() *localModel { return s.localModel }
-func (s *localSGDStrategy) close()             { s.free() }
+func (s *localSGDStrategy) Local() *decentral.LocalModel { return s.LocalModel }
+func (s *localSGDStrategy) Close()                       { s.Free() }
 
 func (s *localSGDStrategy) Describe() string {
 	return fmt.Sprintf("%s, local SGD: each rank steps its own model, models averaged (allreduce %s) every %d steps and at each epoch's end, backend %s",
-		s.describe(), s.j.Cfg.Allreduce, s.h, kernels.Describe(s.j.Backend))
+		s.DescribeLocal(), s.Job.Cfg.Allreduce, s.h, kernels.Describe(s.Job.Backend))
 }
 
 func (s *localSGDStrategy) sentBytes() int64 { return s.ar.Sent }
 
 func (s *localSGDStrategy) Hooks() engine.Hooks {
-	h := s.localModel.hooks()
+	h := s.LocalModel.Hooks()
 	h.SentBytes = s.sentBytes
 	return h
 }
 
-func (s *localSGDStrategy) Prepare(idx []int, _ int) error { return s.loadBatch(idx) }
+func (s *localSGDStrategy) Prepare(idx []int, _ int) error { return s.LoadBatch(idx) }
 
 // Exchange applies the rank's gradient to its own model and, at the end
 // of a period or of the epoch, averages the models.
-func (s *localSGDStrategy) Exchange(step int) (StepStats, error) {
-	st, err := s.stepStats(s.n)
+func (s *localSGDStrategy) Exchange(step int) (engine.StepStats, error) {
+	st, err := s.StepStats(s.N)
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
-	if err := s.update(); err != nil {
-		return StepStats{}, err
+	if err := s.Update(); err != nil {
+		return engine.StepStats{}, err
 	}
 	// Steps h−1, 2h−1, … of the epoch average, and its last: a function
 	// of the position, so a resumed run averages where a straight one does.
-	if (step+1)%s.h != 0 && step+1 < s.j.EpochLen {
+	if (step+1)%s.h != 0 && step+1 < s.Job.EpochLen {
 		return st, nil
 	}
 	t0 := time.Now()
-	sp := s.j.Trace.Begin("average").Cat(trace.Collective).Bytes(4 * len(s.x))
-	err = s.ar.Allreduce(s.x, collectives.Avg)
+	sp := s.Job.Trace.Begin("average").Cat(trace.Collective).Bytes(4 * len(s.X))
+	err = s.ar.Allreduce(s.X, collectives.Avg)
 	sp.Err(err).End()
 	if err != nil {
-		return StepStats{}, fmt.Errorf("averaging the ranks' models: %w", err)
+		return engine.StepStats{}, fmt.Errorf("averaging the ranks' models: %w", err)
 	}
-	if !s.shared {
-		if err := s.j.Backend.Upload(s.m.Params, s.x); err != nil {
-			return StepStats{}, err
+	if !s.Shared {
+		if err := s.Job.Backend.Upload(s.M.Params, s.X); err != nil {
+			return engine.StepStats{}, err
 		}
 	}
 	st.CommSec = time.Since(t0).Seconds()
@@ -105,11 +106,11 @@ func (s *localSGDStrategy) Exchange(step int) (StepStats, error) {
 
 // EndEpoch: as dpsgd's (localModel.endEpoch), the waiting being the
 // averagings' AllReduces.
-func (s *localSGDStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
-	err := s.endEpoch(st, commSec, stepSec, wallSec, s.avgs, s.waitSec)
+func (s *localSGDStrategy) EndEpoch(st *engine.EpochStats, commSec, stepSec, wallSec float64) error {
+	err := s.FillEpoch(st, commSec, stepSec, wallSec, s.avgs, s.waitSec)
 	s.avgs, s.waitSec = 0, 0
 	return err
 }
 
 // Evaluate measures the average model (EndEpoch's).
-func (s *localSGDStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
+func (s *localSGDStrategy) Evaluate() (engine.EvalResult, error) { return s.EvaluateConsensus() }

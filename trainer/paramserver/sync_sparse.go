@@ -1,4 +1,4 @@
-package trainer
+package paramserver
 
 import (
 	"fmt"
@@ -95,26 +95,26 @@ func (s *sparseWorker) Compute() error {
 		s.grads[bias] += g
 	}
 	if math.IsNaN(s.lossSum) || math.IsInf(s.lossSum, 0) {
-		return fmt.Errorf("loss is %v: lower Config.Opt.LR or check the data: %w", s.lossSum, ErrNonFinite)
+		return fmt.Errorf("loss is %v: lower Config.Opt.LR or check the data: %w", s.lossSum, engine.ErrNonFinite)
 	}
 	return nil
 }
 
 // Exchange pushes the working set's gradient.
-func (s *sparseWorker) Exchange(int) (StepStats, error) {
+func (s *sparseWorker) Exchange(int) (engine.StepStats, error) {
 	push, err := s.timed("push", len(s.keys), func() error { return s.w.PushKeys(s.keys, s.grads) })
-	return StepStats{LossSum: s.lossSum, Correct: float64(s.correct), Samples: float64(s.batch.Rows), CommSec: s.wait + push}, err
+	return engine.StepStats{LossSum: s.lossSum, Correct: float64(s.correct), Samples: float64(s.batch.Rows), CommSec: s.wait + push}, err
 }
 
 // Evaluate pulls the whole model and measures the whole test set, on the
 // reporting worker only (the others return NaN).
-func (s *sparseWorker) Evaluate() (EvalResult, error) {
+func (s *sparseWorker) Evaluate() (engine.EvalResult, error) {
 	if !s.j.Reports() {
 		return engine.NotEvaluated, nil
 	}
 	s.full = grow(s.full, s.f+1)
 	if err := s.w.Pull(s.full); err != nil {
-		return EvalResult{}, err
+		return engine.EvalResult{}, err
 	}
 	return engine.SumScores(nil, sparseScore(s.test, s.full))
 }
@@ -122,13 +122,13 @@ func (s *sparseWorker) Evaluate() (EvalResult, error) {
 // EvaluateSparse scores logistic-regression weights (arch [F, 1]: w then b)
 // on every rank's strided shard of a sparse set and combines the counts.
 // Features beyond F are ignored.
-func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *data.Sparse) (EvalResult, error) {
+func EvaluateSparse(c collectives.Comm, arch model.Arch, params []float32, set *data.Sparse) (engine.EvalResult, error) {
 	if len(arch.Sizes) != 2 || arch.Sizes[1] != 1 || len(params) != arch.NumParams() {
-		return EvalResult{}, fmt.Errorf("sparse evaluation needs a logistic regression (one layer, one output), got layers %v", arch.Sizes)
+		return engine.EvalResult{}, fmt.Errorf("sparse evaluation needs a logistic regression (one layer, one output), got layers %v", arch.Sizes)
 	}
 	shard, err := set.Subset(data.StridedShard(set.Rows, c.Rank(), c.Size()))
 	if err != nil {
-		return EvalResult{}, err
+		return engine.EvalResult{}, err
 	}
 	return engine.SumScores(c, sparseScore(shard, params))
 }
@@ -153,13 +153,6 @@ func sparseScore(set *data.Sparse, p []float32) model.Score {
 	}
 	e.N = float64(set.Rows)
 	return e
-}
-
-func grow(v []float32, n int) []float32 {
-	if cap(v) < n {
-		return make([]float32, n)
-	}
-	return v[:n]
 }
 
 func sigmoid(z float64) float64 {

@@ -1,4 +1,4 @@
-package trainer
+package paramserver
 
 import (
 	"fmt"
@@ -42,13 +42,13 @@ type serverWord struct {
 	arch  model.Arch
 	p     int // model length
 	k     *ps.Keeper
-	start Position
+	start engine.Position
 }
 
 // keepServerWord makes this server rank keep its last word, when the job
 // writes emergency checkpoints; it returns the keeper RunServerKeeping
 // fills (nil: none).
-func keepServerWord(j *engine.Job, arch model.Arch, p int, start Position) *ps.Keeper {
+func keepServerWord(j *engine.Job, arch model.Arch, p int, start engine.Position) *ps.Keeper {
 	if !j.KeepsLastWord() {
 		return nil
 	}
@@ -60,21 +60,21 @@ func keepServerWord(j *engine.Job, arch model.Arch, p int, start Position) *ps.K
 // Write is LastWord for a server: the whole state when this server
 // holds every range at a round, else its parts (one file per round it
 // holds ranges at), which the resume joins with the other survivors'.
-func (w *serverWord) Write(e Emergency) (string, int, error) {
+func (w *serverWord) Write(e engine.Emergency) (string, int, error) {
 	j := w.j
 	switch {
 	case residueFilters(j) > 0:
-		return "", 0, fmt.Errorf("%w: the sigmod filter's residues are the workers'", ErrNoLastWord)
+		return "", 0, fmt.Errorf("%w: the sigmod filter's residues are the workers'", engine.ErrNoLastWord)
 	case w.arch.NumState() > 0:
-		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", ErrNoLastWord)
+		return "", 0, fmt.Errorf("%w: the batch-norm statistics are the workers'", engine.ErrNoLastWord)
 	case j.Cfg.PS.Downpour():
 		// The rounds count pushes, not steps, and the workers hold
 		// gradients not yet pushed (downpour.go).
-		return "", 0, fmt.Errorf("%w: with Config.PS.FetchEvery or Config.PS.PushEvery above 1 the workers hold gradients not yet pushed", ErrNoLastWord)
+		return "", 0, fmt.Errorf("%w: with Config.PS.FetchEvery or Config.PS.PushEvery above 1 the workers hold gradients not yet pushed", engine.ErrNoLastWord)
 	}
 	rounds, err := w.k.HeldRounds()
 	if err != nil {
-		return "", 0, fmt.Errorf("%w: %v", ErrNoLastWord, err)
+		return "", 0, fmt.Errorf("%w: %v", engine.ErrNoLastWord, err)
 	}
 	e.WrittenBy = j.Comm.Rank()
 	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
@@ -110,7 +110,7 @@ func held(h ps.Held) int {
 // writeHeld writes the ranges of h as a checkpoint (whole) or a part of
 // one, and returns its path and steps. A checkpoint of the same steps
 // already there is kept.
-func (w *serverWord) writeHeld(h ps.Held, e Emergency, part bool) (string, int, error) {
+func (w *serverWord) writeHeld(h ps.Held, e engine.Emergency, part bool) (string, int, error) {
 	j := w.j
 	c := &ckpt.File{State: model.State{Params: make([]float32, w.p)}}
 	per := j.Cfg.Opt.Kind.StatePer()

@@ -1,7 +1,6 @@
-package trainer
+package paramserver
 
 import (
-	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/engine"
@@ -65,13 +64,13 @@ import (
 
 // validateDownpour reports the settings --fetch-every and --push-every
 // cannot train with (c.Sync is ps).
-func validateDownpour(c Config) error {
+func validateDownpour(c engine.Config) error {
 	p := c.PS
 	if !p.Downpour() {
 		return nil
 	}
 	switch {
-	case c.Model == SparseLogreg:
+	case c.Model == engine.SparseLogreg:
 		return config.Bad("PS.PushEvery", "%d, Config.PS.FetchEvery %d: sparse-logreg pulls and pushes the keys of each batch; Downpour's periods are for the dense models", p.PushPeriod(), p.FetchPeriod())
 	case p.Consistency == ps.BSP && p.FetchPeriod() != p.PushPeriod():
 		return config.Bad("PS.PushEvery", "%d differs from Config.PS.FetchEvery %d: under bsp a round is one push and one fetch, so they must be equal (or use ssp, asp or dssp)", p.PushPeriod(), p.FetchPeriod())
@@ -90,64 +89,12 @@ type downpour struct {
 	lr                    float32   // the current step's rate (setStep)
 }
 
-// forceDownpour (tests) takes the Downpour path with periods of 1.
-var forceDownpour bool
+// ForceDownpour (tests) takes the Downpour path with periods of 1.
+var ForceDownpour bool
 
-func newDownpour(p PSConfig, n int, lr float32) *downpour {
-	if !p.Downpour() && !forceDownpour {
+func newDownpour(p engine.PSConfig, n int, lr float32) *downpour {
+	if !p.Downpour() && !ForceDownpour {
 		return nil
 	}
 	return &downpour{fetchEvery: p.FetchPeriod(), pushEvery: p.PushPeriod(), fetch: true, acc: make([]float32, n), lr: lr}
-}
-
-// SetStep: the rate of the step about to run (Strategy's SetStep); under
-// Downpour the worker's local step uses it.
-func (d *denseWorker) SetStep(lr float32, _ int) {
-	if d.dp != nil {
-		d.dp.lr = lr
-	}
-}
-
-// downpourStep is Exchange's part under Downpour for gradient g of the
-// step just computed: accumulate, step the local copy, push when the
-// period ends. It returns the seconds spent pushing.
-func (d *denseWorker) downpourStep(g []float32) (float64, error) {
-	dp := d.dp
-	if dp.sincePush == 0 {
-		copy(dp.acc, g) // exactly g: with P = 1 the push is the gradient itself
-	} else {
-		for i, v := range g {
-			dp.acc[i] += v
-		}
-	}
-	dp.sincePush++
-	optim.SGDUpdate(d.params, g, dp.lr, 0)
-	dp.sinceFetch++
-	if dp.sinceFetch == dp.fetchEvery {
-		dp.fetch, dp.sinceFetch = true, 0
-	}
-	if dp.sincePush < dp.pushEvery {
-		return 0, nil
-	}
-	return d.pushAccumulated()
-}
-
-// pushAccumulated pushes the sum since the last push, if any.
-func (d *denseWorker) pushAccumulated() (float64, error) {
-	dp := d.dp
-	if dp == nil || dp.sincePush == 0 {
-		return 0, nil
-	}
-	dp.sincePush = 0
-	return d.timed("push", len(dp.acc), func() error { return d.w.Push(dp.acc) })
-}
-
-// flush ends the period early (an epoch's end, a checkpoint): push what
-// was accumulated, and fetch at the next step.
-func (d *denseWorker) flush() (float64, error) {
-	if d.dp == nil {
-		return 0, nil
-	}
-	d.dp.fetch, d.dp.sinceFetch = true, 0
-	return d.pushAccumulated()
 }

@@ -1,4 +1,4 @@
-package trainer
+package decentral
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ import (
 // each evaluation without changing the ranks' models), and the final
 // weights are x̄.
 type dpsgdStrategy struct {
-	*localModel
+	*LocalModel
 	graph gossip.Graph
 	nbrs  []int
 	self  float32
@@ -56,30 +56,30 @@ type dpsgdStrategy struct {
 	xtr trace.Tracer // the exchange's spans: on the communication lane with overlap
 }
 
-// dpsgdUnit is --sync dpsgd: every rank keeps its own model, averaged
+// DPSGD is --sync dpsgd: every rank keeps its own model, averaged
 // with its neighbours' at every step (dpsgdStrategy). Its checkpoints hold
 // every rank's own model and optimizer state.
-type dpsgdUnit struct{ ownModelUnit }
+type DPSGD struct{ OwnModelUnit }
 
-func (dpsgdUnit) Help() string {
+func (DPSGD) Help() string {
 	return "each rank averages its model with its graph neighbours every step"
 }
-func (dpsgdUnit) Variants() []Variant { return engine.OneVariant(SyncDPSGD) }
+func (DPSGD) Variants() []engine.Variant { return engine.OneVariant(engine.SyncDPSGD) }
 
 // Reshards: a checkpoint resumes on another number of ranks from the
 // consensus model, with the ranks' optimizer states averaged
 // (consensusState), the rest of its epoch dealt to them (reshard.go).
-func (dpsgdUnit) Reshards(Config) bool { return true }
+func (DPSGD) Reshards(engine.Config) bool { return true }
 
-func (dpsgdUnit) ValidateWorld(c Config, size int) error {
+func (DPSGD) ValidateWorld(c engine.Config, size int) error {
 	if _, err := gossip.New(c.Topology, size); err != nil {
 		return config.Bad("Topology", "%v", err)
 	}
 	return nil
 }
 
-func (dpsgdUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
-	return runDecentralized(j, d, func() (gossipStrategy, error) { return newDPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
+func (DPSGD) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
+	return Run(j, d, func() (GossipStrategy, error) { return newDPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
 func newDPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*dpsgdStrategy, error) {
@@ -87,12 +87,12 @@ func newDPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLocalModel(j, m, train, test, params, true)
+	l, err := NewLocalModel(j, m, train, test, params, true)
 	if err != nil {
 		return nil, err
 	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{localModel: l, graph: g, nbrs: g.Adj[r], overlap: j.Cfg.Overlap, done: make(chan error, 1), xtr: j.Trace}
+	s := &dpsgdStrategy{LocalModel: l, graph: g, nbrs: g.Adj[r], overlap: j.Cfg.Overlap, done: make(chan error, 1), xtr: j.Trace}
 	if s.overlap {
 		s.xtr = trace.OnLane(j.Trace, trace.LaneComm)
 	}
@@ -105,14 +105,14 @@ func newDPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data
 	return s, nil
 }
 
-func (s *dpsgdStrategy) local() *localModel { return s.localModel }
-func (s *dpsgdStrategy) close()             { s.free() }
+func (s *dpsgdStrategy) Local() *LocalModel { return s.LocalModel }
+func (s *dpsgdStrategy) Close()             { s.Free() }
 
 // sentBytes: the models sent to the neighbours.
 func (s *dpsgdStrategy) sentBytes() int64 { return s.sent }
 
 func (s *dpsgdStrategy) Hooks() engine.Hooks {
-	h := s.localModel.hooks()
+	h := s.LocalModel.Hooks()
 	h.SentBytes = s.sentBytes
 	return h
 }
@@ -132,13 +132,13 @@ func (s *dpsgdStrategy) Describe() string {
 		how = "while the gradient is computed"
 	}
 	return fmt.Sprintf("%s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
-		s.describe(), s.j.Cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.j.Backend))
+		s.DescribeLocal(), s.Job.Cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.Job.Backend))
 }
 
 // Prepare uploads the batch and, with overlap, starts the exchange of
 // models with the neighbours (x is not written again before Exchange).
 func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
-	err := s.loadBatch(idx)
+	err := s.LoadBatch(idx)
 	if err == nil && s.overlap && len(s.nbrs) > 0 {
 		go func() { s.done <- engine.Caught(func() error { return s.exchange(step) }) }()
 	}
@@ -147,9 +147,9 @@ func (s *dpsgdStrategy) Prepare(idx []int, step int) error {
 
 // exchange sends x to every neighbour and receives theirs into nb.
 func (s *dpsgdStrategy) exchange(step int) error {
-	c := s.j.Comm
+	c := s.Job.Comm
 	collectives.EnterOp(c, "dpsgd exchange with neighbours")
-	sp := s.xtr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.x)*len(s.nbrs)).Arg("step", step)
+	sp := s.xtr.Begin("gossip").Cat(trace.Collective).Bytes(4*len(s.X)*len(s.nbrs)).Arg("step", step)
 	defer sp.End()
 	reqs := make([]collectives.Request, 0, 2*len(s.nbrs))
 	fail := func(what string, q int, err error) error {
@@ -168,8 +168,8 @@ func (s *dpsgdStrategy) exchange(step int) error {
 		reqs = append(reqs, r)
 	}
 	for _, q := range s.nbrs {
-		s.sent += 4 * int64(len(s.x))
-		r, err := c.Isend(s.x, q, tagGossip)
+		s.sent += 4 * int64(len(s.X))
+		r, err := c.Isend(s.X, q, tagGossip)
 		if err != nil {
 			return fail("sending the model to neighbour", q, err)
 		}
@@ -189,13 +189,13 @@ func (s *dpsgdStrategy) exchange(step int) error {
 
 // Exchange waits for the neighbours' models, mixes, and applies the
 // gradient to the mixed model.
-func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
+func (s *dpsgdStrategy) Exchange(step int) (engine.StepStats, error) {
 	t0 := time.Now()
 	var err error
 	switch {
 	case len(s.nbrs) == 0:
 	case s.overlap:
-		sp := s.j.Trace.Begin("wait-neighbours").Cat(trace.Wait)
+		sp := s.Job.Trace.Begin("wait-neighbours").Cat(trace.Wait)
 		err = <-s.done
 		sp.End()
 	default:
@@ -203,11 +203,11 @@ func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
 	}
 	wait := time.Since(t0).Seconds()
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
-	st, err := s.stepStats(s.n)
+	st, err := s.StepStats(s.N)
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	st.CommSec = wait
 	s.waitSec += wait
@@ -215,13 +215,13 @@ func (s *dpsgdStrategy) Exchange(step int) (StepStats, error) {
 		s.mix()
 		s.mixes++
 	}
-	return st, s.update()
+	return st, s.Update()
 }
 
 // mix sets x ← W_ii·x + Σ_k w_k·nb_k, summing in the neighbours' order
 // (the same on every run: deterministic).
 func (s *dpsgdStrategy) mix() {
-	x, self := s.x, s.self
+	x, self := s.X, s.self
 	switch len(s.nb) {
 	case 1:
 		a, wa := s.nb[0], s.w[0]
@@ -247,11 +247,11 @@ func (s *dpsgdStrategy) mix() {
 // EndEpoch: the job's samples/s (summed over ranks: the loop measured
 // this rank's), the mean share of step time spent waiting for neighbours,
 // the consensus distance, and the reporting rank's averaging figures.
-func (s *dpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wallSec float64) error {
-	err := s.endEpoch(st, commSec, stepSec, wallSec, s.mixes, s.waitSec)
+func (s *dpsgdStrategy) EndEpoch(st *engine.EpochStats, commSec, stepSec, wallSec float64) error {
+	err := s.FillEpoch(st, commSec, stepSec, wallSec, s.mixes, s.waitSec)
 	s.mixes, s.waitSec = 0, 0
 	return err
 }
 
 // Evaluate measures the consensus model EndEpoch averaged.
-func (s *dpsgdStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
+func (s *dpsgdStrategy) Evaluate() (engine.EvalResult, error) { return s.EvaluateConsensus() }

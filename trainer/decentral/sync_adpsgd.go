@@ -1,4 +1,4 @@
-package trainer
+package decentral
 
 import (
 	"encoding/binary"
@@ -68,7 +68,7 @@ import (
 // depends on timing, so two runs with the same seed differ (the random
 // partner choices themselves are seeded).
 type adpsgdStrategy struct {
-	*localModel
+	*LocalModel
 	// resumed is, on rank 0, every rank's steps before the checkpoint
 	// this run resumed from (added to the totals only).
 	resumed int
@@ -142,17 +142,17 @@ func getCtl(msg []byte) (kind, a, b int64, err error) {
 	return kind, a, b, nil
 }
 
-// adpsgdUnit is --sync adpsgd: no barrier, pairwise averaging on a
+// ADPSGD is --sync adpsgd: no barrier, pairwise averaging on a
 // bipartite graph (adpsgdStrategy). Its ranks share no step boundary: it
 // paces its own epochs (pacer), takes no stop signal at boundaries, and
 // writes its checkpoints at its synchronisation points (loop.go).
-type adpsgdUnit struct{ ownModelUnit }
+type ADPSGD struct{ OwnModelUnit }
 
-func (adpsgdUnit) Help() string            { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
-func (adpsgdUnit) StopsAtBoundaries() bool { return false }
-func (adpsgdUnit) Variants() []Variant     { return engine.OneVariant(SyncADPSGD) }
+func (ADPSGD) Help() string               { return "asynchronous pairwise averaging, no barrier; 2+ ranks" }
+func (ADPSGD) StopsAtBoundaries() bool    { return false }
+func (ADPSGD) Variants() []engine.Variant { return engine.OneVariant(engine.SyncADPSGD) }
 
-func (adpsgdUnit) ValidateWorld(c Config, size int) error {
+func (ADPSGD) ValidateWorld(c engine.Config, size int) error {
 	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
 		return config.Bad("Sync", "adpsgd: %v", err)
 	}
@@ -162,7 +162,7 @@ func (adpsgdUnit) ValidateWorld(c Config, size int) error {
 // CheckCheckpointing: the ranks share no step boundary; they meet at the
 // synchronisation points, where the checkpoints are written (every
 // --checkpoint-every Ne epochs, and at the end).
-func (adpsgdUnit) CheckCheckpointing(c Config, ck *Checkpointing) error {
+func (ADPSGD) CheckCheckpointing(c engine.Config, ck *engine.Checkpointing) error {
 	if ck.Every > 0 {
 		return config.Bad("Checkpoint", "%v writes checkpoints at its synchronisation points, the ends of epochs (its ranks share no step boundary): give an epoch schedule (--checkpoint-every %de)", c.Sync, max(1, ck.Every/1000))
 	}
@@ -173,10 +173,10 @@ func (adpsgdUnit) CheckCheckpointing(c Config, ck *Checkpointing) error {
 // end; on another number of ranks every rank starts from the consensus
 // model with the ranks' optimizer states averaged (consensusState), as
 // under dpsgd.
-func (adpsgdUnit) Reshards(Config) bool { return true }
+func (ADPSGD) Reshards(engine.Config) bool { return true }
 
-func (adpsgdUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
-	return runDecentralized(j, d, func() (gossipStrategy, error) { return newADPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
+func (ADPSGD) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
+	return Run(j, d, func() (GossipStrategy, error) { return newADPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 
 func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*adpsgdStrategy, error) {
@@ -185,11 +185,11 @@ func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *dat
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLocalModel(j, m, train, test, params, false)
+	l, err := NewLocalModel(j, m, train, test, params, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &adpsgdStrategy{localModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
+	s := &adpsgdStrategy{LocalModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.Cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
 		clock: gossip.NewEpochClock(j.Sched.N, j.Cfg.Epochs, j.Cfg.MaxSteps)}
 	if r := j.Resume; r != nil {
@@ -214,18 +214,18 @@ func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *dat
 	return s, nil
 }
 
-func (s *adpsgdStrategy) local() *localModel { return s.localModel }
+func (s *adpsgdStrategy) Local() *LocalModel { return s.LocalModel }
 
-func (s *adpsgdStrategy) close() {
+func (s *adpsgdStrategy) Close() {
 	if s.srv != nil {
 		s.srv.stop()
 	}
-	s.free()
+	s.Free()
 }
 
 // Hooks: the local model's, and the pace of the ranks' own steps.
 func (s *adpsgdStrategy) Hooks() engine.Hooks {
-	h := s.localModel.hooks()
+	h := s.LocalModel.Hooks()
 	h.Pace = s
 	return h
 }
@@ -238,7 +238,7 @@ func (s *adpsgdStrategy) Describe() string {
 		}
 	}
 	return fmt.Sprintf("%s, adpsgd on a bipartite %v of %d ranks (%d active, %d passive), no barrier, backend %s",
-		s.describe(), s.j.Cfg.Topology, s.graph.N, na, s.graph.N-na, kernels.Describe(s.j.Backend))
+		s.DescribeLocal(), s.Job.Cfg.Topology, s.graph.N, na, s.graph.N-na, kernels.Describe(s.Job.Backend))
 }
 
 // Prepare uploads the batch and, on an active rank, averages (or starts
@@ -246,12 +246,12 @@ func (s *adpsgdStrategy) Describe() string {
 // is computed at: Params holds it since the last update). On a passive rank it copies
 // x, which its server may change at any time, into Params (x̂).
 func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
-	if err := s.loadBatch(idx); err != nil {
+	if err := s.LoadBatch(idx); err != nil {
 		return err
 	}
 	if !s.active {
 		s.mu.Lock()
-		err := s.j.Backend.Upload(s.m.Params, s.x)
+		err := s.Job.Backend.Upload(s.M.Params, s.X)
 		s.mu.Unlock()
 		return err
 	}
@@ -274,19 +274,19 @@ func (s *adpsgdStrategy) Prepare(idx []int, step int) error {
 // the gradient otherwise; either way it holds the partner's server only
 // for the two transfers, never for this rank's computation.
 func (s *adpsgdStrategy) average(peer int) error {
-	c := s.j.Comm
+	c := s.Job.Comm
 	collectives.EnterOp(c, "adpsgd averaging")
-	sp := s.avgTr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.x)).Arg("partner", peer)
+	sp := s.avgTr.Begin("average").Cat(trace.Collective).Bytes(8*len(s.X)).Arg("partner", peer)
 	defer sp.End()
 	var hdr [ctlLen]byte
-	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.x)), 0, int64(s.step)), peer, tagGossipCtl); err != nil {
+	if err := c.SendBytes(putCtl(hdr[:], msgRequest, int64(len(s.X)), 0, int64(s.step)), peer, tagGossipCtl); err != nil {
 		return fmt.Errorf("adpsgd: asking passive rank %d to average: %w", peer, err)
 	}
 	recv, err := c.Irecv(s.theirs, peer, tagGossipModel)
 	if err != nil {
 		return fmt.Errorf("adpsgd: receiving the model of passive rank %d: %w", peer, err)
 	}
-	errS := collectives.Send(c, s.x, peer, tagGossipModel)
+	errS := collectives.Send(c, s.X, peer, tagGossipModel)
 	errR := recv.Wait()
 	if err := errors.Join(errS, errR); err != nil {
 		return fmt.Errorf("adpsgd: averaging with passive rank %d: %w", peer, err)
@@ -296,13 +296,13 @@ func (s *adpsgdStrategy) average(peer int) error {
 
 // Exchange finishes the averaging (active ranks) and applies the gradient
 // to the model as it is now.
-func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
+func (s *adpsgdStrategy) Exchange(step int) (engine.StepStats, error) {
 	t0 := time.Now()
 	wait := 0.0
 	if s.active {
 		err := s.avgErr
 		if s.overlap {
-			sp := s.j.Trace.Begin("wait-partner").Cat(trace.Wait).Arg("partner", s.peer)
+			sp := s.Job.Trace.Begin("wait-partner").Cat(trace.Wait).Arg("partner", s.peer)
 			err = <-s.avgDone
 			sp.End()
 			wait = time.Since(t0).Seconds()
@@ -310,15 +310,15 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 			wait = s.avgSec
 		}
 		if err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
-		gossip.AverageInto(s.x, s.theirs)
+		gossip.AverageInto(s.X, s.theirs)
 		s.averagings.Add(1)
 	}
 	s.waitSec += wait
-	st, err := s.stepStats(s.n)
+	st, err := s.StepStats(s.N)
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	st.CommSec = wait
 	if !s.active {
@@ -327,11 +327,11 @@ func (s *adpsgdStrategy) Exchange(step int) (StepStats, error) {
 		defer s.mu.Unlock()
 	}
 	s.step++
-	return st, s.update()
+	return st, s.Update()
 }
 
 // Evaluate measures the consensus model of the last synchronisation point.
-func (s *adpsgdStrategy) Evaluate() (EvalResult, error) { return s.evaluate() }
+func (s *adpsgdStrategy) Evaluate() (engine.EvalResult, error) { return s.EvaluateConsensus() }
 
 // Stepped counts a finished step for the next progress report, and its
 // samples for the epoch's figures.
@@ -353,7 +353,7 @@ func (s *adpsgdStrategy) ResumeAfter(pt *gossip.Point) {
 // their sum.
 func (s *adpsgdStrategy) TotalSteps(int) (int, error) {
 	tot := []float32{float32(s.step + s.resumed)}
-	if err := collectives.Allreduce(s.j.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
+	if err := collectives.Allreduce(s.Job.Comm, tot, collectives.Sum, collectives.Tree); err != nil {
 		return 0, err
 	}
 	return int(tot[0]), nil
@@ -362,7 +362,7 @@ func (s *adpsgdStrategy) TotalSteps(int) (int, error) {
 // SyncPoint is what a rank does between two steps: report its progress
 // and learn whether rank 0 called a synchronisation point (nil: go on).
 func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
-	c := s.j.Comm
+	c := s.Job.Comm
 	if !s.active {
 		return s.passiveBoundary()
 	}
@@ -451,11 +451,11 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 			return nil, nil
 		}
 	}
-	timeout := s.j.Cfg.Timeout
+	timeout := s.Job.Cfg.Timeout
 	if timeout <= 0 {
-		timeout = DefaultConfig().Timeout
+		timeout = engine.DefaultConfig().Timeout
 	}
-	sp := s.j.Trace.Begin("wait-average").Cat(trace.Wait)
+	sp := s.Job.Trace.Begin("wait-average").Cat(trace.Wait)
 	defer sp.End()
 	until := time.After(timeout)
 	for s.lag.Load() >= maxLag {
@@ -466,7 +466,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 			return pt, nil
 		case <-s.averaged:
 		case <-until:
-			return nil, fmt.Errorf("adpsgd: passive rank %d: no active neighbour (ranks %v) averaged with it for %v (Config.Timeout)", s.j.Comm.Rank(), s.nbrs, timeout)
+			return nil, fmt.Errorf("adpsgd: passive rank %d: no active neighbour (ranks %v) averaged with it for %v (Config.Timeout)", s.Job.Comm.Rank(), s.nbrs, timeout)
 		}
 	}
 	return nil, nil
@@ -475,8 +475,8 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 // EndEpoch is a synchronisation point on every rank (the passive servers
 // are parked until resumeAfter): the consensus model, and the epoch's
 // figures from every rank's since the last point.
-func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
-	j := s.j
+func (s *adpsgdStrategy) EndEpoch(st *engine.EpochStats, commSec, stepSec, wall float64) error {
+	j := s.Job
 	collectives.EnterOp(j.Comm, "adpsgd synchronisation point")
 	sp := j.Trace.Begin("synchronise").Cat(trace.Wait).Arg("epoch", st.Epoch)
 	defer sp.End()
@@ -494,7 +494,7 @@ func (s *adpsgdStrategy) EndEpoch(st *EpochStats, commSec, stepSec, wall float64
 	st.SamplesPerSec = float64(fr[0]) / wall
 	st.CommFraction = float64(fr[1]) / n / math.Max(float64(fr[2])/n, 1e-12)
 	avgs := s.averagings.Swap(0)
-	st.GossipStats = &GossipStats{Consensus: dist, Averagings: int(avgs), AveragingsPerSec: float64(avgs) / wall, PartnerWaitSec: s.waitSec}
+	st.GossipStats = &engine.GossipStats{Consensus: dist, Averagings: int(avgs), AveragingsPerSec: float64(avgs) / wall, PartnerWaitSec: s.waitSec}
 	s.waitSec = 0
 	return nil
 }
@@ -524,7 +524,7 @@ const pollEvery = 2 * time.Millisecond
 
 func newPassiveServer(s *adpsgdStrategy) *passiveServer {
 	p := &passiveServer{s: s, ready: make(chan *gossip.Point, 1), resumeCh: make(chan bool, 1), quit: make(chan struct{}),
-		mine: make([]float32, len(s.x)), in: make([]float32, len(s.x)), tr: trace.OnLane(s.j.Trace, trace.LaneServer)}
+		mine: make([]float32, len(s.X)), in: make([]float32, len(s.X)), tr: trace.OnLane(s.Job.Trace, trace.LaneServer)}
 	return p
 }
 
@@ -542,10 +542,10 @@ func (p *passiveServer) stop() {
 
 func (p *passiveServer) run() error {
 	s := p.s
-	c := s.j.Comm
-	timeout := s.j.Cfg.Timeout
+	c := s.Job.Comm
+	timeout := s.Job.Cfg.Timeout
 	if timeout <= 0 {
-		timeout = DefaultConfig().Timeout
+		timeout = engine.DefaultConfig().Timeout
 	}
 	ctl := gossip.NewPassiveControl(c.Rank(), s.nbrs, len(p.in), timeout, time.Now())
 	var hdr [ctlLen]byte
@@ -599,7 +599,7 @@ func (p *passiveServer) run() error {
 // rank's own update never falls between the read and the write.
 func (p *passiveServer) answer(from int) error {
 	s := p.s
-	c := s.j.Comm
+	c := s.Job.Comm
 	collectives.EnterOp(c, "adpsgd answer")
 	sp := p.tr.Begin("answer").Cat(trace.Collective).Bytes(8*len(p.in)).Arg("partner", from)
 	defer sp.End()
@@ -607,8 +607,8 @@ func (p *passiveServer) answer(from int) error {
 		return fmt.Errorf("adpsgd: receiving the model of active rank %d: %w", from, err)
 	}
 	s.mu.Lock()
-	copy(p.mine, s.x)
-	gossip.AverageInto(s.x, p.in)
+	copy(p.mine, s.X)
+	gossip.AverageInto(s.X, p.in)
 	s.lag.Store(0)
 	s.mu.Unlock()
 	select {

@@ -1,4 +1,13 @@
-package trainer
+// Package allreduce is the --sync allreduce strategy: every rank computes
+// its gradient, the ranks sum the gradients by AllReduce (bucketed and
+// overlapped with the backward pass: bucket.go; compressed to fp16 or bf16
+// with error feedback: compress.go), and every rank takes the same step.
+// Its modes: gradient accumulation (accumulate.go), loss scaling
+// (lossscale.go), and local SGD (sync_localsgd.go: each rank steps its own
+// model, on decentral's LocalModel, and the models are averaged every
+// --local-steps). Unit is its registry entry (engine.Unit); package
+// trainer registers it.
+package allreduce
 
 import (
 	"fmt"
@@ -11,6 +20,7 @@ import (
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
+	"github.com/dml-project/dml/trainer/decentral"
 	"github.com/dml-project/dml/trainer/engine"
 	"github.com/dml-project/dml/trainer/model"
 	"github.com/dml-project/dml/trainer/trace"
@@ -64,30 +74,30 @@ type allreduceStrategy struct {
 	queued  int // Grads[queued:] is queued for download in this step
 }
 
-// allreduceUnit is --sync allreduce: every rank trains (allreduceStrategy).
-type allreduceUnit struct{ engine.BaseUnit }
+// Unit is --sync allreduce: every rank trains (allreduceStrategy).
+type Unit struct{ engine.BaseUnit }
 
-func (allreduceUnit) Help() string          { return "gradients summed by AllReduce every step" }
-func (allreduceUnit) TakesTrainState() bool { return true }
-func (allreduceUnit) Reshards(Config) bool  { return true }
-func (allreduceUnit) Variants() []Variant   { return engine.OneVariant(SyncAllreduce) }
+func (Unit) Help() string                { return "gradients summed by AllReduce every step" }
+func (Unit) TakesTrainState() bool       { return true }
+func (Unit) Reshards(engine.Config) bool { return true }
+func (Unit) Variants() []engine.Variant  { return engine.OneVariant(engine.SyncAllreduce) }
 
 // Validate: local SGD (each rank steps its own model, models averaged)
 // takes none of the settings of one summed step; --compress and
 // --error-feedback are the AllReduce's.
-func (allreduceUnit) Validate(c Config) error {
+func (Unit) Validate(c engine.Config) error {
 	if c.LocalSteps > 1 {
 		switch {
 		case c.Compresses():
 			return config.Bad("Compress", "%s: compresses gradients; with --local-steps %d the models are averaged, in fp32", c.Compress, c.LocalSteps)
-		case c.Model == SparseLogreg:
+		case c.Model == engine.SparseLogreg:
 			return config.Bad("LocalSteps", "%d: sparse-logreg trains with --sync ps", c.LocalSteps)
 		case c.Accumulate > 1:
 			return config.Bad("Accumulate", "%d: with --local-steps %d each rank steps its own model: give a larger --batch", c.Accumulate, c.LocalSteps)
 		}
 	}
 	switch {
-	case c.Accumulate > 1 && c.Model == SparseLogreg:
+	case c.Accumulate > 1 && c.Model == engine.SparseLogreg:
 		return config.Bad("Accumulate", "%d: sparse-logreg trains with --sync ps", c.Accumulate)
 	case c.SyncBN && c.LocalSteps > 1:
 		return config.Bad("SyncBN", "with --local-steps %d each rank steps its own model: batch statistics over the ranks need a step every rank takes together", c.LocalSteps)
@@ -106,9 +116,9 @@ func (allreduceUnit) Validate(c Config) error {
 
 // Foreign: local SGD, gradient accumulation, SyncBN, compression and loss
 // scaling are the AllReduce's.
-func (allreduceUnit) Foreign(c Config) error {
+func (Unit) Foreign(c engine.Config) error {
 	switch {
-	case c.LocalSteps > 1 && c.Sync == SyncPS:
+	case c.LocalSteps > 1 && c.Sync == engine.SyncPS:
 		return config.Bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
 	case c.LocalSteps > 1:
 		return config.Bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
@@ -122,7 +132,7 @@ func (allreduceUnit) Foreign(c Config) error {
 		if !c.Compresses() {
 			f, v = "ErrorFeedback", "true"
 		}
-		if c.Sync == SyncPS {
+		if c.Sync == engine.SyncPS {
 			return config.Bad(f, "%s: compresses the AllReduce (--sync allreduce); --sync ps compresses its pushes with --filters fp16, bf16 or sigmod:T", v)
 		}
 		return config.Bad(f, "%s: compresses the AllReduce (--sync allreduce), not %v's model averaging", v, c.Sync)
@@ -135,7 +145,7 @@ func (allreduceUnit) Foreign(c Config) error {
 
 // lossScaleRefused: loss scaling needs every rank to step from one summed
 // gradient.
-func lossScaleRefused(c Config) error {
+func lossScaleRefused(c engine.Config) error {
 	return config.Bad("LossScale", "%s: loss scaling (on by default with --precision fp16) runs under sync allreduce without local SGD, where every rank steps from the same summed gradient and so skips an overflowing step alike (here: sync %v, local steps %d); use --precision bf16, which needs no scaling, or --loss-scale off", c.LossScale, c.Sync, c.LocalSteps)
 }
 
@@ -143,9 +153,9 @@ func lossScaleRefused(c Config) error {
 // checkpoint holds one per rank of this job; on another number of ranks
 // rank 0 takes their sum (what the ranks' next AllReduce would have
 // added in) and the others start from zero.
-func (allreduceUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
+func (Unit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	if j.Cfg.LocalSteps > 1 {
-		return ownModelUnit{}.Resume(j, ck, r)
+		return decentral.OwnModelUnit{}.Resume(j, ck, r)
 	}
 	if !j.Cfg.ErrorFeedback {
 		return nil
@@ -184,31 +194,31 @@ func (allreduceUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) err
 	return nil
 }
 
-func (allreduceUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
-	if j.Cfg.LocalSteps > 1 || localSGDTest {
+func (Unit) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
+	if j.Cfg.LocalSteps > 1 || LocalSGDTest {
 		if j.Start != nil {
 			return nil, fmt.Errorf("Trainer.Start: local SGD (--local-steps %d) keeps a model per rank: resume it from its checkpoint", j.Cfg.LocalSteps)
 		}
-		return runDecentralized(j, d, func() (gossipStrategy, error) { return newLocalSGD(j, d) })
+		return decentral.Run(j, d, func() (decentral.GossipStrategy, error) { return newLocalSGD(j, d) })
 	}
 	return runAllreduce(j, d.M, d.Params, d.Shard, d.TestShard)
 }
 
 // Compatible: under local SGD every rank's own state (ownModelUnit).
-func (u allreduceUnit) Compatible(j *engine.Job, c *ckpt.File) string {
+func (u Unit) Compatible(j *engine.Job, c *ckpt.File) string {
 	if j.Cfg.LocalSteps > 1 {
-		return ownModelUnit{}.Compatible(j, c)
+		return decentral.OwnModelUnit{}.Compatible(j, c)
 	}
 	return u.BaseUnit.Compatible(j, c)
 }
 
-// oneRankOnDevice lets a one-rank world on a device backend keep its
+// OneRankOnDevice lets a one-rank world on a device backend keep its
 // gradient on the device (tests turn it off to compare with the round
 // trip).
-var oneRankOnDevice = true
+var OneRankOnDevice = true
 
 // runAllreduce trains with allreduceStrategy from params (or Trainer.Start).
-func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*Result, error) {
+func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *data.Dense) (*engine.Result, error) {
 	cfg := j.Cfg
 	opt, err := model.NewArchOptimizer(cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
@@ -253,7 +263,7 @@ func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *
 	if !hostGrads {
 		n := m.NumParams() + model.GradStats
 		switch ha, pin := j.Backend.(kernels.HostAllocator); {
-		case j.Comm.Size() == 1 && oneRankOnDevice:
+		case j.Comm.Size() == 1 && OneRankOnDevice:
 			s.oneRank = true
 			s.host = make([]float32, n) // for the stats, and to name bad layers
 		case pin:
@@ -274,7 +284,7 @@ func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *
 	j.KeepLastWord(m.Arch, m.Params, opt.StateBuffer(), m.State, pos)
 
 	start := time.Now()
-	res := &Result{Arch: m.Arch, TestAcc: math.NaN()}
+	res := &engine.Result{Arch: m.Arch, TestAcc: math.NaN()}
 	pos, total, err := j.Loop(s, pos, res)
 	if err != nil {
 		return nil, err
@@ -296,11 +306,11 @@ func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *
 // startFrom puts the state training starts from on the backend: the
 // checkpoint resumed, or Trainer.Start, or params at the first step; it
 // returns the position.
-func startFrom(j *engine.Job, m *model.Model, opt *model.Optimizer, params []float32) (Position, error) {
+func startFrom(j *engine.Job, m *model.Model, opt *model.Optimizer, params []float32) (engine.Position, error) {
 	pos := engine.StartPosition
 	st := j.Start
 	if r := j.Resume; r != nil {
-		st = &TrainState{Arch: m.Arch, State: model.State{Params: r.Params, Opt: r.Opt}, Position: r.Position}
+		st = &engine.TrainState{Arch: m.Arch, State: model.State{Params: r.Params, Opt: r.Opt}, Position: r.Position}
 	}
 	if st != nil {
 		if err := st.Check(m.Arch, opt.StateLen()); err != nil {
@@ -329,7 +339,7 @@ func startFrom(j *engine.Job, m *model.Model, opt *model.Optimizer, params []flo
 // fillResult records the final weights, optimizer state and the ranks'
 // averaged batch-norm statistics in res (collective), and the state to
 // go on from at pos.
-func fillResult(j *engine.Job, res *Result, m *model.Model, opt *model.Optimizer, pos Position) error {
+func fillResult(j *engine.Job, res *engine.Result, m *model.Model, opt *model.Optimizer, pos engine.Position) error {
 	res.Params = make([]float32, m.NumParams())
 	if err := j.Backend.Download(res.Params, m.Params); err != nil {
 		return err
@@ -341,7 +351,7 @@ func fillResult(j *engine.Job, res *Result, m *model.Model, opt *model.Optimizer
 	if res.ModelState, err = j.SyncState(m, true); err != nil {
 		return err
 	}
-	res.State = &TrainState{Arch: m.Arch, State: model.State{Params: slices.Clone(res.Params), Opt: optState,
+	res.State = &engine.TrainState{Arch: m.Arch, State: model.State{Params: slices.Clone(res.Params), Opt: optState,
 		Buffers: slices.Clone(res.ModelState)}, Position: pos}
 	return nil
 }
@@ -374,7 +384,7 @@ func (s *allreduceStrategy) Describe() string {
 		len(s.plan), how, kernels.Describe(s.j.Backend))
 }
 
-func (s *allreduceStrategy) Scope() Scope { return ScopeGlobal }
+func (s *allreduceStrategy) Scope() engine.Scope { return engine.ScopeGlobal }
 
 func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 
@@ -437,7 +447,7 @@ func (s *allreduceStrategy) setTrain(d *data.Dense) {
 // Exchange sums the gradient and statistics over the ranks, checks the
 // reduced gradient for NaN/Inf on the host copy (every rank sees the same
 // values, so every rank stops at the same step) and updates the weights.
-func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
+func (s *allreduceStrategy) Exchange(int) (engine.StepStats, error) {
 	m, b := s.m, s.j.Backend
 	np := m.NumParams()
 	if s.oneRank {
@@ -445,7 +455,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	}
 	buf, err := s.hostGrads()
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	if s.host == nil {
 		return s.exchangeBuckets(buf)
@@ -454,7 +464,7 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	t0 := time.Now()
 	for i, bk := range s.plan {
 		if err := s.reduceBucket(i, buf[bk.lo:bk.hi]); err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
 	}
 	comm := time.Since(t0).Seconds()
@@ -462,9 +472,9 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 	err = b.Upload(m.Grads, buf)
 	sp.Err(err).End()
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
-	st := StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
+	st := engine.StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb), CommSec: comm}
 	if err := m.Arch.CheckFinite(buf[:np], st.LossSum); err != nil {
 		return s.skip(st, err)
 	}
@@ -474,12 +484,12 @@ func (s *allreduceStrategy) Exchange(int) (StepStats, error) {
 // skip ends a step whose reduced gradient or loss is not finite (cause
 // says where): with dynamic loss scaling the step is skipped, on every
 // rank alike, and the scale halved; otherwise cause ends the run.
-func (s *allreduceStrategy) skip(st StepStats, cause error) (StepStats, error) {
+func (s *allreduceStrategy) skip(st engine.StepStats, cause error) (engine.StepStats, error) {
 	if s.ls == nil {
-		return StepStats{}, cause
+		return engine.StepStats{}, cause
 	}
 	if err := s.ls.overflow(cause); err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	return skippedStats(st), nil
 }
@@ -528,16 +538,16 @@ func (s *allreduceStrategy) guarded(apply func() error) error {
 // Unlike one update after the whole AllReduce, a step that finds a NaN in
 // a later bucket has already updated the earlier buckets' weights; the
 // step fails and the run ends with nothing saved, so no result shows it.
-func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
+func (s *allreduceStrategy) exchangeBuckets(buf []float32) (engine.StepStats, error) {
 	m := s.m
 	np := m.NumParams()
-	var st StepStats
+	var st engine.StepStats
 	var busy, hidden time.Duration
 	for i, bk := range s.plan {
 		if s.ov != nil {
 			d, err := s.ov.wait()
 			if err != nil {
-				return StepStats{}, err
+				return engine.StepStats{}, err
 			}
 			busy += d.t1.Sub(d.t0)
 			hidden += hiddenPart(d.t0, d.t1, s.backwardEnd)
@@ -546,22 +556,22 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			err := s.reduceBucket(i, buf[bk.lo:bk.hi])
 			busy += time.Since(t0)
 			if err != nil {
-				return StepStats{}, err
+				return engine.StepStats{}, err
 			}
 		}
 		if i == 0 {
-			st = StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb)}
+			st = engine.StepStats{LossSum: float64(buf[np]), Correct: float64(buf[np+1]), Samples: float64(s.gb)}
 		}
 		hi := min(bk.hi, np)
 		if ok, err := s.finite(bk.lo, hi, st.LossSum); err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		} else if !ok {
 			// Let the later buckets' sums arrive (the buffer is then
 			// the communication goroutine's no more), and name the bad
 			// layers in the whole reduced gradient.
 			for j := i + 1; s.ov != nil && j < len(s.plan); j++ {
 				if _, err := s.ov.wait(); err != nil {
-					return StepStats{}, err
+					return engine.StepStats{}, err
 				}
 			}
 			cause := m.Arch.CheckFinite(buf[:np], st.LossSum)
@@ -573,7 +583,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 		}
 		if !s.deferUpdates() {
 			if err := s.updateBucket(i); err != nil {
-				return StepStats{}, err
+				return engine.StepStats{}, err
 			}
 		}
 	}
@@ -595,7 +605,7 @@ func (s *allreduceStrategy) exchangeBuckets(buf []float32) (StepStats, error) {
 			return nil
 		})
 		if err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
 	}
 	return st, nil
@@ -673,7 +683,7 @@ func (s *allreduceStrategy) hostGrads() ([]float32, error) {
 // upload would leave. The step reads the two stats slots, and checks the
 // gradient with one NonFinite on the device; only when that finds a bad
 // value is the gradient downloaded, to name the layers.
-func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
+func (s *allreduceStrategy) exchangeOne() (engine.StepStats, error) {
 	m, b, tr := s.m, s.j.Backend, s.j.Trace
 	np := m.NumParams()
 	stats := s.host[np:]
@@ -681,17 +691,17 @@ func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
 	err := b.Download(stats, m.Stats())
 	sp.Err(err).End()
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
-	st := StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(s.gb)}
+	st := engine.StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(s.gb)}
 	bad, err := b.NonFinite(m.GradView())
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	grads := s.host[:np] // zeros (finite) unless downloaded here
 	if bad >= 0 {
 		if err := b.Download(grads, m.GradView()); err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
 		cause := m.Arch.CheckFinite(grads, st.LossSum)
 		if cause == nil {
@@ -707,7 +717,7 @@ func (s *allreduceStrategy) exchangeOne() (StepStats, error) {
 
 // EndEpoch: the share of step time spent in the AllReduce, and the share
 // of that hidden behind the backward pass, from the means over ranks.
-func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64) error {
+func (s *allreduceStrategy) EndEpoch(st *engine.EpochStats, commSec, stepSec, _ float64) error {
 	fr := []float32{float32(commSec), float32(stepSec), float32(s.hiddenSec)}
 	s.hiddenSec = 0
 	if err := collectives.Allreduce(s.j.Comm, fr, collectives.Avg, collectives.Tree); err != nil {
@@ -723,9 +733,9 @@ func (s *allreduceStrategy) EndEpoch(st *EpochStats, commSec, stepSec, _ float64
 }
 
 // Evaluate measures the test accuracy over every rank's test shard.
-func (s *allreduceStrategy) Evaluate() (EvalResult, error) {
+func (s *allreduceStrategy) Evaluate() (engine.EvalResult, error) {
 	if _, err := s.j.SyncState(s.m, true); err != nil {
-		return EvalResult{}, err
+		return engine.EvalResult{}, err
 	}
 	return engine.EvaluateShard(s.j.Comm, s.m, s.test)
 }
@@ -751,4 +761,27 @@ func (s *allreduceStrategy) saveState() (*ckpt.File, error) {
 	}
 	c.Residues = res
 	return c, nil
+}
+
+// reduceBucket sums bucket i (buf) over the ranks, in a span: the one
+// AllReduce call of a bucket, made by the communication goroutine or, in
+// sequence, by Exchange. With --compress the bucket travels in 16 bits,
+// the stats slots (in bucket 0) in 32, after error feedback.
+func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
+	tr := s.j.Trace
+	if s.ov != nil {
+		tr = s.ovTr
+	}
+	ar := s.ar
+	if g := s.wire; g != nil && g.wire != collectives.WireF32 {
+		ar.ExactTail = 0
+		if i == 0 {
+			ar.ExactTail = model.GradStats
+		}
+		g.feed(buf[:len(buf)-ar.ExactTail], s.plan[i].lo, ar.Scale)
+	}
+	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*ar.Wire.Words(len(buf), ar.ExactTail)).Arg("bucket", i)
+	err := ar.Allreduce(buf, collectives.Sum)
+	sp.Err(err).End()
+	return err
 }

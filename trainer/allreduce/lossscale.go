@@ -1,4 +1,4 @@
-package trainer
+package allreduce
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer/config"
+	"github.com/dml-project/dml/trainer/engine"
 )
 
 // Loss scaling (Config.LossScale; --loss-scale, on by default with
@@ -94,7 +95,7 @@ func (l *lossScaler) finite() {
 }
 
 // epochStats adds S and the steps skipped since the last call to st.
-func (l *lossScaler) epochStats(st *EpochStats) {
+func (l *lossScaler) epochStats(st *engine.EpochStats) {
 	if l == nil {
 		return
 	}
@@ -106,9 +107,9 @@ func (l *lossScaler) epochStats(st *EpochStats) {
 // skippedStats is a skipped step's figures: its loss and correct count
 // where the forward pass gave a finite loss (the backward pass is what
 // overflowed), none where it did not.
-func skippedStats(st StepStats) StepStats {
+func skippedStats(st engine.StepStats) engine.StepStats {
 	if math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
-		return StepStats{}
+		return engine.StepStats{}
 	}
 	return st
 }

@@ -1,12 +1,14 @@
-package trainer
+package paramserver
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/kernels"
+	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/ckpt"
 	"github.com/dml-project/dml/trainer/config"
@@ -89,7 +91,7 @@ func (p *psWorker) Describe() string {
 	return line
 }
 
-func (p *psWorker) Scope() Scope { return ScopeWorker }
+func (p *psWorker) Scope() engine.Scope { return engine.ScopeWorker }
 
 // timed runs f (a Pull or Push of n floats) in a span named name and
 // returns the seconds it took.
@@ -127,7 +129,7 @@ func (p *psWorker) timed(name string, n int, f func() error) (float64, error) {
 
 // EndEpoch: the share of the epoch spent waiting in Pull and Push, and the
 // worker's parameter-server figures since the last epoch.
-func (p *psWorker) EndEpoch(st *EpochStats, commSec, _, wall float64) error {
+func (p *psWorker) EndEpoch(st *engine.EpochStats, commSec, _, wall float64) error {
 	now := p.w.Stats()
 	st.CommFraction = commSec / wall
 	st.PSStats = psDelta(p.prev, now, wall)
@@ -282,7 +284,7 @@ func (d *denseWorker) Compute() error { return d.m.Step(d.sc, nil) }
 
 // Exchange checks the worker's own gradient for NaN/Inf on its host copy
 // and pushes it.
-func (d *denseWorker) Exchange(int) (StepStats, error) {
+func (d *denseWorker) Exchange(int) (engine.StepStats, error) {
 	np := d.m.NumParams()
 	grads := d.host
 	if hb, ok := d.m.Grads.(kernels.HostBuffer); ok {
@@ -292,12 +294,12 @@ func (d *denseWorker) Exchange(int) (StepStats, error) {
 		err := d.j.Backend.Download(grads, d.m.Grads)
 		sp.Err(err).End()
 		if err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
 	}
-	st := StepStats{LossSum: float64(grads[np]), Correct: float64(grads[np+1]), Samples: float64(d.rows)}
+	st := engine.StepStats{LossSum: float64(grads[np]), Correct: float64(grads[np+1]), Samples: float64(d.rows)}
 	if err := d.arch.CheckFinite(grads[:np], st.LossSum); err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	if c := d.j.Cfg.ClipNorm; c > 0 && d.rows > 0 {
 		// This worker's own batch's mean gradient (clip.go): the push is
@@ -331,7 +333,7 @@ func (d *denseWorker) pushSparse(grads []float32) (float64, error) {
 // EndEpoch: under Downpour the epoch's last period ends here: the worker
 // pushes what it accumulated and fetches the servers' weights, which the
 // epoch's evaluation then measures (downpour.go).
-func (d *denseWorker) EndEpoch(st *EpochStats, commSec, stepSec, wall float64) error {
+func (d *denseWorker) EndEpoch(st *engine.EpochStats, commSec, stepSec, wall float64) error {
 	if d.dp != nil {
 		push, err := d.flush()
 		if err != nil {
@@ -379,7 +381,7 @@ func (d *denseWorker) modelState() ([]float32, error) {
 // Evaluate measures the whole test set with the weights last pulled, on
 // the reporting worker only (the others return NaN), with its own
 // batch-norm statistics.
-func (d *denseWorker) Evaluate() (EvalResult, error) {
+func (d *denseWorker) Evaluate() (engine.EvalResult, error) {
 	if !d.j.Reports() {
 		return engine.NotEvaluated, nil
 	}
@@ -387,13 +389,13 @@ func (d *denseWorker) Evaluate() (EvalResult, error) {
 		// The test set may name rows the last batches did not: pull
 		// every weight.
 		if _, err := d.pullAll(); err != nil {
-			return EvalResult{}, err
+			return engine.EvalResult{}, err
 		}
 		d.stale = false
 	}
 	s, err := d.m.Score(d.testAll)
 	if err != nil {
-		return EvalResult{}, err
+		return engine.EvalResult{}, err
 	}
 	return engine.SumScores(nil, s)
 }
@@ -410,7 +412,7 @@ func (p *psWorker) saveState() (*ckpt.File, error) {
 	}
 	if !j.Reports() {
 		for _, r := range mine {
-			if err := collectives.Send(j.Comm, r, j.Reporter, tagResidue); err != nil {
+			if err := collectives.Send(j.Comm, r, j.Reporter, engine.TagResidue); err != nil {
 				return nil, fmt.Errorf("checkpoint: sending residue to rank %d: %w", j.Reporter, err)
 			}
 		}
@@ -431,7 +433,7 @@ func (p *psWorker) saveState() (*ckpt.File, error) {
 				continue
 			}
 			r := make([]float32, n)
-			if err := collectives.Recv(j.Comm, r, w+j.Cfg.PS.Servers, tagResidue); err != nil {
+			if err := collectives.Recv(j.Comm, r, w+j.Cfg.PS.Servers, engine.TagResidue); err != nil {
 				return nil, fmt.Errorf("checkpoint: residue of worker rank %d: %w", w+j.Cfg.PS.Servers, err)
 			}
 			c.Residues = append(c.Residues, r)
@@ -441,8 +443,8 @@ func (p *psWorker) saveState() (*ckpt.File, error) {
 }
 
 // psDelta is what a worker measured between two snapshots of its stats.
-func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
-	d := &PSStats{
+func psDelta(prev, now ps.WorkerStats, wall float64) *engine.PSStats {
+	d := &engine.PSStats{
 		WaitSec:             now.WaitSeconds - prev.WaitSeconds,
 		PushesPerSec:        float64(now.Pushes-prev.Pushes) / wall,
 		PullsPerSec:         float64(now.Pulls-prev.Pulls) / wall,
@@ -463,7 +465,7 @@ func psDelta(prev, now ps.WorkerStats, wall float64) *PSStats {
 	return d
 }
 
-func consistencyLabel(p PSConfig) string {
+func consistencyLabel(p engine.PSConfig) string {
 	switch p.Consistency {
 	case ps.SSP:
 		return fmt.Sprintf("ssp (staleness %d)", p.Staleness)
@@ -471,4 +473,137 @@ func consistencyLabel(p PSConfig) string {
 		return fmt.Sprintf("dssp (staleness %d..%d)", p.StalenessLow, p.StalenessHigh)
 	}
 	return p.Consistency.String()
+}
+
+func grow(v []float32, n int) []float32 {
+	if cap(v) < n {
+		return make([]float32, n)
+	}
+	return v[:n]
+}
+
+// voteStop: a signalled server sends every worker a note (stopNotifier),
+// which counts as the worker's own signal. Under BSP the workers are in
+// step, and the first worker gathers their flags and sends back the OR;
+// under SSP, ASP and DSSP a worker stops at its own next boundary, and a
+// signalled worker sends the other workers a note so that they stop too.
+func (p *psWorker) voteStop(local bool) (bool, error) {
+	j := p.j
+	note, err := p.pollStopNotes()
+	if err != nil {
+		return false, err
+	}
+	v := &p.vote
+	out := v.Begin(local, note)
+	for _, w := range out.Notes {
+		if err := j.Comm.SendBytes([]byte{1}, w+j.Cfg.PS.Servers, tagStopNote); err != nil {
+			return false, err
+		}
+	}
+	if out.Decided {
+		return out.Stop, nil
+	}
+	to := j.Cfg.Timeout
+	if to <= 0 {
+		to = collectives.DefaultTimeout
+	}
+	to = StopVoteWait(to)
+	flag := func(b bool) []byte {
+		if b {
+			return []byte{1}
+		}
+		return []byte{0}
+	}
+	if !v.Gathers() {
+		if err := j.Comm.SendBytes(flag(out.Flag), j.Reporter, tagStop); err != nil {
+			return false, err
+		}
+		b, _, _, err := j.Comm.RecvBytesWithin(j.Reporter, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from the first worker (rank %d): %w", j.Reporter, err)
+		}
+		return len(b) == 1 && b[0] == 1, nil
+	}
+	flags := make([]bool, 0, v.Workers)
+	for _, w := range v.Others() {
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.Cfg.PS.Servers, tagStop, to)
+		if err != nil {
+			return false, fmt.Errorf("from worker rank %d: %w", w+j.Cfg.PS.Servers, err)
+		}
+		flags = append(flags, len(b) == 1 && b[0] == 1)
+	}
+	stop := v.Combine(out.Flag, flags)
+	for _, w := range v.Others() {
+		if err := j.Comm.SendBytes(flag(stop), w+j.Cfg.PS.Servers, tagStop); err != nil {
+			return false, err
+		}
+	}
+	return stop, nil
+}
+
+// downpourStep is Exchange's part under Downpour for gradient g of the
+// step just computed: accumulate, step the local copy, push when the
+// period ends. It returns the seconds spent pushing.
+func (d *denseWorker) downpourStep(g []float32) (float64, error) {
+	dp := d.dp
+	if dp.sincePush == 0 {
+		copy(dp.acc, g) // exactly g: with P = 1 the push is the gradient itself
+	} else {
+		for i, v := range g {
+			dp.acc[i] += v
+		}
+	}
+	dp.sincePush++
+	optim.SGDUpdate(d.params, g, dp.lr, 0)
+	dp.sinceFetch++
+	if dp.sinceFetch == dp.fetchEvery {
+		dp.fetch, dp.sinceFetch = true, 0
+	}
+	if dp.sincePush < dp.pushEvery {
+		return 0, nil
+	}
+	return d.pushAccumulated()
+}
+
+// flush ends the period early (an epoch's end, a checkpoint): push what
+// was accumulated, and fetch at the next step.
+func (d *denseWorker) flush() (float64, error) {
+	if d.dp == nil {
+		return 0, nil
+	}
+	d.dp.fetch, d.dp.sinceFetch = true, 0
+	return d.pushAccumulated()
+}
+
+// SetStep: the rate of the step about to run (Strategy's SetStep); under
+// Downpour the worker's local step uses it.
+func (d *denseWorker) SetStep(lr float32, _ int) {
+	if d.dp != nil {
+		d.dp.lr = lr
+	}
+}
+
+// pushAccumulated pushes the sum since the last push, if any.
+func (d *denseWorker) pushAccumulated() (float64, error) {
+	dp := d.dp
+	if dp == nil || dp.sincePush == 0 {
+		return 0, nil
+	}
+	dp.sincePush = 0
+	return d.timed("push", len(dp.acc), func() error { return d.w.Push(dp.acc) })
+}
+
+// pollStopNotes takes every stop note that has arrived, without waiting.
+func (p *psWorker) pollStopNotes() (bool, error) {
+	got := false
+	for {
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		if errors.Is(err, collectives.ErrTimeout) {
+			return got, nil
+		}
+		if err != nil {
+			return got, fmt.Errorf("stop notes: %w", err)
+		}
+		got = true
+	}
 }

@@ -1,4 +1,4 @@
-package trainer
+package allreduce
 
 import (
 	"fmt"
@@ -8,14 +8,7 @@ import (
 
 	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/trainer/engine"
-	"github.com/dml-project/dml/trainer/model"
-	"github.com/dml-project/dml/trainer/trace"
 )
-
-// tagResidue is the tag of the filters' residues a rank sends to rank 0
-// for a checkpoint (compress.go, ps_worker.go); the strategies' tags come
-// from the registry's range (collectives.TagTrainerBase).
-const tagResidue = collectives.TagTrainerBase
 
 // Gradient compression on the AllReduce path (--compress, --error-feedback).
 //
@@ -59,7 +52,7 @@ func newGradWire(j *engine.Job, ar *collectives.Allreducer, plan []bucket, np in
 		return nil, nil
 	}
 	switch c.Compress {
-	case CompressAuto:
+	case engine.CompressAuto:
 		if g.wire, g.note, err = compressAuto(j, ar, plan); err != nil {
 			return nil, err
 		}
@@ -94,29 +87,6 @@ func (g *gradWire) feed(grads []float32, lo int, scale float32) {
 	for i, x := range grads {
 		res[i] -= x
 	}
-}
-
-// reduceBucket sums bucket i (buf) over the ranks, in a span: the one
-// AllReduce call of a bucket, made by the communication goroutine or, in
-// sequence, by Exchange. With --compress the bucket travels in 16 bits,
-// the stats slots (in bucket 0) in 32, after error feedback.
-func (s *allreduceStrategy) reduceBucket(i int, buf []float32) error {
-	tr := s.j.Trace
-	if s.ov != nil {
-		tr = s.ovTr
-	}
-	ar := s.ar
-	if g := s.wire; g != nil && g.wire != collectives.WireF32 {
-		ar.ExactTail = 0
-		if i == 0 {
-			ar.ExactTail = model.GradStats
-		}
-		g.feed(buf[:len(buf)-ar.ExactTail], s.plan[i].lo, ar.Scale)
-	}
-	sp := tr.Begin("allreduce").Cat(trace.Collective).Bytes(4*ar.Wire.Words(len(buf), ar.ExactTail)).Arg("bucket", i)
-	err := ar.Allreduce(buf, collectives.Sum)
-	sp.Err(err).End()
-	return err
 }
 
 // compressAuto times float32 and fp16 AllReduces of the largest bucket in
@@ -172,5 +142,5 @@ func (g *gradWire) gatherResidues(c collectives.Comm) ([][]float32, error) {
 	if c.Rank() == 0 {
 		mine = slices.Clone(mine) // the checkpoint's copy: training goes on
 	}
-	return engine.GatherAtZero(c, mine, tagResidue, "error-feedback residue")
+	return engine.GatherAtZero(c, mine, engine.TagResidue, "error-feedback residue")
 }

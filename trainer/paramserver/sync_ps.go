@@ -1,4 +1,12 @@
-package trainer
+// Package paramserver is the --sync ps strategy: the first ranks serve
+// key ranges of the model (package ps), the others train as workers that
+// pull weights and push gradients under BSP, SSP, ASP or DSSP. The dense
+// worker is ps_worker.go (with Downpour's state in downpour.go), the
+// sparse one (sparse-logreg, keys of each batch) sync_sparse.go, the
+// workers' stop vote ps_stopvote.go (its rules in trainer/stopvote), the
+// servers' emergency checkpoint lastword_ps.go. Unit is its registry
+// entry (engine.Unit); package trainer registers it.
+package paramserver
 
 import (
 	"fmt"
@@ -16,27 +24,27 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// psUnit is --sync ps: ranks 0..Servers-1 serve their key ranges, the
+// Unit is --sync ps: ranks 0..Servers-1 serve their key ranges, the
 // others are workers that pull weights and push gradients (psWorker; the
 // dense model's denseWorker here, sparse-logreg's sparseWorker in
 // sync_sparse.go).
-type psUnit struct{ engine.BaseUnit }
+type Unit struct{ engine.BaseUnit }
 
-func (psUnit) Help() string { return "parameter server: workers pull weights and push gradients" }
-func (psUnit) Validate(c Config) error {
+func (Unit) Help() string { return "parameter server: workers pull weights and push gradients" }
+func (Unit) Validate(c engine.Config) error {
 	if err := c.PS.Validate(); err != nil {
 		return err
 	}
-	if c.Model == SparseLogreg && (c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff) {
+	if c.Model == engine.SparseLogreg && (c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff) {
 		return config.Bad("PS.SparseRows", "%s: sparse-logreg always pulls and pushes the keys of each batch; --sparse-rows is for the dense models", c.PS.SparseRows)
 	}
 	return validateDownpour(c)
 }
-func (psUnit) Servers(c Config) int { return c.PS.Servers }
+func (Unit) Servers(c engine.Config) int { return c.PS.Servers }
 
 // Foreign: Downpour's intervals and the sparse rows are the parameter
 // server's.
-func (psUnit) Foreign(c Config) error {
+func (Unit) Foreign(c engine.Config) error {
 	switch {
 	case c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff:
 		return config.Bad("PS.SparseRows", "%s: pulling and pushing only the rows a batch reaches is for Config.Sync ps, not %v", c.PS.SparseRows, c.Sync)
@@ -48,7 +56,7 @@ func (psUnit) Foreign(c Config) error {
 	return nil
 }
 
-func (psUnit) ValidateWorld(c Config, size int) error {
+func (Unit) ValidateWorld(c engine.Config, size int) error {
 	if c.PS.Servers >= size {
 		return config.Bad("PS.Servers", "%d needs at least %d ranks (servers + 1 worker); this job has %d", c.PS.Servers, c.PS.Servers+1, size)
 	}
@@ -56,17 +64,17 @@ func (psUnit) ValidateWorld(c Config, size int) error {
 }
 
 // Variants: one per consistency model, named by it.
-func (psUnit) Variants() []Variant {
-	var out []Variant
+func (Unit) Variants() []engine.Variant {
+	var out []engine.Variant
 	for _, c := range ps.Consistencies {
-		out = append(out, Variant{Name: c.String(), Sync: SyncPS, Consistency: c, Servers: true})
+		out = append(out, engine.Variant{Name: c.String(), Sync: engine.SyncPS, Consistency: c, Servers: true})
 	}
 	return out
 }
 
 // CheckCheckpointing: a checkpoint holds one residue per worker, taken at
 // one step; under ssp, asp and dssp the workers are not at the same step.
-func (psUnit) CheckCheckpointing(c Config, _ *Checkpointing) error {
+func (Unit) CheckCheckpointing(c engine.Config, _ *engine.Checkpointing) error {
 	if c.PS.Consistency == ps.BSP {
 		return nil
 	}
@@ -79,16 +87,16 @@ func (psUnit) CheckCheckpointing(c Config, _ *Checkpointing) error {
 
 // CheckpointMeta: the servers and the consistency model (Downpour's clock,
 // Pushes, is the worker's own, set by its saveState).
-func (psUnit) CheckpointMeta(j *engine.Job, m *ckpt.Meta) {
+func (Unit) CheckpointMeta(j *engine.Job, m *ckpt.Meta) {
 	m.Servers, m.Consistency = j.Cfg.PS.Servers, j.Cfg.PS.Consistency.String()
 }
 
 // Reshards: under bsp, where every worker is at the same step, the
 // servers' key ranges are laid anew from the checkpoint's whole vectors
 // and the workers are dealt the rest of the epoch (reshard.go).
-func (psUnit) Reshards(c Config) bool { return c.PS.Consistency == ps.BSP }
+func (Unit) Reshards(c engine.Config) bool { return c.PS.Consistency == ps.BSP }
 
-func (u psUnit) Compatible(j *engine.Job, c *ckpt.File) string {
+func (u Unit) Compatible(j *engine.Job, c *ckpt.File) string {
 	m, cfg := &c.Meta, j.Cfg
 	need := j.Sched.Ranks * residueFilters(j)
 	switch {
@@ -105,7 +113,7 @@ func (u psUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 // Resume hands every worker its filter residues: entry w*F+f of the
 // checkpoint is worker w's residue of its f-th residue filter (compatible
 // checked that there are workers × F of them).
-func (psUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
+func (Unit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	r.Clock = r.Steps
 	if j.Cfg.PS.Downpour() {
 		// The workers' clock counts pushes (downpour.go).
@@ -153,7 +161,7 @@ func (psUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 
 // Run: the servers serve, the workers train the dense model (denseWorker)
 // and the reporting worker evaluates the whole test set.
-func (psUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
+func (Unit) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
 	if j.Cfg.PS.SparseRows == config.SparseOn && d.M.SparseWeights() == 0 {
 		// Every rank has the model: every rank stops here, none waits.
 		return nil, config.Bad("PS.SparseRows", "on: the network has no rows a batch may leave untouched (an embedding without a tied head, or a position table longer than Config.Data.SeqLen)")
@@ -170,7 +178,7 @@ func (psUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 		ev, err := engine.EvaluateShard(j.Comm, d.M, d.TestShard)
 		return ev.Accuracy, state, err
 	}
-	return runPS(j, d.M.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
+	return runPS(j, d.M.Arch, d.Params, func(w *ps.Worker) (engine.Strategy, error) {
 		testAll, err := d.Test.Subset(data.StridedShard(d.TestRows, 0, 1))
 		if err != nil {
 			return nil, err
@@ -184,8 +192,8 @@ func (psUnit) Run(j *engine.Job, d engine.DenseSetup) (*Result, error) {
 // the workers run the loop with the strategy newWorker builds. Then every
 // rank takes the final weights from the servers into params, evaluates them
 // together with evalAll, and the reporting worker saves them.
-func runPS(j *engine.Job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (Strategy, error),
-	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*Result, error) {
+func runPS(j *engine.Job, arch model.Arch, params []float32, newWorker func(*ps.Worker) (engine.Strategy, error),
+	evalAll func([]float32) (acc float64, buffers []float32, err error)) (*engine.Result, error) {
 	start := time.Now()
 	cfg, c := j.Cfg, j.Comm
 	pcfg, err := cfg.ServerConfig()
@@ -195,7 +203,7 @@ func runPS(j *engine.Job, arch model.Arch, params []float32, newWorker func(*ps.
 	if cfg.Opt.Kind.PerTensor() {
 		pcfg.TensorStarts = model.TensorStarts(arch) // each tensor its trust ratio
 	}
-	res := &Result{Arch: arch, TestAcc: math.NaN()}
+	res := &engine.Result{Arch: arch, TestAcc: math.NaN()}
 	var ws ps.WorkerStats
 	samples := 0.0
 	start0 := engine.StartPosition
@@ -270,7 +278,7 @@ func runPS(j *engine.Job, arch model.Arch, params []float32, newWorker func(*ps.
 // runStats combines every worker's statistics (servers contribute zeros):
 // the largest staleness, the mean wait, total rates and bytes, and the
 // global training throughput.
-func runStats(j *engine.Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*PSStats, float64, error) {
+func runStats(j *engine.Job, ws ps.WorkerStats, samples float64, wall time.Duration) (*engine.PSStats, float64, error) {
 	c := j.Comm
 	// Counts as integers and seconds as float64 bits: exact, as float32s
 	// were not (bytes past 2^24).
@@ -281,7 +289,7 @@ func runStats(j *engine.Job, ws ps.WorkerStats, samples float64, wall time.Durat
 		return nil, 0, fmt.Errorf("collecting worker statistics: %w", err)
 	}
 	sec := wall.Seconds()
-	out := &PSStats{}
+	out := &engine.PSStats{}
 	var total float64
 	for q := j.Cfg.PS.Servers; q < c.Size(); q++ {
 		v := all[q*len(mine) : (q+1)*len(mine)]
@@ -298,12 +306,12 @@ func runStats(j *engine.Job, ws ps.WorkerStats, samples float64, wall time.Durat
 }
 
 // RunSparse trains sparse-logreg through the parameter server.
-func (psUnit) RunSparse(j *engine.Job, d engine.SparseSetup) (*Result, error) {
+func (Unit) RunSparse(j *engine.Job, d engine.SparseSetup) (*engine.Result, error) {
 	evalAll := func(p []float32) (float64, []float32, error) {
 		ev, err := EvaluateSparse(j.Comm, d.Arch, p, d.Test)
 		return ev.Accuracy, nil, err
 	}
-	return runPS(j, d.Arch, d.Params, func(w *ps.Worker) (Strategy, error) {
+	return runPS(j, d.Arch, d.Params, func(w *ps.Worker) (engine.Strategy, error) {
 		return &sparseWorker{psWorker: newPSWorker(j, w, d.Arch), f: d.Train.Cols, train: d.Shard, test: d.Test}, nil
 	}, evalAll)
 }

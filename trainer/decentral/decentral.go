@@ -1,4 +1,12 @@
-package trainer
+// Package decentral is decentralized training: every rank keeps a model
+// of its own (LocalModel) and averages it with other ranks' instead of
+// combining gradients. DPSGD (sync_dpsgd.go) averages with its graph
+// neighbours at every step, ADPSGD (sync_adpsgd.go) pairwise and
+// asynchronously; their protocols are package gossip's. LocalModel,
+// OwnModelUnit and Run are also what allreduce's local SGD stands on.
+// DPSGD and ADPSGD are registry entries (engine.Unit); package trainer
+// registers them.
+package decentral
 
 import (
 	"encoding/binary"
@@ -16,9 +24,11 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// tagRankState is the tag of a dpsgd rank's own state to and from rank 0
-// (after the ps stop vote's).
-const tagRankState = tagStopNote + 1
+// tagRankState is the tag of a dpsgd rank's own state to and from rank 0.
+// The strategies' tags share collectives.TagTrainerBase's range: +0 the
+// residues a checkpoint gathers (allreduce, ps), +1 and +2 the ps stop
+// vote's, +3 this one.
+const tagRankState = collectives.TagTrainerBase + 3
 
 // Gossip message tags, from the registry's range (collectives.TagGossipBase).
 const (
@@ -27,27 +37,27 @@ const (
 	tagGossipModel                                    // adpsgd: a model that follows a header
 )
 
-// gossipTest lets tests start the ranks from different models and freeze
+// GossipTest lets tests start the ranks from different models and freeze
 // them (no gradient updates: only the averaging moves them), and see each
 // rank's own model at the end. Nil fields do nothing.
-var gossipTest struct {
-	init   func(rank int, x []float32)
-	frozen bool
-	end    func(rank int, x []float32)
+var GossipTest struct {
+	Init   func(rank int, x []float32)
+	Frozen bool
+	End    func(rank int, x []float32)
 }
 
-// ownModelUnit is the unit of a strategy on which every rank keeps a model
+// OwnModelUnit is the unit of a strategy on which every rank keeps a model
 // of its own (a localModel): decentralized, and its checkpoints hold every
 // rank's own model and optimizer state (localModel.saveState), handed back
 // to each rank on resuming.
-type ownModelUnit struct{ engine.BaseUnit }
+type OwnModelUnit struct{ engine.BaseUnit }
 
-func (ownModelUnit) Decentralized() bool { return true }
+func (OwnModelUnit) Decentralized() bool { return true }
 
 // Compatible: one state per rank (the optimizer state is in them), or,
 // where the strategy resumes on another number of ranks (dpsgd), one per
 // rank of the job that wrote it.
-func (ownModelUnit) Compatible(j *engine.Job, c *ckpt.File) string {
+func (OwnModelUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 	if c.Meta.RankStates != j.Comm.Size() && c.Meta.RankStates != c.Meta.Ranks {
 		return fmt.Sprintf("it holds the models of %d ranks, this job has %d", c.Meta.RankStates, j.Comm.Size())
 	}
@@ -59,70 +69,70 @@ func (ownModelUnit) Compatible(j *engine.Job, c *ckpt.File) string {
 	return ""
 }
 
-func (ownModelUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
+func (OwnModelUnit) Resume(j *engine.Job, ck *ckpt.File, r *engine.Resumed) error {
 	return takeRankState(r, j.Comm, ck)
 }
 
-// localModel is one rank's own model in decentralized training: the
+// LocalModel is one rank's own model in decentralized training: the
 // weights x on the host (where they are averaged with other ranks'), the
 // Model that computes gradients on a copy of them, and the optimizer with
 // its local state (momentum, Adagrad accumulators: each rank keeps its
 // own, as in Lian et al.'s implementations).
-type localModel struct {
-	j     *engine.Job
-	m     *model.Model
+type LocalModel struct {
+	Job   *engine.Job
+	M     *model.Model
 	opt   *model.Optimizer
 	train *data.Dense // this rank's training shard, or a re-dealt epoch's part (setTrain)
 	shard *data.Dense
 	test  *data.Dense // this rank's test shard
-	n     int         // this step's batch
-	x     []float32   // this rank's model
-	// shared: x is m.Params' own memory (a host backend, dpsgd only).
-	shared bool
+	N     int         // this step's batch
+	X     []float32   // this rank's model
+	// Shared: x is m.Params' own memory (a host backend, dpsgd only).
+	Shared bool
 	stats  []float32 // the step's loss sum and correct count (device backends)
 	keep   []float32 // x while the consensus model is evaluated (shared)
 	avg    []float32 // the consensus model x̄ of the last average
 }
 
-func newLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*localModel, error) {
+func NewLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*LocalModel, error) {
 	opt, err := model.NewArchOptimizer(j.Cfg.Opt, j.Backend, m.Arch)
 	if err != nil {
 		return nil, err
 	}
-	l := &localModel{j: j, m: m, opt: opt, train: train, shard: train, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
-	if gossipTest.init != nil {
+	l := &LocalModel{Job: j, M: m, opt: opt, train: train, shard: train, test: test, stats: make([]float32, model.GradStats), avg: make([]float32, len(params))}
+	if GossipTest.Init != nil {
 		params = append([]float32(nil), params...)
-		gossipTest.init(j.Comm.Rank(), params)
+		GossipTest.Init(j.Comm.Rank(), params)
 	}
 	if hb, ok := m.Params.(kernels.HostBuffer); ok && share {
-		l.x, l.shared = hb.Data()[:len(params)], true
-		copy(l.x, params)
+		l.X, l.Shared = hb.Data()[:len(params)], true
+		copy(l.X, params)
 	} else {
-		l.x = append([]float32(nil), params...)
-		if err := j.Backend.Upload(m.Params, l.x); err != nil {
+		l.X = append([]float32(nil), params...)
+		if err := j.Backend.Upload(m.Params, l.X); err != nil {
 			opt.Free()
 			return nil, err
 		}
 	}
 	if own := ownState(j.Resume); own != nil {
 		if err := l.restore(own); err != nil {
-			l.free()
+			l.Free()
 			return nil, err
 		}
 	}
 	return l, nil
 }
 
-func (l *localModel) free() { l.opt.Free() }
+func (l *LocalModel) Free() { l.opt.Free() }
 
 // setTrain: see Hooks.SetTrain.
-// hooks are the parts every decentralized strategy has from its local
+// Hooks are the parts every decentralized strategy has from its local
 // model: checkpoints, the model's state, a re-dealt epoch's rows.
-func (l *localModel) hooks() engine.Hooks {
+func (l *LocalModel) Hooks() engine.Hooks {
 	return engine.Hooks{SaveState: l.saveState, ModelState: l.modelState, SetTrain: l.setTrain}
 }
 
-func (l *localModel) setTrain(t *data.Dense) {
+func (l *LocalModel) setTrain(t *data.Dense) {
 	if t == nil {
 		t = l.shard
 	}
@@ -130,18 +140,18 @@ func (l *localModel) setTrain(t *data.Dense) {
 }
 
 // modelState: the ranks' averaged batch-norm statistics (collective).
-func (l *localModel) modelState() ([]float32, error) { return l.j.SyncState(l.m, true) }
+func (l *LocalModel) modelState() ([]float32, error) { return l.Job.SyncState(l.M, true) }
 
 // restore sets this rank's model and optimizer state from a checkpoint's
 // entry for it (the model, then the optimizer state).
-func (l *localModel) restore(own []float32) error {
-	p, n := len(l.x), l.opt.StateLen()
+func (l *LocalModel) restore(own []float32) error {
+	p, n := len(l.X), l.opt.StateLen()
 	if len(own) != p+n {
 		return fmt.Errorf("resuming: this rank's checkpointed state has %d values, the model and its optimizer need %d", len(own), p+n)
 	}
-	copy(l.x, own[:p])
-	if !l.shared {
-		if err := l.j.Backend.Upload(l.m.Params, l.x); err != nil {
+	copy(l.X, own[:p])
+	if !l.Shared {
+		if err := l.Job.Backend.Upload(l.M.Params, l.X); err != nil {
 			return err
 		}
 	}
@@ -151,76 +161,76 @@ func (l *localModel) restore(own []float32) error {
 	return nil
 }
 
-// describe is the start of a decentralized strategy's Describe line.
-func (l *localModel) describe() string {
-	cfg, a := l.j.Cfg, l.m.Arch
+// DescribeLocal is the start of a decentralized strategy's Describe line.
+func (l *LocalModel) DescribeLocal() string {
+	cfg, a := l.Job.Cfg, l.M.Arch
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s",
-		cfg.Model, a.Describe(), l.j.Sched.N, l.j.Sched.Ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
+		cfg.Model, a.Describe(), l.Job.Sched.N, l.Job.Sched.Ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
 }
 
 // Scope: each rank reports its own batches.
-func (l *localModel) Scope() Scope { return ScopeWorker }
+func (l *LocalModel) Scope() engine.Scope { return engine.ScopeWorker }
 
-// loadBatch uploads the step's batch.
-func (l *localModel) loadBatch(idx []int) error {
-	l.n = len(idx)
-	l.j.Loaded(-1, l.train, idx, -1)
-	sp := l.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	_, err := l.m.LoadBatch(l.train, idx)
+// LoadBatch uploads the step's batch.
+func (l *LocalModel) LoadBatch(idx []int) error {
+	l.N = len(idx)
+	l.Job.Loaded(-1, l.train, idx, -1)
+	sp := l.Job.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	_, err := l.M.LoadBatch(l.train, idx)
 	sp.Err(err).End()
 	return err
 }
 
 // Compute leaves the gradient of the mean loss over this rank's batch (the
 // ranks' average then moves like one SGD step on the global batch).
-func (l *localModel) Compute() error {
-	return l.m.Step(1/float32(max(1, l.n)), nil)
+func (l *LocalModel) Compute() error {
+	return l.M.Step(1/float32(max(1, l.N)), nil)
 }
 
-// stepStats reads the step's loss sum and correct count and checks the
+// StepStats reads the step's loss sum and correct count and checks the
 // loss and gradient for NaN/Inf.
-func (l *localModel) stepStats(n int) (StepStats, error) {
-	m, b := l.m, l.j.Backend
+func (l *LocalModel) StepStats(n int) (engine.StepStats, error) {
+	m, b := l.M, l.Job.Backend
 	stats := l.stats
 	if hb, ok := m.Grads.(kernels.HostBuffer); ok {
 		stats = hb.Data()[m.NumParams():]
 	} else if err := b.Download(stats, m.Stats()); err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
-	st := StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(n)}
+	st := engine.StepStats{LossSum: float64(stats[0]), Correct: float64(stats[1]), Samples: float64(n)}
 	bad, err := b.NonFinite(m.GradView())
 	if err != nil {
-		return StepStats{}, err
+		return engine.StepStats{}, err
 	}
 	if bad >= 0 || math.IsNaN(st.LossSum) || math.IsInf(st.LossSum, 0) {
 		grads := make([]float32, m.NumParams())
 		if err := b.Download(grads, m.GradView()); err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
 		if err := m.Arch.CheckFinite(grads, st.LossSum); err != nil {
-			return StepStats{}, err
+			return engine.StepStats{}, err
 		}
-		return StepStats{}, fmt.Errorf("non-finite gradient element %d: %w", bad, model.ErrNonFinite)
+		return engine.StepStats{}, fmt.Errorf("non-finite gradient element %d: %w", bad, model.ErrNonFinite)
 	}
 	return st, nil
 }
 
-// update applies the step's gradient (computed at the model the step
+// Update applies the step's gradient (computed at the model the step
 // started from) to x as it is now: x ← x − γ·g for SGD, with the
 // optimizer's own rule otherwise.
-func (l *localModel) update() error {
-	b, m := l.j.Backend, l.m
-	sp := l.j.Trace.Begin("update").Cat(trace.Update)
+func (l *LocalModel) Update() error {
+	b, m := l.Job.Backend, l.M
+	sp := l.Job.Trace.Begin("update").Cat(trace.Update)
 	defer sp.End()
-	if gossipTest.frozen {
+	if GossipTest.Frozen {
 		return nil
 	}
-	if !l.shared {
-		if err := b.Upload(m.Params, l.x); err != nil {
+	if !l.Shared {
+		if err := b.Upload(m.Params, l.X); err != nil {
 			return err
 		}
 	}
-	if c := l.j.Cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
+	if c := l.Job.Cfg.ClipNorm; c > 0 { // this rank's own gradient (clip.go)
 		if _, err := engine.ClipGrad(b, m.GradView(), c); err != nil {
 			return err
 		}
@@ -228,23 +238,23 @@ func (l *localModel) update() error {
 	if err := l.opt.Update(m.Params, m.GradView()); err != nil {
 		return err
 	}
-	if !l.shared {
-		return b.Download(l.x, m.Params)
+	if !l.Shared {
+		return b.Download(l.X, m.Params)
 	}
 	return nil
 }
 
 // consensus averages every rank's x into l.avg (a collective) and returns
 // the consensus distance mean_i ‖x_i − x̄‖ / ‖x̄‖.
-func (l *localModel) consensus() (float64, error) {
-	c := l.j.Comm
-	sp := l.j.Trace.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.x))
+func (l *LocalModel) consensus() (float64, error) {
+	c := l.Job.Comm
+	sp := l.Job.Trace.Begin("consensus").Cat(trace.Collective).Bytes(4 * len(l.X))
 	defer sp.End()
 	if err := l.averageInto(l.avg); err != nil {
 		return 0, err
 	}
 	var d, a float64
-	for i, v := range l.x {
+	for i, v := range l.X {
 		e := float64(v) - float64(l.avg[i])
 		d += e * e
 		a += float64(l.avg[i]) * float64(l.avg[i])
@@ -256,13 +266,13 @@ func (l *localModel) consensus() (float64, error) {
 	return float64(dist[0]) / math.Max(math.Sqrt(a), 1e-30), nil
 }
 
-// endEpoch fills in a lock-step strategy's epoch figures (dpsgd, local
+// FillEpoch fills in a lock-step strategy's epoch figures (dpsgd, local
 // SGD): the job's samples/s (summed over ranks: the loop measured this
 // rank's), the mean share of step time spent communicating, the consensus
 // distance, and the reporting rank's averagings and time waiting for them.
-func (l *localModel) endEpoch(st *EpochStats, commSec, stepSec, wallSec float64, averagings int, waitSec float64) error {
+func (l *LocalModel) FillEpoch(st *engine.EpochStats, commSec, stepSec, wallSec float64, averagings int, waitSec float64) error {
 	fr := []float32{float32(commSec), float32(stepSec), float32(st.SamplesPerSec)}
-	if err := collectives.Allreduce(l.j.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
+	if err := collectives.Allreduce(l.Job.Comm, fr, collectives.Sum, collectives.Tree); err != nil {
 		return err
 	}
 	st.CommFraction = float64(fr[0]) / max(float64(fr[1]), 1e-12)
@@ -271,60 +281,60 @@ func (l *localModel) endEpoch(st *EpochStats, commSec, stepSec, wallSec float64,
 	if err != nil {
 		return err
 	}
-	st.GossipStats = &GossipStats{Consensus: dist, Averagings: averagings, AveragingsPerSec: float64(averagings) / max(wallSec, 1e-12), PartnerWaitSec: waitSec}
+	st.GossipStats = &engine.GossipStats{Consensus: dist, Averagings: averagings, AveragingsPerSec: float64(averagings) / max(wallSec, 1e-12), PartnerWaitSec: waitSec}
 	return nil
 }
 
 // averageInto sets dst to the average of every rank's x (a collective).
-func (l *localModel) averageInto(dst []float32) error {
-	copy(dst, l.x)
-	if err := collectives.Allreduce(l.j.Comm, dst, collectives.Avg, l.j.Cfg.Allreduce); err != nil {
+func (l *LocalModel) averageInto(dst []float32) error {
+	copy(dst, l.X)
+	if err := collectives.Allreduce(l.Job.Comm, dst, collectives.Avg, l.Job.Cfg.Allreduce); err != nil {
 		return fmt.Errorf("averaging the ranks' models: %w", err)
 	}
 	return nil
 }
 
-// evaluate measures the test accuracy of the consensus model l.avg over
+// EvaluateConsensus measures the test accuracy of the consensus model l.avg over
 // every rank's test shard (collective), leaving x as it was.
-func (l *localModel) evaluate() (EvalResult, error) {
-	b, m := l.j.Backend, l.m
-	if _, err := l.j.SyncState(m, true); err != nil {
-		return EvalResult{}, err
+func (l *LocalModel) EvaluateConsensus() (engine.EvalResult, error) {
+	b, m := l.Job.Backend, l.M
+	if _, err := l.Job.SyncState(m, true); err != nil {
+		return engine.EvalResult{}, err
 	}
-	if l.shared {
-		l.keep = append(l.keep[:0], l.x...)
+	if l.Shared {
+		l.keep = append(l.keep[:0], l.X...)
 	}
 	if err := b.Upload(m.Params, l.avg); err != nil {
-		return EvalResult{}, err
+		return engine.EvalResult{}, err
 	}
-	acc, err := engine.EvaluateShard(l.j.Comm, m, l.test)
-	if l.shared {
-		copy(l.x, l.keep)
+	acc, err := engine.EvaluateShard(l.Job.Comm, m, l.test)
+	if l.Shared {
+		copy(l.X, l.keep)
 	} else if err == nil {
-		err = b.Upload(m.Params, l.x)
+		err = b.Upload(m.Params, l.X)
 	}
 	return acc, err
 }
 
-// gossipStrategy is a decentralized Strategy (dpsgd, adpsgd) with its
+// GossipStrategy is a decentralized Strategy (dpsgd, adpsgd) with its
 // rank's own model.
-type gossipStrategy interface {
-	Strategy
-	local() *localModel
-	close()
+type GossipStrategy interface {
+	engine.Strategy
+	Local() *LocalModel
+	Close()
 }
 
-// runDecentralized trains with the decentralized strategy newStrategy
+// Run trains with the decentralized strategy newStrategy
 // builds (dpsgd, adpsgd), then averages the ranks' models: the consensus
 // model is the result on every rank (evaluated, and saved by rank 0).
-func runDecentralized(j *engine.Job, d engine.DenseSetup, newStrategy func() (gossipStrategy, error)) (*Result, error) {
+func Run(j *engine.Job, d engine.DenseSetup, newStrategy func() (GossipStrategy, error)) (*engine.Result, error) {
 	start := time.Now()
-	res := &Result{Arch: d.M.Arch, TestAcc: math.NaN()}
+	res := &engine.Result{Arch: d.M.Arch, TestAcc: math.NaN()}
 	s, err := newStrategy()
 	if err != nil {
 		return nil, err
 	}
-	defer s.close()
+	defer s.Close()
 	pos := engine.StartPosition
 	if j.Resume != nil {
 		pos = j.Resume.Position
@@ -333,15 +343,15 @@ func runDecentralized(j *engine.Job, d engine.DenseSetup, newStrategy func() (go
 	if err != nil {
 		return nil, err
 	}
-	l := s.local()
-	if gossipTest.end != nil {
-		gossipTest.end(j.Comm.Rank(), l.x)
+	l := s.Local()
+	if GossipTest.End != nil {
+		GossipTest.End(j.Comm.Rank(), l.X)
 	}
 	if _, err := l.consensus(); err != nil {
 		return nil, err
 	}
 	if math.IsNaN(res.TestAcc) {
-		ev, err := l.evaluate()
+		ev, err := l.EvaluateConsensus()
 		if res.TestAcc = ev.Accuracy; err != nil {
 			return nil, err
 		}
@@ -402,9 +412,9 @@ func takeRankState(r *engine.Resumed, c collectives.Comm, ck *ckpt.File) error {
 
 // saveState: rank 0 collects every rank's own model and optimizer state;
 // the checkpoint's weights are their average, the consensus model.
-func (s *localModel) saveState() (*ckpt.File, error) {
-	c := s.j.Comm
-	mine := slices.Clone(s.x)
+func (s *LocalModel) saveState() (*ckpt.File, error) {
+	c := s.Job.Comm
+	mine := slices.Clone(s.X)
 	if s.opt.StateLen() > 0 {
 		st, err := s.opt.SaveState()
 		if err != nil {
@@ -412,7 +422,7 @@ func (s *localModel) saveState() (*ckpt.File, error) {
 		}
 		mine = append(mine, st...)
 	}
-	avg := make([]float32, len(s.x))
+	avg := make([]float32, len(s.X))
 	if err := s.averageInto(avg); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -420,7 +430,7 @@ func (s *localModel) saveState() (*ckpt.File, error) {
 	if err != nil || c.Rank() != 0 {
 		return nil, err
 	}
-	return &ckpt.File{Meta: ckpt.Meta{Arch: s.m.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
+	return &ckpt.File{Meta: ckpt.Meta{Arch: s.M.Arch}, State: model.State{Params: avg}, RankStates: states}, nil
 }
 
 // consensusState is the state every rank of another number of ranks
@@ -454,4 +464,4 @@ func ownState(r *engine.Resumed) []float32 {
 }
 
 // SetStep: the rate and count of the step about to run (schedule.go).
-func (l *localModel) SetStep(lr float32, t int) { l.opt.Config.LR, l.opt.Config.Step = lr, t }
+func (l *LocalModel) SetStep(lr float32, t int) { l.opt.Config.LR, l.opt.Config.Step = lr, t }
