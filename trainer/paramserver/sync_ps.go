@@ -1,7 +1,8 @@
 // Package paramserver is the --sync ps strategy: the first ranks serve
 // key ranges of the model (package ps), the others train as workers that
-// pull weights and push gradients under BSP, SSP, ASP or DSSP. The dense
-// worker is ps_worker.go (with Downpour's state in downpour.go), the
+// pull weights and push gradients under BSP, SSP, ASP or DSSP. What the
+// workers share is ps_worker.go; the dense worker is dense_worker.go
+// (with Downpour's state in downpour.go), the
 // sparse one (sparse-logreg, keys of each batch) sync_sparse.go, the
 // workers' stop vote ps_stopvote.go (its rules in trainer/stopvote), the
 // servers' emergency checkpoint lastword_ps.go. Unit is its registry
