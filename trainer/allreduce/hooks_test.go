@@ -4,27 +4,13 @@ import (
 	"testing"
 
 	"github.com/dml-project/dml/trainer/decentral"
-	"github.com/dml-project/dml/trainer/engine"
+	"github.com/dml-project/dml/trainer/internal/hookstest"
 )
 
 // TestStrategyHooks: which optional parts the allreduce strategies have
-// (Strategy.Hooks, once found by type assertions): a part that fell away
-// would change what the loop does with it (no checkpoints, no re-dealt
-// epoch) without a word. The other strategies' are checked in their own
-// packages.
+// (Strategy.Hooks, once found by type assertions). The other strategies'
+// are checked in their own packages.
 func TestStrategyHooks(t *testing.T) {
-	type parts struct{ save, buffers, vote, pace, bytes, reshard bool }
-	for _, c := range []struct {
-		s    engine.Strategy
-		want parts
-	}{
-		{&allreduceStrategy{}, parts{save: true, buffers: true, bytes: true, reshard: true}},
-		{&localSGDStrategy{LocalModel: &decentral.LocalModel{}}, parts{save: true, buffers: true, bytes: true, reshard: true}},
-	} {
-		h := c.s.Hooks()
-		got := parts{h.SaveState != nil, h.ModelState != nil, h.VoteStop != nil, h.Pace != nil, h.SentBytes != nil, h.SetTrain != nil}
-		if got != c.want {
-			t.Errorf("%T: hooks %+v, want %+v", c.s, got, c.want)
-		}
-	}
+	hookstest.Check(t, &allreduceStrategy{}, hookstest.Parts{Save: true, Buffers: true, Bytes: true, Reshard: true})
+	hookstest.Check(t, &localSGDStrategy{LocalModel: &decentral.LocalModel{}}, hookstest.Parts{Save: true, Buffers: true, Bytes: true, Reshard: true})
 }
