@@ -87,7 +87,7 @@ type LocalModel struct {
 	test  *data.Dense // this rank's test shard
 	N     int         // this step's batch
 	X     []float32   // this rank's model
-	// Shared: x is m.Params' own memory (a host backend, dpsgd only).
+	// Shared: X is M.Params' own memory (a host backend, dpsgd only).
 	Shared bool
 	stats  []float32 // the step's loss sum and correct count (device backends)
 	keep   []float32 // x while the consensus model is evaluated (shared)

@@ -409,28 +409,10 @@ func (j *Job) loadResume(arch model.Arch) (*Resumed, error) {
 	var ck *checkpoint
 	var path string
 	var pickErr error
-	// What rank 0 found: refused / none / a checkpoint (headRefused,
-	// headFresh, headFound), the position to start from (at another
-	// number of ranks, the rest of its epoch: reshard.go), its optimizer
-	// state's length, its batch-norm statistics' and its stretches'.
 	head := make([]uint64, 7)
 	var start Position
 	if c.Rank() == 0 {
-		ck, path, pickErr = j.pickCheckpoint(arch)
-		switch {
-		case pickErr != nil:
-			head[0] = headRefused
-		case ck != nil:
-			start = ck.Meta.Position
-			if ck.Meta.Workers != j.Sched.Ranks {
-				start = resharded(start, ck.Meta.Workers, j.batchOf(ck.Meta.Workers))
-				if j.Out != nil && len(start.Reshard) > 0 {
-					fmt.Fprintf(j.Out, "resume: %s was written by %d training ranks at step %d of epoch %d: the rest of the epoch goes to these %d\n",
-						path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.Sched.Ranks)
-				}
-			}
-			head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.Opt)), uint64(len(ck.Buffers)), uint64(len(start.Reshard))}
-		}
+		ck, path, head, start, pickErr = j.resumeHead(arch)
 	}
 	if err := collectives.BroadcastUint64(c, head, 0); err != nil {
 		return nil, fmt.Errorf("resuming: %w", err)
@@ -444,45 +426,23 @@ func (j *Job) loadResume(arch model.Arch) (*Resumed, error) {
 	case headFresh:
 		return nil, nil
 	}
-	p := arch.NumParams()
 	r := &Resumed{Position: Position{Epoch: int(head[1]), Step: int(head[2]), Steps: int(head[3])}}
-	if n := int(head[6]); n > 0 {
-		segs := make([]uint64, 3*n)
-		for i, sg := range start.Reshard {
-			segs[3*i], segs[3*i+1], segs[3*i+2] = uint64(sg.Ranks), uint64(sg.Steps), uint64(sg.Batch)
-		}
-		if err := collectives.BroadcastUint64(c, segs, 0); err != nil {
-			return nil, fmt.Errorf("resuming: how the epoch was begun: %w", err)
-		}
-		r.Reshard = make([]Segment, n)
-		for i := range r.Reshard {
-			r.Reshard[i] = Segment{Ranks: int(segs[3*i]), Steps: int(segs[3*i+1]), Batch: int(segs[3*i+2])}
-		}
+	var err error
+	if r.Reshard, err = bcastSegments(c, int(head[6]), start.Reshard); err != nil {
+		return nil, err
 	}
-	r.Params = make([]float32, p)
+	var params, opt, buffers []float32
 	if ck != nil {
-		copy(r.Params, ck.Params)
+		params, opt, buffers = ck.Params, ck.Opt, ck.Buffers
 	}
-	if err := collectives.Broadcast(c, r.Params, 0); err != nil {
-		return nil, fmt.Errorf("resuming: weights: %w", err)
+	if r.Params, err = bcastFloats(c, arch.NumParams(), params, "weights"); err != nil {
+		return nil, err
 	}
-	if n := int(head[4]); n > 0 {
-		r.Opt = make([]float32, n)
-		if ck != nil {
-			copy(r.Opt, ck.Opt)
-		}
-		if err := collectives.Broadcast(c, r.Opt, 0); err != nil {
-			return nil, fmt.Errorf("resuming: optimizer state: %w", err)
-		}
+	if r.Opt, err = bcastFloats(c, int(head[4]), opt, "optimizer state"); err != nil {
+		return nil, err
 	}
-	if n := int(head[5]); n > 0 {
-		r.Buffers = make([]float32, n)
-		if ck != nil {
-			copy(r.Buffers, ck.Buffers)
-		}
-		if err := collectives.Broadcast(c, r.Buffers, 0); err != nil {
-			return nil, fmt.Errorf("resuming: batch-norm statistics: %w", err)
-		}
+	if r.Buffers, err = bcastFloats(c, int(head[5]), buffers, "batch-norm statistics"); err != nil {
+		return nil, err
 	}
 	if err := UnitOf(j.Cfg.Sync).Resume(j, ck, r); err != nil {
 		return nil, err
@@ -496,6 +456,65 @@ func (j *Job) loadResume(arch model.Arch) (*Resumed, error) {
 			path, r.Epoch, r.Step, of, r.Steps, 1e3*time.Since(t0).Seconds())
 	}
 	return r, nil
+}
+
+// resumeHead is what rank 0 found (pickCheckpoint), as the head every rank
+// receives: refused / none / a checkpoint (headRefused, headFresh,
+// headFound), the position to start from (at another number of ranks, the
+// rest of its epoch: reshard.go), its optimizer state's length, its
+// batch-norm statistics' and its stretches'.
+func (j *Job) resumeHead(arch model.Arch) (ck *checkpoint, path string, head []uint64, start Position, err error) {
+	head = make([]uint64, 7)
+	ck, path, err = j.pickCheckpoint(arch)
+	switch {
+	case err != nil:
+		head[0] = headRefused
+	case ck != nil:
+		start = ck.Meta.Position
+		if ck.Meta.Workers != j.Sched.Ranks {
+			start = resharded(start, ck.Meta.Workers, j.batchOf(ck.Meta.Workers))
+			if j.Out != nil && len(start.Reshard) > 0 {
+				fmt.Fprintf(j.Out, "resume: %s was written by %d training ranks at step %d of epoch %d: the rest of the epoch goes to these %d\n",
+					path, ck.Meta.Workers, ck.Meta.Step, ck.Meta.Epoch, j.Sched.Ranks)
+			}
+		}
+		head = []uint64{headFound, uint64(start.Epoch), uint64(start.Step), uint64(start.Steps), uint64(len(ck.Opt)), uint64(len(ck.Buffers)), uint64(len(start.Reshard))}
+	}
+	return ck, path, head, start, err
+}
+
+// bcastSegments hands every rank rank 0's n segments segs (how a re-dealt
+// epoch was begun; nil: none).
+func bcastSegments(c collectives.Comm, n int, segs []Segment) ([]Segment, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	v := make([]uint64, 3*n)
+	for i, sg := range segs {
+		v[3*i], v[3*i+1], v[3*i+2] = uint64(sg.Ranks), uint64(sg.Steps), uint64(sg.Batch)
+	}
+	if err := collectives.BroadcastUint64(c, v, 0); err != nil {
+		return nil, fmt.Errorf("resuming: how the epoch was begun: %w", err)
+	}
+	out := make([]Segment, n)
+	for i := range out {
+		out[i] = Segment{Ranks: int(v[3*i]), Steps: int(v[3*i+1]), Batch: int(v[3*i+2])}
+	}
+	return out, nil
+}
+
+// bcastFloats hands every rank rank 0's n floats src (what names them in
+// an error; n 0: nil, nothing sent).
+func bcastFloats(c collectives.Comm, n int, src []float32, what string) ([]float32, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	v := make([]float32, n)
+	copy(v, src)
+	if err := collectives.Broadcast(c, v, 0); err != nil {
+		return nil, fmt.Errorf("resuming: %s: %w", what, err)
+	}
+	return v, nil
 }
 
 // refusedError is a checkpoint refused for resuming: ErrCheckpoint and
