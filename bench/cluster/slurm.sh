@@ -54,8 +54,21 @@ trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Ports of our own, so that two of these (or a system Slurm) do not meet.
-port=$((20000 + ($$ % 20000) * 2))
+# Ports of our own, so that two of these (or a system Slurm) do not meet:
+# a pair free now, below the kernel's ephemeral range (outgoing connections
+# take ports from that range at random: a slurmd port there was once taken
+# by one, and slurmd could not listen).
+read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_lo=32768
+span=$(((eph_lo - 10000) / 2))
+port=
+for i in $(seq 0 199); do
+	p=$((10000 + (($$ + i * 7919) % span) * 2))
+	if [ -z "$(ss -Htan "( sport = :$p or sport = :$((p + 1)) )" 2>/dev/null)" ]; then
+		port=$p
+		break
+	fi
+done
+[ -n "$port" ] || { echo "slurm.sh: no free pair of ports below $eph_lo" >&2; exit 2; }
 host=$(hostname)
 mkdir -p "$dir"/{state,spool,munge}
 chmod 700 "$dir/munge"
