@@ -24,12 +24,6 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// tagRankState is the tag of a dpsgd rank's own state to and from rank 0.
-// The strategies' tags share collectives.TagTrainerBase's range: +0 the
-// residues a checkpoint gathers (allreduce, ps), +1 and +2 the ps stop
-// vote's, +3 this one.
-const tagRankState = collectives.TagTrainerBase + 3
-
 // Gossip message tags, from the registry's range (collectives.TagGossipBase).
 const (
 	tagGossip      = collectives.TagGossipBase + iota // dpsgd: a rank's model to a neighbour
@@ -386,17 +380,17 @@ func takeRankState(r *engine.Resumed, c collectives.Comm, ck *ckpt.File) error {
 		}
 		for q := 1; q < c.Size(); q++ {
 			st := states[q]
-			if err := c.SendBytes(binary.LittleEndian.AppendUint64(nil, uint64(len(st))), q, tagRankState); err != nil {
+			if err := c.SendBytes(binary.LittleEndian.AppendUint64(nil, uint64(len(st))), q, engine.TagRankState); err != nil {
 				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
 			}
-			if err := collectives.Send(c, st, q, tagRankState); err != nil {
+			if err := collectives.Send(c, st, q, engine.TagRankState); err != nil {
 				return fmt.Errorf("resuming: sending rank %d its model: %w", q, err)
 			}
 		}
 		r.Own = states[0]
 		return nil
 	}
-	n, _, _, err := c.RecvBytes(0, tagRankState)
+	n, _, _, err := c.RecvBytes(0, engine.TagRankState)
 	if err == nil && len(n) != 8 {
 		err = fmt.Errorf("a length of %d bytes, want 8", len(n))
 	}
@@ -404,7 +398,7 @@ func takeRankState(r *engine.Resumed, c collectives.Comm, ck *ckpt.File) error {
 		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
 	}
 	r.Own = make([]float32, binary.LittleEndian.Uint64(n))
-	if err := collectives.Recv(c, r.Own, 0, tagRankState); err != nil {
+	if err := collectives.Recv(c, r.Own, 0, engine.TagRankState); err != nil {
 		return fmt.Errorf("resuming: receiving this rank's model: %w", err)
 	}
 	return nil
@@ -426,7 +420,7 @@ func (s *LocalModel) saveState() (*ckpt.File, error) {
 	if err := s.averageInto(avg); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	states, err := engine.GatherAtZero(c, mine, tagRankState, "model")
+	states, err := engine.GatherAtZero(c, mine, engine.TagRankState, "model")
 	if err != nil || c.Rank() != 0 {
 		return nil, err
 	}

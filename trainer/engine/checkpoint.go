@@ -18,12 +18,6 @@ import (
 	"github.com/dml-project/dml/trainer/trace"
 )
 
-// TagResidue is the tag of the filters' residues a rank sends to rank 0
-// for a checkpoint (allreduce's error feedback, ps's filters): the first of
-// the strategies' tags in collectives.TagTrainerBase's range (+1 and +2
-// the ps stop vote's, +3 a dpsgd rank's state).
-const TagResidue = collectives.TagTrainerBase
-
 // Checkpoints and clean stops: what every strategy shares. What is a
 // strategy's own (its state, its metadata, its compatibility checks, how
 // its ranks take their part on resuming, its stop vote) is in its unit

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dml-project/dml/collectives"
 	"github.com/dml-project/dml/ps"
 	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/data"
@@ -30,14 +31,8 @@ var syncUnits = make([]Unit, len(config.Syncs))
 // Register makes u the unit of s, and its rules the configuration's
 // (config.Register). A strategy registers once, before any job runs.
 func Register(s Sync, u Unit) {
-	switch {
-	case int(s) >= len(syncUnits):
-		panic(fmt.Sprintf("engine.Register: %v has no name in config.Syncs", s))
-	case syncUnits[s] != nil:
-		panic(fmt.Sprintf("engine.Register: %v registered twice", s))
-	}
+	config.Register(s, u) // panics on a Sync without a name, or one registered twice
 	syncUnits[s] = u
-	config.Register(s, u)
 }
 
 // Unit is everything a --sync strategy owns besides its steps.
@@ -199,3 +194,18 @@ func SyncHelp() string {
 // OneVariant is the variants of a strategy the benches name by its --sync
 // name alone.
 func OneVariant(s Sync) []Variant { return []Variant{{Name: s.String(), Sync: s}} }
+
+// The strategies' message tags, in one table so that no two meet: the
+// registry's range of collectives.TagTrainerBase (collectives/tags.go).
+const (
+	// TagResidue: a rank's filter residues to rank 0 for a checkpoint
+	// (allreduce's error feedback, ps's filters).
+	TagResidue = collectives.TagTrainerBase + iota
+	// TagStop: ps bsp: a worker's flag to the first worker, and the OR back.
+	TagStop
+	// TagStopNote: ps: "a signal came" from a server, or from a worker
+	// under ssp/asp/dssp.
+	TagStopNote
+	// TagRankState: dpsgd: a rank's own state to and from rank 0.
+	TagRankState
+)

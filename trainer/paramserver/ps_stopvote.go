@@ -9,12 +9,6 @@ import (
 	"github.com/dml-project/dml/trainer/engine"
 )
 
-// The tags of the ps stop vote's messages (after engine.TagResidue).
-const (
-	tagStop     = collectives.TagTrainerBase + 1 + iota // ps bsp: a worker's flag to the first worker, and the OR back
-	tagStopNote                                         // ps: "a signal came" from a server, or from a worker under ssp/asp/dssp
-)
-
 // StopVoteWait is how long the ps stop vote waits for a worker, under a
 // transport timeout of timeout: a whole timeout longer than a worker's own
 // wait for a silent server (ps.ServerWait). A worker the vote waits for
@@ -39,7 +33,7 @@ func (s *stopNotifier) RecvBytesWithin(from, tag int, d time.Duration) ([]byte, 
 	if !s.sent && s.stop() {
 		s.sent = true
 		for _, w := range s.workers {
-			if err := s.Comm.SendBytes([]byte{1}, w, tagStopNote); err != nil {
+			if err := s.Comm.SendBytes([]byte{1}, w, engine.TagStopNote); err != nil {
 				return nil, 0, 0, fmt.Errorf("stop note to worker rank %d: %w", w, err)
 			}
 		}

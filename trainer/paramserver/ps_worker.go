@@ -222,7 +222,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	v := &p.vote
 	out := v.Begin(local, note)
 	for _, w := range out.Notes {
-		if err := j.Comm.SendBytes([]byte{1}, w+j.Cfg.PS.Servers, tagStopNote); err != nil {
+		if err := j.Comm.SendBytes([]byte{1}, w+j.Cfg.PS.Servers, engine.TagStopNote); err != nil {
 			return false, err
 		}
 	}
@@ -241,10 +241,10 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 		return []byte{0}
 	}
 	if !v.Gathers() {
-		if err := j.Comm.SendBytes(flag(out.Flag), j.Reporter, tagStop); err != nil {
+		if err := j.Comm.SendBytes(flag(out.Flag), j.Reporter, engine.TagStop); err != nil {
 			return false, err
 		}
-		b, _, _, err := j.Comm.RecvBytesWithin(j.Reporter, tagStop, to)
+		b, _, _, err := j.Comm.RecvBytesWithin(j.Reporter, engine.TagStop, to)
 		if err != nil {
 			return false, fmt.Errorf("from the first worker (rank %d): %w", j.Reporter, err)
 		}
@@ -252,7 +252,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	}
 	flags := make([]bool, 0, v.Workers)
 	for _, w := range v.Others() {
-		b, _, _, err := j.Comm.RecvBytesWithin(w+j.Cfg.PS.Servers, tagStop, to)
+		b, _, _, err := j.Comm.RecvBytesWithin(w+j.Cfg.PS.Servers, engine.TagStop, to)
 		if err != nil {
 			return false, fmt.Errorf("from worker rank %d: %w", w+j.Cfg.PS.Servers, err)
 		}
@@ -260,7 +260,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 	}
 	stop := v.Combine(out.Flag, flags)
 	for _, w := range v.Others() {
-		if err := j.Comm.SendBytes(flag(stop), w+j.Cfg.PS.Servers, tagStop); err != nil {
+		if err := j.Comm.SendBytes(flag(stop), w+j.Cfg.PS.Servers, engine.TagStop); err != nil {
 			return false, err
 		}
 	}
@@ -271,7 +271,7 @@ func (p *psWorker) voteStop(local bool) (bool, error) {
 func (p *psWorker) pollStopNotes() (bool, error) {
 	got := false
 	for {
-		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, tagStopNote, 0)
+		_, _, _, err := p.j.Comm.RecvBytesWithin(collectives.AnySource, engine.TagStopNote, 0)
 		if errors.Is(err, collectives.ErrTimeout) {
 			return got, nil
 		}
