@@ -40,6 +40,12 @@ layers:
   - {kind: linear, name: fc, out: 10}
 YAML
 netfile=(--model-file "$dir/bn.yaml" --data synthetic-images --shape 1x28x28 --classes 10 --samples 512 --batch 32 --kernels dml)
+# The transformer and the seeds' networks (issue 33): layer norm, attention,
+# GELU, embeddings; AlexNet's local response norm and dropout. The text is
+# this script's own bytes: the same file for both binaries.
+cat "${BASH_SOURCE[0]}" >"$dir/text.txt"
+gpt=(--model gpt --layers 2 --heads 2 --embed 32 --seq-len 32 --data text --train "$dir/text.txt" --batch 8 --optimizer adamw --lr 0.001 --kernels dml)
+alexnet=(--model alexnet --data synthetic-images --shape 3x32x32 --classes 10 --samples 64 --batch 8 --kernels dml)
 
 # name | ranks | flags
 cases=(
@@ -63,6 +69,8 @@ cases=(
 	"lenet5-2-localsgd|2|--epochs 1 --max-steps 8 --local-steps 4 ${lenet[*]}"
 	"netfile-bn-2-bf16-compress|2|--epochs 1 --compress bf16 ${netfile[*]}"
 	"lenet5-ps-2servers|4|--epochs 1 --max-steps 8 --sync ps --servers 2 --consistency bsp ${lenet[*]}"
+	"gpt-2|2|--epochs 1 --max-steps 6 ${gpt[*]}"
+	"alexnet-2|2|--epochs 1 --max-steps 3 ${alexnet[*]}"
 )
 for c in "${cases[@]}"; do
 	IFS='|' read -r name np flags <<<"$c"

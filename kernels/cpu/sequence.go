@@ -190,21 +190,69 @@ func (be *Backend) AttentionGrad(dqkv, dy, qkv, probs kernels.Buffer, batch, seq
 		for h := range heads {
 			p := pd[(b*heads+h)*seq*seq : (b*heads+h+1)*seq*seq]
 			be.blas.Sgemm(blas.NoTrans, blas.Trans, seq, seq, d, 1, dyd[y0+h*d:], width, qd[q0+2*width+h*d:], ld, 0, ds, seq)
-			for i := range seq {
-				pr, dr := p[i*seq:i*seq+i+1], ds[i*seq:(i+1)*seq]
-				var dot float64
-				for j, v := range pr {
-					dot += float64(v) * float64(dr[j])
-				}
-				for j, v := range pr {
-					dr[j] = float32(float64(v) * (float64(dr[j]) - dot))
-				}
-				clear(dr[i+1:])
-			}
+			softmaxGradCausalRows(ds, p, seq)
 			be.blas.Sgemm(blas.NoTrans, blas.NoTrans, seq, d, seq, scale, ds, seq, qd[q0+width+h*d:], ld, 0, dq[q0+h*d:], ld)
 			be.blas.Sgemm(blas.Trans, blas.NoTrans, seq, d, seq, scale, ds, seq, qd[q0+h*d:], ld, 0, dq[q0+width+h*d:], ld)
 			be.blas.Sgemm(blas.Trans, blas.NoTrans, seq, d, seq, 1, p, seq, dyd[y0+h*d:], width, 0, dq[q0+2*width+h*d:], ld)
 		}
 	}
 	return nil
+}
+
+// softmaxGradCausalRows turns ds, the gradient of a causal softmax's
+// output p (seq × seq, row i reaching column i), into that of its input:
+// ds_ij = p_ij·(ds_ij − Σ_k p_ik·ds_ik), zero above the diagonal. Each
+// row's sum runs over its columns in order, in float64; rows are taken
+// four at a time, one chain of additions each, so that the chains overlap
+// instead of each waiting on the adder (the bits of one row at a time:
+// TestSoftmaxGradCausalRows).
+func softmaxGradCausalRows(ds, p []float32, seq int) {
+	i := 0
+	for ; i+4 <= seq; i += 4 {
+		dots := causalDots4(ds, p, seq, i)
+		for k := range 4 {
+			softmaxGradRow(ds[(i+k)*seq:(i+k+1)*seq], p[(i+k)*seq:(i+k)*seq+i+k+1], dots[k])
+		}
+	}
+	for ; i < seq; i++ {
+		pr, dr := p[i*seq:i*seq+i+1], ds[i*seq:(i+1)*seq]
+		var dot float64
+		for j, v := range pr {
+			dot += float64(v) * float64(dr[j])
+		}
+		softmaxGradRow(dr, pr, dot)
+	}
+}
+
+// causalDots4 returns Σ_j p_rj·ds_rj over j ≤ r for the four rows
+// r = i … i+3, each in column order.
+func causalDots4(ds, p []float32, seq, i int) [4]float64 {
+	p0, p1, p2, p3 := p[i*seq:i*seq+i+1], p[(i+1)*seq:(i+1)*seq+i+1], p[(i+2)*seq:(i+2)*seq+i+1], p[(i+3)*seq:(i+3)*seq+i+1]
+	d0, d1, d2, d3 := ds[i*seq:i*seq+i+1], ds[(i+1)*seq:(i+1)*seq+i+1], ds[(i+2)*seq:(i+2)*seq+i+1], ds[(i+3)*seq:(i+3)*seq+i+1]
+	p1, p2, p3, d0, d1, d2, d3 = p1[:len(p0)], p2[:len(p0)], p3[:len(p0)], d0[:len(p0)], d1[:len(p0)], d2[:len(p0)], d3[:len(p0)]
+	var s0, s1, s2, s3 float64
+	for j, v := range p0 { // the columns all four rows reach
+		s0 += float64(v) * float64(d0[j])
+		s1 += float64(p1[j]) * float64(d1[j])
+		s2 += float64(p2[j]) * float64(d2[j])
+		s3 += float64(p3[j]) * float64(d3[j])
+	}
+	dots := [4]float64{s0, s1, s2, s3}
+	for k := 1; k < 4; k++ { // the columns past row i's reach, in order
+		r := i + k
+		for j := i + 1; j <= r; j++ {
+			dots[k] += float64(p[r*seq+j]) * float64(ds[r*seq+j])
+		}
+	}
+	return dots
+}
+
+// softmaxGradRow writes row dr's input gradient from its dot product
+// with its probabilities pr, and zeros past pr's reach.
+func softmaxGradRow(dr, pr []float32, dot float64) {
+	dr2 := dr[:len(pr)]
+	for j, v := range pr {
+		dr2[j] = float32(float64(v) * (float64(dr2[j]) - dot))
+	}
+	clear(dr[len(pr):])
 }
