@@ -144,11 +144,8 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 		e.net, e.netSet = k, err == nil && k.IsPreset()
 		return err
 	})
-	fs.Func("model-file", "the network (a model file, as dml train's --model-file) the weights are of", func(path string) (err error) {
-		e.netLayers, err = readNetFile(path)
-		e.net, e.netSet = trainer.NetFile, err == nil
-		return err
-	})
+	fs.Var(&netFileFlag{set: func(layers []model.LayerSpec) { e.netLayers, e.net, e.netSet = layers, trainer.NetFile, true }},
+		"model-file", "the network (a model file, as dml train's --model-file) the weights are of")
 	fs.IntVar(&e.batch, "batch", 1000, "evaluation batch size")
 	fs.Uint64Var(&e.seed, "seed", trainer.DefaultConfig().Seed, "seed of the synthetic data (as given to train)")
 	registerData(fs, &e.dc)
@@ -166,6 +163,10 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 		return nil, usageErr("eval: %s", flagError(err))
 	}
 	if err := e.cf.check(); err != nil {
+		return nil, err
+	}
+	inputs := append(dataInputs(e.dc), namedPath{"--weights", e.weights}, namedPath{"--model-file", modelFilePath(fs)})
+	if err := checkOverwrites("eval", []namedPath{{"--timeline", e.cf.timeline}}, inputs); err != nil {
 		return nil, err
 	}
 	return e, nil

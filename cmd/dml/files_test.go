@@ -202,3 +202,73 @@ func TestClassLabelsBelongToTheModel(t *testing.T) {
 		t.Errorf("--classes 4 on 3-class data: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestOutputsOverwriteNothing: an output that names an input (the training
+// text, the test file, the model file, the weights evaluated, a dataset
+// file, by its path or through a link) or another output is refused with
+// exit 2 before any work, and every file is left as it was (the bug: the
+// training text replaced by the metrics, the weights by the timeline).
+func TestOutputsOverwriteNothing(t *testing.T) {
+	dir := t.TempDir()
+	at := func(name string) string { return filepath.Join(dir, name) }
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog; ", 200)
+	for _, f := range []string{"train.txt", "test.txt"} {
+		if err := os.WriteFile(at(f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(at("net.yaml"), []byte("layers:\n  - {kind: embedding, name: wte, rows: 256, out: 8}\n  - {kind: linear, name: head, out: 256}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(at("test.txt"), at("link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	gpt := []string{"--model", "gpt", "--layers", "1", "--heads", "2", "--embed", "8", "--seq-len", "8", "--data", "text",
+		"--train", at("train.txt"), "--test", at("test.txt"), "--epochs", "1", "--max-steps", "1"}
+	netf := []string{"--model-file", at("net.yaml"), "--seq-len", "8", "--data", "text", "--train", at("train.txt"), "--epochs", "1", "--max-steps", "1"}
+	if r := dml(t, 0, append([]string{"train", "--save", at("w.npz")}, gpt...)...); r.code != 0 {
+		t.Fatalf("training the weights: exit %d: %s", r.code, r.stderr)
+	}
+	fashion := filepath.Join(dir, "fmnist")
+	os.Mkdir(fashion, 0o755)
+	if err := os.WriteFile(filepath.Join(fashion, "train-images-idx3-ubyte.gz"), []byte("images"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"train", "--metrics", at("train.txt")}, gpt...), "--metrics " + at("train.txt") + " is also the --train file"},
+		{append([]string{"train", "--save", at("link.txt")}, gpt...), "is also the --test file"},
+		{append([]string{"train", "--timeline", at("test.txt")}, gpt...), "is also the --test file"},
+		{append([]string{"train", "--save", at("x.npz"), "--timeline", dir + "/./x.npz"}, gpt...), "--save and --timeline both name"},
+		{append([]string{"train", "--save", at("m.json"), "--metrics", at("m.json")}, gpt...), "--save and --metrics both name"},
+		{append([]string{"train", "--metrics", at("net.yaml")}, netf...), "is also the --model-file file"},
+		{[]string{"eval", "--model", "gpt", "--heads", "2", "--data", "text", "--train", at("train.txt"), "--test", at("test.txt"), "--weights", at("w.npz"), "--timeline", at("w.npz")}, "--timeline " + at("w.npz") + " is also the --weights file"},
+		{[]string{"train", "--data", "fashion-mnist", "--data-dir", fashion, "--save", filepath.Join(fashion, "train-images-idx3-ubyte.gz")}, "is also one of the dataset's files in --data-dir"},
+	}
+	sums := map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	files = append(files, filepath.Join(fashion, "train-images-idx3-ubyte.gz"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			sums[f] = string(b)
+		}
+	}
+	for _, tc := range cases {
+		r := dml(t, 0, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	for f, before := range sums {
+		if b, err := os.ReadFile(f); err != nil || string(b) != before {
+			t.Errorf("%s changed (%v)", f, err)
+		}
+	}
+	for _, f := range []string{"x.npz", "m.json"} {
+		if _, err := os.Stat(at(f)); err == nil {
+			t.Errorf("%s was written", f)
+		}
+	}
+}

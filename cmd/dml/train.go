@@ -76,6 +76,13 @@ func cmdTrain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	inputs := append(dataInputs(cfg.Data), namedPath{"--model-file", modelFilePath(fs)})
+	if ck != nil {
+		inputs = append(inputs, namedPath{"--resume", ck.ResumeFile})
+	}
+	if err := checkOverwrites("train", []namedPath{{"--save", cfg.Save}, {"--metrics", cfg.Metrics}, {"--timeline", cf.timeline}}, inputs); err != nil {
+		return err
+	}
 	return withWorldBegun(cf.timeout, cf.begin, func(c collectives.Comm) (err error) {
 		if err := cfg.ValidateWorld(c.Size()); err != nil {
 			return usageErr("%s", flagError(err))

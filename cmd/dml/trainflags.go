@@ -391,14 +391,8 @@ func resolveOverlap(overlap *overlapFlag, cfg *trainer.Config, cf *commonFlags) 
 func registerTrainFlags(fs *flag.FlagSet, cfg *trainer.Config) *overlapFlag {
 	overlap := &overlapFlag{v: &cfg.Overlap, mode: "auto"}
 	fs.Var(&cfg.Model, "model", "model: mlp, softmax (multinomial regression), logreg (binary), sparse-logreg (with --sync ps), lenet5 (a convolutional network on images: Fashion-MNIST, IDX), resnet20 (ResNet-20 with batch norm, for CIFAR-10's 3×32×32), vgg16 (VGG-16 with batch norm and dropout, torchvision's vgg16_bn keys), resnet50 (ResNet-50's bottleneck blocks: torchvision's resnet50, with CIFAR's stem below 64×64), alexnet (AlexNet with local response normalisation and dropout, for 3×32×32), gpt (nanoGPT's GPT on --data text: --layers, --heads, --embed, --seq-len; nanoGPT's state_dict keys, its head tied to the token embedding), or file (the network --model-file describes)")
-	fs.Func("model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file", func(path string) error {
-		layers, err := readNetFile(path)
-		if err != nil {
-			return err
-		}
-		cfg.Model, cfg.Net = trainer.NetFile, layers
-		return nil
-	})
+	fs.Var(&netFileFlag{set: func(layers []model.LayerSpec) { cfg.Model, cfg.Net = trainer.NetFile, layers }},
+		"model-file", "a network in YAML (layers: - {kind: conv, name: conv1, out: 6, kernel: 5, pad: 2} …; see docs/usage.md); sets --model file")
 	fs.Var(intList{&cfg.Hidden}, "hidden", "mlp hidden layer sizes, comma-separated")
 	fs.IntVar(&cfg.GPT.Layers, "layers", 0, fmt.Sprintf("gpt: transformer blocks (default %d)", trainer.DefaultGPT.Layers))
 	fs.IntVar(&cfg.GPT.Heads, "heads", 0, fmt.Sprintf("gpt: attention heads per block, dividing --embed (default %d)", trainer.DefaultGPT.Heads))
@@ -742,6 +736,40 @@ func flagErrorWrap(err error) error {
 		return usageErr("%s", flagError(err))
 	}
 	return err
+}
+
+// netFileFlag is --model-file: it reads the network (readNetFile), hands
+// it to set, and keeps the path (checkOverwrites).
+type netFileFlag struct {
+	set  func([]model.LayerSpec)
+	path string
+}
+
+func (f *netFileFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.path
+}
+
+func (f *netFileFlag) Set(path string) error {
+	layers, err := readNetFile(path)
+	if err != nil {
+		return err
+	}
+	f.set(layers)
+	f.path = path
+	return nil
+}
+
+// modelFilePath is the --model-file fs was given ("" if none).
+func modelFilePath(fs *flag.FlagSet) string {
+	if f := fs.Lookup("model-file"); f != nil {
+		if v, ok := f.Value.(*netFileFlag); ok {
+			return v.path
+		}
+	}
+	return ""
 }
 
 // readNetFile reads a model file's layers (a regular file of at most

@@ -29,6 +29,13 @@ var FashionMNISTClassNames = [FashionMNISTClasses]string{
 // fashionInstallHint ends the error for a missing Fashion-MNIST file.
 const fashionInstallHint = "install it with `make deps` (Debian package dataset-fashion-mnist) or point Config.Data.Dir at its folder"
 
+// FashionMNISTFiles are Fashion-MNIST's four files, each read with a .gz
+// suffix or without one.
+var FashionMNISTFiles = []string{
+	"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+	"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+}
+
 // LoadFashionMNIST reads Fashion-MNIST from dir (DefaultFashionMNISTDir when
 // dir is ""): the training set from train-images-idx3-ubyte and
 // train-labels-idx1-ubyte, the test set from t10k-images-idx3-ubyte and
@@ -44,10 +51,7 @@ func LoadFashionMNIST(dir string) (train, test *Dense, err error) {
 		dir = DefaultFashionMNISTDir
 	}
 	paths := make(map[string]string)
-	for _, base := range []string{
-		"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-		"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
-	} {
+	for _, base := range FashionMNISTFiles {
 		p, err := findDataFile(dir, base)
 		if err != nil {
 			return nil, nil, err
