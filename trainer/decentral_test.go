@@ -11,6 +11,7 @@ import (
 
 	"github.com/dml-project/dml/trainer/decentral"
 	"github.com/dml-project/dml/trainer/gossip"
+	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
 // withGossipTest sets the test hooks for one test: rank r starts from
@@ -286,5 +287,33 @@ func TestDecentralizedUsageErrors(t *testing.T) {
 	}
 	if err := gossipCfg(SyncDPSGD, gossip.Ring).ValidateWorld(1); err != nil {
 		t.Errorf("dpsgd on 1 rank: %v", err)
+	}
+}
+
+// TestADPSGDMaxStepsExact: under adpsgd --max-steps is the ranks' total
+// exactly, on 2–5 ranks and across an epoch boundary (the bug: rank 0's
+// cap overshot by the steps run while reports travelled, 9 steps for a
+// cap of 1), and 0 steps saves the initial weights, as under allreduce.
+func TestADPSGDMaxStepsExact(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		for _, steps := range []int{0, 1, 7, 61} {
+			t.Run(fmt.Sprintf("%d ranks/%d steps", n, steps), func(t *testing.T) {
+				cfg := gossipCfg(SyncADPSGD, gossip.Exp)
+				cfg.Epochs, cfg.MaxSteps = 3, steps
+				res := mustRun(t, n, cfg)
+				for r, got := range res {
+					if got.Steps != steps {
+						t.Fatalf("rank %d: %d steps, want exactly %d", r, got.Steps, steps)
+					}
+				}
+				if steps == 0 { // the consensus of n equal models: their float32 mean
+					ref := cfg
+					ref.Sync = SyncAllreduce
+					if d := numtest.MaxRelDiff(res[0].Params, mustRun(t, 1, ref)[0].Params); d > 1e-6 {
+						t.Fatalf("0 steps: the weights are %g from the initial ones", d)
+					}
+				}
+			})
+		}
 	}
 }

@@ -252,6 +252,9 @@ func (e *evalJob) evaluateDense(c collectives.Comm) (trainer.EvalResult, error) 
 	if err == nil {
 		fp, err = trainer.SourceFingerprint(test)
 	}
+	if err == nil && !e.netSet && data.SampleShape(test).T > 0 {
+		err = usageErr("eval: %s holds an MLP's weights (layers %v); a token sequence (--data text) is evaluated with the network it was trained as: --model gpt or --model-file", e.weights, e.arch.Sizes)
+	}
 	if err == nil && e.netSet {
 		e.arch, e.params, err = netWeights(e.net, e.netLayers, e.arrays, data.SampleShape(test))
 		if err == nil {

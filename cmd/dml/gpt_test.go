@@ -88,11 +88,21 @@ func TestGPTRefuses(t *testing.T) {
 		{append(gpt, "--train", ok, "--seq-len", "100000"), "--seq-len 100000 must be in 1..16384"},
 		{[]string{"train", "--model", "gpt", "--data", "synthetic"}, "gpt trains on a token sequence"},
 		{[]string{"train", "--model", "mlp", "--data", "text", "--train", ok}, "on a token sequence"},
-		{[]string{"train", "--model", "lenet5", "--data", "text", "--train", ok}, "gets a sequence of 128 positions"},
+		{[]string{"train", "--model", "lenet5", "--data", "text", "--train", ok}, "starts with an embedding"},
 		// Attention's batch × heads × seq² among the rest: 64 × 4 × 16384²
 		// floats per block (over a TB in all), named before anything is
 		// allocated.
 		{[]string{"train", "--model", "gpt", "--data", "text", "--train", big, "--seq-len", "16384", "--batch", "64"}, "lower --batch or --seq-len"},
+		// Sizes from the flags alone, before a block is laid out (a
+		// million blocks took gigabytes and a minute to lay out first).
+		{append(gpt, "--train", ok, "--layers", "2000000000000"), "more than 2^40: lower --layers or --embed"},
+		{append(gpt, "--train", ok, "--layers", "1000000"), "gpt of 1000000 blocks 16 wide"},
+		{[]string{"train", "--model", "gpt", "--data", "text", "--train", ok, "--embed", "65536", "--heads", "1", "--layers", "1"}, "lower --layers or --embed"},
+		// Tokens are ids: a network that reads them as values, or an
+		// embedding with fewer rows than the ids, is refused up front.
+		{[]string{"train", "--data", "text", "--train", ok, "--seq-len", "16", "--model-file", netFile(t, dir, "lin.yaml", "{kind: linear, name: head, out: 256}")}, "starts with an embedding"},
+		{[]string{"train", "--data", "text", "--train", ok, "--seq-len", "16", "--model-file", netFile(t, dir, "few.yaml", "{kind: embedding, name: wte, rows: 100, out: 8}", "{kind: linear, name: head, out: 256}")}, "rows 100, fewer than the 256 token ids"},
+		{[]string{"eval", "--data", "text", "--train", ok, "--seq-len", "16", "--weights", mlpWeights(t, dir)}, "holds an MLP's weights"},
 	} {
 		r := dml(t, 0, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
@@ -126,4 +136,25 @@ func TestGPTOneStepEqualPyTorch(t *testing.T) {
 		t.Fatalf("one_step.py: %v: %s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// netFile writes a model file of the given layers into dir.
+func netFile(t *testing.T, dir, name string, layers ...string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("layers:\n  - "+strings.Join(layers, "\n  - ")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mlpWeights saves an MLP's weights of 17 inputs (a window of 16 tokens
+// and its target, if read as values) into dir.
+func mlpWeights(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "mlp17.npz")
+	if r := dml(t, 0, "train", "--data", "synthetic", "--features", "17", "--samples", "100", "--hidden", "4", "--epochs", "1", "--save", p); r.code != 0 {
+		t.Fatalf("saving an MLP: exit %d: %s", r.code, r.stderr)
+	}
+	return p
 }

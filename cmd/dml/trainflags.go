@@ -363,7 +363,14 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 	// A network that cannot take the data is refused before any data is
 	// read, where the data's shape is known without reading it.
 	if shape, classes, ok := knownShape(cfg.Data); ok && cfg.Model.IsNetwork() {
-		if _, err := trainer.BuildArch(*cfg, shape, classes); err != nil {
+		c := *cfg
+		if c.Model == trainer.GPT {
+			// Its blocks are alike: two show what all would take (and a
+			// million would take gigabytes to lay out before the memory
+			// check, which comes with the ranks).
+			c.GPT.Layers = min(c.GPT.OrDefaults().Layers, 2)
+		}
+		if _, err := trainer.BuildArch(c, shape, classes); err != nil {
 			return usageErr("%s: %s", cmd, flagError(err))
 		}
 	}

@@ -245,12 +245,14 @@ func (c Config) validateModel() error {
 		}
 	case Softmax, Logreg:
 	case GPT:
-		g := c.GPT.orDefaults()
+		g := c.GPT.OrDefaults()
 		switch {
 		case c.GPT.Layers < 0 || c.GPT.Heads < 0 || c.GPT.Embed < 0:
 			return Bad("GPT.Layers", "layers %d, heads %d and embed %d must be positive (0: the defaults)", c.GPT.Layers, c.GPT.Heads, c.GPT.Embed)
 		case g.Embed%g.Heads != 0:
 			return Bad("GPT.Heads", "%d does not divide the width %d: embed must be a multiple of heads", g.Heads, g.Embed)
+		case g.Params(c.Data.EffectiveSeqLen()) > model.MaxParams:
+			return Bad("GPT.Layers", "%d with Config.GPT.Embed %d makes %.3g parameters, more than 2^40: lower Config.GPT.Layers or Config.GPT.Embed", g.Layers, g.Embed, g.Params(c.Data.EffectiveSeqLen()))
 		case c.Data.Name != "text":
 			return Bad("Model", "gpt trains on a token sequence: --data text --train FILE")
 		}

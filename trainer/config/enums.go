@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -100,8 +101,17 @@ type GPTShape struct {
 // blocks of 4 heads, 128 wide; about 0.85M parameters at 128 tokens).
 var DefaultGPT = GPTShape{Layers: 4, Heads: 4, Embed: 128}
 
-// orDefaults is g with DefaultGPT's values where g has 0.
-func (g GPTShape) orDefaults() GPTShape {
+// OrDefaults is g with DefaultGPT's values where g has 0.
+// Params is the gpt's parameter count on seqLen tokens of text's
+// vocabulary, in float64 (it may be too large for an int): the
+// embeddings, 12E² + 13E per block, the final layer norm.
+func (g GPTShape) Params(seqLen int) float64 {
+	g = g.OrDefaults()
+	e, l := float64(g.Embed), float64(g.Layers)
+	return float64(data.TextVocab+seqLen)*e + l*(12*e*e+13*e) + 2*e
+}
+
+func (g GPTShape) OrDefaults() GPTShape {
 	if g.Layers == 0 {
 		g.Layers = DefaultGPT.Layers
 	}
@@ -127,7 +137,7 @@ var netPresets = map[ModelKind]struct {
 	ResNet50: {func(_ GPTShape, c int, in model.Shape) []model.LayerSpec { return model.ResNet50(c, in) }, "images such as CIFAR-10's 3×32×32 or ImageNet's 3×224×224"},
 	AlexNet:  {func(_ GPTShape, c int, _ model.Shape) []model.LayerSpec { return model.AlexNet(c) }, "images such as CIFAR-10's 3×32×32 (three 3×3 stride-2 pools: at least 15×15)"},
 	GPT: {func(g GPTShape, c int, in model.Shape) []model.LayerSpec {
-		g = g.orDefaults()
+		g = g.OrDefaults()
 		return model.GPT(model.GPTConfig{Layers: g.Layers, Heads: g.Heads, Embed: g.Embed, SeqLen: in.T}, c)
 	}, "a byte-level text: --data text --train FILE"},
 }

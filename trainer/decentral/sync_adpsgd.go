@@ -77,6 +77,14 @@ type adpsgdStrategy struct {
 	nbrs    []int
 	rng     *rand.Rand
 	step    int // steps run by this rank
+	// quota is this rank's share of --max-steps (what is left of it after
+	// a resume), < 0 without a cap; quotaPaused says an active rank at it
+	// told its partners so in this epoch (quota.go).
+	quota       int
+	quotaPaused bool
+	// nbrsPaused: on a passive rank, every active neighbour has paused
+	// (at its quota, or for a point): none will average with it.
+	nbrsPaused atomic.Bool
 
 	// active ranks
 	peer    int
@@ -192,6 +200,7 @@ func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *dat
 	s := &adpsgdStrategy{LocalModel: l, graph: g, active: g.Active(r), nbrs: g.Adj[r],
 		rng: rand.New(rand.NewPCG(j.Cfg.Seed, uint64(r)+0x9E3779B97F4A7C15)), averaged: make(chan struct{}, 1),
 		clock: gossip.NewEpochClock(j.Sched.N, j.Cfg.Epochs, j.Cfg.MaxSteps)}
+	done := 0
 	if r := j.Resume; r != nil {
 		// From a synchronisation point's checkpoint: the epochs before it
 		// are done, and its steps (every rank's) count towards
@@ -200,7 +209,9 @@ func newADPSGD(j *engine.Job, m *model.Model, params []float32, train, test *dat
 		if j.Comm.Rank() == 0 {
 			s.resumed = r.Steps
 		}
+		done = r.Steps
 	}
+	s.quota = stepQuota(j.Cfg.MaxSteps, done, j.Comm.Rank(), j.Comm.Size())
 	s.theirs = make([]float32, len(params))
 	s.overlap, s.avgDone, s.avgTr = j.Cfg.Overlap, make(chan error, 1), j.Trace
 	if s.overlap {
@@ -344,6 +355,7 @@ func (s *adpsgdStrategy) Stepped(samples float64) {
 // ResumeAfter lets a passive rank's server go on answering (or, after the
 // final point, end).
 func (s *adpsgdStrategy) ResumeAfter(pt *gossip.Point) {
+	s.quotaPaused = false
 	if s.srv != nil {
 		s.srv.resume(pt.Final)
 	}
@@ -360,18 +372,44 @@ func (s *adpsgdStrategy) TotalSteps(int) (int, error) {
 }
 
 // SyncPoint is what a rank does between two steps: report its progress
-// and learn whether rank 0 called a synchronisation point (nil: go on).
+// and learn whether rank 0 called a synchronisation point (nil: go on). A
+// rank that has run its share of --max-steps waits here for the point.
 func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
-	c := s.Job.Comm
 	if !s.active {
 		return s.passiveBoundary()
 	}
+	if err := s.pauseAtQuota(); err != nil {
+		return nil, err
+	}
 	var pt *gossip.Point
-	if c.Rank() == 0 {
-		// Take every report that has arrived, then decide.
+	var err error
+	if s.Job.Comm.Rank() == 0 {
+		pt, err = s.callPoint()
+	} else {
+		pt, err = s.awaitPoint()
+	}
+	if err != nil || pt == nil || s.quotaPaused {
+		return pt, err
+	}
+	// No averaging of ours is in flight between steps: tell our partners,
+	// so that they stop answering once all have said so (a rank at its
+	// quota has told them already).
+	return pt, s.pausePartners(pt.Epoch)
+}
+
+// callPoint is rank 0's side of SyncPoint: take every progress report
+// that has arrived, then call the point that is due, if any, at every
+// rank. At its quota it waits for reports until one is due.
+func (s *adpsgdStrategy) callPoint() (*gossip.Point, error) {
+	c := s.Job.Comm
+	wait := time.Duration(0)
+	for {
 		for {
-			msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, 0)
+			msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, wait)
 			if errors.Is(err, collectives.ErrTimeout) {
+				if wait > 0 {
+					return nil, s.quotaTimeout("no rank reported progress")
+				}
 				break
 			}
 			if err != nil {
@@ -382,9 +420,15 @@ func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
 				return nil, fmt.Errorf("adpsgd: rank 0 got kind %d from rank %d, want a progress report: %v", kind, src, err)
 			}
 			s.clock.Report(a, b)
+			wait = 0 // then whatever else has arrived
 		}
 		s.clock.Report(s.steps.Swap(0), s.samples.Swap(0))
-		if pt = s.clock.Due(); pt != nil {
+		pt := s.clock.Due()
+		if pt == nil && s.atQuota() {
+			wait = s.timeout()
+			continue
+		}
+		if pt != nil {
 			var hdr [ctlLen]byte
 			fin := int64(0)
 			if pt.Final {
@@ -396,37 +440,52 @@ func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
 				}
 			}
 		}
-	} else {
-		var hdr [ctlLen]byte
-		if n := s.steps.Swap(0); n > 0 {
-			if err := c.SendBytes(putCtl(hdr[:], msgProgress, n, s.samples.Swap(0), int64(s.step)), 0, tagGossipCtl); err != nil {
-				return nil, fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
-			}
-		}
-		msg, _, _, err := c.RecvBytesWithin(0, tagGossipCtl, 0)
-		if errors.Is(err, collectives.ErrTimeout) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		kind, a, b, err := getCtl(msg)
-		if err != nil || kind != msgSync {
-			return nil, fmt.Errorf("adpsgd: rank %d got kind %d from rank 0, want a synchronisation point: %v", c.Rank(), kind, err)
-		}
-		pt = &gossip.Point{Epoch: int(a), Final: b != 0}
+		return pt, nil
 	}
-	if pt != nil {
-		// No averaging of ours is in flight between steps: tell our
-		// partners, so that they stop answering once all have said so.
-		var hdr [ctlLen]byte
-		for _, p := range s.nbrs {
-			if err := c.SendBytes(putCtl(hdr[:], msgPause, int64(pt.Epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
-				return nil, fmt.Errorf("adpsgd: pausing passive rank %d: %w", p, err)
-			}
+}
+
+// awaitPoint is an active rank's side of SyncPoint (not rank 0's): report
+// its steps, and take the point rank 0 called, if any (at its quota, wait
+// for it).
+func (s *adpsgdStrategy) awaitPoint() (*gossip.Point, error) {
+	c := s.Job.Comm
+	var hdr [ctlLen]byte
+	if n := s.steps.Swap(0); n > 0 {
+		if err := c.SendBytes(putCtl(hdr[:], msgProgress, n, s.samples.Swap(0), int64(s.step)), 0, tagGossipCtl); err != nil {
+			return nil, fmt.Errorf("adpsgd: reporting progress to rank 0: %w", err)
 		}
 	}
-	return pt, nil
+	wait := time.Duration(0)
+	if s.atQuota() {
+		wait = s.timeout()
+	}
+	msg, _, _, err := c.RecvBytesWithin(0, tagGossipCtl, wait)
+	if errors.Is(err, collectives.ErrTimeout) {
+		if wait > 0 {
+			return nil, s.quotaTimeout("rank 0 called no synchronisation point")
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	kind, a, b, err := getCtl(msg)
+	if err != nil || kind != msgSync {
+		return nil, fmt.Errorf("adpsgd: rank %d got kind %d from rank 0, want a synchronisation point: %v", c.Rank(), kind, err)
+	}
+	return &gossip.Point{Epoch: int(a), Final: b != 0}, nil
+}
+
+// pausePartners tells this active rank's passive partners that it will
+// not average with them until the ranks resume.
+func (s *adpsgdStrategy) pausePartners(epoch int) error {
+	var hdr [ctlLen]byte
+	for _, p := range s.nbrs {
+		if err := s.Job.Comm.SendBytes(putCtl(hdr[:], msgPause, int64(epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
+			return fmt.Errorf("adpsgd: pausing passive rank %d: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // passiveBoundary is boundary on a passive rank, whose server reports the
@@ -441,7 +500,17 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 		}
 		return err
 	}
-	if s.lag.Load() < maxLag {
+	if s.atQuota() {
+		select {
+		case err := <-s.srvErr:
+			return nil, stopped(err)
+		case pt := <-s.srv.ready:
+			return pt, nil
+		case <-time.After(s.timeout()):
+			return nil, s.quotaTimeout("no synchronisation point came")
+		}
+	}
+	if s.lag.Load() < maxLag || s.nbrsPaused.Load() {
 		select {
 		case err := <-s.srvErr:
 			return nil, stopped(err)
@@ -458,7 +527,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 	sp := s.Job.Trace.Begin("wait-average").Cat(trace.Wait)
 	defer sp.End()
 	until := time.After(timeout)
-	for s.lag.Load() >= maxLag {
+	for s.lag.Load() >= maxLag && !s.nbrsPaused.Load() {
 		select {
 		case err := <-s.srvErr:
 			return nil, stopped(err)
@@ -566,6 +635,7 @@ func (p *passiveServer) run() error {
 				return nil
 			}
 			ctl.Resumed(time.Now())
+			s.nbrsPaused.Store(false)
 			continue
 		}
 		msg, src, _, err := c.RecvBytesWithin(collectives.AnySource, tagGossipCtl, pollEvery)
@@ -585,6 +655,12 @@ func (p *passiveServer) run() error {
 		answer, err := ctl.Message(time.Now(), src, kind, a, b)
 		if err != nil {
 			return err
+		}
+		if ctl.AllPaused() && !s.nbrsPaused.Swap(true) {
+			select { // wake a rank waiting for an averaging (passiveBoundary)
+			case s.averaged <- struct{}{}:
+			default:
+			}
 		}
 		if answer {
 			if err := p.answer(src); err != nil {

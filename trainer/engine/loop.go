@@ -178,9 +178,10 @@ type pacedSteps struct {
 // next returns the next step's samples, or the point that comes first.
 // After a point, a step comes before the next question (as in the loop
 // AD-PSGD had: asked at once, rank 0 could call point after point on the
-// others' progress and never step itself, TestDecentralizedLearns).
+// others' progress and never step itself, TestDecentralizedLearns),
+// unless the rank has spent its steps.
 func (ps *pacedSteps) next() ([]int, *syncPoint, error) {
-	if !ps.justSynced {
+	if !ps.justSynced || ps.p.Spent() {
 		pt, err := ps.p.SyncPoint()
 		if err != nil || pt != nil {
 			ps.justSynced = pt != nil

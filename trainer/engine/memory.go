@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/optim"
@@ -59,11 +60,68 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 			what += fmt.Sprintf(" and a model of %d parameters", arch.NumParams())
 		}
 		return t.refuse(what, need, "lower Config.Batch (a network's activations grow with it), Config.Data.Samples or the image shape (Config.Data.Shape)")
+	case "text":
+		if cfg.Model == GPT {
+			return t.checkGPTMemory(cfg)
+		}
 	case "synthetic-sparse":
 		need := 2 * rows * (8*float64(d.NNZ) + 12)
 		return t.refuse(fmt.Sprintf("synthetic-sparse data of %d samples × %d nonzeros", d.Samples, d.NNZ), need, "lower Config.Data.Samples or Config.Data.NNZ")
 	}
 	return nil
+}
+
+// checkGPTMemory refuses a gpt too large for this rank's memory before
+// its network is built (a million blocks would take gigabytes to lay out
+// before the check after the data are read could refuse them): its need
+// is modelNeed's, exactly, taken from the networks of one and two blocks
+// (each block adds the same), on the windows the text files hold.
+func (t *Trainer) checkGPTMemory(cfg Config) error {
+	g := cfg.GPT.OrDefaults()
+	windows := func(path string) int {
+		if fi, err := os.Stat(path); err == nil {
+			return int(fi.Size() / int64(cfg.Data.EffectiveSeqLen()+1))
+		}
+		return 0
+	}
+	nTrain, nTest := windows(cfg.Data.Train), windows(cfg.Data.Test)
+	if cfg.Data.Test == "" {
+		nTrain, nTest = nTrain-nTrain/10, max(1, nTrain/10)
+	}
+	need := func(layers int) (float64, model.Arch, error) {
+		c := cfg
+		c.GPT.Layers = layers
+		a, err := BuildArch(c, cfg.Data.TextShape(), data.TextVocab)
+		if err != nil {
+			return 0, a, err
+		}
+		n, _ := t.modelNeed(c, a, nTrain, nTest)
+		return n, a, nil
+	}
+	one, a1, err := need(1)
+	if err != nil {
+		return nil // the check after the data are read says why
+	}
+	two, a2, err := need(2)
+	if err != nil {
+		return nil
+	}
+	total := one + float64(g.Layers-1)*(two-one)
+	params := g.Params(cfg.Data.EffectiveSeqLen())
+	what := fmt.Sprintf("gpt of %d blocks %d wide (%.3g parameters) on %d tokens per sample", g.Layers, g.Embed, params, cfg.Data.EffectiveSeqLen())
+	return t.refuse(what, total, sequenceHint(float64(a2.NumParams()-a1.NumParams()), two-one))
+}
+
+// sequenceHint is the fix for a sequence network that does not fit, given
+// the parameters of (a part of) it and the bytes that part needs: fewer
+// or narrower blocks where the weights and their copies (up to five, 4
+// bytes each) take half of it or more, a smaller batch or shorter
+// sequences where the activations do.
+func sequenceHint(params, need float64) string {
+	if 4*5*params >= need/2 {
+		return "lower Config.GPT.Layers or Config.GPT.Embed, or run fewer ranks per node"
+	}
+	return "lower Config.Batch or Config.Data.SeqLen, or run fewer ranks per node"
 }
 
 // modelBytes is a lower bound of the host memory a rank allocates for a
@@ -125,7 +183,7 @@ func (t *Trainer) checkModelMemory(cfg Config, train, test data.DenseSource) err
 	hint := "shrink Config.Hidden or Config.Batch, or run fewer ranks per node"
 	switch {
 	case arch.Loss == model.TokenCE: // attention keeps batch × heads × seq² per block
-		hint = "lower Config.Batch or Config.Data.SeqLen, or run fewer ranks per node"
+		hint = sequenceHint(float64(arch.NumParams()), need)
 	case cfg.Model.IsNetwork():
 		hint = "lower Config.Batch, or run fewer ranks per node"
 	}

@@ -107,6 +107,10 @@ type Pacer interface {
 	// TotalSteps is every rank's steps together (a collective at the
 	// end), mine this rank's.
 	TotalSteps(mine int) (int, error)
+	// Spent says this rank has run all the steps it may (its share of
+	// --max-steps): it takes none after a point either, and waits in
+	// SyncPoint for the final one.
+	Spent() bool
 }
 
 // syncPoint is the end of a paced epoch (gossip.Point: AD-PSGD's control

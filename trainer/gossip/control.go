@@ -118,6 +118,11 @@ func (p *PassiveControl) Ready() *Point {
 	return nil
 }
 
+// AllPaused says every active neighbour has paused (for a point called,
+// or at its share of --max-steps): none will ask to average until the
+// ranks resume.
+func (p *PassiveControl) AllPaused() bool { return len(p.paused) == len(p.nbrs) }
+
 // Resumed starts the next epoch at now, after the point.
 func (p *PassiveControl) Resumed(now time.Time) {
 	p.pending, p.paused = nil, map[int]bool{}

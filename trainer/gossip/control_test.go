@@ -97,9 +97,12 @@ func TestPassiveControl(t *testing.T) {
 		if pt := p.Ready(); pt == nil || pt.Epoch != 1 || pt.Final {
 			t.Fatalf("seed %d: after all of %v: ready %+v, want point 1", seed, msgs, pt)
 		}
+		if !p.AllPaused() {
+			t.Fatalf("seed %d: both neighbours paused, AllPaused says not", seed)
+		}
 		p.Resumed(now)
-		if pt := p.Ready(); pt != nil {
-			t.Fatalf("seed %d: still parked for %+v after resuming", seed, pt)
+		if pt := p.Ready(); pt != nil || p.AllPaused() {
+			t.Fatalf("seed %d: still parked for %+v (all paused: %v) after resuming", seed, pt, p.AllPaused())
 		}
 	}
 	p := NewPassiveControl(1, []int{0, 2}, size, time.Minute, t0)
@@ -110,8 +113,12 @@ func TestPassiveControl(t *testing.T) {
 		t.Error("a message of an unknown kind was taken")
 	}
 	// Rank 2 pauses, then both are quiet: only rank 0, which did not
-	// pause, is named, and only past the timeout.
+	// pause, is named, and only past the timeout; one of two paused is
+	// not all.
 	p.Message(t0.Add(10*time.Second), 2, MsgPause, 1, 0)
+	if p.AllPaused() {
+		t.Error("AllPaused with rank 0 not paused")
+	}
 	if err := p.Idle(t0.Add(59 * time.Second)); err != nil {
 		t.Errorf("within the timeout: %v", err)
 	}

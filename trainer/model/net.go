@@ -17,6 +17,14 @@ func NewNet(input Shape, layers []LayerSpec, classes int, loss Loss) (Arch, erro
 	if (loss == TokenCE) != (input.T > 0) {
 		return Arch{}, fmt.Errorf("input shape %v: a token sequence is trained with next-token loss, and only a token sequence", input)
 	}
+	if input.T > 0 { // tokens are ids: only an embedding reads them
+		switch {
+		case len(layers) == 0 || layers[0].Kind != KindEmbedding:
+			return Arch{}, fmt.Errorf("a token sequence's network starts with an embedding (tokens are ids, not values): its layer 0 is %s", describeSpec(layers))
+		case layers[0].Rows < classes:
+			return Arch{}, fmt.Errorf("layer 0 (embedding %s) has rows %d, fewer than the %d token ids of the data: rows must be at least %d", layers[0].Name, layers[0].Rows, classes, classes)
+		}
+	}
 	in := input
 	a := Arch{Sizes: []int{input.RowValues(), classes}, Loss: loss, Input: &in, Net: layers}
 	nodes, err := a.nodes()
@@ -329,4 +337,15 @@ func (a Arch) Describe() string {
 		parts = append(append(parts[:5:5], fmt.Sprintf("… (%d layers) …", len(parts)-8)), parts[len(parts)-3:]...)
 	}
 	return fmt.Sprintf("%v: %s", *a.Input, strings.Join(parts, ", "))
+}
+
+// describeSpec names a network's first layer for a message.
+func describeSpec(layers []LayerSpec) string {
+	if len(layers) == 0 {
+		return "missing"
+	}
+	if layers[0].Name != "" {
+		return fmt.Sprintf("%v %s", layers[0].Kind, layers[0].Name)
+	}
+	return fmt.Sprint(layers[0].Kind)
 }
