@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dml-project/dml/kernels"
@@ -10,10 +12,15 @@ import (
 	"github.com/dml-project/dml/trainer/model"
 )
 
+// maxBenchOpsBatch bounds bench ops' --batch (sizes computed from it stay
+// far from overflow; the memory check refuses what does not fit).
+const maxBenchOpsBatch = 1 << 20
+
 // cmdBenchOps is dml bench ops: each convolution and batch-norm shape of
 // a preset network, on dml's own kernels and on the backend's library,
 // side by side.
-func cmdBenchOps(args []string, stdout io.Writer) error {
+func cmdBenchOps(args []string, stdout io.Writer) (err error) {
+	defer kernels.RecoverOp(&err) // a library failing inside a reorder: its one line
 	fs := newFlags("bench ops", `Usage: dml bench ops [flags]
 
 Times each convolution shape of a preset network (its forward pass,
@@ -37,10 +44,19 @@ per convolution shape, measured the same way.`, stdout)
 		return err
 	}
 	var arch model.Arch
-	var err error
 	kind, err := trainer.ParseModel(*modelName)
-	if err != nil || !kind.IsPreset() {
-		return usageErr("bench ops: --model %q: want a preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", *modelName)
+	if err != nil || !kind.IsPreset() || kind == trainer.GPT {
+		return usageErr("bench ops: --model %q: want a convolutional preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", *modelName)
+	}
+	switch {
+	case *batch < 1 || *batch > maxBenchOpsBatch || *rounds < 1:
+		return usageErr("bench ops: --batch %d, --rounds %d: want a batch of 1 to %d and 1 or more rounds", *batch, *rounds, maxBenchOpsBatch)
+	case *threads < 1 || *threads > maxBLASThreads:
+		return usageErr("bench ops: --blas-threads %d: want 1 to %d", *threads, maxBLASThreads)
+	case *backend != "blas" && *backend != "cuda":
+		return usageErr("bench ops: --backend %s: want blas or cuda (a backend with a library)", *backend)
+	case !slices.Contains(kernels.Names(), *backend):
+		return usageErr("bench ops: --backend %s: this binary has %s (the CUDA backend is in bin/dml-cuda)", *backend, strings.Join(kernels.Names(), ", "))
 	}
 	shape := model.Shape{C: 3, H: 32, W: 32} // the presets' CIFAR size
 	if kind == trainer.LeNet5 {
@@ -51,15 +67,16 @@ per convolution shape, measured the same way.`, stdout)
 	if arch, err = model.NewNet(shape, trainer.NetLayers(cfg, 10, shape), 10, model.SoftmaxCE); err != nil {
 		return err
 	}
-	if *batch < 1 || *rounds < 1 {
-		return usageErr("bench ops: --batch %d, --rounds %d: want 1 or more", *batch, *rounds)
+	// Each backend holds a layer's input, output and their gradients, and
+	// its scratch, at the largest shape (counted over all layers: more).
+	rows := float64(*batch)
+	need := 2 * 4 * (4*rows*float64(arch.ActivationFloats()) + float64(arch.ScratchFloats(*batch)+arch.KeptColumns(*batch)))
+	if err := guardMemory("bench ops", fmt.Sprintf("%s at batch %d", *modelName, *batch), need, "lower --batch"); err != nil {
+		return err
 	}
 	lib := *libs
 	if lib == "" {
 		lib = map[string]string{"blas": kernels.LibOneDNN, "cuda": kernels.LibCUDNN}[*backend]
-		if lib == "" {
-			return usageErr("bench ops: --backend %s: want blas or cuda (a backend with a library)", *backend)
-		}
 	}
 	choice, err := kernels.ParseKernels(lib)
 	if err != nil || choice.Auto() || choice.Own {
@@ -72,7 +89,7 @@ per convolution shape, measured the same way.`, stdout)
 	defer own.Close()
 	withLib, err := kernels.Open(*backend, kernels.Options{Threads: *threads, Kernels: choice})
 	if err != nil {
-		return err
+		return usageErr("bench ops: --kernels %s on --backend %s: %v", lib, *backend, err)
 	}
 	defer withLib.Close()
 	convs, _, err := model.TimeConvs(arch, own, withLib, *batch, *rounds)

@@ -17,10 +17,16 @@ func TestBenchOps(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model", "vgg"}, `bench ops: --model "vgg": want a preset network: lenet5, resnet20, vgg16, resnet50 or alexnet`},
+		{[]string{"--model", "vgg"}, `bench ops: --model "vgg": want a convolutional preset network: lenet5, resnet20, vgg16, resnet50 or alexnet`},
+		{[]string{"--model", "gpt"}, `bench ops: --model "gpt": want a convolutional preset network`},
 		{[]string{"--backend", "cpu"}, "bench ops: --backend cpu: want blas or cuda"},
 		{[]string{"--kernels", "dml"}, `bench ops: --kernels "dml": want a library`},
-		{[]string{"--rounds", "0"}, "bench ops: --batch 64, --rounds 0: want 1 or more"},
+		{[]string{"--kernels", "onednn,cudnn"}, "bench ops: --kernels onednn,cudnn on --backend blas"},
+		{[]string{"--rounds", "0"}, "bench ops: --batch 64, --rounds 0: want a batch of 1 to 1048576 and 1 or more rounds"},
+		// Sizes a panic or the kernel's OOM killer used to meet.
+		{[]string{"--batch", "9999999999999"}, "want a batch of 1 to 1048576"},
+		{[]string{"--model", "vgg16", "--batch", "1000000"}, "vgg16 at batch 1000000 needs about"},
+		{[]string{"--blas-threads", "100000"}, "bench ops: --blas-threads 100000: want 1 to 4096"},
 	} {
 		r := dml(t, 0, append([]string{"bench", "ops"}, tc.args...)...)
 		if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); r.code != 2 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/dml-project/dml/kernels"
 )
 
 // Layouts. A library serving ops (Lib) may leave an output in a layout of
@@ -150,15 +152,17 @@ func (be *Backend) setLayout(d []float32, l Layout) {
 }
 
 // reorderInPlace reorders d from layout from to layout to, through the
-// backend's scratch. A library that fails here has failed on a reorder it
-// made itself: that is a defect, and nothing sensible is left in d.
+// backend's scratch. It runs inside accessors that return no error: a
+// library that fails here panics with a kernels.OpFailure, which the
+// ops' callers recover as an error (kernels.RecoverOp); nothing sensible
+// is left in d.
 func (be *Backend) reorderInPlace(d []float32, from, to Layout) {
 	if len(be.lay.scratch) < len(d) {
 		be.lay.scratch = make([]float32, len(d))
 	}
 	s := be.lay.scratch[:len(d)]
 	if err := be.lib.Reorder(s, d, from, to); err != nil {
-		panic(fmt.Sprintf("cpu: %s: reordering %d floats from layout %d to %d: %v", be.lib.Name(), len(d), from, to, err))
+		panic(kernels.OpFailure{Err: fmt.Errorf("cpu: %s: reordering %d floats from its layout %d back to %d: %w", be.lib.Name(), len(d), from, to, err)})
 	}
 	copy(d, s)
 }

@@ -22,10 +22,22 @@ func NewReversedCPU() kernels.Backend {
 	return be
 }
 
+// NewFailingReorderCPU is NewReversedCPU whose library's reorders fail
+// (with an error naming it) once it has done ok of them: a library that
+// fails inside a buffer's accessor, where the backend has no error to
+// return (kernels.OpFailure).
+func NewFailingReorderCPU(ok int) kernels.Backend {
+	be := cpu.New()
+	be.SetLib(&reversed{ref: wholeConv{cpu.New()}, failAfter: ok})
+	return be
+}
+
 // reversed is that library. Its products run on a second cpu backend's
 // whole convolutions (wholeConv) and on float64 loops.
 type reversed struct {
-	ref wholeConv
+	ref       wholeConv
+	failAfter int // > 0: reorders fail after this many (NewFailingReorderCPU)
+	reorders  int
 }
 
 const reversedLayout cpu.Layout = 1
@@ -36,6 +48,9 @@ func (r *reversed) Close()       { r.ref.Close() }
 func (r *reversed) Reorder(dst, src []float32, from, to cpu.Layout) error {
 	if len(dst) != len(src) || from > reversedLayout || to > reversedLayout {
 		return fmt.Errorf("reversed: reorder of %d floats into %d, layouts %d→%d", len(src), len(dst), from, to)
+	}
+	if r.reorders++; r.failAfter > 0 && r.reorders > r.failAfter {
+		return fmt.Errorf("reversed: reorder %d failed (status 5: planted)", r.reorders)
 	}
 	if from == to {
 		copy(dst, src)

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"runtime/debug"
+
+	"github.com/dml-project/dml/kernels"
 )
 
 // Caught runs f, turning a panic into an error that carries the stack: the
@@ -13,6 +15,10 @@ import (
 func Caught(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if f, ok := r.(kernels.OpFailure); ok { // a library's failure: its one line
+				err = f.Err
+				return
+			}
 			err = fmt.Errorf("panic on a communication goroutine: %v\n%s", r, debug.Stack())
 		}
 	}()

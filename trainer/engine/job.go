@@ -52,7 +52,8 @@ import (
 // telling the others: they fail too once they wait for it longer than the
 // transport's timeout (ps: Config.Timeout). The CLI aborts the whole job on
 // such an error instead.
-func (t *Trainer) Run(cfg Config) (*Result, error) {
+func (t *Trainer) Run(cfg Config) (_ *Result, err error) {
+	defer kernels.RecoverOp(&err) // a library failing between ops (downloads, the exchange)
 	t.lastWord.Store(nil)
 	t.serverWord.Store(nil)
 	if err := t.check(cfg); err != nil {

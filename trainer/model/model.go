@@ -447,6 +447,13 @@ func (m *Model) give(j int, write func(dst kernels.Buffer) error) error {
 	return m.B.Axpy(1, tmp, dst)
 }
 
+// recovered runs f, a layer's ops, with a library's failure inside a
+// buffer accessor (kernels.OpFailure) returned as f's error.
+func recovered(f func() error) (err error) {
+	defer kernels.RecoverOp(&err)
+	return f()
+}
+
 // Forward runs the batch last uploaded through the layers and returns the
 // logits (rows × outputs).
 func (m *Model) Forward() (kernels.Buffer, error) {
@@ -454,7 +461,7 @@ func (m *Model) Forward() (kernels.Buffer, error) {
 	for i, n := range m.nodes {
 		x, y := m.input(i), m.view(m.acts[i], rows, n.out.Size())
 		sp := m.layerSpan(n, "")
-		err := m.kinds[i].forward(m, i, n, x, y)
+		err := recovered(func() error { return m.kinds[i].forward(m, i, n, x, y) })
 		sp.Err(err).End()
 		if err != nil {
 			return nil, fmt.Errorf("%s forward: %w", n.label(i), err)
@@ -503,7 +510,8 @@ func (m *Model) loss(grad, logits kernels.Buffer, scale float32, stats kernels.B
 // size for the mean), and its GradStats slots the batch's summed loss and
 // correct count. hook (may be nil) is told as each layer's gradient
 // completes, last layer first. Nothing is read back to the host.
-func (m *Model) Step(scale float32, hook GradHook) error {
+func (m *Model) Step(scale float32, hook GradHook) (err error) {
+	defer kernels.RecoverOp(&err) // the loss's and the update's ops (recovered)
 	if m.UseGraph && hook == nil && m.SyncBN == nil {
 		if g, ok := kernels.GraphOf(m.B); ok {
 			return m.graphStep(g, scale)
@@ -593,7 +601,7 @@ func (m *Model) backward(hook GradHook) error {
 		n := m.nodes[i]
 		x, dy := m.input(i), m.view(m.dacts[i], rows, n.out.Size())
 		sp := m.layerSpan(n, " backward")
-		err := m.kinds[i].backward(m, i, n, x, dy, hook)
+		err := recovered(func() error { return m.kinds[i].backward(m, i, n, x, dy, hook) })
 		sp.Err(err).End()
 		if err != nil {
 			return fmt.Errorf("%s backward: %w", n.label(i), err)
@@ -652,7 +660,8 @@ type Score struct {
 // Score runs the model over set in batches of MaxRows (reusing the
 // model's buffers) and returns the correct count and summed loss. It
 // overwrites the batch last uploaded.
-func (m *Model) Score(set *data.Dense) (Score, error) {
+func (m *Model) Score(set *data.Dense) (_ Score, err error) {
+	defer kernels.RecoverOp(&err)
 	if set.Cols != m.Arch.Sizes[0] {
 		return Score{}, fmt.Errorf("the data has %d features, the model takes %d", set.Cols, m.Arch.Sizes[0])
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
@@ -155,5 +156,48 @@ func TestOneDNNPath(t *testing.T) {
 	}
 	if fused != 10 {
 		t.Errorf("%d batch norms fused with their ReLU, want 10", fused)
+	}
+}
+
+// TestLibraryFailureIsAnError: a library whose reorder fails inside a
+// buffer's accessor (no error to return there) makes the step return an
+// error naming the layer, the library and its status, never a panic,
+// wherever in the step it fails.
+func TestLibraryFailureIsAnError(t *testing.T) {
+	arch, err := NewNet(Shape{C: 1, H: 28, W: 28}, LeNet5(10), 10, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 4
+	batch := make([]float32, rows*(arch.Input.Size()+1))
+	failed := 0
+	for ok := 1; ok <= 12; ok++ {
+		be := kernelstest.NewFailingReorderCPU(ok)
+		m, err := New(arch, be, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = be.Upload(m.Params, arch.InitParams(1))
+		if err == nil {
+			err = m.Upload(batch, rows)
+		}
+		if err == nil {
+			err = m.Step(1.0/rows, nil)
+		}
+		if err == nil {
+			g := make([]float32, m.Grads.Len())
+			err = be.Download(g, m.Grads)
+		}
+		m.Free()
+		if err == nil {
+			continue // the step needed no more reorders than ok
+		}
+		failed++
+		if !strings.Contains(err.Error(), "status 5: planted") || !strings.Contains(err.Error(), "reversed") {
+			t.Errorf("reorders failing after %d: %v; want the library's name and status", ok, err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no step needed a reorder: the failure was never planted")
 	}
 }
