@@ -247,8 +247,12 @@ func (c Config) validateModel() error {
 	case GPT:
 		g := c.GPT.OrDefaults()
 		switch {
-		case c.GPT.Layers < 0 || c.GPT.Heads < 0 || c.GPT.Embed < 0:
-			return Bad("GPT.Layers", "layers %d, heads %d and embed %d must be positive (0: the defaults)", c.GPT.Layers, c.GPT.Heads, c.GPT.Embed)
+		case c.GPT.Layers < 0:
+			return Bad("GPT.Layers", "%d must be positive (0: the default, %d)", c.GPT.Layers, DefaultGPT.Layers)
+		case c.GPT.Heads < 0:
+			return Bad("GPT.Heads", "%d must be positive (0: the default, %d)", c.GPT.Heads, DefaultGPT.Heads)
+		case c.GPT.Embed < 0:
+			return Bad("GPT.Embed", "%d must be positive (0: the default, %d)", c.GPT.Embed, DefaultGPT.Embed)
 		case g.Embed%g.Heads != 0:
 			return Bad("GPT.Heads", "%d does not divide the width %d: embed must be a multiple of heads", g.Heads, g.Embed)
 		case g.Params(c.Data.EffectiveSeqLen()) > model.MaxParams:

@@ -161,7 +161,7 @@ func (j *Job) report(metrics *metricsFile, st EpochStats) {
 		return
 	}
 	j.printf("%s\n", st)
-	if err := metrics.write(st); err != nil {
+	if err := metrics.write(st.withText()); err != nil {
 		j.warnf("%v; training goes on", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strings"
 	"time"
@@ -21,10 +20,10 @@ func (e EpochStats) String() string {
 	if e.CommHidden != nil {
 		line += fmt.Sprintf("  (%.0f%% of it hidden)", 100**e.CommHidden)
 	}
-	if e.SeqLen > 0 {
-		line += fmt.Sprintf("  %.0f tokens/s", e.SamplesPerSec*float64(e.SeqLen))
-		if e.TestLoss != nil {
-			line += fmt.Sprintf("  test_loss %.4f  ppl %.2f", *e.TestLoss, math.Exp(*e.TestLoss))
+	if t := e.withText(); t.TokensPerSec != nil {
+		line += fmt.Sprintf("  %.0f tokens/s", *t.TokensPerSec)
+		if t.Perplexity != nil {
+			line += fmt.Sprintf("  test_loss %.4f  ppl %.2f", *e.TestLoss, *t.Perplexity)
 		}
 	}
 	if e.LossScale != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +73,29 @@ func TestMetricsAppendOnResume(t *testing.T) {
 		if n := strings.Count(string(b), "\n"); n != want {
 			t.Fatalf("after run %d (resumed %v): %d lines, want %d:\n%s", i, resumed, n, want, b)
 		}
+	}
+}
+
+// TestMetricsText: a text's epoch records its tokens/s (samples/s × the
+// sequence length) and perplexity (e^test loss) as the line shows them;
+// other data record neither.
+func TestMetricsText(t *testing.T) {
+	loss := 1.5
+	e := EpochStats{Epoch: 1, SamplesPerSec: 10, SeqLen: 128, TestLoss: &loss}
+	b, err := json.Marshal(e.withText())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	json.Unmarshal(b, &got)
+	if got["tokens_per_sec"] != 1280.0 || got["ppl"] != math.Exp(1.5) {
+		t.Errorf("text: tokens_per_sec %v, ppl %v; want 1280 and %v", got["tokens_per_sec"], got["ppl"], math.Exp(1.5))
+	}
+	if line := e.String(); !strings.Contains(line, "1280 tokens/s") || !strings.Contains(line, "ppl 4.48") {
+		t.Errorf("the line %q: want its tokens/s and perplexity", line)
+	}
+	e.SeqLen = 0
+	if b, _ := json.Marshal(e.withText()); strings.Contains(string(b), "tokens_per_sec") || strings.Contains(string(b), "ppl") {
+		t.Errorf("not a text: %s", b)
 	}
 }

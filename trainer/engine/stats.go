@@ -1,5 +1,7 @@
 package engine
 
+import "math"
+
 // What training measures and reports: a step's figures, an epoch's, the
 // parameter server's and gossip's, an evaluation's, and what the loss
 // and accuracy cover (Scope).
@@ -45,6 +47,10 @@ type EpochStats struct {
 	// shows tokens/s, the test loss and perplexity (Loss and TrainAcc are
 	// per token).
 	SeqLen int `json:"seq_len,omitempty"`
+	// TokensPerSec (SamplesPerSec × SeqLen) and Perplexity (e^TestLoss)
+	// are a text's, as the line shows them (withText).
+	TokensPerSec *float64 `json:"tokens_per_sec,omitempty"`
+	Perplexity   *float64 `json:"ppl,omitempty"`
 	// TrainSec is the epoch's training time: WallSec without the evaluation.
 	TrainSec float64 `json:"train_sec"`
 	// LR is the learning rate of each of the epoch's steps (with
@@ -107,4 +113,18 @@ type EvalResult struct {
 	Samples  int
 	Accuracy float64
 	Loss     float64 // mean loss per sample
+}
+
+// withText is e with a text's tokens/s and perplexity filled in (none
+// where SeqLen is 0).
+func (e EpochStats) withText() EpochStats {
+	if e.SeqLen > 0 {
+		tps := e.SamplesPerSec * float64(e.SeqLen)
+		e.TokensPerSec = &tps
+		if e.TestLoss != nil {
+			ppl := math.Exp(*e.TestLoss)
+			e.Perplexity = &ppl
+		}
+	}
+	return e
 }
