@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +21,9 @@ import (
 // network has a convolution, whatever its own backend (so no rank waits
 // for a broadcast another skips).
 func (j *Job) newModel(arch model.Arch, rows int) (*model.Model, error) {
+	if err := j.compareProviders(); err != nil {
+		return nil, err
+	}
 	convs := arch.ConvLayers()
 	if len(convs) == 0 {
 		return model.New(arch, j.Backend, rows)
@@ -91,3 +96,35 @@ func describeChoice(choice model.ConvChoice, convs []string, timings []model.Con
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// compareProviders has every rank compare the providers its backend
+// loaded (kernels.Describe) with rank 0's, which the start line shows: a
+// node where a library did not load runs dml's kernels under --kernels
+// auto, and says so here, with rank 0 naming the ranks that differ (the
+// job goes on; their results may differ from the others' in the last
+// bits). Collective.
+func (j *Job) compareProviders() error {
+	if j.Comm.Size() == 1 {
+		return nil
+	}
+	mine := kernels.Describe(j.Backend)
+	if !strings.Contains(mine, "(") {
+		mine += " (no library: dml's own kernels)"
+	}
+	h := fnv.New64a()
+	h.Write([]byte(mine))
+	differ, _, err := collectives.Agree(j.Comm, h.Sum64())
+	if err != nil {
+		return fmt.Errorf("comparing the ranks' kernel providers: %w", err)
+	}
+	if len(differ) == 0 {
+		return nil
+	}
+	if slices.Contains(differ, j.Comm.Rank()) {
+		j.warnf("rank %d runs other kernel providers than rank 0 (a library did not load on this node?): %s", j.Comm.Rank(), mine)
+	}
+	if j.Comm.Rank() == 0 {
+		j.warnf("ranks %v run other kernel providers than rank 0's (%s): each says which; their arithmetic may differ in the last bits", differ, mine)
+	}
+	return nil
+}
