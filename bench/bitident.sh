@@ -8,7 +8,9 @@
 #
 # NEW_FLAGS (optional) go to the new binary only: settings whose defaults
 # changed on purpose, e.g. NEW_FLAGS="--backend cpu --bucket-mb 0" (the
-# pure-Go backend, one gradient bucket: what dml did before issue 9).
+# pure-Go backend, one gradient bucket: what dml did before issue 9), or
+# NEW_FLAGS="--kernels dml" against a binary from before the libraries
+# (issue 30: oneDNN's GEMM serves the MLP cases under --kernels auto).
 #
 # OLD is built from the commit before the change under test:
 #   git worktree add /tmp/old <commit> && (cd /tmp/old && go build -o /tmp/dml-old ./cmd/dml)
@@ -90,8 +92,8 @@ for c in "${cases[@]}"; do
 			done
 		fi
 		if ! "${mpirun[@]}" -np "$np" "$bin" train "${run[@]}" "${extra[@]}" --save "$dir/$name.$which.npz" >"$dir/$name.$which.out" 2>&1; then
-			if [ $which = old ] && grep -q 'flag provided but not defined\|is not a model' "$dir/$name.old.out"; then
-				echo "skip  $name: the old binary cannot run it ($(grep -m1 -o 'flag provided but not defined: [^ ]*\|[^ ]* is not a model' "$dir/$name.old.out"))"
+			if [ $which = old ] && grep -q 'flag provided but not defined\|unknown model\|is not a model' "$dir/$name.old.out"; then
+				echo "skip  $name: the old binary cannot run it ($(grep -m1 -o 'flag provided but not defined: [^ ]*\|unknown model "[^"]*"\|[^ ]* is not a model' "$dir/$name.old.out"))"
 				continue 2
 			fi
 			echo "FAIL $name: $which binary failed:"

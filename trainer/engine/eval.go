@@ -61,14 +61,18 @@ var NotEvaluated = EvalResult{Accuracy: math.NaN(), Loss: math.NaN()}
 // SumScores adds the scores of every rank of c (nil: this rank alone) and
 // turns them into an EvalResult.
 func SumScores(c collectives.Comm, s model.Score) (EvalResult, error) {
-	tot := []float32{float32(s.Correct), float32(s.LossSum), float32(s.N)}
+	stopped := float32(0)
+	if s.Interrupted {
+		stopped = 1
+	}
+	tot := []float32{float32(s.Correct), float32(s.LossSum), float32(s.N), stopped}
 	if c != nil {
 		if err := collectives.Allreduce(c, tot, collectives.Sum, collectives.Tree); err != nil {
 			return EvalResult{}, fmt.Errorf("evaluation: %w", err)
 		}
 	}
-	res := EvalResult{Samples: int(tot[2]), Accuracy: math.NaN(), Loss: math.NaN()}
-	if res.Samples > 0 {
+	res := EvalResult{Samples: int(tot[2]), Accuracy: math.NaN(), Loss: math.NaN(), Interrupted: tot[3] > 0}
+	if res.Samples > 0 && !res.Interrupted {
 		res.Accuracy = float64(tot[0]) / float64(tot[2])
 		res.Loss = float64(tot[1]) / float64(tot[2])
 	}

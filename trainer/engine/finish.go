@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dml-project/dml/trainer/model"
 )
@@ -37,7 +38,11 @@ func (j *Job) finish(res *Result) error {
 			return err
 		}
 	}
-	j.printf("done: %d steps in %.1fs (%.0f samples/s), test accuracy %.4f", res.Steps, res.WallSec, res.SamplesPerSec, res.TestAcc)
+	acc := "not evaluated"
+	if !math.IsNaN(res.TestAcc) {
+		acc = fmt.Sprintf("%.4f", res.TestAcc)
+	}
+	j.printf("done: %d steps in %.1fs (%.0f samples/s), test accuracy %s", res.Steps, res.WallSec, res.SamplesPerSec, acc)
 	if cfg.Save != "" {
 		j.printf(", weights saved to %s", cfg.Save)
 	}

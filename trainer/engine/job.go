@@ -183,6 +183,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	defer m.Free()
 	m.Tracer = j.Trace
+	m.Interrupt = t.Stop
 	m.UseGraph = t.CUDAGraph
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err

@@ -364,6 +364,13 @@ func (j *Job) endEpoch(s Strategy, a *epochAcc, res *Result, done bool) (EpochSt
 		if err != nil {
 			return st, err
 		}
+		if ev.Interrupted { // a stop signal came while it ran: not evaluated
+			j.warnf("epoch %d: the evaluation was interrupted by a stop signal: its figures are left out", a.epoch)
+			res.TestAcc = math.NaN()
+			st.WallSec = time.Since(a.t0).Seconds()
+			res.Epochs = append(res.Epochs, st)
+			return st, nil
+		}
 		st.TestAcc = &ev.Accuracy
 		if !math.IsNaN(ev.Loss) {
 			st.TestLoss = &ev.Loss

@@ -113,6 +113,9 @@ type EvalResult struct {
 	Samples  int
 	Accuracy float64
 	Loss     float64 // mean loss per sample
+	// Interrupted: a rank's evaluation was cut short by a stop signal
+	// (model.Model.Interrupt); Accuracy and Loss are NaN.
+	Interrupted bool
 }
 
 // withText is e with a text's tokens/s and perplexity filled in (none

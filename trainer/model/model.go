@@ -60,6 +60,10 @@ type Model struct {
 	// by the layer ("conv1", "relu", "maxpool"; "conv1 backward" in the
 	// backward pass).
 	Tracer trace.Tracer
+	// Interrupt, if not nil, is asked before each batch Score evaluates:
+	// true ends the evaluation there (a stop signal came: a long test set
+	// is not scored to its end first), Score.Interrupted.
+	Interrupt func() bool
 
 	nodes  []node
 	layers []Layer // the layers with parameters, in Arch.Layers' order
@@ -655,6 +659,9 @@ func (m *Model) Predict(out kernels.Buffer) error {
 // Score is a model's summed results on a set of samples.
 type Score struct {
 	Correct, LossSum, N float64
+	// Interrupted: Interrupt ended the evaluation before the set's end (N
+	// counts the samples scored).
+	Interrupted bool
 }
 
 // Score runs the model over set in batches of MaxRows (reusing the
@@ -668,6 +675,10 @@ func (m *Model) Score(set *data.Dense) (_ Score, err error) {
 	idx := make([]int, 0, m.MaxRows)
 	var s Score
 	for lo := 0; lo < set.Rows; lo += m.MaxRows {
+		if m.Interrupt != nil && m.Interrupt() {
+			s.N, s.Interrupted = float64(lo), true
+			return s, nil
+		}
 		rows := min(m.MaxRows, set.Rows-lo)
 		idx = idx[:0]
 		for i := lo; i < lo+rows; i++ {

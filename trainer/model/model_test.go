@@ -248,3 +248,29 @@ func TestLARSTensors(t *testing.T) {
 		t.Errorf("UpdateRange cutting a tensor: %v, want ErrShape", err)
 	}
 }
+
+// TestScoreInterrupted: Interrupt is asked before each batch; once it says
+// true the evaluation ends there, with the samples scored so far counted
+// and Interrupted set; never asked true, the whole set is scored.
+func TestScoreInterrupted(t *testing.T) {
+	arch, _ := NewArch(3, []int{4}, 2, SoftmaxCE)
+	m, err := New(arch, cpu.New(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	if err := m.B.Upload(m.Params, arch.InitParams(1)); err != nil {
+		t.Fatal(err)
+	}
+	set := &data.Dense{X: make([]float32, 10*3), Y: make([]int32, 10), Rows: 10, Cols: 3, Classes: 2}
+	asked := 0
+	m.Interrupt = func() bool { asked++; return asked > 2 }
+	s, err := m.Score(set)
+	if err != nil || !s.Interrupted || s.N != 8 || asked != 3 {
+		t.Fatalf("stopped before the third batch: %+v (%v), asked %d times; want 8 samples, interrupted", s, err, asked)
+	}
+	m.Interrupt = func() bool { return false }
+	if s, err := m.Score(set); err != nil || s.Interrupted || s.N != 10 {
+		t.Fatalf("not stopped: %+v (%v)", s, err)
+	}
+}
