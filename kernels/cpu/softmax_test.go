@@ -106,3 +106,34 @@ func TestSoftmaxGradCausalRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSoftmaxGradCausal: the causal softmax's gradient at the gpt
+// model's shape (128 positions), one row at a time against four.
+func BenchmarkSoftmaxGradCausal(b *testing.B) {
+	const seq = 128
+	r := rand.New(rand.NewPCG(5, 6))
+	p, src := make([]float32, seq*seq), make([]float32, seq*seq)
+	for k := range p {
+		p[k], src[k] = r.Float32(), float32(r.NormFloat64())
+	}
+	ds := make([]float32, len(src))
+	b.Run("rows=one", func(b *testing.B) {
+		for b.Loop() {
+			copy(ds, src)
+			for i := range seq {
+				pr, dr := p[i*seq:i*seq+i+1], ds[i*seq:(i+1)*seq]
+				var dot float64
+				for j, v := range pr {
+					dot += float64(v) * float64(dr[j])
+				}
+				softmaxGradRow(dr, pr, dot)
+			}
+		}
+	})
+	b.Run("rows=four", func(b *testing.B) {
+		for b.Loop() {
+			copy(ds, src)
+			softmaxGradCausalRows(ds, p, seq)
+		}
+	})
+}
