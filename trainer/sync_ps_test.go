@@ -136,3 +136,18 @@ func TestSparseLogreg(t *testing.T) {
 		}
 	}
 }
+
+// TestPSLastEpochIsFinal: under bsp the last epoch's evaluation is that of
+// the final weights, as the done line's and dml eval's are (it measured
+// the weights pulled for the last step, without that step's pushes).
+func TestPSLastEpochIsFinal(t *testing.T) {
+	for _, servers := range []int{1, 2} {
+		cfg := psCfg(ps.BSP, servers)
+		cfg.Epochs, cfg.Opt.LR = 2, 0.5 // large steps: one step's pushes move the accuracy
+		w := workerResult(mustRun(t, servers+2, cfg), servers)
+		last := w.Epochs[len(w.Epochs)-1]
+		if last.TestAcc == nil || *last.TestAcc != w.TestAcc {
+			t.Errorf("%d servers: the last epoch measured %v, the final weights %v", servers, last.TestAcc, w.TestAcc)
+		}
+	}
+}

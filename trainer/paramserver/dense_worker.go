@@ -268,16 +268,19 @@ func (d *denseWorker) modelState() ([]float32, error) {
 	return st, d.j.Backend.Download(st, d.m.State)
 }
 
-// Evaluate measures the whole test set with the weights last pulled, on
-// the reporting worker only (the others return NaN), with its own
-// batch-norm statistics.
+// Evaluate measures the whole test set, on the reporting worker only (the
+// others return NaN), with its own batch-norm statistics, on weights
+// pulled now: they hold its own last push and, under bsp, every worker's,
+// so that the last epoch's line is the final weights' (the weights pulled
+// for the last step missed that step's pushes). Under Downpour it
+// measures its local copy, which the next steps go on from.
 func (d *denseWorker) Evaluate() (engine.EvalResult, error) {
 	if !d.j.Reports() {
 		return engine.NotEvaluated, nil
 	}
-	if d.stale {
-		// The test set may name rows the last batches did not: pull
-		// every weight.
+	if d.stale || d.dp == nil {
+		// Sparse pulls: the test set may name rows the last batches did
+		// not.
 		if _, err := d.pullAll(); err != nil {
 			return engine.EvalResult{}, err
 		}
