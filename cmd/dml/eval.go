@@ -159,6 +159,11 @@ of a network (--model lenet5) are read by its parameters' names (conv1.weight,
 	case e.batch <= 0:
 		return nil, usageErr("eval: --batch %d must be greater than 0", e.batch)
 	}
+	if e.dc.Name == "text" && e.dc.Test != "" {
+		// Only the test windows are scored: --train is not needed (nor
+		// read) then.
+		e.dc.Train = e.dc.Test
+	}
 	if err := e.dc.Validate(); err != nil {
 		return nil, usageErr("eval: %s", flagError(err))
 	}

@@ -103,6 +103,8 @@ func TestGPTRefuses(t *testing.T) {
 		{[]string{"train", "--data", "text", "--train", ok, "--seq-len", "16", "--model-file", netFile(t, dir, "lin.yaml", "{kind: linear, name: head, out: 256}")}, "starts with an embedding"},
 		{[]string{"train", "--data", "text", "--train", ok, "--seq-len", "16", "--model-file", netFile(t, dir, "few.yaml", "{kind: embedding, name: wte, rows: 100, out: 8}", "{kind: linear, name: head, out: 256}")}, "rows 100, fewer than the 256 token ids"},
 		{[]string{"eval", "--data", "text", "--train", ok, "--seq-len", "16", "--weights", mlpWeights(t, dir)}, "holds an MLP's weights"},
+		{append(gpt, "--train", ok, "--seq-len", "1999"), "the training set has 1 sample: too few to hold a test set out (pass --test, or a shorter --seq-len)"},
+		{[]string{"train", "--model", "mlp", "--data", "synthetic", "--heads", "3"}, "--heads 3 is the gpt's (--model gpt); model mlp has no such setting"},
 	} {
 		r := dml(t, 0, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
@@ -157,4 +159,24 @@ func mlpWeights(t *testing.T, dir string) string {
 		t.Fatalf("saving an MLP: exit %d: %s", r.code, r.stderr)
 	}
 	return p
+}
+
+// TestEvalTextTestOnly: dml eval scores a text's --test windows without a
+// --train file (it read, and demanded, one it did not score).
+func TestEvalTextTestOnly(t *testing.T) {
+	dir := t.TempDir()
+	train, test := writeText(t, dir, "train.txt", 3000, 1), writeText(t, dir, "test.txt", 17*40, 2)
+	w := filepath.Join(dir, "w.npz")
+	if r := dml(t, 0, "train", "--model", "gpt", "--layers", "1", "--heads", "2", "--embed", "16", "--seq-len", "16", "--data", "text", "--train", train, "--max-steps", "2", "--save", w); r.code != 0 {
+		t.Fatalf("train: exit %d: %s", r.code, r.stderr)
+	}
+	r := dml(t, 0, "eval", "--model", "gpt", "--heads", "2", "--data", "text", "--test", test, "--weights", w)
+	fi, err := os.Stat(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Windows of 17 tokens, 16 apart.
+	if want := fmt.Sprintf("on %d test samples", (fi.Size()-1)/16); r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("eval with --test only: exit %d, stdout %q, stderr %q; want the test file's windows scored (%s)", r.code, r.stdout, r.stderr, want)
+	}
 }

@@ -233,6 +233,16 @@ func (c Config) validateModel() error {
 	if c.Model != NetFile && len(c.Net) > 0 {
 		return Bad("Net", "is set, but the model is %v: a model file's network is --model file", c.Model)
 	}
+	if c.Model != GPT {
+		for _, f := range []struct {
+			name string
+			v    int
+		}{{"GPT.Layers", c.GPT.Layers}, {"GPT.Heads", c.GPT.Heads}, {"GPT.Embed", c.GPT.Embed}} {
+			if f.v != 0 {
+				return Bad(f.name, "%d is the gpt's (Config.Model gpt); model %v has no such setting", f.v, c.Model)
+			}
+		}
+	}
 	switch c.Model {
 	case MLP:
 		if len(c.Hidden) == 0 {

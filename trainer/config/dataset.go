@@ -466,8 +466,8 @@ func (d DataConfig) loadText(check MemoryCheck) (train, test *data.Dense, err er
 
 // holdOut keeps the last tenth of a training set (at least one row) as the test set.
 func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
-	if all.Rows < 2 {
-		return nil, nil, fmt.Errorf("the training set has %d rows: too few to hold a test set out (pass Config.Data.Test)", all.Rows)
+	if all.Rows < 2 { // the user's data and settings: a usage error
+		return nil, nil, usageData{fmt.Errorf("the training set has %d %s: too few to hold a test set out (pass Config.Data.Test%s)", all.Rows, plural(all.Rows, "sample", "samples"), shorterWindows(all))}
 	}
 	return split(all, all.Rows-max(1, all.Rows/10))
 }
@@ -479,4 +479,20 @@ func split(all *data.Dense, nTrain int) (*data.Dense, *data.Dense, error) {
 	}
 	test, err := all.Subset(seq(nTrain, all.Rows))
 	return train, test, err
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// shorterWindows is the hint for a text of too few windows.
+func shorterWindows(all *data.Dense) string {
+	if all.SampleShape().T > 0 {
+		return ", or a shorter Config.Data.SeqLen"
+	}
+	return ""
 }
