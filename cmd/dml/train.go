@@ -114,6 +114,7 @@ func cmdTrain(args []string, stdout, stderr io.Writer) error {
 		if cfg.StopsAtBoundaries() {
 			var done func()
 			tr.Stop, got, done = stopSignals(c.Rank(), stderr)
+			tr.Interrupt = tr.Stop
 			defer done()
 		}
 		res, err := tr.Run(cfg)

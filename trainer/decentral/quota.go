@@ -46,7 +46,7 @@ func (s *adpsgdStrategy) pauseAtQuota() error {
 		return nil
 	}
 	s.quotaPaused = true
-	return s.pausePartners(0)
+	return s.pausePartners(0, true)
 }
 
 // timeout is how long a rank at its quota waits for the others (and rank

@@ -82,8 +82,8 @@ type adpsgdStrategy struct {
 	// told its partners so in this epoch (quota.go).
 	quota       int
 	quotaPaused bool
-	// nbrsPaused: on a passive rank, every active neighbour has paused
-	// (at its quota, or for a point): none will average with it.
+	// nbrsPaused: on a passive rank, every active neighbour has paused at
+	// its quota: none will average with it before the final point.
 	nbrsPaused atomic.Bool
 
 	// active ranks
@@ -394,7 +394,7 @@ func (s *adpsgdStrategy) SyncPoint() (*gossip.Point, error) {
 	// No averaging of ours is in flight between steps: tell our partners,
 	// so that they stop answering once all have said so (a rank at its
 	// quota has told them already).
-	return pt, s.pausePartners(pt.Epoch)
+	return pt, s.pausePartners(pt.Epoch, false)
 }
 
 // callPoint is rank 0's side of SyncPoint: take every progress report
@@ -477,11 +477,16 @@ func (s *adpsgdStrategy) awaitPoint() (*gossip.Point, error) {
 }
 
 // pausePartners tells this active rank's passive partners that it will
-// not average with them until the ranks resume.
-func (s *adpsgdStrategy) pausePartners(epoch int) error {
+// not average with them until the ranks resume (spent: because it has
+// run its share of --max-steps).
+func (s *adpsgdStrategy) pausePartners(epoch int, spent bool) error {
 	var hdr [ctlLen]byte
+	b := int64(0)
+	if spent {
+		b = 1
+	}
 	for _, p := range s.nbrs {
-		if err := s.Job.Comm.SendBytes(putCtl(hdr[:], msgPause, int64(epoch), 0, int64(s.step)), p, tagGossipCtl); err != nil {
+		if err := s.Job.Comm.SendBytes(putCtl(hdr[:], msgPause, int64(epoch), b, int64(s.step)), p, tagGossipCtl); err != nil {
 			return fmt.Errorf("adpsgd: pausing passive rank %d: %w", p, err)
 		}
 	}
@@ -656,7 +661,7 @@ func (p *passiveServer) run() error {
 		if err != nil {
 			return err
 		}
-		if ctl.AllPaused() && !s.nbrsPaused.Swap(true) {
+		if ctl.AllSpent() && !s.nbrsPaused.Swap(true) {
 			select { // wake a rank waiting for an averaging (passiveBoundary)
 			case s.averaged <- struct{}{}:
 			default:

@@ -183,7 +183,7 @@ func (t *Trainer) runDense(cfg Config, train, test data.DenseSource) (*Result, e
 	}
 	defer m.Free()
 	m.Tracer = j.Trace
-	m.Interrupt = t.Stop
+	m.Interrupt = t.Interrupt
 	m.UseGraph = t.CUDAGraph
 	if err := j.augment(m, data.SampleShape(train)); err != nil {
 		return nil, err

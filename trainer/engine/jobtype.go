@@ -85,6 +85,10 @@ type Trainer struct {
 	// result so far with an error wrapping ErrInterrupted. Every rank must
 	// have one, or none.
 	Stop func() bool
+	// Interrupt, if not nil, is asked between the test set's batches
+	// whether to end an evaluation early (a stop signal came: the CLI
+	// gives it Stop's answer; model.Model.Interrupt).
+	Interrupt func() bool
 	// FirstStep, if not nil, is called once, after the first step this
 	// rank runs, with the steps run since the job's beginning (a
 	// supervisor times its recovery by it: dml launch).

@@ -24,7 +24,7 @@ const (
 	MsgRequest  = 1 + iota // active → passive: my model follows (len, step)
 	MsgProgress            // any → rank 0: (steps, samples) since the last report
 	MsgSync                // rank 0 → all: (epoch, final) synchronisation point
-	MsgPause               // active → passive: (epoch) I pause for the point
+	MsgPause               // active → passive: (epoch, spent) I pause for the point; spent 1: I have run my share of --max-steps
 )
 
 // EpochClock is rank 0's side: it adds up the progress every rank
@@ -78,11 +78,12 @@ type PassiveControl struct {
 	timeout time.Duration
 	heard   map[int]time.Time
 	paused  map[int]bool
+	spent   map[int]bool // paused at their share of --max-steps
 	pending *Point
 }
 
 func NewPassiveControl(rank int, nbrs []int, size int, timeout time.Duration, now time.Time) *PassiveControl {
-	p := &PassiveControl{rank: rank, nbrs: nbrs, size: size, timeout: timeout, heard: map[int]time.Time{}, paused: map[int]bool{}}
+	p := &PassiveControl{rank: rank, nbrs: nbrs, size: size, timeout: timeout, heard: map[int]time.Time{}, paused: map[int]bool{}, spent: map[int]bool{}}
 	for _, a := range nbrs {
 		p.heard[a] = now
 	}
@@ -103,6 +104,9 @@ func (p *PassiveControl) Message(now time.Time, src int, kind, a, b int64) (answ
 		p.pending = &Point{Epoch: int(a), Final: b != 0}
 	case MsgPause:
 		p.paused[src] = true
+		if b != 0 {
+			p.spent[src] = true
+		}
 	default:
 		return false, fmt.Errorf("adpsgd: passive rank %d got a message of kind %d from rank %d", p.rank, kind, src)
 	}
@@ -118,14 +122,14 @@ func (p *PassiveControl) Ready() *Point {
 	return nil
 }
 
-// AllPaused says every active neighbour has paused (for a point called,
-// or at its share of --max-steps): none will ask to average until the
-// ranks resume.
-func (p *PassiveControl) AllPaused() bool { return len(p.paused) == len(p.nbrs) }
+// AllSpent says every active neighbour has paused at its share of
+// --max-steps: none will ask to average before the final point, so a
+// passive rank waiting to be averaged (its bounded lag) must not.
+func (p *PassiveControl) AllSpent() bool { return len(p.spent) == len(p.nbrs) }
 
 // Resumed starts the next epoch at now, after the point.
 func (p *PassiveControl) Resumed(now time.Time) {
-	p.pending, p.paused = nil, map[int]bool{}
+	p.pending, p.paused, p.spent = nil, map[int]bool{}, map[int]bool{}
 	for a := range p.heard {
 		p.heard[a] = now
 	}

@@ -97,12 +97,12 @@ func TestPassiveControl(t *testing.T) {
 		if pt := p.Ready(); pt == nil || pt.Epoch != 1 || pt.Final {
 			t.Fatalf("seed %d: after all of %v: ready %+v, want point 1", seed, msgs, pt)
 		}
-		if !p.AllPaused() {
-			t.Fatalf("seed %d: both neighbours paused, AllPaused says not", seed)
+		if p.AllSpent() {
+			t.Fatalf("seed %d: paused for a point, not spent, AllSpent says so", seed)
 		}
 		p.Resumed(now)
-		if pt := p.Ready(); pt != nil || p.AllPaused() {
-			t.Fatalf("seed %d: still parked for %+v (all paused: %v) after resuming", seed, pt, p.AllPaused())
+		if pt := p.Ready(); pt != nil {
+			t.Fatalf("seed %d: still parked for %+v after resuming", seed, pt)
 		}
 	}
 	p := NewPassiveControl(1, []int{0, 2}, size, time.Minute, t0)
@@ -115,10 +115,20 @@ func TestPassiveControl(t *testing.T) {
 	// Rank 2 pauses, then both are quiet: only rank 0, which did not
 	// pause, is named, and only past the timeout; one of two paused is
 	// not all.
-	p.Message(t0.Add(10*time.Second), 2, MsgPause, 1, 0)
-	if p.AllPaused() {
-		t.Error("AllPaused with rank 0 not paused")
+	sp := NewPassiveControl(1, []int{0, 2}, size, time.Minute, t0)
+	sp.Message(t0, 2, MsgPause, 1, 1)
+	if sp.AllSpent() {
+		t.Error("AllSpent with rank 0 not spent")
 	}
+	sp.Message(t0, 0, MsgPause, 1, 1)
+	if !sp.AllSpent() {
+		t.Error("both neighbours spent, AllSpent says not")
+	}
+	sp.Resumed(t0)
+	if sp.AllSpent() {
+		t.Error("AllSpent after resuming")
+	}
+	p.Message(t0.Add(10*time.Second), 2, MsgPause, 1, 0)
 	if err := p.Idle(t0.Add(59 * time.Second)); err != nil {
 		t.Errorf("within the timeout: %v", err)
 	}
