@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
+
+	"github.com/dml-project/dml/trainer/model"
 )
 
 // What a bad setting is: a usage error, and a *ConfigError naming its
@@ -66,9 +69,32 @@ func finiteFloats(v reflect.Value, path string) error {
 		}
 	case reflect.Slice, reflect.Array:
 		for i := 0; i < v.Len(); i++ {
+			if l, ok := v.Index(i).Interface().(model.LayerSpec); ok {
+				if err := finiteLayer(l, i); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := finiteFloats(v.Index(i), path); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// finiteLayer is finiteFloats for layer i of a model file's network,
+// named as the file names it (layer 2 (dropout): p NaN).
+func finiteLayer(l model.LayerSpec, i int) error {
+	v := reflect.ValueOf(l)
+	for k := 0; k < v.NumField(); k++ {
+		f := v.Type().Field(k)
+		if f.Type.Kind() != reflect.Float64 && f.Type.Kind() != reflect.Float32 {
+			continue
+		}
+		if x := v.Field(k).Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			return Bad("Net", "layer %d (%s): %s %v must be a finite number", i, l.Kind, key, x)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -34,14 +35,32 @@ func oneLine(err error) error {
 	for i, m := range te.Errors {
 		if pre, key, ok := strings.Cut(m, ": field "); ok {
 			if k, _, ok := strings.Cut(key, " not found in type model.LayerSpec"); ok {
-				m = fmt.Sprintf("%s: unknown key %q (want kind, name, out, kernel, stride, pad, no_bias)", pre, k)
+				m = fmt.Sprintf("%s: unknown key %q (want %s)", pre, k, strings.Join(specKeys(), ", "))
 			} else if k, _, ok := strings.Cut(key, " not found in type model.netFile"); ok {
 				m = fmt.Sprintf("%s: unknown key %q (want layers)", pre, k)
 			}
 		}
-		msgs[i] = m
+		msgs[i] = goTypes.Replace(m)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// goTypes words the decoder's Go types as a model file's parts.
+var goTypes = strings.NewReplacer(
+	"into []model.LayerSpec", "into a list of layers (want layers: then - {kind: …} per layer)",
+	"into model.LayerSpec", "into a layer (want {kind: …, name: …, …})",
+	"into model.netFile", "into a model file (want layers: then a list of layers)")
+
+// specKeys are the keys a layer may have, as the file writes them.
+func specKeys() []string {
+	var keys []string
+	t := reflect.TypeFor[LayerSpec]()
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // intKeys are LayerSpec's whole-number keys.
@@ -97,6 +116,10 @@ func ParseNetFile(r io.Reader) ([]LayerSpec, error) {
 			return nil, fmt.Errorf("empty: want a list of layers under layers:")
 		}
 		return nil, oneLine(err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("more than one YAML document (---): a model file is one network")
 	}
 	if len(f.Layers) == 0 {
 		return nil, fmt.Errorf("no layers (want a list under layers:)")

@@ -44,9 +44,15 @@ layers:
 		{"layerz:\n  - {kind: relu}\n", `unknown key "layerz"`},
 		{"layers:\n  - {kind: relu\n", "line"},
 		{"layers:\n" + strings.Repeat("  - {kind: relu}\n", MaxNetFileBytes/16), "more than"},
+		// Said in the file's words, not Go's types; every key listed.
+		{"layers: 5\n", "into a list of layers"},
+		{"- {kind: relu}\n", "into a model file (want layers:"},
+		{"layers:\n  - 7\n", "into a layer"},
+		{"layers:\n  - {kind: lrn, size: 5, bogus: 1}\n", "alpha, beta, k, heads, rows"},
+		{"layers:\n  - {kind: relu}\n---\nlayers:\n  - {kind: relu}\n", "more than one YAML document"},
 	} {
 		_, err := ParseNetFile(strings.NewReader(tc.file))
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "model.") {
 			t.Errorf("%.40q: %v, want one line containing %q", tc.file, err, tc.want)
 		}
 	}
