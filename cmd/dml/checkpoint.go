@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -109,6 +110,8 @@ func (f *checkpointFlags) check() (*trainer.Checkpointing, error) {
 	if ck.ResumeFile != "" {
 		if err := regfile.Check(ck.ResumeFile); errors.Is(err, regfile.ErrNotRegular) {
 			return nil, usageErr("train: --resume: %v, not a checkpoint file", err)
+		} else if errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErr("train: --resume %s: no such file", ck.ResumeFile)
 		} else if err != nil {
 			return nil, usageErr("train: --resume %s: not a checkpoint file", ck.ResumeFile)
 		}

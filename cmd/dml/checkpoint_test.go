@@ -276,7 +276,7 @@ func TestCheckpointUsageErrors(t *testing.T) {
 		{[]string{"train", "--checkpoint-dir", dir, "--checkpoint-every", "x"}, "want a positive number of steps"},
 		{[]string{"train", "--checkpoint-dir", dir, "--checkpoint-every", "0e"}, "want a positive number"},
 		{[]string{"train", "--resume"}, "--resume without a file resumes from --checkpoint-dir"},
-		{[]string{"train", "--resume", filepath.Join(dir, "nope.npz")}, "not a checkpoint file"},
+		{[]string{"train", "--resume", filepath.Join(dir, "nope.npz")}, "nope.npz: no such file"},
 		{[]string{"train", "--checkpoint-dir", dir, "--keep", "0"}, "keep at least 1"},
 		{[]string{"train", "--checkpoint-dir", filepath.Join(file, "sub")}, "--checkpoint-dir"},
 		{append([]string{"train", "--resume", file}, ckptData...), "truncated or not a checkpoint"},
