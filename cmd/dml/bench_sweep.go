@@ -49,8 +49,9 @@ Strategies: ` + "%s" + `; an allreduce strategy takes
 modes after +: fp16, bf16, auto (--compress), ef (--error-feedback), localH
 (--local-steps H), e.g. allreduce+fp16+ef, allreduce-ring+local4.
 Models: dml train's --model names: mlp, mlp:HIDDEN (mlp:256,128), softmax,
-logreg, sparse-logreg (with a ps strategy), lenet5, resnet20, and file
-(with --train-args "--model-file net.yaml").
+logreg, sparse-logreg (with a ps strategy), lenet5, resnet20, vgg16,
+resnet50, alexnet, gpt (with --train-args "--data text --train FILE"), and
+file (with --train-args "--model-file net.yaml").
 
 Example:
   dml bench sweep --ranks 1,2,4 --sync allreduce,ps-bsp,ps-asp,dpsgd \
