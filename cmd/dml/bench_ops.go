@@ -48,15 +48,8 @@ per convolution shape, measured the same way.`, stdout)
 	if err != nil || !kind.IsPreset() || kind == trainer.GPT {
 		return usageErr("bench ops: --model %q: want a convolutional preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", *modelName)
 	}
-	switch {
-	case *batch < 1 || *batch > maxBenchOpsBatch || *rounds < 1:
-		return usageErr("bench ops: --batch %d, --rounds %d: want a batch of 1 to %d and 1 or more rounds", *batch, *rounds, maxBenchOpsBatch)
-	case *threads < 1 || *threads > maxBLASThreads:
-		return usageErr("bench ops: --blas-threads %d: want 1 to %d", *threads, maxBLASThreads)
-	case *backend != "blas" && *backend != "cuda":
-		return usageErr("bench ops: --backend %s: want blas or cuda (a backend with a library)", *backend)
-	case !slices.Contains(kernels.Names(), *backend):
-		return usageErr("bench ops: --backend %s: this binary has %s (the CUDA backend is in bin/dml-cuda)", *backend, strings.Join(kernels.Names(), ", "))
+	if err := checkOpsRange(*batch, *rounds, *threads, *backend); err != nil {
+		return err
 	}
 	shape := model.Shape{C: 3, H: 32, W: 32} // the presets' CIFAR size
 	if kind == trainer.LeNet5 {
@@ -118,6 +111,22 @@ per convolution shape, measured the same way.`, stdout)
 			ms(t.own), t.bytes/t.own.Seconds()/1e9, ms(t.lib), t.bytes/t.lib.Seconds()/1e9, t.lib.Seconds()/t.own.Seconds())
 	}
 	fmt.Fprintf(stdout, "\nall layers, once each: dml %.1f ms, library %.1f ms\n", ms(ownT), ms(libT))
+	return nil
+}
+
+// checkOpsRange refuses bench ops' sizes and backend out of range (one
+// line, exit 2), before anything is allocated.
+func checkOpsRange(batch, rounds, threads int, backend string) error {
+	switch {
+	case batch < 1 || batch > maxBenchOpsBatch || rounds < 1:
+		return usageErr("bench ops: --batch %d, --rounds %d: want a batch of 1 to %d and 1 or more rounds", batch, rounds, maxBenchOpsBatch)
+	case threads < 1 || threads > maxBLASThreads:
+		return usageErr("bench ops: --blas-threads %d: want 1 to %d", threads, maxBLASThreads)
+	case backend != "blas" && backend != "cuda":
+		return usageErr("bench ops: --backend %s: want blas or cuda (a backend with a library)", backend)
+	case !slices.Contains(kernels.Names(), backend):
+		return usageErr("bench ops: --backend %s: this binary has %s (the CUDA backend is in bin/dml-cuda)", backend, strings.Join(kernels.Names(), ", "))
+	}
 	return nil
 }
 

@@ -1,12 +1,5 @@
 package decentral
 
-import (
-	"fmt"
-	"time"
-
-	"github.com/dml-project/dml/trainer/engine"
-)
-
 // --max-steps under adpsgd. The ranks share no step boundary, so rank 0
 // cannot stop them all at the same step: it learns of their steps from
 // reports that arrive while they go on. Instead each rank runs its share
@@ -31,34 +24,4 @@ func stepQuota(maxSteps, done, r, n int) int {
 		q++
 	}
 	return q
-}
-
-// atQuota says this rank has run its share of --max-steps.
-func (s *adpsgdStrategy) atQuota() bool { return s.quota >= 0 && s.step >= s.quota }
-
-// Spent is atQuota, for the loop (engine.Pacer).
-func (s *adpsgdStrategy) Spent() bool { return s.atQuota() }
-
-// pauseAtQuota tells an active rank's partners, once an epoch, that it has
-// run its share and will not average again before the point.
-func (s *adpsgdStrategy) pauseAtQuota() error {
-	if !s.atQuota() || s.quotaPaused {
-		return nil
-	}
-	s.quotaPaused = true
-	return s.pausePartners(0, true)
-}
-
-// timeout is how long a rank at its quota waits for the others (and rank
-// 0 for a report): Config.Timeout.
-func (s *adpsgdStrategy) timeout() time.Duration {
-	if t := s.Job.Cfg.Timeout; t > 0 {
-		return t
-	}
-	return engine.DefaultConfig().Timeout
-}
-
-func (s *adpsgdStrategy) quotaTimeout(what string) error {
-	return fmt.Errorf("adpsgd: rank %d has run its %d of --max-steps, and %s for %v (Config.Timeout): a rank stopped, or its share takes longer than that (raise Config.Timeout)",
-		s.Job.Comm.Rank(), s.quota, what, s.timeout())
 }
