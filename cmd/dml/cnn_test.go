@@ -266,6 +266,21 @@ func TestSyncBNFlag(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "--sync-bn is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Errorf("under dpsgd: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
 	}
+	// A model without batch norm: the flag would do nothing (it was
+	// ignored); so would --classes that the data set fixes otherwise.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data", "synthetic", "--sync-bn"}, "--sync-bn: model mlp has no batch norm to synchronise"},
+		{[]string{"--model", "lenet5", "--data", "synthetic-images", "--shape", "1x28x28", "--sync-bn"}, "--sync-bn: the network has no batch norm to synchronise"},
+		{[]string{"--model", "resnet20", "--data", "cifar100-coarse", "--data-dir", t.TempDir(), "--classes", "100"}, "--classes 100: --data cifar100-coarse has 20 classes"},
+	} {
+		r := dml(t, 0, append([]string{"train"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
 }
 
 // TestPresetsOneStepEqualPyTorch: one SGD step of resnet20, vgg16,

@@ -311,6 +311,25 @@ func expectClasses(fs *flag.FlagSet, d *trainer.DataConfig) {
 	})
 }
 
+// fixedClasses refuses --classes where the data set fixes the count
+// (Fashion-MNIST, CIFAR-10 and -100, text) and --classes says another:
+// it was ignored.
+func fixedClasses(fs *flag.FlagSet, d trainer.DataConfig) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "classes" {
+			return
+		}
+		switch d.Name {
+		case "fashion-mnist", "cifar10", "cifar100", "cifar100-coarse", "text":
+			if _, classes, ok := knownShape(d); ok && classes != d.Classes {
+				err = fmt.Errorf("--classes %d: --data %s has %d classes", d.Classes, d.Name, classes)
+			}
+		}
+	})
+	return err
+}
+
 func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.StringVar(&d.Name, "data", d.Name, "data source: fashion-mnist, cifar10 (its binary files in --data-dir), cifar100 (its binary files in --data-dir; its 100 fine labels, or cifar100-coarse: its 20 superclasses), idx, libsvm, text (a file's bytes as tokens, vocabulary 256, in windows of --seq-len + 1: for --model gpt), synthetic, synthetic-images (for CNNs, --shape), or synthetic-sparse (for sparse-logreg)")
 	fs.StringVar(&d.Dir, "data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST's folder (the four IDX .gz files), CIFAR-10's (data_batch_1.bin … data_batch_5.bin, test_batch.bin) or CIFAR-100's (train.bin, test.bin)")
@@ -320,7 +339,7 @@ func registerData(fs *flag.FlagSet, d *trainer.DataConfig) {
 	fs.IntVar(&d.Samples, "samples", d.Samples, "synthetic: training samples (a quarter as many more are the test set)")
 	fs.IntVar(&d.Features, "features", d.Features, "synthetic: features")
 	fs.StringVar(&d.Shape, "shape", "", "synthetic-images: each image's CxHxW (default "+trainer.DefaultImageShape+")")
-	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes; idx, libsvm: the number of classes the data must have (checked; default: as its labels say)")
+	fs.IntVar(&d.Classes, "classes", d.Classes, "synthetic: classes; idx, libsvm: the number of classes the data must have (checked; default: as its labels say); fashion-mnist, cifar10, cifar100(-coarse), text: must be the data set's own (10, 10, 100 or 20, 256) if given")
 	fs.Float64Var(&d.Noise, "noise", d.Noise, "synthetic: noise around the class means (higher is harder)")
 	fs.IntVar(&d.NNZ, "nnz", d.NNZ, "synthetic-sparse: nonzero features per row (power-law frequencies)")
 	fs.StringVar(&d.Cache, "data-cache", "", "fashion-mnist, idx: keep inflated copies of gzip image files in this folder and read them from there on later runs (dml launch sets it to --checkpoint-dir's data-cache, so that a restart does not inflate the data again)")
@@ -362,6 +381,12 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 	}
 	// A network that cannot take the data is refused before any data is
 	// read, where the data's shape is known without reading it.
+	if err := fixedClasses(fs, cfg.Data); err != nil {
+		return usageErr("%s: %v", cmd, err)
+	}
+	if cfg.SyncBN && !cfg.Model.IsNetwork() {
+		return usageErr("%s: --sync-bn: model %v has no batch norm to synchronise", cmd, cfg.Model)
+	}
 	if shape, classes, ok := knownShape(cfg.Data); ok && cfg.Model.IsNetwork() {
 		c := *cfg
 		if c.Model == trainer.GPT {
@@ -370,8 +395,12 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 			// check, which comes with the ranks).
 			c.GPT.Layers = min(c.GPT.OrDefaults().Layers, 2)
 		}
-		if _, err := trainer.BuildArch(c, shape, classes); err != nil {
+		arch, err := trainer.BuildArch(c, shape, classes)
+		if err != nil {
 			return usageErr("%s: %s", cmd, flagError(err))
+		}
+		if cfg.SyncBN && len(arch.NormShapes()) == 0 {
+			return usageErr("%s: --sync-bn: the network has no batch norm to synchronise", cmd)
 		}
 	}
 	resolveOverlap(overlap, cfg, cf)
