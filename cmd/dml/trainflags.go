@@ -379,14 +379,14 @@ func settleConfig(cmd string, fs *flag.FlagSet, cfg *trainer.Config, cf *commonF
 	if err := cfg.Validate(); err != nil {
 		return usageErr("%s: %s", cmd, flagError(err))
 	}
-	// A network that cannot take the data is refused before any data is
-	// read, where the data's shape is known without reading it.
 	if err := fixedClasses(fs, cfg.Data); err != nil {
 		return usageErr("%s: %v", cmd, err)
 	}
 	if cfg.SyncBN && !cfg.Model.IsNetwork() {
 		return usageErr("%s: --sync-bn: model %v has no batch norm to synchronise", cmd, cfg.Model)
 	}
+	// A network that cannot take the data is refused before any data is
+	// read, where the data's shape is known without reading it.
 	if shape, classes, ok := knownShape(cfg.Data); ok && cfg.Model.IsNetwork() {
 		c := *cfg
 		if c.Model == trainer.GPT {

@@ -469,7 +469,15 @@ func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
 	if all.Rows < 2 { // the user's data and settings: a usage error
 		return nil, nil, usageData{fmt.Errorf("the training set has %d %s: too few to hold a test set out (pass Config.Data.Test%s)", all.Rows, plural(all.Rows, "sample", "samples"), shorterWindows(all))}
 	}
-	return split(all, all.Rows-max(1, all.Rows/10))
+	train, _ := HoldOutRows(all.Rows)
+	return split(all, train)
+}
+
+// HoldOutRows splits n samples as holdOut does: the last tenth (at least
+// one) is the test set.
+func HoldOutRows(n int) (train, test int) {
+	test = max(1, n/10)
+	return n - test, test
 }
 
 func split(all *data.Dense, nTrain int) (*data.Dense, *data.Dense, error) {

@@ -101,7 +101,6 @@ type GPTShape struct {
 // blocks of 4 heads, 128 wide; about 0.85M parameters at 128 tokens).
 var DefaultGPT = GPTShape{Layers: 4, Heads: 4, Embed: 128}
 
-// OrDefaults is g with DefaultGPT's values where g has 0.
 // Params is the gpt's parameter count on seqLen tokens of text's
 // vocabulary, in float64 (it may be too large for an int): the
 // embeddings, 12E² + 13E per block, the final layer norm.
@@ -111,6 +110,7 @@ func (g GPTShape) Params(seqLen int) float64 {
 	return float64(data.TextVocab+seqLen)*e + l*(12*e*e+13*e) + 2*e
 }
 
+// OrDefaults is g with DefaultGPT's values where g has 0.
 func (g GPTShape) OrDefaults() GPTShape {
 	if g.Layers == 0 {
 		g.Layers = DefaultGPT.Layers

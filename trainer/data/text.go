@@ -51,7 +51,7 @@ func TextWindows(name string, text []byte, seqLen int) (*Dense, error) {
 	case seqLen >= math.MaxInt32:
 		return nil, errorf(ErrConfig, "%s: sequence length %d too long", name, seqLen)
 	}
-	rows, cols := (len(text)-1)/seqLen, seqLen+1
+	rows, cols := TextWindowCount(len(text), seqLen), seqLen+1
 	d := &Dense{X: make([]float32, rows*cols), Y: make([]int32, rows), Rows: rows, Cols: cols,
 		Classes: TextVocab, Image: Shape{C: 1, H: 1, W: 1, T: seqLen}}
 	for r := range rows {
@@ -61,3 +61,8 @@ func TextWindows(name string, text []byte, seqLen int) (*Dense, error) {
 	}
 	return d, nil
 }
+
+// TextWindowCount is how many windows TextWindows cuts from n bytes: one
+// every seqLen bytes, each seqLen+1 long (the next one starts at its last
+// byte, its target).
+func TextWindowCount(n, seqLen int) int { return (n - 1) / seqLen }

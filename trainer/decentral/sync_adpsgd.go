@@ -525,10 +525,7 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 			return nil, nil
 		}
 	}
-	timeout := s.Job.Cfg.Timeout
-	if timeout <= 0 {
-		timeout = engine.DefaultConfig().Timeout
-	}
+	timeout := s.timeout()
 	sp := s.Job.Trace.Begin("wait-average").Cat(trace.Wait)
 	defer sp.End()
 	until := time.After(timeout)
@@ -617,11 +614,7 @@ func (p *passiveServer) stop() {
 func (p *passiveServer) run() error {
 	s := p.s
 	c := s.Job.Comm
-	timeout := s.Job.Cfg.Timeout
-	if timeout <= 0 {
-		timeout = engine.DefaultConfig().Timeout
-	}
-	ctl := gossip.NewPassiveControl(c.Rank(), s.nbrs, len(p.in), timeout, time.Now())
+	ctl := gossip.NewPassiveControl(c.Rank(), s.nbrs, len(p.in), s.timeout(), time.Now())
 	var hdr [ctlLen]byte
 	for {
 		select {
@@ -719,8 +712,9 @@ func (s *adpsgdStrategy) pauseAtQuota() error {
 	return s.pausePartners(0, true)
 }
 
-// timeout is how long a rank at its quota waits for the others (and rank
-// 0 for a report): Config.Timeout.
+// timeout is Config.Timeout, or the default where it is 0: how long a
+// rank at its quota waits for the others (and rank 0 for a report), a
+// passive rank for an averaging, its server for a silent neighbour.
 func (s *adpsgdStrategy) timeout() time.Duration {
 	if t := s.Job.Cfg.Timeout; t > 0 {
 		return t

@@ -79,14 +79,14 @@ func (t *Trainer) checkDataMemory(cfg Config) error {
 func (t *Trainer) checkGPTMemory(cfg Config) error {
 	g := cfg.GPT.OrDefaults()
 	windows := func(path string) int {
-		if fi, err := os.Stat(path); err == nil {
-			return int(fi.Size() / int64(cfg.Data.EffectiveSeqLen()+1))
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return data.TextWindowCount(int(fi.Size()), cfg.Data.EffectiveSeqLen())
 		}
 		return 0
 	}
 	nTrain, nTest := windows(cfg.Data.Train), windows(cfg.Data.Test)
 	if cfg.Data.Test == "" {
-		nTrain, nTest = nTrain-nTrain/10, max(1, nTrain/10)
+		nTrain, nTest = config.HoldOutRows(nTrain)
 	}
 	need := func(layers int) (float64, model.Arch, error) {
 		c := cfg
