@@ -279,6 +279,34 @@ type PadPoolOps interface {
 // PadPoolOf returns b's PadPoolOps (looking through decorators).
 func PadPoolOf(b Backend) (PadPoolOps, bool) { return optional[PadPoolOps](b) }
 
+// LibPoolOps is an optional op set (LibPoolOf): a pooling layer's ops with
+// the batch and the channels apart (x n×c×h×w), for a backend whose
+// library pools data in a layout of its own (oneDNN's blocked channels,
+// as a convolution, batch norm and ReLU leave it), where dml's kernels
+// would first reorder it to plain and the next layer reorder it back.
+// Where x is plain, or no library serves, the backend runs its own
+// kernels (ConvOps' MaxPool and AvgPool, PadPoolOps' MaxPoolPad) with
+// their bits. max chooses the maximum (padding pad, at most k/2, as
+// PadPoolOps) or the mean (pad 0).
+type LibPoolOps interface {
+	LibPool() bool
+	Pool(y, x Buffer, max bool, n, c, h, w, k, stride, pad int) error
+	// PoolGrad sets dx to the gradient of x given dy; x is the input
+	// Pool was given, unchanged since.
+	PoolGrad(dx, dy, x Buffer, max bool, n, c, h, w, k, stride, pad int) error
+}
+
+// LibPoolOf returns b's LibPoolOps where a library serves them (LibPool),
+// looking through decorators.
+func LibPoolOf(b Backend) (LibPoolOps, bool) {
+	o, ok := optional[LibPoolOps](b)
+	if !ok {
+		return nil, false
+	}
+	inner, _ := Innermost(b).(LibPoolOps)
+	return o, inner.LibPool()
+}
+
 // CheckPadPool validates a padded pool's shapes: x of planes·h·w, y of
 // planes·oh·ow, a positive kernel and stride, 0 ≤ pad ≤ k/2.
 func CheckPadPool(op string, xLen, yLen, planes, h, w, k, stride, pad int) error {

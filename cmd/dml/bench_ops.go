@@ -32,8 +32,11 @@ of each with its GFLOP/s (convolutions: 2·multiply-adds of the three
 products) or GB/s (batch norm: the bytes its passes must move at least:
 x read twice and y written forward, x and dy read twice and dx written
 backward; the library's data made by its own convolutions, so that it
-lies in the library's layout, as in training). --kernels auto picks, in a training run, the faster of the two
-per convolution shape, measured the same way.`, stdout)
+lies in the library's layout, as in training) and each pool shape
+(forward and backward; GB/s of x and dx, y and dy moved once), where the
+library pools. --kernels auto picks, in a training run, the faster of
+the two per convolution shape, measured the same way; a library pools
+data in its own layout, dml's kernels plain data.`, stdout)
 	modelName := fs.String("model", "resnet20", "preset network: resnet20, vgg16, resnet50, alexnet (3×32×32) or lenet5 (1×28×28)")
 	batch := fs.Int("batch", 64, "samples per step (a rank's batch)")
 	rounds := fs.Int("rounds", 5, "rounds of each shape on each provider (the best counts)")
@@ -93,8 +96,19 @@ per convolution shape, measured the same way.`, stdout)
 	if err != nil {
 		return err
 	}
+	pools, err := timePools(arch.PoolShapes(), own, withLib, *batch, *rounds)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "# dml bench ops: %s, batch %d, %d thread(s), best of %d alternating rounds; dml's kernels against %s\n\n",
 		*modelName, *batch, *threads, *rounds, kernels.Describe(withLib))
+	printOps(stdout, convs, append(norms, pools...))
+	return nil
+}
+
+// printOps prints bench ops' table: each convolution shape (GFLOP/s),
+// then each memory-bound op (GB/s), and the sum over all layers.
+func printOps(stdout io.Writer, convs []model.ConvTiming, moved []bytesTiming) {
 	fmt.Fprintln(stdout, "| op | layers | dml ms | dml GFLOP/s | library ms | library GFLOP/s | library ÷ dml time |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
 	var ownT, libT time.Duration
@@ -104,14 +118,13 @@ per convolution shape, measured the same way.`, stdout)
 		fmt.Fprintf(stdout, "| conv | %s | %.3f | %.1f | %.3f | %.1f | %.2f |\n", layerList(t.Layers),
 			ms(t.Own), t.FLOPs/t.Own.Seconds()/1e9, ms(t.Lib), t.FLOPs/t.Lib.Seconds()/1e9, t.Lib.Seconds()/t.Own.Seconds())
 	}
-	for _, t := range norms {
+	for _, t := range moved {
 		n := time.Duration(len(t.layers))
 		ownT, libT = ownT+n*t.own, libT+n*t.lib
-		fmt.Fprintf(stdout, "| batchnorm | %s | %.3f | %.1f GB/s | %.3f | %.1f GB/s | %.2f |\n", layerList(t.layers),
+		fmt.Fprintf(stdout, "| %s | %s | %.3f | %.1f GB/s | %.3f | %.1f GB/s | %.2f |\n", t.op, layerList(t.layers),
 			ms(t.own), t.bytes/t.own.Seconds()/1e9, ms(t.lib), t.bytes/t.lib.Seconds()/1e9, t.lib.Seconds()/t.own.Seconds())
 	}
 	fmt.Fprintf(stdout, "\nall layers, once each: dml %.1f ms, library %.1f ms\n", ms(ownT), ms(libT))
-	return nil
 }
 
 // checkOpsRange refuses bench ops' sizes and backend out of range (one
@@ -140,7 +153,10 @@ func layerList(ls []string) string {
 	return fmt.Sprintf("%s (+%d alike)", ls[0], len(ls)-1)
 }
 
-type normTiming struct {
+// bytesTiming is a memory-bound op's best times on dml's kernels and on
+// the library, and the bytes it moves (batch norm, pools).
+type bytesTiming struct {
+	op       string // "batchnorm", "maxpool 3s2p1 of 64×112×112"
 	layers   []string
 	own, lib time.Duration
 	bytes    float64
@@ -148,35 +164,82 @@ type normTiming struct {
 
 // timeNorms times each batch-norm shape's training forward and backward
 // pass on both backends, rounds alternating.
-func timeNorms(shapes []model.NormShape, own, lib kernels.Backend, rows, rounds int) ([]normTiming, error) {
-	var out []normTiming
+func timeNorms(shapes []model.NormShape, own, lib kernels.Backend, rows, rounds int) ([]bytesTiming, error) {
+	var out []bytesTiming
 	for _, s := range shapes {
-		t := normTiming{layers: s.Layers, own: 1<<63 - 1, lib: 1<<63 - 1, bytes: float64(8 * 4 * rows * s.C * s.H * s.W)}
-		var runs [2]func() (time.Duration, error)
-		for k, be := range []kernels.Backend{own, lib} {
-			run, free, err := normRun(be, rows, s.C, s.H, s.W)
-			if err != nil {
-				return nil, err
-			}
-			defer free()
-			runs[k] = run
-		}
-		for range rounds {
-			for k, run := range runs {
-				d, err := run()
-				if err != nil {
-					return nil, err
-				}
-				if k == 0 {
-					t.own = min(t.own, d)
-				} else {
-					t.lib = min(t.lib, d)
-				}
-			}
+		t := bytesTiming{op: "batchnorm", layers: s.Layers, bytes: float64(8 * 4 * rows * s.C * s.H * s.W)}
+		var err error
+		t.own, t.lib, err = alternate(rounds, own, lib, func(be kernels.Backend, _ bool) (func() (time.Duration, error), func(), error) {
+			return normRun(be, rows, s.C, s.H, s.W)
+		})
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// alternate readies an op on own (dml's kernels) and on lib (the
+// library) with ready, runs each rounds times, alternating, and returns
+// the best time of each.
+func alternate(rounds int, own, lib kernels.Backend,
+	ready func(be kernels.Backend, isLib bool) (run func() (time.Duration, error), free func(), err error)) (time.Duration, time.Duration, error) {
+	var runs [2]func() (time.Duration, error)
+	for k, be := range []kernels.Backend{own, lib} {
+		run, free, err := ready(be, k == 1)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer free()
+		runs[k] = run
+	}
+	best := [2]time.Duration{1<<63 - 1, 1<<63 - 1}
+	for range rounds {
+		for k, run := range runs {
+			d, err := run()
+			if err != nil {
+				return 0, 0, err
+			}
+			best[k] = min(best[k], d)
+		}
+	}
+	return best[0], best[1], nil
+}
+
+// benchBufs are one op's buffers on a backend: after the first failure
+// alloc makes nothing more and err keeps the failure.
+type benchBufs struct {
+	be   kernels.Backend
+	list []kernels.Buffer
+	err  error
+}
+
+// alloc makes a buffer of n elements, each v.
+func (b *benchBufs) alloc(n int, v float32) kernels.Buffer {
+	if b.err != nil {
+		return nil
+	}
+	buf, err := b.be.Alloc(n)
+	if err == nil {
+		b.list = append(b.list, buf)
+		err = b.be.Fill(buf, v)
+	}
+	b.err = err
+	return buf
+}
+
+// then runs f unless something failed before.
+func (b *benchBufs) then(f func() error) {
+	if b.err == nil {
+		b.err = f()
+	}
+}
+
+func (b *benchBufs) free() {
+	for _, buf := range b.list {
+		b.be.Free(buf)
+	}
 }
 
 // normRun readies one batch norm of n×c×h×w on be and returns a function
@@ -188,52 +251,26 @@ func normRun(be kernels.Backend, n, c, h, w int) (func() (time.Duration, error),
 	if !ok {
 		return nil, nil, fmt.Errorf("backend %s has no batch norm", be.Name())
 	}
-	var bufs []kernels.Buffer
-	free := func() {
-		for _, b := range bufs {
-			be.Free(b)
-		}
-	}
-	var failed error // the first; alloc does nothing after it
-	alloc := func(k int, v float32) kernels.Buffer {
-		if failed != nil {
-			return nil
-		}
-		b, err := be.Alloc(k)
-		if err == nil {
-			bufs = append(bufs, b)
-			err = be.Fill(b, v)
-		}
-		failed = err
-		return b
-	}
+	b := &benchBufs{be: be}
 	big, hw := n*c*h*w, h*w
-	x, y, dy, dx := alloc(big, 0), alloc(big, 0), alloc(big, 0.25), alloc(big, 0)
-	g, beta, mean, inv := alloc(c, 1), alloc(c, 0), alloc(c, 0), alloc(c, 0)
-	rm, rv, dg, db := alloc(c, 0), alloc(c, 1), alloc(c, 0), alloc(c, 0)
+	x, y, dy, dx := b.alloc(big, 0), b.alloc(big, 0), b.alloc(big, 0.25), b.alloc(big, 0)
+	g, beta, mean, inv := b.alloc(c, 1), b.alloc(c, 0), b.alloc(c, 0), b.alloc(c, 0)
+	rm, rv, dg, db := b.alloc(c, 0), b.alloc(c, 1), b.alloc(c, 0), b.alloc(c, 0)
 	// x varies, so that the variance is not 0.
 	xs := make([]float32, big)
 	for i := range xs {
 		xs[i] = float32(i%7) * 0.25
 	}
-	if failed == nil {
-		failed = be.Upload(x, xs)
-	}
+	b.then(func() error { return be.Upload(x, xs) })
 	if whole, ok := kernels.WholeConvOf(be); ok {
-		in, wt := alloc(big, 0), alloc(c*c*9, 0.01)
-		if failed == nil {
-			failed = be.Copy(in, x)
-		}
-		if failed == nil {
-			failed = whole.ConvForward(x, in, wt, nil, n, c, h, w, c, 3, 1, 1)
-		}
-		if failed == nil {
-			failed = whole.ConvForward(dy, in, wt, nil, n, c, h, w, c, 3, 1, 1)
-		}
+		in, wt := b.alloc(big, 0), b.alloc(c*c*9, 0.01)
+		b.then(func() error { return be.Copy(in, x) })
+		b.then(func() error { return whole.ConvForward(x, in, wt, nil, n, c, h, w, c, 3, 1, 1) })
+		b.then(func() error { return whole.ConvForward(dy, in, wt, nil, n, c, h, w, c, 3, 1, 1) })
 	}
-	if failed != nil {
-		free()
-		return nil, nil, failed
+	if b.err != nil {
+		b.free()
+		return nil, nil, b.err
 	}
 	return func() (time.Duration, error) {
 		t0 := time.Now()
@@ -245,5 +282,5 @@ func normRun(be kernels.Backend, n, c, h, w int) (func() (time.Duration, error),
 			err = be.Sync()
 		}
 		return time.Since(t0), err
-	}, free, nil
+	}, b.free, nil
 }

@@ -119,6 +119,11 @@ type oneDNN struct {
 	name string
 }
 
+var (
+	_ cpu.NormReluLib = oneDNN{}
+	_ cpu.PoolLib     = oneDNN{}
+)
+
 func (d oneDNN) Name() string { return d.name }
 func (d oneDNN) Close()       { d.l.Close() }
 func (d oneDNN) Reorder(dst, src []float32, from, to cpu.Layout) error {
@@ -158,6 +163,20 @@ func (d oneDNN) NormReluTrain(y, mean, variance, ws, x, gamma, beta []float32, x
 func (d oneDNN) NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl cpu.Layout, n, c, hw int, eps float32) (cpu.Layout, error) {
 	dxl, err := d.l.NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws, onednn.Layout(dyl), onednn.Layout(xl), n, c, hw, eps)
 	return cpu.Layout(dxl), err
+}
+
+func (d oneDNN) PoolWorkspace(s cpu.PoolShape) (int, error) { return d.l.PoolWorkspace(poolShape(s)) }
+func (d oneDNN) PoolForward(y, ws, x []float32, s cpu.PoolShape) (cpu.Layout, error) {
+	yl, err := d.l.PoolForward(y, ws, x, poolShape(s))
+	return cpu.Layout(yl), err
+}
+func (d oneDNN) PoolBackward(dx, dy, ws []float32, dyl cpu.Layout, s cpu.PoolShape) (cpu.Layout, error) {
+	dxl, err := d.l.PoolBackward(dx, dy, ws, onednn.Layout(dyl), poolShape(s))
+	return cpu.Layout(dxl), err
+}
+
+func poolShape(s cpu.PoolShape) onednn.PoolShape {
+	return onednn.PoolShape{X: onednn.Layout(s.X), N: s.N, C: s.C, H: s.H, W: s.W, K: s.K, Stride: s.Stride, Pad: s.Pad, Max: s.Max}
 }
 
 func shape(n, c, h, wd, o, k, stride, pad int) onednn.Shape {

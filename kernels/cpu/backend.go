@@ -51,6 +51,9 @@ type Backend struct {
 	// normVar is the library's batch-norm variances, by the mean's
 	// buffer (norm.go).
 	normVar map[*float32]normSaved
+	// poolWS is the library's max pools' workspaces, by the input's
+	// buffer (libpool.go).
+	poolWS map[*float32]poolSaved
 	// prec is the products' arithmetic, and scratch the rounded copies of
 	// their operands at BF16 and FP16 (precision.go).
 	prec    kernels.Precision

@@ -69,6 +69,9 @@ func (be *Backend) Providers() []kernels.Provided {
 	}
 	if be.lib != nil {
 		ps = append(ps, kernels.Provided{Ops: "conv", Provider: be.lib.Name()}, kernels.Provided{Ops: "batchnorm", Provider: be.lib.Name()})
+		if be.LibPool() {
+			ps = append(ps, kernels.Provided{Ops: "pool", Provider: be.lib.Name() + " (on its layouts)"})
+		}
 	}
 	if len(ps) == 0 {
 		return nil

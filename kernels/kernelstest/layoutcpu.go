@@ -28,7 +28,7 @@ func NewReversedCPU() kernels.Backend {
 // return (kernels.OpFailure).
 func NewFailingReorderCPU(ok int) kernels.Backend {
 	be := cpu.New()
-	be.SetLib(&reversed{ref: wholeConv{cpu.New()}, failAfter: ok})
+	be.SetLib(&reversed{ref: wholeConv{cpu.New()}, fail: true, failAfter: ok})
 	return be
 }
 
@@ -36,7 +36,8 @@ func NewFailingReorderCPU(ok int) kernels.Backend {
 // whole convolutions (wholeConv) and on float64 loops.
 type reversed struct {
 	ref       wholeConv
-	failAfter int // > 0: reorders fail after this many (NewFailingReorderCPU)
+	fail      bool // reorders fail after failAfter of them (NewFailingReorderCPU)
+	failAfter int
 	reorders  int
 }
 
@@ -49,7 +50,7 @@ func (r *reversed) Reorder(dst, src []float32, from, to cpu.Layout) error {
 	if len(dst) != len(src) || from > reversedLayout || to > reversedLayout {
 		return fmt.Errorf("reversed: reorder of %d floats into %d, layouts %d→%d", len(src), len(dst), from, to)
 	}
-	if r.reorders++; r.failAfter > 0 && r.reorders > r.failAfter {
+	if r.reorders++; r.fail && r.reorders > r.failAfter {
 		return fmt.Errorf("reversed: reorder %d failed (status 5: planted)", r.reorders)
 	}
 	if from == to {
@@ -187,6 +188,74 @@ func (r *reversed) NormGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma []fl
 				dx[lo+j] = float32(float64(gamma[ch]) * inv * (float64(dy[lo+j]) - sdy/cnt - xh*sdyx/cnt))
 			}
 		}
+	}
+	return reverse(dx), nil
+}
+
+// The pools in loops on plain copies, a max pool's workspace the flat
+// position of each window's first maximum (its bits), as oneDNN's holds
+// the positions of its maxima.
+
+var _ cpu.PoolLib = (*reversed)(nil)
+
+func (r *reversed) PoolWorkspace(s cpu.PoolShape) (int, error) {
+	if !s.Max {
+		return 0, nil
+	}
+	oh, ow := kernels.ConvOut(s.H, s.W, s.K, s.Stride, s.Pad)
+	return s.N * s.C * oh * ow, nil
+}
+
+func (r *reversed) PoolForward(y, ws, x []float32, s cpu.PoolShape) (cpu.Layout, error) {
+	x = plainOf(x, s.X)
+	oh, ow := kernels.ConvOut(s.H, s.W, s.K, s.Stride, s.Pad)
+	for p := range s.N * s.C {
+		for oy := range oh {
+			for ox := range ow {
+				o := (p*oh+oy)*ow + ox
+				best, sum := -1, 0.0
+				for i := max(oy*s.Stride-s.Pad, 0); i < min(oy*s.Stride-s.Pad+s.K, s.H); i++ {
+					for j := max(ox*s.Stride-s.Pad, 0); j < min(ox*s.Stride-s.Pad+s.K, s.W); j++ {
+						at := (p*s.H+i)*s.W + j
+						if best < 0 || x[at] > x[best] {
+							best = at
+						}
+						sum += float64(x[at])
+					}
+				}
+				if s.Max {
+					y[o], ws[o] = x[best], math.Float32frombits(uint32(best))
+				} else {
+					y[o] = float32(sum / float64(s.K*s.K))
+				}
+			}
+		}
+	}
+	return reverse(y), nil
+}
+
+func (r *reversed) PoolBackward(dx, dy, ws []float32, dyl cpu.Layout, s cpu.PoolShape) (cpu.Layout, error) {
+	dy = plainOf(dy, dyl)
+	oh, ow := kernels.ConvOut(s.H, s.W, s.K, s.Stride, s.Pad)
+	acc := make([]float64, len(dx))
+	for p := range s.N * s.C {
+		for oy := range oh {
+			for ox := range ow {
+				o := (p*oh+oy)*ow + ox
+				if s.Max {
+					acc[math.Float32bits(ws[o])] += float64(dy[o])
+					continue
+				}
+				for i := oy * s.Stride; i < oy*s.Stride+s.K; i++ {
+					for j := ox * s.Stride; j < ox*s.Stride+s.K; j++ {
+						acc[(p*s.H+i)*s.W+j] += float64(dy[o]) / float64(s.K*s.K)
+					}
+				}
+			}
+		}
+	}
+	for i, v := range acc {
+		dx[i] = float32(v)
 	}
 	return reverse(dx), nil
 }

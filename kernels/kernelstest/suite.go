@@ -132,6 +132,7 @@ func RunOpts(t *testing.T, newBackend func() kernels.Backend, o Options) {
 		{"Embedding", plain(testEmbedding)},
 		{"Attention", plain(testAttention)},
 		{"WholeConv", testWholeConv},
+		{"LibPool", testLibPool},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

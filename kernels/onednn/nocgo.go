@@ -49,6 +49,29 @@ func (l *Lib) NormGrad(_, _, _, _, _, _, _, _ []float32, _, _ Layout, _, _, _ in
 	return Plain, errNoCgo
 }
 
+func (l *Lib) NormReluWorkspace(_ Layout, _, _, _ int, _ float32) (int, error) { return 0, errNoCgo }
+func (l *Lib) NormReluTrain(_, _, _, _, _, _, _ []float32, _ Layout, _, _, _ int, _ float32) (Layout, error) {
+	return Plain, errNoCgo
+}
+func (l *Lib) NormReluGrad(_, _, _, _, _, _, _, _, _ []float32, _, _ Layout, _, _, _ int, _ float32) (Layout, error) {
+	return Plain, errNoCgo
+}
+
+// PoolShape is a pool's dimensions (see the cgo build).
+type PoolShape struct {
+	X                          Layout
+	N, C, H, W, K, Stride, Pad int
+	Max                        bool
+}
+
+func (l *Lib) PoolWorkspace(PoolShape) (int, error) { return 0, errNoCgo }
+func (l *Lib) PoolForward(_, _, _ []float32, _ PoolShape) (Layout, error) {
+	return Plain, errNoCgo
+}
+func (l *Lib) PoolBackward(_, _, _ []float32, _ Layout, _ PoolShape) (Layout, error) {
+	return Plain, errNoCgo
+}
+
 func Sgemm(_, _ bool, _, _, _ int, _ float32, _ []float32, _ int, _ []float32, _ int, _ float32, _ []float32, _ int) error {
 	return errNoCgo
 }

@@ -59,6 +59,10 @@ static int (*p_conv_bwd_w)(dml_desc *, int, const dml_md *, const dml_md *, cons
 	const long long *, const long long *, const long long *);
 static int (*p_bn_fwd)(dml_desc *, int, const dml_md *, float, unsigned);
 static int (*p_bn_bwd)(dml_desc *, int, const dml_md *, const dml_md *, float, unsigned);
+static int (*p_pool_fwd)(dml_desc *, int, int, const dml_md *, const dml_md *, const long long *, const long long *,
+	const long long *, const long long *);
+static int (*p_pool_bwd)(dml_desc *, int, const dml_md *, const dml_md *, const long long *, const long long *,
+	const long long *, const long long *);
 static int (*p_pd_create)(void **, const void *, const void *, void *, const void *);
 static int (*p_pd_destroy)(void *);
 static const dml_md *(*p_pd_query_md)(const void *, int, int);
@@ -92,6 +96,8 @@ static int dml_dnnl_load(const char *path, char *msg, int n) {
 	SYM(p_conv_bwd_w, "dnnl_convolution_backward_weights_desc_init");
 	SYM(p_bn_fwd, "dnnl_batch_normalization_forward_desc_init");
 	SYM(p_bn_bwd, "dnnl_batch_normalization_backward_desc_init");
+	SYM(p_pool_fwd, "dnnl_pooling_forward_desc_init");
+	SYM(p_pool_bwd, "dnnl_pooling_backward_desc_init");
 	SYM(p_pd_create, "dnnl_primitive_desc_create");
 	SYM(p_pd_destroy, "dnnl_primitive_desc_destroy");
 	SYM(p_pd_query_md, "dnnl_primitive_desc_query_md");
@@ -123,6 +129,7 @@ enum {
 	DML_ANY = 1, DML_A = 2,
 	DML_FWD_TRAINING = 64, DML_FWD_INFERENCE = 96, DML_BACKWARD = 128, DML_CONV_DIRECT = 1,
 	DML_BN_GLOBAL_STATS = 1, DML_BN_RELU = 4, DML_BN_SCALE = 8, DML_BN_SHIFT = 16,
+	DML_POOL_MAX = 0x1ff, DML_POOL_AVG = 0x3ff, // pooling_avg_exclude_padding: dml's average pools have none
 	DML_Q_EXEC_ARG_MD = 255,
 };
 
@@ -284,6 +291,37 @@ static int dml_bn_make(dml_op *op, int dir, void *eng, const void *hint, const d
 	if (st != 0) return st;
 	return dml_op_make(op, pd, eng, nargs, args);
 }
+
+// The pooling's primitives over x in layout md (n×c×h×w): k×k windows at
+// stride, padded by pad on each side (a maximum ignores the padding, as
+// PyTorch's −∞ does; oneDNN's output size is floor((h + 2·pad − k) /
+// stride) + 1, PyTorch's), y n×c×oh×ow in the layout oneDNN prefers for
+// md. dir: 0 training forward (max: with a workspace, the maxima's
+// positions, as its last argument), 1 backward (hint: the forward pd).
+static int dml_pool_make(dml_op *op, int dir, void *eng, const void *hint, const dml_md *md,
+		long long oh, long long ow, long long k, long long stride, long long pad, int max) {
+	dml_dims yd = {md->dims[0], md->dims[1], oh, ow}, ks = {k, k}, strides = {stride, stride}, pads = {pad, pad};
+	dml_md y;
+	int st = dml_md_any(&y, 4, yd);
+	if (st != 0) return st;
+	dml_desc *d = malloc(sizeof(dml_desc));
+	if (!d) return -2;
+	int alg = max ? DML_POOL_MAX : DML_POOL_AVG;
+	int args[3];
+	if (dir == 0) {
+		st = p_pool_fwd(d, DML_FWD_TRAINING, alg, md, &y, strides, ks, pads, pads);
+		args[0] = DML_ARG_SRC; args[1] = DML_ARG_DST;
+	} else {
+		st = p_pool_bwd(d, alg, md, &y, strides, ks, pads, pads);
+		args[0] = DML_ARG_DIFF_DST; args[1] = DML_ARG_DIFF_SRC;
+	}
+	args[2] = DML_ARG_WORKSPACE;
+	void *pd = NULL;
+	if (st == 0) st = p_pd_create(&pd, d, NULL, eng, hint);
+	free(d);
+	if (st != 0) return st;
+	return dml_op_make(op, pd, eng, max ? 3 : 2, args);
+}
 */
 import "C"
 
@@ -379,8 +417,9 @@ type Lib struct {
 	eng, stream unsafe.Pointer
 	layouts     []*C.dml_md // Layout i+1
 	reorders    map[[2]Layout]*op
-	convs       map[convKey]*[3]*op
-	norms       map[normKey]*[3]*op
+	convs       map[convKey][]*op
+	norms       map[normKey][]*op
+	pools       map[PoolShape][]*op
 	closed      bool
 }
 
@@ -406,7 +445,7 @@ type op struct {
 
 // New returns a Lib; Load must have succeeded.
 func New() (*Lib, error) {
-	l := &Lib{reorders: map[[2]Layout]*op{}, convs: map[convKey]*[3]*op{}, norms: map[normKey]*[3]*op{}}
+	l := &Lib{reorders: map[[2]Layout]*op{}, convs: map[convKey][]*op{}, norms: map[normKey][]*op{}, pools: map[PoolShape][]*op{}}
 	if st := C.dml_engine(&l.eng, &l.stream); st != 0 {
 		C.dml_engine_free(l.eng, l.stream)
 		return nil, fmt.Errorf("onednn: creating the CPU engine: %v", status(st))
@@ -433,10 +472,15 @@ func (l *Lib) Close() {
 			o.free()
 		}
 	}
+	for _, ops := range l.pools {
+		for _, o := range ops {
+			o.free()
+		}
+	}
 	for _, md := range l.layouts {
 		C.free(unsafe.Pointer(md))
 	}
-	l.reorders, l.convs, l.norms, l.layouts = nil, nil, nil, nil
+	l.reorders, l.convs, l.norms, l.pools, l.layouts = nil, nil, nil, nil, nil
 	C.dml_engine_free(l.eng, l.stream)
 }
 
@@ -645,7 +689,7 @@ func ptr(x []float32) unsafe.Pointer {
 
 // conv returns shape s's primitives: forward, data gradient, filter
 // gradient.
-func (l *Lib) conv(s Shape, bias bool) (*[3]*op, error) {
+func (l *Lib) conv(s Shape, bias bool) ([]*op, error) {
 	key := convKey{s, bias}
 	if ops := l.convs[key]; ops != nil {
 		return ops, nil
@@ -655,7 +699,7 @@ func (l *Lib) conv(s Shape, bias bool) (*[3]*op, error) {
 	if bias {
 		b = 1
 	}
-	ops, err := l.makeOps(fmt.Sprintf("%+v", s), [3]string{"forward", "data-gradient", "filter-gradient"}, func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int {
+	ops, err := l.makeOps(fmt.Sprintf("%+v", s), []string{"forward", "data-gradient", "filter-gradient"}, func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int {
 		return C.dml_conv_make(c, C.int(dir), l.eng, hint, C.longlong(s.N), C.longlong(s.C), C.longlong(s.H), C.longlong(s.W),
 			C.longlong(s.O), C.longlong(s.K), C.longlong(s.Stride), C.longlong(s.Pad), C.longlong(oh), C.longlong(ow), b)
 	})
@@ -666,19 +710,19 @@ func (l *Lib) conv(s Shape, bias bool) (*[3]*op, error) {
 	return ops, nil
 }
 
-// makeOps makes an op's three primitives with make (dir 0, 1, 2; hint:
-// the first one's descriptor, nil for the first itself), freeing them all
-// if one fails; what and dirs name them in the error.
-func (l *Lib) makeOps(what string, dirs [3]string, make func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int) (*[3]*op, error) {
-	ops := new([3]*op)
-	for dir := range 3 {
+// makeOps makes an op's primitives, one for each of dirs, with mk (dir
+// 0, 1, …; hint: the first one's descriptor, nil for the first itself),
+// freeing them all if one fails; what and dirs name them in the error.
+func (l *Lib) makeOps(what string, dirs []string, mk func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int) ([]*op, error) {
+	ops := make([]*op, len(dirs))
+	for dir := range dirs {
 		c := newCOp()
 		var hint unsafe.Pointer
 		if ops[0] != nil {
 			hint = ops[0].c.pd
 		}
 		var err error
-		if st := make(c, dir, hint); st == 0 {
+		if st := mk(c, dir, hint); st == 0 {
 			ops[dir], err = l.newOp(c)
 		} else {
 			C.dml_op_free(c)
@@ -769,7 +813,7 @@ func (l *Lib) BackwardFilter(dw, db, x, dy []float32, xl, dyl Layout, s Shape) e
 // norm returns the batch norm's primitives for data in layout xl (Plain:
 // n×c×hw) — training forward, inference, backward, with the ReLU fused
 // where relu says — or an error when xl is not n×c×… with h·w = hw.
-func (l *Lib) norm(xl Layout, n, c, hw int, eps float32, relu bool) (*[3]*op, error) {
+func (l *Lib) norm(xl Layout, n, c, hw int, eps float32, relu bool) ([]*op, error) {
 	key := normKey{xl, n, c, hw, eps, relu}
 	if ops := l.norms[key]; ops != nil {
 		return ops, nil
@@ -791,7 +835,7 @@ func (l *Lib) norm(xl Layout, n, c, hw int, eps float32, relu bool) (*[3]*op, er
 			return nil, fmt.Errorf("onednn: batch norm %d×%d×%d on data of layout %d (%d dims %v)", n, c, hw, xl, int(md.ndims), d[:md.ndims])
 		}
 	}
-	ops, err := l.makeOps(fmt.Sprintf("batch norm %d×%d×%d", n, c, hw), [3]string{"training", "inference", "backward"}, func(op *C.dml_op, dir int, hint unsafe.Pointer) C.int {
+	ops, err := l.makeOps(fmt.Sprintf("batch norm %d×%d×%d", n, c, hw), []string{"training", "inference", "backward"}, func(op *C.dml_op, dir int, hint unsafe.Pointer) C.int {
 		if dir != 2 {
 			hint = nil
 		}
@@ -891,4 +935,101 @@ func (l *Lib) NormReluTrain(y, mean, variance, ws, x, gamma, beta []float32, xl 
 // output's gradient, ws NormReluTrain's mask.
 func (l *Lib) NormReluGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws []float32, dyl, xl Layout, n, c, hw int, eps float32) (Layout, error) {
 	return l.normGrad(dx, dgamma, dbeta, dy, x, mean, variance, gamma, ws, dyl, xl, n, c, hw, eps)
+}
+
+// PoolShape is a pool's: x n×c×h×w in layout X, k×k windows at Stride,
+// padded by Pad; the maximum (Max) or the mean.
+type PoolShape struct {
+	X                          Layout
+	N, C, H, W, K, Stride, Pad int
+	Max                        bool
+}
+
+// pool returns s's primitives, forward (training) and backward: made for
+// x in its layout, their output in the layout oneDNN prefers for it.
+func (l *Lib) pool(s PoolShape) ([]*op, error) {
+	if ops := l.pools[s]; ops != nil {
+		return ops, nil
+	}
+	var err error
+	md := new(C.dml_md)
+	if s.X == Plain {
+		dims := [12]C.longlong{C.longlong(s.N), C.longlong(s.C), C.longlong(s.H), C.longlong(s.W)}
+		if st := C.dml_md_plain(md, 4, &dims[0]); st != 0 {
+			return nil, fmt.Errorf("onednn: %s: a memory descriptor: %v", s, status(st))
+		}
+	} else if md, err = l.md(s.X, nil); err != nil {
+		return nil, err
+	}
+	if md.ndims != 4 || int(md.dims[0]) != s.N || int(md.dims[1]) != s.C || int(md.dims[2]) != s.H || int(md.dims[3]) != s.W {
+		return nil, fmt.Errorf("onednn: pool of %d×%d×%d×%d on data of layout %d", s.N, s.C, s.H, s.W, s.X)
+	}
+	oh, ow := (s.H+2*s.Pad-s.K)/s.Stride+1, (s.W+2*s.Pad-s.K)/s.Stride+1
+	m := C.int(0)
+	if s.Max {
+		m = 1
+	}
+	ops, err := l.makeOps(s.String(), []string{"forward", "backward"}, func(c *C.dml_op, dir int, hint unsafe.Pointer) C.int {
+		return C.dml_pool_make(c, C.int(dir), l.eng, hint, md, C.longlong(oh), C.longlong(ow), C.longlong(s.K), C.longlong(s.Stride), C.longlong(s.Pad), m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.pools[s] = ops
+	return ops, nil
+}
+
+// String names the pool in errors: "max pool 3s2p1 of 8×64×112×112".
+func (s PoolShape) String() string {
+	kind := "average"
+	if s.Max {
+		kind = "max"
+	}
+	return fmt.Sprintf("%s pool %ds%dp%d of %d×%d×%d×%d", kind, s.K, s.Stride, s.Pad, s.N, s.C, s.H, s.W)
+}
+
+// PoolWorkspace is how many float32 the workspace of s's PoolForward and
+// PoolBackward holds (a max pool's positions of the maxima, in oneDNN's
+// own format; 0 for an average pool).
+func (l *Lib) PoolWorkspace(s PoolShape) (int, error) {
+	ops, err := l.pool(s)
+	if err != nil || !s.Max {
+		return 0, err
+	}
+	return (int(C.dml_md_size(C.dml_op_md(ops[0].c, 2))) + 3) / 4, nil
+}
+
+// PoolForward pools x (in layout s.X, plain or one of this Lib's) into y, left in
+// the primitive's layout, which it returns; a max pool writes the
+// positions of its maxima to ws (PoolWorkspace floats) for PoolBackward.
+func (l *Lib) PoolForward(y, ws, x []float32, s PoolShape) (Layout, error) {
+	ops, err := l.pool(s)
+	if err != nil {
+		return Plain, err
+	}
+	o := ops[0]
+	py, yl := l.out(o, 1, y, true)
+	if err := o.run(l, ptr(x), py, ptr(ws)); err != nil {
+		return Plain, fmt.Errorf("onednn: %s: forward: %w", s, err)
+	}
+	return yl, l.done(o, 1, y, yl)
+}
+
+// PoolBackward sets dx, in x's layout s.X, to the gradient of the pool's
+// input given dy (in layout dyl) and PoolForward's workspace.
+func (l *Lib) PoolBackward(dx, dy, ws []float32, dyl Layout, s PoolShape) (Layout, error) {
+	ops, err := l.pool(s)
+	if err != nil {
+		return Plain, err
+	}
+	o := ops[1]
+	pdy, err := l.in(o, 0, dy, dyl)
+	if err != nil {
+		return Plain, err
+	}
+	pdx, dxl := l.out(o, 1, dx, true)
+	if err := o.run(l, pdy, pdx, ptr(ws)); err != nil {
+		return Plain, fmt.Errorf("onednn: %s: backward: %w", s, err)
+	}
+	return dxl, l.done(o, 1, dx, dxl)
 }

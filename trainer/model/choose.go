@@ -188,6 +188,40 @@ func (a Arch) NormShapes() []NormShape {
 	return out
 }
 
+// PoolShape is a pool's: input C×H×W, K×K windows at Stride, padded by
+// Pad, the maximum (Max) or the mean; its layers ("layer 3": pools have
+// no names).
+type PoolShape struct {
+	Max                     bool
+	C, H, W, K, Stride, Pad int
+	Layers                  []string
+}
+
+// PoolShapes lists the network's pool shapes: the max pools', then the
+// average pools', each in order of first use.
+func (a Arch) PoolShapes() []PoolShape {
+	nodes := a.mustNodes()
+	var out []PoolShape
+	for _, kind := range []string{KindMaxPool, KindAvgPool} {
+		groups, _ := groupNodes(nodes, kind, func(n node) [6]int { return [6]int{n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad} })
+		for _, g := range groups {
+			n := nodes[g[0]]
+			out = append(out, PoolShape{Max: kind == KindMaxPool, C: n.in.C, H: n.in.H, W: n.in.W, K: n.Kernel, Stride: n.Stride, Pad: n.Pad,
+				Layers: layerNumbers(g)})
+		}
+	}
+	return out
+}
+
+// layerNumbers names unnamed layers by their place: "layer 3".
+func layerNumbers(idx []int) []string {
+	names := make([]string, len(idx))
+	for k, i := range idx {
+		names[k] = fmt.Sprintf("layer %d", i)
+	}
+	return names
+}
+
 // groupNodes groups the nodes of kind by key, in order of first use: each
 // group's nodes, and for each node of kind in order its group's index.
 func groupNodes[K comparable](nodes []node, kind string, key func(node) K) (groups [][]int, of []int) {

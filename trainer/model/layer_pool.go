@@ -23,7 +23,10 @@ func init() {
 // k×k windows at a stride (default k); a max pool may have padding (at
 // most k/2, PyTorch's −∞: kernels.PadPoolOps), an average pool none, and
 // one of kernel 0 is global (the whole plane, which must be square). Its
-// ops are the backend's kernels.ConvOps.
+// ops are the backend's kernels.ConvOps, or its kernels.LibPoolOps where
+// a library pools (oneDNN: on data in its blocked layouts, which the
+// convolution, batch norm and ReLU before leave, so that none is
+// reordered to plain and back around the pool).
 type pool struct {
 	base
 	max bool
@@ -66,6 +69,10 @@ func (p pool) setup(m *Model, a *allocator) error {
 	if err := m.findConvOps(kind); err != nil {
 		return err
 	}
+	if lp, ok := kernels.LibPoolOf(m.B); ok {
+		m.libPool = lp
+		return nil
+	}
 	for _, n := range m.nodes {
 		if n.Kind == kind && n.Pad > 0 && m.padPool == nil {
 			var err error
@@ -85,6 +92,9 @@ func (pool) describe(n node) string {
 }
 
 func (p pool) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
+	if m.libPool != nil {
+		return m.libPool.Pool(y, x, p.max, m.rows, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
+	}
 	if n.Pad > 0 {
 		return m.padPool.MaxPoolPad(y, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
 	}
@@ -96,6 +106,9 @@ func (p pool) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 
 func (p pool) backward(m *Model, i int, n node, x, dy kernels.Buffer, hook GradHook) error {
 	return m.give(n.from, func(dst kernels.Buffer) error {
+		if m.libPool != nil {
+			return m.libPool.PoolGrad(dst, dy, x, p.max, m.rows, n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
+		}
 		if n.Pad > 0 {
 			return m.padPool.MaxPoolPadGrad(dst, dy, x, m.rows*n.in.C, n.in.H, n.in.W, n.Kernel, n.Stride, n.Pad)
 		}

@@ -89,6 +89,9 @@ type Model struct {
 	// padPool: the backend's kernels.PadPoolOps, where a max pool has
 	// padding.
 	padPool kernels.PadPoolOps
+	// libPool: the backend's kernels.LibPoolOps, where a library pools
+	// data in its own layouts (layer_pool.go).
+	libPool kernels.LibPoolOps
 	// lrn: the backend's kernels.LRNOps, where a layer normalises across
 	// channels (layer_lrn.go).
 	lrn kernels.LRNOps

@@ -17,9 +17,11 @@ import (
 // convolutions (kernelstest.NewWholeConvCPU, cuDNN's stand-in; and
 // kernelstest.NewReversedCPU, whose library also serves batch norm and
 // leaves its outputs in a layout of its own, as oneDNN does) computes the
-// gradient of its columns path: LeNet-5 (5×5, max pooling, biases) and
+// gradient of its columns path: LeNet-5 (5×5, max pooling, biases),
 // ResNet-20 (3×3 "same" and strided convolutions, 1×1 projections, batch
-// norm, residual adds), one step from the same weights and batch.
+// norm, residual adds) and a network of the other pools (padded and
+// overlapping max pools, a global average), one step from the same
+// weights and batch; the library's pools serve where it has them.
 func TestWholeConvPath(t *testing.T) {
 	testWholeConvPath(t, map[string]func() kernels.Backend{
 		"plain":    kernelstest.NewWholeConvCPU,
@@ -37,6 +39,21 @@ func testWholeConvPath(t *testing.T, backends map[string]func() kernels.Backend)
 	}{
 		{"lenet5", Shape{C: 1, H: 28, W: 28}, LeNet5(10), 6},
 		{"resnet20", Shape{C: 3, H: 32, W: 32}, ResNet20(10), 3},
+		// ResNet-50's stem and AlexNet's overlapping pool, on 16 and 32
+		// channels: the pools of data in a library's layout.
+		{"pools", Shape{C: 3, H: 19, W: 19}, []LayerSpec{
+			{Kind: KindConv, Name: "c1", Out: 16, Kernel: 3, Stride: 2, Pad: 1, NoBias: true},
+			{Kind: KindBatchNorm, Name: "bn1"},
+			{Kind: KindReLU},
+			{Kind: KindMaxPool, Kernel: 3, Stride: 2, Pad: 1},
+			{Kind: KindConv, Name: "c2", Out: 32, Kernel: 3, Pad: 1},
+			{Kind: KindReLU},
+			{Kind: KindMaxPool, Kernel: 3, Stride: 2},
+			{Kind: KindConv, Name: "c3", Out: 32, Kernel: 1},
+			{Kind: KindAvgPool},
+			{Kind: KindFlatten},
+			{Kind: KindLinear, Name: "fc", Out: 10},
+		}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			arch, err := NewNet(c.in, c.layers, 10, SoftmaxCE)
@@ -171,7 +188,7 @@ func TestLibraryFailureIsAnError(t *testing.T) {
 	const rows = 4
 	batch := make([]float32, rows*(arch.Input.Size()+1))
 	failed := 0
-	for ok := 1; ok <= 12; ok++ {
+	for ok := 0; ok <= 12; ok++ {
 		be := kernelstest.NewFailingReorderCPU(ok)
 		m, err := New(arch, be, rows)
 		if err != nil {

@@ -183,6 +183,36 @@ func (tb *tracedBackend) MaxPoolPadGrad(dx, dy, x kernels.Buffer, planes, h, w, 
 		"planes", planes, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
 }
 
+var _ kernels.LibPoolOps = (*tracedBackend)(nil)
+
+// LibPool passes the backend's answer through (false without the op
+// set).
+func (tb *tracedBackend) LibPool() bool {
+	p, ok := tb.b.(kernels.LibPoolOps)
+	return ok && p.LibPool()
+}
+
+// poolOp names a pool's span as the ConvOps and PadPoolOps ones.
+func poolOp(max bool, pad int, grad string) string {
+	switch {
+	case pad > 0:
+		return "MaxPoolPad" + grad
+	case max:
+		return "MaxPool" + grad
+	}
+	return "AvgPool" + grad
+}
+
+func (tb *tracedBackend) Pool(y, x kernels.Buffer, max bool, n, c, h, w, k, stride, pad int) error {
+	return opSpan(tb, poolOp(max, pad, ""), func(p kernels.LibPoolOps) error { return p.Pool(y, x, max, n, c, h, w, k, stride, pad) },
+		"n", n, "c", c, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
+func (tb *tracedBackend) PoolGrad(dx, dy, x kernels.Buffer, max bool, n, c, h, w, k, stride, pad int) error {
+	return opSpan(tb, poolOp(max, pad, "Grad"), func(p kernels.LibPoolOps) error { return p.PoolGrad(dx, dy, x, max, n, c, h, w, k, stride, pad) },
+		"n", n, "c", c, "h", h, "w", w, "k", k, "stride", stride, "pad", pad)
+}
+
 var _ kernels.LRNOps = (*tracedBackend)(nil)
 
 func (tb *tracedBackend) LRN(y, s, x kernels.Buffer, n, c, hw, size int, alpha, beta, k float32) error {
