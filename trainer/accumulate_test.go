@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dml-project/dml/kernels/optim"
+	"github.com/dml-project/dml/ps"
+	"github.com/dml-project/dml/trainer/config"
 	"github.com/dml-project/dml/trainer/internal/numtest"
 )
 
@@ -53,13 +56,87 @@ func abs(x float64) float64 {
 	return x
 }
 
-// TestAccumulateRefused: --accumulate is allreduce's, without local SGD.
+// TestAccumulateEveryStrategy: under the parameter server (bsp on two
+// workers, ssp and asp on one, whose order is then fixed; sparse pulls and
+// pushes of an embedding's rows, whose keys are every micro-batch's) and
+// D-PSGD, --accumulate 3 at batch 5 trains the weights of batch 15 within
+// float32 rounding, pushing or averaging once a step; without it they
+// differ. AD-PSGD's pairings follow timing: there it trains, the steps
+// and samples those of batch 15.
+func TestAccumulateEveryStrategy(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		set   func(*Config)
+	}{
+		{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+		{"ps-ssp", 2, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency, c.PS.Staleness = SyncPS, 1, ps.SSP, 2 }},
+		{"ps-asp", 2, func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency = SyncPS, 1, ps.ASP }},
+		{"dpsgd", 2, func(c *Config) { c.Sync = SyncDPSGD }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acc := synthCfg()
+			tc.set(&acc)
+			acc.Batch, acc.Accumulate = 5, 3
+			big := acc
+			big.Batch, big.Accumulate = 15, 0
+			got, want := mustRun(t, tc.ranks, acc), mustRun(t, tc.ranks, big)
+			last := tc.ranks - 1 // a worker
+			if d := numtest.MaxRelDiff(got[last].Params, want[last].Params); d > 2e-5 {
+				t.Errorf("weights differ from batch 15 by %.3g", d)
+			}
+			if g, w := got[last].Epochs[0].Loss, want[last].Epochs[0].Loss; abs(g-w) > 1e-5 {
+				t.Errorf("epoch loss %v, batch 15's %v", g, w)
+			}
+			if g, w := got[last].Epochs[0].Steps, want[last].Epochs[0].Steps; g != w {
+				t.Errorf("%d steps in the first epoch, batch 15's %d", g, w)
+			}
+			small := acc
+			small.Accumulate = 0
+			if d := numtest.MaxRelDiff(mustRun(t, tc.ranks, small)[last].Params, got[last].Params); d < 1e-4 {
+				t.Errorf("batch 5 without accumulation trained the same weights (%.3g)", d)
+			}
+		})
+	}
+	t.Run("ps-sparse-rows", func(t *testing.T) {
+		acc := sparseTableCfg(t, ps.BSP)
+		acc.Opt.Kind, acc.Opt.LR, acc.Opt.WeightDecay = optim.SGD, 0.05, 0
+		acc.Batch, acc.Accumulate, acc.Epochs = 4, 3, 1
+		acc.PS.SparseRows = config.SparseOn
+		big := acc
+		big.Batch, big.Accumulate = 12, 0
+		ranks := acc.PS.Servers + 2
+		got, want := mustRun(t, ranks, acc), mustRun(t, ranks, big)
+		if d := numtest.MaxRelDiff(got[ranks-1].Params, want[ranks-1].Params); d > 2e-5 {
+			t.Errorf("weights differ from batch 12 by %.3g", d)
+		}
+	})
+	t.Run("adpsgd", func(t *testing.T) {
+		acc := synthCfg()
+		acc.Sync, acc.Batch, acc.Accumulate = SyncADPSGD, 5, 3
+		big := acc
+		big.Batch, big.Accumulate = 15, 0
+		got, want := mustRun(t, 2, acc), mustRun(t, 2, big)
+		for r := range got {
+			if g, w := got[r].Epochs[0].Steps, want[r].Epochs[0].Steps; g != w {
+				t.Errorf("rank %d: %d steps in the first epoch, batch 15's %d", r, g, w)
+			}
+			if l := got[r].Epochs[len(got[r].Epochs)-1].Loss; !(l < got[r].Epochs[0].Loss*1.5) {
+				t.Errorf("rank %d: the loss went from %v to %v", r, got[r].Epochs[0].Loss, l)
+			}
+		}
+	})
+}
+
+// TestAccumulateRefused: not with local SGD (each rank steps its own
+// model: a larger --batch), nor sparse-logreg's workers; not below 1.
 func TestAccumulateRefused(t *testing.T) {
 	for _, set := range []func(*Config){
-		func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 },
-		func(c *Config) { c.Sync = SyncDPSGD },
 		func(c *Config) { c.LocalSteps = 4 },
 		func(c *Config) { c.Accumulate = -1 },
+		func(c *Config) {
+			c.Model, c.Data.Name, c.Sync, c.PS.Servers = SparseLogreg, "synthetic-sparse", SyncPS, 1
+		},
 	} {
 		cfg := synthCfg()
 		cfg.Accumulate = 2
@@ -74,7 +151,8 @@ func TestAccumulateRefused(t *testing.T) {
 // TestSyncBN: with SyncBatchNorm a batch-norm network on N ranks × batch
 // b trains the weights of 1 rank × N·b (within float32 rounding), and
 // without it (each rank its own statistics) it does not; the running
-// statistics are every rank's too. Other strategies refuse it.
+// statistics are every rank's too. Strategies whose ranks do not step
+// together (ps under ssp, asp and dssp; adpsgd; local SGD) refuse it.
 func TestSyncBN(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
@@ -97,8 +175,9 @@ func TestSyncBN(t *testing.T) {
 		})
 	}
 	for _, set := range []func(*Config){
-		func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 },
-		func(c *Config) { c.Sync = SyncDPSGD },
+		func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency = SyncPS, 1, ps.SSP },
+		func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency = SyncPS, 1, ps.ASP },
+		func(c *Config) { c.Sync, c.PS.Servers, c.PS.Consistency = SyncPS, 1, ps.DSSP },
 		func(c *Config) { c.Sync = SyncADPSGD },
 		func(c *Config) { c.LocalSteps = 3 },
 	} {
@@ -109,5 +188,53 @@ func TestSyncBN(t *testing.T) {
 		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "SyncBN" {
 			t.Errorf("%v: %v, want a ConfigError on SyncBN", cfg.Sync, err)
 		}
+	}
+}
+
+// TestSyncBNOtherStrategies: under the parameter server with bsp, SyncBN
+// over 2 workers × batch 6 trains the weights of 1 worker × 12 (and its
+// running statistics), where without it they differ; under D-PSGD every
+// rank normalises with the statistics of every rank's batch, so that on 2
+// ranks, each its own model, the batch norms' running statistics are the
+// same on both and differ from a run without SyncBN.
+func TestSyncBNOtherStrategies(t *testing.T) {
+	cfg := bnCfg()
+	cfg.Sync, cfg.PS.Servers, cfg.SyncBN, cfg.Batch = SyncPS, 1, true, 6
+	got := mustRun(t, 3, cfg)[2]
+	one := cfg
+	one.Batch = 12
+	ref := mustRun(t, 2, one)[1]
+	if d := numtest.MaxRelDiff(got.Params, ref.Params); d > 2e-5 {
+		t.Errorf("ps bsp: weights differ from 1 worker × batch 12 by %.3g", d)
+	}
+	if d := numtest.MaxRelDiff(got.ModelState, ref.ModelState); d > 2e-5 {
+		t.Errorf("ps bsp: running statistics differ from 1 worker × batch 12 by %.3g", d)
+	}
+	plain := cfg
+	plain.SyncBN = false
+	if d := numtest.MaxRelDiff(mustRun(t, 3, plain)[2].Params, ref.Params); d < 1e-4 {
+		t.Errorf("ps bsp without SyncBN: the weights are 1 worker's too (%.3g): the check proves nothing", d)
+	}
+
+	// D-PSGD's first step from the same weights: each rank steps by its
+	// own batch's gradient after averaging (the same weights), so the
+	// consensus is the step of the mean gradient: 1 rank × batch 12's,
+	// where each batch norm saw all 12 rows.
+	dp := bnCfg()
+	dp.Sync, dp.SyncBN, dp.Batch, dp.MaxSteps = SyncDPSGD, true, 6, 1
+	big := dp
+	big.Sync, big.Batch = SyncAllreduce, 12
+	want := mustRun(t, 1, big)[0]
+	res := mustRun(t, 2, dp)
+	if d := numtest.MaxRelDiff(res[0].Params, want.Params); d > 2e-5 {
+		t.Errorf("dpsgd: the consensus after one step differs from 1 rank × batch 12 by %.3g", d)
+	}
+	plain = dp
+	plain.SyncBN = false
+	if d := numtest.MaxRelDiff(mustRun(t, 2, plain)[0].Params, want.Params); d < 1e-5 {
+		t.Errorf("dpsgd without SyncBN: the same step (%.3g): the check proves nothing", d)
+	}
+	if d := numtest.MaxRelDiff(want.Params, want.Arch.InitParams(dp.Seed)); d < 1e-4 {
+		t.Errorf("one step barely moved the weights (%.3g)", d)
 	}
 }

@@ -139,6 +139,8 @@ func ckptCases() []ckptCase {
 		// Gradient accumulation: steps of 3 micro-batches (checkpoints at
 		// step boundaries).
 		{"accumulate", 2, func(c *Config) { c.Accumulate, c.Epochs = 3, 7 }},
+		{"accumulate-ps-bsp", 3, func(c *Config) { c.Accumulate, c.Epochs, c.Sync, c.PS.Servers = 3, 7, SyncPS, 1 }},
+		{"accumulate-dpsgd", 2, func(c *Config) { c.Accumulate, c.Epochs, c.Sync = 3, 7, SyncDPSGD }},
 		// Local SGD: every rank's own model and optimizer state.
 		{"localsgd", 3, func(c *Config) { c.LocalSteps, c.Epochs = 3, 4 }},
 		{"lenet5", 2, func(c *Config) { c.Model, c.Data, c.Augment = LeNet5, cnnCfg().Data, "crop,flip" }},
@@ -157,6 +159,15 @@ func ckptCases() []ckptCase {
 		{"batchnorm-dpsgd", 3, func(c *Config) {
 			b := bnCfg()
 			c.Model, c.Net, c.Data, c.Sync, c.Topology, c.Epochs = b.Model, b.Net, b.Data, SyncDPSGD, gossip.Ring, 4
+		}},
+		// SyncBatchNorm where the ranks step together.
+		{"batchnorm-syncbn-ps-bsp", 3, func(c *Config) {
+			b := bnCfg()
+			c.Model, c.Net, c.Data, c.Sync, c.PS.Servers, c.SyncBN = b.Model, b.Net, b.Data, SyncPS, 1, true
+		}},
+		{"batchnorm-syncbn-dpsgd", 2, func(c *Config) {
+			b := bnCfg()
+			c.Model, c.Net, c.Data, c.Sync, c.SyncBN, c.Epochs = b.Model, b.Net, b.Data, SyncDPSGD, true, 4
 		}},
 	}
 }

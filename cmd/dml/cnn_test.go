@@ -240,31 +240,56 @@ func TestCNNMemoryRefused(t *testing.T) {
 }
 
 // TestAccumulateFlag: --accumulate 3 at --batch 8 trains steps of 24 rows
-// per rank (the start line says how) under mpirun; under --sync ps it is
-// refused in one line, exit 2.
+// per rank (the start line says how) under mpirun, with allreduce, the
+// parameter server and dpsgd; with --local-steps it is refused in one
+// line, exit 2.
 func TestAccumulateFlag(t *testing.T) {
-	r := dml(t, 2, "train", "--data", "synthetic", "--samples", "400", "--features", "8", "--classes", "3", "--hidden", "8",
-		"--epochs", "1", "--batch", "8", "--accumulate", "3", "--backend", "cpu")
-	if r.code != 0 || !strings.Contains(r.stdout, "2 ranks × batch 24 (3 micro-batches of 8 accumulated)") || !strings.Contains(r.stdout, "done: 9 steps") {
-		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	for _, c := range []struct {
+		ranks int
+		args  []string
+		want  string
+	}{
+		{2, nil, "2 ranks × batch 24 (3 micro-batches of 8 accumulated)"},
+		{3, []string{"--sync", "ps", "--servers", "1"}, "2 workers × batch 24 (3 micro-batches of 8 accumulated)"},
+		{2, []string{"--sync", "dpsgd"}, "2 ranks × batch 24 (3 micro-batches of 8 accumulated)"},
+	} {
+		r := dml(t, c.ranks, append([]string{"train", "--data", "synthetic", "--samples", "400", "--features", "8", "--classes", "3", "--hidden", "8",
+			"--epochs", "1", "--batch", "8", "--accumulate", "3", "--backend", "cpu"}, c.args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, c.want) || !strings.Contains(r.stdout, "done: 9 steps") {
+			t.Errorf("%v: exit %d\nstdout %s\nstderr %s", c.args, r.code, r.stdout, r.stderr)
+		}
 	}
-	r = dml(t, 0, "train", "--data", "synthetic", "--accumulate", "2", "--sync", "ps", "--servers", "1")
-	if r.code != 2 || !strings.Contains(r.stderr, "--accumulate 2: gradient accumulation is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Errorf("under ps: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	r := dml(t, 0, "train", "--data", "synthetic", "--accumulate", "2", "--local-steps", "4")
+	if r.code != 2 || !strings.Contains(r.stderr, "--accumulate 2: with --local-steps 4 each rank steps its own model") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("with local SGD: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
 	}
 }
 
-// TestSyncBNFlag: --sync-bn trains ResNet-20 under mpirun; under dpsgd it
-// is refused in one line, exit 2.
+// TestSyncBNFlag: --sync-bn trains ResNet-20 under mpirun with allreduce
+// and the parameter server under bsp; under adpsgd and ps with ssp it is
+// refused in one line, exit 2.
 func TestSyncBNFlag(t *testing.T) {
-	r := dml(t, 2, "train", "--model", "resnet20", "--data", "synthetic-images", "--samples", "64", "--batch", "8", "--epochs", "1",
-		"--max-steps", "2", "--sync-bn", "--backend", "cpu")
-	if r.code != 0 || !strings.Contains(r.stdout, "done: 2 steps") {
-		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	for _, c := range []struct {
+		ranks int
+		args  []string
+	}{{2, nil}, {3, []string{"--sync", "ps", "--servers", "1"}}} {
+		r := dml(t, c.ranks, append([]string{"train", "--model", "resnet20", "--data", "synthetic-images", "--samples", "64", "--batch", "8", "--epochs", "1",
+			"--max-steps", "2", "--sync-bn", "--backend", "cpu"}, c.args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "done: 2 steps") {
+			t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", c.args, r.code, r.stdout, r.stderr)
+		}
 	}
-	r = dml(t, 0, "train", "--data", "synthetic", "--sync-bn", "--sync", "dpsgd")
-	if r.code != 2 || !strings.Contains(r.stderr, "--sync-bn is --sync allreduce's") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Errorf("under dpsgd: exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sync", "adpsgd"}, "--sync-bn needs a step all ranks take together: adpsgd's ranks share none"},
+		{[]string{"--sync", "ps", "--consistency", "ssp"}, "--sync-bn needs the workers to step together: under --consistency ssp they do not"},
+	} {
+		r := dml(t, 0, append([]string{"train", "--model", "resnet20", "--data", "synthetic-images", "--sync-bn"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", c.args, r.code, r.stderr, c.want)
+		}
 	}
 	// A model without batch norm: the flag would do nothing (it was
 	// ignored); so would --classes that the data set fixes otherwise.

@@ -2,7 +2,7 @@
 // its gradient, the ranks sum the gradients by AllReduce (bucketed and
 // overlapped with the backward pass: bucket.go; compressed to fp16 or bf16
 // with error feedback: compress.go), and every rank takes the same step.
-// Its modes: gradient accumulation (accumulate.go), loss scaling
+// Its modes: gradient accumulation (model.Accumulator), loss scaling
 // (lossscale.go), and local SGD (sync_localsgd.go: each rank steps its own
 // model, on decentral's LocalModel, and the models are averaged every
 // --local-steps). Unit is its registry entry (engine.Unit); package
@@ -45,11 +45,11 @@ type allreduceStrategy struct {
 	m           *model.Model
 	opt         *model.Optimizer
 	ar          *collectives.Allreducer
-	ls          *lossScaler  // --loss-scale (lossscale.go); nil: none
-	train, test *data.Dense  // this rank's shards (train: a re-dealt epoch's part, setTrain)
-	shard       *data.Dense  // this rank's training shard
-	gb          int          // the current step's global batch
-	accum       *accumulator // --accumulate (accumulate.go); nil: a step is one batch
+	ls          *lossScaler        // --loss-scale (lossscale.go); nil: none
+	train, test *data.Dense        // this rank's shards (train: a re-dealt epoch's part, setTrain)
+	shard       *data.Dense        // this rank's training shard
+	gb          int                // the current step's global batch
+	accum       *model.Accumulator // --accumulate; nil: a step is one batch
 
 	plan        []bucket
 	wire        *gradWire    // --compress (nil: float32)
@@ -114,18 +114,16 @@ func (Unit) Validate(c engine.Config) error {
 	return nil
 }
 
-// Foreign: local SGD, gradient accumulation, SyncBN, compression and loss
-// scaling are the AllReduce's.
+// Foreign: local SGD, compression and loss scaling are the AllReduce's
+// (gradient accumulation is every strategy's, model.Accumulator; SyncBN
+// every strategy's with a step all ranks take together, whose units
+// refuse it otherwise).
 func (Unit) Foreign(c engine.Config) error {
 	switch {
 	case c.LocalSteps > 1 && c.Sync == engine.SyncPS:
 		return config.Bad("LocalSteps", "%d: local SGD averages models by AllReduce (--sync allreduce); under --sync ps use --push-every and --fetch-every", c.LocalSteps)
 	case c.LocalSteps > 1:
 		return config.Bad("LocalSteps", "%d: local SGD is --sync allreduce's (%v averages models its own way)", c.LocalSteps, c.Sync)
-	case c.Accumulate > 1:
-		return config.Bad("Accumulate", "%d: gradient accumulation is --sync allreduce's (under %v, a larger --batch)", c.Accumulate, c.Sync)
-	case c.SyncBN:
-		return config.Bad("SyncBN", "is --sync allreduce's: under %v the ranks' steps are not one synchronous step over every rank's batch", c.Sync)
 	}
 	if c.Compresses() || c.ErrorFeedback {
 		f, v := "Compress", c.Compress
@@ -234,10 +232,10 @@ func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *
 		defer func() { m.SyncBN = nil }()
 	}
 	if cfg.Accumulate > 1 {
-		if s.accum, err = newAccumulator(m, j.Backend, j.Micro); err != nil {
+		if s.accum, err = model.NewAccumulator(m, j.Backend, j.Micro); err != nil {
 			return nil, err
 		}
-		defer s.accum.free()
+		defer s.accum.Free()
 	}
 	// Every rank built the same model (CheckSameConfig), so the gradient
 	// lengths agree: no need to check them again at every step.
@@ -375,10 +373,7 @@ func (s *allreduceStrategy) Describe() string {
 			how += " (" + w.note + ")"
 		}
 	}
-	batch := fmt.Sprint(cfg.Batch)
-	if s.accum != nil {
-		batch = fmt.Sprintf("%d (%d micro-batches of %d accumulated)", cfg.Batch, (cfg.Batch+s.accum.micro-1)/s.accum.micro, s.accum.micro)
-	}
+	batch := s.j.BatchLabel()
 	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
 		cfg.Model, a.Describe(), s.j.Sched.N, s.j.Sched.Ranks, batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
 		len(s.plan), how, kernels.Describe(s.j.Backend))
@@ -394,20 +389,20 @@ func (s *allreduceStrategy) sentBytes() int64 { return s.ar.Sent }
 // partial last batch too.
 func (s *allreduceStrategy) Compute() error {
 	scale := 1 / float32(s.gb) * s.ls.factor()
-	if err := s.accum.earlier(scale, s.train, s.j.Trace); err != nil {
+	if err := s.accum.Earlier(scale, s.train, s.j.Trace); err != nil {
 		return err
 	}
 	if s.ov != nil {
 		s.ov.start(s.m.Grads.(kernels.HostBuffer).Data())
-		err := s.m.Step(scale, s.accum.wrap(s.ov.hook))
+		err := s.m.Step(scale, s.accum.Wrap(s.ov.hook))
 		s.backwardEnd = time.Now()
-		return s.accum.finish(err)
+		return s.accum.Finish(err)
 	}
 	if s.async == nil {
-		return s.accum.finish(s.m.Step(scale, s.accum.wrap(nil)))
+		return s.accum.Finish(s.m.Step(scale, s.accum.Wrap(nil)))
 	}
 	s.queued = len(s.host)
-	return s.accum.finish(s.m.Step(scale, s.accum.wrap(s.downloadLayer)))
+	return s.accum.Finish(s.m.Step(scale, s.accum.Wrap(s.downloadLayer)))
 }
 
 // downloadLayer is the gradient hook of a step on an AsyncDownloader: it
@@ -429,7 +424,7 @@ func (s *allreduceStrategy) Prepare(idx []int, step int) error {
 		s.ar.Scale = wireScale(s.gb)
 	}
 	s.j.Loaded(step, s.train, idx, s.gb)
-	first := s.accum.first(idx)
+	first := s.accum.First(idx)
 	sp := s.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
 	_, err := s.m.LoadBatch(s.train, first)
 	sp.Err(err).End()

@@ -86,6 +86,8 @@ type LocalModel struct {
 	stats  []float32 // the step's loss sum and correct count (device backends)
 	keep   []float32 // x while the consensus model is evaluated (shared)
 	avg    []float32 // the consensus model x̄ of the last average
+	// accum: --accumulate's micro-batches (nil: a step is one batch).
+	accum *model.Accumulator
 }
 
 func NewLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, params []float32, share bool) (*LocalModel, error) {
@@ -108,6 +110,12 @@ func NewLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, param
 			return nil, err
 		}
 	}
+	if j.Cfg.Accumulate > 1 {
+		if l.accum, err = model.NewAccumulator(m, j.Backend, j.Micro); err != nil {
+			l.Free()
+			return nil, err
+		}
+	}
 	if own := ownState(j.Resume); own != nil {
 		if err := l.restore(own); err != nil {
 			l.Free()
@@ -117,7 +125,10 @@ func NewLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, param
 	return l, nil
 }
 
-func (l *LocalModel) Free() { l.opt.Free() }
+func (l *LocalModel) Free() {
+	l.opt.Free()
+	l.accum.Free()
+}
 
 // setTrain: see Hooks.SetTrain.
 // Hooks are the parts every decentralized strategy has from its local
@@ -158,19 +169,21 @@ func (l *LocalModel) restore(own []float32) error {
 // DescribeLocal is the start of a decentralized strategy's Describe line.
 func (l *LocalModel) DescribeLocal() string {
 	cfg, a := l.Job.Cfg, l.M.Arch
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %d), %d params, %s",
-		cfg.Model, a.Describe(), l.Job.Sched.N, l.Job.Sched.Ranks, cfg.Batch, a.NumParams(), cfg.Opt.Kind)
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s",
+		cfg.Model, a.Describe(), l.Job.Sched.N, l.Job.Sched.Ranks, l.Job.BatchLabel(), a.NumParams(), cfg.Opt.Kind)
 }
 
 // Scope: each rank reports its own batches.
 func (l *LocalModel) Scope() engine.Scope { return engine.ScopeWorker }
 
-// LoadBatch uploads the step's batch.
+// LoadBatch uploads the step's batch (under --accumulate its first
+// micro-batch).
 func (l *LocalModel) LoadBatch(idx []int) error {
 	l.N = len(idx)
 	l.Job.Loaded(-1, l.train, idx, -1)
-	sp := l.Job.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
-	_, err := l.M.LoadBatch(l.train, idx)
+	first := l.accum.First(idx)
+	sp := l.Job.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
+	_, err := l.M.LoadBatch(l.train, first)
 	sp.Err(err).End()
 	return err
 }
@@ -178,7 +191,7 @@ func (l *LocalModel) LoadBatch(idx []int) error {
 // Compute leaves the gradient of the mean loss over this rank's batch (the
 // ranks' average then moves like one SGD step on the global batch).
 func (l *LocalModel) Compute() error {
-	return l.M.Step(1/float32(max(1, l.N)), nil)
+	return l.M.StepMicro(l.accum, 1/float32(max(1, l.N)), l.train, l.Job.Trace)
 }
 
 // StepStats reads the step's loss sum and correct count and checks the

@@ -160,6 +160,15 @@ func (ADPSGD) Help() string               { return "asynchronous pairwise averag
 func (ADPSGD) StopsAtBoundaries() bool    { return false }
 func (ADPSGD) Variants() []engine.Variant { return engine.OneVariant(engine.SyncADPSGD) }
 
+// Validate: SyncBN needs a step all ranks take together, which adpsgd's
+// ranks never do.
+func (ADPSGD) Validate(c engine.Config) error {
+	if c.SyncBN {
+		return config.Bad("SyncBN", "needs a step all ranks take together: adpsgd's ranks share none (use --sync allreduce, dpsgd, or ps with --consistency bsp)")
+	}
+	return nil
+}
+
 func (ADPSGD) ValidateWorld(c engine.Config, size int) error {
 	if _, err := gossip.NewBipartite(c.Topology, size); err != nil {
 		return config.Bad("Sync", "adpsgd: %v", err)

@@ -78,7 +78,14 @@ func (DPSGD) ValidateWorld(c engine.Config, size int) error {
 	return nil
 }
 
+// Run: with SyncBN every rank's batch-norm statistics are summed over the
+// ranks at each step (they step together: each averages with its
+// neighbours after every step).
 func (DPSGD) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
+	if j.Cfg.SyncBN {
+		d.M.SyncBN = func(v []float32) error { return collectives.Allreduce(j.Comm, v, collectives.Sum, collectives.Tree) }
+		defer func() { d.M.SyncBN = nil }()
+	}
 	return Run(j, d, func() (GossipStrategy, error) { return newDPSGD(j, d.M, d.Params, d.Shard, d.TestShard) })
 }
 

@@ -16,6 +16,16 @@ import (
 // the demo run, see docs/results.md.)
 func (j *Job) shuffleSeed() uint64 { return shardSeed(j.Cfg.Seed, j.ShardIdx) }
 
+// BatchLabel is a rank's batch for the line before training: "24", or
+// under --accumulate "24 (3 micro-batches of 8 accumulated)".
+func (j *Job) BatchLabel() string {
+	b := j.Cfg.Batch
+	if j.Cfg.Accumulate <= 1 || j.Micro <= 0 || j.Micro >= b {
+		return fmt.Sprint(b)
+	}
+	return fmt.Sprintf("%d (%d micro-batches of %d accumulated)", b, (b+j.Micro-1)/j.Micro, j.Micro)
+}
+
 // GlobalBatch is the number of samples all ranks together use at a step
 // of the epoch the loop is in: the schedule's, or in a re-dealt epoch
 // (reshard.go) the parts'.

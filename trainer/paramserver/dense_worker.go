@@ -2,6 +2,7 @@ package paramserver
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/optim"
@@ -51,12 +52,15 @@ type denseWorker struct {
 	// stale: d.params holds rows pulled before the last step's (sparse
 	// pulls), which evaluation must not read.
 	stale bool
+	// accum: --accumulate's micro-batches (nil: a step is one batch);
+	// the push is their summed gradient, once a step.
+	accum *model.Accumulator
 }
 
-func newDenseWorker(j *engine.Job, w *ps.Worker, m *model.Model, train, testAll *data.Dense) (*denseWorker, error) {
+func newDenseWorker(j *engine.Job, w *ps.Worker, m *model.Model, train, testAll *data.Dense, accum *model.Accumulator) (*denseWorker, error) {
 	np := m.NumParams()
 	d := &denseWorker{psWorker: newPSWorker(j, w, m.Arch), m: m, train: train, shard: train, testAll: testAll,
-		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.Cfg.PS, np, j.Cfg.Opt.LR)}
+		params: make([]float32, np), host: make([]float32, np+model.GradStats), dp: newDownpour(j.Cfg.PS, np, j.Cfg.Opt.LR), accum: accum}
 	switch j.Cfg.PS.SparseRows {
 	case config.SparseOn: // the model has sparse rows (psUnit.run)
 		d.sparse = true
@@ -118,13 +122,35 @@ func (d *denseWorker) Prepare(idx []int, step int) error {
 	return nil
 }
 
-// loadBatch loads rows idx of the training set for step (a "batch" span).
+// loadBatch loads rows idx of the training set for step (a "batch" span):
+// under --accumulate the first micro-batch's; d.rows is the step's.
 func (d *denseWorker) loadBatch(idx []int, step int) error {
-	sp := d.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(idx))
+	first := d.accum.First(idx)
+	sp := d.j.Trace.Begin("batch").Cat(trace.IO).Arg("rows", len(first))
 	d.j.Loaded(step, d.train, idx, d.bspBatch(step))
-	var err error
-	d.rows, err = d.m.LoadBatch(d.train, idx)
+	rows, err := d.m.LoadBatch(d.train, first)
+	d.rows = rows + len(idx) - len(first)
 	sp.Err(err).End()
+	return err
+}
+
+// stepKeys adds to d.keys, under --accumulate, the keys the step's other
+// micro-batches reach (each loaded in turn for its keys; then the first
+// again, which the step starts from), sorted, each once.
+func (d *denseWorker) stepKeys(idx []int) error {
+	micro := d.accum.Micro()
+	if d.accum == nil || len(idx) <= micro {
+		return nil
+	}
+	for lo := micro; lo < len(idx); lo += micro {
+		if _, err := d.m.LoadBatch(d.train, idx[lo:min(lo+micro, len(idx))]); err != nil {
+			return err
+		}
+		d.keys = d.m.SparseKeys(d.keys)
+	}
+	slices.Sort(d.keys)
+	d.keys = slices.Compact(d.keys)
+	_, err := d.m.LoadBatch(d.train, idx[:micro])
 	return err
 }
 
@@ -156,6 +182,9 @@ func (d *denseWorker) prepareSparse(idx []int, step int) error {
 		return err
 	}
 	d.keys = d.m.SparseKeys(d.keys[:0])
+	if err := d.stepKeys(idx); err != nil {
+		return err
+	}
 	d.vals = grow(d.vals, len(d.keys))
 	var err error
 	if d.wait, err = d.timed("pull", len(d.keys), func() error { return d.w.PullKeys(d.keys, d.vals) }); err != nil {
@@ -170,7 +199,7 @@ func (d *denseWorker) prepareSparse(idx []int, step int) error {
 	return err
 }
 
-func (d *denseWorker) Compute() error { return d.m.Step(d.sc, nil) }
+func (d *denseWorker) Compute() error { return d.m.StepMicro(d.accum, d.sc, d.train, d.j.Trace) }
 
 // Exchange checks the worker's own gradient for NaN/Inf on its host copy
 // and pushes it.

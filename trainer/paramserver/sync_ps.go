@@ -36,6 +36,12 @@ func (Unit) Validate(c engine.Config) error {
 	if err := c.PS.Validate(); err != nil {
 		return err
 	}
+	if c.SyncBN && c.PS.Consistency != ps.BSP {
+		return config.Bad("SyncBN", "needs the workers to step together: under --consistency %v they do not (use bsp, or --sync allreduce)", c.PS.Consistency)
+	}
+	if c.Model == engine.SparseLogreg && c.Accumulate > 1 {
+		return config.Bad("Accumulate", "%d: sparse-logreg's workers step one batch at a time: give a larger --batch", c.Accumulate)
+	}
 	if c.Model == engine.SparseLogreg && (c.PS.SparseRows == config.SparseOn || c.PS.SparseRows == config.SparseOff) {
 		return config.Bad("PS.SparseRows", "%s: sparse-logreg always pulls and pushes the keys of each batch; --sparse-rows is for the dense models", c.PS.SparseRows)
 	}
@@ -179,12 +185,32 @@ func (Unit) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
 		ev, err := engine.EvaluateShard(j.Comm, d.M, d.TestShard)
 		return ev.Accuracy, state, err
 	}
+	if j.Cfg.SyncBN && j.ShardIdx >= 0 { // SyncBatchNorm over the workers, who step together under bsp
+		workers := make([]int, 0, j.Comm.Size()-j.Cfg.PS.Servers)
+		for r := j.Cfg.PS.Servers; r < j.Comm.Size(); r++ {
+			workers = append(workers, r)
+		}
+		g, err := collectives.NewGroup(j.Comm, workers)
+		if err != nil {
+			return nil, err
+		}
+		d.M.SyncBN = func(v []float32) error { return collectives.Allreduce(g, v, collectives.Sum, collectives.Tree) }
+		defer func() { d.M.SyncBN = nil }()
+	}
+	var accum *model.Accumulator
+	if j.Cfg.Accumulate > 1 && j.ShardIdx >= 0 { // a worker
+		var err error
+		if accum, err = model.NewAccumulator(d.M, j.Backend, j.Micro); err != nil {
+			return nil, err
+		}
+		defer accum.Free()
+	}
 	return runPS(j, d.M.Arch, d.Params, func(w *ps.Worker) (engine.Strategy, error) {
 		testAll, err := d.Test.Subset(data.StridedShard(d.TestRows, 0, 1))
 		if err != nil {
 			return nil, err
 		}
-		return newDenseWorker(j, w, d.M, d.Shard, testAll)
+		return newDenseWorker(j, w, d.M, d.Shard, testAll, accum)
 	}, evalAll)
 }
 
