@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dml-project/dml/kernels/optim"
 	"github.com/dml-project/dml/ps"
@@ -61,8 +62,8 @@ func abs(x float64) float64 {
 // pushes of an embedding's rows, whose keys are every micro-batch's) and
 // D-PSGD, --accumulate 3 at batch 5 trains the weights of batch 15 within
 // float32 rounding, pushing or averaging once a step; without it they
-// differ. AD-PSGD's pairings follow timing: there it trains, the steps
-// and samples those of batch 15.
+// differ. AD-PSGD's pairings follow timing: there it trains, its steps
+// --max-steps' exactly.
 func TestAccumulateEveryStrategy(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -112,17 +113,17 @@ func TestAccumulateEveryStrategy(t *testing.T) {
 		}
 	})
 	t.Run("adpsgd", func(t *testing.T) {
+		// Its pairings and its steps per epoch follow timing: the
+		// exact --max-steps total, and training that moves the loss.
 		acc := synthCfg()
-		acc.Sync, acc.Batch, acc.Accumulate = SyncADPSGD, 5, 3
-		big := acc
-		big.Batch, big.Accumulate = 15, 0
-		got, want := mustRun(t, 2, acc), mustRun(t, 2, big)
-		for r := range got {
-			if g, w := got[r].Epochs[0].Steps, want[r].Epochs[0].Steps; g != w {
-				t.Errorf("rank %d: %d steps in the first epoch, batch 15's %d", r, g, w)
+		acc.Sync, acc.Batch, acc.Accumulate, acc.Epochs, acc.MaxSteps = SyncADPSGD, 5, 3, 3, 17
+		res := mustRun(t, 2, acc)
+		for r, rr := range res {
+			if rr.Steps != 17 {
+				t.Errorf("rank %d: %d steps, want --max-steps' 17", r, rr.Steps)
 			}
-			if l := got[r].Epochs[len(got[r].Epochs)-1].Loss; !(l < got[r].Epochs[0].Loss*1.5) {
-				t.Errorf("rank %d: the loss went from %v to %v", r, got[r].Epochs[0].Loss, l)
+			if l := rr.Epochs[len(rr.Epochs)-1].Loss; !(l < rr.Epochs[0].Loss*1.5) {
+				t.Errorf("rank %d: the loss went from %v to %v", r, rr.Epochs[0].Loss, l)
 			}
 		}
 	})
@@ -236,5 +237,35 @@ func TestSyncBNOtherStrategies(t *testing.T) {
 	}
 	if d := numtest.MaxRelDiff(want.Params, want.Arch.InitParams(dp.Seed)); d < 1e-4 {
 		t.Errorf("one step barely moved the weights (%.3g)", d)
+	}
+}
+
+// TestSyncBNAccumulateUneven: under SyncBN every micro-batch sums its
+// statistics over the ranks, so on an epoch's last step, where one rank
+// has a micro-batch more than another (7 rows against 6 at micro-batches
+// of 6), the other runs an empty one: allreduce, ps with bsp and dpsgd
+// finish (they had failed on a length mismatch or waited for the
+// server's timeout), every rank with the same weights where the strategy
+// keeps one model.
+func TestSyncBNAccumulateUneven(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ranks int
+		set   func(*Config)
+	}{
+		{"allreduce", 2, func(c *Config) {}},
+		{"ps-bsp", 3, func(c *Config) { c.Sync, c.PS.Servers = SyncPS, 1 }},
+		{"dpsgd", 2, func(c *Config) { c.Sync = SyncDPSGD }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := bnCfg()
+			cfg.Data.Samples, cfg.Batch, cfg.Accumulate, cfg.SyncBN, cfg.Epochs = 205, 6, 2, true, 1
+			cfg.Timeout = 20 * time.Second
+			tc.set(&cfg)
+			res := mustRun(t, tc.ranks, cfg)
+			if tc.name == "allreduce" && numtest.MaxRelDiff(res[0].Params, res[1].Params) != 0 {
+				t.Error("the ranks' weights differ")
+			}
+		})
 	}
 }

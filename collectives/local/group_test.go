@@ -51,6 +51,11 @@ func TestGroup(t *testing.T) {
 				}
 			}
 		}
+		// The group numbers its own collectives (the world's count is
+		// not theirs).
+		if n := g.NextCollective(); n <= 3 {
+			return fmt.Errorf("rank %d: the group's next collective is #%d after 3 AllReduces: they were not numbered", c.Rank(), n)
+		}
 		return nil
 	})
 	for r, err := range errs {

@@ -118,6 +118,7 @@ func (be *Backend) Free(b kernels.Buffer) error {
 		return nil
 	}
 	be.forget(be.raw(b)) // checks ownership, and not freed already
+	be.forgetSaved(be.raw(b))
 	cb := b.(*Buffer)
 	if cb.view {
 		panic("cpu: Free of a View (free the buffer it views instead)")

@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/dml-project/dml/kernels"
@@ -44,5 +45,62 @@ func TestPrecisionChecks(t *testing.T) {
 				return be
 			}, kernelstest.PrecisionOptions(p))
 		})
+	}
+}
+
+// TestFreeDropsSaved: what a library's max pools and batch norms keep by
+// their buffers (workspaces, variances) goes with the buffers: pooling
+// and freeing a 4 MiB input 10 times leaves the heap near where it was
+// (it had kept each input and workspace alive, 10 × 5 MiB).
+func TestFreeDropsSaved(t *testing.T) {
+	be := kernelstest.NewReversedCPU()
+	defer be.Close()
+	lp, ok := kernels.LibPoolOf(be)
+	nb, ok2 := kernels.NormOf(be)
+	if !ok || !ok2 {
+		t.Fatal("the stand-in library does not pool, or no batch norm")
+	}
+	wc, _ := kernels.WholeConvOf(be)
+	const n, c, h = 16, 16, 64 // 4 MiB
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	alloc := func(k int) kernels.Buffer {
+		b, err := be.Alloc(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	id := alloc(c * c)
+	eye := make([]float32, c*c)
+	for i := range c {
+		eye[i*c+i] = 1
+	}
+	if err := be.Upload(id, eye); err != nil {
+		t.Fatal(err)
+	}
+	before := heap()
+	for range 10 {
+		in, x, y := alloc(n*c*h*h), alloc(n*c*h*h), alloc(n*c*h*h/4)
+		mean, inv, rm, rv, g, b := alloc(c), alloc(c), alloc(c), alloc(c), alloc(c), alloc(c)
+		if err := wc.ConvForward(x, in, id, nil, n, c, h, h, c, 1, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.Pool(y, x, true, n, c, h, h, 2, 2, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := nb.BatchNormTrain(in, mean, inv, rm, rv, x, g, b, n, c, h*h, 1e-5, 0.1); err != nil {
+			t.Fatal(err)
+		}
+		for _, buf := range []kernels.Buffer{in, x, y, mean, inv, rm, rv, g, b} {
+			be.Free(buf)
+		}
+	}
+	if grew := int64(heap()) - int64(before); grew > 16<<20 {
+		t.Errorf("the heap grew by %d MiB over 10 freed inputs: what the library kept by them stayed", grew>>20)
 	}
 }

@@ -53,6 +53,7 @@ func (be *Backend) Pool(y, x kernels.Buffer, max bool, n, c, h, w, k, stride, pa
 	pl, ok := be.lib.(PoolLib)
 	xl := be.layoutOf(xd)
 	if !ok || n <= 0 || c <= 0 || xl == Plain && ownVector(max, w, k, stride, pad) {
+		delete(be.poolWS, unsafe.SliceData(xd)) // a workspace of an earlier pool of x is stale now
 		return be.ownPool(y, x, max, n, c, h, w, k, stride, pad)
 	}
 	yd := be.raw(y)
@@ -117,14 +118,15 @@ func (be *Backend) PoolGrad(dx, dy, x kernels.Buffer, max bool, n, c, h, w, k, s
 
 // ownVector reports whether this package's pool of plain data has a
 // vector path for the shape, and runs there rather than on the library:
-// the 2×2, stride-2 max pool of rows of 4 outputs or more (maxPool22).
+// the 2×2, stride-2 max pool of rows of 4 outputs or more (maxPool22),
+// on a CPU with AVX2.
 // Elsewhere (overlapping or padded windows, average pools, narrow rows)
 // the library's pool of plain data is the faster: measured with dml
 // bench ops on a 2-core AMD EPYC, AlexNet's 3×3 stride-2 pools 3.5× as
 // fast, VGG-16's last on 4×4 planes 3×; VGG-16's first 2×2 on 32×32
 // planes half as fast as maxPool22.
 func ownVector(max bool, w, k, stride, pad int) bool {
-	return max && k == 2 && stride == 2 && pad == 0 && w/2 >= 4
+	return useAVX2 && max && k == 2 && stride == 2 && pad == 0 && w/2 >= 4
 }
 
 // checkPool validates a pool's shapes as PadPoolOps' (an average pool has
@@ -165,4 +167,25 @@ func (be *Backend) ownPoolGrad(dx, dy, x kernels.Buffer, max bool, n, c, h, w, k
 		return be.MaxPoolGrad(dx, dy, x, n*c, h, w, k, stride)
 	}
 	return be.AvgPoolGrad(dx, dy, n*c, h, w, k, stride)
+}
+
+// forgetSaved drops what the library's ops kept by a buffer within d
+// (a max pool's workspace, a batch norm's variance and ReLU mask): d is
+// being freed, and the map's key would keep its memory alive.
+func (be *Backend) forgetSaved(d []float32) {
+	if len(d) == 0 || len(be.poolWS)+len(be.normVar) == 0 {
+		return
+	}
+	lo, hi := span(d)
+	in := func(k *float32) bool { p := uintptr(unsafe.Pointer(k)); return p >= lo && p < hi }
+	for k := range be.poolWS {
+		if in(k) {
+			delete(be.poolWS, k)
+		}
+	}
+	for k := range be.normVar {
+		if in(k) {
+			delete(be.normVar, k)
+		}
+	}
 }

@@ -232,7 +232,7 @@ func runAllreduce(j *engine.Job, m *model.Model, params []float32, train, test *
 		defer func() { m.SyncBN = nil }()
 	}
 	if cfg.Accumulate > 1 {
-		if s.accum, err = model.NewAccumulator(m, j.Backend, j.Micro); err != nil {
+		if s.accum, err = model.NewAccumulator(m, j.Backend, j.Micro, cfg.Accumulate); err != nil {
 			return nil, err
 		}
 		defer s.accum.Free()

@@ -67,16 +67,16 @@ type Config struct {
 	// rank steps its own model, and the models are averaged every
 	// LocalSteps steps. 0 and 1: the gradients are summed every step.
 	LocalSteps int `json:"local_steps,omitempty"`
-	// Accumulate > 1 is gradient accumulation under allreduce: a step is
-	// Accumulate micro-batches of Batch rows per rank, their gradients
-	// summed on each rank, then one exchange and one update (as a batch
-	// Accumulate times larger, with a model that holds Batch rows). 0 and
-	// 1: a step is one batch.
+	// Accumulate > 1 is gradient accumulation, under every strategy: a
+	// step is Accumulate micro-batches of Batch rows per rank, their
+	// gradients summed on each rank, then the step's exchange and update
+	// (as a batch Accumulate times larger, with a model that holds Batch
+	// rows; model.Accumulator). 0 and 1: a step is one batch.
 	Accumulate int `json:"accumulate,omitempty"`
 	// SyncBN makes batch norm normalise each training batch with the
-	// statistics of every rank's batch (SyncBatchNorm, under allreduce):
-	// N ranks × batch b then train the weights of 1 rank × N·b with batch
-	// norm too.
+	// statistics of every training rank's batch (SyncBatchNorm, where the
+	// ranks step together: allreduce, dpsgd, ps with bsp): N ranks × batch
+	// b then train the weights of 1 rank × N·b with batch norm too.
 	SyncBN bool `json:"sync_bn,omitempty"`
 	// LossScale is loss scaling under allreduce (trainer/allreduce/lossscale.go): "" or
 	// "off" (none), "dynamic" (PyTorch's GradScaler: the step of a

@@ -111,7 +111,7 @@ func NewLocalModel(j *engine.Job, m *model.Model, train, test *data.Dense, param
 		}
 	}
 	if j.Cfg.Accumulate > 1 {
-		if l.accum, err = model.NewAccumulator(m, j.Backend, j.Micro); err != nil {
+		if l.accum, err = model.NewAccumulator(m, j.Backend, j.Micro, j.Cfg.Accumulate); err != nil {
 			l.Free()
 			return nil, err
 		}

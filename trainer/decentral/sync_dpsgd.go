@@ -99,7 +99,9 @@ func newDPSGD(j *engine.Job, m *model.Model, params []float32, train, test *data
 		return nil, err
 	}
 	r := j.Comm.Rank()
-	s := &dpsgdStrategy{LocalModel: l, graph: g, nbrs: g.Adj[r], overlap: j.Cfg.Overlap, done: make(chan error, 1), xtr: j.Trace}
+	// Under SyncBN the gradient's computation runs collectives on the
+	// Comm, which one goroutine uses at a time: the exchange waits.
+	s := &dpsgdStrategy{LocalModel: l, graph: g, nbrs: g.Adj[r], overlap: j.Cfg.Overlap && !j.Cfg.SyncBN, done: make(chan error, 1), xtr: j.Trace}
 	if s.overlap {
 		s.xtr = trace.OnLane(j.Trace, trace.LaneComm)
 	}
@@ -135,8 +137,11 @@ func (s *dpsgdStrategy) Describe() string {
 		deg = append(deg, fmt.Sprint(hi))
 	}
 	how := "after the gradient"
-	if s.overlap {
+	switch {
+	case s.overlap:
 		how = "while the gradient is computed"
+	case s.Job.Cfg.Overlap && s.Job.Cfg.SyncBN:
+		how += " (--sync-bn's reductions use the connection while it is computed)"
 	}
 	return fmt.Sprintf("%s, dpsgd on a %v of %d ranks (%s neighbours each), models exchanged %s, backend %s",
 		s.DescribeLocal(), s.Job.Cfg.Topology, s.graph.N, strings.Join(deg, "–"), how, kernels.Describe(s.Job.Backend))

@@ -156,7 +156,7 @@ func (t *Trainer) modelNeed(cfg Config, arch model.Arch, nTrain, nTest int) (flo
 	// Only device backends hand out pinned host memory (HostAllocator).
 	_, device := t.Backend.(kernels.HostAllocator)
 	need := modelBytes(arch, cfg.Opt.Kind, rows, device)
-	if cfg.Accumulate > 1 && !device { // the earlier micro-batches' gradient (trainer/allreduce/accumulate.go)
+	if cfg.Accumulate > 1 && !device { // the earlier micro-batches' gradient (model.Accumulator; a ps server has none, but is counted alike)
 		need += 4 * float64(arch.NumParams()+model.GradStats)
 	}
 	return need, rows

@@ -25,6 +25,7 @@ type Accumulator struct {
 	m     *Model
 	b     kernels.Backend
 	micro int            // a micro-batch's rows
+	count int            // a full step's micro-batches
 	idx   []int          // the step's rows, as Prepare got them
 	acc   kernels.Buffer // the earlier micro-batches' Grads, summed
 	// pending: the step had earlier micro-batches, whose sum the last
@@ -33,15 +34,15 @@ type Accumulator struct {
 	added   int
 }
 
-// NewAccumulator readies m for steps of micro-batches of micro rows (the
-// model's rows).
-func NewAccumulator(m *Model, b kernels.Backend, micro int) (*Accumulator, error) {
+// NewAccumulator readies m for steps of count micro-batches of micro rows
+// (the model's rows).
+func NewAccumulator(m *Model, b kernels.Backend, micro, count int) (*Accumulator, error) {
 	n := m.NumParams() + GradStats
 	acc, err := b.Alloc(n)
 	if err != nil {
 		return nil, fmt.Errorf("--accumulate: allocating the gradient's sum (%d floats): %w", n, err)
 	}
-	return &Accumulator{m: m, b: b, micro: max(micro, 1), acc: acc}, nil
+	return &Accumulator{m: m, b: b, micro: max(micro, 1), count: count, acc: acc}, nil
 }
 
 // Free releases the sum.
@@ -71,9 +72,10 @@ func (a *Accumulator) Earlier(scale float32, train *data.Dense, tr trace.Tracer)
 		return nil
 	}
 	a.pending, a.added = false, a.m.NumParams()+GradStats
-	for lo := 0; lo+a.micro < len(a.idx); lo += a.micro {
-		if lo > 0 {
-			if err := a.load(train, a.idx[lo:lo+a.micro], tr); err != nil {
+	ms := a.micros()
+	for i, r := range ms[:len(ms)-1] {
+		if i > 0 {
+			if err := a.load(train, a.idx[r[0]:r[1]], tr); err != nil {
 				return err
 			}
 		}
@@ -81,7 +83,7 @@ func (a *Accumulator) Earlier(scale float32, train *data.Dense, tr trace.Tracer)
 			return err
 		}
 		var err error
-		if lo == 0 {
+		if i == 0 {
 			err = a.b.Copy(a.acc, a.m.Grads)
 		} else {
 			err = a.b.Axpy(1, a.m.Grads, a.acc)
@@ -94,7 +96,25 @@ func (a *Accumulator) Earlier(scale float32, train *data.Dense, tr trace.Tracer)
 	if !a.pending {
 		return nil
 	}
-	return a.load(train, a.idx[(len(a.idx)-1)/a.micro*a.micro:], tr)
+	last := ms[len(ms)-1]
+	return a.load(train, a.idx[last[0]:last[1]], tr)
+}
+
+// micros is the step's micro-batches, as ranges of a.idx: micro rows
+// each, the last what is left (one, empty, for a rank without rows).
+// Under SyncBN each micro-batch's statistics are summed over the ranks,
+// so that every rank must run as many micro-batches: a rank with fewer
+// rows than the others (an epoch's last step) runs empty ones up to a
+// full step's count.
+func (a *Accumulator) micros() [][2]int {
+	var ms [][2]int
+	for lo := 0; lo == 0 || lo < len(a.idx); lo += a.micro {
+		ms = append(ms, [2]int{lo, min(lo+a.micro, len(a.idx))})
+	}
+	for a.m.SyncBN != nil && len(ms) < a.count {
+		ms = append(ms, [2]int{len(a.idx), len(a.idx)})
+	}
+	return ms
 }
 
 func (a *Accumulator) load(train *data.Dense, idx []int, tr trace.Tracer) error {

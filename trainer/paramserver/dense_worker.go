@@ -2,7 +2,6 @@ package paramserver
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/kernels/optim"
@@ -49,6 +48,9 @@ type denseWorker struct {
 	sparse bool
 	keys   []int64
 	vals   []float32
+	// batchKeys, merged: addKeys' buffers (a micro-batch's keys; the
+	// union being built).
+	batchKeys, merged []int64
 	// stale: d.params holds rows pulled before the last step's (sparse
 	// pulls), which evaluation must not read.
 	stale bool
@@ -134,24 +136,39 @@ func (d *denseWorker) loadBatch(idx []int, step int) error {
 	return err
 }
 
-// stepKeys adds to d.keys, under --accumulate, the keys the step's other
-// micro-batches reach (each loaded in turn for its keys; then the first
-// again, which the step starts from), sorted, each once.
+// stepKeys sets d.keys to the keys the step's micro-batches after the
+// first reach (under --accumulate; none without), each loaded in turn,
+// sorted, each key once.
 func (d *denseWorker) stepKeys(idx []int) error {
+	d.keys = d.keys[:0]
 	micro := d.accum.Micro()
-	if d.accum == nil || len(idx) <= micro {
-		return nil
-	}
-	for lo := micro; lo < len(idx); lo += micro {
+	for lo := micro; d.accum != nil && lo < len(idx); lo += micro {
 		if _, err := d.m.LoadBatch(d.train, idx[lo:min(lo+micro, len(idx))]); err != nil {
 			return err
 		}
-		d.keys = d.m.SparseKeys(d.keys)
+		d.addKeys()
 	}
-	slices.Sort(d.keys)
-	d.keys = slices.Compact(d.keys)
-	_, err := d.m.LoadBatch(d.train, idx[:micro])
-	return err
+	return nil
+}
+
+// addKeys adds to d.keys (sorted, each once) the keys the loaded batch
+// reaches (model.SparseKeys, sorted), merging the two.
+func (d *denseWorker) addKeys() {
+	d.batchKeys = d.m.SparseKeys(d.batchKeys[:0])
+	a, b := d.keys, d.batchKeys
+	out := d.merged[:0]
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	out = append(append(out, a...), b...)
+	d.keys, d.merged = out, d.keys
 }
 
 // upload puts d.params on the backend (an "upload" span).
@@ -178,13 +195,13 @@ func (d *denseWorker) pullAll() (float64, error) {
 // pull, as the push, carries the batch's working set. The rows left out
 // keep, in d.params, what was pulled last.
 func (d *denseWorker) prepareSparse(idx []int, step int) error {
-	if err := d.loadBatch(idx, step); err != nil {
-		return err
-	}
-	d.keys = d.m.SparseKeys(d.keys[:0])
 	if err := d.stepKeys(idx); err != nil {
 		return err
 	}
+	if err := d.loadBatch(idx, step); err != nil { // the first micro-batch, which the step starts from
+		return err
+	}
+	d.addKeys()
 	d.vals = grow(d.vals, len(d.keys))
 	var err error
 	if d.wait, err = d.timed("pull", len(d.keys), func() error { return d.w.PullKeys(d.keys, d.vals) }); err != nil {

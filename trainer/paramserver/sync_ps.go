@@ -200,7 +200,7 @@ func (Unit) Run(j *engine.Job, d engine.DenseSetup) (*engine.Result, error) {
 	var accum *model.Accumulator
 	if j.Cfg.Accumulate > 1 && j.ShardIdx >= 0 { // a worker
 		var err error
-		if accum, err = model.NewAccumulator(d.M, j.Backend, j.Micro); err != nil {
+		if accum, err = model.NewAccumulator(d.M, j.Backend, j.Micro, j.Cfg.Accumulate); err != nil {
 			return nil, err
 		}
 		defer accum.Free()
