@@ -246,7 +246,7 @@ func TestSyncBNOtherStrategies(t *testing.T) {
 // of 6), the other runs an empty one: allreduce, ps with bsp and dpsgd
 // finish (they had failed on a length mismatch or waited for the
 // server's timeout), every rank with the same weights where the strategy
-// keeps one model.
+// keeps one model; the empty micro-batches move no running statistic.
 func TestSyncBNAccumulateUneven(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -267,5 +267,17 @@ func TestSyncBNAccumulateUneven(t *testing.T) {
 				t.Error("the ranks' weights differ")
 			}
 		})
+	}
+	// The empty micro-batches leave the running statistics as they are:
+	// on one rank, where SyncBN's statistics are the rank's own, they
+	// are those without SyncBN (num_batches_tracked exactly), on a last
+	// step of 5 micro-batches padded to 8.
+	cfg := bnCfg()
+	cfg.Data.Samples, cfg.Batch, cfg.Accumulate, cfg.Epochs = 205, 6, 8, 1
+	plain := mustRun(t, 1, cfg)[0]
+	cfg.SyncBN = true
+	synced := mustRun(t, 1, cfg)[0]
+	if d := numtest.MaxRelDiff(synced.ModelState, plain.ModelState); d > 1e-4 {
+		t.Errorf("one rank: the running statistics with SyncBN differ from those without by %.3g", d)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ops           each convolution and batch-norm shape of a preset network on dml's kernels and on the library (oneDNN, cuDNN)\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n  sweep         train across rank counts × strategies × models × batch sizes, one MPI job each; CSV, JSON, plots\n")
+		fmt.Fprint(stdout, "Usage: [mpirun -np N] dml bench <mode> [flags]\n\nModes:\n  allreduce     time AllReduce algorithms (ring, tree, mpi)\n  consistency   time-to-accuracy of BSP, SSP, ASP, DSSP, with and without a straggler\n  ops           each convolution, batch-norm and pool shape of a preset network on dml's kernels and on the library (oneDNN, cuDNN)\n  ps            parameter-server push/pull throughput (round trips/s, keys/s, GB/s, CPU)\n  sweep         train across rank counts × strategies × models × batch sizes, one MPI job each; CSV, JSON, plots\n")
 		if len(args) == 0 {
 			return usageErr("bench: which benchmark? (allreduce, consistency, ops, ps or sweep)")
 		}

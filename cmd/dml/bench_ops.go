@@ -16,7 +16,7 @@ import (
 // far from overflow; the memory check refuses what does not fit).
 const maxBenchOpsBatch = 1 << 20
 
-// cmdBenchOps is dml bench ops: each convolution and batch-norm shape of
+// cmdBenchOps is dml bench ops: each convolution, batch-norm and pool shape of
 // a preset network, on dml's own kernels and on the backend's library,
 // side by side.
 func cmdBenchOps(args []string, stdout io.Writer) (err error) {

@@ -371,3 +371,25 @@ func TestFreshRunOverParts(t *testing.T) {
 		t.Errorf("a fresh run in %s, which holds an earlier run's part: %v", dir, err)
 	}
 }
+
+// TestStopWithoutCheckpointSaves: a run stopped by SIGTERM with --save and
+// no checkpoint folder writes the weights it has (said to be those of an
+// unfinished run) rather than nothing: it had said "--save skipped (the
+// state is in the checkpoint)" with no checkpoint to hold it.
+func TestStopWithoutCheckpointSaves(t *testing.T) {
+	save := filepath.Join(t.TempDir(), "w.npz")
+	s := startDML(t, 1, "train", "--data", "synthetic", "--samples", "4000", "--hidden", "64", "--epochs", "100", "--batch", "4", "--save", save)
+	waitFor(t, s, time.Minute, "first epoch line", func() bool { return strings.Contains(s.out.String(), "epoch   1") })
+	pids := s.rankPIDs(t)
+	if len(pids) != 1 {
+		t.Fatalf("mpirun's children %v, want 1 rank", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGTERM)
+	s.wait(t, 30*time.Second)
+	if s.code != 143 || !strings.Contains(s.out.String(), "no checkpoint folder was set, so --save holds the weights after step") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", s.code, s.out.String(), s.err.String())
+	}
+	if fi, err := os.Stat(save); err != nil || fi.Size() == 0 {
+		t.Fatalf("--save after the stop: %v", err)
+	}
+}

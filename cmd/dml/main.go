@@ -26,7 +26,7 @@ Commands:
   bench consistency time to accuracy of every strategy, with and without a straggler
   bench ps          parameter-server push/pull throughput (ps-lite's benchmark)
   bench sweep       train across rank counts × strategies × models × batches (one MPI job each; CSV, JSON, plots)
-  bench ops         each convolution and batch-norm shape of a preset network on dml's kernels and on the library
+  bench ops         each convolution, batch-norm and pool shape of a preset network on dml's kernels and on the library
   launch            run train under a supervisor: relaunch on the survivors when a rank dies
   devices           the GPUs each rank sees and uses (CUDA builds)
   version           print the version

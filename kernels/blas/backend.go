@@ -85,7 +85,7 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
 				Fix: "apt-get install libdnnl2 (make deps; " + onednn.DirEnv + " names its folder where it lies elsewhere), or leave onednn out of --kernels", Lib: kernels.LibOneDNN}
 		case o.Notice != nil:
-			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions and batch norm serve (apt-get install libdnnl2 for oneDNN's)", onednn.Soname, err))
+			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions, batch norm and pooling serve (apt-get install libdnnl2 for oneDNN's)", onednn.Soname, err))
 		}
 	}
 	be := cpu.NewWithGemm(Name, gemm)

@@ -374,9 +374,9 @@ func (s *allreduceStrategy) Describe() string {
 		}
 	}
 	batch := s.j.BatchLabel()
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s, allreduce %s in %d bucket(s) %s, backend %s",
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s, allreduce %s in %d bucket(s) %s%s, backend %s",
 		cfg.Model, a.Describe(), s.j.Sched.N, s.j.Sched.Ranks, batch, a.NumParams(), cfg.Opt.Kind, cfg.Allreduce,
-		len(s.plan), how, kernels.Describe(s.j.Backend))
+		len(s.plan), how, s.j.SyncBNNote(), kernels.Describe(s.j.Backend))
 }
 
 func (s *allreduceStrategy) Scope() engine.Scope { return engine.ScopeGlobal }

@@ -169,8 +169,8 @@ func (l *LocalModel) restore(own []float32) error {
 // DescribeLocal is the start of a decentralized strategy's Describe line.
 func (l *LocalModel) DescribeLocal() string {
 	cfg, a := l.Job.Cfg, l.M.Arch
-	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s",
-		cfg.Model, a.Describe(), l.Job.Sched.N, l.Job.Sched.Ranks, l.Job.BatchLabel(), a.NumParams(), cfg.Opt.Kind)
+	return fmt.Sprintf("training %s %v on %d samples (%d ranks × batch %s), %d params, %s%s",
+		cfg.Model, a.Describe(), l.Job.Sched.N, l.Job.Sched.Ranks, l.Job.BatchLabel(), a.NumParams(), cfg.Opt.Kind, l.Job.SyncBNNote())
 }
 
 // Scope: each rank reports its own batches.

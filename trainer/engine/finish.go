@@ -30,8 +30,13 @@ func (j *Job) FinishRun(res *Result) (*Result, error) {
 func (j *Job) finish(res *Result) error {
 	cfg := j.Cfg
 	skipped := ""
-	if j.interrupted && cfg.Save != "" {
+	switch {
+	case j.interrupted && cfg.Save != "" && j.lastCheckpoint != "":
 		cfg.Save, skipped = "", ": --save skipped (the state is in the checkpoint)" // not the final weights
+	case j.interrupted && cfg.Save != "":
+		// No checkpoint holds the state: the weights so far, said to be
+		// those of an unfinished run, rather than nothing.
+		skipped = fmt.Sprintf(": no checkpoint folder was set, so --save holds the weights after step %d (training did not finish)", res.Steps)
 	}
 	if j.Reports() && cfg.Save != "" {
 		if err := model.SaveNPZModel(cfg.Save, res.Arch, res.Params, res.ModelState, j.labels); err != nil {

@@ -16,6 +16,15 @@ import (
 // the demo run, see docs/results.md.)
 func (j *Job) shuffleSeed() uint64 { return shardSeed(j.Cfg.Seed, j.ShardIdx) }
 
+// SyncBNNote is what the line before training adds under --sync-bn:
+// ", batch norm over every training rank's batch (SyncBN)", else "".
+func (j *Job) SyncBNNote() string {
+	if !j.Cfg.SyncBN {
+		return ""
+	}
+	return ", batch norm over every training rank's batch (SyncBN)"
+}
+
 // BatchLabel is a rank's batch for the line before training: "24", or
 // under --accumulate "24 (3 micro-batches of 8 accumulated)".
 func (j *Job) BatchLabel() string {

@@ -131,6 +131,13 @@ func (batchNorm) forward(m *Model, i int, n node, x, y kernels.Buffer) error {
 	if m.SyncBN != nil {
 		return m.syncNormForward(i, n, x, y, mean, inv, rm, rv, g, be)
 	}
+	if m.rows == 0 {
+		// No batch (a rank's share of an epoch's last step): nothing to
+		// normalise, and the running statistics and num_batches_tracked
+		// stay as they are, as PyTorch's would where no batch was seen
+		// (the update would have pulled them towards 0).
+		return nil
+	}
 	train := nr.norm.BatchNormTrain
 	if m.fusedNorm(i) {
 		train = nr.normRelu.BatchNormReluTrain
@@ -188,6 +195,11 @@ func (m *Model) syncNormForward(i int, n node, x, y, mean, inv, rm, rv, g, be ke
 		return err
 	}
 	nr.count[i] = int(h[2*c])
+	if nr.count[i] == 0 {
+		// No rank has a row (model.Accumulator's padding of a short
+		// step): the running statistics and num_batches_tracked stay.
+		return nil
+	}
 	if err := nr.sync.BatchNormTrainSums(y, mean, inv, rm, rv, x, g, be, sums, nr.count[i], m.rows, c, hw, BatchNormEps, BatchNormMomentum); err != nil {
 		return err
 	}

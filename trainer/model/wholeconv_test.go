@@ -218,3 +218,68 @@ func TestLibraryFailureIsAnError(t *testing.T) {
 		t.Fatal("no step needed a reorder: the failure was never planted")
 	}
 }
+
+// TestEmptyBatchKeepsStatistics: a training step of no rows (a rank's
+// share of an epoch's last step, or the empty micro-batches SyncBN's
+// accumulation runs) leaves the batch norms' running statistics and
+// num_batches_tracked as they were (the update had pulled the statistics
+// towards 0), with and without SyncBN; a step with rows moves them.
+func TestEmptyBatchKeepsStatistics(t *testing.T) {
+	arch, err := NewNet(Shape{C: 3, H: 8, W: 8}, []LayerSpec{
+		{Kind: KindConv, Name: "c1", Out: 4, Kernel: 3, Pad: 1, NoBias: true}, {Kind: KindBatchNorm, Name: "bn1"}, {Kind: KindReLU},
+		{Kind: KindAvgPool}, {Kind: KindFlatten}, {Kind: KindLinear, Name: "fc", Out: 3},
+	}, 3, SoftmaxCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sync := range []bool{false, true} {
+		be := cpu.New()
+		m, err := New(arch, be, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sync {
+			m.SyncBN = func([]float32) error { return nil } // one rank: its own sums
+		}
+		if err := be.Upload(m.Params, arch.InitParams(1)); err != nil {
+			t.Fatal(err)
+		}
+		state := func() []float32 {
+			s := make([]float32, m.State.Len())
+			if err := be.Download(s, m.State); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		if err := be.Upload(m.State, arch.InitState()); err != nil {
+			t.Fatal(err)
+		}
+		before := state()
+		batch := make([]float32, 4*(arch.Input.Size()+1))
+		for i := range 4 * arch.Input.Size() {
+			batch[i] = float32(i%7) * 0.3
+		}
+		for _, rows := range []int{0, 4} {
+			if err := m.Upload(batch[:rows*(arch.Input.Size()+1)], rows); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Step(1, nil); err != nil {
+				t.Fatal(err)
+			}
+			moved := numtestMaxDiff(state(), before) > 0
+			if moved != (rows > 0) {
+				t.Errorf("SyncBN %v, %d rows: the running statistics moved: %v", sync, rows, moved)
+			}
+		}
+		m.Free()
+		be.Close()
+	}
+}
+
+func numtestMaxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}

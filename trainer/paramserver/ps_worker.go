@@ -74,6 +74,7 @@ func (p *psWorker) Describe() string {
 	cfg := p.j.Cfg
 	line := fmt.Sprintf("training %s %v on %d samples: %d workers × batch %s, %d server(s), %s, %s server-side",
 		cfg.Model, p.arch.Describe(), p.j.Sched.N, p.j.Sched.Ranks, p.j.BatchLabel(), cfg.PS.Servers, consistencyLabel(cfg.PS), cfg.Opt.Kind)
+	line += p.j.SyncBNNote()
 	if f, u := cfg.PS.FetchPeriod(), cfg.PS.PushPeriod(); f > 1 || u > 1 {
 		line += fmt.Sprintf(", Downpour: fetch every %d steps, push every %d (local SGD steps in between)", f, u)
 	}
