@@ -9,6 +9,7 @@ import (
 
 	"github.com/dml-project/dml/kernels"
 	"github.com/dml-project/dml/trainer"
+	"github.com/dml-project/dml/trainer/data"
 	"github.com/dml-project/dml/trainer/model"
 )
 
@@ -36,8 +37,11 @@ lies in the library's layout, as in training) and each pool shape
 (forward and backward; GB/s of x and dx, y and dy moved once), where the
 library pools. --kernels auto picks, in a training run, the faster of
 the two per convolution shape, measured the same way; a library pools
-data in its own layout, dml's kernels plain data.`, stdout)
+data in its own layout, dml's kernels plain data (where the library
+leaves a shape plain, e.g. channels that fill none of its blocks, and
+dml's kernel has a vector path for it, both columns are dml's).`, stdout)
 	modelName := fs.String("model", "resnet20", "preset network: resnet20, vgg16, resnet50, alexnet (3×32×32) or lenet5 (1×28×28)")
+	shapeFlag := fs.String("shape", "", "each image's CxHxW (default: the preset's, above); resnet50 takes torchvision's stem, with its max pool, from 64×64")
 	batch := fs.Int("batch", 64, "samples per step (a rank's batch)")
 	rounds := fs.Int("rounds", 5, "rounds of each shape on each provider (the best counts)")
 	backend := fs.String("backend", "blas", "backend: blas (library: onednn) or cuda (cudnn)")
@@ -46,21 +50,11 @@ data in its own layout, dml's kernels plain data.`, stdout)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var arch model.Arch
-	kind, err := trainer.ParseModel(*modelName)
-	if err != nil || !kind.IsPreset() || kind == trainer.GPT {
-		return usageErr("bench ops: --model %q: want a convolutional preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", *modelName)
-	}
-	if err := checkOpsRange(*batch, *rounds, *threads, *backend); err != nil {
+	arch, err := opsArch(*modelName, *shapeFlag)
+	if err != nil {
 		return err
 	}
-	shape := model.Shape{C: 3, H: 32, W: 32} // the presets' CIFAR size
-	if kind == trainer.LeNet5 {
-		shape = model.Shape{C: 1, H: 28, W: 28}
-	}
-	cfg := trainer.DefaultConfig()
-	cfg.Model = kind
-	if arch, err = model.NewNet(shape, trainer.NetLayers(cfg, 10, shape), 10, model.SoftmaxCE); err != nil {
+	if err := checkOpsRange(*batch, *rounds, *threads, *backend); err != nil {
 		return err
 	}
 	// Each backend holds a layer's input, output and their gradients, and
@@ -125,6 +119,33 @@ func printOps(stdout io.Writer, convs []model.ConvTiming, moved []bytesTiming) {
 			ms(t.own), t.bytes/t.own.Seconds()/1e9, ms(t.lib), t.bytes/t.lib.Seconds()/1e9, t.lib.Seconds()/t.own.Seconds())
 	}
 	fmt.Fprintf(stdout, "\nall layers, once each: dml %.1f ms, library %.1f ms\n", ms(ownT), ms(libT))
+}
+
+// opsArch is bench ops' network: preset name at shape ("": the preset's
+// own), or a usage error.
+func opsArch(name, shapeFlag string) (model.Arch, error) {
+	kind, err := trainer.ParseModel(name)
+	if err != nil || !kind.IsPreset() || kind == trainer.GPT {
+		return model.Arch{}, usageErr("bench ops: --model %q: want a convolutional preset network: lenet5, resnet20, vgg16, resnet50 or alexnet", name)
+	}
+	shape := model.Shape{C: 3, H: 32, W: 32} // the presets' CIFAR size
+	if kind == trainer.LeNet5 {
+		shape = model.Shape{C: 1, H: 28, W: 28}
+	}
+	if shapeFlag != "" {
+		s, err := data.ParseShape(shapeFlag)
+		if err != nil || s.T > 0 {
+			return model.Arch{}, usageErr("bench ops: --shape %q: want CxHxW, e.g. 3x64x64", shapeFlag)
+		}
+		shape = model.Shape{C: s.C, H: s.H, W: s.W}
+	}
+	cfg := trainer.DefaultConfig()
+	cfg.Model = kind
+	arch, err := model.NewNet(shape, trainer.NetLayers(cfg, 10, shape), 10, model.SoftmaxCE)
+	if err != nil {
+		return model.Arch{}, usageErr("bench ops: --model %s at --shape %v: %v", name, shape, err)
+	}
+	return arch, nil
 }
 
 // checkOpsRange refuses bench ops' sizes and backend out of range (one

@@ -27,6 +27,8 @@ func TestBenchOps(t *testing.T) {
 		{[]string{"--batch", "9999999999999"}, "want a batch of 1 to 1048576"},
 		{[]string{"--model", "vgg16", "--batch", "1000000"}, "vgg16 at batch 1000000 needs about"},
 		{[]string{"--blas-threads", "100000"}, "bench ops: --blas-threads 100000: want 1 to 4096"},
+		{[]string{"--shape", "3xx"}, `bench ops: --shape "3xx": want CxHxW`},
+		{[]string{"--model", "lenet5", "--shape", "3x4x4"}, "bench ops: --model lenet5 at --shape 3×4×4: layer 3 (conv conv2): a 5×5 kernel is larger"},
 	} {
 		r := dml(t, 0, append([]string{"bench", "ops"}, tc.args...)...)
 		if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); r.code != 2 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
@@ -41,10 +43,15 @@ func TestBenchOps(t *testing.T) {
 		t.Fatalf("bench ops: exit %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{"against blas (", "conv: onednn 2.", "| conv | conv1 |", "| conv | layer1.0.conv1 (+5 alike) |", "| conv | layer3.0.shortcut.0 |",
-		"| batchnorm | bn1 (+6 alike) |", "| batchnorm | layer3.0.bn1 (+6 alike) |", "all layers, once each: dml "} {
+		"| batchnorm | bn1 (+6 alike) |", "| batchnorm | layer3.0.bn1 (+6 alike) |", "| avgpool 8s8p0 of 64×8×8 | layer 70 |", "all layers, once each: dml "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("bench ops: no %q in\n%s", want, r.stdout)
 		}
+	}
+	// ResNet-50 at 64×64: torchvision's stem, with its padded max pool.
+	r = dml(t, 0, "bench", "ops", "--model", "resnet50", "--shape", "3x64x64", "--batch", "1", "--rounds", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "| maxpool 3s2p1 of 64×32×32 | layer 3 |") {
+		t.Errorf("bench ops --model resnet50 --shape 3x64x64: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 }
 
