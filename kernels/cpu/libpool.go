@@ -50,9 +50,9 @@ func (be *Backend) LibPool() bool {
 // by the library.
 func (be *Backend) Pool(y, x kernels.Buffer, max bool, n, c, h, w, k, stride, pad int) error {
 	xd := be.raw(x)
-	pl, ok := be.lib.(PoolLib)
 	xl := be.layoutOf(xd)
-	if !ok || n <= 0 || c <= 0 || xl == Plain && ownVector(max, w, k, stride, pad) {
+	pl, ok := be.poolLib(xl, max, n, c, w, k, stride, pad)
+	if !ok {
 		delete(be.poolWS, unsafe.SliceData(xd)) // a workspace of an earlier pool of x is stale now
 		return be.ownPool(y, x, max, n, c, h, w, k, stride, pad)
 	}
@@ -91,15 +91,15 @@ func (be *Backend) Pool(y, x kernels.Buffer, max bool, n, c, h, w, k, stride, pa
 // plain).
 func (be *Backend) PoolGrad(dx, dy, x kernels.Buffer, max bool, n, c, h, w, k, stride, pad int) error {
 	xd := be.raw(x)
-	pl, ok := be.lib.(PoolLib)
 	s := PoolShape{X: be.layoutOf(xd), N: n, C: c, H: h, W: w, K: k, Stride: stride, Pad: pad, Max: max}
+	pl, ok := be.poolLib(s.X, max, n, c, w, k, stride, pad)
 	var ws []float32
 	if max {
 		sv, found := be.poolWS[unsafe.SliceData(xd)]
 		ok = ok && found && sv.s == s
 		ws = sv.ws
 	}
-	if !ok || n <= 0 || c <= 0 || s.X == Plain && ownVector(max, w, k, stride, pad) {
+	if !ok {
 		return be.ownPoolGrad(dx, dy, x, max, n, c, h, w, k, stride, pad)
 	}
 	dxd, dyd := be.raw(dx), be.raw(dy)
@@ -114,6 +114,17 @@ func (be *Backend) PoolGrad(dx, dy, x kernels.Buffer, max bool, n, c, h, w, k, s
 	dxl, err := pl.PoolBackward(dxd, dyd, ws, dyl, s)
 	be.setLayout(dxd, dxl)
 	return err
+}
+
+// poolLib is the library that pools x (in layout xl), where one does: x
+// in its layout, or plain where this package's kernels have no vector
+// path for the shape (ownVector). Pool and PoolGrad decide alike.
+func (be *Backend) poolLib(xl Layout, max bool, n, c, w, k, stride, pad int) (PoolLib, bool) {
+	pl, ok := be.lib.(PoolLib)
+	if !ok || n <= 0 || c <= 0 || xl == Plain && ownVector(max, w, k, stride, pad) {
+		return nil, false
+	}
+	return pl, true
 }
 
 // ownVector reports whether this package's pool of plain data has a
