@@ -54,6 +54,13 @@ import (
 // as they are) before they go on. That costs each rank at most one of the
 // slowest rank's steps per epoch; it is where this departs from the paper,
 // which evaluates offline. The final weights are x̄ at the last point.
+// The count is not exact: rank 0 reads the reports between its own
+// steps, and every rank finishes the step it is in (a passive rank starts
+// none once its server has the call). An epoch that runs over leaves the
+// next one fewer samples, so only the last point's overshoot adds to the
+// total: the steps reported while rank 0 computed its last one, and
+// those in flight. An exact total would need a quota per rank, which
+// makes fast ranks wait (as --max-steps does).
 //
 // Bounded lag (a departure): a passive rank runs at most maxLag steps
 // past its last averaging, then waits for an active neighbour to average
@@ -85,6 +92,10 @@ type adpsgdStrategy struct {
 	// nbrsPaused: on a passive rank, every active neighbour has paused at
 	// its quota: none will average with it before the final point.
 	nbrsPaused atomic.Bool
+	// called: on a passive rank, rank 0 has called the next point; the
+	// rank takes no further step before it (its steps would overshoot
+	// the epoch's samples while its server waits for the pauses).
+	called atomic.Bool
 
 	// active ranks
 	peer    int
@@ -365,6 +376,7 @@ func (s *adpsgdStrategy) Stepped(samples float64) {
 // final point, end).
 func (s *adpsgdStrategy) ResumeAfter(pt *gossip.Point) {
 	s.quotaPaused = false
+	s.called.Store(false)
 	if s.srv != nil {
 		s.srv.resume(pt.Final)
 	}
@@ -514,14 +526,17 @@ func (s *adpsgdStrategy) passiveBoundary() (*gossip.Point, error) {
 		}
 		return err
 	}
-	if s.atQuota() {
+	if s.atQuota() || s.called.Load() {
 		select {
 		case err := <-s.srvErr:
 			return nil, stopped(err)
 		case pt := <-s.srv.ready:
 			return pt, nil
 		case <-time.After(s.timeout()):
-			return nil, s.quotaTimeout("no synchronisation point came")
+			if s.atQuota() {
+				return nil, s.quotaTimeout("no synchronisation point came")
+			}
+			return nil, fmt.Errorf("adpsgd: passive rank %d: rank 0 called a synchronisation point, and its active neighbours (ranks %v) did not all pause for it in %v (Config.Timeout)", s.Job.Comm.Rank(), s.nbrs, s.timeout())
 		}
 	}
 	if s.lag.Load() < maxLag || s.nbrsPaused.Load() {
@@ -662,6 +677,9 @@ func (p *passiveServer) run() error {
 		answer, err := ctl.Message(time.Now(), src, kind, a, b)
 		if err != nil {
 			return err
+		}
+		if ctl.Called() {
+			s.called.Store(true)
 		}
 		if ctl.AllSpent() && !s.nbrsPaused.Swap(true) {
 			select { // wake a rank waiting for an averaging (passiveBoundary)

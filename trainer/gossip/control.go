@@ -122,6 +122,10 @@ func (p *PassiveControl) Ready() *Point {
 	return nil
 }
 
+// Called says rank 0 has called a point that the rank has not parked
+// for yet: the rank should take no further step before it.
+func (p *PassiveControl) Called() bool { return p.pending != nil }
+
 // AllSpent says every active neighbour has paused at its share of
 // --max-steps: none will ask to average before the final point, so a
 // passive rank waiting to be averaged (its bounded lag) must not.

@@ -84,10 +84,15 @@ func TestPassiveControl(t *testing.T) {
 			}
 		}
 		now := t0
+		called := false // rank 0's call has come: Called from then on
 		for i, m := range msgs {
 			if pt := p.Ready(); pt != nil {
 				t.Fatalf("seed %d: parked for %+v after %d of the messages %v", seed, pt, i, msgs)
 			}
+			if p.Called() != called {
+				t.Fatalf("seed %d: Called %v after %d of the messages %v", seed, p.Called(), i, msgs)
+			}
+			called = called || m.kind == MsgSync
 			now = now.Add(time.Second)
 			answer, err := p.Message(now, m.src, m.kind, m.a, m.b)
 			if err != nil || answer != (m.kind == MsgRequest) {
@@ -100,9 +105,12 @@ func TestPassiveControl(t *testing.T) {
 		if p.AllSpent() {
 			t.Fatalf("seed %d: paused for a point, not spent, AllSpent says so", seed)
 		}
+		if !p.Called() {
+			t.Fatalf("seed %d: parked for point 1, Called says no point was called", seed)
+		}
 		p.Resumed(now)
-		if pt := p.Ready(); pt != nil {
-			t.Fatalf("seed %d: still parked for %+v after resuming", seed, pt)
+		if pt := p.Ready(); pt != nil || p.Called() {
+			t.Fatalf("seed %d: still parked for %+v (called %v) after resuming", seed, pt, p.Called())
 		}
 	}
 	p := NewPassiveControl(1, []int{0, 2}, size, time.Minute, t0)
