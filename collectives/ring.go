@@ -79,138 +79,187 @@ func (a *Allreducer) ring(buf []float32, op Op) error {
 	if n == 1 {
 		return nil
 	}
-	var wb *wireBuf
-	words := buf
+	x := &ringRun{a: a, c: c, n: n, buf: buf, words: buf, avg: op == Avg, inv: float32(1) / float32(n),
+		left: (r - 1 + n) % n, right: (r + 1) % n}
 	if a.Wire != WireF32 {
-		wb = a.wireBuf(buf)
-		words = wb.pk
+		x.wb = a.wireBuf(buf)
+		x.words = x.wb.pk
 	}
-	left, right := (r-1+n)%n, (r+1)%n
-	chunks := Chunks(len(words), n)
+	chunks := Chunks(len(x.words), n)
 	rs, _ := RingSchedule(r, n)
 	seg := a.segmentElems(chunks[0].Len)
-	p := a.ringPlan(r, n, len(words), seg)
-	order, rsIdx, nseg := p.order, p.rsIdx, p.nseg
-
-	window := a.window()
+	x.p = a.ringPlan(r, n, len(x.words), seg)
+	x.window = a.window()
 	slot := min(seg, chunks[0].Len) // chunk 0 is the largest
-	for i := range a.scratch[:window] {
+	for i := range a.scratch[:x.window] {
 		if cap(a.scratch[i]) < slot {
 			a.scratch[i] = make([]float32, slot)
 		}
 	}
-	recvs, rsSends, agSends := p.recvs, p.rsSends, p.agSends[:0]
-	defer func() { // drop the finished requests; keep the slices
-		clear(recvs)
-		clear(rsSends)
-		clear(agSends)
-		p.agSends = agSends[:0]
-	}()
-	post := func(k int) error {
-		if k >= len(rsIdx) {
-			return nil
+	x.agSends = x.p.agSends[:0]
+	defer x.drop()
+	if err := x.start(chunks[rs[0].Send], seg); err != nil {
+		return err
+	}
+	k := 0 // reduce-scatter receives handled
+	for _, it := range x.p.order {
+		var err error
+		if it.AllGather {
+			err = x.gather(it)
+		} else {
+			err = x.reduce(it, k)
+			k++
 		}
-		it := order[rsIdx[k]]
-		q, err := c.Irecv(a.scratch[k%window][:it.Span.Len], left, tagRingRS+a.tagOff)
 		if err != nil {
-			return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
+			return err
 		}
-		recvs[k] = q
+	}
+	if err := waitAll(x.p.rsSends); err != nil {
+		return fmt.Errorf("ring reduce-scatter: send to rank %d: %w", x.right, err)
+	}
+	if err := waitAll(x.agSends); err != nil {
+		return fmt.Errorf("ring all-gather: send to rank %d: %w", x.right, err)
+	}
+	return nil
+}
+
+// ringRun is one ring AllReduce in progress: its buffers, its plan's
+// request slots and its neighbours.
+type ringRun struct {
+	a           *Allreducer
+	c           PointToPoint
+	n           int
+	buf, words  []float32 // the caller's values; what travels (buf, or wb's packed words)
+	wb          *wireBuf  // nil at WireF32
+	avg         bool
+	inv         float32 // 1/n, for Avg
+	left, right int
+	p           *ringPlan
+	window      int
+	agSends     []Request
+}
+
+// drop forgets the finished requests, keeping the slices for the next run.
+func (x *ringRun) drop() {
+	clear(x.p.recvs)
+	clear(x.p.rsSends)
+	clear(x.agSends)
+	x.p.agSends = x.agSends[:0]
+}
+
+// post posts the reduce-scatter receive k (if there is one) into its
+// scratch slot.
+func (x *ringRun) post(k int) error {
+	if k >= len(x.p.rsIdx) {
 		return nil
 	}
-	send := func(phase string, step int, sg Span, tag int) (Request, error) {
-		a.Sent += 4 * int64(sg.Len)
-		q, err := c.Isend(words[sg.Off:sg.Off+sg.Len], right, tag)
-		if err != nil {
-			return nil, fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, right, err)
-		}
-		return q, nil
+	it := x.p.order[x.p.rsIdx[k]]
+	q, err := x.c.Irecv(x.a.scratch[k%x.window][:it.Span.Len], x.left, tagRingRS+x.a.tagOff)
+	if err != nil {
+		return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, x.left, err)
 	}
-	for k := 0; k < window; k++ {
-		if err := post(k); err != nil {
+	x.p.recvs[k] = q
+	return nil
+}
+
+// send sends segment sg of the travelling words to the right neighbour.
+func (x *ringRun) send(phase string, step int, sg Span, tag int) (Request, error) {
+	x.a.Sent += 4 * int64(sg.Len)
+	q, err := x.c.Isend(x.words[sg.Off:sg.Off+sg.Len], x.right, tag+x.a.tagOff)
+	if err != nil {
+		return nil, fmt.Errorf("ring %s step %d: send to rank %d: %w", phase, step, x.right, err)
+	}
+	return q, nil
+}
+
+// start posts the first Window receives and sends reduce-scatter step
+// 0's chunk, segment by segment.
+func (x *ringRun) start(first Span, seg int) error {
+	for k := 0; k < x.window; k++ {
+		if err := x.post(k); err != nil {
 			return err
 		}
 	}
-	for j, sg := range Segments(chunks[rs[0].Send], seg) {
-		if wb != nil {
-			wb.out(sg)
+	for j, sg := range Segments(first, seg) {
+		if x.wb != nil {
+			x.wb.out(sg)
 		}
-		q, err := send("reduce-scatter", 0, sg, tagRingRS+a.tagOff)
+		q, err := x.send("reduce-scatter", 0, sg, tagRingRS)
 		if err != nil {
 			return err
 		}
-		rsSends[j] = q
+		x.p.rsSends[j] = q
 	}
-	inv := float32(1) / float32(n)
-	k := 0 // reduce-scatter receives handled
-	for _, it := range order {
-		sg := it.Span
-		if !it.AllGather {
-			if err := recvs[k].Wait(); err != nil {
-				return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, left, err)
-			}
-			if wb != nil {
-				wb.add(sg, a.scratch[k%window][:sg.Len])
-			} else {
-				addInto(buf[sg.Off:sg.Off+sg.Len], a.scratch[k%window][:sg.Len])
-			}
-			if err := post(k + window); err != nil {
-				return err
-			}
-			k++
-			if it.Step == n-2 {
-				if wb != nil {
-					wb.final(sg, op == Avg, inv)
-				} else if op == Avg {
-					scale(buf[sg.Off:sg.Off+sg.Len], inv)
-				}
-				q, err := send("all-gather", 0, sg, tagRingAG+a.tagOff)
-				if err != nil {
-					return err
-				}
-				agSends = append(agSends, q)
-				continue
-			}
-			if wb != nil {
-				wb.out(sg)
-			}
-			q, err := send("reduce-scatter", it.Step+1, sg, tagRingRS+a.tagOff)
-			if err != nil {
-				return err
-			}
-			rsSends[(it.Step+1)*nseg+it.Seg] = q
-			continue
+	return nil
+}
+
+// reduce handles reduce-scatter receive k (it): adds it in, posts the
+// receive Window further, and sends the partial sum on (the final sum,
+// averaged for Avg, as all-gather step 0).
+func (x *ringRun) reduce(it RingRecv, k int) error {
+	sg := it.Span
+	if err := x.p.recvs[k].Wait(); err != nil {
+		return fmt.Errorf("ring reduce-scatter step %d: recv from rank %d: %w", it.Step, x.left, err)
+	}
+	in := x.a.scratch[k%x.window][:sg.Len]
+	if x.wb != nil {
+		x.wb.add(sg, in)
+	} else {
+		addInto(x.buf[sg.Off:sg.Off+sg.Len], in)
+	}
+	if err := x.post(k + x.window); err != nil {
+		return err
+	}
+	if it.Step == x.n-2 {
+		if x.wb != nil {
+			x.wb.final(sg, x.avg, x.inv)
+		} else if x.avg {
+			scale(x.buf[sg.Off:sg.Off+sg.Len], x.inv)
 		}
-		// All-gather: the segment lands where this rank sent its partial
-		// sum at reduce-scatter step it.Step; that send must be done.
-		if q := rsSends[it.Step*nseg+it.Seg]; q != nil {
-			if err := q.Wait(); err != nil {
-				return fmt.Errorf("ring reduce-scatter step %d: send to rank %d: %w", it.Step, right, err)
-			}
-		}
-		q, err := c.Irecv(words[sg.Off:sg.Off+sg.Len], left, tagRingAG+a.tagOff)
-		if err == nil {
-			err = q.Wait()
-		}
+		q, err := x.send("all-gather", 0, sg, tagRingAG)
 		if err != nil {
-			return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", it.Step, left, err)
+			return err
 		}
-		if wb != nil {
-			wb.back(sg)
-		}
-		if it.Step+1 < n-1 {
-			q, err := send("all-gather", it.Step+1, sg, tagRingAG+a.tagOff)
-			if err != nil {
-				return err
-			}
-			agSends = append(agSends, q)
+		x.agSends = append(x.agSends, q)
+		return nil
+	}
+	if x.wb != nil {
+		x.wb.out(sg)
+	}
+	q, err := x.send("reduce-scatter", it.Step+1, sg, tagRingRS)
+	if err != nil {
+		return err
+	}
+	x.p.rsSends[(it.Step+1)*x.p.nseg+it.Seg] = q
+	return nil
+}
+
+// gather handles an all-gather receive (it): the segment lands where this
+// rank sent its partial sum at reduce-scatter step it.Step, so that send
+// must be done; then it is forwarded unless this is the last step.
+func (x *ringRun) gather(it RingRecv) error {
+	sg := it.Span
+	if q := x.p.rsSends[it.Step*x.p.nseg+it.Seg]; q != nil {
+		if err := q.Wait(); err != nil {
+			return fmt.Errorf("ring reduce-scatter step %d: send to rank %d: %w", it.Step, x.right, err)
 		}
 	}
-	if err := waitAll(rsSends); err != nil {
-		return fmt.Errorf("ring reduce-scatter: send to rank %d: %w", right, err)
+	q, err := x.c.Irecv(x.words[sg.Off:sg.Off+sg.Len], x.left, tagRingAG+x.a.tagOff)
+	if err == nil {
+		err = q.Wait()
 	}
-	if err := waitAll(agSends); err != nil {
-		return fmt.Errorf("ring all-gather: send to rank %d: %w", right, err)
+	if err != nil {
+		return fmt.Errorf("ring all-gather step %d: recv from rank %d: %w", it.Step, x.left, err)
+	}
+	if x.wb != nil {
+		x.wb.back(sg)
+	}
+	if it.Step+1 < x.n-1 {
+		q, err := x.send("all-gather", it.Step+1, sg, tagRingAG)
+		if err != nil {
+			return err
+		}
+		x.agSends = append(x.agSends, q)
 	}
 	return nil
 }
