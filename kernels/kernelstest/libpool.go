@@ -41,6 +41,24 @@ func testLibPool(t *testing.T, be kernels.Backend, o Options) {
 	if !has {
 		t.Fatalf("backend %s pools on a library without its convolutions", be.Name())
 	}
+	libPoolReference(t, be, lp, wc, o)
+	libPoolPlainBits(t, be, lp)
+	libPoolBadShapes(t, be, lp, wc, o)
+}
+
+// identity is the c×c identity matrix: the weights of a 1×1 convolution
+// that moves its input into the library's layout and leaves it as it is.
+func identity(c int) []float32 {
+	id := make([]float32, c*c)
+	for i := range c {
+		id[i*c+i] = 1
+	}
+	return id
+}
+
+// libPoolReference checks every shape of libPoolShapes against float64
+// loops, with x in the library's layout and plain.
+func libPoolReference(t *testing.T, be kernels.Backend, lp kernels.LibPoolOps, wc kernels.WholeConvOps, o Options) {
 	for si, s := range libPoolShapes {
 		name := fmt.Sprintf("%+v", s)
 		r := newRand(uint64(950 + si))
@@ -48,13 +66,9 @@ func testLibPool(t *testing.T, be kernels.Backend, o Options) {
 		x := o.rounded(normals(r, s.n*s.c*s.h*s.w, 1)) // what the identity convolution leaves as it is
 		dy := normals(r, s.n*s.c*oh*ow, 1)
 		wantY, yMag, wantDx, dxMag := refPool(x, dy, s.max, s.n*s.c, s.h, s.w, s.k, s.stride, s.pad)
-		id := make([]float32, s.c*s.c)
-		for i := range s.c {
-			id[i*s.c+i] = 1
-		}
 		xPlain, dyb := load(t, be, x), load(t, be, dy)
 		xLib := alloc(t, be, len(x))
-		ok(t, name+" identity convolution", wc.ConvForward(xLib, xPlain, load(t, be, id), nil, s.n, s.c, s.h, s.w, s.c, 1, 1, 0))
+		ok(t, name+" identity convolution", wc.ConvForward(xLib, xPlain, load(t, be, identity(s.c)), nil, s.n, s.c, s.h, s.w, s.c, 1, 1, 0))
 		bound := make([]float64, len(dxMag))
 		for i, m := range dxMag {
 			bound[i] = gamma(2*s.k*s.k) * m
@@ -80,8 +94,12 @@ func testLibPool(t *testing.T, be kernels.Backend, o Options) {
 			checkWithin(t, name+" "+in.what+": dx", dx.read(t, name), wantDx, bound)
 		}
 	}
-	// Plain x of a 2×2, stride-2 max pool (rows of 4 outputs): dml's own
-	// kernel's bits (its vector path runs, not the library).
+}
+
+// libPoolPlainBits: plain x of a 2×2, stride-2 max pool (rows of 4
+// outputs) gets dml's own kernel's bits (its vector path runs, not the
+// library).
+func libPoolPlainBits(t *testing.T, be kernels.Backend, lp kernels.LibPoolOps) {
 	cv, _ := kernels.ConvOf(be)
 	r := newRand(990)
 	x, dy := normals(r, 2*6*9*9, 1), normals(r, 2*6*4*4, 1)
@@ -101,13 +119,13 @@ func testLibPool(t *testing.T, be kernels.Backend, o Options) {
 		ok(t, c.name, c.my(b))
 		checkExact(t, "plain "+c.name, read(t, be, a), read(t, be, b))
 	}
-	// Bad shapes: ErrShape, on plain x and on x in the library's layout.
-	id := make([]float32, 16*16)
-	for i := range 16 {
-		id[i*16+i] = 1
-	}
+}
+
+// libPoolBadShapes: ErrShape, on plain x and on x in the library's layout.
+func libPoolBadShapes(t *testing.T, be kernels.Backend, lp kernels.LibPoolOps, wc kernels.WholeConvOps, o Options) {
+	r := newRand(991)
 	xl := alloc(t, be, 2*16*8*8)
-	ok(t, "identity convolution", wc.ConvForward(xl, load(t, be, o.rounded(normals(r, 2*16*8*8, 1))), load(t, be, id), nil, 2, 16, 8, 8, 16, 1, 1, 0))
+	ok(t, "identity convolution", wc.ConvForward(xl, load(t, be, o.rounded(normals(r, 2*16*8*8, 1))), load(t, be, identity(16)), nil, 2, 16, 8, 8, 16, 1, 1, 0))
 	for _, in := range []struct {
 		what string
 		x    kernels.Buffer

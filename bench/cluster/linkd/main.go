@@ -105,7 +105,7 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("linkd: ")
-	var ports []*port
+	sw := &switchState{macs: map[[6]byte]int{}}
 	for _, s := range specs {
 		p, err := parsePort(s)
 		if err != nil {
@@ -114,23 +114,43 @@ func main() {
 		if err := open(p); err != nil {
 			log.Fatalf("%s: %v", p.name, err)
 		}
-		ports = append(ports, p)
+		sw.ports = append(sw.ports, p)
 	}
-	if len(ports) < 2 {
+	if len(sw.ports) < 2 {
 		log.Fatal("want two ports or more")
 	}
-	var forwarded, lost atomic.Int64
-	var mu sync.RWMutex
-	macs := map[[6]byte]int{} // learned: source MAC → port
-	for _, src := range ports {
-		src.queues = make([]chan frame, len(ports))
-		for j, dst := range ports {
+	sw.startQueues()
+	for i := range sw.ports {
+		go sw.receive(i)
+	}
+	fmt.Fprintln(os.Stderr, "linkd: forwarding between", len(sw.ports), "ports")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	fmt.Fprintf(os.Stderr, "linkd: %d frames forwarded, %d dropped as lost\n", sw.forwarded.Load(), sw.lost.Load())
+}
+
+// switchState is the switch: its ports, the MAC addresses it has learned
+// and its counts.
+type switchState struct {
+	ports           []*port
+	mu              sync.RWMutex
+	macs            map[[6]byte]int // learned: source MAC → port
+	forwarded, lost atomic.Int64
+}
+
+// startQueues starts one FIFO per (source, destination) port pair: its
+// frames all have the same delay, so their order is kept.
+func (sw *switchState) startQueues() {
+	for _, src := range sw.ports {
+		src.queues = make([]chan frame, len(sw.ports))
+		for j, dst := range sw.ports {
 			if dst == src {
 				continue
 			}
 			q := make(chan frame, 4096)
 			src.queues[j] = q
-			go func(dst *port) { // one FIFO per (source, destination): same delay, order kept
+			go func(dst *port) {
 				for f := range q {
 					if d := time.Until(f.due); d > 0 {
 						time.Sleep(d)
@@ -142,66 +162,65 @@ func main() {
 			}(dst)
 		}
 	}
-	for i, src := range ports {
-		go func() {
-			buf := make([]byte, 1<<17)
-			for {
-				n, err := unix.Read(src.fd, buf)
-				if err != nil {
-					if err == unix.EINTR {
-						continue
-					}
-					log.Fatalf("%s: %v", src.name, err)
-				}
-				if n < vnetHdr+14 {
-					continue
-				}
-				now := time.Now()
-				eth := buf[vnetHdr:n]
-				var dmac, smac [6]byte
-				copy(dmac[:], eth[0:6])
-				copy(smac[:], eth[6:12])
-				mu.RLock()
-				known, ok := macs[smac]
-				mu.RUnlock()
-				if !ok || known != i {
-					mu.Lock()
-					macs[smac] = i
-					mu.Unlock()
-				}
-				mu.RLock()
-				to, ok := macs[dmac]
-				mu.RUnlock()
-				send := func(j int) {
-					dst := ports[j]
-					if p := 1 - (1-src.upLoss)*(1-dst.downLoss); p > 0 && rand.Float64() < p {
-						lost.Add(1)
-						return
-					}
-					forwarded.Add(1)
-					data := append([]byte(nil), buf[:n]...)
-					select {
-					case src.queues[j] <- frame{due: now.Add(src.upDelay + dst.downDelay), data: data}:
-					default: // queue full: the frame is lost, as on a congested link
-					}
-				}
-				if ok && dmac[0]&1 == 0 {
-					if to != i {
-						send(to)
-					}
-					continue
-				}
-				for j := range ports { // broadcast, multicast, unknown: flood
-					if j != i {
-						send(j)
-					}
-				}
+}
+
+// receive reads port i's frames, learns their source addresses and
+// forwards them: to the port that has the destination, or flooded.
+func (sw *switchState) receive(i int) {
+	src := sw.ports[i]
+	buf := make([]byte, 1<<17)
+	for {
+		n, err := unix.Read(src.fd, buf)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
 			}
-		}()
+			log.Fatalf("%s: %v", src.name, err)
+		}
+		if n < vnetHdr+14 {
+			continue
+		}
+		now := time.Now()
+		eth := buf[vnetHdr:n]
+		var dmac, smac [6]byte
+		copy(dmac[:], eth[0:6])
+		copy(smac[:], eth[6:12])
+		sw.mu.RLock()
+		known, ok := sw.macs[smac]
+		sw.mu.RUnlock()
+		if !ok || known != i {
+			sw.mu.Lock()
+			sw.macs[smac] = i
+			sw.mu.Unlock()
+		}
+		sw.mu.RLock()
+		to, ok := sw.macs[dmac]
+		sw.mu.RUnlock()
+		if ok && dmac[0]&1 == 0 {
+			if to != i {
+				sw.send(i, to, buf[:n], now)
+			}
+			continue
+		}
+		for j := range sw.ports { // broadcast, multicast, unknown: flood
+			if j != i {
+				sw.send(i, j, buf[:n], now)
+			}
+		}
 	}
-	fmt.Fprintln(os.Stderr, "linkd: forwarding between", len(ports), "ports")
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
-	fmt.Fprintf(os.Stderr, "linkd: %d frames forwarded, %d dropped as lost\n", forwarded.Load(), lost.Load())
+}
+
+// send queues a copy of frame data from port i to port j, due after the
+// two links' delays, unless their loss drops it.
+func (sw *switchState) send(i, j int, data []byte, now time.Time) {
+	src, dst := sw.ports[i], sw.ports[j]
+	if p := 1 - (1-src.upLoss)*(1-dst.downLoss); p > 0 && rand.Float64() < p {
+		sw.lost.Add(1)
+		return
+	}
+	sw.forwarded.Add(1)
+	select {
+	case src.queues[j] <- frame{due: now.Add(src.upDelay + dst.downDelay), data: append([]byte(nil), data...)}:
+	default: // queue full: the frame is lost, as on a congested link
+	}
 }
