@@ -27,6 +27,20 @@ const (
 // flag's message.
 var knownLibs = []string{LibCUBLAS, LibCUDNN, LibOneDNN}
 
+// libBackend is the backend each library serves.
+var libBackend = map[string]string{LibCUBLAS: "cuda", LibCUDNN: "cuda", LibOneDNN: "blas"}
+
+// useLib says how to get a backend that library lib serves: the flag, and
+// where that backend is not in this binary, the build that has it.
+func useLib(lib string) string {
+	b := libBackend[lib]
+	fix := fmt.Sprintf("--backend %s (%s serves it)", b, lib)
+	if !slices.Contains(Names(), b) && b == "cuda" {
+		fix += ", in the binary `make build-cuda` builds (bin/dml-cuda)"
+	}
+	return fix
+}
+
 // KernelChoice is what --kernels asked for. The zero value is auto.
 type KernelChoice struct {
 	// Own is true for "dml": no library at all.

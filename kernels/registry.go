@@ -122,6 +122,13 @@ func Open(name string, o Options) (Backend, error) {
 
 // openAuto opens the first backend of autoOrder that is available.
 func openAuto(o Options) (Backend, error) {
+	for _, lib := range o.Kernels.Libs {
+		if b := libBackend[lib]; !slices.Contains(autoOrder, b) {
+			return nil, &UnavailableError{Backend: AutoBackend,
+				Reason: fmt.Sprintf("--kernels %s: %s serves the %s backend, which auto never opens (it opens %s)", o.Kernels, lib, b, strings.Join(autoOrder, ", else ")),
+				Fix:    useLib(lib)}
+		}
+	}
 	var why []string
 	for i, name := range autoOrder {
 		be, err := open(name, o)
@@ -191,8 +198,8 @@ func servesForced(name string, be Backend, k KernelChoice) error {
 		}
 		if !found {
 			return &UnavailableError{Backend: name,
-				Reason: fmt.Sprintf("--kernels %s: backend %s has no op %s serves", k, name, lib),
-				Fix:    "use --kernels auto or dml with this backend (cublas and cudnn serve the cuda backend)"}
+				Reason: fmt.Sprintf("--kernels %s: no op of this backend is %s's", k, lib),
+				Fix:    useLib(lib) + ", or --kernels auto or dml with this one"}
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ type fakeBackend struct {
 }
 
 func (f fakeBackend) Name() string { return f.name }
+func (f fakeBackend) Close() error { return nil }
 
 // TestOpenAuto registers stand-ins for "cpu" and "blas" (this test binary
 // has neither real one) and checks what AutoBackend opens and notices.
@@ -68,5 +69,32 @@ func TestOpenAuto(t *testing.T) {
 
 	if names := strings.Join(Names(), ","); names != "blas,cpu" {
 		t.Errorf("Names() = %s, want blas,cpu (auto is not a registered backend)", names)
+	}
+
+	// A forced library names the backend it serves: auto never opens
+	// cuda (and this binary has none), and cpu serves no library.
+	blasErr = nil
+	for _, c := range []struct {
+		backend, libs string
+		want          []string
+	}{
+		{AutoBackend, "cudnn", []string{"backend auto: --kernels cudnn: cudnn serves the cuda backend, which auto never opens (it opens blas, else cpu)", "--backend cuda (cudnn serves it), in the binary `make build-cuda` builds"}},
+		{AutoBackend, "onednn,cublas", []string{"cublas serves the cuda backend"}},
+		{"cpu", "onednn", []string{"backend cpu: --kernels onednn: no op of this backend is onednn's; to use it: --backend blas (onednn serves it), or --kernels auto or dml with this one"}},
+	} {
+		k, err := ParseKernels(c.libs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Open(c.backend, Options{Kernels: k})
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("--backend %s --kernels %s: %v, want ErrUnavailable", c.backend, c.libs, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("--backend %s --kernels %s: %q, want it to say %q", c.backend, c.libs, err, w)
+			}
+		}
 	}
 }
