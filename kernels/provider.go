@@ -95,6 +95,11 @@ func ParseKernels(s string) (KernelChoice, error) {
 		}
 		k.Libs = append(k.Libs, p)
 	}
+	for _, p := range k.Libs[1:] {
+		if a, b := libBackend[k.Libs[0]], libBackend[p]; a != b {
+			return KernelChoice{}, fmt.Errorf("%q: %s serves the %s backend and %s the %s backend, and a run uses one backend: name the libraries of one", s, k.Libs[0], a, p, b)
+		}
+	}
 	return k, nil
 }
 

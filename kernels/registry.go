@@ -112,7 +112,9 @@ func Names() []string {
 //
 // Open(AutoBackend, o) opens "blas" when it can, else "cpu", and then tells
 // o.Notice why (one line). Only ErrUnavailable and ErrUnknownBackend from
-// "blas" lead to the fallback; any other error is returned.
+// "blas" lead to the fallback; any other error is returned. With libraries
+// forced (o.Kernels.Libs, all of one backend: ParseKernels) it opens the
+// backend they serve, or refuses where that is not one auto opens (cuda).
 func Open(name string, o Options) (Backend, error) {
 	if name == AutoBackend {
 		return openAuto(o)
@@ -120,14 +122,21 @@ func Open(name string, o Options) (Backend, error) {
 	return open(name, o)
 }
 
-// openAuto opens the first backend of autoOrder that is available.
+// openAuto opens the first backend of autoOrder that is available (with
+// libraries forced: theirs, so that its own failure is the one reported).
 func openAuto(o Options) (Backend, error) {
-	for _, lib := range o.Kernels.Libs {
-		if b := libBackend[lib]; !slices.Contains(autoOrder, b) {
+	if libs := o.Kernels.Libs; len(libs) > 0 {
+		b := libBackend[libs[0]]
+		if !slices.Contains(autoOrder, b) {
 			return nil, &UnavailableError{Backend: AutoBackend,
-				Reason: fmt.Sprintf("--kernels %s: %s serves the %s backend, which auto never opens (it opens %s)", o.Kernels, lib, b, strings.Join(autoOrder, ", else ")),
-				Fix:    useLib(lib)}
+				Reason: fmt.Sprintf("--kernels %s: %s serves the %s backend, which auto never opens (it opens %s)", o.Kernels, libs[0], b, strings.Join(autoOrder, ", else ")),
+				Fix:    useLib(libs[0])}
 		}
+		be, err := open(b, o)
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", AutoBackend, err)
+		}
+		return be, nil
 	}
 	var why []string
 	for i, name := range autoOrder {

@@ -79,7 +79,7 @@ func TestOpenAuto(t *testing.T) {
 		want          []string
 	}{
 		{AutoBackend, "cudnn", []string{"backend auto: --kernels cudnn: cudnn serves the cuda backend, which auto never opens (it opens blas, else cpu)", "--backend cuda (cudnn serves it), in the binary `make build-cuda` builds"}},
-		{AutoBackend, "onednn,cublas", []string{"cublas serves the cuda backend"}},
+		{AutoBackend, "cublas,cudnn", []string{"cublas serves the cuda backend"}},
 		{"cpu", "onednn", []string{"backend cpu: --kernels onednn: no op of this backend is onednn's; to use it: --backend blas (onednn serves it), or --kernels auto or dml with this one"}},
 	} {
 		k, err := ParseKernels(c.libs)
@@ -96,5 +96,21 @@ func TestOpenAuto(t *testing.T) {
 				t.Errorf("--backend %s --kernels %s: %q, want it to say %q", c.backend, c.libs, err, w)
 			}
 		}
+	}
+	// Forced onednn under auto opens blas, and blas's own failure is the
+	// one reported (not cpu's, which serves no library).
+	blasErr = &UnavailableError{Backend: "blas", Reason: "OpenBLAS not found (x.so: gone)", Fix: "install it"}
+	if _, err := Open(AutoBackend, Options{Kernels: KernelChoice{Libs: []string{LibOneDNN}}}); !errors.Is(err, ErrUnavailable) ||
+		err.Error() != "backend auto: backend blas: OpenBLAS not found (x.so: gone); to use it: install it" {
+		t.Errorf("auto with onednn forced, blas unavailable: %v", err)
+	}
+	// Libraries of two backends in one list are refused as the flag is read.
+	for _, s := range []string{"onednn,cudnn", "cublas,onednn"} {
+		if _, err := ParseKernels(s); err == nil || !strings.Contains(err.Error(), "a run uses one backend") {
+			t.Errorf("ParseKernels(%q) = %v, want a refusal naming each library's backend", s, err)
+		}
+	}
+	if k, err := ParseKernels("cudnn,cublas"); err != nil || k.String() != "cudnn,cublas" {
+		t.Errorf("ParseKernels(cudnn,cublas) = %v, %v", k, err)
 	}
 }

@@ -69,7 +69,10 @@ dml's kernel has a vector path for it, both columns are dml's).`, stdout)
 		lib = map[string]string{"blas": kernels.LibOneDNN, "cuda": kernels.LibCUDNN}[*backend]
 	}
 	choice, err := kernels.ParseKernels(lib)
-	if err != nil || choice.Auto() || choice.Own {
+	if err != nil {
+		return usageErr("bench ops: --kernels %v", err)
+	}
+	if choice.Auto() || choice.Own {
 		return usageErr("bench ops: --kernels %q: want a library (onednn, cudnn)", lib)
 	}
 	own, err := kernels.Open(*backend, kernels.Options{Threads: *threads, Kernels: kernels.KernelChoice{Own: true}})

@@ -122,8 +122,8 @@ func (p *PassiveControl) Ready() *Point {
 	return nil
 }
 
-// Called says rank 0 has called a point that the rank has not parked
-// for yet: the rank should take no further step before it.
+// Called says rank 0 has called a point that the rank has not resumed
+// from: the rank should take no further step before it.
 func (p *PassiveControl) Called() bool { return p.pending != nil }
 
 // AllSpent says every active neighbour has paused at its share of
