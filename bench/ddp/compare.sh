@@ -37,6 +37,12 @@
 #   GEMM [1]          0: skip the reference run of gemm_shapes.py (OpenBLAS's
 #                     single-call SGEMM at the step's shapes, one thread,
 #                     through torch.mm), run once after the pairs
+#   OPS [1]           0: skip the reference run of `dml bench ops` for a CNN
+#                     (MODEL lenet5, or SIDE 32): each convolution shape
+#                     alone, oneDNN's and dml's kernels, one thread, best of
+#                     OPS_ROUNDS [3], at BATCH, run once after the pairs; the
+#                     summary gives oneDNN's single-call GFLOP/s over a
+#                     step's convolutions beside dml's achieved GFLOP/s
 #   KEEP              a folder to keep the raw outputs in (default: a temp dir,
 #                     removed at exit)
 #
@@ -163,6 +169,12 @@ if [[ ${GEMM:-1} != 0 && $MODEL == mlp ]]; then
 		{ cat "$out/gemm.log" >&2; die "gemm_shapes.py failed"; }
 fi
 
+if [[ ${OPS:-1} != 0 && $MODEL != mlp && ( $MODEL == lenet5 || $SIDE == 32 ) ]]; then
+	echo "== reference: dml bench ops (each convolution shape alone)" >&2
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$dml" bench ops --model "$MODEL" --batch "$BATCH" --rounds "${OPS_ROUNDS:-3}" >"$out/ops.log" 2>&1 ||
+		{ cat "$out/ops.log" >&2; echo "dml bench ops failed: no single-call reference in the summary" >&2; rm -f "$out/ops.log"; }
+fi
+
 model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 dml_version=$("$dml" version 2>/dev/null || echo "dml ?")
 
@@ -240,6 +252,25 @@ if g:
           f"≤ {g['gemm_bound_samples_per_sec_per_rank']:,.0f} samples/s per rank from GEMM alone); "
           f"dml's mean {best:.2f} GFLOP/s per rank is {100*best/g['step_gflops']:.0f}% of it "
           f"(gemm_shapes.py prints the per-shape table)")
+import re
+convs = []  # (count, dml ms, library ms, FLOPs of one call) per shape
+try:
+    for l in open(f"{out}/ops.log"):
+        c = [x.strip() for x in l.split("|")]
+        if len(c) == 9 and c[1] == "conv":
+            m = re.search(r"\(\+(\d+) alike\)", c[2])
+            convs.append((1 + int(m.group(1)) if m else 1, float(c[3]), float(c[5]), float(c[6]) * float(c[5]) * 1e6))
+except OSError:
+    pass
+if convs and flops:
+    f = sum(n*fl for n, _, _, fl in convs)
+    lib = sum(n*l for n, _, l, _ in convs)
+    best = sum(n*min(d, l) for n, d, l, _ in convs)
+    got = flops * mean(dmls) / NP / 1e9
+    print(f"- single-call reference (dml bench ops, each convolution shape alone, one thread, batch $BATCH, forward and both gradients): "
+          f"the library {f/lib/1e6:.1f} GFLOP/s over a step's convolutions ({lib:.1f} ms), the faster of it and dml's kernels per shape "
+          f"{f/best/1e6:.1f} GFLOP/s ({best:.1f} ms); dml's achieved mean {got:.2f} GFLOP/s per rank (the whole step, all products) "
+          f"is {100*got/(f/best/1e6):.0f}% of the latter")
 print(f"- AllReduce share: dml's comm_fraction (share of step time in the gradient AllReduce, mean over ranks and epochs)")
 print(f"- DDP: torch gloo, BLAS mapped: {', '.join(blas)}")
 EOF
