@@ -249,7 +249,16 @@ func (s *adpsgdStrategy) Local() *LocalModel { return s.LocalModel }
 
 func (s *adpsgdStrategy) Close() {
 	if s.srv != nil {
+		// MPI is finalised after Close: the server must be out of its
+		// receive by then (a resumed job that had already finished went
+		// from here to MPI_Finalize while it polled, and crashed). It
+		// looks at quit at least every pollEvery.
 		s.srv.stop()
+		select {
+		case <-s.srvErr:
+		case <-time.After(s.timeout()):
+		}
+		s.srv = nil
 	}
 	s.Free()
 }
@@ -653,7 +662,12 @@ func (p *passiveServer) run() error {
 		}
 		if pt := ctl.Ready(); pt != nil {
 			p.ready <- pt
-			if final := <-p.resumeCh; final {
+			select {
+			case final := <-p.resumeCh:
+				if final {
+					return nil
+				}
+			case <-p.quit:
 				return nil
 			}
 			ctl.Resumed(time.Now())
