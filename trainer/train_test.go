@@ -218,8 +218,8 @@ func TestMoreRanksThanSamples(t *testing.T) {
 	cfg.Data.Samples = 3
 	_, errs := runWorld(t, 4, cfg, nil)
 	for r, err := range errs {
-		if !errors.Is(err, data.ErrMoreRanksThanSamples) {
-			t.Errorf("rank %d: got %v, want ErrMoreRanksThanSamples", r, err)
+		if !errors.Is(err, data.ErrMoreRanksThanSamples) || !errors.Is(err, ErrUsage) {
+			t.Errorf("rank %d: got %v, want ErrMoreRanksThanSamples, a usage error", r, err)
 		}
 	}
 }

@@ -288,10 +288,13 @@ func TestStartupDeadline(t *testing.T) {
 	}
 }
 
+// TestMoreRanksThanSamples: every rank finds it alike, so the job ends
+// with one line and the usage exit code, not an abort with every rank's
+// line (as it did).
 func TestMoreRanksThanSamples(t *testing.T) {
 	r := dml(t, 4, "train", "--data", "synthetic", "--samples", "3")
-	if r.code == 0 || !strings.Contains(r.stderr, "more ranks than samples") {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	if r.code != 2 || strings.Count(r.stderr, "more ranks than samples") != 1 || strings.Contains(r.stderr, "MPI_ABORT") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 and one line", r.code, r.stderr)
 	}
 }
 

@@ -18,6 +18,16 @@ import (
 // with its usage code.
 var ErrUsage = errors.New("usage")
 
+// Usage marks err as a usage error (it wraps err and ErrUsage, its text
+// err's): one that every rank finds alike, such as a data set too small
+// for the ranks.
+func Usage(err error) error { return usageErr{err} }
+
+type usageErr struct{ err error }
+
+func (e usageErr) Error() string   { return e.err.Error() }
+func (e usageErr) Unwrap() []error { return []error{e.err, ErrUsage} }
+
 // ErrConfig is wrapped by every *ConfigError (which also wraps ErrUsage:
 // every rank finds a bad setting alike).
 var ErrConfig = errors.New("invalid configuration")

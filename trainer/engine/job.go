@@ -315,7 +315,7 @@ func (t *Trainer) newJob(cfg Config, nTrain int) (*Job, error) {
 	members := n - servers
 	j.ShardIdx, j.Reporter = rank-servers, servers
 	if err := data.CheckShards(nTrain, members); err != nil {
-		return nil, fmt.Errorf("training set: %w", err)
+		return nil, config.Usage(fmt.Errorf("training set: %w", err)) // every rank finds it alike
 	}
 	j.Sched = newSchedule(nTrain, members, stepBatch(cfg.Batch, cfg.Accumulate))
 	if plan := NewLRPlan(cfg, members); !plan.constant() {
