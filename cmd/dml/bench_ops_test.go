@@ -76,11 +76,12 @@ func TestOneDNNAbsent(t *testing.T) {
 		t.Setenv(onednn.DirEnv, dir)
 		r := dml(t, 0, train...)
 		if r.code != 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "dml: blas: libdnnl.so.2 did not load") ||
-			!strings.Contains(r.stderr, why) || strings.Contains(r.stdout, "onednn") {
+			!strings.Contains(r.stderr, why) || !strings.Contains(r.stderr, "names the folder it was looked for in") || strings.Contains(r.stdout, "onednn") {
 			t.Errorf("%s=%s, auto: exit %d, stdout %q, stderr %q; want one notice line with %q and a run on dml's kernels", onednn.DirEnv, dir, r.code, r.stdout, r.stderr, why)
 		}
 		r = dml(t, 0, append(train, "--kernels", "onednn")...)
-		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--kernels onednn: libdnnl.so.2 did not load") || !strings.Contains(r.stderr, why) {
+		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--kernels onednn: libdnnl.so.2 did not load") || !strings.Contains(r.stderr, why) ||
+			!strings.Contains(r.stderr, "unset "+onednn.DirEnv) {
 			t.Errorf("%s=%s, --kernels onednn: exit %d, stderr %q; want exit 2 and one line with %q", onednn.DirEnv, dir, r.code, r.stderr, why)
 		}
 	}

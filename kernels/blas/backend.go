@@ -83,9 +83,9 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 			}
 		case o.Kernels.Forced(kernels.LibOneDNN):
 			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
-				Fix: "apt-get install libdnnl2 (make deps; " + onednn.DirEnv + " names its folder where it lies elsewhere), or leave onednn out of --kernels", Lib: kernels.LibOneDNN}
+				Fix: oneDNNFix() + ", or leave onednn out of --kernels", Lib: kernels.LibOneDNN}
 		case o.Notice != nil:
-			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions, batch norm and pooling serve (apt-get install libdnnl2 for oneDNN's)", onednn.Soname, err))
+			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions, batch norm and pooling serve; for oneDNN's: %s", onednn.Soname, err, oneDNNFix()))
 		}
 	}
 	be := cpu.NewWithGemm(Name, gemm)
@@ -257,4 +257,14 @@ func Loaded() (Info, bool) {
 		return Info{}, false
 	}
 	return Info{Path: lib.path, Config: libConfig(), Threads: getThreads(), FromEnv: lib.userSet}, true
+}
+
+// oneDNNFix says how to get oneDNN loaded: where the folder variable is
+// set, that it names the folder searched (the package may well be
+// installed), else the package.
+func oneDNNFix() string {
+	if d := os.Getenv(onednn.DirEnv); d != "" {
+		return fmt.Sprintf("%s=%s names the folder it was looked for in: put %s there, or unset %s to load the system's (apt-get install libdnnl2)", onednn.DirEnv, d, onednn.Soname, onednn.DirEnv)
+	}
+	return "apt-get install libdnnl2 (make deps; " + onednn.DirEnv + " names its folder where it lies elsewhere)"
 }

@@ -10,3 +10,6 @@ func SetOneDNNGemmMin(n int) int {
 	oneDNNGemmMin = n
 	return old
 }
+
+// OneDNNFix is oneDNNFix, for its test.
+var OneDNNFix = oneDNNFix

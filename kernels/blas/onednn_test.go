@@ -96,3 +96,20 @@ func TestOneDNNGemmConformance(t *testing.T) {
 	be.Close()
 	kernelstest.Run(t, func() kernels.Backend { return openOneDNN(t) })
 }
+
+// TestOneDNNFixSaysFolder: where the folder variable is set, the advice
+// for a oneDNN that did not load says the variable names the folder
+// searched and to unset it (the package may well be installed); else it
+// names the package. (The refusal and the notice use it: TestBenchOps
+// runs them with the variable set, in a process of their own, since a
+// library once loaded stays loaded.)
+func TestOneDNNFixSaysFolder(t *testing.T) {
+	t.Setenv(onednn.DirEnv, "/x/y")
+	if f := blas.OneDNNFix(); !strings.Contains(f, onednn.DirEnv+"=/x/y names the folder it was looked for in") || !strings.Contains(f, "unset "+onednn.DirEnv) {
+		t.Errorf("%s set: %q", onednn.DirEnv, f)
+	}
+	t.Setenv(onednn.DirEnv, "")
+	if f := blas.OneDNNFix(); !strings.HasPrefix(f, "apt-get install libdnnl2") {
+		t.Errorf("%s unset: %q", onednn.DirEnv, f)
+	}
+}
