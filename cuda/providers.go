@@ -168,7 +168,7 @@ func libVerdict(k kernels.KernelChoice, name string, err error) (note string, _ 
 	}
 	if k.Forced(name) {
 		return "", &kernels.UnavailableError{Backend: "cuda", Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", k, name, err),
-			Fix: "install it, put its folder in DML_CUDA_LIBS or LD_LIBRARY_PATH, or use --kernels auto or dml"}
+			Fix: "install it, put its folder in DML_CUDA_LIBS or LD_LIBRARY_PATH", Else: "or use --kernels auto or dml"}
 	}
 	return fmt.Sprintf("%s not used (%v)", name, err), nil
 }

@@ -41,11 +41,23 @@ type UnavailableError struct {
 	// error instead of trying the next backend, which could not serve the
 	// library either).
 	Lib string
+	// Else, when set, is what a run can do without it ("or leave onednn
+	// out of --kernels"): a command that needs the library (dml bench ops)
+	// leaves it out of its message.
+	Else string
 }
 
-// Error reads "backend blas: <Reason>; to use it: <Fix>".
+// Advice is Fix, then Else where there is one.
+func (e *UnavailableError) Advice() string {
+	if e.Else == "" {
+		return e.Fix
+	}
+	return e.Fix + ", " + e.Else
+}
+
+// Error reads "backend blas: <Reason>; to use it: <Fix>[, <Else>]".
 func (e *UnavailableError) Error() string {
-	return fmt.Sprintf("backend %s: %s; to use it: %s", e.Backend, e.Reason, e.Fix)
+	return fmt.Sprintf("backend %s: %s; to use it: %s", e.Backend, e.Reason, e.Advice())
 }
 
 // Unwrap returns ErrUnavailable.
@@ -208,7 +220,7 @@ func servesForced(name string, be Backend, k KernelChoice) error {
 		if !found {
 			return &UnavailableError{Backend: name,
 				Reason: fmt.Sprintf("--kernels %s: no op of this backend is %s's", k, lib),
-				Fix:    useLib(lib) + ", or --kernels auto or dml with this one"}
+				Fix:    useLib(lib), Else: "or --kernels auto or dml with this one"}
 		}
 	}
 	return nil

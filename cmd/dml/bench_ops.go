@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -81,6 +82,11 @@ dml's kernel has a vector path for it, both columns are dml's).`, stdout)
 	}
 	defer own.Close()
 	withLib, err := kernels.Open(*backend, kernels.Options{Threads: *threads, Kernels: choice})
+	if ue := (*kernels.UnavailableError)(nil); errors.As(err, &ue) {
+		// What a training run could do instead (leave the library out)
+		// is no advice here: bench ops times the library.
+		return usageErr("bench ops: --backend %s: %s; to use it: %s", *backend, ue.Reason, ue.Fix)
+	}
 	if err != nil {
 		return usageErr("bench ops: --kernels %s on --backend %s: %v", lib, *backend, err)
 	}

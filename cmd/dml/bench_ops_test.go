@@ -22,7 +22,7 @@ func TestBenchOps(t *testing.T) {
 		{[]string{"--backend", "cpu"}, "bench ops: --backend cpu: want blas or cuda"},
 		{[]string{"--kernels", "dml"}, `bench ops: --kernels "dml": want a library`},
 		{[]string{"--kernels", "onednn,cudnn"}, `bench ops: --kernels "onednn,cudnn": onednn serves the blas backend and cudnn the cuda backend, and a run uses one backend`},
-		{[]string{"--kernels", "cudnn"}, "bench ops: --kernels cudnn on --backend blas: backend blas: --kernels cudnn: no op of this backend is cudnn's; to use it: --backend cuda (cudnn serves it)"},
+		{[]string{"--kernels", "cudnn"}, "bench ops: --backend blas: --kernels cudnn: no op of this backend is cudnn's; to use it: --backend cuda (cudnn serves it), in the binary `make build-cuda` builds (bin/dml-cuda)\n"},
 		{[]string{"--kernels", "foo"}, `bench ops: --kernels "foo": unknown library "foo"`},
 		{[]string{"--rounds", "0"}, "bench ops: --batch 64, --rounds 0: want a batch of 1 to 1048576 and 1 or more rounds"},
 		// Sizes a panic or the kernel's OOM killer used to meet.

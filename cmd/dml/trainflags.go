@@ -228,7 +228,7 @@ func (c *commonFlags) newBackend() (kernels.Backend, error) {
 	// Every rank finds a missing library alike: a usage error (exit 2),
 	// with the fix.
 	if ue := (*kernels.UnavailableError)(nil); errors.As(err, &ue) {
-		return nil, usageErr("--backend %s: %s; to use it: %s", c.backend, ue.Reason, ue.Fix)
+		return nil, usageErr("--backend %s: %s; to use it: %s", c.backend, ue.Reason, ue.Advice())
 	}
 	if errors.Is(err, kernels.ErrUnavailable) {
 		return nil, usageErr("--backend %s: %v", c.backend, err)

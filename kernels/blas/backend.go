@@ -83,7 +83,7 @@ func Open(o kernels.Options) (*cpu.Backend, error) {
 			}
 		case o.Kernels.Forced(kernels.LibOneDNN):
 			return nil, &kernels.UnavailableError{Backend: Name, Reason: fmt.Sprintf("--kernels %s: %s did not load: %v", o.Kernels, onednn.Soname, err),
-				Fix: oneDNNFix() + ", or leave onednn out of --kernels", Lib: kernels.LibOneDNN}
+				Fix: oneDNNFix(), Else: "or leave onednn out of --kernels", Lib: kernels.LibOneDNN}
 		case o.Notice != nil:
 			o.Notice(fmt.Sprintf("dml: blas: %s did not load (%v); dml's own convolutions, batch norm and pooling serve; for oneDNN's: %s", onednn.Soname, err, oneDNNFix()))
 		}
