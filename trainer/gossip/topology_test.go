@@ -3,7 +3,10 @@ package gossip
 import (
 	"errors"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -149,6 +152,18 @@ func TestBipartite(t *testing.T) {
 				if terr != nil || r%2 != 0 || c%2 != 0 {
 					if !errors.Is(err, ErrTopology) {
 						t.Errorf("torus n=%d: err %v, want ErrTopology", n, err)
+					}
+					// The counts the refusal suggests are ones it takes.
+					m := regexp.MustCompile(`e\.g\. ([0-9, ]+) ranks`).FindStringSubmatch(err.Error())
+					if m == nil {
+						t.Errorf("torus n=%d: %v suggests no rank count", n, err)
+						continue
+					}
+					for _, f := range strings.Split(m[1], ",") {
+						k, _ := strconv.Atoi(strings.TrimSpace(f))
+						if _, err := NewBipartite(Torus, k); err != nil {
+							t.Errorf("torus n=%d suggests %d ranks, which it refuses: %v", n, k, err)
+						}
 					}
 					continue
 				}
