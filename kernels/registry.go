@@ -188,6 +188,13 @@ func open(name string, o Options) (Backend, error) {
 		return nil, fmt.Errorf("backend %q is not in this binary (it has: %s): %w",
 			name, strings.Join(Names(), ", "), ErrUnknownBackend)
 	}
+	// A library of another backend is refused before this one opens (the
+	// cuda backend would otherwise say first that it has no device).
+	for _, lib := range o.Kernels.Libs {
+		if libBackend[lib] != name {
+			return nil, notServed(name, o.Kernels, lib)
+		}
+	}
 	be, err := f(o)
 	if err != nil {
 		// A constructor that returned a typed nil with its error must not
@@ -218,10 +225,16 @@ func servesForced(name string, be Backend, k KernelChoice) error {
 			found = found || strings.HasPrefix(p.Provider, lib)
 		}
 		if !found {
-			return &UnavailableError{Backend: name,
-				Reason: fmt.Sprintf("--kernels %s: no op of this backend is %s's", k, lib),
-				Fix:    useLib(lib), Else: "or --kernels auto or dml with this one"}
+			return notServed(name, k, lib)
 		}
 	}
 	return nil
+}
+
+// notServed is backend name's refusal of --kernels k, whose library lib
+// serves none of its ops.
+func notServed(name string, k KernelChoice, lib string) error {
+	return &UnavailableError{Backend: name,
+		Reason: fmt.Sprintf("--kernels %s: no op of this backend is %s's", k, lib),
+		Fix:    useLib(lib), Else: "or --kernels auto or dml with this one"}
 }

@@ -113,4 +113,11 @@ func TestOpenAuto(t *testing.T) {
 	if k, err := ParseKernels("cudnn,cublas"); err != nil || k.String() != "cudnn,cublas" {
 		t.Errorf("ParseKernels(cudnn,cublas) = %v, %v", k, err)
 	}
+	// A library of another backend is refused before the backend opens:
+	// a cuda build without a GPU said it had no device first.
+	Register("cuda", func(Options) (Backend, error) { return nil, errors.New("no CUDA device") })
+	_, err = Open("cuda", Options{Kernels: KernelChoice{Libs: []string{LibOneDNN}}})
+	if err == nil || !strings.Contains(err.Error(), "backend cuda: --kernels onednn: no op of this backend is onednn's; to use it: --backend blas (onednn serves it)") {
+		t.Errorf("--backend cuda --kernels onednn: %v", err)
+	}
 }
