@@ -144,7 +144,7 @@ func (p *PassiveControl) Resumed(now time.Time) {
 func (p *PassiveControl) Idle(now time.Time) error {
 	for _, a := range p.nbrs {
 		if t := p.heard[a]; !p.paused[a] && now.Sub(t) > p.timeout {
-			return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (Config.Timeout): it stopped or hangs", p.rank, a, now.Sub(t).Round(time.Second))
+			return fmt.Errorf("adpsgd: passive rank %d: active neighbour rank %d has been silent for %v (Config.Timeout): it stopped, hangs, or waits for a rank that does", p.rank, a, now.Sub(t).Round(time.Second))
 		}
 	}
 	return nil
