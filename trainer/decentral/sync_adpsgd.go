@@ -60,8 +60,9 @@ import (
 // next one fewer samples, so only the last point's overshoot adds to the
 // total: the steps reported while rank 0 computed its last one, and
 // those in flight (unless an epoch is shorter than the overshoot, and
-// every rank steps once after each point: then each epoch runs over). An exact total would need a quota per rank, which
-// makes fast ranks wait (as --max-steps does).
+// every rank steps once after each point: then each epoch runs over).
+// An exact total would need a quota per rank, which makes fast ranks
+// wait (as --max-steps does).
 //
 // Bounded lag (a departure): a passive rank runs at most maxLag steps
 // past its last averaging, then waits for an active neighbour to average
