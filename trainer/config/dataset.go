@@ -204,14 +204,6 @@ func splitSparse(all *data.Sparse, nTrain int) (*data.Sparse, *data.Sparse, erro
 	return train, test, err
 }
 
-// usageData is a data folder that is not what the flags say it is (a
-// CIFAR-10 file missing, truncated, oversized, or with a bad label): a
-// usage error (exit 2) that names the file.
-type usageData struct{ err error }
-
-func (e usageData) Error() string   { return e.err.Error() }
-func (e usageData) Unwrap() []error { return []error{e.err, ErrUsage} }
-
 // firstRows is a source's row count.
 func firstRows(s data.DenseSource) int { n, _, _ := s.Shape(); return n }
 
@@ -272,7 +264,7 @@ func (d DataConfig) openSources(seed uint64, check MemoryCheck) (train, test dat
 	case "cifar10", "cifar100", "cifar100-coarse":
 		tr, te, err := d.openCIFAR()
 		if err != nil {
-			return nil, nil, usageData{err}
+			return nil, nil, Usage(err)
 		}
 		return tr, te, nil
 	case "idx":
@@ -453,13 +445,13 @@ func (d DataConfig) loadText(check MemoryCheck) (train, test *data.Dense, err er
 		return nil, nil, err
 	}
 	if train, err = data.LoadText(d.Train, d.EffectiveSeqLen()); err != nil {
-		return nil, nil, usageData{err}
+		return nil, nil, Usage(err)
 	}
 	if d.Test == "" {
 		return holdOut(train)
 	}
 	if test, err = data.LoadText(d.Test, d.EffectiveSeqLen()); err != nil {
-		return nil, nil, usageData{err}
+		return nil, nil, Usage(err)
 	}
 	return train, test, nil
 }
@@ -467,7 +459,7 @@ func (d DataConfig) loadText(check MemoryCheck) (train, test *data.Dense, err er
 // holdOut keeps the last tenth of a training set (at least one row) as the test set.
 func holdOut(all *data.Dense) (*data.Dense, *data.Dense, error) {
 	if all.Rows < 2 { // the user's data and settings: a usage error
-		return nil, nil, usageData{fmt.Errorf("the training set has %d %s: too few to hold a test set out (pass Config.Data.Test%s)", all.Rows, plural(all.Rows, "sample", "samples"), shorterWindows(all))}
+		return nil, nil, Usage(fmt.Errorf("the training set has %d %s: too few to hold a test set out (pass Config.Data.Test%s)", all.Rows, plural(all.Rows, "sample", "samples"), shorterWindows(all)))
 	}
 	train, _ := HoldOutRows(all.Rows)
 	return split(all, train)

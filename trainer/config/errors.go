@@ -20,7 +20,8 @@ var ErrUsage = errors.New("usage")
 
 // Usage marks err as a usage error (it wraps err and ErrUsage, its text
 // err's): one that every rank finds alike, such as a data set too small
-// for the ranks.
+// for the ranks, or a data folder that is not what the flags say it is (a
+// CIFAR-10 file missing, truncated, oversized, or with a bad label).
 func Usage(err error) error { return usageErr{err} }
 
 type usageErr struct{ err error }
