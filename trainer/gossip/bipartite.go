@@ -62,11 +62,8 @@ func NewBipartite(t Topology, n int) (Bipartite, error) {
 			}
 		}
 	case Torus:
-		r, c, err := torusShape(n)
-		switch {
-		case err != nil: // the grid's own advice (4, 6, 9 ranks) does not hold here
-			err = fmt.Errorf("torus over %d ranks: %d has no divisor between 2 and √%d, so the ranks do not form a grid (asynchronous averaging needs one with both sides even, e.g. 4, 8, 16 ranks; or use --topology ring or exp): %w", n, n, n, ErrTopology)
-		case r%2 != 0 || c%2 != 0:
+		r, c, err := torusShape(n, "asynchronous averaging needs one with both sides even, e.g. 4, 8, 16 ranks; or use --topology ring or exp")
+		if err == nil && (r%2 != 0 || c%2 != 0) {
 			err = fmt.Errorf("torus %d×%d over %d ranks is not bipartite (asynchronous averaging needs both sides even, e.g. 4, 8, 16 ranks; or use --topology ring or exp): %w", r, c, n, ErrTopology)
 		}
 		if err != nil {

@@ -73,8 +73,9 @@ type Graph struct {
 }
 
 // torusShape returns the grid r×c of a torus over n ranks: r the largest
-// divisor of n with r ≤ √n.
-func torusShape(n int) (r, c int, err error) {
+// divisor of n with r ≤ √n. Where there is none, its error gives advice,
+// the caller's (which rank counts its graph takes).
+func torusShape(n int, advice string) (r, c int, err error) {
 	for r = 1; (r+1)*(r+1) <= n; r++ {
 	}
 	for ; r >= 2; r-- {
@@ -82,7 +83,7 @@ func torusShape(n int) (r, c int, err error) {
 			return r, n / r, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("torus over %d ranks: %d has no divisor between 2 and √%d, so the ranks do not form a grid (use a rank count such as 4, 6, 8, 9, or --topology ring or exp): %w", n, n, n, ErrTopology)
+	return 0, 0, fmt.Errorf("torus over %d ranks: %d has no divisor between 2 and √%d, so the ranks do not form a grid (%s): %w", n, n, n, advice, ErrTopology)
 }
 
 // New builds topology t over n ranks (D-PSGD's graph).
@@ -106,7 +107,7 @@ func New(t Topology, n int) (Graph, error) {
 		if n == 1 {
 			break
 		}
-		r, c, err := torusShape(n)
+		r, c, err := torusShape(n, "use a rank count such as 4, 6, 8, 9, or --topology ring or exp")
 		if err != nil {
 			return Graph{}, err
 		}

@@ -148,7 +148,7 @@ func TestBipartite(t *testing.T) {
 		for n := 2; n <= 17; n++ {
 			b, err := NewBipartite(top, n)
 			if top == Torus {
-				r, c, terr := torusShape(n)
+				r, c, terr := torusShape(n, "")
 				if terr != nil || r%2 != 0 || c%2 != 0 {
 					if !errors.Is(err, ErrTopology) {
 						t.Errorf("torus n=%d: err %v, want ErrTopology", n, err)
