@@ -209,8 +209,10 @@ func open(name string, o Options) (Backend, error) {
 }
 
 // servesForced checks that every library --kernels forced serves some op
-// of be (a backend that loads libraries fails itself when one is missing;
-// this catches the backends that use none, such as cpu).
+// of be. A library of another backend (onednn on cpu) is refused before
+// be opens (open), and a backend that loads libraries fails itself when a
+// forced one is missing: this catches one that opened without serving it
+// all the same.
 func servesForced(name string, be Backend, k KernelChoice) error {
 	if len(k.Libs) == 0 {
 		return nil
