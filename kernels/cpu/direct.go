@@ -86,15 +86,30 @@ func (be *Backend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pa
 		convTapsFilter(dwd, xd, dyd, n, c, h, w, o, k, pad)
 	}
 	if dbd != nil {
-		clear(dbd)
-		p := len(dyd) / max(1, n*o)
-		for s := range n {
-			for oc := range o {
-				dbd[oc] += sum8(dyd[(s*o+oc)*p : (s*o+oc+1)*p])
-			}
-		}
+		biasGrad(dbd, dyd, n, o, len(dyd)/max(1, n*o))
 	}
 	return nil
+}
+
+// biasGrad sets dbd[oc] to the sum over the samples, in order, of sum8
+// of dy's planes of p floats for channel oc; four planes at a time on the
+// assembly loop (the same partial sums, so the same bits).
+func biasGrad(dbd, dyd []float32, n, o, p int) {
+	clear(dbd)
+	planes, i := n*o, 0
+	var lanes [32]float32
+	for ; i+4 <= planes; i += 4 {
+		done := lanes8x4(&lanes, dyd[i*p:(i+4)*p], p)
+		if done == 0 {
+			break
+		}
+		for k := range 4 {
+			dbd[(i+k)%o] += sum8From(lanes[k*8:k*8+8], dyd[(i+k)*p+done:(i+k+1)*p])
+		}
+	}
+	for ; i < planes; i++ {
+		dbd[i%o] += sum8(dyd[i*p : (i+1)*p])
+	}
 }
 
 // sum8 is the sum of v in 8 interleaved partial sums (v[i] into sum i
@@ -115,11 +130,16 @@ func sum8(v []float32) float32 {
 		s6 += c[6]
 		s7 += c[7]
 	}
-	s := [8]float32{s0, s1, s2, s3, s4, s5, s6, s7}
-	for j, x := range v[i:] {
+	return sum8From([]float32{s0, s1, s2, s3, s4, s5, s6, s7}, v[i:])
+}
+
+// sum8From is sum8's end: the tail's v[j] into partial sum j of s (8
+// floats, changed), then laneSum.
+func sum8From(s, tail []float32) float32 {
+	for j, x := range tail {
 		s[j] += x
 	}
-	return laneSum(s[:])
+	return laneSum(s)
 }
 
 // padded holds zero-padded images (a sample's, or a chunk of samples')
@@ -168,9 +188,7 @@ func paddedImage(n int) (xp []float32, done func()) {
 func padInto(xp, xs []float32, c, h, w, pad int) {
 	pw, ph := w+2*pad, h+2*pad
 	for ci := range c {
-		for r := range h {
-			copy(xp[(ci*ph+r+pad)*pw+pad:(ci*ph+r+pad)*pw+pad+w], xs[(ci*h+r)*w:(ci*h+r+1)*w])
-		}
+		copyRows(xp[(ci*ph+pad)*pw+pad:], pw, xs[ci*h*w:], w, h, w)
 	}
 }
 

@@ -20,7 +20,8 @@ type directShape struct {
 // tiles per row and channel block), and on the k×k ones: LeNet-5's 5×5
 // layers (6 output channels, padded to 8), their input gradients (padding
 // 4), 1×1 and 7×7 kernels, a 3×3 on rows the 3×3 tiles do not run, odd
-// channel counts, rows narrower than a tile, and biases.
+// channel counts (blocks of 8 output channels with every remainder
+// under AVX-512), rows narrower than a tile, and biases.
 var directShapes = []directShape{
 	{2, 3, 8, 8, 8, 3, 1, false}, {1, 16, 32, 32, 16, 3, 1, false}, {2, 5, 16, 16, 4, 3, 1, true},
 	{1, 64, 8, 8, 64, 3, 1, false}, {1, 4, 16, 48, 12, 3, 1, false}, {3, 1, 5, 16, 8, 3, 1, false},
@@ -28,6 +29,7 @@ var directShapes = []directShape{
 	{3, 1, 28, 28, 6, 5, 2, true}, {2, 6, 14, 14, 16, 5, 0, true}, {2, 16, 10, 10, 6, 5, 4, false},
 	{2, 3, 9, 7, 5, 1, 0, true}, {1, 2, 11, 13, 3, 7, 3, false}, {2, 3, 6, 6, 4, 3, 1, false},
 	{2, 2, 5, 9, 7, 3, 0, true}, {20, 1, 28, 28, 6, 5, 2, false}, {1, 1, 1, 1, 1, 1, 0, true},
+	{3, 2, 12, 12, 13, 5, 2, true}, {2, 3, 7, 30, 9, 5, 1, false}, {2, 2, 9, 9, 12, 5, 2, true},
 }
 
 // directBackend is a cpu backend for the direct ops' tests, or skips t
@@ -206,7 +208,8 @@ func (be *Backend) mustLoad(t *testing.T, v []float32) kernels.Buffer {
 // BenchmarkDirectConv is the direct convolution (and its weight gradient)
 // at ResNet-20's 3×3 stride-1 shapes and LeNet-5's 5×5 ones (the second's
 // input gradient as the convolution of dY at padding 4), batch 64, in
-// GFLOP/s (2·o·c·k·k·oh·ow per sample); BenchmarkConvLayer in
+// GFLOP/s (2·o·c·k·k·oh·ow per sample), on the AVX2 kernels and on the
+// AVX-512 ones (the 3×3 tiles have only AVX2); BenchmarkConvLayer in
 // trainer/model has the Im2col + GEMM figures for the same layers.
 func BenchmarkDirectConv(b *testing.B) {
 	be := New()
@@ -218,31 +221,79 @@ func BenchmarkDirectConv(b *testing.B) {
 		{"lenet5.conv1", 1, 28, 28, 6, 5, 2}, {"lenet5.conv2", 6, 14, 14, 16, 5, 0}, {"lenet5.conv2.dx", 16, 10, 10, 6, 5, 4},
 	} {
 		for _, op := range []string{"forward", "filter"} {
-			b.Run(s.name+"/"+op, func(b *testing.B) {
-				if !be.ConvSupports(s.c, s.h, s.w, s.o, s.k, s.pad) {
-					b.Skip("no direct convolution on this CPU")
-				}
-				const n = 64
-				oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
-				x, _ := be.Alloc(n * s.c * s.h * s.w)
-				y, _ := be.Alloc(n * s.o * oh * ow)
-				wt, _ := be.Alloc(s.c * s.k * s.k * s.o)
-				be.Fill(x, 0.5)
-				be.Fill(wt, 0.25)
-				b.ResetTimer()
-				for range b.N {
-					var err error
-					if op == "forward" {
-						err = be.Conv(y, x, wt, nil, n, s.c, s.h, s.w, s.o, s.k, s.pad)
-					} else {
-						err = be.ConvFilter(wt, nil, x, y, n, s.c, s.h, s.w, s.o, s.k, s.pad)
+			for _, isa := range []string{"avx2", "avx512"} {
+				b.Run(s.name+"/"+op+"/"+isa, func(b *testing.B) {
+					if !be.ConvSupports(s.c, s.h, s.w, s.o, s.k, s.pad) {
+						b.Skip("no direct convolution on this CPU")
 					}
-					if err != nil {
-						b.Fatal(err)
+					if isa == "avx512" && !zCPU {
+						b.Skip("no AVX-512 on this CPU")
 					}
+					defer func(z bool) { useZ = z }(useZ)
+					useZ = isa == "avx512"
+					const n = 64
+					oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
+					x, _ := be.Alloc(n * s.c * s.h * s.w)
+					y, _ := be.Alloc(n * s.o * oh * ow)
+					wt, _ := be.Alloc(s.c * s.k * s.k * s.o)
+					be.Fill(x, 0.5)
+					be.Fill(wt, 0.25)
+					b.ResetTimer()
+					for range b.N {
+						var err error
+						if op == "forward" {
+							err = be.Conv(y, x, wt, nil, n, s.c, s.h, s.w, s.o, s.k, s.pad)
+						} else {
+							err = be.ConvFilter(wt, nil, x, y, n, s.c, s.h, s.w, s.o, s.k, s.pad)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(2*float64(s.o*s.c*s.k*s.k*oh*ow)*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// TestDirectZ checks that the k×k kernels' AVX-512 forms give the AVX2
+// ones' results bit for bit (forward, weight and bias gradients) on every
+// shape, as useZ promises: --kernels dml's results do not depend on which
+// of the two a CPU runs.
+func TestDirectZ(t *testing.T) {
+	be := directBackend(t)
+	if !zCPU {
+		t.Skip("this CPU has no AVX512F and AVX512DQ: only the AVX2 kernels run here")
+	}
+	defer func(z bool) { useZ = z }(useZ)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, s := range directShapes {
+		oh, ow := kernels.DirectOut(s.h, s.w, s.k, s.pad)
+		x, wt, dy := randn(r, s.n*s.c*s.h*s.w), randn(r, s.c*s.k*s.k*s.o), randn(r, s.n*s.o*oh*ow)
+		bias := randn(r, s.o)
+		run := func(z bool) (y, dw, db []float32) {
+			useZ = z
+			yb, wb, dbb := be.mustLoad(t, make([]float32, len(dy))), be.mustLoad(t, make([]float32, len(wt))), be.mustLoad(t, make([]float32, s.o))
+			if err := be.Conv(yb, be.mustLoad(t, x), be.mustLoad(t, wt), be.mustLoad(t, bias), s.n, s.c, s.h, s.w, s.o, s.k, s.pad); err != nil {
+				t.Fatalf("%+v: %v", s, err)
+			}
+			if err := be.ConvFilter(wb, dbb, be.mustLoad(t, x), be.mustLoad(t, dy), s.n, s.c, s.h, s.w, s.o, s.k, s.pad); err != nil {
+				t.Fatalf("%+v: %v", s, err)
+			}
+			return yb.(*Buffer).Data(), wb.(*Buffer).Data(), dbb.(*Buffer).Data()
+		}
+		y2, dw2, db2 := run(false)
+		y5, dw5, db5 := run(true)
+		for _, c := range []struct {
+			name       string
+			avx2, avx5 []float32
+		}{{"y", y2, y5}, {"dw", dw2, dw5}, {"db", db2, db5}} {
+			for i := range c.avx2 {
+				if math.Float32bits(c.avx2[i]) != math.Float32bits(c.avx5[i]) {
+					t.Fatalf("%+v: %s[%d] = %g on AVX-512, %g on AVX2", s, c.name, i, c.avx5[i], c.avx2[i])
 				}
-				b.ReportMetric(2*float64(s.o*s.c*s.k*s.k*oh*ow)*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+			}
 		}
 	}
 }

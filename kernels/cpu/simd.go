@@ -52,3 +52,22 @@ func reluGrad(dx, dy, y []float32) {
 
 // nonFinite returns the index of the first NaN or ±Inf in x, or -1.
 func nonFinite(x []float32) int { return vec.FirstNonFinite(x) }
+
+// copyRows copies rows rows of width floats from src, rows srcStride
+// floats apart, to dst, rows dstStride apart (the rows of an image into
+// a padded or wide one, and back): one call for what would be a copy per
+// row, which costs more than its bytes on rows as short as a small
+// convolution's.
+func copyRows(dst []float32, dstStride int, src []float32, srcStride, rows, width int) {
+	if rows <= 0 || width <= 0 {
+		return
+	}
+	dst = dst[:(rows-1)*dstStride+width]
+	src = src[:(rows-1)*srcStride+width]
+	if copyRowsVec(dst, dstStride, src, srcStride, rows, width) {
+		return
+	}
+	for r := range rows {
+		copy(dst[r*dstStride:r*dstStride+width], src[r*srcStride:r*srcStride+width])
+	}
+}

@@ -148,3 +148,79 @@ rg8:
 rgdone:
 	VZEROUPPER
 	RET
+
+// func lanes8x4AVX2(out, v *float32, n, stride int)
+// out[k*8 + l] = Σ over i ≡ l mod 8, in order, of v[k*stride + i], i < n,
+// k < 4: sum8's partial sums of four planes at once (four independent
+// chains of adds, so the latency of one hides behind the others).
+TEXT ·lanes8x4AVX2(SB), NOSPLIT, $0-32
+	MOVQ   v+8(FP), SI
+	MOVQ   n+16(FP), CX
+	MOVQ   stride+24(FP), R8
+	SHLQ   $2, R8
+	LEAQ   (R8)(R8*2), R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  CX, CX
+	JZ     lanesdone
+
+lanesloop:
+	VADDPS (SI), Y0, Y0
+	VADDPS (SI)(R8*1), Y1, Y1
+	VADDPS (SI)(R8*2), Y2, Y2
+	VADDPS (SI)(R9*1), Y3, Y3
+	ADDQ   $32, SI
+	SUBQ   $8, CX
+	JNZ    lanesloop
+
+lanesdone:
+	MOVQ    out+0(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func copyRowsAVX2(dst *float32, dstStride int, src *float32, srcStride, rows, width int)
+// Copies rows rows of width floats (width ≥ 8) from src, rows srcStride
+// floats apart, to dst, rows dstStride apart: 8 floats at a time, the last
+// 8 of a row ending at its end (rewriting the same values where they
+// overlap the ones before).
+TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), DI
+	MOVQ  dstStride+8(FP), R8
+	SHLQ  $2, R8
+	MOVQ  src+16(FP), SI
+	MOVQ  srcStride+24(FP), R9
+	SHLQ  $2, R9
+	MOVQ  rows+32(FP), CX
+	MOVQ  width+40(FP), R11
+	LEAQ  -32(R11*4), R11 // the byte offset of a row's last 8 floats
+	TESTQ CX, CX
+	JZ    rowsdone
+
+rowsrow:
+	XORQ AX, AX
+
+rowscol:
+	CMPQ    AX, R11
+	JAE     rowslast
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+	JMP     rowscol
+
+rowslast:
+	VMOVUPS (SI)(R11*1), Y0
+	VMOVUPS Y0, (DI)(R11*1)
+	ADDQ    R8, DI
+	ADDQ    R9, SI
+	DECQ    CX
+	JNZ     rowsrow
+
+rowsdone:
+	VZEROUPPER
+	RET

@@ -120,6 +120,49 @@ func TestReluGradBitIdentical(t *testing.T) {
 	})
 }
 
+// TestBiasGradBitIdentical checks biasGrad (four planes at a time on the
+// assembly loop) against sum8 plane by plane, summed over the samples in
+// order, for plane lengths up to 70 and a long one and every channel
+// count that leaves 0–3 planes to the Go loop.
+func TestBiasGradBitIdentical(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, p, off int) {
+		for _, no := range [][2]int{{1, 1}, {2, 3}, {3, 3}, {4, 2}, {5, 1}, {2, 7}} {
+			n, o := no[0], no[1]
+			dy := data(r, n*o*p+off)[off:]
+			want := make([]float32, o)
+			for s := range n {
+				for oc := range o {
+					want[oc] += sum8(dy[(s*o+oc)*p : (s*o+oc+1)*p])
+				}
+			}
+			got := data(r, o)
+			biasGrad(got, dy, n, o, p)
+			check(t, fmt.Sprintf("db (n=%d, o=%d)", n, o), got, want)
+		}
+	})
+}
+
+// TestCopyRows checks copyRows against a copy per row, for every width up
+// to 70 and a long one, at strides that pad the rows on either side or
+// pack them, and that it writes nothing between the rows.
+func TestCopyRows(t *testing.T) {
+	cases(t, func(t *testing.T, r *rand.Rand, width, off int) {
+		for _, rows := range []int{1, 3} {
+			for _, strides := range [][2]int{{width, width}, {width + off + 1, width}, {width, width + 5}} {
+				ds, ss := strides[0], strides[1]
+				src := data(r, rows*ss+off)[off:]
+				dst := data(r, rows*ds+off)[off:]
+				want := append([]float32(nil), dst...)
+				for k := range rows {
+					copy(want[k*ds:k*ds+width], src[k*ss:k*ss+width])
+				}
+				copyRows(dst, ds, src, ss, rows, width)
+				check(t, fmt.Sprintf("dst (rows %d, strides %d, %d)", rows, ds, ss), dst, want)
+			}
+		}
+	})
+}
+
 func TestNonFinite(t *testing.T) {
 	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffc00001)}
 	cases(t, func(t *testing.T, r *rand.Rand, n, off int) {
