@@ -93,7 +93,8 @@ func (be *Backend) ConvFilter(dw, db, x, dy kernels.Buffer, n, c, h, w, o, k, pa
 
 // biasGrad sets dbd[oc] to the sum over the samples, in order, of sum8
 // of dy's planes of p floats for channel oc; four planes at a time on the
-// assembly loop (the same partial sums, so the same bits).
+// assembly loop (the same partial sums, so the same bits; where two NaNs
+// meet, either's payload, as simd.go says).
 func biasGrad(dbd, dyd []float32, n, o, p int) {
 	clear(dbd)
 	planes, i := n*o, 0

@@ -9,13 +9,15 @@ import "golang.org/x/sys/cpu"
 var useDirect = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // useZ selects the k×k kernels' AVX-512 forms (directz_amd64.s) where the
-// CPU and the OS have AVX512F and AVX512DQ: the same sums as the AVX2
+// CPU and the OS have AVX512F, DQ and VL: the same sums as the AVX2
 // ones, bit for bit, on registers twice as wide. A variable, so that
 // tests run both.
 var useZ = zCPU
 
-// zCPU is whether the CPU and the OS have what the AVX-512 kernels need.
-var zCPU = useDirect && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
+// zCPU is whether the CPU and the OS have what the AVX-512 kernels need:
+// AVX512F, DQ (VBROADCASTF32X8, VINSERTF32X8) and VL (256-bit moves to
+// Y16–Y31).
+var zCPU = useDirect && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
 
 //go:noescape
 func conv3x3o4w16(y *float32, ystride int, x *float32, xrow, xplane int, w *float32, wtap, c int)

@@ -264,7 +264,7 @@ func BenchmarkDirectConv(b *testing.B) {
 func TestDirectZ(t *testing.T) {
 	be := directBackend(t)
 	if !zCPU {
-		t.Skip("this CPU has no AVX512F and AVX512DQ: only the AVX2 kernels run here")
+		t.Skip("this CPU has no AVX512F, DQ and VL: only the AVX2 kernels run here")
 	}
 	defer func(z bool) { useZ = z }(useZ)
 	r := rand.New(rand.NewPCG(7, 8))

@@ -10,9 +10,10 @@ package cpu
 // offsets from a table and compute 24 wide pixels × 4 output channels
 // (forward), or 4 output channels × 3 taps over a run of wide pixels
 // (weight gradient). Output channels are padded to a multiple of 4. On
-// AVX-512 (useZ) the forward tile is 48 wide pixels and the weight
-// gradient's block 8 output channels (padded to a multiple of 8): the
-// same sums, so the same bits (directz_amd64.s).
+// AVX-512 (useZ) the forward tile is 6 output channels × 32 wide pixels
+// (channels a multiple of 6) or 4 × 48, and the weight gradient's block 8
+// or 6 output channels (padded to a multiple of it): the same sums, so the
+// same bits (directz_amd64.s).
 
 // tapOffsets is the byte offset of each tap (ci, ki, kj), in that order,
 // in a padded image of c planes of plane floats, rows wp wide; its length
@@ -111,7 +112,7 @@ func convTapsFilter(dwd, xd, dyd []float32, n, c, h, w, o, k, pad int) {
 	xp, dyw, acc := buf[:g.ns*g.img], buf[g.ns*g.img:g.ns*(g.img+g.op*g.npix)], buf[g.ns*(g.img+g.op*g.npix):]
 	oh, ow := h+2*pad-k+1, w+2*pad-k+1
 	chunk := filterChunk
-	if useZ {
+	if g.z {
 		chunk = filterChunkZ
 	}
 	for s0 := 0; s0 < n; s0 += g.ns {
@@ -134,7 +135,7 @@ func convTapsFilter(dwd, xd, dyd []float32, n, c, h, w, o, k, pad int) {
 // to a multiple of the block (4 on AVX2).
 type wideFilter struct {
 	wp, npix, img, op, nt, ns, zb int
-	row5                          bool
+	z, row5                       bool // z: useZ, read once
 	taps                          []int
 }
 
@@ -142,7 +143,7 @@ type wideFilter struct {
 func filterGeometry(n, c, h, w, o, k, pad int) wideFilter {
 	wp, plane, npix, img := wideGeometry(c, h, w, k, pad, 8)
 	g := wideFilter{wp: wp, npix: npix, img: img, op: roundUp(o, 4), nt: c * k * k, taps: tapOffsets(c, k, wp, plane, 3)}
-	if useZ {
+	if g.z = useZ; g.z {
 		g.zb, g.row5 = 8, k == 5
 		if g.row5 && o%6 == 0 {
 			g.zb = 6
@@ -159,7 +160,7 @@ func filterGeometry(n, c, h, w, o, k, pad int) wideFilter {
 // accLen is the floats of the kernel's lanes: 4 output channels × 3 taps
 // × 8 lanes, or on AVX-512 a block's channels × all taps × 8.
 func (g *wideFilter) accLen() int {
-	if useZ {
+	if g.z {
 		return g.zb * roundUp(g.nt, 3) * 8
 	}
 	return 96

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// The k×k micro-kernels of direct_amd64.s on AVX-512 (AVX512F, and
-// AVX512DQ's VBROADCASTF32X8): the same sums in the same order, each lane
+// The k×k micro-kernels of direct_amd64.s on AVX-512 (AVX512F, DQ's
+// VBROADCASTF32X8 and VINSERTF32X8, VL's 256-bit moves to Y25): the same sums in the same order, each lane
 // of a 16-float register doing what a lane of an 8-float one does there,
 // so that their results are bit for bit those of the AVX2 kernels (which
 // TestDirectZ checks).
