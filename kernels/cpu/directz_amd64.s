@@ -8,6 +8,45 @@
 // so that their results are bit for bit those of the AVX2 kernels (which
 // TestDirectZ checks).
 
+// TAPS_PROLOGUE loads the forward kernels' arguments: DX the tile's
+// output, R12 the byte stride between its channels, DI the input, SI the
+// taps table, CX their count, BX the weights, R11 a tap's weights' byte
+// stride, AX the bias. (The argument macros stand before the first TEXT,
+// where go vet's frame check reads no function's names into them.)
+#define TAPS_PROLOGUE \
+	MOVQ y+0(FP), DX; \
+	MOVQ ystride+8(FP), R12; \
+	SHLQ $2, R12; \
+	MOVQ x+16(FP), DI; \
+	MOVQ taps+24(FP), SI; \
+	MOVQ ntaps+32(FP), CX; \
+	MOVQ w+40(FP), BX; \
+	MOVQ wtap+48(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ bias+56(FP), AX
+
+// ROW5_PROLOGUE loads the row kernels' arguments (byte strides: R12
+// between output channels, R13 two, DX three; AX the lanes, R11 the rows
+// table, BX the row count, tested); ROW5_RUN points SI and CX at output
+// channels 0 and 4's gradients, DI at the input and BX at the run's
+// pixels, tested.
+#define ROW5_PROLOGUE \
+	MOVQ  dystride+16(FP), R12; \
+	SHLQ  $2, R12; \
+	LEAQ  (R12)(R12*1), R13; \
+	LEAQ  (R13)(R12*1), DX; \
+	MOVQ  acc+0(FP), AX; \
+	MOVQ  rows+32(FP), R11; \
+	MOVQ  nrows+40(FP), BX; \
+	TESTQ BX, BX
+
+#define ROW5_RUN \
+	MOVQ  dy+8(FP), SI; \
+	LEAQ  (SI)(R12*4), CX; \
+	MOVQ  x+24(FP), DI; \
+	MOVQ  npix+48(FP), BX; \
+	TESTQ BX, BX
+
 // TAP48 is one tap for the 4×48 tile: three input vectors at the tap's
 // offset AX, four broadcast weights, twelve FMAs.
 #define TAP48 \
@@ -37,16 +76,7 @@
 // w[t·wtap + j]·x[taps[t]/4 + i], i < 48, j < 4, summed over the ntaps
 // taps in order, from the bias.
 TEXT ·convTapsO4W48(SB), NOSPLIT, $0-64
-	MOVQ         y+0(FP), DX
-	MOVQ         ystride+8(FP), R12
-	SHLQ         $2, R12
-	MOVQ         x+16(FP), DI
-	MOVQ         taps+24(FP), SI
-	MOVQ         ntaps+32(FP), CX
-	MOVQ         w+40(FP), BX
-	MOVQ         wtap+48(FP), R11
-	SHLQ         $2, R11
-	MOVQ         bias+56(FP), AX
+	TAPS_PROLOGUE
 	VBROADCASTSS (AX), Z0
 	VMOVAPS      Z0, Z1
 	VMOVAPS      Z0, Z2
@@ -118,16 +148,7 @@ t48store:
 // the tile for layers of 6, 12, … output channels (LeNet-5's conv1 and
 // conv2's input gradient), which 4-channel tiles would pad.
 TEXT ·convTapsO6W32(SB), NOSPLIT, $0-64
-	MOVQ         y+0(FP), DX
-	MOVQ         ystride+8(FP), R12
-	SHLQ         $2, R12
-	MOVQ         x+16(FP), DI
-	MOVQ         taps+24(FP), SI
-	MOVQ         ntaps+32(FP), CX
-	MOVQ         w+40(FP), BX
-	MOVQ         wtap+48(FP), R11
-	SHLQ         $2, R11
-	MOVQ         bias+56(FP), AX
+	TAPS_PROLOGUE
 	VBROADCASTSS (AX), Z0
 	VMOVAPS      Z0, Z1
 	VBROADCASTSS 4(AX), Z2
@@ -290,6 +311,16 @@ dwzdone:
 	VMOVUPS       lo, Y25; \
 	VINSERTF32X8  $1, hi, Z25, Z25
 
+// PAIR5 is one pair of output channels' gradients (lo, hi) times a kernel
+// row's 5 taps (Z20–Z24) into the pair's accumulators a0–a4.
+#define PAIR5(lo, hi, a0, a1, a2, a3, a4) \
+	DYPAIR25(lo, hi); \
+	VFMADD231PS Z20, Z25, a0; \
+	VFMADD231PS Z21, Z25, a1; \
+	VFMADD231PS Z22, Z25, a2; \
+	VFMADD231PS Z23, Z25, a3; \
+	VFMADD231PS Z24, Z25, a4
+
 // ROW5DW6 and ROW5DW8 are one 8-pixel step of convRow5DW6 and
 // convRow5DW8: a kernel row's 5 taps' input vectors (8 pixels, in both
 // halves of Z20–Z24, at R8 + 0, 4, … 16 bytes from DI) and the gradients
@@ -301,55 +332,65 @@ dwzdone:
 	VBROADCASTF32X8 8(DI)(R8*1), Z22; \
 	VBROADCASTF32X8 12(DI)(R8*1), Z23; \
 	VBROADCASTF32X8 16(DI)(R8*1), Z24; \
-	DYPAIR25((SI), (SI)(R12*1)); \
-	VFMADD231PS     Z20, Z25, Z0; \
-	VFMADD231PS     Z21, Z25, Z1; \
-	VFMADD231PS     Z22, Z25, Z2; \
-	VFMADD231PS     Z23, Z25, Z3; \
-	VFMADD231PS     Z24, Z25, Z4; \
-	DYPAIR25((SI)(R13*1), (SI)(DX*1)); \
-	VFMADD231PS     Z20, Z25, Z5; \
-	VFMADD231PS     Z21, Z25, Z6; \
-	VFMADD231PS     Z22, Z25, Z7; \
-	VFMADD231PS     Z23, Z25, Z8; \
-	VFMADD231PS     Z24, Z25, Z9; \
-	DYPAIR25((CX), (CX)(R12*1)); \
-	VFMADD231PS     Z20, Z25, Z10; \
-	VFMADD231PS     Z21, Z25, Z11; \
-	VFMADD231PS     Z22, Z25, Z12; \
-	VFMADD231PS     Z23, Z25, Z13; \
-	VFMADD231PS     Z24, Z25, Z14
+	PAIR5((SI), (SI)(R12*1), Z0, Z1, Z2, Z3, Z4); \
+	PAIR5((SI)(R13*1), (SI)(DX*1), Z5, Z6, Z7, Z8, Z9); \
+	PAIR5((CX), (CX)(R12*1), Z10, Z11, Z12, Z13, Z14)
 
 #define ROW5DW8 \
-	VBROADCASTF32X8 (DI)(R8*1), Z20; \
-	VBROADCASTF32X8 4(DI)(R8*1), Z21; \
-	VBROADCASTF32X8 8(DI)(R8*1), Z22; \
-	VBROADCASTF32X8 12(DI)(R8*1), Z23; \
-	VBROADCASTF32X8 16(DI)(R8*1), Z24; \
-	DYPAIR25((SI), (SI)(R12*1)); \
-	VFMADD231PS     Z20, Z25, Z0; \
-	VFMADD231PS     Z21, Z25, Z1; \
-	VFMADD231PS     Z22, Z25, Z2; \
-	VFMADD231PS     Z23, Z25, Z3; \
-	VFMADD231PS     Z24, Z25, Z4; \
-	DYPAIR25((SI)(R13*1), (SI)(DX*1)); \
-	VFMADD231PS     Z20, Z25, Z5; \
-	VFMADD231PS     Z21, Z25, Z6; \
-	VFMADD231PS     Z22, Z25, Z7; \
-	VFMADD231PS     Z23, Z25, Z8; \
-	VFMADD231PS     Z24, Z25, Z9; \
-	DYPAIR25((CX), (CX)(R12*1)); \
-	VFMADD231PS     Z20, Z25, Z10; \
-	VFMADD231PS     Z21, Z25, Z11; \
-	VFMADD231PS     Z22, Z25, Z12; \
-	VFMADD231PS     Z23, Z25, Z13; \
-	VFMADD231PS     Z24, Z25, Z14; \
-	DYPAIR25((CX)(R13*1), (CX)(DX*1)); \
-	VFMADD231PS     Z20, Z25, Z15; \
-	VFMADD231PS     Z21, Z25, Z16; \
-	VFMADD231PS     Z22, Z25, Z17; \
-	VFMADD231PS     Z23, Z25, Z18; \
-	VFMADD231PS     Z24, Z25, Z19
+	ROW5DW6; \
+	PAIR5((CX)(R13*1), (CX)(DX*1), Z15, Z16, Z17, Z18, Z19)
+
+// LOAD15Z/LOAD20Z and STORE15Z/STORE20Z move the accumulators Z0–Z14 or
+// Z0–Z19 from or to AX.
+#define LOAD15Z \
+	VMOVUPS 0(AX), Z0; \
+	VMOVUPS 64(AX), Z1; \
+	VMOVUPS 128(AX), Z2; \
+	VMOVUPS 192(AX), Z3; \
+	VMOVUPS 256(AX), Z4; \
+	VMOVUPS 320(AX), Z5; \
+	VMOVUPS 384(AX), Z6; \
+	VMOVUPS 448(AX), Z7; \
+	VMOVUPS 512(AX), Z8; \
+	VMOVUPS 576(AX), Z9; \
+	VMOVUPS 640(AX), Z10; \
+	VMOVUPS 704(AX), Z11; \
+	VMOVUPS 768(AX), Z12; \
+	VMOVUPS 832(AX), Z13; \
+	VMOVUPS 896(AX), Z14
+
+#define LOAD20Z \
+	LOAD15Z; \
+	VMOVUPS 960(AX), Z15; \
+	VMOVUPS 1024(AX), Z16; \
+	VMOVUPS 1088(AX), Z17; \
+	VMOVUPS 1152(AX), Z18; \
+	VMOVUPS 1216(AX), Z19
+
+#define STORE15Z \
+	VMOVUPS Z0, 0(AX); \
+	VMOVUPS Z1, 64(AX); \
+	VMOVUPS Z2, 128(AX); \
+	VMOVUPS Z3, 192(AX); \
+	VMOVUPS Z4, 256(AX); \
+	VMOVUPS Z5, 320(AX); \
+	VMOVUPS Z6, 384(AX); \
+	VMOVUPS Z7, 448(AX); \
+	VMOVUPS Z8, 512(AX); \
+	VMOVUPS Z9, 576(AX); \
+	VMOVUPS Z10, 640(AX); \
+	VMOVUPS Z11, 704(AX); \
+	VMOVUPS Z12, 768(AX); \
+	VMOVUPS Z13, 832(AX); \
+	VMOVUPS Z14, 896(AX)
+
+#define STORE20Z \
+	STORE15Z; \
+	VMOVUPS Z15, 960(AX); \
+	VMOVUPS Z16, 1024(AX); \
+	VMOVUPS Z17, 1088(AX); \
+	VMOVUPS Z18, 1152(AX); \
+	VMOVUPS Z19, 1216(AX)
 
 // func convRow5DW6(acc *float32, dy *float32, dystride int, x *float32, rows *int, nrows, npix int)
 // convTapsDW8's sums for 6 output channels and the 5 taps of each of
@@ -359,38 +400,13 @@ dwzdone:
 // x[q + rows[r]/4 + t], p < 3, h < 2, t < 5; each tap's 8 pixels are
 // loaded once for 6 channels, each pair's gradients once for 5 taps.
 TEXT ·convRow5DW6(SB), NOSPLIT, $0-56
-	MOVQ  dystride+16(FP), R12
-	SHLQ  $2, R12
-	LEAQ  (R12)(R12*1), R13
-	LEAQ  (R13)(R12*1), DX
-	MOVQ  acc+0(FP), AX
-	MOVQ  rows+32(FP), R11
-	MOVQ  nrows+40(FP), BX
-	TESTQ BX, BX
+	ROW5_PROLOGUE
 	JZ    r6done
 
 r6row:
 	MOVQ (R11), R8
-	VMOVUPS 0(AX), Z0
-	VMOVUPS 64(AX), Z1
-	VMOVUPS 128(AX), Z2
-	VMOVUPS 192(AX), Z3
-	VMOVUPS 256(AX), Z4
-	VMOVUPS 320(AX), Z5
-	VMOVUPS 384(AX), Z6
-	VMOVUPS 448(AX), Z7
-	VMOVUPS 512(AX), Z8
-	VMOVUPS 576(AX), Z9
-	VMOVUPS 640(AX), Z10
-	VMOVUPS 704(AX), Z11
-	VMOVUPS 768(AX), Z12
-	VMOVUPS 832(AX), Z13
-	VMOVUPS 896(AX), Z14
-	MOVQ dy+8(FP), SI
-	LEAQ (SI)(R12*4), CX
-	MOVQ x+24(FP), DI
-	MOVQ npix+48(FP), BX
-	TESTQ BX, BX
+	LOAD15Z
+	ROW5_RUN
 	JZ   r6store
 
 r6pix:
@@ -402,21 +418,7 @@ r6pix:
 	JNZ  r6pix
 
 r6store:
-	VMOVUPS Z0, 0(AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
-	VMOVUPS Z4, 256(AX)
-	VMOVUPS Z5, 320(AX)
-	VMOVUPS Z6, 384(AX)
-	VMOVUPS Z7, 448(AX)
-	VMOVUPS Z8, 512(AX)
-	VMOVUPS Z9, 576(AX)
-	VMOVUPS Z10, 640(AX)
-	VMOVUPS Z11, 704(AX)
-	VMOVUPS Z12, 768(AX)
-	VMOVUPS Z13, 832(AX)
-	VMOVUPS Z14, 896(AX)
+	STORE15Z
 	ADDQ $960, AX
 	ADDQ $8, R11
 	DECQ nrows+40(FP)
@@ -434,43 +436,13 @@ r6done:
 // x[q + rows[r]/4 + t], p < 4, h < 2, t < 5; each tap's 8 pixels are
 // loaded once for 8 channels, each pair's gradients once for 5 taps.
 TEXT ·convRow5DW8(SB), NOSPLIT, $0-56
-	MOVQ  dystride+16(FP), R12
-	SHLQ  $2, R12
-	LEAQ  (R12)(R12*1), R13
-	LEAQ  (R13)(R12*1), DX
-	MOVQ  acc+0(FP), AX
-	MOVQ  rows+32(FP), R11
-	MOVQ  nrows+40(FP), BX
-	TESTQ BX, BX
+	ROW5_PROLOGUE
 	JZ    r8done
 
 r8row:
 	MOVQ (R11), R8
-	VMOVUPS 0(AX), Z0
-	VMOVUPS 64(AX), Z1
-	VMOVUPS 128(AX), Z2
-	VMOVUPS 192(AX), Z3
-	VMOVUPS 256(AX), Z4
-	VMOVUPS 320(AX), Z5
-	VMOVUPS 384(AX), Z6
-	VMOVUPS 448(AX), Z7
-	VMOVUPS 512(AX), Z8
-	VMOVUPS 576(AX), Z9
-	VMOVUPS 640(AX), Z10
-	VMOVUPS 704(AX), Z11
-	VMOVUPS 768(AX), Z12
-	VMOVUPS 832(AX), Z13
-	VMOVUPS 896(AX), Z14
-	VMOVUPS 960(AX), Z15
-	VMOVUPS 1024(AX), Z16
-	VMOVUPS 1088(AX), Z17
-	VMOVUPS 1152(AX), Z18
-	VMOVUPS 1216(AX), Z19
-	MOVQ dy+8(FP), SI
-	LEAQ (SI)(R12*4), CX
-	MOVQ x+24(FP), DI
-	MOVQ npix+48(FP), BX
-	TESTQ BX, BX
+	LOAD20Z
+	ROW5_RUN
 	JZ   r8store
 
 r8pix:
@@ -482,26 +454,7 @@ r8pix:
 	JNZ  r8pix
 
 r8store:
-	VMOVUPS Z0, 0(AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
-	VMOVUPS Z4, 256(AX)
-	VMOVUPS Z5, 320(AX)
-	VMOVUPS Z6, 384(AX)
-	VMOVUPS Z7, 448(AX)
-	VMOVUPS Z8, 512(AX)
-	VMOVUPS Z9, 576(AX)
-	VMOVUPS Z10, 640(AX)
-	VMOVUPS Z11, 704(AX)
-	VMOVUPS Z12, 768(AX)
-	VMOVUPS Z13, 832(AX)
-	VMOVUPS Z14, 896(AX)
-	VMOVUPS Z15, 960(AX)
-	VMOVUPS Z16, 1024(AX)
-	VMOVUPS Z17, 1088(AX)
-	VMOVUPS Z18, 1152(AX)
-	VMOVUPS Z19, 1216(AX)
+	STORE20Z
 	ADDQ $1280, AX
 	ADDQ $8, R11
 	DECQ nrows+40(FP)
