@@ -58,6 +58,14 @@ func optional[T any](b Backend) (T, bool) {
 	return t, ok
 }
 
+// DirectISAReporter is a backend whose direct convolutions run on a
+// named instruction set (e.g. "k×k on AVX-512", "AVX2"), for the line
+// that says which convolutions dml's kernels run; their results are the
+// same bits on each.
+type DirectISAReporter interface {
+	DirectISA() string
+}
+
 // Innermost is the backend that b's decorators (those with an Unwrap
 // method, such as trace.Backend) wrap, or b itself.
 func Innermost(b Backend) Backend {

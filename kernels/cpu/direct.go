@@ -17,6 +17,19 @@ func (be *Backend) ConvSupports(c, h, w, o, k, pad int) bool {
 	return useDirect && c > 0 && h > 0 && w > 0 && o > 0 && k > 0 && pad >= 0 && pad < k && oh > 0 && ow > 0
 }
 
+// DirectISA: see kernels.DirectISAReporter. The k×k kernels' instruction
+// set ("k×k on AVX-512": the 3×3 tiles are AVX2's either way), or "" where
+// the direct convolutions do not run.
+func (be *Backend) DirectISA() string {
+	switch {
+	case useZ:
+		return "k×k on AVX-512"
+	case useDirect:
+		return "AVX2"
+	}
+	return ""
+}
+
 // tiled3x3 reports whether the 3×3 micro-kernels run the shape: 3×3
 // kernels at padding 1, 4 output channels × 16 pixels of a row or 8 × 8,
 // and the weight gradient 4 output channels × 3 taps over rows of 8; rows

@@ -297,3 +297,19 @@ func TestDirectZ(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectISA checks that the backend names the instruction set its
+// k×k kernels run on, as useZ and useDirect choose.
+func TestDirectISA(t *testing.T) {
+	defer func(z, d bool) { useZ, useDirect = z, d }(useZ, useDirect)
+	be := New()
+	for _, c := range []struct {
+		z, d bool
+		want string
+	}{{true, true, "k×k on AVX-512"}, {false, true, "AVX2"}, {false, false, ""}} {
+		useZ, useDirect = c.z, c.d
+		if got := be.DirectISA(); got != c.want {
+			t.Errorf("useZ %v, useDirect %v: DirectISA() = %q, want %q", c.z, c.d, got, c.want)
+		}
+	}
+}

@@ -41,7 +41,11 @@ func (j *Job) newModel(arch model.Arch, rows int) (*model.Model, error) {
 					words[1+c] = 1
 				}
 			}
-			j.printf("%s\n", describeChoice(choice, convs, timings))
+			isa := ""
+			if r, ok := kernels.Innermost(j.Backend).(kernels.DirectISAReporter); ok {
+				isa = r.DirectISA()
+			}
+			j.printf("%s\n", describeChoice(choice, convs, timings, isa))
 		}
 	}
 	if err := collectives.Broadcast(j.Comm, words, 0); err != nil {
@@ -74,8 +78,9 @@ func (j *Job) chooseConvs(arch model.Arch, rows int) (model.ConvChoice, []model.
 }
 
 // describeChoice is the line that says which convolutions the library
-// runs, and the times that chose.
-func describeChoice(choice model.ConvChoice, convs []string, timings []model.ConvTiming) string {
+// runs, and the times that chose; isa, where not "", the instruction set
+// dml's kernels run on.
+func describeChoice(choice model.ConvChoice, convs []string, timings []model.ConvTiming, isa string) string {
 	lib, own := 0, []string{}
 	for c, l := range choice {
 		if l {
@@ -90,7 +95,11 @@ func describeChoice(choice model.ConvChoice, convs []string, timings []model.Con
 	}
 	s := fmt.Sprintf("convolutions (--kernels auto, measured per shape, ms dml/library, forward and backward): the library runs %d of %d", lib, len(choice))
 	if len(own) > 0 {
-		s += "; dml's kernels run " + strings.Join(own, ", ")
+		s += "; dml's kernels"
+		if isa != "" {
+			s += " (" + isa + ")"
+		}
+		s += " run " + strings.Join(own, ", ")
 	}
 	return s + " (" + strings.Join(ts, ", ") + ")"
 }
