@@ -129,14 +129,16 @@ func convTapsFilter(dwd, xd, dyd []float32, n, c, h, w, o, k, pad int) {
 
 // wideFilter is a k×k weight gradient's geometry: wideGeometry's (rounded
 // to 8 pixels), nt taps and their offsets (a multiple of 3), ns samples a
-// chunk, and on AVX-512 the kernel: zb output channels a block (8, or 6
-// for 5×5 kernels over a multiple of 6 channels), rows of 5 taps a call
-// (row5, on 5×5 kernels) or groups of 3; op is the output channels padded
-// to a multiple of the block (4 on AVX2).
+// chunk, and on AVX-512 (z, useZ read once) the kernel's: zb output
+// channels a block (8, or 6 for 5×5 kernels over a multiple of 6
+// channels) and group taps a call: 5 on 5×5 kernels (a kernel row; rows
+// holds each row's first tap's offset), else 3. op is the output channels
+// padded to a multiple of the block (4 on AVX2).
 type wideFilter struct {
-	wp, npix, img, op, nt, ns, zb int
-	z, row5                       bool // z: useZ, read once
-	taps                          []int
+	wp, npix, img, op, nt, ns int
+	z                         bool
+	zb, group                 int
+	taps, rows                []int
 }
 
 // filterGeometry is the geometry of a weight gradient of n samples.
@@ -144,9 +146,16 @@ func filterGeometry(n, c, h, w, o, k, pad int) wideFilter {
 	wp, plane, npix, img := wideGeometry(c, h, w, k, pad, 8)
 	g := wideFilter{wp: wp, npix: npix, img: img, op: roundUp(o, 4), nt: c * k * k, taps: tapOffsets(c, k, wp, plane, 3)}
 	if g.z = useZ; g.z {
-		g.zb, g.row5 = 8, k == 5
-		if g.row5 && o%6 == 0 {
-			g.zb = 6
+		g.zb, g.group = 8, 3
+		if k == 5 {
+			g.group = 5
+			g.rows = make([]int, g.nt/5)
+			for r := range g.rows {
+				g.rows[r] = g.taps[5*r]
+			}
+			if o%6 == 0 {
+				g.zb = 6
+			}
 		}
 		g.op = roundUp(o, g.zb)
 	}
@@ -158,10 +167,11 @@ func filterGeometry(n, c, h, w, o, k, pad int) wideFilter {
 }
 
 // accLen is the floats of the kernel's lanes: 4 output channels × 3 taps
-// × 8 lanes, or on AVX-512 a block's channels × all taps × 8.
+// × 8 lanes, or on AVX-512 a block's channels × all taps (in whole
+// groups) × 8.
 func (g *wideFilter) accLen() int {
 	if g.z {
-		return g.zb * roundUp(g.nt, 3) * 8
+		return g.zb * roundUp(g.nt, g.group) * 8
 	}
 	return 96
 }
@@ -194,23 +204,18 @@ const zRun = 256
 // adds the run's products for every tap to their lanes (in groups of 3
 // taps, or of a kernel row's 5).
 func filterChunkZ(dwd, xp, dyw, acc []float32, kc, o int, g *wideFilter) {
-	group, kern := 3, func(acc, dy, x []float32, run int) {
+	kern := func(acc, dy, x []float32, run int) {
 		convTapsDW8(&acc[0], &dy[0], g.npix, &x[0], &g.taps[0], len(g.taps)/3, run)
 	}
-	if g.row5 {
-		rows := make([]int, g.nt/5)
-		for r := range rows {
-			rows[r] = g.taps[5*r]
-		}
+	if g.rows != nil {
 		row := convRow5DW8
 		if g.zb == 6 {
 			row = convRow5DW6
 		}
-		group, kern = 5, func(acc, dy, x []float32, run int) {
-			row(&acc[0], &dy[0], g.npix, &x[0], &rows[0], len(rows), run)
+		kern = func(acc, dy, x []float32, run int) {
+			row(&acc[0], &dy[0], g.npix, &x[0], &g.rows[0], len(g.rows), run)
 		}
 	}
-	acc = acc[:g.zb*roundUp(g.nt, group)*8]
 	pairs := g.zb / 2
 	for o0 := 0; o0 < g.op; o0 += g.zb {
 		clear(acc)
@@ -221,7 +226,7 @@ func filterChunkZ(dwd, xp, dyw, acc []float32, kc, o int, g *wideFilter) {
 		}
 		for j := range min(g.zb, o-o0) {
 			for t := range g.nt {
-				dwd[(o0+j)*g.nt+t] += laneSum(acc[(t/group)*pairs*group*16+((j/2)*group+t%group)*16+(j%2)*8:])
+				dwd[(o0+j)*g.nt+t] += laneSum(acc[(t/g.group)*pairs*g.group*16+((j/2)*g.group+t%g.group)*16+(j%2)*8:])
 			}
 		}
 	}
