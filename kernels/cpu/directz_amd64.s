@@ -3,10 +3,10 @@
 #include "textflag.h"
 
 // The k×k micro-kernels of direct_amd64.s on AVX-512 (AVX512F, DQ's
-// VBROADCASTF32X8 and VINSERTF32X8, VL's 256-bit moves to Y25): the same sums in the same order, each lane
-// of a 16-float register doing what a lane of an 8-float one does there,
-// so that their results are bit for bit those of the AVX2 kernels (which
-// TestDirectZ checks).
+// VBROADCASTF32X8 and VINSERTF32X8, VL's 256-bit moves to Y25): the same
+// sums in the same order, each lane of a 16-float register doing what a
+// lane of an 8-float one does there, so that their results are bit for
+// bit those of the AVX2 kernels (which TestDirectZ checks).
 
 // TAPS_PROLOGUE loads the forward kernels' arguments: DX the tile's
 // output, R12 the byte stride between its channels, DI the input, SI the
@@ -193,10 +193,11 @@ t32store:
 	RET
 
 // DYPAIR loads output channels j and j+1's gradients at (lo) and (hi),
-// 8 pixels each, into Z15's low and high halves.
-#define DYPAIR(lo, hi) \
-	VMOVUPS       lo, Y15; \
-	VINSERTF32X8  $1, hi, Z15, Z15
+// 8 pixels each, into the low and high halves of register z (y its low
+// half's name).
+#define DYPAIR(lo, hi, y, z) \
+	VMOVUPS       lo, y; \
+	VINSERTF32X8  $1, hi, z, z
 
 // DWZ is one 8-pixel step of convTapsDW8: the 3 taps' input vectors (8
 // pixels, in both halves of Z12–Z14) and the gradients of 4 pairs of
@@ -207,19 +208,19 @@ t32store:
 	VBROADCASTF32X8 (DI)(R8*1), Z12; \
 	VBROADCASTF32X8 (DI)(R9*1), Z13; \
 	VBROADCASTF32X8 (DI)(R10*1), Z14; \
-	DYPAIR((SI), (SI)(R12*1)); \
+	DYPAIR((SI), (SI)(R12*1), Y15, Z15); \
 	VFMADD231PS     Z12, Z15, Z0; \
 	VFMADD231PS     Z13, Z15, Z1; \
 	VFMADD231PS     Z14, Z15, Z2; \
-	DYPAIR((SI)(R13*1), (SI)(DX*1)); \
+	DYPAIR((SI)(R13*1), (SI)(DX*1), Y15, Z15); \
 	VFMADD231PS     Z12, Z15, Z3; \
 	VFMADD231PS     Z13, Z15, Z4; \
 	VFMADD231PS     Z14, Z15, Z5; \
-	DYPAIR((CX), (CX)(R12*1)); \
+	DYPAIR((CX), (CX)(R12*1), Y15, Z15); \
 	VFMADD231PS     Z12, Z15, Z6; \
 	VFMADD231PS     Z13, Z15, Z7; \
 	VFMADD231PS     Z14, Z15, Z8; \
-	DYPAIR((CX)(R13*1), (CX)(DX*1)); \
+	DYPAIR((CX)(R13*1), (CX)(DX*1), Y15, Z15); \
 	VFMADD231PS     Z12, Z15, Z9; \
 	VFMADD231PS     Z13, Z15, Z10; \
 	VFMADD231PS     Z14, Z15, Z11
@@ -306,15 +307,10 @@ dwzdone:
 	VZEROUPPER
 	RET
 
-// DYPAIR25 is DYPAIR into Z25.
-#define DYPAIR25(lo, hi) \
-	VMOVUPS       lo, Y25; \
-	VINSERTF32X8  $1, hi, Z25, Z25
-
 // PAIR5 is one pair of output channels' gradients (lo, hi) times a kernel
 // row's 5 taps (Z20–Z24) into the pair's accumulators a0–a4.
 #define PAIR5(lo, hi, a0, a1, a2, a3, a4) \
-	DYPAIR25(lo, hi); \
+	DYPAIR(lo, hi, Y25, Z25); \
 	VFMADD231PS Z20, Z25, a0; \
 	VFMADD231PS Z21, Z25, a1; \
 	VFMADD231PS Z22, Z25, a2; \
@@ -343,18 +339,7 @@ dwzdone:
 // LOAD15Z/LOAD20Z and STORE15Z/STORE20Z move the accumulators Z0–Z14 or
 // Z0–Z19 from or to AX.
 #define LOAD15Z \
-	VMOVUPS 0(AX), Z0; \
-	VMOVUPS 64(AX), Z1; \
-	VMOVUPS 128(AX), Z2; \
-	VMOVUPS 192(AX), Z3; \
-	VMOVUPS 256(AX), Z4; \
-	VMOVUPS 320(AX), Z5; \
-	VMOVUPS 384(AX), Z6; \
-	VMOVUPS 448(AX), Z7; \
-	VMOVUPS 512(AX), Z8; \
-	VMOVUPS 576(AX), Z9; \
-	VMOVUPS 640(AX), Z10; \
-	VMOVUPS 704(AX), Z11; \
+	LOAD12Z; \
 	VMOVUPS 768(AX), Z12; \
 	VMOVUPS 832(AX), Z13; \
 	VMOVUPS 896(AX), Z14
@@ -368,18 +353,7 @@ dwzdone:
 	VMOVUPS 1216(AX), Z19
 
 #define STORE15Z \
-	VMOVUPS Z0, 0(AX); \
-	VMOVUPS Z1, 64(AX); \
-	VMOVUPS Z2, 128(AX); \
-	VMOVUPS Z3, 192(AX); \
-	VMOVUPS Z4, 256(AX); \
-	VMOVUPS Z5, 320(AX); \
-	VMOVUPS Z6, 384(AX); \
-	VMOVUPS Z7, 448(AX); \
-	VMOVUPS Z8, 512(AX); \
-	VMOVUPS Z9, 576(AX); \
-	VMOVUPS Z10, 640(AX); \
-	VMOVUPS Z11, 704(AX); \
+	STORE12Z; \
 	VMOVUPS Z12, 768(AX); \
 	VMOVUPS Z13, 832(AX); \
 	VMOVUPS Z14, 896(AX)
